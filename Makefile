@@ -1,0 +1,26 @@
+# Attest — the two set-up commands are `make demo` and `make test` (see README.md).
+SHELL := /bin/bash
+# Outside the checkout, so that builds (FAISS and RocksDB take ~25 min the first time) are reused.
+export CARGO_TARGET_DIR ?= $(HOME)/.cache/attest-target
+ATTEST := $(CARGO_TARGET_DIR)/release/attest
+
+.PHONY: setup build demo test lint models
+
+setup:
+	scripts/setup.sh
+
+models:
+	scripts/install-model.sh
+
+build: setup
+	cargo build --release -p attest-cli
+
+demo: build
+	ATTEST_BIN=$(ATTEST) scripts/demo.sh
+
+test: setup
+	cargo test --workspace --no-fail-fast
+
+lint:
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings

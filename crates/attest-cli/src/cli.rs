@@ -1,0 +1,141 @@
+//! Command-line definitions.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Parser)]
+#[command(name = "attest", version, about = "Grounded retrieval: a sharded hybrid (IVF_PQ + BM25) search cluster")]
+pub struct Cli {
+    /// Router HTTP address used by the client commands.
+    #[arg(long, global = true, env = "ATTEST_SERVER", default_value = "http://127.0.0.1:7700")]
+    pub server: String,
+    /// Log level filter (e.g. info, debug, attest_index=debug).
+    #[arg(long, global = true, env = "ATTEST_LOG", default_value = "info")]
+    pub log_level: String,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Runs every role in one process: shard nodes, router (HTTP + gRPC), local embedder.
+    Dev(DevArgs),
+    /// Runs one role.
+    Serve(ServeArgs),
+    /// Creates, lists or drops collections.
+    #[command(subcommand)]
+    Collection(CollectionCommand),
+    /// Ingests JSONL / Markdown / text files.
+    Ingest(IngestArgs),
+    /// Searches a collection.
+    Search(SearchArgs),
+}
+
+#[derive(Args, Clone)]
+pub struct DevArgs {
+    #[arg(long, default_value = ".attest-data")]
+    pub data_dir: PathBuf,
+    #[arg(long, default_value = "127.0.0.1:7700")]
+    pub http: String,
+    #[arg(long, default_value = "127.0.0.1:7701")]
+    pub grpc: String,
+    /// Shard nodes to run in the process (so fan-out and fusion are real).
+    #[arg(long, default_value_t = 2)]
+    pub shards: usize,
+    /// YAML configuration file.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Directory of the local embedding model.
+    #[arg(long, env = "ATTEST_MODEL_DIR")]
+    pub model_dir: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
+pub enum Role {
+    Shard,
+    Router,
+}
+
+#[derive(Args, Clone)]
+pub struct ServeArgs {
+    #[arg(long, value_enum)]
+    pub role: Role,
+    #[arg(long, default_value = ".attest-data")]
+    pub data_dir: PathBuf,
+    /// gRPC listen address (shard, router).
+    #[arg(long, default_value = "127.0.0.1:7701")]
+    pub grpc: String,
+    /// HTTP listen address (router).
+    #[arg(long, default_value = "127.0.0.1:7700")]
+    pub http: String,
+    /// Shard node gRPC endpoints (router), comma-separated, e.g. http://127.0.0.1:7801,http://127.0.0.1:7802.
+    #[arg(long, value_delimiter = ',')]
+    pub shard_nodes: Vec<String>,
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    #[arg(long, env = "ATTEST_MODEL_DIR")]
+    pub model_dir: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+pub enum CollectionCommand {
+    Create {
+        name: String,
+        #[arg(long)]
+        shards: Option<u32>,
+        #[arg(long)]
+        nlist: Option<u32>,
+        #[arg(long)]
+        m: Option<u32>,
+        #[arg(long)]
+        nbits: Option<u32>,
+        #[arg(long)]
+        nprobe: Option<u32>,
+        #[arg(long)]
+        json: bool,
+    },
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    Drop {
+        name: String,
+    },
+}
+
+#[derive(Args)]
+pub struct IngestArgs {
+    /// Files or directories (searched for .jsonl, .ndjson, .md, .markdown, .txt).
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    #[arg(long, short, default_value = "default")]
+    pub collection: String,
+    /// Documents per request.
+    #[arg(long, default_value_t = 64)]
+    pub batch: usize,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
+pub enum Lane {
+    Dense,
+    Bm25,
+    Hybrid,
+}
+
+#[derive(Args)]
+pub struct SearchArgs {
+    pub query: String,
+    #[arg(long, short, default_value = "default")]
+    pub collection: String,
+    #[arg(long, short, default_value_t = 10)]
+    pub k: u32,
+    #[arg(long, value_enum, default_value = "hybrid")]
+    pub lane: Lane,
+    #[arg(long)]
+    pub tenant: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}

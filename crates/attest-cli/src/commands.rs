@@ -1,0 +1,177 @@
+//! Client commands: they talk to a running router's HTTP API v1.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use attest_ingest::{parse_file, SourceDocument};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{json, Value};
+
+use crate::cli::{CollectionCommand, IngestArgs, Lane, SearchArgs};
+
+async fn call(req: reqwest::RequestBuilder) -> anyhow::Result<Value> {
+    let resp = req.send().await.context("cannot reach the router (is `attest dev` running? see --server)")?;
+    let status = resp.status();
+    let body: Value = resp.json().await.unwrap_or(Value::Null);
+    if !status.is_success() {
+        let msg = body["error"]["message"].as_str().unwrap_or("no message");
+        bail!("{status}: {msg}");
+    }
+    Ok(body)
+}
+
+pub async fn collection(server: &str, cmd: CollectionCommand) -> anyhow::Result<()> {
+    let http = reqwest::Client::new();
+    match cmd {
+        CollectionCommand::Create { name, shards, nlist, m, nbits, nprobe, json } => {
+            let body = json!({"name": name, "shards": shards, "index": {"nlist": nlist, "m": m, "nbits": nbits, "nprobe": nprobe}});
+            let out = call(http.post(format!("{server}/v1/collections")).json(&body)).await?;
+            if json {
+                println!("{out}");
+            } else {
+                println!("created collection {} ({} shards, {}-d)", out["name"].as_str().unwrap_or(""), out["shards"], out["dimension"]);
+            }
+        }
+        CollectionCommand::List { json } => {
+            let out = call(http.get(format!("{server}/v1/collections"))).await?;
+            if json {
+                println!("{out}");
+            } else {
+                for c in out["collections"].as_array().into_iter().flatten() {
+                    println!("{}\tshards={}\tdim={}\tnlist={}", c["name"].as_str().unwrap_or(""), c["shards"], c["dimension"], c["index"]["nlist"]);
+                }
+            }
+        }
+        CollectionCommand::Drop { name } => {
+            call(http.delete(format!("{server}/v1/collections/{name}"))).await?;
+            println!("dropped collection {name}");
+        }
+    }
+    Ok(())
+}
+
+/// Files to ingest: the given files, and the supported files found under the given directories (sorted).
+fn expand(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut found = Vec::new();
+            let mut stack = vec![p.clone()];
+            while let Some(d) = stack.pop() {
+                for e in std::fs::read_dir(&d).with_context(|| format!("reading {}", d.display()))? {
+                    let path = e?.path();
+                    if path.is_dir() {
+                        stack.push(path);
+                    } else if matches!(path.extension().and_then(|x| x.to_str()), Some("jsonl" | "ndjson" | "md" | "markdown" | "txt")) {
+                        found.push(path);
+                    }
+                }
+            }
+            found.sort();
+            out.extend(found);
+        } else if p.exists() {
+            out.push(p.clone());
+        } else {
+            bail!("{}: no such file or directory", p.display());
+        }
+    }
+    Ok(out)
+}
+
+fn doc_json(d: &SourceDocument) -> Value {
+    json!({"id": d.id, "title": d.title, "text": d.text, "metadata": d.metadata, "tenant": d.tenant})
+}
+
+async fn ensure_collection(http: &reqwest::Client, server: &str, name: &str) -> anyhow::Result<()> {
+    let resp = http.get(format!("{server}/v1/collections/{name}")).send().await.context("cannot reach the router")?;
+    if resp.status() == reqwest::StatusCode::NOT_FOUND {
+        call(http.post(format!("{server}/v1/collections")).json(&json!({"name": name}))).await?;
+        eprintln!("created collection {name}");
+    }
+    Ok(())
+}
+
+pub async fn ingest(server: &str, args: IngestArgs) -> anyhow::Result<()> {
+    let http = reqwest::Client::new();
+    let files = expand(&args.paths)?;
+    ensure_collection(&http, server, &args.collection).await?;
+    let mut documents: Vec<SourceDocument> = Vec::new();
+    let mut malformed = 0usize;
+    for f in &files {
+        let parsed = parse_file(f).with_context(|| format!("reading {}", f.display()))?;
+        for e in &parsed.errors {
+            eprintln!("{}:{}: {}", f.display(), e.line, e.reason);
+        }
+        malformed += parsed.errors.len();
+        documents.extend(parsed.documents);
+    }
+    let bar = ProgressBar::new(documents.len() as u64);
+    bar.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} documents ({per_sec}, eta {eta}) {msg}").expect("template"));
+    let (mut accepted, mut chunks, mut duplicates) = (0u64, 0u64, 0u64);
+    let batch = args.batch.max(1);
+    for part in documents.chunks(batch) {
+        let body = json!({"documents": part.iter().map(doc_json).collect::<Vec<_>>()});
+        let out = call(http.post(format!("{server}/v1/collections/{}/documents", args.collection)).json(&body)).await?;
+        accepted += out["accepted"].as_u64().unwrap_or(0);
+        chunks += out["chunks"].as_u64().unwrap_or(0);
+        duplicates += out["duplicates"].as_u64().unwrap_or(0);
+        bar.inc(part.len() as u64);
+    }
+    bar.finish_and_clear();
+    let summary = json!({"files": files.len(), "accepted": accepted, "chunks": chunks, "duplicates": duplicates, "malformed_lines": malformed});
+    if args.json {
+        println!("{summary}");
+    } else {
+        println!(
+            "ingested {accepted} documents ({chunks} chunks) from {} files into {}; {duplicates} near-duplicates skipped; {malformed} malformed lines",
+            files.len(),
+            args.collection
+        );
+    }
+    Ok(())
+}
+
+fn snippet(text: &str, max: usize) -> String {
+    let flat = text.replace('\n', " ");
+    if flat.chars().count() <= max {
+        return flat;
+    }
+    format!("{}…", flat.chars().take(max).collect::<String>())
+}
+
+pub async fn search(server: &str, args: SearchArgs) -> anyhow::Result<()> {
+    let lanes: Vec<&str> = match args.lane {
+        Lane::Dense => vec!["dense"],
+        Lane::Bm25 => vec!["bm25"],
+        Lane::Hybrid => vec!["dense", "bm25"],
+    };
+    let body = json!({"query": args.query, "k": args.k, "lanes": lanes, "tenant": args.tenant});
+    let http = reqwest::Client::new();
+    let out = call(http.post(format!("{server}/v1/collections/{}/search", args.collection)).json(&body)).await?;
+    if args.json {
+        println!("{out}");
+        return Ok(());
+    }
+    if out["fallback_mode"].as_bool() == Some(true) {
+        println!("(embedding service unavailable: BM25-only results)");
+    }
+    if out["degraded"].as_bool() == Some(true) {
+        println!("(degraded: shards {} did not answer)", out["missing_shards"]);
+    }
+    for (i, h) in out["hits"].as_array().into_iter().flatten().enumerate() {
+        let lane = |name: &str| h["lanes"][name]["rank"].as_u64().map_or("-".to_string(), |r| r.to_string());
+        println!(
+            "{:>2}. {:.4}  {}  [{}]  dense#{} bm25#{} shard {}\n    {}",
+            i + 1,
+            h["score"].as_f64().unwrap_or(0.0),
+            h["doc_id"].as_str().unwrap_or(""),
+            h["title"].as_str().unwrap_or(""),
+            lane("dense"),
+            lane("bm25"),
+            h["shard"],
+            snippet(h["text"].as_str().unwrap_or(""), 160)
+        );
+    }
+    Ok(())
+}
+

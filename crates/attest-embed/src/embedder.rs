@@ -1,0 +1,80 @@
+//! The [`Embedder`] trait.
+
+use crate::error::EmbedError;
+
+/// Turns text into dense vectors. Shared across threads (behind an `Arc`), hence `Send + Sync`.
+pub trait Embedder: Send + Sync {
+    /// Stable identifier stored with a collection, e.g. "all-minilm-l6-v2".
+    fn id(&self) -> &str;
+    /// Length of every vector [`Embedder::embed`] returns.
+    fn dimension(&self) -> usize;
+    /// One L2-normalised vector per input text, in order. Synchronous: callers run it on a blocking thread.
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+    /// Number of model tokens in `text` (without special tokens), used by the chunker's budget.
+    fn count_tokens(&self, text: &str) -> usize;
+}
+
+impl<E: Embedder + ?Sized> Embedder for std::sync::Arc<E> {
+    fn id(&self) -> &str {
+        (**self).id()
+    }
+    fn dimension(&self) -> usize {
+        (**self).dimension()
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        (**self).embed(texts)
+    }
+    fn count_tokens(&self, text: &str) -> usize {
+        (**self).count_tokens(text)
+    }
+}
+
+impl<E: Embedder + ?Sized> Embedder for Box<E> {
+    fn id(&self) -> &str {
+        (**self).id()
+    }
+    fn dimension(&self) -> usize {
+        (**self).dimension()
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        (**self).embed(texts)
+    }
+    fn count_tokens(&self, text: &str) -> usize {
+        (**self).count_tokens(text)
+    }
+}
+
+/// Cosine similarity of two vectors of equal length (0 when either is all zeros).
+///
+/// # Panics
+/// If the lengths differ.
+pub fn cosine_similarity(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(
+        a.len(),
+        b.len(),
+        "cosine_similarity of vectors of different lengths"
+    );
+    let (mut dot, mut na, mut nb) = (0.0f64, 0.0f64, 0.0f64);
+    for (&x, &y) in a.iter().zip(b) {
+        dot += f64::from(x) * f64::from(y);
+        na += f64::from(x) * f64::from(x);
+        nb += f64::from(y) * f64::from(y);
+    }
+    if na == 0.0 || nb == 0.0 {
+        return 0.0;
+    }
+    (dot / (na.sqrt() * nb.sqrt())) as f32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cosine_basics() {
+        assert!((cosine_similarity(&[1.0, 0.0], &[1.0, 0.0]) - 1.0).abs() < 1e-6);
+        assert!(cosine_similarity(&[1.0, 0.0], &[0.0, 1.0]).abs() < 1e-6);
+        assert!((cosine_similarity(&[1.0, 1.0], &[-2.0, -2.0]) + 1.0).abs() < 1e-6);
+        assert_eq!(cosine_similarity(&[0.0, 0.0], &[1.0, 0.0]), 0.0);
+    }
+}

@@ -1,0 +1,50 @@
+//! Errors of the embedding layer.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong loading a model or embedding text.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    /// The model directory or one of its files is absent.
+    #[error(
+        "embedding model not found in {}: {hint}; install it with `scripts/install-model.sh` (or `make models`)",
+        dir.display()
+    )]
+    ModelMissing {
+        /// The directory that was searched.
+        dir: PathBuf,
+        /// What exactly is missing.
+        hint: String,
+    },
+    /// A model file does not match the sha256 committed in `models.sha256`.
+    #[error(
+        "checksum mismatch for {}: expected sha256 {expected}, found {actual}; reinstall it with `scripts/install-model.sh`",
+        file.display()
+    )]
+    Checksum {
+        /// The offending file.
+        file: PathBuf,
+        /// The committed hash (hex).
+        expected: String,
+        /// The hash of the file on disk (hex).
+        actual: String,
+    },
+    /// The model could not be loaded or run.
+    #[error("embedding model error: {0}")]
+    Model(String),
+    /// The tokenizer could not be loaded or failed on an input.
+    #[error("tokenizer error: {0}")]
+    Tokenizer(String),
+    /// The caller passed something unusable (bad configuration, bad input).
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    /// The embedder cannot serve requests right now.
+    #[error("embedder unavailable: {0}")]
+    Unavailable(String),
+}
+
+impl From<candle_core::Error> for EmbedError {
+    fn from(err: candle_core::Error) -> Self {
+        EmbedError::Model(err.to_string())
+    }
+}

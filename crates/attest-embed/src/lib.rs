@@ -1,0 +1,30 @@
+//! Text embedders for Attest.
+//!
+//! Turns text into dense, L2-normalised vectors for the vector index, and counts model tokens
+//! for the chunker's budget. The production embedder is all-MiniLM-L6-v2 (384-d), run locally on
+//! the CPU with candle from weights installed on disk by `scripts/install-model.sh`; nothing is
+//! ever fetched from a model hub at run time. The weights are verified against the sha256 hashes
+//! committed in `models.sha256` on every load.
+//!
+//! # Layout
+//! - [`embedder`]: the [`Embedder`] trait every embedder implements (synchronous; callers run it
+//!   on a blocking thread), plus small vector helpers.
+//! - [`minilm`]: [`MiniLmEmbedder`], the local all-MiniLM-L6-v2 BERT model (tokenize, forward
+//!   with attention mask, mean pooling, L2 normalisation) and the model-file checksum checks.
+//! - [`config`]: [`LocalEmbedderConfig`] (model directory, batch size, max sequence length) and
+//!   [`default_model_dir`].
+//! - [`cache`]: [`CachedEmbedder`], a bounded LRU cache of embeddings keyed by exact text, for
+//!   repeated queries.
+//! - [`error`]: [`EmbedError`].
+
+pub mod cache;
+pub mod config;
+pub mod embedder;
+pub mod error;
+pub mod minilm;
+
+pub use cache::{CachedEmbedder, DEFAULT_CACHE_CAPACITY};
+pub use config::{default_model_dir, LocalEmbedderConfig, MODEL_DIR_ENV};
+pub use embedder::{cosine_similarity, Embedder};
+pub use error::EmbedError;
+pub use minilm::{MiniLmEmbedder, MINILM_DIMENSION, MINILM_ID, MODEL_FILES};

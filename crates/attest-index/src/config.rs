@@ -1,0 +1,38 @@
+//! Per-shard engine configuration, with the defaults every deployment starts from.
+
+use crate::ivfpq::IvfPqParams;
+use serde::{Deserialize, Serialize};
+
+/// How one shard replica of a collection stores and searches its chunks.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct EngineConfig {
+    /// Vector dimension of the collection; every write and query is checked against it.
+    pub dimension: usize,
+    /// IVF_PQ parameters for sealed segments (reduced per segment when it is small, see `IvfPqParams::effective`).
+    pub ivfpq: IvfPqParams,
+    /// Number of rows in the growing segment at which it is sealed into an IVF_PQ segment.
+    pub seal_threshold: usize,
+    /// At most this many rows are used to train a segment's quantizer (FAISS wants 39–256 per list).
+    pub train_sample: usize,
+    /// Sealed segments are merged by compaction once there are more than this many.
+    pub max_sealed_segments: usize,
+    /// Dense candidates fetched per requested hit before filters and exact re-scoring cut them down.
+    pub overfetch: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            dimension: 384,
+            ivfpq: IvfPqParams::default(),
+            seal_threshold: 50_000,
+            train_sample: 100_000,
+            max_sealed_segments: 8,
+            overfetch: 4,
+        }
+    }
+}
+
+/// Metadata, query and batch limits enforced by the engine (SPEC "Limits on every input").
+pub const MAX_TOP_K: usize = 1000;

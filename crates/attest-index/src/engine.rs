@@ -1,0 +1,655 @@
+//! `ShardEngine`: one shard replica of one collection — the log, the growing segment, the sealed segments,
+//! tombstones, sealing, compaction and recovery — behind a small synchronous API. The shard role calls it from
+//! blocking threads, never from async tasks.
+//!
+//! Locking: writers take `log` then `state`; searches take only a read lock on `state`; sealing and compaction
+//! take `maintenance` and hold `state` only briefly to swap segments in, so FAISS training never blocks search.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use tracing::{info, warn};
+
+use crate::chunk_store::StoredChunk;
+use crate::config::{EngineConfig, MAX_TOP_K};
+use crate::error::{IndexError, Result};
+use crate::filter::Filter;
+use crate::growing::GrowingSegment;
+use crate::segment::{build_segment, segment_dir, Manifest, SealedSegment, SegmentMeta};
+use crate::text_index::{bm25_search, TextIndex};
+use crate::wal::{DocVersion, IngestLog, LogOp, LoggedChunk};
+
+/// One document's new content: it replaces every earlier chunk of `doc_id`.
+#[derive(Debug, Clone)]
+pub struct DocumentWrite {
+    pub doc_id: String,
+    pub tenant: String,
+    pub chunks: Vec<LoggedChunk>,
+}
+
+/// A search against one shard. `tenant` is mandatory; a lane runs only when its query is given.
+#[derive(Debug, Clone, Copy)]
+pub struct SearchParams<'a> {
+    pub tenant: &'a str,
+    pub query_vector: Option<&'a [f32]>,
+    pub query_text: Option<&'a str>,
+    pub k: usize,
+    pub nprobe: Option<u32>,
+    pub filter: &'a Filter,
+    pub exact_rescore: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit {
+    pub chunk_id: String,
+    pub doc_id: String,
+    pub title: String,
+    pub text: String,
+    pub metadata_json: String,
+    pub score: f32,
+}
+
+/// Per-lane ranked lists, best first.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LaneResults {
+    pub dense: Vec<Hit>,
+    pub bm25: Vec<Hit>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EngineStats {
+    pub live_documents: u64,
+    pub growing_rows: u64,
+    pub sealed_rows: u64,
+    pub sealed_segments: u32,
+    pub last_seq: u64,
+    /// Segments found damaged at start-up and rebuilt from the log.
+    pub rebuilt_segments: Vec<String>,
+}
+
+/// A growing segment that is being sealed; it stays searchable until the sealed one replaces it.
+struct Frozen {
+    segment: Arc<GrowingSegment>,
+    seq_range: (u64, u64),
+}
+
+struct State {
+    versions: HashMap<String, DocVersion>,
+    growing: GrowingSegment,
+    frozen: Option<Frozen>,
+    sealed: Vec<Arc<SealedSegment>>,
+    manifest: Manifest,
+}
+
+pub struct ShardEngine {
+    dir: PathBuf,
+    config: EngineConfig,
+    log: Mutex<IngestLog>,
+    state: RwLock<State>,
+    /// One seal or compaction at a time.
+    maintenance: Mutex<()>,
+    background_seal: AtomicBool,
+    rebuilt: Vec<String>,
+}
+
+/// Read access to the rows of any segment kind.
+enum SegmentView<'a> {
+    Growing(&'a GrowingSegment),
+    Sealed(&'a SealedSegment),
+}
+
+/// Borrowed fields of one row.
+struct RowView<'a> {
+    chunk_id: &'a str,
+    doc_id: &'a str,
+    tenant: &'a str,
+    title: &'a str,
+    text: &'a str,
+    metadata_json: &'a str,
+    seq: u64,
+}
+
+impl RowView<'_> {
+    fn to_hit(&self, score: f32) -> Hit {
+        Hit {
+            chunk_id: self.chunk_id.to_string(),
+            doc_id: self.doc_id.to_string(),
+            title: self.title.to_string(),
+            text: self.text.to_string(),
+            metadata_json: self.metadata_json.to_string(),
+            score,
+        }
+    }
+    fn to_stored(&self) -> StoredChunk {
+        StoredChunk {
+            chunk_id: self.chunk_id.to_string(),
+            doc_id: self.doc_id.to_string(),
+            tenant: self.tenant.to_string(),
+            title: self.title.to_string(),
+            text: self.text.to_string(),
+            metadata_json: self.metadata_json.to_string(),
+            seq: self.seq,
+        }
+    }
+}
+
+impl<'a> SegmentView<'a> {
+    fn len(&self) -> usize {
+        match self {
+            SegmentView::Growing(g) => g.len(),
+            SegmentView::Sealed(s) => s.meta.rows,
+        }
+    }
+    fn row(&self, row: usize) -> Option<RowView<'a>> {
+        match self {
+            SegmentView::Growing(g) => g.rows.get(row).map(|r| RowView {
+                chunk_id: &r.chunk_id,
+                doc_id: &r.doc_id,
+                tenant: &r.tenant,
+                title: &r.title,
+                text: &r.text,
+                metadata_json: &r.metadata_json,
+                seq: r.seq,
+            }),
+            SegmentView::Sealed(s) => s.chunks.get(row).map(|r| RowView {
+                chunk_id: r.chunk_id.as_str(),
+                doc_id: r.doc_id.as_str(),
+                tenant: r.tenant.as_str(),
+                title: r.title.as_str(),
+                text: r.text.as_str(),
+                metadata_json: r.metadata_json.as_str(),
+                seq: r.seq.to_native(),
+            }),
+        }
+    }
+    fn vector(&self, row: usize) -> Option<&'a [f32]> {
+        match self {
+            SegmentView::Growing(g) => (row < g.len()).then(|| g.vector(row)),
+            SegmentView::Sealed(s) => s.vectors.get(row),
+        }
+    }
+    fn text(&self) -> &'a TextIndex {
+        match self {
+            SegmentView::Growing(g) => &g.text,
+            SegmentView::Sealed(s) => &s.text,
+        }
+    }
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+fn check_vector(v: &[f32], dim: usize, field: &str) -> Result<()> {
+    if v.len() != dim {
+        return Err(IndexError::invalid(field, format!("dimension {} but the collection has {dim}", v.len())));
+    }
+    if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+        return Err(IndexError::invalid(field, format!("component {i} is not a finite number")));
+    }
+    Ok(())
+}
+
+impl State {
+    fn is_live(&self, doc_id: &str, seq: u64) -> bool {
+        self.versions.get(doc_id).is_some_and(|v| v.is_live_row(seq))
+    }
+
+    fn views(&self) -> Vec<SegmentView<'_>> {
+        let mut v = vec![SegmentView::Growing(&self.growing)];
+        if let Some(f) = &self.frozen {
+            v.push(SegmentView::Growing(&f.segment));
+        }
+        v.extend(self.sealed.iter().map(|s| SegmentView::Sealed(s)));
+        v
+    }
+}
+
+impl ShardEngine {
+    /// Opens (or creates) the engine in `dir` and recovers: damaged segments are rebuilt from the log, and the
+    /// log past the last sealed segment is replayed into the growing segment.
+    pub fn open(dir: &Path, config: EngineConfig) -> Result<Arc<Self>> {
+        std::fs::create_dir_all(dir.join("segments"))?;
+        let log = IngestLog::open(&dir.join("wal"))?;
+        let versions = log.doc_versions()?;
+        let mut manifest = match Manifest::load(dir) {
+            Ok(m) => m,
+            Err(e) => {
+                // Everything live is still in the log: start from no segments and replay it all.
+                warn!(error = %e, event = "manifest_corrupt", "manifest unreadable; rebuilding every segment from the log");
+                Manifest::default()
+            }
+        };
+        let mut sealed = Vec::new();
+        let mut rebuilt = Vec::new();
+        let metas = std::mem::take(&mut manifest.segments);
+        for meta in metas {
+            match SealedSegment::open(dir, &meta) {
+                Ok(seg) => {
+                    sealed.push(Arc::new(seg));
+                    manifest.segments.push(meta);
+                }
+                Err(e) => {
+                    warn!(segment = %meta.id, error = %e, event = "segment_corrupt", "refusing damaged segment; rebuilding it from the log");
+                    let records = log.range(meta.min_seq, meta.max_seq)?;
+                    let (rows, vectors) = live_rows_from_log(&records, &versions);
+                    let id = manifest.allocate_id();
+                    let new_meta = build_segment(
+                        dir,
+                        &id,
+                        (meta.min_seq, meta.max_seq),
+                        config.dimension,
+                        &config.ivfpq,
+                        config.train_sample,
+                        &rows,
+                        &vectors,
+                    )?;
+                    sealed.push(Arc::new(SealedSegment::open(dir, &new_meta)?));
+                    manifest.segments.push(new_meta);
+                    rebuilt.push(meta.id.clone());
+                }
+            }
+        }
+        manifest.store(dir)?;
+        remove_orphan_segments(dir, &manifest)?;
+
+        let mut growing = GrowingSegment::new(config.dimension)?;
+        let records = log.range(manifest.sealed_through_seq + 1, u64::MAX)?;
+        let (rows, vectors) = live_rows_from_log(&records, &versions);
+        for (i, row) in rows.into_iter().enumerate() {
+            growing.push(row, &vectors[i * config.dimension..(i + 1) * config.dimension])?;
+        }
+        growing.commit()?;
+        info!(dir = %dir.display(), segments = sealed.len(), growing = growing.len(), event = "shard_recovered", "shard engine open");
+        Ok(Arc::new(ShardEngine {
+            dir: dir.to_path_buf(),
+            config,
+            log: Mutex::new(log),
+            state: RwLock::new(State { versions, growing, frozen: None, sealed, manifest }),
+            maintenance: Mutex::new(()),
+            background_seal: AtomicBool::new(false),
+            rebuilt,
+        }))
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// Validates every document first (nothing is written if one is bad), then logs them durably in one synced
+    /// batch and makes them searchable. Returns the last sequence number written.
+    pub fn upsert(self: &Arc<Self>, docs: Vec<DocumentWrite>) -> Result<u64> {
+        for (i, d) in docs.iter().enumerate() {
+            if d.doc_id.is_empty() {
+                return Err(IndexError::invalid(format!("documents[{i}].doc_id"), "empty"));
+            }
+            if d.tenant.is_empty() {
+                return Err(IndexError::invalid(format!("documents[{i}].tenant"), "empty"));
+            }
+            for (j, c) in d.chunks.iter().enumerate() {
+                check_vector(&c.vector, self.config.dimension, &format!("documents[{i}].chunks[{j}].vector"))?;
+                if c.chunk_id.is_empty() {
+                    return Err(IndexError::invalid(format!("documents[{i}].chunks[{j}].chunk_id"), "empty"));
+                }
+            }
+        }
+        let mut log = self.log.lock();
+        {
+            let st = self.state.read();
+            for (i, d) in docs.iter().enumerate() {
+                if st.versions.get(&d.doc_id).is_some_and(|v| !v.deleted && v.tenant != d.tenant) {
+                    return Err(IndexError::invalid(format!("documents[{i}].doc_id"), "the id belongs to another tenant"));
+                }
+            }
+        }
+        let ops: Vec<LogOp> = docs
+            .into_iter()
+            .map(|d| LogOp::Upsert { doc_id: d.doc_id, tenant: d.tenant, chunks: d.chunks })
+            .collect();
+        let seqs = log.append(&ops)?;
+        let mut st = self.state.write();
+        for (op, seq) in ops.into_iter().zip(seqs) {
+            if let LogOp::Upsert { doc_id, tenant, chunks } = op {
+                st.versions.insert(doc_id.clone(), DocVersion { seq, deleted: false, tenant: tenant.clone() });
+                for c in chunks {
+                    let row = StoredChunk {
+                        chunk_id: c.chunk_id,
+                        doc_id: doc_id.clone(),
+                        tenant: tenant.clone(),
+                        title: c.title,
+                        text: c.text,
+                        metadata_json: c.metadata_json,
+                        seq,
+                    };
+                    st.growing.push(row, &c.vector)?;
+                }
+            }
+        }
+        st.growing.commit()?;
+        let last = log.last_seq();
+        let should_seal = st.growing.len() >= self.config.seal_threshold;
+        drop(st);
+        drop(log);
+        if should_seal {
+            self.seal_in_background();
+        }
+        Ok(last)
+    }
+
+    /// Tombstones every chunk of the document. Returns false when it does not exist (or belongs to another tenant).
+    pub fn delete(&self, tenant: &str, doc_id: &str) -> Result<bool> {
+        let mut log = self.log.lock();
+        let exists = self.state.read().versions.get(doc_id).is_some_and(|v| !v.deleted && v.tenant == tenant);
+        if !exists {
+            return Ok(false);
+        }
+        let seqs = log.append(&[LogOp::Delete { doc_id: doc_id.to_string(), tenant: tenant.to_string() }])?;
+        self.state.write().versions.insert(doc_id.to_string(), DocVersion { seq: seqs[0], deleted: true, tenant: tenant.to_string() });
+        Ok(true)
+    }
+
+    /// Dense and BM25 top-k of the tenant's live chunks that pass the filter.
+    pub fn search(&self, p: &SearchParams<'_>) -> Result<LaneResults> {
+        if p.tenant.is_empty() {
+            return Err(IndexError::invalid("tenant", "a tenant is required"));
+        }
+        if p.k == 0 || p.k > MAX_TOP_K {
+            return Err(IndexError::invalid("k", format!("must be between 1 and {MAX_TOP_K}")));
+        }
+        if let Some(q) = p.query_vector {
+            check_vector(q, self.config.dimension, "query_vector")?;
+        }
+        let st = self.state.read();
+        let views = st.views();
+        let passes = |r: &RowView<'_>| r.tenant == p.tenant && st.is_live(r.doc_id, r.seq) && p.filter.matches(r.metadata_json);
+        let mut out = LaneResults::default();
+        if let Some(q) = p.query_vector {
+            let mut cands: Vec<Hit> = Vec::new();
+            for view in &views {
+                cands.extend(self.dense_candidates(view, q, p, &passes)?);
+            }
+            out.dense = top_k(cands, p.k);
+        }
+        if let Some(text) = p.query_text.filter(|t| !t.trim().is_empty()) {
+            out.bm25 = self.bm25(&views, text, p, &passes)?;
+        }
+        Ok(out)
+    }
+
+    fn dense_candidates(
+        &self,
+        view: &SegmentView<'_>,
+        q: &[f32],
+        p: &SearchParams<'_>,
+        passes: &dyn Fn(&RowView<'_>) -> bool,
+    ) -> Result<Vec<Hit>> {
+        match view {
+            SegmentView::Growing(g) => {
+                let mut hits = Vec::new();
+                for row in 0..g.len() {
+                    let r = view.row(row).expect("row in range");
+                    if passes(&r) {
+                        hits.push((row, dot(q, g.vector(row))));
+                    }
+                }
+                hits.sort_by(|a, b| b.1.total_cmp(&a.1));
+                hits.truncate(p.k);
+                Ok(hits.into_iter().map(|(row, s)| view.row(row).expect("row").to_hit(s)).collect())
+            }
+            SegmentView::Sealed(seg) => {
+                let Some(dense) = &seg.dense else { return Ok(Vec::new()) };
+                let nprobe = p.nprobe.unwrap_or(self.config.ivfpq.nprobe);
+                // Over-fetch so that tombstones, other tenants and filters still leave k; widen until they do.
+                let mut fetch = (p.k * self.config.overfetch.max(1)).min(seg.meta.rows);
+                loop {
+                    let raw = dense.search(q, fetch, nprobe)?;
+                    let exhausted = raw.len() < fetch || fetch >= seg.meta.rows;
+                    let mut hits = Vec::new();
+                    for (id, score) in raw {
+                        let row = id as usize;
+                        let Some(r) = view.row(row) else { continue };
+                        if !passes(&r) {
+                            continue;
+                        }
+                        let score = match (p.exact_rescore, view.vector(row)) {
+                            (true, Some(v)) => dot(q, v),
+                            _ => score,
+                        };
+                        hits.push(r.to_hit(score));
+                    }
+                    if hits.len() >= p.k || exhausted {
+                        return Ok(top_k(hits, p.k));
+                    }
+                    fetch = (fetch * 4).min(seg.meta.rows);
+                }
+            }
+        }
+    }
+
+    fn bm25(
+        &self,
+        views: &[SegmentView<'_>],
+        text: &str,
+        p: &SearchParams<'_>,
+        passes: &dyn Fn(&RowView<'_>) -> bool,
+    ) -> Result<Vec<Hit>> {
+        let indexes: Vec<&TextIndex> = views.iter().map(|v| v.text()).collect();
+        let max_rows: usize = views.iter().map(|v| v.len()).sum();
+        let mut limit = p.k * self.config.overfetch.max(1);
+        loop {
+            let per_index = bm25_search(&indexes, text, p.tenant, limit)?;
+            let mut full = false;
+            let mut hits = Vec::new();
+            for (view, rows) in views.iter().zip(per_index) {
+                full |= rows.len() == limit;
+                for (row, score) in rows {
+                    if let Some(r) = view.row(row as usize) {
+                        if passes(&r) {
+                            hits.push(r.to_hit(score));
+                        }
+                    }
+                }
+            }
+            if hits.len() >= p.k || !full || limit >= max_rows {
+                return Ok(top_k(hits, p.k));
+            }
+            limit *= 4;
+        }
+    }
+
+    pub fn stats(&self) -> EngineStats {
+        let st = self.state.read();
+        EngineStats {
+            live_documents: st.versions.values().filter(|v| !v.deleted).count() as u64,
+            growing_rows: (st.growing.len() + st.frozen.as_ref().map_or(0, |f| f.segment.len())) as u64,
+            sealed_rows: st.sealed.iter().map(|s| s.meta.rows as u64).sum(),
+            sealed_segments: st.sealed.len() as u32,
+            last_seq: self.log.lock().last_seq(),
+            rebuilt_segments: self.rebuilt.clone(),
+        }
+    }
+
+    /// Paths of the sealed segments' directories (for operators and tests).
+    pub fn segment_dirs(&self) -> Vec<PathBuf> {
+        self.state.read().sealed.iter().map(|s| segment_dir(&self.dir, &s.meta.id)).collect()
+    }
+
+    fn seal_in_background(self: &Arc<Self>) {
+        if self.background_seal.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let engine = Arc::clone(self);
+        std::thread::spawn(move || {
+            if let Err(e) = engine.seal() {
+                warn!(error = %e, event = "seal_failed", "sealing failed; rows stay in the growing segment");
+            }
+            engine.background_seal.store(false, Ordering::SeqCst);
+        });
+    }
+
+    /// Seals the growing segment into an IVF_PQ segment now. Writes continue into a fresh growing segment
+    /// meanwhile, and the frozen rows stay searchable until the sealed segment replaces them.
+    pub fn seal(&self) -> Result<()> {
+        let _m = self.maintenance.lock();
+        let (frozen, id) = {
+            let log = self.log.lock();
+            let mut st = self.state.write();
+            if st.frozen.is_none() {
+                if st.growing.is_empty() {
+                    return Ok(());
+                }
+                let fresh = GrowingSegment::new(self.config.dimension)?;
+                let old = std::mem::replace(&mut st.growing, fresh);
+                let range = (st.manifest.sealed_through_seq + 1, log.last_seq());
+                st.frozen = Some(Frozen { segment: Arc::new(old), seq_range: range });
+            }
+            let f = st.frozen.as_ref().expect("frozen");
+            let frozen = (Arc::clone(&f.segment), f.seq_range);
+            (frozen, st.manifest.allocate_id())
+        };
+        let (segment, range) = frozen;
+        let (rows, vectors) = {
+            let st = self.state.read();
+            let mut rows = Vec::new();
+            let mut vectors = Vec::new();
+            for (i, r) in segment.rows.iter().enumerate() {
+                if st.is_live(&r.doc_id, r.seq) {
+                    rows.push(r.clone());
+                    vectors.extend_from_slice(segment.vector(i));
+                }
+            }
+            (rows, vectors)
+        };
+        let meta = self.build(&id, range, &rows, &vectors)?;
+        let opened = Arc::new(SealedSegment::open(&self.dir, &meta)?);
+        let mut st = self.state.write();
+        st.sealed.push(opened);
+        st.manifest.segments.push(meta);
+        st.manifest.sealed_through_seq = range.1;
+        st.manifest.store(&self.dir)?;
+        st.frozen = None;
+        info!(segment = %id, rows = rows.len(), event = "segment_sealed", "sealed growing segment");
+        Ok(())
+    }
+
+    fn build(&self, id: &str, range: (u64, u64), rows: &[StoredChunk], vectors: &[f32]) -> Result<SegmentMeta> {
+        build_segment(&self.dir, id, range, self.config.dimension, &self.config.ivfpq, self.config.train_sample, rows, vectors)
+    }
+
+    /// Merges every sealed segment into one without tombstoned rows, then drops log records that no segment
+    /// needs any more. Search results do not change.
+    pub fn compact(&self) -> Result<()> {
+        let _m = self.maintenance.lock();
+        let (inputs, id) = {
+            let mut st = self.state.write();
+            if st.sealed.is_empty() {
+                return Ok(());
+            }
+            (st.sealed.clone(), st.manifest.allocate_id())
+        };
+        let (rows, vectors, range) = {
+            let st = self.state.read();
+            let mut rows = Vec::new();
+            let mut vectors = Vec::new();
+            for seg in &inputs {
+                let view = SegmentView::Sealed(seg);
+                for row in 0..seg.meta.rows {
+                    let r = view.row(row).expect("row");
+                    if st.is_live(r.doc_id, r.seq) {
+                        rows.push(r.to_stored());
+                        vectors.extend_from_slice(view.vector(row).expect("vector"));
+                    }
+                }
+            }
+            let lo = inputs.iter().map(|s| s.meta.min_seq).min().unwrap_or(0);
+            let hi = inputs.iter().map(|s| s.meta.max_seq).max().unwrap_or(0);
+            (rows, vectors, (lo, hi))
+        };
+        let meta = self.build(&id, range, &rows, &vectors)?;
+        let opened = Arc::new(SealedSegment::open(&self.dir, &meta)?);
+        let merged: Vec<String> = inputs.iter().map(|s| s.meta.id.clone()).collect();
+        let sealed_through = {
+            let mut st = self.state.write();
+            st.sealed.retain(|s| !merged.contains(&s.meta.id));
+            st.sealed.push(opened);
+            st.manifest.segments.retain(|m| !merged.contains(&m.id));
+            st.manifest.segments.push(meta);
+            st.manifest.store(&self.dir)?;
+            st.manifest.sealed_through_seq
+        };
+        for old in &merged {
+            // Searches still holding the old Arc keep their mmaps; unlinking is safe on POSIX.
+            let _ = std::fs::remove_dir_all(segment_dir(&self.dir, old));
+        }
+        self.forget_superseded(sealed_through)?;
+        info!(segment = %id, rows = rows.len(), merged = merged.len(), event = "segments_compacted", "compaction done");
+        Ok(())
+    }
+
+    /// Removes sealed-range log records whose rows are dead (superseded or deleted documents).
+    fn forget_superseded(&self, sealed_through: u64) -> Result<()> {
+        let mut log = self.log.lock();
+        let records = log.range(1, sealed_through)?;
+        let st = self.state.read();
+        let dead: Vec<u64> = records
+            .iter()
+            .filter(|(seq, op)| match op {
+                LogOp::Upsert { doc_id, .. } => !st.is_live(doc_id, *seq),
+                LogOp::Delete { .. } => true,
+            })
+            .map(|(seq, _)| *seq)
+            .collect();
+        drop(st);
+        log.forget(&dead)
+    }
+}
+
+/// Best `k` by score, ties broken by chunk id so that results are deterministic.
+fn top_k(mut hits: Vec<Hit>, k: usize) -> Vec<Hit> {
+    hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.chunk_id.cmp(&b.chunk_id)));
+    hits.dedup_by(|a, b| a.chunk_id == b.chunk_id);
+    hits.truncate(k);
+    hits
+}
+
+/// The live rows (and their vectors, row-major) of upsert records.
+fn live_rows_from_log(records: &[(u64, LogOp)], versions: &HashMap<String, DocVersion>) -> (Vec<StoredChunk>, Vec<f32>) {
+    let mut rows = Vec::new();
+    let mut vectors = Vec::new();
+    for (seq, op) in records {
+        if let LogOp::Upsert { doc_id, tenant, chunks } = op {
+            if !versions.get(doc_id).is_some_and(|v| v.is_live_row(*seq)) {
+                continue;
+            }
+            for c in chunks {
+                rows.push(StoredChunk {
+                    chunk_id: c.chunk_id.clone(),
+                    doc_id: doc_id.clone(),
+                    tenant: tenant.clone(),
+                    title: c.title.clone(),
+                    text: c.text.clone(),
+                    metadata_json: c.metadata_json.clone(),
+                    seq: *seq,
+                });
+                vectors.extend_from_slice(&c.vector);
+            }
+        }
+    }
+    (rows, vectors)
+}
+
+/// Segment directories the manifest does not name are leftovers of a seal or compaction cut short by a crash.
+fn remove_orphan_segments(dir: &Path, manifest: &Manifest) -> Result<()> {
+    for entry in std::fs::read_dir(dir.join("segments"))? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !manifest.segments.iter().any(|m| m.id == name) {
+            warn!(segment = %name, event = "orphan_segment_removed", "removing segment not in the manifest");
+            std::fs::remove_dir_all(entry.path())?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,53 @@
+//! Errors of the storage engine. One enum for the crate; the shard role maps it to gRPC status codes.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong inside a shard's storage engine.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    /// The caller sent something the engine will not store or search (wrong dimension, NaN, bad filter ...).
+    #[error("invalid argument `{field}`: {reason}")]
+    InvalidArgument { field: String, reason: String },
+    /// A file on disk failed its checksum or structural validation.
+    #[error("corrupt file {path}: {reason}")]
+    Corrupt { path: PathBuf, reason: String },
+    #[error("faiss: {0}")]
+    Faiss(String),
+    #[error("tantivy: {0}")]
+    Tantivy(String),
+    #[error("rocksdb: {0}")]
+    RocksDb(String),
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("serialization: {0}")]
+    Serialization(String),
+}
+
+impl IndexError {
+    pub fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        IndexError::InvalidArgument { field: field.into(), reason: reason.into() }
+    }
+    pub fn corrupt(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
+        IndexError::Corrupt { path: path.into(), reason: reason.into() }
+    }
+}
+
+impl From<faiss::error::Error> for IndexError {
+    fn from(e: faiss::error::Error) -> Self {
+        IndexError::Faiss(e.to_string())
+    }
+}
+
+impl From<tantivy::TantivyError> for IndexError {
+    fn from(e: tantivy::TantivyError) -> Self {
+        IndexError::Tantivy(e.to_string())
+    }
+}
+
+impl From<rocksdb::Error> for IndexError {
+    fn from(e: rocksdb::Error) -> Self {
+        IndexError::RocksDb(e.to_string())
+    }
+}
+
+pub type Result<T, E = IndexError> = std::result::Result<T, E>;

@@ -1,0 +1,728 @@
+//! The dense index of a sealed segment: a FAISS `IVF<nlist>,PQ<m>x<nbits>` index over L2-normalised vectors
+//! with the inner-product metric (so scores are cosine similarities), written once at seal time and opened
+//! memory-mapped and read-only afterwards. Also the exact (brute-force) inner-product search used as ground
+//! truth and by the growing segment.
+//!
+//! # File format
+//! A plain FAISS index file (readable by any FAISS tool) followed by a 48-byte trailer, all little-endian:
+//! ```text
+//! faiss_len u64 | count u64 | dim u32 | nlist u32 | m u32 | nbits u32 | nprobe u32 | version u32
+//! | crc32 u32 (of the FAISS bytes, then of the 40 trailer bytes before it) | magic b"ATPQ"
+//! ```
+//! FAISS stops reading at the end of its own data, so the trailer is invisible to it. It exists because
+//! FAISS's readers are not hardened against damaged input: a truncated file can make the memory-mapped
+//! reader compute offsets past the end of the map and crash the process instead of throwing. `open_mmap`
+//! therefore verifies length and checksum *before* FAISS sees the file.
+//!
+//! # Memory mapping
+//! faiss-rs's `IoFlags::MEM_MAP` is `0x1`, which FAISS 1.12 reads as `IO_FLAG_SKIP_STORAGE`; FAISS's own
+//! `IO_FLAG_MMAP` (`0x646f0008`, on-disk inverted lists) does not fit faiss-rs's 16-bit `IoFlags`. The flag
+//! that does what we want is `IO_FLAG_MMAP_IFC` (`1 << 9`): FAISS maps the whole file and the inverted lists'
+//! codes and ids (and the coarse quantizer's centroids) become views into that map instead of heap copies.
+
+use std::borrow::Cow;
+use std::cmp::Ordering;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use faiss::index::io::{read_index_with_flags, write_index};
+use faiss::index::io_flags::IoFlags;
+use faiss::index::{IndexImpl, SearchWithParamsMut};
+use faiss::search_params::SearchParametersIVF;
+use faiss::{Idx, Index, MetricType};
+use parking_lot::Mutex;
+
+use crate::error::{IndexError, Result};
+
+/// FAISS `IO_FLAG_READ_ONLY` (faiss/index_io.h).
+const FAISS_IO_FLAG_READ_ONLY: i32 = 2;
+/// FAISS `IO_FLAG_MMAP_IFC` (faiss/index_io.h): read through a mapping of the whole file, keeping the bulk
+/// arrays (inverted lists, flat codes) as views into it.
+const FAISS_IO_FLAG_MMAP_IFC: i32 = 1 << 9;
+
+/// FAISS's k-means warns below this many training points per centroid (`min_points_per_centroid`).
+const MIN_POINTS_PER_LIST: usize = 39;
+/// Beyond 16 bits per code a PQ codebook (2^nbits centroids per sub-quantizer) is not trainable in practice.
+const MAX_NBITS: u32 = 16;
+
+const TRAILER_MAGIC: &[u8; 4] = b"ATPQ";
+const TRAILER_VERSION: u32 = 1;
+const TRAILER_LEN: usize = 48;
+/// Trailer bytes covered by the checksum (everything before the crc field).
+const TRAILER_HEAD_LEN: usize = 40;
+
+/// IVF_PQ construction and search parameters.
+///
+/// The defaults are meant for 384-d embeddings and segments from ~50k up to a few million vectors (a 10M-vector
+/// shard is several such segments):
+/// - `nlist = 1024` coarse lists: with `nprobe = 32` a query scans ~3% of a segment's codes; for small
+///   segments `effective` lowers it so that every list still gets enough training points.
+/// - `m = 48` sub-quantizers: 8 dimensions each on 384-d, 48 bytes per vector (10M vectors → ~480 MB of codes
+///   plus 8-byte ids). PQ distances rank the candidates; the engine re-scores the top of the list with the
+///   full vectors (`VectorFile::rescore`).
+/// - `nbits = 8`: 256 centroids per sub-quantizer, FAISS's fast byte-wise lookup-table path.
+/// - `nprobe = 32`: the default number of lists probed per query (callers may override it per search).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct IvfPqParams {
+    pub nlist: u32,
+    pub m: u32,
+    pub nbits: u32,
+    pub nprobe: u32,
+}
+
+impl Default for IvfPqParams {
+    fn default() -> Self {
+        IvfPqParams { nlist: 1024, m: 48, nbits: 8, nprobe: 32 }
+    }
+}
+
+impl IvfPqParams {
+    /// Rejects parameters no segment could be built with (zeros, more than 16 bits per code).
+    pub fn validate(&self) -> Result<()> {
+        for (field, value) in [("nlist", self.nlist), ("m", self.m), ("nbits", self.nbits), ("nprobe", self.nprobe)] {
+            if value == 0 {
+                return Err(IndexError::invalid(field, "must be at least 1"));
+            }
+        }
+        if self.nbits > MAX_NBITS {
+            return Err(IndexError::invalid("nbits", format!("must be at most {MAX_NBITS}, got {}", self.nbits)));
+        }
+        Ok(())
+    }
+
+    /// Parameters actually used for a segment trained on `n` vectors of `dim` dimensions:
+    /// - `nlist` lowered so that each list gets at least ~39 training points (FAISS's own minimum), at least 1;
+    /// - `m` lowered to the largest divisor of `dim` that is ≤ `m` (FAISS requires `dim % m == 0`);
+    /// - `nbits` lowered so that `2^nbits ≤ n` (FAISS needs at least `2^nbits` training points per
+    ///   sub-quantizer), but at least 1 — for `n = 1` `IvfPqIndex::build` repeats the training row;
+    /// - `nprobe` clamped to `1..=nlist`.
+    ///
+    /// Pure: the same inputs always give the same result, so it can be recomputed and compared.
+    pub fn effective(&self, n: usize, dim: usize) -> IvfPqParams {
+        let n = n.max(1);
+        let nlist = (self.nlist.max(1) as usize).min((n / MIN_POINTS_PER_LIST).max(1)) as u32;
+        let m_cap = self.m.max(1) as usize;
+        let m = if dim == 0 { m_cap } else { (1..=m_cap.min(dim)).rev().find(|d| dim % d == 0).unwrap_or(1) };
+        let max_bits_for_n = n.ilog2(); // 2^floor(log2 n) ≤ n
+        let nbits = self.nbits.clamp(1, MAX_NBITS).min(max_bits_for_n.max(1));
+        let nprobe = self.nprobe.clamp(1, nlist);
+        IvfPqParams { nlist, m: m as u32, nbits, nprobe }
+    }
+
+    fn factory_description(&self) -> String {
+        format!("IVF{},PQ{}x{}", self.nlist, self.m, self.nbits)
+    }
+}
+
+/// A sealed segment's IVF_PQ index, opened memory-mapped and read-only.
+///
+/// `Send + Sync`. faiss-rs's `search` takes `&mut self`; FAISS itself documents concurrent searches on a CPU
+/// index as safe, but getting two `&mut IndexImpl` at once would be undefined behaviour on the Rust side, and
+/// faiss-rs offers no `&self` search for a generic (`IndexImpl`) index. So searches of one index are
+/// serialised by a mutex held only for the FAISS call; different segments are searched in parallel.
+pub struct IvfPqIndex {
+    index: Mutex<IndexImpl>,
+    path: PathBuf,
+    dim: usize,
+    len: usize,
+    params: IvfPqParams,
+}
+
+impl std::fmt::Debug for IvfPqIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IvfPqIndex")
+            .field("path", &self.path)
+            .field("dim", &self.dim)
+            .field("len", &self.len)
+            .field("params", &self.params)
+            .finish()
+    }
+}
+
+impl IvfPqIndex {
+    /// Trains an IVF_PQ index (inner-product metric: vectors are L2-normalised, so IP = cosine) on `train`
+    /// (row-major, n_train × dim), adds `vectors` under `ids` (the segment's row numbers), and writes it to
+    /// `path` atomically (`path.tmp`, fsync, rename, fsync dir). The parameters are `params.effective(n_train,
+    /// dim)`, which are returned. `train` must hold at least one row; `vectors` may be empty.
+    pub fn build(
+        path: &Path,
+        dim: usize,
+        params: &IvfPqParams,
+        train: &[f32],
+        vectors: &[f32],
+        ids: &[i64],
+    ) -> Result<IvfPqParams> {
+        params.validate()?;
+        if dim == 0 || dim > i32::MAX as usize {
+            return Err(IndexError::invalid("dim", format!("must be in 1..2^31, got {dim}")));
+        }
+        check_rows("train", train, dim)?;
+        check_rows("vectors", vectors, dim)?;
+        let n_train = train.len() / dim;
+        let n = vectors.len() / dim;
+        if n_train == 0 {
+            return Err(IndexError::invalid("train", "at least one training vector is needed"));
+        }
+        if ids.len() != n {
+            return Err(IndexError::invalid("ids", format!("{} ids for {n} vectors", ids.len())));
+        }
+        if let Some(bad) = ids.iter().find(|&&id| id < 0) {
+            return Err(IndexError::invalid("ids", format!("ids must be non-negative, got {bad}")));
+        }
+        let path_str = utf8_path(path)?;
+        utf8_path(&crate::fsutil::tmp_path(path))?;
+
+        let eff = params.effective(n_train, dim);
+        let mut index = faiss::index_factory(dim as u32, eff.factory_description(), MetricType::InnerProduct)?;
+        // k-means needs at least as many points as centroids; `effective` guarantees that except for the
+        // PQ codebooks of a 1-row training set, where repeating the row is harmless (all codes coincide).
+        let need = (eff.nlist as usize).max(1 << eff.nbits);
+        index.train(&repeat_rows(train, dim, need))?;
+        if n > 0 {
+            let idx: Vec<Idx> = ids.iter().map(|&id| Idx::new(id as u64)).collect();
+            index.add_with_ids(vectors, &idx)?;
+        }
+        let trailer = Trailer { faiss_len: 0, count: n as u64, dim: dim as u32, params: eff };
+        crate::fsutil::write_atomically_with(path, |tmp| {
+            let tmp_str = tmp.to_str().expect("checked UTF-8 above");
+            write_index(&index, tmp_str)?;
+            append_trailer(tmp, trailer)
+        })?;
+        tracing::debug!(path = path_str, n, n_train, ?eff, "built IVF_PQ index");
+        Ok(eff)
+    }
+
+    /// Opens the index memory-mapped and read-only (FAISS `IO_FLAG_MMAP_IFC | IO_FLAG_READ_ONLY`): the
+    /// inverted lists stay in the page cache, and the file shows in `/proc/self/maps`. A truncated, damaged or
+    /// foreign file is `IndexError::Corrupt` — checked before FAISS parses it, and FAISS's own exceptions are
+    /// mapped to `Corrupt` too.
+    pub fn open_mmap(path: &Path) -> Result<Self> {
+        let trailer = verify_file(path)?;
+        let path_str = utf8_path(path)?;
+        let flags = IoFlags::from(FAISS_IO_FLAG_MMAP_IFC | FAISS_IO_FLAG_READ_ONLY);
+        let index = read_index_with_flags(path_str, flags)
+            .map_err(|e| IndexError::corrupt(path, format!("FAISS could not read the index: {e}")))?;
+        let corrupt = |reason: String| Err(IndexError::corrupt(path, reason));
+        if index.d() as usize != trailer.dim as usize {
+            return corrupt(format!("FAISS index has dim {}, trailer says {}", index.d(), trailer.dim));
+        }
+        if index.ntotal() != trailer.count {
+            return corrupt(format!("FAISS index has {} vectors, trailer says {}", index.ntotal(), trailer.count));
+        }
+        if index.metric_type() != MetricType::InnerProduct || !index.is_trained() {
+            return corrupt("not a trained inner-product index".into());
+        }
+        Ok(IvfPqIndex {
+            index: Mutex::new(index),
+            path: path.to_path_buf(),
+            dim: trailer.dim as usize,
+            len: trailer.count as usize,
+            params: trailer.params,
+        })
+    }
+
+    /// Top-`k` by inner product, best first, as `(id, score)`. `nprobe` is clamped to `1..=nlist` and applies
+    /// to this call only. `k > len()` returns `len()` hits at most; FAISS's `-1` padding ids are dropped.
+    pub fn search(&self, query: &[f32], k: usize, nprobe: u32) -> Result<Vec<(i64, f32)>> {
+        if query.len() != self.dim {
+            return Err(IndexError::invalid("query", format!("dimension {} != {}", query.len(), self.dim)));
+        }
+        if query.iter().any(|x| !x.is_finite()) {
+            return Err(IndexError::invalid("query", "contains NaN or infinity"));
+        }
+        let k = k.min(self.len);
+        if k == 0 {
+            return Ok(Vec::new());
+        }
+        // Per-call search parameters instead of mutating the index's `nprobe`: nothing shared changes,
+        // so concurrent callers with different nprobe cannot see each other's setting.
+        let mut ivf = SearchParametersIVF::new()?;
+        ivf.set_nprobe(nprobe.clamp(1, self.params.nlist) as usize);
+        let sp = ivf.upcast();
+        let result = {
+            let mut index = self.index.lock();
+            index.search_with_params(query, k, &sp)?
+        };
+        Ok(result
+            .labels
+            .iter()
+            .zip(&result.distances)
+            .filter_map(|(label, &score)| label.get().map(|id| (id as i64, score)))
+            .collect())
+    }
+
+    /// Number of indexed vectors.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// The effective parameters the index was built with (`nprobe` is the suggested default).
+    pub fn params(&self) -> IvfPqParams {
+        self.params
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Brute-force top-`k` by inner product over `vectors` (row-major, `len / dim` rows): `(row, score)` best
+/// first, ties broken by the lower row; NaN scores rank last. Ground truth for tests and the search of the
+/// growing segment.
+///
+/// # Panics
+/// If `dim` is 0, `vectors.len()` is not a multiple of `dim`, or `query.len() != dim` (callers validate
+/// dimensions at their API boundary).
+pub fn exact_search(vectors: &[f32], dim: usize, query: &[f32], k: usize) -> Vec<(usize, f32)> {
+    assert!(dim > 0, "dim must be positive");
+    assert_eq!(vectors.len() % dim, 0, "vectors length is not a multiple of dim");
+    assert_eq!(query.len(), dim, "query dimension");
+    if k == 0 {
+        return Vec::new();
+    }
+    let mut scored: Vec<(usize, f32)> =
+        vectors.chunks_exact(dim).enumerate().map(|(row, v)| (row, dot(query, v))).collect();
+    if k < scored.len() {
+        scored.select_nth_unstable_by(k - 1, best_first);
+        scored.truncate(k);
+    }
+    scored.sort_by(best_first);
+    scored
+}
+
+/// Inner product, with independent accumulators so that the optimiser can vectorise it.
+pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
+    debug_assert_eq!(a.len(), b.len());
+    let mut acc = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
+    for (x, y) in ca.zip(cb) {
+        for i in 0..8 {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// Orders `(row, score)` best first: higher score, then lower row; NaN counts as the worst score.
+pub(crate) fn best_first<T: Ord>(a: &(T, f32), b: &(T, f32)) -> Ordering {
+    let rank = |s: f32| if s.is_nan() { f32::NEG_INFINITY } else { s };
+    rank(b.1).total_cmp(&rank(a.1)).then_with(|| a.0.cmp(&b.0))
+}
+
+fn check_rows(field: &str, data: &[f32], dim: usize) -> Result<()> {
+    if data.len() % dim != 0 {
+        return Err(IndexError::invalid(field, format!("length {} is not a multiple of dim {dim}", data.len())));
+    }
+    if data.iter().any(|x| !x.is_finite()) {
+        return Err(IndexError::invalid(field, "contains NaN or infinity"));
+    }
+    Ok(())
+}
+
+/// faiss-rs passes file names as C strings made from `&str`.
+fn utf8_path(path: &Path) -> Result<&str> {
+    path.to_str().ok_or_else(|| IndexError::invalid("path", format!("{} is not valid UTF-8", path.display())))
+}
+
+/// `data`'s rows cycled until there are at least `rows` of them.
+fn repeat_rows(data: &[f32], dim: usize, rows: usize) -> Cow<'_, [f32]> {
+    if data.len() >= rows * dim {
+        return Cow::Borrowed(data);
+    }
+    Cow::Owned(data.iter().copied().cycle().take(rows * dim).collect())
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Trailer {
+    faiss_len: u64,
+    count: u64,
+    dim: u32,
+    params: IvfPqParams,
+}
+
+impl Trailer {
+    fn head(&self) -> [u8; TRAILER_HEAD_LEN] {
+        let mut b = [0u8; TRAILER_HEAD_LEN];
+        b[0..8].copy_from_slice(&self.faiss_len.to_le_bytes());
+        b[8..16].copy_from_slice(&self.count.to_le_bytes());
+        let words = [self.dim, self.params.nlist, self.params.m, self.params.nbits, self.params.nprobe, TRAILER_VERSION];
+        for (i, w) in words.iter().enumerate() {
+            b[16 + 4 * i..20 + 4 * i].copy_from_slice(&w.to_le_bytes());
+        }
+        b
+    }
+
+    fn parse(b: &[u8]) -> std::result::Result<(Trailer, u32), String> {
+        debug_assert_eq!(b.len(), TRAILER_LEN);
+        if &b[44..48] != TRAILER_MAGIC {
+            return Err("missing trailer (not an Attest IVF_PQ file, or truncated)".into());
+        }
+        let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"));
+        let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
+        let version = u32_at(36);
+        if version != TRAILER_VERSION {
+            return Err(format!("unsupported trailer version {version}"));
+        }
+        let params = IvfPqParams { nlist: u32_at(20), m: u32_at(24), nbits: u32_at(28), nprobe: u32_at(32) };
+        let trailer = Trailer { faiss_len: u64_at(0), count: u64_at(8), dim: u32_at(16), params };
+        Ok((trailer, u32_at(40)))
+    }
+}
+
+/// Appends the trailer to the FAISS file FAISS just wrote at `tmp`, checksumming what it wrote.
+fn append_trailer(tmp: &Path, mut trailer: Trailer) -> Result<()> {
+    let mut hasher = crc32fast::Hasher::new();
+    let mut file = File::open(tmp)?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut faiss_len = 0u64;
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        faiss_len += n as u64;
+    }
+    trailer.faiss_len = faiss_len;
+    let head = trailer.head();
+    hasher.update(&head);
+    let mut out = OpenOptions::new().append(true).open(tmp)?;
+    out.write_all(&head)?;
+    out.write_all(&hasher.finalize().to_le_bytes())?;
+    out.write_all(TRAILER_MAGIC)?;
+    Ok(())
+}
+
+/// Checks length, trailer and checksum of an index file without letting FAISS near it.
+fn verify_file(path: &Path) -> Result<Trailer> {
+    let file = File::open(path)?;
+    // SAFETY: sealed segment files are written once (tmp + rename) and never modified in place. The map is
+    // only read here and dropped before FAISS maps the file itself.
+    let map = unsafe { memmap2::Mmap::map(&file)? };
+    let corrupt = |reason: String| IndexError::corrupt(path, reason);
+    if map.len() <= TRAILER_LEN {
+        return Err(corrupt(format!("{} bytes is too short for an index", map.len())));
+    }
+    let body_len = map.len() - TRAILER_LEN;
+    let (trailer, stored_crc) = Trailer::parse(&map[body_len..]).map_err(corrupt)?;
+    if trailer.faiss_len != body_len as u64 {
+        return Err(corrupt(format!("trailer says {} index bytes, file holds {body_len}", trailer.faiss_len)));
+    }
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&map[..body_len]);
+    hasher.update(&map[body_len..body_len + TRAILER_HEAD_LEN]);
+    let crc = hasher.finalize();
+    if crc != stored_crc {
+        return Err(corrupt(format!("checksum {crc:08x}, trailer says {stored_crc:08x}")));
+    }
+    let p = trailer.params;
+    if trailer.dim == 0 || p.validate().is_err() || p.nprobe > p.nlist {
+        return Err(corrupt(format!("implausible trailer: dim {} params {p:?}", trailer.dim)));
+    }
+    Ok(trailer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn index_is_send_and_sync() {
+        assert_send_sync::<IvfPqIndex>();
+    }
+
+    fn unit_vectors(n: usize, dim: usize, seed: u64) -> Vec<f32> {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut v: Vec<f32> = (0..n * dim).map(|_| rng.gen_range(-1.0f32..1.0)).collect();
+        for row in v.chunks_exact_mut(dim) {
+            let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt();
+            row.iter_mut().for_each(|x| *x /= norm);
+        }
+        v
+    }
+
+    fn build_and_open(dir: &Path, n: usize, dim: usize, params: &IvfPqParams) -> (IvfPqIndex, Vec<f32>, IvfPqParams) {
+        let vectors = unit_vectors(n, dim, n as u64);
+        let ids: Vec<i64> = (0..n as i64).collect();
+        let path = dir.join(format!("dense-{n}.faiss"));
+        let eff = IvfPqIndex::build(&path, dim, params, &vectors, &vectors, &ids).unwrap();
+        let index = IvfPqIndex::open_mmap(&path).unwrap();
+        (index, vectors, eff)
+    }
+
+    #[test]
+    fn defaults_are_documented_values() {
+        assert_eq!(IvfPqParams::default(), IvfPqParams { nlist: 1024, m: 48, nbits: 8, nprobe: 32 });
+        assert_eq!(IvfPqParams::default().effective(5_000_000, 384), IvfPqParams::default());
+    }
+
+    #[test]
+    fn effective_examples() {
+        let d = IvfPqParams::default();
+        assert_eq!(d.effective(1, 384), IvfPqParams { nlist: 1, m: 48, nbits: 1, nprobe: 1 });
+        assert_eq!(d.effective(10, 384), IvfPqParams { nlist: 1, m: 48, nbits: 3, nprobe: 1 });
+        assert_eq!(d.effective(300, 384), IvfPqParams { nlist: 7, m: 48, nbits: 8, nprobe: 7 });
+        assert_eq!(d.effective(50_000, 384), IvfPqParams { nlist: 1024, m: 48, nbits: 8, nprobe: 32 });
+        assert_eq!(d.effective(50_000, 100), IvfPqParams { nlist: 1024, m: 25, nbits: 8, nprobe: 32 });
+        assert_eq!(d.effective(50_000, 97), IvfPqParams { nlist: 1024, m: 1, nbits: 8, nprobe: 32 });
+    }
+
+    proptest! {
+        #[test]
+        fn effective_is_buildable_and_monotone(
+            nlist in 1u32..5000, m in 1u32..200, nbits in 1u32..=16, nprobe in 1u32..5000,
+            n in 0usize..2_000_000, dim in 1usize..1024,
+        ) {
+            let p = IvfPqParams { nlist, m, nbits, nprobe };
+            let e = p.effective(n, dim);
+            prop_assert!(e.validate().is_ok());
+            prop_assert!(e.nlist >= 1 && e.nlist <= nlist);
+            prop_assert!(e.nlist == 1 || e.nlist as usize * MIN_POINTS_PER_LIST <= n);
+            prop_assert!(e.m >= 1 && e.m <= m && dim % e.m as usize == 0);
+            // No larger divisor of dim was available below m.
+            prop_assert!(((e.m + 1)..=m.min(dim as u32)).all(|c| dim % c as usize != 0));
+            prop_assert!(e.nbits >= 1 && e.nbits <= nbits);
+            prop_assert!(n <= 1 || (1usize << e.nbits) <= n);
+            prop_assert!(e.nbits == nbits || n < 2 || (1usize << (e.nbits + 1)) > n);
+            prop_assert!(e.nprobe >= 1 && e.nprobe <= e.nlist && e.nprobe <= nprobe);
+            prop_assert_eq!(e.effective(n, dim), e, "idempotent");
+        }
+    }
+
+    #[test]
+    fn validate_rejects_nonsense() {
+        for p in [
+            IvfPqParams { nlist: 0, ..Default::default() },
+            IvfPqParams { m: 0, ..Default::default() },
+            IvfPqParams { nbits: 0, ..Default::default() },
+            IvfPqParams { nbits: 17, ..Default::default() },
+            IvfPqParams { nprobe: 0, ..Default::default() },
+        ] {
+            assert!(matches!(p.validate(), Err(IndexError::InvalidArgument { .. })), "{p:?}");
+        }
+    }
+
+    #[test]
+    fn small_segments_build_and_search() {
+        let dir = tempfile::tempdir().unwrap();
+        let dim = 384;
+        for n in [1usize, 10, 300, 5000] {
+            let (index, vectors, eff) = build_and_open(dir.path(), n, dim, &IvfPqParams::default());
+            assert_eq!(eff, IvfPqParams::default().effective(n, dim));
+            assert_eq!(index.params(), eff);
+            assert_eq!((index.len(), index.dim(), index.is_empty()), (n, dim, false));
+            // k larger than the index: at most n hits, all distinct valid ids, best first.
+            let q = &vectors[0..dim];
+            let hits = index.search(q, n + 5, eff.nlist).unwrap();
+            assert!(!hits.is_empty() && hits.len() <= n, "n={n}: {} hits", hits.len());
+            assert!(hits.windows(2).all(|w| w[0].1 >= w[1].1), "n={n}: not best first");
+            let mut ids: Vec<i64> = hits.iter().map(|h| h.0).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            assert_eq!(ids.len(), hits.len());
+            assert!(ids.iter().all(|&id| (0..n as i64).contains(&id)));
+            // Probing every list, a stored vector finds itself among its top hits.
+            let top = index.search(q, 10, eff.nlist).unwrap();
+            assert!(top.iter().any(|h| h.0 == 0), "n={n}: row 0 not in its own top 10: {top:?}");
+            assert!(index.search(q, 0, 1).unwrap().is_empty());
+        }
+    }
+
+    #[test]
+    fn search_rejects_bad_queries() {
+        let dir = tempfile::tempdir().unwrap();
+        let (index, _, _) = build_and_open(dir.path(), 100, 16, &IvfPqParams { m: 4, ..Default::default() });
+        assert!(matches!(index.search(&[0.0; 15], 5, 1), Err(IndexError::InvalidArgument { .. })));
+        let mut q = vec![0.0; 16];
+        q[3] = f32::NAN;
+        assert!(matches!(index.search(&q, 5, 1), Err(IndexError::InvalidArgument { .. })));
+    }
+
+    #[test]
+    fn build_rejects_bad_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.faiss");
+        let p = IvfPqParams::default();
+        let v = unit_vectors(4, 8, 1);
+        let ids = [0i64, 1, 2, 3];
+        let invalid = |r: Result<IvfPqParams>| matches!(r, Err(IndexError::InvalidArgument { .. }));
+        assert!(invalid(IvfPqIndex::build(&path, 0, &p, &v, &v, &ids)));
+        assert!(invalid(IvfPqIndex::build(&path, 8, &p, &[], &v, &ids)));
+        assert!(invalid(IvfPqIndex::build(&path, 8, &p, &v[..7], &v, &ids)));
+        assert!(invalid(IvfPqIndex::build(&path, 8, &p, &v, &v, &ids[..3])));
+        assert!(invalid(IvfPqIndex::build(&path, 8, &p, &v, &v, &[0, 1, -1, 3])));
+        assert!(invalid(IvfPqIndex::build(&path, 8, &IvfPqParams { nbits: 0, ..p }, &v, &v, &ids)));
+        let mut nan = v.clone();
+        nan[5] = f32::NAN;
+        assert!(invalid(IvfPqIndex::build(&path, 8, &p, &nan, &v, &ids)));
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn empty_vectors_build_an_empty_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("empty.faiss");
+        let train = unit_vectors(50, 8, 3);
+        IvfPqIndex::build(&path, 8, &IvfPqParams::default(), &train, &[], &[]).unwrap();
+        let index = IvfPqIndex::open_mmap(&path).unwrap();
+        assert!(index.is_empty());
+        assert!(index.search(&train[..8], 10, 4).unwrap().is_empty());
+    }
+
+    #[test]
+    fn ids_are_the_given_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ids.faiss");
+        let dim = 16;
+        let v = unit_vectors(200, dim, 5);
+        let ids: Vec<i64> = (0..200).map(|i| 1_000_000 + 7 * i).collect();
+        let p = IvfPqParams { m: 16, ..Default::default() };
+        IvfPqIndex::build(&path, dim, &p, &v, &v, &ids).unwrap();
+        let index = IvfPqIndex::open_mmap(&path).unwrap();
+        let hits = index.search(&v[dim * 42..dim * 43], 200, 1000).unwrap();
+        assert_eq!(hits.len(), 200);
+        assert_eq!(hits[0].0, 1_000_000 + 7 * 42);
+    }
+
+    #[test]
+    fn nprobe_is_honoured_by_the_mmapped_index() {
+        // Widely spread data in many lists: probing one list can only see that list's members, probing all
+        // lists sees everything, so the hit counts differ if and only if nprobe reaches FAISS.
+        let dir = tempfile::tempdir().unwrap();
+        let dim = 32;
+        let n = 4000;
+        let p = IvfPqParams { nlist: 64, m: 8, nbits: 8, nprobe: 1 };
+        let (index, vectors, eff) = build_and_open(dir.path(), n, dim, &p);
+        assert_eq!(eff.nlist, 64);
+        let q = &vectors[0..dim];
+        let one = index.search(q, n, 1).unwrap();
+        let all = index.search(q, n, 64).unwrap();
+        let clamped = index.search(q, n, 10_000).unwrap();
+        assert!(one.len() < n / 8, "nprobe=1 returned {} of {n}", one.len());
+        assert_eq!(all.len(), n);
+        assert_eq!(clamped.len(), n);
+        // nprobe 0 is clamped to 1 rather than rejected by FAISS.
+        assert_eq!(index.search(q, n, 0).unwrap().len(), one.len());
+    }
+
+    #[test]
+    fn opened_index_is_memory_mapped() {
+        let dir = tempfile::tempdir().unwrap();
+        let (index, _, _) = build_and_open(dir.path(), 300, 64, &IvfPqParams { m: 16, ..Default::default() });
+        let canonical = std::fs::canonicalize(index.path()).unwrap();
+        let needle = canonical.to_str().unwrap().to_string();
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        assert!(maps.lines().any(|l| l.ends_with(&needle)), "{needle} not mapped:\n{maps}");
+        drop(index);
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        assert!(!maps.lines().any(|l| l.ends_with(&needle)), "{needle} still mapped after drop");
+    }
+
+    fn corrupt_reason(path: &Path) -> String {
+        match IvfPqIndex::open_mmap(path) {
+            Err(IndexError::Corrupt { reason, .. }) => reason,
+            other => panic!("expected Corrupt, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn truncated_and_garbage_files_are_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let (index, _, _) = build_and_open(dir.path(), 300, 64, &IvfPqParams { m: 16, ..Default::default() });
+        let good = std::fs::read(index.path()).unwrap();
+        drop(index);
+        let path = dir.path().join("bad.faiss");
+
+        for len in [0, 1, 47, 48, 49, 100, good.len() / 2, good.len() - TRAILER_LEN, good.len() - 1] {
+            std::fs::write(&path, &good[..len]).unwrap();
+            corrupt_reason(&path);
+        }
+        let mut rng = StdRng::seed_from_u64(9);
+        for pos in [0, 10, good.len() / 3, good.len() - TRAILER_LEN - 1, good.len() - 20, good.len() - 1] {
+            let mut bad = good.clone();
+            bad[pos] ^= 1 << rng.gen_range(0..8);
+            std::fs::write(&path, &bad).unwrap();
+            corrupt_reason(&path);
+        }
+        let garbage: Vec<u8> = (0..good.len()).map(|_| rng.gen()).collect();
+        std::fs::write(&path, &garbage).unwrap();
+        corrupt_reason(&path);
+        // Garbage behind a well-formed trailer with a matching checksum: FAISS itself rejects it, and its
+        // exception must come back as Corrupt too.
+        let body = b"this is not a faiss index at all".repeat(8);
+        let trailer = Trailer { faiss_len: 0, count: 1, dim: 64, params: IvfPqParams::default() };
+        std::fs::write(&path, &body).unwrap();
+        append_trailer(&path, trailer).unwrap();
+        let reason = corrupt_reason(&path);
+        assert!(reason.contains("FAISS"), "{reason}");
+        // A missing file is an I/O error, not corruption.
+        assert!(matches!(IvfPqIndex::open_mmap(&dir.path().join("missing")), Err(IndexError::Io(_))));
+    }
+
+    #[test]
+    fn concurrent_searches_agree_with_serial_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let dim = 32;
+        let (index, vectors, _) = build_and_open(dir.path(), 2000, dim, &IvfPqParams { m: 8, ..Default::default() });
+        let expected: Vec<_> = (0..40).map(|i| index.search(&vectors[i * dim..(i + 1) * dim], 10, 8).unwrap()).collect();
+        let index = std::sync::Arc::new(index);
+        let vectors = std::sync::Arc::new(vectors);
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let (index, vectors) = (index.clone(), vectors.clone());
+                std::thread::spawn(move || {
+                    (0..40).map(|i| index.search(&vectors[i * dim..(i + 1) * dim], 10, 8).unwrap()).collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for h in handles {
+            assert_eq!(h.join().unwrap(), expected);
+        }
+    }
+
+    #[test]
+    fn exact_search_orders_best_first_with_row_ties() {
+        let v = [1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.6, 0.8, -1.0, 0.0];
+        assert_eq!(exact_search(&v, 2, &[1.0, 0.0], 3), vec![(0, 1.0), (2, 1.0), (3, 0.6)]);
+        assert_eq!(exact_search(&v, 2, &[1.0, 0.0], 10).len(), 5);
+        assert!(exact_search(&v, 2, &[1.0, 0.0], 0).is_empty());
+        assert!(exact_search(&[], 2, &[1.0, 0.0], 3).is_empty());
+        let with_nan = [f32::NAN, 0.0, 0.5, 0.0];
+        assert_eq!(exact_search(&with_nan, 2, &[1.0, 0.0], 2)[0], (1, 0.5));
+    }
+
+    #[test]
+    fn exact_search_matches_faiss_flat() {
+        let dim = 37; // not a multiple of the 8-wide accumulator
+        let n = 3000;
+        let v = unit_vectors(n, dim, 11);
+        let q = unit_vectors(20, dim, 12);
+        let mut flat = faiss::index_factory(dim as u32, "Flat", MetricType::InnerProduct).unwrap();
+        flat.add(&v).unwrap();
+        let k = 25;
+        let res = flat.search(&q, k).unwrap();
+        for (qi, query) in q.chunks_exact(dim).enumerate() {
+            let ours = exact_search(&v, dim, query, k);
+            for (j, (row, score)) in ours.iter().enumerate() {
+                let theirs = res.distances[qi * k + j];
+                assert!((score - theirs).abs() < 1e-4, "q{qi} rank {j}: {score} vs {theirs}");
+                assert!((dot(query, &v[row * dim..(row + 1) * dim]) - score).abs() < 1e-6);
+            }
+        }
+    }
+}

@@ -1,0 +1,34 @@
+//! The shard storage engine of Attest: everything one shard replica keeps on disk and searches.
+//!
+//! # Layout
+//! - [`engine`]: `ShardEngine` — writes, deletes (tombstones), search, sealing, compaction, recovery.
+//! - [`wal`]: the RocksDB write-ahead ingest log and the per-document version map (the tombstones).
+//! - [`growing`]: the growing segment — exact vector search and an in-RAM tantivy index.
+//! - [`segment`]: sealed segments on disk and the manifest that lists them with checksums.
+//! - [`ivfpq`]: the FAISS IVF_PQ index of a sealed segment, opened memory-mapped.
+//! - [`text_index`]: tantivy BM25 per segment with statistics shared across segments.
+//! - [`chunk_store`]: chunk texts and metadata archived with rkyv, read zero-copy.
+//! - [`vector_file`]: full vectors on disk for exact re-scoring.
+//! - [`filter`]: metadata filters (equality, membership, range).
+//! - [`config`]: engine configuration and limits.
+//! - [`error`]: the crate's error type.
+
+pub mod chunk_store;
+pub mod config;
+pub mod engine;
+pub mod error;
+pub mod filter;
+pub(crate) mod fsutil;
+pub mod growing;
+pub mod ivfpq;
+pub mod segment;
+pub mod text_index;
+pub mod vector_file;
+pub mod wal;
+
+pub use config::{EngineConfig, MAX_TOP_K};
+pub use engine::{DocumentWrite, EngineStats, Hit, LaneResults, SearchParams, ShardEngine};
+pub use error::{IndexError, Result};
+pub use filter::{Condition, Filter};
+pub use ivfpq::IvfPqParams;
+pub use wal::LoggedChunk;

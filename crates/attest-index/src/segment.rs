@@ -1,0 +1,176 @@
+//! Sealed segments and the manifest that lists them.
+//!
+//! A sealed segment is a directory `segments/<id>/` holding
+//! - `dense.faiss`: the IVF_PQ index, opened memory-mapped and read-only;
+//! - `text/`: a tantivy index opened through its mmap directory;
+//! - `chunks.rkyv`: chunk texts and metadata, read zero-copy;
+//! - `vectors.f32`: the full vectors, for exact re-scoring of the top candidates.
+//!
+//! `MANIFEST.json` (replaced atomically) lists the segments with the log range each was built from and a CRC-32
+//! of every file, which start-up verifies before serving a segment.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::chunk_store::{ChunkStore, StoredChunk};
+use crate::error::{IndexError, Result};
+use crate::ivfpq::{IvfPqIndex, IvfPqParams};
+use crate::text_index::TextIndex;
+use crate::vector_file::VectorFile;
+
+const DENSE_FILE: &str = "dense.faiss";
+const TEXT_DIR: &str = "text";
+const CHUNKS_FILE: &str = "chunks.rkyv";
+const VECTORS_FILE: &str = "vectors.f32";
+pub const MANIFEST_FILE: &str = "MANIFEST.json";
+
+/// What the manifest records about one sealed segment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SegmentMeta {
+    pub id: String,
+    /// Log records `min_seq..=max_seq` are the segment's source: it is rebuilt from them if damaged.
+    pub min_seq: u64,
+    pub max_seq: u64,
+    pub rows: usize,
+    /// IVF_PQ parameters actually used (after `IvfPqParams::effective`).
+    pub params: Option<IvfPqParams>,
+    /// Relative path → CRC-32 of every file of the segment.
+    pub files: BTreeMap<String, u32>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Every log record up to here is in a sealed segment; the growing segment replays the rest.
+    pub sealed_through_seq: u64,
+    pub segments: Vec<SegmentMeta>,
+    /// Source of fresh segment ids, so that a rebuilt or merged segment never reuses a directory name.
+    pub next_segment: u64,
+}
+
+impl Manifest {
+    pub fn load(dir: &Path) -> Result<Self> {
+        let path = dir.join(MANIFEST_FILE);
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| IndexError::corrupt(&path, e.to_string())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Manifest::default()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    pub fn store(&self, dir: &Path) -> Result<()> {
+        let bytes = serde_json::to_vec_pretty(self).map_err(|e| IndexError::Serialization(e.to_string()))?;
+        crate::fsutil::write_atomically(&dir.join(MANIFEST_FILE), &bytes)
+    }
+
+    pub fn allocate_id(&mut self) -> String {
+        self.next_segment += 1;
+        format!("seg-{:08}", self.next_segment)
+    }
+}
+
+/// An open sealed segment.
+pub struct SealedSegment {
+    pub meta: SegmentMeta,
+    pub dense: Option<IvfPqIndex>,
+    pub text: TextIndex,
+    pub chunks: ChunkStore,
+    pub vectors: VectorFile,
+}
+
+pub fn segment_dir(root: &Path, id: &str) -> PathBuf {
+    root.join("segments").join(id)
+}
+
+fn is_lock_file(name: &str) -> bool {
+    name.starts_with(".tantivy-") && name.ends_with(".lock")
+}
+
+/// CRC-32 of every regular file under `dir`, keyed by path relative to `dir`.
+fn checksum_files(dir: &Path) -> Result<BTreeMap<String, u32>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d)? {
+            let entry = entry?;
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if entry.file_type()?.is_dir() {
+                stack.push(path);
+            } else if !is_lock_file(&name) {
+                let rel = path.strip_prefix(dir).expect("under dir").to_string_lossy().into_owned();
+                out.insert(rel, crc32fast::hash(&std::fs::read(&path)?));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Builds a sealed segment from rows and their vectors (row-major) into `segments/<id>/`, fsyncs it and returns
+/// its manifest entry. Nothing is visible until the caller stores a manifest that names it.
+pub fn build_segment(
+    root: &Path,
+    id: &str,
+    seq_range: (u64, u64),
+    dim: usize,
+    params: &IvfPqParams,
+    train_sample: usize,
+    rows: &[StoredChunk],
+    vectors: &[f32],
+) -> Result<SegmentMeta> {
+    let dir = segment_dir(root, id);
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)?;
+    }
+    std::fs::create_dir_all(&dir)?;
+    let n = rows.len();
+    let used = if n > 0 {
+        let ids: Vec<i64> = (0..n as i64).collect();
+        // An evenly spread sample: rows arrive in ingest order, which is often grouped by topic.
+        let step = n.div_ceil(train_sample.max(1)).max(1);
+        let train: Vec<f32> = (0..n).step_by(step).flat_map(|r| vectors[r * dim..(r + 1) * dim].iter().copied()).collect();
+        Some(IvfPqIndex::build(&dir.join(DENSE_FILE), dim, params, &train, vectors, &ids)?)
+    } else {
+        None
+    };
+    TextIndex::build_on_disk(
+        &dir.join(TEXT_DIR),
+        rows.iter().enumerate().map(|(i, r)| (i as u64, r.tenant.as_str(), r.title.as_str(), r.text.as_str())),
+    )?;
+    ChunkStore::write(&dir.join(CHUNKS_FILE), rows)?;
+    VectorFile::write(&dir.join(VECTORS_FILE), dim, vectors)?;
+    crate::fsutil::sync_tree(&dir)?;
+    Ok(SegmentMeta {
+        id: id.to_string(),
+        min_seq: seq_range.0,
+        max_seq: seq_range.1,
+        rows: n,
+        params: used,
+        files: checksum_files(&dir)?,
+    })
+}
+
+impl SealedSegment {
+    /// Verifies every file against the manifest's checksums, then opens the segment (mmap). Any mismatch,
+    /// missing file or unreadable structure is `IndexError::Corrupt`.
+    pub fn open(root: &Path, meta: &SegmentMeta) -> Result<Self> {
+        let dir = segment_dir(root, &meta.id);
+        for (rel, expected) in &meta.files {
+            let path = dir.join(rel);
+            let bytes = std::fs::read(&path).map_err(|e| IndexError::corrupt(&path, e.to_string()))?;
+            let actual = crc32fast::hash(&bytes);
+            if actual != *expected {
+                return Err(IndexError::corrupt(&path, format!("checksum {actual:08x}, manifest says {expected:08x}")));
+            }
+        }
+        let dense = if meta.rows > 0 { Some(IvfPqIndex::open_mmap(&dir.join(DENSE_FILE))?) } else { None };
+        let text = TextIndex::open_mmap(&dir.join(TEXT_DIR))?;
+        let chunks = ChunkStore::open(&dir.join(CHUNKS_FILE))?;
+        let vectors = VectorFile::open(&dir.join(VECTORS_FILE))?;
+        if chunks.len() != meta.rows || vectors.len() != meta.rows || dense.as_ref().is_some_and(|d| d.len() != meta.rows) {
+            return Err(IndexError::corrupt(&dir, "row counts of the segment's files disagree"));
+        }
+        Ok(SealedSegment { meta: meta.clone(), dense, text, chunks, vectors })
+    }
+}

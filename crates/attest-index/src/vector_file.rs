@@ -1,0 +1,235 @@
+//! Full-precision vectors of a sealed segment, kept on disk next to the IVF-PQ index so that the top
+//! candidates of a PQ search can be re-scored exactly. The file is memory-mapped and rows are served as
+//! `&[f32]` straight from the page cache.
+//!
+//! # Format (little-endian)
+//! ```text
+//! 0   magic   b"ATVF"
+//! 4   version u32 (= 1)
+//! 8   dim     u32
+//! 12  count   u64
+//! 20  zero padding up to 32, so that the data region is 32-byte aligned within the page-aligned map
+//! 32  count × dim f32, row-major
+//! ```
+//! There is no checksum of the data region here: the segment manifest checksums every file, and a
+//! re-score must not have to read gigabytes at open. The header and the exact file length are checked.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
+
+use crate::error::{IndexError, Result};
+
+// Rows are handed out as `&[f32]` over the file bytes, which is only correct where f32 is little-endian
+// in memory.
+#[cfg(not(target_endian = "little"))]
+compile_error!("VectorFile serves little-endian f32 in place; big-endian hosts are not supported");
+
+const MAGIC: &[u8; 4] = b"ATVF";
+const VERSION: u32 = 1;
+const HEADER_LEN: usize = 32;
+
+/// A read-only, memory-mapped vector file.
+pub struct VectorFile {
+    mmap: Mmap,
+    dim: usize,
+    len: usize,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for VectorFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VectorFile").field("path", &self.path).field("dim", &self.dim).field("len", &self.len).finish()
+    }
+}
+
+impl VectorFile {
+    /// Writes `vectors` (row-major, `len / dim` rows) to `path` atomically (tmp + fsync + rename + dir fsync).
+    pub fn write(path: &Path, dim: usize, vectors: &[f32]) -> Result<()> {
+        if dim == 0 || dim > u32::MAX as usize {
+            return Err(IndexError::invalid("dim", format!("must be in 1..=2^32-1, got {dim}")));
+        }
+        if vectors.len() % dim != 0 {
+            return Err(IndexError::invalid(
+                "vectors",
+                format!("length {} is not a multiple of dim {dim}", vectors.len()),
+            ));
+        }
+        let count = (vectors.len() / dim) as u64;
+        let mut bytes = Vec::with_capacity(HEADER_LEN + vectors.len() * 4);
+        bytes.extend_from_slice(MAGIC);
+        bytes.extend_from_slice(&VERSION.to_le_bytes());
+        bytes.extend_from_slice(&(dim as u32).to_le_bytes());
+        bytes.extend_from_slice(&count.to_le_bytes());
+        bytes.resize(HEADER_LEN, 0);
+        for v in vectors {
+            bytes.extend_from_slice(&v.to_le_bytes());
+        }
+        crate::fsutil::write_atomically(path, &bytes)
+    }
+
+    /// Maps the file read-only and validates magic, version, dim and that the length is exactly
+    /// header + count × dim × 4; anything else is `IndexError::Corrupt`.
+    pub fn open(path: &Path) -> Result<Self> {
+        let file = File::open(path)?;
+        // SAFETY: sealed segment files are written once (tmp + rename) and never modified in place, so the
+        // mapped bytes cannot change or shrink under us while the map lives.
+        let mmap = unsafe { Mmap::map(&file)? };
+        let corrupt = |reason: String| IndexError::corrupt(path, reason);
+        if mmap.len() < HEADER_LEN {
+            return Err(corrupt(format!("{} bytes is shorter than the {HEADER_LEN}-byte header", mmap.len())));
+        }
+        if &mmap[0..4] != MAGIC {
+            return Err(corrupt("bad magic, not a vector file".into()));
+        }
+        let version = u32::from_le_bytes(mmap[4..8].try_into().expect("4 bytes"));
+        if version != VERSION {
+            return Err(corrupt(format!("unsupported version {version}")));
+        }
+        let dim = u32::from_le_bytes(mmap[8..12].try_into().expect("4 bytes")) as usize;
+        let count = u64::from_le_bytes(mmap[12..20].try_into().expect("8 bytes"));
+        if dim == 0 {
+            return Err(corrupt("dim is 0".into()));
+        }
+        let expected = usize::try_from(count)
+            .ok()
+            .and_then(|c| c.checked_mul(dim))
+            .and_then(|x| x.checked_mul(4))
+            .and_then(|x| x.checked_add(HEADER_LEN));
+        if expected != Some(mmap.len()) {
+            return Err(corrupt(format!(
+                "length {} does not match header ({count} rows × {dim} dims)",
+                mmap.len()
+            )));
+        }
+        #[cfg(unix)]
+        {
+            // Re-scoring touches a handful of scattered rows per query: read-ahead would only evict useful pages.
+            let _ = mmap.advise(memmap2::Advice::Random);
+        }
+        Ok(VectorFile { mmap, dim, len: count as usize, path: path.to_path_buf() })
+    }
+
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Row `row`, zero-copy from the map.
+    pub fn get(&self, row: usize) -> Option<&[f32]> {
+        if row >= self.len {
+            return None;
+        }
+        let start = HEADER_LEN + row * self.dim * 4;
+        let bytes = &self.mmap[start..start + self.dim * 4];
+        debug_assert_eq!(bytes.as_ptr() as usize % std::mem::align_of::<f32>(), 0);
+        // SAFETY: the map is page-aligned and HEADER_LEN and every row size are multiples of 4, so `bytes` is
+        // aligned for f32; its length is exactly dim × 4 (checked against the file length in `open`); every
+        // bit pattern is a valid f32; the host is little-endian (compile-time check above); and the slice
+        // borrows `self`, so the map outlives it.
+        Some(unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<f32>(), self.dim) })
+    }
+
+    /// Exact inner product of `query` with each row in `rows`: the re-scoring step after an approximate
+    /// search. Rows out of range are skipped. Returns `(row, score)` best first, ties by lower row.
+    pub fn rescore(&self, query: &[f32], rows: impl IntoIterator<Item = usize>) -> Result<Vec<(usize, f32)>> {
+        if query.len() != self.dim {
+            return Err(IndexError::invalid("query", format!("dimension {} != {}", query.len(), self.dim)));
+        }
+        let mut out: Vec<(usize, f32)> =
+            rows.into_iter().filter_map(|r| self.get(r).map(|v| (r, crate::ivfpq::dot(query, v)))).collect();
+        out.sort_by(crate::ivfpq::best_first);
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(n: usize, dim: usize) -> Vec<f32> {
+        (0..n * dim).map(|i| (i as f32 * 0.37).sin()).collect()
+    }
+
+    #[test]
+    fn round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("vectors.f32");
+        let dim = 7;
+        let data = sample(101, dim);
+        VectorFile::write(&path, dim, &data).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len() as usize, HEADER_LEN + data.len() * 4);
+        let vf = VectorFile::open(&path).unwrap();
+        assert_eq!((vf.dim(), vf.len(), vf.is_empty()), (dim, 101, false));
+        for r in 0..101 {
+            assert_eq!(vf.get(r).unwrap(), &data[r * dim..(r + 1) * dim]);
+        }
+        assert!(vf.get(101).is_none());
+    }
+
+    #[test]
+    fn empty_file_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("vectors.f32");
+        VectorFile::write(&path, 384, &[]).unwrap();
+        let vf = VectorFile::open(&path).unwrap();
+        assert!(vf.is_empty());
+        assert_eq!(vf.dim(), 384);
+        assert!(vf.get(0).is_none());
+    }
+
+    #[test]
+    fn invalid_arguments() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v");
+        assert!(matches!(VectorFile::write(&path, 0, &[]), Err(IndexError::InvalidArgument { .. })));
+        assert!(matches!(VectorFile::write(&path, 3, &[1.0; 4]), Err(IndexError::InvalidArgument { .. })));
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn wrong_length_is_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("vectors.f32");
+        VectorFile::write(&path, 4, &sample(10, 4)).unwrap();
+        let good = std::fs::read(&path).unwrap();
+
+        // Truncated by one byte, by a whole row, and extended by trailing junk.
+        for bytes in [&good[..good.len() - 1], &good[..good.len() - 16], &[good.as_slice(), &[0u8; 4]].concat()[..]] {
+            std::fs::write(&path, bytes).unwrap();
+            assert!(matches!(VectorFile::open(&path), Err(IndexError::Corrupt { .. })), "len {}", bytes.len());
+        }
+        // Shorter than the header, empty, bad magic, bad version, absurd count.
+        let mut bad_magic = good.clone();
+        bad_magic[0] = b'X';
+        let mut bad_version = good.clone();
+        bad_version[4] = 9;
+        let mut huge_count = good.clone();
+        huge_count[12..20].copy_from_slice(&u64::MAX.to_le_bytes());
+        for bytes in [&good[..10], &[][..], &bad_magic[..], &bad_version[..], &huge_count[..]] {
+            std::fs::write(&path, bytes).unwrap();
+            assert!(matches!(VectorFile::open(&path), Err(IndexError::Corrupt { .. })), "len {}", bytes.len());
+        }
+    }
+
+    #[test]
+    fn rescore_orders_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("vectors.f32");
+        let data = [1.0, 0.0, 0.0, 1.0, 0.6, 0.8, 1.0, 0.0];
+        VectorFile::write(&path, 2, &data).unwrap();
+        let vf = VectorFile::open(&path).unwrap();
+        let got = vf.rescore(&[1.0, 0.0], [1, 2, 3, 0, 99]).unwrap();
+        assert_eq!(got, vec![(0, 1.0), (3, 1.0), (2, 0.6), (1, 0.0)]);
+        assert!(vf.rescore(&[1.0], [0]).is_err());
+    }
+}

@@ -1,0 +1,47 @@
+//! Shared fixtures for the engine's integration tests: small deterministic documents with unit vectors.
+
+#![allow(dead_code)]
+
+use attest_index::{DocumentWrite, EngineConfig, IvfPqParams, LoggedChunk};
+use rand::{Rng, SeedableRng};
+
+pub const DIM: usize = 16;
+
+pub fn config(seal_threshold: usize) -> EngineConfig {
+    EngineConfig {
+        dimension: DIM,
+        ivfpq: IvfPqParams { nlist: 16, m: 4, nbits: 8, nprobe: 16 },
+        seal_threshold,
+        train_sample: 10_000,
+        max_sealed_segments: 8,
+        overfetch: 4,
+    }
+}
+
+/// A deterministic unit vector for a document.
+pub fn vector_for(doc: usize) -> Vec<f32> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(doc as u64);
+    let v: Vec<f32> = (0..DIM).map(|_| rng.gen_range(-1.0..1.0)).collect();
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.into_iter().map(|x| x / n).collect()
+}
+
+/// A unique word per document, so BM25 can find each one alone.
+pub fn token_for(doc: usize) -> String {
+    let letters: String = format!("{doc:06}").chars().map(|c| (b'a' + c.to_digit(10).unwrap() as u8) as char).collect();
+    format!("zq{letters}")
+}
+
+pub fn doc(doc: usize, version: usize) -> DocumentWrite {
+    DocumentWrite {
+        doc_id: format!("doc-{doc}"),
+        tenant: "t1".into(),
+        chunks: vec![LoggedChunk {
+            chunk_id: format!("doc-{doc}#0"),
+            title: format!("Title {doc}"),
+            text: format!("document {} version {version} about {}", doc, token_for(doc)),
+            metadata_json: format!(r#"{{"n":{doc},"parity":"{}"}}"#, if doc % 2 == 0 { "even" } else { "odd" }),
+            vector: vector_for(doc),
+        }],
+    }
+}

@@ -1,0 +1,178 @@
+//! Engine behaviour end to end on disk: search after write, tombstones, compaction, corrupt segments, bad input.
+
+mod common;
+
+use attest_index::{Condition, Filter, IndexError, SearchParams, ShardEngine};
+use common::*;
+use serde_json::json;
+
+fn bm25_ids(engine: &ShardEngine, text: &str, k: usize) -> Vec<String> {
+    let f = Filter::default();
+    let p = SearchParams { tenant: "t1", query_vector: None, query_text: Some(text), k, nprobe: None, filter: &f, exact_rescore: true };
+    engine.search(&p).unwrap().bm25.into_iter().map(|h| h.chunk_id).collect()
+}
+
+fn dense_ids(engine: &ShardEngine, q: &[f32], k: usize) -> Vec<String> {
+    let f = Filter::default();
+    let p = SearchParams { tenant: "t1", query_vector: Some(q), query_text: None, k, nprobe: None, filter: &f, exact_rescore: true };
+    engine.search(&p).unwrap().dense.into_iter().map(|h| h.chunk_id).collect()
+}
+
+#[test]
+fn writes_are_searchable_at_once_in_both_lanes() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = ShardEngine::open(dir.path(), config(1000)).unwrap();
+    e.upsert((0..20).map(|d| doc(d, 0)).collect()).unwrap();
+    assert_eq!(bm25_ids(&e, &token_for(7), 5), vec!["doc-7#0"]);
+    assert_eq!(dense_ids(&e, &vector_for(7), 1), vec!["doc-7#0"]);
+}
+
+#[test]
+fn sealed_segments_serve_the_same_results_and_survive_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let e = ShardEngine::open(dir.path(), config(100_000)).unwrap();
+        e.upsert((0..400).map(|d| doc(d, 0)).collect()).unwrap();
+        e.seal().unwrap();
+        e.upsert((400..450).map(|d| doc(d, 0)).collect()).unwrap();
+        let s = e.stats();
+        assert_eq!((s.sealed_segments, s.sealed_rows, s.growing_rows), (1, 400, 50));
+    }
+    let e = ShardEngine::open(dir.path(), config(100_000)).unwrap();
+    let s = e.stats();
+    assert_eq!((s.sealed_segments, s.sealed_rows, s.growing_rows), (1, 400, 50));
+    for d in [3, 250, 399, 420] {
+        assert_eq!(bm25_ids(&e, &token_for(d), 3), vec![format!("doc-{d}#0")]);
+        assert_eq!(dense_ids(&e, &vector_for(d), 1), vec![format!("doc-{d}#0")]);
+    }
+}
+
+#[test]
+fn deleted_and_replaced_documents_never_come_back() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let e = ShardEngine::open(dir.path(), config(100_000)).unwrap();
+        e.upsert((0..300).map(|d| doc(d, 0)).collect()).unwrap();
+        e.seal().unwrap();
+        assert!(e.delete("t1", "doc-5").unwrap());
+        assert!(!e.delete("t2", "doc-6").unwrap(), "another tenant cannot delete");
+        e.upsert(vec![doc(6, 1)]).unwrap();
+        assert!(bm25_ids(&e, &token_for(5), 5).is_empty());
+        assert!(!dense_ids(&e, &vector_for(5), 5).contains(&"doc-5#0".to_string()));
+        e.seal().unwrap();
+        e.compact().unwrap();
+        assert!(bm25_ids(&e, &token_for(5), 5).is_empty());
+    }
+    let e = ShardEngine::open(dir.path(), config(100_000)).unwrap();
+    assert!(bm25_ids(&e, &token_for(5), 5).is_empty());
+    assert!(!dense_ids(&e, &vector_for(5), 5).contains(&"doc-5#0".to_string()));
+    // The replaced document is found once, with its new text.
+    let f = Filter::default();
+    let p = SearchParams { tenant: "t1", query_vector: None, query_text: Some(&token_for(6)), k: 5, nprobe: None, filter: &f, exact_rescore: true };
+    let hits = e.search(&p).unwrap().bm25;
+    assert_eq!(hits.len(), 1);
+    assert!(hits[0].text.contains("version 1"));
+    assert_eq!(e.stats().live_documents, 299);
+}
+
+#[test]
+fn compaction_leaves_results_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = ShardEngine::open(dir.path(), config(100_000)).unwrap();
+    for batch in 0..3 {
+        e.upsert((batch * 200..(batch + 1) * 200).map(|d| doc(d, 0)).collect()).unwrap();
+        e.seal().unwrap();
+    }
+    assert_eq!(e.stats().sealed_segments, 3);
+    let queries: Vec<usize> = (0..600).step_by(37).collect();
+    let before: Vec<(Vec<String>, Vec<String>)> =
+        queries.iter().map(|&d| (bm25_ids(&e, &format!("document {}", token_for(d)), 10), dense_ids(&e, &vector_for(d), 10))).collect();
+    e.compact().unwrap();
+    assert_eq!(e.stats().sealed_segments, 1);
+    let after: Vec<(Vec<String>, Vec<String>)> =
+        queries.iter().map(|&d| (bm25_ids(&e, &format!("document {}", token_for(d)), 10), dense_ids(&e, &vector_for(d), 10))).collect();
+    assert_eq!(before, after);
+}
+
+#[test]
+fn corrupt_segment_is_refused_reported_and_rebuilt_from_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let seg_dir = {
+        let e = ShardEngine::open(dir.path(), config(100_000)).unwrap();
+        e.upsert((0..300).map(|d| doc(d, 0)).collect()).unwrap();
+        e.seal().unwrap();
+        e.segment_dirs().remove(0)
+    };
+    // Flip bytes in the middle of the FAISS file, and truncate the chunk store.
+    let faiss = seg_dir.join("dense.faiss");
+    let mut bytes = std::fs::read(&faiss).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid..mid + 64].iter_mut().for_each(|b| *b ^= 0xff);
+    std::fs::write(&faiss, bytes).unwrap();
+    let chunks = seg_dir.join("chunks.rkyv");
+    let len = std::fs::metadata(&chunks).unwrap().len();
+    std::fs::OpenOptions::new().write(true).open(&chunks).unwrap().set_len(len / 2).unwrap();
+
+    let e = ShardEngine::open(dir.path(), config(100_000)).unwrap();
+    let s = e.stats();
+    assert_eq!(s.rebuilt_segments.len(), 1, "the damaged segment is reported");
+    assert_eq!((s.sealed_segments, s.sealed_rows), (1, 300));
+    assert!(!seg_dir.exists(), "the damaged files are not served");
+    for d in [0, 150, 299] {
+        assert_eq!(bm25_ids(&e, &token_for(d), 3), vec![format!("doc-{d}#0")]);
+        assert_eq!(dense_ids(&e, &vector_for(d), 1), vec![format!("doc-{d}#0")]);
+    }
+}
+
+#[test]
+fn tenant_and_metadata_filters_are_applied_in_the_shard() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = ShardEngine::open(dir.path(), config(100_000)).unwrap();
+    e.upsert((0..200).map(|d| doc(d, 0)).collect()).unwrap();
+    e.seal().unwrap();
+    e.upsert((200..260).map(|d| doc(d, 0)).collect()).unwrap();
+    let f = Filter {
+        conditions: vec![
+            Condition::Equals { field: "parity".into(), value: json!("even") },
+            Condition::Range { field: "n".into(), gte: Some(100.0), gt: None, lte: None, lt: Some(230.0) },
+        ],
+    };
+    let p = SearchParams { tenant: "t1", query_vector: Some(&vector_for(3)), query_text: Some("document"), k: 50, nprobe: None, filter: &f, exact_rescore: true };
+    let r = e.search(&p).unwrap();
+    assert_eq!(r.dense.len(), 50);
+    for h in r.dense.iter().chain(&r.bm25) {
+        let n: usize = h.doc_id.trim_start_matches("doc-").parse().unwrap();
+        assert!(n % 2 == 0 && (100..230).contains(&n), "{} passed the filter", h.doc_id);
+    }
+    let other = SearchParams { tenant: "t2", ..p };
+    let r = e.search(&other).unwrap();
+    assert!(r.dense.is_empty() && r.bm25.is_empty(), "another tenant sees nothing");
+}
+
+#[test]
+fn bad_input_is_rejected_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = ShardEngine::open(dir.path(), config(100_000)).unwrap();
+    let mut wrong_dim = doc(1, 0);
+    wrong_dim.chunks[0].vector.pop();
+    let mut nan = doc(2, 0);
+    nan.chunks[0].vector[3] = f32::NAN;
+    let mut inf = doc(3, 0);
+    inf.chunks[0].vector[0] = f32::INFINITY;
+    for (bad, field) in [(wrong_dim, "documents[1].chunks[0].vector"), (nan, "documents[1].chunks[0].vector"), (inf, "documents[1].chunks[0].vector")] {
+        match e.upsert(vec![doc(10, 0), bad]) {
+            Err(IndexError::InvalidArgument { field: f, .. }) => assert_eq!(f, field),
+            other => panic!("expected invalid argument, got {other:?}"),
+        }
+    }
+    assert_eq!(e.stats().last_seq, 0, "nothing was logged");
+    assert!(bm25_ids(&e, &token_for(10), 5).is_empty(), "the valid document of a rejected batch is not written");
+    let f = Filter::default();
+    for k in [0, 1001] {
+        let p = SearchParams { tenant: "t1", query_vector: None, query_text: Some("x"), k, nprobe: None, filter: &f, exact_rescore: true };
+        assert!(matches!(e.search(&p), Err(IndexError::InvalidArgument { .. })));
+    }
+    let short = vec![0.5f32; DIM - 1];
+    let p = SearchParams { tenant: "t1", query_vector: Some(&short), query_text: None, k: 5, nprobe: None, filter: &f, exact_rescore: true };
+    assert!(matches!(e.search(&p), Err(IndexError::InvalidArgument { .. })));
+}

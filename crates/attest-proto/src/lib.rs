@@ -1,0 +1,12 @@
+//! gRPC protocol of Attest (package `attest.v1`), compiled once here for every role.
+//!
+//! - `shard.proto`: the shard service (ensure/drop shard, upsert, delete, search, stats, maintain).
+//! - `router.proto`: the router service (collections, ingest, search) for internal callers.
+//! - `common.proto`: collection spec, index parameters and metadata filters.
+
+#[allow(clippy::all, missing_docs)]
+pub mod v1 {
+    tonic::include_proto!("attest.v1");
+}
+
+pub use v1::*;

@@ -1,0 +1,137 @@
+//! Fan-out of one search to every shard of a collection, the global merge of each lane, and fusion by RRF.
+
+use std::collections::HashMap;
+
+use attest_proto::v1 as pb;
+use tracing::warn;
+
+use crate::catalog::CollectionRecord;
+use crate::error::RouterError;
+use crate::router::Router;
+use crate::rrf::{reciprocal_rank_fusion, RankedLane};
+
+/// One lane hit with the shard it came from.
+#[derive(Debug, Clone)]
+pub struct ShardHit {
+    pub shard: u32,
+    pub hit: pb::LaneHit,
+}
+
+/// What the shards answered.
+#[derive(Debug, Default)]
+pub struct FanOut {
+    pub dense: Vec<ShardHit>,
+    pub bm25: Vec<ShardHit>,
+    pub missing_shards: Vec<u32>,
+}
+
+/// Sends `template` (with each shard's number) to every shard concurrently. A shard that fails with an
+/// argument error fails the search (the same request would fail everywhere); any other failure leaves the shard
+/// out and is reported in `missing_shards`.
+pub async fn fan_out_search(router: &Router, rec: &CollectionRecord, template: pb::ShardSearchRequest) -> Result<FanOut, RouterError> {
+    let calls = rec.placement.iter().enumerate().map(|(shard, node)| {
+        let client = router.shards[*node].clone();
+        let mut req = template.clone();
+        req.shard = shard as u32;
+        async move { (shard as u32, client.search(req).await) }
+    });
+    let mut out = FanOut::default();
+    for (shard, result) in futures::future::join_all(calls).await {
+        match result {
+            Ok(resp) => {
+                out.dense.extend(resp.dense.into_iter().map(|hit| ShardHit { shard, hit }));
+                out.bm25.extend(resp.bm25.into_iter().map(|hit| ShardHit { shard, hit }));
+            }
+            Err(status) if status.code() == tonic::Code::InvalidArgument => return Err(RouterError::from_status(status)),
+            Err(status) => {
+                warn!(shard, error = %status, event = "shard_search_failed", "shard left out of results");
+                out.missing_shards.push(shard);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Best `depth` of one lane across shards, best first (ties by chunk id, so the order is deterministic).
+fn merge_lane(mut hits: Vec<ShardHit>, depth: usize) -> Vec<ShardHit> {
+    hits.sort_by(|a, b| b.hit.score.total_cmp(&a.hit.score).then_with(|| a.hit.chunk_id.cmp(&b.hit.chunk_id)));
+    hits.dedup_by(|a, b| a.hit.chunk_id == b.hit.chunk_id);
+    hits.truncate(depth);
+    hits
+}
+
+/// Merges each lane globally, fuses them with weighted RRF and returns the top `k` with per-lane provenance.
+pub fn fuse(fan: &FanOut, depth: usize, k: usize, rrf_k: f64, dense_weight: f64, bm25_weight: f64) -> Vec<pb::Hit> {
+    let dense = merge_lane(fan.dense.clone(), depth);
+    let bm25 = merge_lane(fan.bm25.clone(), depth);
+    let mut lanes = Vec::new();
+    if !dense.is_empty() {
+        lanes.push(RankedLane { weight: dense_weight, items: dense.iter().map(|h| h.hit.chunk_id.clone()).collect() });
+    }
+    if !bm25.is_empty() {
+        lanes.push(RankedLane { weight: bm25_weight, items: bm25.iter().map(|h| h.hit.chunk_id.clone()).collect() });
+    }
+    let fused = reciprocal_rank_fusion(&lanes, rrf_k);
+    let rank_of = |lane: &[ShardHit]| -> HashMap<String, (u32, f32, usize)> {
+        lane.iter().enumerate().map(|(i, h)| (h.hit.chunk_id.clone(), ((i + 1) as u32, h.hit.score, i))).collect()
+    };
+    let dense_rank = rank_of(&dense);
+    let bm25_rank = rank_of(&bm25);
+    fused
+        .into_iter()
+        .filter(|(_, score)| *score > 0.0)
+        .take(k)
+        .map(|(chunk_id, score)| {
+            let d = dense_rank.get(&chunk_id);
+            let b = bm25_rank.get(&chunk_id);
+            let source = match (d, b) {
+                (Some((_, _, i)), _) => &dense[*i],
+                (None, Some((_, _, i))) => &bm25[*i],
+                (None, None) => unreachable!("fused items come from a lane"),
+            };
+            pb::Hit {
+                chunk_id,
+                doc_id: source.hit.doc_id.clone(),
+                title: source.hit.title.clone(),
+                text: source.hit.text.clone(),
+                score,
+                dense: d.map(|(rank, s, _)| pb::LaneRank { rank: *rank, score: *s }),
+                bm25: b.map(|(rank, s, _)| pb::LaneRank { rank: *rank, score: *s }),
+                shard: source.shard,
+                metadata_json: source.hit.metadata_json.clone(),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(shard: u32, id: &str, score: f32) -> ShardHit {
+        ShardHit { shard, hit: pb::LaneHit { chunk_id: id.into(), doc_id: id.into(), score, ..Default::default() } }
+    }
+
+    #[test]
+    fn lanes_are_merged_across_shards_before_fusion() {
+        let fan = FanOut {
+            dense: vec![sh(0, "a", 0.5), sh(1, "b", 0.9), sh(0, "c", 0.1)],
+            bm25: vec![sh(1, "b", 3.0), sh(0, "a", 7.0)],
+            missing_shards: vec![],
+        };
+        let hits = fuse(&fan, 10, 10, 60.0, 1.0, 1.0);
+        let b = hits.iter().find(|h| h.chunk_id == "b").unwrap();
+        assert_eq!(b.dense.as_ref().unwrap().rank, 1);
+        assert_eq!(b.bm25.as_ref().unwrap().rank, 2);
+        assert_eq!(b.shard, 1);
+        assert_eq!(hits.last().unwrap().chunk_id, "c");
+        assert!(hits.last().unwrap().bm25.is_none());
+    }
+
+    #[test]
+    fn zero_weight_removes_a_lane_only_hits() {
+        let fan = FanOut { dense: vec![sh(0, "a", 0.5)], bm25: vec![sh(0, "z", 1.0)], missing_shards: vec![] };
+        let hits = fuse(&fan, 10, 10, 60.0, 1.0, 0.0);
+        assert_eq!(hits.iter().map(|h| h.chunk_id.as_str()).collect::<Vec<_>>(), vec!["a"]);
+    }
+}

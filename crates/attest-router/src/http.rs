@@ -1,0 +1,303 @@
+//! HTTP API v1 (SPEC "HTTP API v1") over axum: collections, documents, search, `/healthz`, `/readyz`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use attest_ingest::{normalize_text, parse_jsonl, SourceDocument};
+use attest_proto::v1 as pb;
+use axum::body::Bytes;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::{delete, get, post};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use crate::catalog::CollectionRecord;
+use crate::error::RouterError;
+use crate::router::{IngestDocument, Router};
+
+/// Largest request body accepted (SPEC: limits on every input).
+pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
+
+pub fn routes(router: Arc<Router>) -> axum::Router {
+    axum::Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(|| async { "ready" }))
+        .route("/v1/collections", post(create_collection).get(list_collections))
+        .route("/v1/collections/:name", delete(drop_collection).get(get_collection))
+        .route("/v1/collections/:name/documents", post(ingest))
+        .route("/v1/collections/:name/documents/:id", delete(delete_document))
+        .route("/v1/collections/:name/search", post(search))
+        .route("/v1/collections/:name/maintain", post(maintain))
+        .route("/v1/collections/:name/stats", get(stats))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(router)
+}
+
+/// The caller's `x-request-id`, or a fresh one.
+pub fn request_id(headers: &HeaderMap) -> String {
+    headers
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 128)
+        .map(str::to_string)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
+}
+
+fn body<T>(r: Result<Json<T>, JsonRejection>) -> Result<T, RouterError> {
+    r.map(|Json(v)| v).map_err(|e| RouterError::invalid("body", e.body_text()))
+}
+
+pub fn collection_json(c: &CollectionRecord) -> Value {
+    json!({
+        "name": c.name, "shards": c.shards, "replication": c.replication, "dimension": c.dimension,
+        "index": {"nlist": c.index.nlist, "m": c.index.m, "nbits": c.index.nbits, "nprobe": c.index.nprobe},
+        "seal_threshold": c.seal_threshold, "embedder": c.embedder,
+    })
+}
+
+#[derive(Deserialize)]
+struct IndexBody {
+    nlist: Option<u32>,
+    m: Option<u32>,
+    nbits: Option<u32>,
+    nprobe: Option<u32>,
+}
+
+#[derive(Deserialize)]
+struct CreateCollectionBody {
+    name: String,
+    shards: Option<u32>,
+    replication: Option<u32>,
+    index: Option<IndexBody>,
+}
+
+async fn create_collection(State(r): State<Arc<Router>>, b: Result<Json<CreateCollectionBody>, JsonRejection>) -> Result<impl IntoResponse, RouterError> {
+    let b = body(b)?;
+    let index = b.index.map(|i| pb::IndexParams {
+        nlist: i.nlist.unwrap_or(0),
+        m: i.m.unwrap_or(0),
+        nbits: i.nbits.unwrap_or(0),
+        nprobe: i.nprobe.unwrap_or(0),
+    });
+    let rec = r
+        .create_collection(pb::CreateCollectionRequest { name: b.name, shards: b.shards.unwrap_or(0), replication: b.replication.unwrap_or(1), index })
+        .await?;
+    Ok((StatusCode::CREATED, Json(collection_json(&rec))))
+}
+
+async fn list_collections(State(r): State<Arc<Router>>) -> Json<Value> {
+    Json(json!({"collections": r.collections().iter().map(collection_json).collect::<Vec<_>>()}))
+}
+
+async fn get_collection(State(r): State<Arc<Router>>, Path(name): Path<String>) -> Result<Json<Value>, RouterError> {
+    Ok(Json(collection_json(&r.collection(&name)?)))
+}
+
+async fn drop_collection(State(r): State<Arc<Router>>, Path(name): Path<String>) -> Result<Json<Value>, RouterError> {
+    r.drop_collection(&name).await?;
+    Ok(Json(json!({"dropped": name})))
+}
+
+#[derive(Deserialize)]
+struct DocumentBody {
+    id: Value,
+    #[serde(default)]
+    title: Option<String>,
+    text: String,
+    #[serde(default)]
+    metadata: Option<Map<String, Value>>,
+    #[serde(default)]
+    tenant: Option<String>,
+    #[serde(default)]
+    vector: Option<Vec<f32>>,
+}
+
+#[derive(Deserialize)]
+struct DocumentsBody {
+    documents: Vec<DocumentBody>,
+}
+
+fn id_string(v: &Value, i: usize) -> Result<String, RouterError> {
+    match v {
+        Value::String(s) if !s.is_empty() => Ok(s.clone()),
+        Value::Number(n) => Ok(n.to_string()),
+        _ => Err(RouterError::invalid(format!("documents[{i}].id"), "a non-empty string or a number")),
+    }
+}
+
+/// JSON `{documents: [...]}`: one bad document fails the request. NDJSON: malformed lines are reported by line
+/// number and every other line is ingested.
+async fn ingest(State(r): State<Arc<Router>>, Path(name): Path<String>, headers: HeaderMap, bytes: Bytes) -> Result<Json<Value>, RouterError> {
+    let ndjson = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.contains("ndjson") || ct.contains("jsonl"));
+    let mut rejected: Vec<Value> = Vec::new();
+    let docs: Vec<IngestDocument> = if ndjson {
+        let parsed = parse_jsonl(&bytes);
+        rejected.extend(parsed.errors.iter().map(|e| json!({"index": e.line, "line": e.line, "reason": e.reason})));
+        parsed.documents.into_iter().map(|source| IngestDocument { source, vector: None }).collect()
+    } else {
+        let b: DocumentsBody = serde_json::from_slice(&bytes).map_err(|e| RouterError::invalid("body", e.to_string()))?;
+        b.documents
+            .into_iter()
+            .enumerate()
+            .map(|(i, d)| {
+                Ok(IngestDocument {
+                    source: SourceDocument {
+                        id: id_string(&d.id, i)?,
+                        title: normalize_text(d.title.as_deref().unwrap_or("")),
+                        text: normalize_text(&d.text),
+                        metadata: d.metadata.unwrap_or_default(),
+                        tenant: d.tenant,
+                    },
+                    vector: d.vector,
+                })
+            })
+            .collect::<Result<_, RouterError>>()?
+    };
+    let report = r.ingest(&name, docs).await?;
+    rejected.extend(report.duplicates.iter().map(|(i, other)| json!({"index": i, "reason": format!("near-duplicate of document `{other}`")})));
+    Ok(Json(json!({"accepted": report.accepted, "rejected": rejected, "duplicates": report.duplicates.len(), "chunks": report.chunks})))
+}
+
+#[derive(Deserialize, Default)]
+struct TenantQuery {
+    tenant: Option<String>,
+}
+
+async fn delete_document(
+    State(r): State<Arc<Router>>,
+    Path((name, id)): Path<(String, String)>,
+    q: axum::extract::Query<TenantQuery>,
+) -> Result<Json<Value>, RouterError> {
+    let deleted = r.delete_document(&name, q.tenant.as_deref(), &id).await?;
+    if !deleted {
+        return Err(RouterError::NotFound(format!("document `{id}` does not exist in `{name}`")));
+    }
+    Ok(Json(json!({"deleted": id})))
+}
+
+#[derive(Deserialize)]
+struct SearchBody {
+    query: String,
+    k: Option<i64>,
+    lanes: Option<Vec<String>>,
+    rrf_k: Option<f64>,
+    weights: Option<HashMap<String, f64>>,
+    filter: Option<Map<String, Value>>,
+    tenant: Option<String>,
+    nprobe: Option<u32>,
+}
+
+/// `{"field": scalar | [scalars] | {"in": [...]} | {"gte"|"gt"|"lte"|"lt": number, ...}}` → proto filter.
+pub fn filter_from_json(f: &Map<String, Value>) -> Result<pb::Filter, RouterError> {
+    use pb::condition::Kind;
+    let mut conditions = Vec::new();
+    for (field, v) in f {
+        let bad = |why: &str| RouterError::invalid(format!("filter.{field}"), why.to_string());
+        let kind = match v {
+            Value::Object(o) if o.contains_key("in") => match &o["in"] {
+                Value::Array(items) => Kind::InJson(pb::JsonList { values: items.iter().map(|i| i.to_string()).collect() }),
+                _ => return Err(bad("`in` takes an array")),
+            },
+            Value::Object(o) => {
+                let num = |key: &str| -> Result<Option<f64>, RouterError> {
+                    match o.get(key) {
+                        None => Ok(None),
+                        Some(x) => x.as_f64().map(Some).ok_or_else(|| bad("range bounds must be numbers")),
+                    }
+                };
+                if o.keys().any(|key| !["gte", "gt", "lte", "lt"].contains(&key.as_str())) {
+                    return Err(bad("use {\"in\": [...]} or range keys gte, gt, lte, lt"));
+                }
+                Kind::Range(pb::Range { gte: num("gte")?, gt: num("gt")?, lte: num("lte")?, lt: num("lt")? })
+            }
+            Value::Array(items) => Kind::InJson(pb::JsonList { values: items.iter().map(|i| i.to_string()).collect() }),
+            Value::Null => return Err(bad("null is not a filter")),
+            scalar => Kind::EqualsJson(scalar.to_string()),
+        };
+        conditions.push(pb::Condition { field: field.clone(), kind: Some(kind) });
+    }
+    Ok(pb::Filter { conditions })
+}
+
+pub fn search_response_json(resp: &pb::SearchResponse) -> Value {
+    let hits: Vec<Value> = resp
+        .hits
+        .iter()
+        .map(|h| {
+            let mut lanes = Map::new();
+            if let Some(d) = &h.dense {
+                lanes.insert("dense".into(), json!({"rank": d.rank, "score": d.score}));
+            }
+            if let Some(b) = &h.bm25 {
+                lanes.insert("bm25".into(), json!({"rank": b.rank, "score": b.score}));
+            }
+            let metadata: Value = serde_json::from_str(&h.metadata_json).unwrap_or(json!({}));
+            json!({"chunk_id": h.chunk_id, "doc_id": h.doc_id, "title": h.title, "text": h.text, "score": h.score,
+                   "lanes": lanes, "shard": h.shard, "metadata": metadata})
+        })
+        .collect();
+    json!({"hits": hits, "degraded": resp.degraded, "missing_shards": resp.missing_shards,
+           "fallback_mode": resp.fallback_mode, "request_id": resp.request_id, "took_ms": resp.took_ms})
+}
+
+async fn search(
+    State(r): State<Arc<Router>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    b: Result<Json<SearchBody>, JsonRejection>,
+) -> Result<Json<Value>, RouterError> {
+    let b = body(b)?;
+    let k = match b.k {
+        None => None,
+        Some(k) if (0..=u32::MAX as i64).contains(&k) => Some(k as u32),
+        Some(_) => return Err(RouterError::invalid("k", format!("must be between 1 and {}", r.config().max_k))),
+    };
+    let req = pb::SearchRequest {
+        collection: name,
+        query: b.query,
+        k,
+        lanes: b.lanes.unwrap_or_default(),
+        rrf_k: b.rrf_k,
+        weights: b.weights.unwrap_or_default(),
+        filter: b.filter.as_ref().map(filter_from_json).transpose()?,
+        tenant: b.tenant.unwrap_or_default(),
+        nprobe: b.nprobe.unwrap_or(0),
+    };
+    let resp = r.search(req, request_id(&headers)).await?;
+    Ok(Json(search_response_json(&resp)))
+}
+
+#[derive(Deserialize)]
+struct MaintainBody {
+    #[serde(default)]
+    seal: bool,
+    #[serde(default)]
+    compact: bool,
+}
+
+async fn maintain(State(r): State<Arc<Router>>, Path(name): Path<String>, b: Result<Json<MaintainBody>, JsonRejection>) -> Result<Json<Value>, RouterError> {
+    let b = body(b)?;
+    r.maintain(&name, b.seal, b.compact).await?;
+    stats(State(r), Path(name)).await
+}
+
+async fn stats(State(r): State<Arc<Router>>, Path(name): Path<String>) -> Result<Json<Value>, RouterError> {
+    let shards: Vec<Value> = r
+        .stats(&name)
+        .await?
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| {
+            json!({"shard": i, "live_documents": s.live_documents, "growing_rows": s.growing_rows, "sealed_rows": s.sealed_rows,
+                   "sealed_segments": s.sealed_segments, "last_seq": s.last_seq, "rebuilt_segments": s.rebuilt_segments})
+        })
+        .collect();
+    Ok(Json(json!({"collection": name, "shards": shards})))
+}

@@ -1,0 +1,29 @@
+//! The router role: collections, ingest and hybrid search over shard nodes, served as HTTP API v1 and gRPC.
+//! It reaches shards only through [`client::ShardClient`] (in process or gRPC), never through the shard crate.
+//!
+//! # Layout
+//! - [`router`]: `Router` — collection lifecycle, the ingest pipeline (validate → dedup → chunk → embed →
+//!   place → write) and search (validate → embed → fan out → fuse).
+//! - [`fanout`]: the concurrent shard fan-out, per-lane global merge and fusion into hits with provenance.
+//! - [`rrf`]: weighted Reciprocal Rank Fusion, one pure property-tested function.
+//! - [`client`]: `ShardClient { Local, Grpc }`.
+//! - [`catalog`]: the collection catalog of a single-process deployment.
+//! - [`http`], [`grpc`], [`server`]: the two fronts and how they are served.
+//! - [`error`]: router errors and their gRPC / HTTP mapping.
+//! - [`config`]: limits and defaults.
+
+pub mod catalog;
+pub mod client;
+pub mod config;
+pub mod error;
+pub mod fanout;
+pub mod grpc;
+pub mod http;
+pub mod router;
+pub mod rrf;
+pub mod server;
+
+pub use client::ShardClient;
+pub use config::RouterConfig;
+pub use error::RouterError;
+pub use router::{IngestDocument, IngestReport, Router};

@@ -1,0 +1,412 @@
+//! `Router`: collections, ingest and hybrid search over the shard nodes, shared by the HTTP and gRPC fronts.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use attest_embed::Embedder;
+use attest_ingest::{chunk_document, NearDuplicateIndex, SourceDocument, TokenCounter};
+use attest_proto::v1 as pb;
+use parking_lot::Mutex;
+use sha2::{Digest, Sha256};
+use tracing::{info, warn};
+
+use crate::catalog::{Catalog, CollectionRecord, IndexSettings};
+use crate::client::ShardClient;
+use crate::config::RouterConfig;
+use crate::error::RouterError;
+use crate::fanout::{fan_out_search, fuse};
+
+/// A document to ingest, optionally with its own vector (then it is stored as one chunk, not re-embedded).
+#[derive(Debug, Clone)]
+pub struct IngestDocument {
+    pub source: SourceDocument,
+    pub vector: Option<Vec<f32>>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct IngestReport {
+    pub accepted: u32,
+    pub duplicates: Vec<(usize, String)>,
+    pub chunks: u64,
+}
+
+pub struct Router {
+    pub(crate) config: RouterConfig,
+    catalog: Catalog,
+    pub(crate) shards: Vec<ShardClient>,
+    embedder: Arc<dyn Embedder>,
+    /// Near-duplicate detectors per collection, for documents ingested since this process started.
+    dedup: Mutex<HashMap<String, NearDuplicateIndex>>,
+}
+
+/// The embedder's tokenizer counts the chunker's budget, so chunks fit the model's window.
+struct EmbedderTokens<'a>(&'a dyn Embedder);
+
+impl TokenCounter for EmbedderTokens<'_> {
+    fn count_tokens(&self, text: &str) -> usize {
+        self.0.count_tokens(text)
+    }
+}
+
+/// Stable placement: the same document id always lands on the same shard.
+pub fn shard_for(doc_id: &str, shards: u32) -> u32 {
+    let digest = Sha256::digest(doc_id.as_bytes());
+    let n = u64::from_be_bytes(digest[..8].try_into().expect("8 bytes"));
+    (n % shards.max(1) as u64) as u32
+}
+
+fn check_vector(v: &[f32], dim: usize, field: &str) -> Result<(), RouterError> {
+    if v.len() != dim {
+        return Err(RouterError::invalid(field, format!("dimension {} but the collection has {dim}", v.len())));
+    }
+    if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+        return Err(RouterError::invalid(field, format!("component {i} is not a finite number")));
+    }
+    Ok(())
+}
+
+impl Router {
+    pub fn new(config: RouterConfig, data_dir: &Path, shards: Vec<ShardClient>, embedder: Arc<dyn Embedder>) -> Result<Self, RouterError> {
+        if shards.is_empty() {
+            return Err(RouterError::invalid("shards", "at least one shard node is required"));
+        }
+        Ok(Router { config, catalog: Catalog::open(data_dir)?, shards, embedder, dedup: Mutex::new(HashMap::new()) })
+    }
+
+    pub fn config(&self) -> &RouterConfig {
+        &self.config
+    }
+
+    pub fn embedder(&self) -> &Arc<dyn Embedder> {
+        &self.embedder
+    }
+
+    pub fn collection(&self, name: &str) -> Result<CollectionRecord, RouterError> {
+        self.catalog.get(name)
+    }
+
+    pub fn collections(&self) -> Vec<CollectionRecord> {
+        self.catalog.list()
+    }
+
+    pub async fn create_collection(&self, req: pb::CreateCollectionRequest) -> Result<CollectionRecord, RouterError> {
+        if !attest_shard_name_ok(&req.name) {
+            return Err(RouterError::invalid("name", "use 1-64 characters from [A-Za-z0-9_-]"));
+        }
+        if self.catalog.get(&req.name).is_ok() {
+            return Err(RouterError::AlreadyExists(format!("collection `{}` already exists", req.name)));
+        }
+        let shards = if req.shards == 0 { self.config.default_shards } else { req.shards };
+        if shards > 256 {
+            return Err(RouterError::invalid("shards", "at most 256"));
+        }
+        let replication = req.replication.max(1);
+        if replication > 1 {
+            return Err(RouterError::invalid("replication", "replicated collections need the cluster (attest serve); this router has one replica per shard"));
+        }
+        let d = attest_index_defaults();
+        let p = req.index.unwrap_or_default();
+        let pick = |v: u32, dflt: u32| if v == 0 { dflt } else { v };
+        let index = IndexSettings {
+            nlist: pick(p.nlist, d.nlist),
+            m: pick(p.m, d.m),
+            nbits: pick(p.nbits, d.nbits),
+            nprobe: pick(p.nprobe, d.nprobe),
+        };
+        if index.nbits > 16 || index.m == 0 || index.nlist > 1 << 20 {
+            return Err(RouterError::invalid("index", "nbits ≤ 16, m ≥ 1, nlist ≤ 1048576"));
+        }
+        let record = CollectionRecord {
+            name: req.name.clone(),
+            shards,
+            replication,
+            dimension: self.embedder.dimension() as u32,
+            index,
+            seal_threshold: self.config.seal_threshold,
+            embedder: self.embedder.id().to_string(),
+            placement: (0..shards as usize).map(|s| s % self.shards.len()).collect(),
+        };
+        let spec = pb::CollectionSpec {
+            dimension: record.dimension,
+            index: Some(pb::IndexParams { nlist: index.nlist, m: index.m, nbits: index.nbits, nprobe: index.nprobe }),
+            seal_threshold: record.seal_threshold,
+            embedder: record.embedder.clone(),
+        };
+        for (shard, node) in record.placement.iter().enumerate() {
+            self.shards[*node]
+                .ensure_shard(pb::EnsureShardRequest { collection: record.name.clone(), shard: shard as u32, spec: Some(spec.clone()) })
+                .await
+                .map_err(RouterError::from_status)?;
+        }
+        self.catalog.insert(record.clone())?;
+        info!(collection = %record.name, shards, event = "collection_created", "collection created");
+        Ok(record)
+    }
+
+    pub async fn drop_collection(&self, name: &str) -> Result<(), RouterError> {
+        let rec = self.catalog.remove(name)?;
+        for (shard, node) in rec.placement.iter().enumerate() {
+            if let Err(e) = self.shards[*node].drop_shard(pb::DropShardRequest { collection: name.to_string(), shard: shard as u32 }).await {
+                warn!(collection = %name, shard, error = %e, event = "drop_shard_failed", "could not drop shard");
+            }
+        }
+        self.dedup.lock().remove(name);
+        Ok(())
+    }
+
+    /// Validates every document (one bad document fails the whole request and nothing is written), drops near
+    /// duplicates, chunks, embeds and writes each document to its shard. Returns once every shard acknowledged
+    /// durably.
+    pub async fn ingest(&self, collection: &str, docs: Vec<IngestDocument>) -> Result<IngestReport, RouterError> {
+        let rec = self.catalog.get(collection)?;
+        if docs.len() > self.config.max_batch_documents {
+            return Err(RouterError::PayloadTooLarge(format!("at most {} documents per request", self.config.max_batch_documents)));
+        }
+        let dim = rec.dimension as usize;
+        let mut docs = docs;
+        for (i, d) in docs.iter_mut().enumerate() {
+            d.source.validate(&self.config.limits).map_err(|e| match e {
+                attest_ingest::IngestError::InvalidField { field, reason } => RouterError::invalid(format!("documents[{i}].{field}"), reason),
+                other => RouterError::invalid(format!("documents[{i}]"), other.to_string()),
+            })?;
+            if d.source.text.trim().is_empty() {
+                return Err(RouterError::invalid(format!("documents[{i}].text"), "empty"));
+            }
+            if let Some(v) = &d.vector {
+                check_vector(v, dim, &format!("documents[{i}].vector"))?;
+            }
+            if d.source.tenant.as_deref().is_none_or(str::is_empty) {
+                d.source.tenant = Some(self.config.default_tenant.clone());
+            }
+        }
+
+        let mut report = IngestReport::default();
+        let mut kept = Vec::with_capacity(docs.len());
+        {
+            let mut dedup = self.dedup.lock();
+            let index = dedup.entry(collection.to_string()).or_insert_with(|| NearDuplicateIndex::new(self.config.dedup.clone()));
+            for (i, d) in docs.into_iter().enumerate() {
+                match index.check_and_insert(&d.source.id, &d.source.text) {
+                    Some(other) if other != d.source.id => report.duplicates.push((i, other)),
+                    _ => kept.push(d),
+                }
+            }
+        }
+
+        // Chunk, then embed every chunk that did not come with its vector, in one blocking batch.
+        let embedder = Arc::clone(&self.embedder);
+        let chunking = self.config.chunking.clone();
+        let prepared = tokio::task::spawn_blocking(move || -> Result<Vec<pb::DocumentChunks>, RouterError> {
+            let counter = EmbedderTokens(embedder.as_ref());
+            let mut per_doc: Vec<(IngestDocument, Vec<(String, String)>)> = Vec::with_capacity(kept.len());
+            let mut to_embed: Vec<String> = Vec::new();
+            for d in kept {
+                let chunks: Vec<(String, String)> = if d.vector.is_some() {
+                    let text = if d.source.title.is_empty() { d.source.text.clone() } else { format!("{}\n{}", d.source.title, d.source.text) };
+                    vec![(format!("{}#0", d.source.id), text)]
+                } else {
+                    chunk_document(&d.source, &chunking, &counter)
+                        .into_iter()
+                        .map(|c| (format!("{}#{}", d.source.id, c.ordinal), c.text))
+                        .collect()
+                };
+                if d.vector.is_none() {
+                    to_embed.extend(chunks.iter().map(|(_, t)| t.clone()));
+                }
+                per_doc.push((d, chunks));
+            }
+            let refs: Vec<&str> = to_embed.iter().map(String::as_str).collect();
+            let mut vectors = embedder.embed(&refs).map_err(|e| RouterError::Unavailable(format!("embedding failed: {e}")))?.into_iter();
+            let mut out = Vec::with_capacity(per_doc.len());
+            for (d, chunks) in per_doc {
+                let metadata_json = serde_json::Value::Object(d.source.metadata.clone()).to_string();
+                let records = chunks
+                    .into_iter()
+                    .map(|(chunk_id, text)| pb::ChunkRecord {
+                        chunk_id,
+                        title: d.source.title.clone(),
+                        text,
+                        metadata_json: metadata_json.clone(),
+                        vector: match &d.vector {
+                            Some(v) => v.clone(),
+                            None => vectors.next().unwrap_or_default(),
+                        },
+                    })
+                    .collect();
+                out.push(pb::DocumentChunks { doc_id: d.source.id.clone(), tenant: d.source.tenant.clone().unwrap_or_default(), chunks: records });
+            }
+            Ok(out)
+        })
+        .await
+        .map_err(|e| RouterError::Internal(e.to_string()))??;
+
+        report.accepted = prepared.len() as u32;
+        report.chunks = prepared.iter().map(|d| d.chunks.len() as u64).sum();
+        let mut by_shard: HashMap<u32, Vec<pb::DocumentChunks>> = HashMap::new();
+        for d in prepared {
+            by_shard.entry(shard_for(&d.doc_id, rec.shards)).or_default().push(d);
+        }
+        let writes = by_shard.into_iter().map(|(shard, documents)| {
+            let client = self.shards[rec.placement[shard as usize]].clone();
+            let req = pb::UpsertRequest { collection: collection.to_string(), shard, documents };
+            async move { client.upsert(req).await }
+        });
+        for result in futures::future::join_all(writes).await {
+            result.map_err(RouterError::from_status)?;
+        }
+        Ok(report)
+    }
+
+    pub async fn delete_document(&self, collection: &str, tenant: Option<&str>, doc_id: &str) -> Result<bool, RouterError> {
+        let rec = self.catalog.get(collection)?;
+        let shard = shard_for(doc_id, rec.shards);
+        let tenant = tenant.filter(|t| !t.is_empty()).unwrap_or(&self.config.default_tenant).to_string();
+        let resp = self.shards[rec.placement[shard as usize]]
+            .delete(pb::DeleteRequest { collection: collection.to_string(), shard, tenant, doc_id: doc_id.to_string() })
+            .await
+            .map_err(RouterError::from_status)?;
+        Ok(resp.deleted)
+    }
+
+    /// Hybrid search: validate, embed the query (BM25 alone if that fails), fan out, merge each lane, fuse.
+    pub async fn search(&self, req: pb::SearchRequest, request_id: String) -> Result<pb::SearchResponse, RouterError> {
+        let started = Instant::now();
+        let rec = self.catalog.get(&req.collection)?;
+        let query = req.query.trim().to_string();
+        if query.is_empty() {
+            return Err(RouterError::invalid("query", "empty"));
+        }
+        if query.len() > self.config.max_query_bytes {
+            return Err(RouterError::invalid("query", format!("longer than {} bytes", self.config.max_query_bytes)));
+        }
+        let k = req.k.unwrap_or(self.config.default_k as u32) as usize;
+        if k == 0 || k > self.config.max_k {
+            return Err(RouterError::invalid("k", format!("must be between 1 and {}", self.config.max_k)));
+        }
+        let rrf_k = req.rrf_k.unwrap_or(self.config.rrf_k);
+        if !(rrf_k.is_finite() && rrf_k > 0.0) {
+            return Err(RouterError::invalid("rrf_k", "must be a positive number"));
+        }
+        let (mut want_dense, mut want_bm25) = (req.lanes.is_empty(), req.lanes.is_empty());
+        for lane in &req.lanes {
+            match lane.as_str() {
+                "dense" => want_dense = true,
+                "bm25" => want_bm25 = true,
+                other => return Err(RouterError::invalid("lanes", format!("unknown lane `{other}` (dense, bm25)"))),
+            }
+        }
+        for (lane, w) in &req.weights {
+            if lane != "dense" && lane != "bm25" {
+                return Err(RouterError::invalid("weights", format!("unknown lane `{lane}`")));
+            }
+            if !(w.is_finite() && *w >= 0.0) {
+                return Err(RouterError::invalid("weights", format!("weight of `{lane}` must be a finite number ≥ 0")));
+            }
+        }
+        let mut fallback_mode = false;
+        let query_vector = if want_dense {
+            let embedder = Arc::clone(&self.embedder);
+            let q = query.clone();
+            match tokio::task::spawn_blocking(move || embedder.embed(&[q.as_str()])).await {
+                Ok(Ok(mut v)) if !v.is_empty() => Some(v.remove(0)),
+                Ok(Err(e)) => {
+                    warn!(request_id = %request_id, error = %e, event = "embedding_failed", "dense lane off; BM25 only");
+                    fallback_mode = true;
+                    None
+                }
+                _ => {
+                    fallback_mode = true;
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        if fallback_mode && !want_bm25 {
+            want_bm25 = true;
+        }
+        let tenant = if req.tenant.is_empty() { self.config.default_tenant.clone() } else { req.tenant.clone() };
+        let depth = self.config.lane_depth.max(k).min(attest_index_max_k());
+        let shard_req = pb::ShardSearchRequest {
+            collection: rec.name.clone(),
+            shard: 0,
+            tenant,
+            query_vector: query_vector.unwrap_or_default(),
+            query_text: if want_bm25 { query.clone() } else { String::new() },
+            k: depth as u32,
+            nprobe: if req.nprobe == 0 { rec.index.nprobe } else { req.nprobe },
+            filter: req.filter.clone(),
+            include_payload: true,
+            exact_rescore: self.config.exact_rescore,
+        };
+        let fan = fan_out_search(self, &rec, shard_req).await?;
+        let weights = |lane: &str| req.weights.get(lane).copied().unwrap_or(1.0);
+        let hits = fuse(&fan, depth, k, rrf_k, weights("dense"), weights("bm25"));
+        Ok(pb::SearchResponse {
+            hits,
+            degraded: !fan.missing_shards.is_empty(),
+            missing_shards: fan.missing_shards,
+            fallback_mode,
+            request_id,
+            took_ms: started.elapsed().as_secs_f64() * 1e3,
+        })
+    }
+
+    /// Seals and/or compacts every shard of a collection now (operators; tests).
+    pub async fn maintain(&self, collection: &str, seal: bool, compact: bool) -> Result<(), RouterError> {
+        let rec = self.catalog.get(collection)?;
+        for (shard, node) in rec.placement.iter().enumerate() {
+            self.shards[*node]
+                .maintain(pb::MaintainRequest { collection: collection.to_string(), shard: shard as u32, seal, compact })
+                .await
+                .map_err(RouterError::from_status)?;
+        }
+        Ok(())
+    }
+
+    /// Per-shard statistics of a collection.
+    pub async fn stats(&self, collection: &str) -> Result<Vec<pb::ShardStatsResponse>, RouterError> {
+        let rec = self.catalog.get(collection)?;
+        let mut out = Vec::new();
+        for (shard, node) in rec.placement.iter().enumerate() {
+            out.push(
+                self.shards[*node]
+                    .stats(pb::ShardStatsRequest { collection: collection.to_string(), shard: shard as u32 })
+                    .await
+                    .map_err(RouterError::from_status)?,
+            );
+        }
+        Ok(out)
+    }
+}
+
+fn attest_shard_name_ok(name: &str) -> bool {
+    !name.is_empty() && name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// Default IVF_PQ parameters (the shard's own defaults, restated so the router need not link the engine).
+fn attest_index_defaults() -> IndexSettings {
+    IndexSettings { nlist: 1024, m: 48, nbits: 8, nprobe: 32 }
+}
+
+/// The most hits a shard returns per lane (`attest_index::MAX_TOP_K`).
+fn attest_index_max_k() -> usize {
+    1000
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placement_is_stable_and_spread() {
+        assert_eq!(shard_for("doc-1", 4), shard_for("doc-1", 4));
+        let mut counts = [0usize; 4];
+        for i in 0..4000 {
+            counts[shard_for(&format!("doc-{i}"), 4) as usize] += 1;
+        }
+        assert!(counts.iter().all(|&c| c > 800), "{counts:?}");
+    }
+}

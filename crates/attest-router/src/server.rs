@@ -1,0 +1,27 @@
+//! Serves the router: HTTP API v1 on one listener, gRPC (router service + health) on another.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use attest_proto::v1::router_service_server::RouterServiceServer;
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+
+use crate::grpc::RouterServiceImpl;
+use crate::router::Router;
+
+pub async fn serve_http(router: Arc<Router>, listener: TcpListener, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+    axum::serve(listener, crate::http::routes(router)).with_graceful_shutdown(shutdown).await?;
+    Ok(())
+}
+
+pub async fn serve_grpc(router: Arc<Router>, listener: TcpListener, shutdown: impl Future<Output = ()> + Send) -> anyhow::Result<()> {
+    let (mut reporter, health) = tonic_health::server::health_reporter();
+    reporter.set_serving::<RouterServiceServer<RouterServiceImpl>>().await;
+    tonic::transport::Server::builder()
+        .add_service(health)
+        .add_service(RouterServiceServer::new(RouterServiceImpl::new(router)))
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,57 @@
+//! Conversions between proto messages and engine types.
+
+use attest_index::{Condition, Filter, Hit, IvfPqParams};
+use attest_proto::v1 as pb;
+use tonic::Status;
+
+fn parse_json(s: &str, field: &str) -> Result<serde_json::Value, Status> {
+    serde_json::from_str(s).map_err(|e| Status::invalid_argument(format!("invalid argument `{field}`: not JSON ({e})")))
+}
+
+/// Proto filter → engine filter; a condition without a kind or with unparsable JSON is INVALID_ARGUMENT.
+pub fn filter_from_proto(f: Option<&pb::Filter>) -> Result<Filter, Status> {
+    let mut out = Filter::default();
+    let Some(f) = f else { return Ok(out) };
+    for (i, c) in f.conditions.iter().enumerate() {
+        let field = c.field.clone();
+        let name = format!("filter.conditions[{i}]");
+        if field.is_empty() {
+            return Err(Status::invalid_argument(format!("invalid argument `{name}.field`: empty")));
+        }
+        let cond = match &c.kind {
+            Some(pb::condition::Kind::EqualsJson(v)) => Condition::Equals { field, value: parse_json(v, &name)? },
+            Some(pb::condition::Kind::InJson(list)) => Condition::In {
+                field,
+                values: list.values.iter().map(|v| parse_json(v, &name)).collect::<Result<_, _>>()?,
+            },
+            Some(pb::condition::Kind::Range(r)) => Condition::Range { field, gte: r.gte, gt: r.gt, lte: r.lte, lt: r.lt },
+            None => return Err(Status::invalid_argument(format!("invalid argument `{name}`: no condition given"))),
+        };
+        out.conditions.push(cond);
+    }
+    Ok(out)
+}
+
+pub fn hit_to_proto(h: Hit, include_payload: bool) -> pb::LaneHit {
+    pb::LaneHit {
+        chunk_id: h.chunk_id,
+        doc_id: h.doc_id,
+        score: h.score,
+        title: if include_payload { h.title } else { String::new() },
+        text: if include_payload { h.text } else { String::new() },
+        metadata_json: if include_payload { h.metadata_json } else { String::new() },
+    }
+}
+
+pub fn params_from_proto(p: Option<&pb::IndexParams>) -> IvfPqParams {
+    let d = IvfPqParams::default();
+    match p {
+        None => d,
+        Some(p) => IvfPqParams {
+            nlist: if p.nlist == 0 { d.nlist } else { p.nlist },
+            m: if p.m == 0 { d.m } else { p.m },
+            nbits: if p.nbits == 0 { d.nbits } else { p.nbits },
+            nprobe: if p.nprobe == 0 { d.nprobe } else { p.nprobe },
+        },
+    }
+}

@@ -1,0 +1,101 @@
+//! `ShardNode`: the shard replicas hosted by one node, each a `ShardEngine` in
+//! `<data_dir>/collections/<collection>/shard-<n>/` next to the `engine.json` it was created with.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use attest_index::{EngineConfig, IndexError, ShardEngine};
+use parking_lot::RwLock;
+use serde_json;
+use tracing::info;
+
+const ENGINE_FILE: &str = "engine.json";
+
+#[derive(Debug, Clone)]
+pub struct ShardNodeConfig {
+    pub data_dir: PathBuf,
+    /// Defaults for what a collection spec leaves unset (seal threshold, training sample, compaction).
+    pub engine_defaults: EngineConfig,
+}
+
+pub struct ShardNode {
+    config: ShardNodeConfig,
+    replicas: RwLock<HashMap<(String, u32), Arc<ShardEngine>>>,
+}
+
+/// Collection names become directory names: keep them to a safe alphabet.
+pub fn valid_collection_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+impl ShardNode {
+    /// Opens every replica found under the data directory (each recovers from its log).
+    pub fn open(config: ShardNodeConfig) -> Result<Arc<Self>, IndexError> {
+        let root = config.data_dir.join("collections");
+        std::fs::create_dir_all(&root)?;
+        let mut replicas = HashMap::new();
+        for coll in std::fs::read_dir(&root)? {
+            let coll = coll?;
+            let name = coll.file_name().to_string_lossy().into_owned();
+            for shard_dir in std::fs::read_dir(coll.path())? {
+                let shard_dir = shard_dir?;
+                let dir_name = shard_dir.file_name().to_string_lossy().into_owned();
+                let Some(n) = dir_name.strip_prefix("shard-").and_then(|n| n.parse::<u32>().ok()) else { continue };
+                let Ok(bytes) = std::fs::read(shard_dir.path().join(ENGINE_FILE)) else { continue };
+                let engine_config: EngineConfig = serde_json::from_slice(&bytes)
+                    .map_err(|e| IndexError::corrupt(shard_dir.path().join(ENGINE_FILE), e.to_string()))?;
+                let engine = ShardEngine::open(&shard_dir.path(), engine_config)?;
+                info!(collection = %name, shard = n, event = "replica_opened", "replica opened");
+                replicas.insert((name.clone(), n), engine);
+            }
+        }
+        Ok(Arc::new(ShardNode { config, replicas: RwLock::new(replicas) }))
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.config.data_dir
+    }
+
+    pub fn defaults(&self) -> &EngineConfig {
+        &self.config.engine_defaults
+    }
+
+    fn replica_dir(&self, collection: &str, shard: u32) -> PathBuf {
+        self.config.data_dir.join("collections").join(collection).join(format!("shard-{shard}"))
+    }
+
+    pub fn get(&self, collection: &str, shard: u32) -> Option<Arc<ShardEngine>> {
+        self.replicas.read().get(&(collection.to_string(), shard)).cloned()
+    }
+
+    /// Creates the replica if missing. Returns whether it was created.
+    pub fn ensure(&self, collection: &str, shard: u32, engine_config: EngineConfig) -> Result<bool, IndexError> {
+        if !valid_collection_name(collection) {
+            return Err(IndexError::invalid("collection", "use 1-64 characters from [A-Za-z0-9_-]"));
+        }
+        let mut replicas = self.replicas.write();
+        if replicas.contains_key(&(collection.to_string(), shard)) {
+            return Ok(false);
+        }
+        let dir = self.replica_dir(collection, shard);
+        std::fs::create_dir_all(&dir)?;
+        let bytes = serde_json::to_vec_pretty(&engine_config).map_err(|e| IndexError::Serialization(e.to_string()))?;
+        let engine = ShardEngine::open(&dir, engine_config)?;
+        // Written last: a replica directory without it is ignored at start-up (creation never finished).
+        std::fs::write(dir.join(ENGINE_FILE), bytes)?;
+        replicas.insert((collection.to_string(), shard), engine);
+        Ok(true)
+    }
+
+    pub fn drop_shard(&self, collection: &str, shard: u32) -> Result<bool, IndexError> {
+        let removed = self.replicas.write().remove(&(collection.to_string(), shard));
+        let dir = self.replica_dir(collection, shard);
+        if removed.is_some() || dir.exists() {
+            drop(removed);
+            std::fs::remove_dir_all(&dir)?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+}

@@ -1,0 +1,29 @@
+//! Serves the shard role: `attest.v1.ShardService` plus the gRPC health service on one listener.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use attest_proto::v1::shard_service_server::ShardServiceServer;
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+
+use crate::node::ShardNode;
+use crate::service::ShardServiceImpl;
+
+/// Largest gRPC message a shard accepts (an upsert batch with its vectors).
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+/// Runs until `shutdown` resolves. The caller binds the listener (tests use `127.0.0.1:0`).
+pub async fn serve(node: Arc<ShardNode>, listener: TcpListener, shutdown: impl Future<Output = ()> + Send) -> anyhow::Result<()> {
+    let (mut reporter, health) = tonic_health::server::health_reporter();
+    reporter.set_serving::<ShardServiceServer<ShardServiceImpl>>().await;
+    let svc = ShardServiceServer::new(ShardServiceImpl::new(node))
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    tonic::transport::Server::builder()
+        .add_service(health)
+        .add_service(svc)
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .await?;
+    Ok(())
+}

