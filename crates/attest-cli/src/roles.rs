@@ -46,7 +46,7 @@ fn load_embedder(model_dir: Option<PathBuf>) -> anyhow::Result<Arc<dyn Embedder>
         cfg.model_dir = d;
     }
     let model = MiniLmEmbedder::load(&cfg.model_dir.clone(), &cfg)?;
-    Ok(Arc::new(CachedEmbedder::new(model, 1024)))
+    Ok(Arc::new(CachedEmbedder::with_capacity(model, 1024)))
 }
 
 fn open_node(dir: &Path, cfg: &AttestConfig) -> anyhow::Result<Arc<ShardNode>> {

@@ -15,7 +15,7 @@
 //!   [`default_model_dir`].
 //! - [`cache`]: [`CachedEmbedder`], a bounded LRU cache of embeddings keyed by exact text, for
 //!   repeated queries.
-//! - [`error`]: [`EmbedError`].
+//! - [`error`]: the [`EmbedError`] enum.
 
 pub mod cache;
 pub mod config;

@@ -227,3 +227,27 @@ fn throughput() {
         refs.len() as f64 / secs
     );
 }
+
+/// The first components of sentence-transformers' embedding of this sentence (the
+/// all-MiniLM-L6-v2 reference output): tokenization, BERT, mean pooling and normalisation
+/// all have to match the Python pipeline for these to agree.
+#[test]
+fn matches_sentence_transformers_reference() {
+    const REFERENCE: [f32; 8] = [
+        0.067_656_9,
+        0.063_496_0,
+        0.048_713_1,
+        0.079_305_0,
+        0.037_448_1,
+        0.002_652_8,
+        0.039_374_9,
+        -0.007_098_4,
+    ];
+    let v = embedder()
+        .embed(&["This is an example sentence"])
+        .unwrap()
+        .remove(0);
+    for (i, (got, want)) in v.iter().zip(REFERENCE).enumerate() {
+        assert!((got - want).abs() < 1e-4, "component {i}: {got} vs {want}");
+    }
+}

@@ -7,7 +7,7 @@ use std::path::Path;
 use parking_lot::Mutex;
 use tantivy::collector::TopDocs;
 use tantivy::directory::MmapDirectory;
-use tantivy::query::{BooleanQuery, Bm25StatisticsProvider, Occur, Query, QueryParser, TermQuery};
+use tantivy::query::{BooleanQuery, Bm25StatisticsProvider, Occur, Query, TermQuery};
 use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST, INDEXED, STRING};
 use tantivy::{doc, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, Term};
 
@@ -109,13 +109,24 @@ impl TextIndex {
         self.reader.searcher()
     }
 
-    fn query(&self, query_text: &str, tenant: &str) -> Box<dyn Query> {
-        // Disjunctive (OR) by default, as BM25 retrieval expects.
-        let parser = QueryParser::for_index(&self.index, vec![self.fields.title, self.fields.text]);
-        // Lenient: user text with stray quotes or colons is searched as words, never an error.
-        let (text_query, _errors) = parser.parse_query_lenient(query_text);
+    /// The user's words as plain terms (no query syntax: quotes, colons and AND are just text), each a SHOULD
+    /// clause on title and text, under a MUST clause on the tenant.
+    fn query(&self, query_text: &str, tenant: &str) -> Result<Box<dyn Query>> {
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for field in [self.fields.title, self.fields.text] {
+            let mut analyzer = self.index.tokenizer_for_field(field)?;
+            let mut stream = analyzer.token_stream(query_text);
+            while let Some(token) = stream.next() {
+                if seen.insert((field, token.text.clone())) {
+                    let term = Term::from_field_text(field, &token.text);
+                    clauses.push((Occur::Should, Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs))));
+                }
+            }
+        }
+        let words: Box<dyn Query> = Box::new(BooleanQuery::new(clauses));
         let tenant_query = TermQuery::new(Term::from_field_text(self.fields.tenant, tenant), IndexRecordOption::Basic);
-        Box::new(BooleanQuery::new(vec![(Occur::Must, Box::new(tenant_query)), (Occur::Must, text_query)]))
+        Ok(Box::new(BooleanQuery::new(vec![(Occur::Must, Box::new(tenant_query)), (Occur::Must, words)])))
     }
 }
 
@@ -144,7 +155,7 @@ pub fn bm25_search(indexes: &[&TextIndex], query_text: &str, tenant: &str, limit
     let stats = CombinedStats { searchers: indexes.iter().map(|i| i.searcher()).collect() };
     let mut out = Vec::with_capacity(indexes.len());
     for (idx, searcher) in indexes.iter().zip(&stats.searchers) {
-        let query = idx.query(query_text, tenant);
+        let query = idx.query(query_text, tenant)?;
         let top = searcher.search_with_statistics_provider(&*query, &TopDocs::with_limit(limit), &stats)?;
         let mut hits = Vec::with_capacity(top.len());
         for (score, addr) in top {

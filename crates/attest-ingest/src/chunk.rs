@@ -350,7 +350,10 @@ mod tests {
         let chunks = chunk_document(&d, &cfg(4, 2, true), &WhitespaceTokenCounter);
         assert_eq!(bodies(&chunks), ["A a. B b.", "B b. C c.", "C c. D d."]);
         assert_eq!((chunks[1].char_start, chunks[1].char_end), (5, 14));
-        assert_eq!(chunks.iter().map(|c| c.ordinal).collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!(
+            chunks.iter().map(|c| c.ordinal).collect::<Vec<_>>(),
+            [0, 1, 2]
+        );
 
         let chunks = chunk_document(&d, &cfg(4, 0, true), &WhitespaceTokenCounter);
         assert_eq!(bodies(&chunks), ["A a. B b.", "C c. D d."]);
@@ -383,19 +386,26 @@ mod tests {
 
     #[test]
     fn long_sentence_is_split_on_words() {
-        let text = (1..=10).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ");
+        let text = (1..=10)
+            .map(|i| format!("w{i}"))
+            .collect::<Vec<_>>()
+            .join(" ");
         let chunks = chunk_document(&doc("", &text), &cfg(4, 0, false), &WhitespaceTokenCounter);
         assert_eq!(bodies(&chunks), ["w1 w2 w3 w4", "w5 w6 w7 w8", "w9 w10"]);
     }
 
     #[test]
     fn long_word_is_split_on_graphemes() {
-        let d = doc("", "ab cdefgh e\u{301}e\u{301}e\u{301}");
+        // With one token per char, "e\u{301}" is two tokens: it is never cut inside.
+        let d = doc("", "ab cdefgh e\u{301}e\u{301}x");
         let chunks = chunk_document(&d, &cfg(3, 0, false), &CharCounter);
         assert_eq!(
             bodies(&chunks),
-            ["ab", "cde", "fgh", "e\u{301}e\u{301}e\u{301}"]
+            ["ab", "cde", "fgh", "e\u{301}", "e\u{301}x"]
         );
+        // A grapheme over the budget on its own is emitted whole rather than dropped.
+        let chunks = chunk_document(&doc("", "e\u{301}"), &cfg(1, 0, false), &CharCounter);
+        assert_eq!(bodies(&chunks), ["e\u{301}"]);
     }
 
     #[test]
@@ -409,15 +419,31 @@ mod tests {
         for hi in 0..40 {
             for limit in 0..45 {
                 let expect = (0..hi).filter(|&j| j <= limit).max();
-                assert_eq!(last_fitting(0, hi, |j| j <= limit), expect, "hi {hi} limit {limit}");
+                assert_eq!(
+                    last_fitting(0, hi, |j| j <= limit),
+                    expect,
+                    "hi {hi} limit {limit}"
+                );
             }
         }
         assert_eq!(last_fitting(5, 3, |_| true), None);
     }
 
     const WORDS: &[&str] = &[
-        "alpha", "Beta", "gamma", "U.S.", "e.g.", "3.14", "naïve", "ﬁsh", "日本語", "x", "end.",
-        "(paren)", "\"quote\"", "Dr.",
+        "alpha",
+        "Beta",
+        "gamma",
+        "U.S.",
+        "e.g.",
+        "3.14",
+        "naïve",
+        "ﬁsh",
+        "日本語",
+        "x",
+        "end.",
+        "(paren)",
+        "\"quote\"",
+        "Dr.",
     ];
 
     fn arb_text() -> impl Strategy<Value = String> {
@@ -442,7 +468,10 @@ mod tests {
     }
 
     fn arb_doc() -> impl Strategy<Value = SourceDocument> {
-        (prop::sample::select(&["", "Title", "A longer title here"][..]), arb_text())
+        (
+            prop::sample::select(&["", "Title", "A longer title here"][..]),
+            arb_text(),
+        )
             .prop_map(|(title, text)| doc(title, &normalize_text(&text)))
     }
 

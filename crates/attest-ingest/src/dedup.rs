@@ -22,7 +22,7 @@ pub struct MinHashConfig {
     /// Signature length (hash permutations). Default 128.
     pub num_perm: usize,
     /// LSH bands; `num_perm / bands` rows per band. Default 32 (4 rows), which makes a pair at
-    /// Jaccard 0.9 a candidate with probability ≈ 1 − 1e-12 while keeping buckets selective.
+    /// Jaccard 0.9 a candidate with probability ≈ 1 − 1e-15 while keeping buckets selective.
     pub bands: usize,
     /// Words per shingle. Default 5.
     pub shingle_words: usize,
@@ -45,13 +45,13 @@ impl Default for MinHashConfig {
 #[derive(Debug, Clone)]
 pub struct NearDuplicateIndex {
     config: MinHashConfig,
-    bands: usize,
     rows: usize,
     seeds: Vec<u64>,
     keys: Vec<String>,
     /// Signatures of `keys`, concatenated (`bands * rows` values each).
     signatures: Vec<u32>,
-    /// Per band: band hash → indices into `keys`, in insertion order.
+    /// Per band: band hash → indices into `keys`, in insertion order. Only looked up, never
+    /// iterated, so `HashMap`'s per-process ordering cannot reach a result.
     buckets: Vec<HashMap<u64, Vec<usize>>>,
 }
 
@@ -71,7 +71,6 @@ impl NearDuplicateIndex {
             .collect();
         NearDuplicateIndex {
             config,
-            bands,
             rows,
             seeds,
             keys: Vec::new(),
@@ -117,7 +116,7 @@ impl NearDuplicateIndex {
         let mut best: Option<(usize, f64)> = None;
         for idx in candidates {
             let sim = similarity(&signature, self.stored(idx));
-            if sim >= self.config.threshold && best.map_or(true, |(_, s)| sim > s) {
+            if sim >= self.config.threshold && !matches!(best, Some((_, s)) if s >= sim) {
                 best = Some((idx, sim));
             }
         }
@@ -242,7 +241,7 @@ impl Fnv {
 mod tests {
     use super::*;
 
-    /// A deterministic pseudo-random 200-word text over a 5000-word vocabulary.
+    /// A deterministic pseudo-random text over a 5000-word vocabulary.
     fn text(seed: u64, words: usize) -> Vec<String> {
         let mut s = seed;
         (0..words)
@@ -268,18 +267,28 @@ mod tests {
 
     #[test]
     fn one_word_edit_in_200_is_a_duplicate() {
-        for seed in 0..20 {
-            let mut idx = index();
+        let edited = |seed: u64| {
             let base = text(seed, 200);
             let mut edited = base.clone();
             edited[(seed as usize * 37) % 200] = "changed".to_string();
-            assert_eq!(idx.check_and_insert("orig", &base.join(" ")), None);
-            assert_eq!(
-                idx.check_and_insert("copy", &edited.join(" ")).as_deref(),
-                Some("orig"),
-                "seed {seed}"
-            );
-        }
+            (base.join(" "), edited.join(" "))
+        };
+        let (base, copy) = edited(0);
+        let mut idx = index();
+        assert_eq!(idx.check_and_insert("orig", &base), None);
+        assert_eq!(idx.check_and_insert("copy", &copy).as_deref(), Some("orig"));
+
+        // True Jaccard is 191/201 ≈ 0.95; with 128 permutations the estimate has σ ≈ 0.019, so
+        // about 1% of such pairs land under 0.9. Pin the rate, not every pair.
+        let found = (0..200)
+            .filter(|&seed| {
+                let (base, copy) = edited(seed);
+                let mut idx = index();
+                idx.check_and_insert("orig", &base);
+                idx.check_and_insert("copy", &copy).is_some()
+            })
+            .count();
+        assert!(found >= 194, "only {found}/200 one-word edits detected");
     }
 
     #[test]
@@ -312,7 +321,10 @@ mod tests {
     fn short_texts_use_character_shingles() {
         let mut idx = index();
         assert_eq!(idx.check_and_insert("a", "hello world"), None);
-        assert_eq!(idx.check_and_insert("b", "Hello, world!").as_deref(), Some("a"));
+        assert_eq!(
+            idx.check_and_insert("b", "Hello, world!").as_deref(),
+            Some("a")
+        );
         assert_eq!(idx.check_and_insert("c", "goodbye moon"), None);
         assert_eq!(idx.check_and_insert("d", "ab"), None);
         assert_eq!(idx.check_and_insert("e", "AB").as_deref(), Some("d"));
@@ -331,7 +343,7 @@ mod tests {
         assert_eq!(a.signature("a b c d e f")[..2], PINNED);
     }
 
-    const PINNED: [u32; 2] = [0, 0];
+    const PINNED: [u32; 2] = [82_025_990, 845_819_463];
 
     #[test]
     fn returns_most_similar_candidate() {
@@ -347,7 +359,10 @@ mod tests {
         let b = [&text(7, 60)[..], &base[60..]].concat();
         assert_eq!(idx.check_and_insert("a", &a.join(" ")), None);
         assert_eq!(idx.check_and_insert("b", &b.join(" ")), None);
-        assert_eq!(idx.check_and_insert("q", &base.join(" ")).as_deref(), Some("b"));
+        assert_eq!(
+            idx.check_and_insert("q", &base.join(" ")).as_deref(),
+            Some("b")
+        );
     }
 
     #[test]
@@ -360,7 +375,10 @@ mod tests {
                 threshold: 0.9,
             });
             assert_eq!(idx.check_and_insert("a", "some text here"), None);
-            assert_eq!(idx.check_and_insert("b", "some text here").as_deref(), Some("a"));
+            assert_eq!(
+                idx.check_and_insert("b", "some text here").as_deref(),
+                Some("a")
+            );
             assert_eq!(idx.check_and_insert("c", ""), None);
         }
     }

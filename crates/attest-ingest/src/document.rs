@@ -182,7 +182,10 @@ mod tests {
         let mut d = doc();
         d.text = "x".repeat(11);
         let err = d.validate(&limits).unwrap_err();
-        assert_eq!(err.to_string(), "invalid field `text`: is 11 bytes, the limit is 10");
+        assert_eq!(
+            err.to_string(),
+            "invalid field `text`: is 11 bytes, the limit is 10"
+        );
 
         let mut d = doc();
         d.metadata = meta(json!({"k": "a value that is long"}));

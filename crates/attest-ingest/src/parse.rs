@@ -73,7 +73,12 @@ fn parse_jsonl_line(raw: &[u8], limits: &DocumentLimits) -> Result<Option<Source
     let id = match obj.remove("id").or_else(|| obj.remove("_id")) {
         Some(Value::String(s)) => s,
         Some(Value::Number(n)) => n.to_string(),
-        Some(other) => return Err(format!("`id` must be a string or number, found {}", kind(&other))),
+        Some(other) => {
+            return Err(format!(
+                "`id` must be a string or number, found {}",
+                kind(&other)
+            ))
+        }
         None => return Err("missing `id` (or `_id`)".to_string()),
     };
     let title = match obj.remove("title") {
@@ -92,7 +97,12 @@ fn parse_jsonl_line(raw: &[u8], limits: &DocumentLimits) -> Result<Option<Source
     let metadata = match obj.remove("metadata") {
         Some(Value::Object(m)) => m,
         None | Some(Value::Null) => Map::new(),
-        Some(other) => return Err(format!("`metadata` must be an object, found {}", kind(&other))),
+        Some(other) => {
+            return Err(format!(
+                "`metadata` must be an object, found {}",
+                kind(&other)
+            ))
+        }
     };
     let tenant = match obj.remove("tenant") {
         Some(Value::String(s)) => Some(s),
@@ -115,7 +125,9 @@ fn parse_jsonl_line(raw: &[u8], limits: &DocumentLimits) -> Result<Option<Source
 /// serde_json reports "at line 1 column N", and line 1 is meaningless inside one JSONL line.
 fn json_reason(e: &serde_json::Error) -> String {
     let msg = e.to_string();
-    let msg = msg.rsplit_once(" at line ").map_or(msg.as_str(), |(m, _)| m);
+    let msg = msg
+        .rsplit_once(" at line ")
+        .map_or(msg.as_str(), |(m, _)| m);
     format!("invalid JSON at column {}: {msg}", e.column())
 }
 
@@ -198,9 +210,8 @@ pub fn parse_file_with(path: &Path, limits: &DocumentLimits) -> Result<Parsed, I
 }
 
 fn decode<'a>(id: &str, bytes: &'a [u8]) -> Result<&'a str, IngestError> {
-    let s = std::str::from_utf8(bytes).map_err(|e| {
-        IngestError::InvalidUtf8(format!("in `{id}` at byte {}", e.valid_up_to()))
-    })?;
+    let s = std::str::from_utf8(bytes)
+        .map_err(|e| IngestError::InvalidUtf8(format!("in `{id}` at byte {}", e.valid_up_to())))?;
     Ok(s.strip_prefix('\u{FEFF}').unwrap_or(s))
 }
 
@@ -212,7 +223,9 @@ fn build(
 ) -> Result<SourceDocument, IngestError> {
     // Derived titles are a convenience: an over-long heading should shorten the title, not
     // reject the whole file.
-    let title = truncate_bytes(&title, limits.max_title_len).trim_end().to_string();
+    let title = truncate_bytes(&title, limits.max_title_len)
+        .trim_end()
+        .to_string();
     let doc = SourceDocument {
         id: id.to_string(),
         title,
@@ -356,8 +369,19 @@ mod tests {
         assert_eq!(ids, ["a", "7", "f"]);
         let lines: Vec<_> = parsed.errors.iter().map(|e| e.line).collect();
         assert_eq!(lines, [2, 4, 6, 7, 8, 9]);
-        let reason = |line: usize| &parsed.errors.iter().find(|e| e.line == line).unwrap().reason;
-        assert!(reason(2).starts_with("invalid JSON at column 1"), "{}", reason(2));
+        let reason = |line: usize| {
+            &parsed
+                .errors
+                .iter()
+                .find(|e| e.line == line)
+                .unwrap()
+                .reason
+        };
+        assert!(
+            reason(2).starts_with("invalid JSON at column 2: "),
+            "{}",
+            reason(2)
+        );
         assert_eq!(reason(4), "expected a JSON object, found an array");
         assert_eq!(reason(6), "missing `id` (or `_id`)");
         assert_eq!(reason(7), "missing `text`");
@@ -382,7 +406,7 @@ mod tests {
             parsed.errors,
             [LineError {
                 line: 2,
-                reason: "invalid UTF-8 at byte 19 of the line".into()
+                reason: "invalid UTF-8 at byte 18 of the line".into()
             }]
         );
     }
@@ -401,7 +425,11 @@ mod tests {
         };
         let parsed = parse_jsonl_with(b"{\"id\":\"x\",\"text\":\"four\"}", &limits);
         assert_eq!(parsed.errors.len(), 1);
-        assert!(parsed.errors[0].reason.contains("`text`"), "{}", parsed.errors[0]);
+        assert!(
+            parsed.errors[0].reason.contains("`text`"),
+            "{}",
+            parsed.errors[0]
+        );
     }
 
     #[test]
@@ -436,7 +464,8 @@ mod tests {
 
     #[test]
     fn markdown_title_and_body() {
-        let md = "Intro line\n\n## Setup ##\nInstall it.\n```sh\n# not a heading\nmake\n```\n# Later\n";
+        let md =
+            "Intro line\n\n## Setup ##\nInstall it.\n```sh\n# not a heading\nmake\n```\n# Later\n";
         let doc = parse_markdown("docs/a.md", md.as_bytes()).unwrap();
         assert_eq!(doc.title, "Setup");
         assert_eq!(
@@ -508,6 +537,9 @@ mod tests {
         std::fs::write(&t, "# not markdown\nbody").unwrap();
         assert_eq!(parse_file(&t).unwrap().documents[0].title, "# not markdown");
 
-        assert!(matches!(parse_file(&dir.path().join("missing.txt")), Err(IngestError::Io(_))));
+        assert!(matches!(
+            parse_file(&dir.path().join("missing.txt")),
+            Err(IngestError::Io(_))
+        ));
     }
 }
