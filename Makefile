@@ -2,7 +2,11 @@
 SHELL := /bin/bash
 # Outside the checkout, so that builds (FAISS and RocksDB take ~25 min the first time) are reused.
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/attest-target
-ATTEST := $(CARGO_TARGET_DIR)/release/attest
+ATTEST := $(CARGO_TARGET_DIR)/debug/attest
+# FAISS runs inside OpenMP regions and calls OpenBLAS: with both thread pools spinning on 2 cores and tests
+# running in parallel, training slows down a hundredfold. One BLAS thread and passive OpenMP waiting fix it.
+export OPENBLAS_NUM_THREADS ?= 1
+export OMP_WAIT_POLICY ?= PASSIVE
 
 .PHONY: setup build demo test lint models
 
@@ -13,7 +17,7 @@ models:
 	scripts/install-model.sh
 
 build: setup
-	cargo build --release -p attest-cli
+	cargo build -p attest-cli
 
 demo: build
 	ATTEST_BIN=$(ATTEST) scripts/demo.sh

@@ -2,7 +2,7 @@
 # Starts `attest dev` on the bundled sample (data/squad-sample), ingests it, runs sample searches, stops.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BIN=${ATTEST_BIN:-${CARGO_TARGET_DIR:-$HOME/.cache/attest-target}/release/attest}
+BIN=${ATTEST_BIN:-${CARGO_TARGET_DIR:-$HOME/.cache/attest-target}/debug/attest}
 DATA=${DEMO_DATA_DIR:-.attest-data/demo}
 HTTP=${DEMO_HTTP:-127.0.0.1:7700}
 GRPC=${DEMO_GRPC:-127.0.0.1:7701}

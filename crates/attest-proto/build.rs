@@ -2,7 +2,11 @@
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
-    let files = ["attest/v1/common.proto", "attest/v1/shard.proto", "attest/v1/router.proto"];
+    let files = [
+        "attest/v1/common.proto",
+        "attest/v1/shard.proto",
+        "attest/v1/router.proto",
+    ];
     for f in &files {
         println!("cargo:rerun-if-changed={}", root.join(f).display());
     }

@@ -5,10 +5,19 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Parser)]
-#[command(name = "attest", version, about = "Grounded retrieval: a sharded hybrid (IVF_PQ + BM25) search cluster")]
+#[command(
+    name = "attest",
+    version,
+    about = "Grounded retrieval: a sharded hybrid (IVF_PQ + BM25) search cluster"
+)]
 pub struct Cli {
     /// Router HTTP address used by the client commands.
-    #[arg(long, global = true, env = "ATTEST_SERVER", default_value = "http://127.0.0.1:7700")]
+    #[arg(
+        long,
+        global = true,
+        env = "ATTEST_SERVER",
+        default_value = "http://127.0.0.1:7700"
+    )]
     pub server: String,
     /// Log level filter (e.g. info, debug, attest_index=debug).
     #[arg(long, global = true, env = "ATTEST_LOG", default_value = "info")]

@@ -10,7 +10,10 @@ use serde_json::{json, Value};
 use crate::cli::{CollectionCommand, IngestArgs, Lane, SearchArgs};
 
 async fn call(req: reqwest::RequestBuilder) -> anyhow::Result<Value> {
-    let resp = req.send().await.context("cannot reach the router (is `attest dev` running? see --server)")?;
+    let resp = req
+        .send()
+        .await
+        .context("cannot reach the router (is `attest dev` running? see --server)")?;
     let status = resp.status();
     let body: Value = resp.json().await.unwrap_or(Value::Null);
     if !status.is_success() {
@@ -23,13 +26,26 @@ async fn call(req: reqwest::RequestBuilder) -> anyhow::Result<Value> {
 pub async fn collection(server: &str, cmd: CollectionCommand) -> anyhow::Result<()> {
     let http = reqwest::Client::new();
     match cmd {
-        CollectionCommand::Create { name, shards, nlist, m, nbits, nprobe, json } => {
+        CollectionCommand::Create {
+            name,
+            shards,
+            nlist,
+            m,
+            nbits,
+            nprobe,
+            json,
+        } => {
             let body = json!({"name": name, "shards": shards, "index": {"nlist": nlist, "m": m, "nbits": nbits, "nprobe": nprobe}});
             let out = call(http.post(format!("{server}/v1/collections")).json(&body)).await?;
             if json {
                 println!("{out}");
             } else {
-                println!("created collection {} ({} shards, {}-d)", out["name"].as_str().unwrap_or(""), out["shards"], out["dimension"]);
+                println!(
+                    "created collection {} ({} shards, {}-d)",
+                    out["name"].as_str().unwrap_or(""),
+                    out["shards"],
+                    out["dimension"]
+                );
             }
         }
         CollectionCommand::List { json } => {
@@ -38,7 +54,13 @@ pub async fn collection(server: &str, cmd: CollectionCommand) -> anyhow::Result<
                 println!("{out}");
             } else {
                 for c in out["collections"].as_array().into_iter().flatten() {
-                    println!("{}\tshards={}\tdim={}\tnlist={}", c["name"].as_str().unwrap_or(""), c["shards"], c["dimension"], c["index"]["nlist"]);
+                    println!(
+                        "{}\tshards={}\tdim={}\tnlist={}",
+                        c["name"].as_str().unwrap_or(""),
+                        c["shards"],
+                        c["dimension"],
+                        c["index"]["nlist"]
+                    );
                 }
             }
         }
@@ -58,11 +80,16 @@ fn expand(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
             let mut found = Vec::new();
             let mut stack = vec![p.clone()];
             while let Some(d) = stack.pop() {
-                for e in std::fs::read_dir(&d).with_context(|| format!("reading {}", d.display()))? {
+                for e in
+                    std::fs::read_dir(&d).with_context(|| format!("reading {}", d.display()))?
+                {
                     let path = e?.path();
                     if path.is_dir() {
                         stack.push(path);
-                    } else if matches!(path.extension().and_then(|x| x.to_str()), Some("jsonl" | "ndjson" | "md" | "markdown" | "txt")) {
+                    } else if matches!(
+                        path.extension().and_then(|x| x.to_str()),
+                        Some("jsonl" | "ndjson" | "md" | "markdown" | "txt")
+                    ) {
                         found.push(path);
                     }
                 }
@@ -83,9 +110,17 @@ fn doc_json(d: &SourceDocument) -> Value {
 }
 
 async fn ensure_collection(http: &reqwest::Client, server: &str, name: &str) -> anyhow::Result<()> {
-    let resp = http.get(format!("{server}/v1/collections/{name}")).send().await.context("cannot reach the router")?;
+    let resp = http
+        .get(format!("{server}/v1/collections/{name}"))
+        .send()
+        .await
+        .context("cannot reach the router")?;
     if resp.status() == reqwest::StatusCode::NOT_FOUND {
-        call(http.post(format!("{server}/v1/collections")).json(&json!({"name": name}))).await?;
+        call(
+            http.post(format!("{server}/v1/collections"))
+                .json(&json!({"name": name})),
+        )
+        .await?;
         eprintln!("created collection {name}");
     }
     Ok(())
@@ -106,12 +141,22 @@ pub async fn ingest(server: &str, args: IngestArgs) -> anyhow::Result<()> {
         documents.extend(parsed.documents);
     }
     let bar = ProgressBar::new(documents.len() as u64);
-    bar.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} documents ({per_sec}, eta {eta}) {msg}").expect("template"));
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} documents ({per_sec}, eta {eta}) {msg}")
+            .expect("template"),
+    );
     let (mut accepted, mut chunks, mut duplicates) = (0u64, 0u64, 0u64);
     let batch = args.batch.max(1);
     for part in documents.chunks(batch) {
         let body = json!({"documents": part.iter().map(doc_json).collect::<Vec<_>>()});
-        let out = call(http.post(format!("{server}/v1/collections/{}/documents", args.collection)).json(&body)).await?;
+        let out = call(
+            http.post(format!(
+                "{server}/v1/collections/{}/documents",
+                args.collection
+            ))
+            .json(&body),
+        )
+        .await?;
         accepted += out["accepted"].as_u64().unwrap_or(0);
         chunks += out["chunks"].as_u64().unwrap_or(0);
         duplicates += out["duplicates"].as_u64().unwrap_or(0);
@@ -147,7 +192,14 @@ pub async fn search(server: &str, args: SearchArgs) -> anyhow::Result<()> {
     };
     let body = json!({"query": args.query, "k": args.k, "lanes": lanes, "tenant": args.tenant});
     let http = reqwest::Client::new();
-    let out = call(http.post(format!("{server}/v1/collections/{}/search", args.collection)).json(&body)).await?;
+    let out = call(
+        http.post(format!(
+            "{server}/v1/collections/{}/search",
+            args.collection
+        ))
+        .json(&body),
+    )
+    .await?;
     if args.json {
         println!("{out}");
         return Ok(());
@@ -156,10 +208,17 @@ pub async fn search(server: &str, args: SearchArgs) -> anyhow::Result<()> {
         println!("(embedding service unavailable: BM25-only results)");
     }
     if out["degraded"].as_bool() == Some(true) {
-        println!("(degraded: shards {} did not answer)", out["missing_shards"]);
+        println!(
+            "(degraded: shards {} did not answer)",
+            out["missing_shards"]
+        );
     }
     for (i, h) in out["hits"].as_array().into_iter().flatten().enumerate() {
-        let lane = |name: &str| h["lanes"][name]["rank"].as_u64().map_or("-".to_string(), |r| r.to_string());
+        let lane = |name: &str| {
+            h["lanes"][name]["rank"]
+                .as_u64()
+                .map_or("-".to_string(), |r| r.to_string())
+        };
         println!(
             "{:>2}. {:.4}  {}  [{}]  dense#{} bm25#{} shard {}\n    {}",
             i + 1,
@@ -174,4 +233,3 @@ pub async fn search(server: &str, args: SearchArgs) -> anyhow::Result<()> {
     }
     Ok(())
 }
-

@@ -27,16 +27,23 @@ fn set_path(root: &mut Value, path: &[String], value: Value) {
             obj.insert(key.clone(), value);
             return;
         }
-        cur = obj.entry(key.clone()).or_insert(Value::Object(Default::default()));
+        cur = obj
+            .entry(key.clone())
+            .or_insert(Value::Object(Default::default()));
     }
 }
 
 /// Loads `file` (if any) and applies environment overrides from `env`.
-pub fn load(file: Option<&Path>, env: impl Iterator<Item = (String, String)>) -> anyhow::Result<AttestConfig> {
+pub fn load(
+    file: Option<&Path>,
+    env: impl Iterator<Item = (String, String)>,
+) -> anyhow::Result<AttestConfig> {
     let mut root: Value = match file {
         Some(p) => {
-            let text = std::fs::read_to_string(p).with_context(|| format!("reading config {}", p.display()))?;
-            serde_yaml::from_str(&text).with_context(|| format!("parsing config {}", p.display()))?
+            let text = std::fs::read_to_string(p)
+                .with_context(|| format!("reading config {}", p.display()))?;
+            serde_yaml::from_str(&text)
+                .with_context(|| format!("parsing config {}", p.display()))?
         }
         None => Value::Object(Default::default()),
     };
@@ -62,7 +69,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("c.yaml");
         std::fs::write(&f, "router:\n  rrf_k: 30\n  max_k: 50\n").unwrap();
-        let env = vec![("ATTEST__ROUTER__MAX_K".to_string(), "70".to_string()), ("OTHER".to_string(), "1".to_string())];
+        let env = vec![
+            ("ATTEST__ROUTER__MAX_K".to_string(), "70".to_string()),
+            ("OTHER".to_string(), "1".to_string()),
+        ];
         let c = load(Some(&f), env.into_iter()).unwrap();
         assert_eq!(c.router.rrf_k, 30.0);
         assert_eq!(c.router.max_k, 70);

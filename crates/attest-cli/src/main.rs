@@ -15,10 +15,40 @@ mod roles;
 
 use clap::Parser;
 
+/// Thread-pool settings that must be in the environment before libgomp and OpenBLAS initialise (they read it
+/// when loaded, before `main`): FAISS calls OpenBLAS inside OpenMP regions, and two spinning pools on a small
+/// machine slow index training down by orders of magnitude. Unless the caller chose otherwise, re-exec once with
+/// them set.
+fn ensure_thread_pool_environment() {
+    use std::os::unix::process::CommandExt;
+    let wanted = [
+        ("OPENBLAS_NUM_THREADS", "1"),
+        ("OMP_WAIT_POLICY", "PASSIVE"),
+    ];
+    if wanted.iter().all(|(k, _)| std::env::var_os(k).is_some()) {
+        return;
+    }
+    let Ok(exe) = std::env::current_exe() else {
+        return;
+    };
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(std::env::args_os().skip(1));
+    for (k, v) in wanted {
+        if std::env::var_os(k).is_none() {
+            cmd.env(k, v);
+        }
+    }
+    // Only returns if exec failed; then carry on with the inherited environment.
+    let _ = cmd.exec();
+}
+
 fn main() -> anyhow::Result<()> {
+    ensure_thread_pool_environment();
     let cli = cli::Cli::parse();
     logging::init(&cli.log_level);
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(async move {
         match cli.command {
             cli::Command::Dev(args) => roles::dev(args).await,

@@ -20,7 +20,8 @@ use crate::config::{self, AttestConfig};
 fn shutdown_signal() -> watch::Receiver<bool> {
     let (tx, rx) = watch::channel(false);
     tokio::spawn(async move {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("signal handler");
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("signal handler");
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}
@@ -30,12 +31,10 @@ fn shutdown_signal() -> watch::Receiver<bool> {
     rx
 }
 
-fn until(mut rx: watch::Receiver<bool>) -> impl std::future::Future<Output = ()> + Send + 'static {
-    async move {
-        while !*rx.borrow() {
-            if rx.changed().await.is_err() {
-                return;
-            }
+async fn until(mut rx: watch::Receiver<bool>) {
+    while !*rx.borrow() {
+        if rx.changed().await.is_err() {
+            return;
         }
     }
 }
@@ -50,12 +49,17 @@ fn load_embedder(model_dir: Option<PathBuf>) -> anyhow::Result<Arc<dyn Embedder>
 }
 
 fn open_node(dir: &Path, cfg: &AttestConfig) -> anyhow::Result<Arc<ShardNode>> {
-    ShardNode::open(ShardNodeConfig { data_dir: dir.to_path_buf(), engine_defaults: cfg.engine.clone() })
-        .with_context(|| format!("opening shard node in {}", dir.display()))
+    ShardNode::open(ShardNodeConfig {
+        data_dir: dir.to_path_buf(),
+        engine_defaults: cfg.engine.clone(),
+    })
+    .with_context(|| format!("opening shard node in {}", dir.display()))
 }
 
 async fn bind(addr: &str) -> anyhow::Result<TcpListener> {
-    TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))
+    TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding {addr}"))
 }
 
 pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
@@ -67,11 +71,20 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         let node = open_node(&args.data_dir.join(format!("shard-node-{i}")), &cfg)?;
         clients.push(ShardClient::Local(Arc::new(ShardServiceImpl::new(node))));
     }
-    let router = Arc::new(Router::new(cfg.router.clone(), &args.data_dir.join("router"), clients, embedder)?);
+    let router = Arc::new(Router::new(
+        cfg.router.clone(),
+        &args.data_dir.join("router"),
+        clients,
+        embedder,
+    )?);
     let http = bind(&args.http).await?;
     let grpc = bind(&args.grpc).await?;
     let (http_addr, grpc_addr) = (http.local_addr()?, grpc.local_addr()?);
-    println!("attest dev listening http=http://{http_addr} grpc={grpc_addr} shards={} data_dir={}", args.shards, args.data_dir.display());
+    println!(
+        "attest dev listening http=http://{http_addr} grpc={grpc_addr} shards={} data_dir={}",
+        args.shards,
+        args.data_dir.display()
+    );
     info!(http = %http_addr, grpc = %grpc_addr, event = "dev_started", "attest dev started");
     let stop = shutdown_signal();
     let (a, b) = tokio::join!(
@@ -90,17 +103,37 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Role::Shard => {
             let node = open_node(&args.data_dir, &cfg)?;
             let listener = bind(&args.grpc).await?;
-            println!("attest shard listening grpc={} data_dir={}", listener.local_addr()?, args.data_dir.display());
+            println!(
+                "attest shard listening grpc={} data_dir={}",
+                listener.local_addr()?,
+                args.data_dir.display()
+            );
             attest_shard::serve(node, listener, until(stop)).await
         }
         Role::Router => {
-            anyhow::ensure!(!args.shard_nodes.is_empty(), "--shard-nodes is required for the router role");
-            let clients = args.shard_nodes.iter().map(|e| ShardClient::connect_lazy(e)).collect::<Result<Vec<_>, _>>()?;
+            anyhow::ensure!(
+                !args.shard_nodes.is_empty(),
+                "--shard-nodes is required for the router role"
+            );
+            let clients = args
+                .shard_nodes
+                .iter()
+                .map(|e| ShardClient::connect_lazy(e))
+                .collect::<Result<Vec<_>, _>>()?;
             let embedder = load_embedder(args.model_dir.clone())?;
-            let router = Arc::new(Router::new(cfg.router.clone(), &args.data_dir, clients, embedder)?);
+            let router = Arc::new(Router::new(
+                cfg.router.clone(),
+                &args.data_dir,
+                clients,
+                embedder,
+            )?);
             let http = bind(&args.http).await?;
             let grpc = bind(&args.grpc).await?;
-            println!("attest router listening http=http://{} grpc={}", http.local_addr()?, grpc.local_addr()?);
+            println!(
+                "attest router listening http=http://{} grpc={}",
+                http.local_addr()?,
+                grpc.local_addr()?
+            );
             let (a, b) = tokio::join!(
                 attest_router::server::serve_http(Arc::clone(&router), http, until(stop.clone())),
                 attest_router::server::serve_grpc(router, grpc, until(stop)),

@@ -9,7 +9,10 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
 }
 
 struct Dev {
@@ -26,7 +29,14 @@ impl Drop for Dev {
 
 fn start_dev(data: &Path) -> Dev {
     let mut child = Command::new(env!("CARGO_BIN_EXE_attest"))
-        .args(["dev", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--data-dir"])
+        .args([
+            "dev",
+            "--http",
+            "127.0.0.1:0",
+            "--grpc",
+            "127.0.0.1:0",
+            "--data-dir",
+        ])
         .arg(data)
         .env("ATTEST_LOG", "warn")
         .stdout(Stdio::piped())
@@ -34,13 +44,22 @@ fn start_dev(data: &Path) -> Dev {
         .spawn()
         .unwrap();
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let url = line.split_whitespace().find_map(|w| w.strip_prefix("http=")).unwrap_or_else(|| panic!("no address in {line:?}")).to_string();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("http="))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
     Dev { child, url }
 }
 
 fn http() -> reqwest::blocking::Client {
-    reqwest::blocking::Client::builder().timeout(Duration::from_secs(120)).build().unwrap()
+    reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(120))
+        .build()
+        .unwrap()
 }
 
 fn post(url: &str, body: &Value) -> (u16, Value) {
@@ -50,13 +69,24 @@ fn post(url: &str, body: &Value) -> (u16, Value) {
 }
 
 fn attest(dev: &Dev, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_attest")).args(args).env("ATTEST_SERVER", &dev.url).output().unwrap();
-    assert!(out.status.success(), "attest {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(env!("CARGO_BIN_EXE_attest"))
+        .args(args)
+        .env("ATTEST_SERVER", &dev.url)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "attest {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
 fn search(dev: &Dev, collection: &str, query: &str, k: u32) -> Value {
-    let (status, body) = post(&format!("{}/v1/collections/{collection}/search", dev.url), &json!({"query": query, "k": k}));
+    let (status, body) = post(
+        &format!("{}/v1/collections/{collection}/search", dev.url),
+        &json!({"query": query, "k": k}),
+    );
     assert_eq!(status, 200, "{body}");
     body
 }
@@ -68,7 +98,16 @@ fn dev_ingest_and_hybrid_search_find_gold_paragraphs() {
     let root = repo_root();
     let corpus = root.join("data/squad-sample/corpus.jsonl");
     let started = Instant::now();
-    let out = attest(&dev, &["ingest", "--collection", "squad", "--json", corpus.to_str().unwrap()]);
+    let out = attest(
+        &dev,
+        &[
+            "ingest",
+            "--collection",
+            "squad",
+            "--json",
+            corpus.to_str().unwrap(),
+        ],
+    );
     let summary: Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(summary["accepted"], 301, "{summary}");
     eprintln!("ingested in {:?}: {summary}", started.elapsed());
@@ -96,23 +135,48 @@ fn dev_ingest_and_hybrid_search_find_gold_paragraphs() {
         assert_eq!(body["fallback_mode"], false);
     }
     eprintln!("gold in top 10: {found}/100");
-    assert!(found >= 90, "gold paragraph in the top 10 for {found}/100 questions");
+    assert!(
+        found >= 90,
+        "gold paragraph in the top 10 for {found}/100 questions"
+    );
     assert_eq!(both_shards.len(), 2, "hits come from both shards");
 
     // Provenance: a hit found by both lanes carries both ranks.
     let body = search(&dev, "squad", "Which team won Super Bowl 50?", 5);
     let top = &body["hits"][0];
-    assert!(top["lanes"]["dense"]["rank"].is_u64() && top["lanes"]["bm25"]["rank"].is_u64(), "{top}");
+    assert!(
+        top["lanes"]["dense"]["rank"].is_u64() && top["lanes"]["bm25"]["rank"].is_u64(),
+        "{top}"
+    );
 
     // The CLI prints results too.
-    let text = attest(&dev, &["search", "--collection", "squad", "--k", "3", "--lane", "bm25", "Denver Broncos Super Bowl"]);
+    let text = attest(
+        &dev,
+        &[
+            "search",
+            "--collection",
+            "squad",
+            "--k",
+            "3",
+            "--lane",
+            "bm25",
+            "Denver Broncos Super Bowl",
+        ],
+    );
     assert!(text.contains("Super Bowl"), "{text}");
 
     // Restart: everything acknowledged is still there.
     drop(dev);
     let dev = start_dev(data.path());
     let body = search(&dev, "squad", "Which team won Super Bowl 50?", 5);
-    assert!(body["hits"].as_array().unwrap().iter().any(|h| h["doc_id"] == "squad-dev-a0000-p000"), "{body}");
+    assert!(
+        body["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h["doc_id"] == "squad-dev-a0000-p000"),
+        "{body}"
+    );
 }
 
 #[test]
@@ -120,19 +184,40 @@ fn bad_input_gets_clear_errors_and_writes_nothing() {
     let data = tempfile::tempdir().unwrap();
     let dev = start_dev(data.path());
     let u = &dev.url;
-    assert_eq!(post(&format!("{u}/v1/collections"), &json!({"name": "c"})).0, 201);
-    assert_eq!(post(&format!("{u}/v1/collections"), &json!({"name": "c"})).0, 409);
-    assert_eq!(post(&format!("{u}/v1/collections"), &json!({"name": "../etc"})).0, 400);
+    assert_eq!(
+        post(&format!("{u}/v1/collections"), &json!({"name": "c"})).0,
+        201
+    );
+    assert_eq!(
+        post(&format!("{u}/v1/collections"), &json!({"name": "c"})).0,
+        409
+    );
+    assert_eq!(
+        post(&format!("{u}/v1/collections"), &json!({"name": "../etc"})).0,
+        400
+    );
 
-    let (s, b) = post(&format!("{u}/v1/collections/nope/search"), &json!({"query": "x"}));
+    let (s, b) = post(
+        &format!("{u}/v1/collections/nope/search"),
+        &json!({"query": "x"}),
+    );
     assert_eq!((s, b["error"]["code"].as_str()), (404, Some("NOTFOUND")));
     for k in [0, 101] {
-        let (s, b) = post(&format!("{u}/v1/collections/c/search"), &json!({"query": "x", "k": k}));
+        let (s, b) = post(
+            &format!("{u}/v1/collections/c/search"),
+            &json!({"query": "x", "k": k}),
+        );
         assert_eq!((s, b["error"]["field"].as_str()), (400, Some("k")), "{b}");
     }
-    let (s, b) = post(&format!("{u}/v1/collections/c/search"), &json!({"query": "  "}));
+    let (s, b) = post(
+        &format!("{u}/v1/collections/c/search"),
+        &json!({"query": "  "}),
+    );
     assert_eq!((s, b["error"]["field"].as_str()), (400, Some("query")));
-    let (s, _) = post(&format!("{u}/v1/collections/c/search"), &json!({"query": "x".repeat(5000)}));
+    let (s, _) = post(
+        &format!("{u}/v1/collections/c/search"),
+        &json!({"query": "x".repeat(5000)}),
+    );
     assert_eq!(s, 400);
 
     // Wrong dimension: the request fails naming the field, and the valid document beside it is not written.
@@ -141,29 +226,69 @@ fn bad_input_gets_clear_errors_and_writes_nothing() {
         {"id": "bad", "text": "vector too short", "vector": [0.1, 0.2]}
     ]});
     let (s, b) = post(&format!("{u}/v1/collections/c/documents"), &docs);
-    assert_eq!((s, b["error"]["field"].as_str()), (400, Some("documents[1].vector")), "{b}");
+    assert_eq!(
+        (s, b["error"]["field"].as_str()),
+        (400, Some("documents[1].vector")),
+        "{b}"
+    );
     let hits = search(&dev, "c", "zebras", 5);
     assert!(hits["hits"].as_array().unwrap().is_empty());
-    let (s, _) = post(&format!("{u}/v1/collections/nope/documents"), &json!({"documents": [{"id": "x", "text": "y"}]}));
+    let (s, _) = post(
+        &format!("{u}/v1/collections/nope/documents"),
+        &json!({"documents": [{"id": "x", "text": "y"}]}),
+    );
     assert_eq!(s, 404);
 
     // NDJSON: malformed lines and invalid UTF-8 are reported with their line numbers; the rest is ingested.
     let mut ndjson = b"{\"id\": \"g1\", \"text\": \"giraffes are tall\"}\n{not json\n".to_vec();
     ndjson.extend_from_slice(b"{\"id\": \"g2\", \"text\": \"bad \xff\xfe bytes\"}\n{\"id\": \"g3\", \"text\": \"okapis are related to giraffes\"}\n");
-    let r = http().post(format!("{u}/v1/collections/c/documents")).header("content-type", "application/x-ndjson").body(ndjson).send().unwrap();
+    let r = http()
+        .post(format!("{u}/v1/collections/c/documents"))
+        .header("content-type", "application/x-ndjson")
+        .body(ndjson)
+        .send()
+        .unwrap();
     assert_eq!(r.status().as_u16(), 200);
     let b: Value = r.json().unwrap();
     assert_eq!(b["accepted"], 2, "{b}");
-    let lines: Vec<u64> = b["rejected"].as_array().unwrap().iter().map(|x| x["line"].as_u64().unwrap()).collect();
+    let lines: Vec<u64> = b["rejected"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["line"].as_u64().unwrap())
+        .collect();
     assert_eq!(lines, vec![2, 3]);
     let found = search(&dev, "c", "giraffes", 5);
-    let ids: Vec<&str> = found["hits"].as_array().unwrap().iter().map(|h| h["doc_id"].as_str().unwrap()).collect();
-    assert!(ids.contains(&"g1") && ids.contains(&"g3") && !ids.contains(&"g2"), "{ids:?}");
+    let ids: Vec<&str> = found["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["doc_id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&"g1") && ids.contains(&"g3") && !ids.contains(&"g2"),
+        "{ids:?}"
+    );
 
     // Delete: gone from search; deleting again is NOT_FOUND.
-    let r = http().delete(format!("{u}/v1/collections/c/documents/g1")).send().unwrap();
+    let r = http()
+        .delete(format!("{u}/v1/collections/c/documents/g1"))
+        .send()
+        .unwrap();
     assert_eq!(r.status().as_u16(), 200);
     let found = search(&dev, "c", "giraffes", 5);
-    assert!(!found["hits"].as_array().unwrap().iter().any(|h| h["doc_id"] == "g1"));
-    assert_eq!(http().delete(format!("{u}/v1/collections/c/documents/g1")).send().unwrap().status().as_u16(), 404);
+    assert!(!found["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|h| h["doc_id"] == "g1"));
+    assert_eq!(
+        http()
+            .delete(format!("{u}/v1/collections/c/documents/g1"))
+            .send()
+            .unwrap()
+            .status()
+            .as_u16(),
+        404
+    );
 }

@@ -32,11 +32,20 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 fn main() {
-    let args: Vec<usize> = std::env::args().skip(1).map(|a| a.parse().expect("number")).collect();
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().expect("number"))
+        .collect();
     let n = *args.first().unwrap_or(&1_000_000);
     let dim = *args.get(1).unwrap_or(&384);
     let queries = *args.get(2).unwrap_or(&200);
-    let params = IvfPqParams { nprobe: args.get(3).map(|&p| p as u32).unwrap_or(IvfPqParams::default().nprobe), ..IvfPqParams::default() };
+    let params = IvfPqParams {
+        nprobe: args
+            .get(3)
+            .map(|&p| p as u32)
+            .unwrap_or(IvfPqParams::default().nprobe),
+        ..IvfPqParams::default()
+    };
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     let unit = Normal::new(0.0f32, 1.0).unwrap();
     let centres: Vec<Vec<f32>> = (0..2000)
@@ -55,7 +64,10 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bench.faiss");
     let step = (n / 100_000).max(1);
-    let train: Vec<f32> = (0..n).step_by(step).flat_map(|r| base[r * dim..(r + 1) * dim].iter().copied()).collect();
+    let train: Vec<f32> = (0..n)
+        .step_by(step)
+        .flat_map(|r| base[r * dim..(r + 1) * dim].iter().copied())
+        .collect();
     let ids: Vec<i64> = (0..n as i64).collect();
     let t = Instant::now();
     let used = IvfPqIndex::build(&path, dim, &params, &train, &base, &ids).unwrap();

@@ -72,7 +72,10 @@ pub struct ChunkStore {
 
 impl std::fmt::Debug for ChunkStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ChunkStore").field("path", &self.path).field("len", &self.len).finish()
+        f.debug_struct("ChunkStore")
+            .field("path", &self.path)
+            .field("len", &self.len)
+            .finish()
     }
 }
 
@@ -100,7 +103,10 @@ impl ChunkStore {
         let mmap = unsafe { Mmap::map(&file)? };
         let corrupt = |reason: String| IndexError::corrupt(path, reason);
         if mmap.len() < HEADER_LEN {
-            return Err(corrupt(format!("{} bytes is shorter than the {HEADER_LEN}-byte header", mmap.len())));
+            return Err(corrupt(format!(
+                "{} bytes is shorter than the {HEADER_LEN}-byte header",
+                mmap.len()
+            )));
         }
         if &mmap[0..4] != MAGIC {
             return Err(corrupt("bad magic, not a chunk store".into()));
@@ -120,7 +126,9 @@ impl ChunkStore {
         let archive = &mmap[HEADER_LEN..];
         let actual_crc = crc32fast::hash(archive);
         if actual_crc != expected_crc {
-            return Err(corrupt(format!("checksum {actual_crc:08x}, header says {expected_crc:08x}")));
+            return Err(corrupt(format!(
+                "checksum {actual_crc:08x}, header says {expected_crc:08x}"
+            )));
         }
         let rows = rkyv::access::<ArchivedRows, rkyv::rancor::Error>(archive)
             .map_err(|e| corrupt(format!("invalid archive: {e}")))?;
@@ -130,7 +138,11 @@ impl ChunkStore {
             // Hits fetch scattered rows; read-ahead would only evict useful pages.
             let _ = mmap.advise(memmap2::Advice::Random);
         }
-        Ok(ChunkStore { mmap, len, path: path.to_path_buf() })
+        Ok(ChunkStore {
+            mmap,
+            len,
+            path: path.to_path_buf(),
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -169,8 +181,13 @@ mod tests {
             chunk_id: format!("doc-{}#{}", i / 3, i % 3),
             doc_id: format!("doc-{}", i / 3),
             tenant: ["acme", "übercorp", "東京"][i % 3].to_string(),
-            title: if i % 7 == 0 { String::new() } else { format!("Título {i} — ünïcödé 🦀") },
-            text: format!("Chunk {i}: naïve café, 日本語のテキスト, emoji 👩‍🔬, RTL עברית. ").repeat(1 + i % 5),
+            title: if i.is_multiple_of(7) {
+                String::new()
+            } else {
+                format!("Título {i} — ünïcödé 🦀")
+            },
+            text: format!("Chunk {i}: naïve café, 日本語のテキスト, emoji 👩‍🔬, RTL עברית. ")
+                .repeat(1 + i % 5),
             metadata_json: format!(r#"{{"lang":"xx","n":{i}}}"#),
             seq: i as u64 * 10 + 1,
         }
@@ -195,7 +212,8 @@ mod tests {
             assert_eq!(got, row);
             assert_eq!(got.text.as_str(), row.text);
             assert_eq!(got.seq.to_native(), row.seq);
-            let owned: StoredChunk = rkyv::deserialize::<StoredChunk, rkyv::rancor::Error>(got).unwrap();
+            let owned: StoredChunk =
+                rkyv::deserialize::<StoredChunk, rkyv::rancor::Error>(got).unwrap();
             assert_eq!(&owned, row);
         }
         assert!(store.get(1000).is_none());
@@ -219,11 +237,19 @@ mod tests {
             let mut bad = good.clone();
             bad[pos] ^= 0x04;
             std::fs::write(&path, &bad).unwrap();
-            assert!(matches!(ChunkStore::open(&path), Err(IndexError::Corrupt { .. })), "flip at {pos}");
+            assert!(
+                matches!(ChunkStore::open(&path), Err(IndexError::Corrupt { .. })),
+                "flip at {pos}"
+            );
         }
-        let garbage: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        let garbage: Vec<u8> = (0..4096u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
         std::fs::write(&path, &garbage).unwrap();
-        assert!(matches!(ChunkStore::open(&path), Err(IndexError::Corrupt { .. })));
+        assert!(matches!(
+            ChunkStore::open(&path),
+            Err(IndexError::Corrupt { .. })
+        ));
     }
 
     #[test]
@@ -241,16 +267,29 @@ mod tests {
         bytes.extend_from_slice(&archive);
         std::fs::write(&path, &bytes).unwrap();
         let err = ChunkStore::open(&path).unwrap_err();
-        assert!(matches!(&err, IndexError::Corrupt { reason, .. } if reason.contains("invalid archive")), "{err}");
+        assert!(
+            matches!(&err, IndexError::Corrupt { reason, .. } if reason.contains("invalid archive")),
+            "{err}"
+        );
     }
 
     #[test]
     fn truncated_is_corrupt() {
         let (_dir, path, _) = write_sample(50);
         let good = std::fs::read(&path).unwrap();
-        for len in [0, 10, HEADER_LEN, HEADER_LEN + 1, good.len() / 2, good.len() - 1] {
+        for len in [
+            0,
+            10,
+            HEADER_LEN,
+            HEADER_LEN + 1,
+            good.len() / 2,
+            good.len() - 1,
+        ] {
             std::fs::write(&path, &good[..len]).unwrap();
-            assert!(matches!(ChunkStore::open(&path), Err(IndexError::Corrupt { .. })), "truncated to {len}");
+            assert!(
+                matches!(ChunkStore::open(&path), Err(IndexError::Corrupt { .. })),
+                "truncated to {len}"
+            );
         }
     }
 }

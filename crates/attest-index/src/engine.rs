@@ -185,17 +185,25 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 
 fn check_vector(v: &[f32], dim: usize, field: &str) -> Result<()> {
     if v.len() != dim {
-        return Err(IndexError::invalid(field, format!("dimension {} but the collection has {dim}", v.len())));
+        return Err(IndexError::invalid(
+            field,
+            format!("dimension {} but the collection has {dim}", v.len()),
+        ));
     }
     if let Some(i) = v.iter().position(|x| !x.is_finite()) {
-        return Err(IndexError::invalid(field, format!("component {i} is not a finite number")));
+        return Err(IndexError::invalid(
+            field,
+            format!("component {i} is not a finite number"),
+        ));
     }
     Ok(())
 }
 
 impl State {
     fn is_live(&self, doc_id: &str, seq: u64) -> bool {
-        self.versions.get(doc_id).is_some_and(|v| v.is_live_row(seq))
+        self.versions
+            .get(doc_id)
+            .is_some_and(|v| v.is_live_row(seq))
     }
 
     fn views(&self) -> Vec<SegmentView<'_>> {
@@ -241,9 +249,7 @@ impl ShardEngine {
                         dir,
                         &id,
                         (meta.min_seq, meta.max_seq),
-                        config.dimension,
-                        &config.ivfpq,
-                        config.train_sample,
+                        &config,
                         &rows,
                         &vectors,
                     )?;
@@ -260,7 +266,10 @@ impl ShardEngine {
         let records = log.range(manifest.sealed_through_seq + 1, u64::MAX)?;
         let (rows, vectors) = live_rows_from_log(&records, &versions);
         for (i, row) in rows.into_iter().enumerate() {
-            growing.push(row, &vectors[i * config.dimension..(i + 1) * config.dimension])?;
+            growing.push(
+                row,
+                &vectors[i * config.dimension..(i + 1) * config.dimension],
+            )?;
         }
         growing.commit()?;
         info!(dir = %dir.display(), segments = sealed.len(), growing = growing.len(), event = "shard_recovered", "shard engine open");
@@ -268,7 +277,13 @@ impl ShardEngine {
             dir: dir.to_path_buf(),
             config,
             log: Mutex::new(log),
-            state: RwLock::new(State { versions, growing, frozen: None, sealed, manifest }),
+            state: RwLock::new(State {
+                versions,
+                growing,
+                frozen: None,
+                sealed,
+                manifest,
+            }),
             maintenance: Mutex::new(()),
             background_seal: AtomicBool::new(false),
             rebuilt,
@@ -284,15 +299,28 @@ impl ShardEngine {
     pub fn upsert(self: &Arc<Self>, docs: Vec<DocumentWrite>) -> Result<u64> {
         for (i, d) in docs.iter().enumerate() {
             if d.doc_id.is_empty() {
-                return Err(IndexError::invalid(format!("documents[{i}].doc_id"), "empty"));
+                return Err(IndexError::invalid(
+                    format!("documents[{i}].doc_id"),
+                    "empty",
+                ));
             }
             if d.tenant.is_empty() {
-                return Err(IndexError::invalid(format!("documents[{i}].tenant"), "empty"));
+                return Err(IndexError::invalid(
+                    format!("documents[{i}].tenant"),
+                    "empty",
+                ));
             }
             for (j, c) in d.chunks.iter().enumerate() {
-                check_vector(&c.vector, self.config.dimension, &format!("documents[{i}].chunks[{j}].vector"))?;
+                check_vector(
+                    &c.vector,
+                    self.config.dimension,
+                    &format!("documents[{i}].chunks[{j}].vector"),
+                )?;
                 if c.chunk_id.is_empty() {
-                    return Err(IndexError::invalid(format!("documents[{i}].chunks[{j}].chunk_id"), "empty"));
+                    return Err(IndexError::invalid(
+                        format!("documents[{i}].chunks[{j}].chunk_id"),
+                        "empty",
+                    ));
                 }
             }
         }
@@ -300,20 +328,43 @@ impl ShardEngine {
         {
             let st = self.state.read();
             for (i, d) in docs.iter().enumerate() {
-                if st.versions.get(&d.doc_id).is_some_and(|v| !v.deleted && v.tenant != d.tenant) {
-                    return Err(IndexError::invalid(format!("documents[{i}].doc_id"), "the id belongs to another tenant"));
+                if st
+                    .versions
+                    .get(&d.doc_id)
+                    .is_some_and(|v| !v.deleted && v.tenant != d.tenant)
+                {
+                    return Err(IndexError::invalid(
+                        format!("documents[{i}].doc_id"),
+                        "the id belongs to another tenant",
+                    ));
                 }
             }
         }
         let ops: Vec<LogOp> = docs
             .into_iter()
-            .map(|d| LogOp::Upsert { doc_id: d.doc_id, tenant: d.tenant, chunks: d.chunks })
+            .map(|d| LogOp::Upsert {
+                doc_id: d.doc_id,
+                tenant: d.tenant,
+                chunks: d.chunks,
+            })
             .collect();
         let seqs = log.append(&ops)?;
         let mut st = self.state.write();
         for (op, seq) in ops.into_iter().zip(seqs) {
-            if let LogOp::Upsert { doc_id, tenant, chunks } = op {
-                st.versions.insert(doc_id.clone(), DocVersion { seq, deleted: false, tenant: tenant.clone() });
+            if let LogOp::Upsert {
+                doc_id,
+                tenant,
+                chunks,
+            } = op
+            {
+                st.versions.insert(
+                    doc_id.clone(),
+                    DocVersion {
+                        seq,
+                        deleted: false,
+                        tenant: tenant.clone(),
+                    },
+                );
                 for c in chunks {
                     let row = StoredChunk {
                         chunk_id: c.chunk_id,
@@ -342,12 +393,27 @@ impl ShardEngine {
     /// Tombstones every chunk of the document. Returns false when it does not exist (or belongs to another tenant).
     pub fn delete(&self, tenant: &str, doc_id: &str) -> Result<bool> {
         let mut log = self.log.lock();
-        let exists = self.state.read().versions.get(doc_id).is_some_and(|v| !v.deleted && v.tenant == tenant);
+        let exists = self
+            .state
+            .read()
+            .versions
+            .get(doc_id)
+            .is_some_and(|v| !v.deleted && v.tenant == tenant);
         if !exists {
             return Ok(false);
         }
-        let seqs = log.append(&[LogOp::Delete { doc_id: doc_id.to_string(), tenant: tenant.to_string() }])?;
-        self.state.write().versions.insert(doc_id.to_string(), DocVersion { seq: seqs[0], deleted: true, tenant: tenant.to_string() });
+        let seqs = log.append(&[LogOp::Delete {
+            doc_id: doc_id.to_string(),
+            tenant: tenant.to_string(),
+        }])?;
+        self.state.write().versions.insert(
+            doc_id.to_string(),
+            DocVersion {
+                seq: seqs[0],
+                deleted: true,
+                tenant: tenant.to_string(),
+            },
+        );
         Ok(true)
     }
 
@@ -357,14 +423,19 @@ impl ShardEngine {
             return Err(IndexError::invalid("tenant", "a tenant is required"));
         }
         if p.k == 0 || p.k > MAX_TOP_K {
-            return Err(IndexError::invalid("k", format!("must be between 1 and {MAX_TOP_K}")));
+            return Err(IndexError::invalid(
+                "k",
+                format!("must be between 1 and {MAX_TOP_K}"),
+            ));
         }
         if let Some(q) = p.query_vector {
             check_vector(q, self.config.dimension, "query_vector")?;
         }
         let st = self.state.read();
         let views = st.views();
-        let passes = |r: &RowView<'_>| r.tenant == p.tenant && st.is_live(r.doc_id, r.seq) && p.filter.matches(r.metadata_json);
+        let passes = |r: &RowView<'_>| {
+            r.tenant == p.tenant && st.is_live(r.doc_id, r.seq) && p.filter.matches(r.metadata_json)
+        };
         let mut out = LaneResults::default();
         if let Some(q) = p.query_vector {
             let mut cands: Vec<Hit> = Vec::new();
@@ -397,10 +468,15 @@ impl ShardEngine {
                 }
                 hits.sort_by(|a, b| b.1.total_cmp(&a.1));
                 hits.truncate(p.k);
-                Ok(hits.into_iter().map(|(row, s)| view.row(row).expect("row").to_hit(s)).collect())
+                Ok(hits
+                    .into_iter()
+                    .map(|(row, s)| view.row(row).expect("row").to_hit(s))
+                    .collect())
             }
             SegmentView::Sealed(seg) => {
-                let Some(dense) = &seg.dense else { return Ok(Vec::new()) };
+                let Some(dense) = &seg.dense else {
+                    return Ok(Vec::new());
+                };
                 let nprobe = p.nprobe.unwrap_or(self.config.ivfpq.nprobe);
                 // Over-fetch so that tombstones, other tenants and filters still leave k; widen until they do.
                 let mut fetch = (p.k * self.config.overfetch.max(1)).min(seg.meta.rows);
@@ -464,7 +540,8 @@ impl ShardEngine {
         let st = self.state.read();
         EngineStats {
             live_documents: st.versions.values().filter(|v| !v.deleted).count() as u64,
-            growing_rows: (st.growing.len() + st.frozen.as_ref().map_or(0, |f| f.segment.len())) as u64,
+            growing_rows: (st.growing.len() + st.frozen.as_ref().map_or(0, |f| f.segment.len()))
+                as u64,
             sealed_rows: st.sealed.iter().map(|s| s.meta.rows as u64).sum(),
             sealed_segments: st.sealed.len() as u32,
             last_seq: self.log.lock().last_seq(),
@@ -474,7 +551,12 @@ impl ShardEngine {
 
     /// Paths of the sealed segments' directories (for operators and tests).
     pub fn segment_dirs(&self) -> Vec<PathBuf> {
-        self.state.read().sealed.iter().map(|s| segment_dir(&self.dir, &s.meta.id)).collect()
+        self.state
+            .read()
+            .sealed
+            .iter()
+            .map(|s| segment_dir(&self.dir, &s.meta.id))
+            .collect()
     }
 
     fn seal_in_background(self: &Arc<Self>) {
@@ -504,7 +586,10 @@ impl ShardEngine {
                 let fresh = GrowingSegment::new(self.config.dimension)?;
                 let old = std::mem::replace(&mut st.growing, fresh);
                 let range = (st.manifest.sealed_through_seq + 1, log.last_seq());
-                st.frozen = Some(Frozen { segment: Arc::new(old), seq_range: range });
+                st.frozen = Some(Frozen {
+                    segment: Arc::new(old),
+                    seq_range: range,
+                });
             }
             let f = st.frozen.as_ref().expect("frozen");
             let frozen = (Arc::clone(&f.segment), f.seq_range);
@@ -535,8 +620,14 @@ impl ShardEngine {
         Ok(())
     }
 
-    fn build(&self, id: &str, range: (u64, u64), rows: &[StoredChunk], vectors: &[f32]) -> Result<SegmentMeta> {
-        build_segment(&self.dir, id, range, self.config.dimension, &self.config.ivfpq, self.config.train_sample, rows, vectors)
+    fn build(
+        &self,
+        id: &str,
+        range: (u64, u64),
+        rows: &[StoredChunk],
+        vectors: &[f32],
+    ) -> Result<SegmentMeta> {
+        build_segment(&self.dir, id, range, &self.config, rows, vectors)
     }
 
     /// Merges every sealed segment into one without tombstoned rows, then drops log records that no segment
@@ -609,18 +700,30 @@ impl ShardEngine {
 
 /// Best `k` by score, ties broken by chunk id so that results are deterministic.
 fn top_k(mut hits: Vec<Hit>, k: usize) -> Vec<Hit> {
-    hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.chunk_id.cmp(&b.chunk_id)));
+    hits.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| a.chunk_id.cmp(&b.chunk_id))
+    });
     hits.dedup_by(|a, b| a.chunk_id == b.chunk_id);
     hits.truncate(k);
     hits
 }
 
 /// The live rows (and their vectors, row-major) of upsert records.
-fn live_rows_from_log(records: &[(u64, LogOp)], versions: &HashMap<String, DocVersion>) -> (Vec<StoredChunk>, Vec<f32>) {
+fn live_rows_from_log(
+    records: &[(u64, LogOp)],
+    versions: &HashMap<String, DocVersion>,
+) -> (Vec<StoredChunk>, Vec<f32>) {
     let mut rows = Vec::new();
     let mut vectors = Vec::new();
     for (seq, op) in records {
-        if let LogOp::Upsert { doc_id, tenant, chunks } = op {
+        if let LogOp::Upsert {
+            doc_id,
+            tenant,
+            chunks,
+        } = op
+        {
             if !versions.get(doc_id).is_some_and(|v| v.is_live_row(*seq)) {
                 continue;
             }

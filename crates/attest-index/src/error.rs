@@ -25,10 +25,16 @@ pub enum IndexError {
 
 impl IndexError {
     pub fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        IndexError::InvalidArgument { field: field.into(), reason: reason.into() }
+        IndexError::InvalidArgument {
+            field: field.into(),
+            reason: reason.into(),
+        }
     }
     pub fn corrupt(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
-        IndexError::Corrupt { path: path.into(), reason: reason.into() }
+        IndexError::Corrupt {
+            path: path.into(),
+            reason: reason.into(),
+        }
     }
 }
 

@@ -6,9 +6,21 @@ use serde_json::Value;
 /// One condition on a metadata field.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Condition {
-    Equals { field: String, value: Value },
-    In { field: String, values: Vec<Value> },
-    Range { field: String, gte: Option<f64>, gt: Option<f64>, lte: Option<f64>, lt: Option<f64> },
+    Equals {
+        field: String,
+        value: Value,
+    },
+    In {
+        field: String,
+        values: Vec<Value>,
+    },
+    Range {
+        field: String,
+        gte: Option<f64>,
+        gt: Option<f64>,
+        lte: Option<f64>,
+        lt: Option<f64>,
+    },
 }
 
 /// Every condition must hold. The empty filter matches everything.
@@ -26,9 +38,18 @@ fn scalar_eq(a: &Value, b: &Value) -> bool {
     }
 }
 
-fn in_range(v: &Value, gte: Option<f64>, gt: Option<f64>, lte: Option<f64>, lt: Option<f64>) -> bool {
+fn in_range(
+    v: &Value,
+    gte: Option<f64>,
+    gt: Option<f64>,
+    lte: Option<f64>,
+    lt: Option<f64>,
+) -> bool {
     let Some(x) = v.as_f64() else { return false };
-    gte.map_or(true, |b| x >= b) && gt.map_or(true, |b| x > b) && lte.map_or(true, |b| x <= b) && lt.map_or(true, |b| x < b)
+    gte.is_none_or(|b| x >= b)
+        && gt.is_none_or(|b| x > b)
+        && lte.is_none_or(|b| x <= b)
+        && lt.is_none_or(|b| x < b)
 }
 
 impl Filter {
@@ -41,11 +62,24 @@ impl Filter {
         if self.conditions.is_empty() {
             return true;
         }
-        let meta: serde_json::Map<String, Value> = serde_json::from_str(metadata_json).unwrap_or_default();
+        let meta: serde_json::Map<String, Value> =
+            serde_json::from_str(metadata_json).unwrap_or_default();
         self.conditions.iter().all(|c| match c {
-            Condition::Equals { field, value } => meta.get(field).is_some_and(|v| scalar_eq(v, value)),
-            Condition::In { field, values } => meta.get(field).is_some_and(|v| values.iter().any(|x| scalar_eq(v, x))),
-            Condition::Range { field, gte, gt, lte, lt } => meta.get(field).is_some_and(|v| in_range(v, *gte, *gt, *lte, *lt)),
+            Condition::Equals { field, value } => {
+                meta.get(field).is_some_and(|v| scalar_eq(v, value))
+            }
+            Condition::In { field, values } => meta
+                .get(field)
+                .is_some_and(|v| values.iter().any(|x| scalar_eq(v, x))),
+            Condition::Range {
+                field,
+                gte,
+                gt,
+                lte,
+                lt,
+            } => meta
+                .get(field)
+                .is_some_and(|v| in_range(v, *gte, *gt, *lte, *lt)),
         })
     }
 }
@@ -59,8 +93,17 @@ mod tests {
     fn conditions_and_together() {
         let f = Filter {
             conditions: vec![
-                Condition::Equals { field: "lang".into(), value: json!("en") },
-                Condition::Range { field: "year".into(), gte: Some(2000.0), gt: None, lte: None, lt: Some(2010.0) },
+                Condition::Equals {
+                    field: "lang".into(),
+                    value: json!("en"),
+                },
+                Condition::Range {
+                    field: "year".into(),
+                    gte: Some(2000.0),
+                    gt: None,
+                    lte: None,
+                    lt: Some(2010.0),
+                },
             ],
         };
         assert!(f.matches(r#"{"lang":"en","year":2005}"#));
@@ -72,7 +115,12 @@ mod tests {
 
     #[test]
     fn membership_and_numeric_equality() {
-        let f = Filter { conditions: vec![Condition::In { field: "k".into(), values: vec![json!(1), json!("x")] }] };
+        let f = Filter {
+            conditions: vec![Condition::In {
+                field: "k".into(),
+                values: vec![json!(1), json!("x")],
+            }],
+        };
         assert!(f.matches(r#"{"k":1.0}"#));
         assert!(f.matches(r#"{"k":"x"}"#));
         assert!(f.matches(r#"{"k":["y","x"]}"#));

@@ -16,7 +16,12 @@ pub struct GrowingSegment {
 
 impl GrowingSegment {
     pub fn new(dim: usize) -> Result<Self> {
-        Ok(GrowingSegment { dim, rows: Vec::new(), vectors: Vec::new(), text: TextIndex::in_ram()? })
+        Ok(GrowingSegment {
+            dim,
+            rows: Vec::new(),
+            vectors: Vec::new(),
+            text: TextIndex::in_ram()?,
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -31,7 +36,8 @@ impl GrowingSegment {
     pub fn push(&mut self, chunk: StoredChunk, vector: &[f32]) -> Result<()> {
         debug_assert_eq!(vector.len(), self.dim);
         let row = self.rows.len() as u64;
-        self.text.add(row, &chunk.tenant, &chunk.title, &chunk.text)?;
+        self.text
+            .add(row, &chunk.tenant, &chunk.title, &chunk.text)?;
         self.vectors.extend_from_slice(vector);
         self.rows.push(chunk);
         Ok(())

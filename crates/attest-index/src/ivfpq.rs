@@ -73,20 +73,33 @@ pub struct IvfPqParams {
 
 impl Default for IvfPqParams {
     fn default() -> Self {
-        IvfPqParams { nlist: 1024, m: 48, nbits: 8, nprobe: 32 }
+        IvfPqParams {
+            nlist: 1024,
+            m: 48,
+            nbits: 8,
+            nprobe: 32,
+        }
     }
 }
 
 impl IvfPqParams {
     /// Rejects parameters no segment could be built with (zeros, more than 16 bits per code).
     pub fn validate(&self) -> Result<()> {
-        for (field, value) in [("nlist", self.nlist), ("m", self.m), ("nbits", self.nbits), ("nprobe", self.nprobe)] {
+        for (field, value) in [
+            ("nlist", self.nlist),
+            ("m", self.m),
+            ("nbits", self.nbits),
+            ("nprobe", self.nprobe),
+        ] {
             if value == 0 {
                 return Err(IndexError::invalid(field, "must be at least 1"));
             }
         }
         if self.nbits > MAX_NBITS {
-            return Err(IndexError::invalid("nbits", format!("must be at most {MAX_NBITS}, got {}", self.nbits)));
+            return Err(IndexError::invalid(
+                "nbits",
+                format!("must be at most {MAX_NBITS}, got {}", self.nbits),
+            ));
         }
         Ok(())
     }
@@ -103,15 +116,31 @@ impl IvfPqParams {
         let n = n.max(1);
         let nlist = (self.nlist.max(1) as usize).min((n / MIN_POINTS_PER_LIST).max(1)) as u32;
         let m_cap = self.m.max(1) as usize;
-        let m = if dim == 0 { m_cap } else { (1..=m_cap.min(dim)).rev().find(|d| dim % d == 0).unwrap_or(1) };
+        let m = if dim == 0 {
+            m_cap
+        } else {
+            (1..=m_cap.min(dim))
+                .rev()
+                .find(|d| dim.is_multiple_of(*d))
+                .unwrap_or(1)
+        };
         let max_bits_for_n = n.ilog2(); // 2^floor(log2 n) ≤ n
         let nbits = self.nbits.clamp(1, MAX_NBITS).min(max_bits_for_n.max(1));
         let nprobe = self.nprobe.clamp(1, nlist);
-        IvfPqParams { nlist, m: m as u32, nbits, nprobe }
+        IvfPqParams {
+            nlist,
+            m: m as u32,
+            nbits,
+            nprobe,
+        }
     }
 
+    /// `np`: no polysemous training. The index factory enables it by default for IVF-PQ; it reorders the
+    /// codebooks by simulated annealing so that Hamming distances between codes approximate real ones, which
+    /// only polysemous filtering (`polysemous_ht`, unused here) benefits from, and it dominated build time
+    /// (minutes for a few thousand vectors).
     fn factory_description(&self) -> String {
-        format!("IVF{},PQ{}x{}", self.nlist, self.m, self.nbits)
+        format!("IVF{},PQ{}x{}np", self.nlist, self.m, self.nbits)
     }
 }
 
@@ -155,26 +184,42 @@ impl IvfPqIndex {
     ) -> Result<IvfPqParams> {
         params.validate()?;
         if dim == 0 || dim > i32::MAX as usize {
-            return Err(IndexError::invalid("dim", format!("must be in 1..2^31, got {dim}")));
+            return Err(IndexError::invalid(
+                "dim",
+                format!("must be in 1..2^31, got {dim}"),
+            ));
         }
         check_rows("train", train, dim)?;
         check_rows("vectors", vectors, dim)?;
         let n_train = train.len() / dim;
         let n = vectors.len() / dim;
         if n_train == 0 {
-            return Err(IndexError::invalid("train", "at least one training vector is needed"));
+            return Err(IndexError::invalid(
+                "train",
+                "at least one training vector is needed",
+            ));
         }
         if ids.len() != n {
-            return Err(IndexError::invalid("ids", format!("{} ids for {n} vectors", ids.len())));
+            return Err(IndexError::invalid(
+                "ids",
+                format!("{} ids for {n} vectors", ids.len()),
+            ));
         }
         if let Some(bad) = ids.iter().find(|&&id| id < 0) {
-            return Err(IndexError::invalid("ids", format!("ids must be non-negative, got {bad}")));
+            return Err(IndexError::invalid(
+                "ids",
+                format!("ids must be non-negative, got {bad}"),
+            ));
         }
         let path_str = utf8_path(path)?;
         utf8_path(&crate::fsutil::tmp_path(path))?;
 
         let eff = params.effective(n_train, dim);
-        let mut index = faiss::index_factory(dim as u32, eff.factory_description(), MetricType::InnerProduct)?;
+        let mut index = faiss::index_factory(
+            dim as u32,
+            eff.factory_description(),
+            MetricType::InnerProduct,
+        )?;
         // k-means needs at least as many points as centroids; `effective` guarantees that except for the
         // PQ codebooks of a 1-row training set, where repeating the row is harmless (all codes coincide).
         let need = (eff.nlist as usize).max(1 << eff.nbits);
@@ -183,7 +228,12 @@ impl IvfPqIndex {
             let idx: Vec<Idx> = ids.iter().map(|&id| Idx::new(id as u64)).collect();
             index.add_with_ids(vectors, &idx)?;
         }
-        let trailer = Trailer { faiss_len: 0, count: n as u64, dim: dim as u32, params: eff };
+        let trailer = Trailer {
+            faiss_len: 0,
+            count: n as u64,
+            dim: dim as u32,
+            params: eff,
+        };
         crate::fsutil::write_atomically_with(path, |tmp| {
             let tmp_str = tmp.to_str().expect("checked UTF-8 above");
             write_index(&index, tmp_str)?;
@@ -201,14 +251,23 @@ impl IvfPqIndex {
         let trailer = verify_file(path)?;
         let path_str = utf8_path(path)?;
         let flags = IoFlags::from(FAISS_IO_FLAG_MMAP_IFC | FAISS_IO_FLAG_READ_ONLY);
-        let index = read_index_with_flags(path_str, flags)
-            .map_err(|e| IndexError::corrupt(path, format!("FAISS could not read the index: {e}")))?;
+        let index = read_index_with_flags(path_str, flags).map_err(|e| {
+            IndexError::corrupt(path, format!("FAISS could not read the index: {e}"))
+        })?;
         let corrupt = |reason: String| Err(IndexError::corrupt(path, reason));
         if index.d() as usize != trailer.dim as usize {
-            return corrupt(format!("FAISS index has dim {}, trailer says {}", index.d(), trailer.dim));
+            return corrupt(format!(
+                "FAISS index has dim {}, trailer says {}",
+                index.d(),
+                trailer.dim
+            ));
         }
         if index.ntotal() != trailer.count {
-            return corrupt(format!("FAISS index has {} vectors, trailer says {}", index.ntotal(), trailer.count));
+            return corrupt(format!(
+                "FAISS index has {} vectors, trailer says {}",
+                index.ntotal(),
+                trailer.count
+            ));
         }
         if index.metric_type() != MetricType::InnerProduct || !index.is_trained() {
             return corrupt("not a trained inner-product index".into());
@@ -226,7 +285,10 @@ impl IvfPqIndex {
     /// to this call only. `k > len()` returns `len()` hits at most; FAISS's `-1` padding ids are dropped.
     pub fn search(&self, query: &[f32], k: usize, nprobe: u32) -> Result<Vec<(i64, f32)>> {
         if query.len() != self.dim {
-            return Err(IndexError::invalid("query", format!("dimension {} != {}", query.len(), self.dim)));
+            return Err(IndexError::invalid(
+                "query",
+                format!("dimension {} != {}", query.len(), self.dim),
+            ));
         }
         if query.iter().any(|x| !x.is_finite()) {
             return Err(IndexError::invalid("query", "contains NaN or infinity"));
@@ -284,13 +346,20 @@ impl IvfPqIndex {
 /// dimensions at their API boundary).
 pub fn exact_search(vectors: &[f32], dim: usize, query: &[f32], k: usize) -> Vec<(usize, f32)> {
     assert!(dim > 0, "dim must be positive");
-    assert_eq!(vectors.len() % dim, 0, "vectors length is not a multiple of dim");
+    assert_eq!(
+        vectors.len() % dim,
+        0,
+        "vectors length is not a multiple of dim"
+    );
     assert_eq!(query.len(), dim, "query dimension");
     if k == 0 {
         return Vec::new();
     }
-    let mut scored: Vec<(usize, f32)> =
-        vectors.chunks_exact(dim).enumerate().map(|(row, v)| (row, dot(query, v))).collect();
+    let mut scored: Vec<(usize, f32)> = vectors
+        .chunks_exact(dim)
+        .enumerate()
+        .map(|(row, v)| (row, dot(query, v)))
+        .collect();
     if k < scored.len() {
         scored.select_nth_unstable_by(k - 1, best_first);
         scored.truncate(k);
@@ -304,7 +373,12 @@ pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     debug_assert_eq!(a.len(), b.len());
     let mut acc = [0f32; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
+    let tail: f32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
     for (x, y) in ca.zip(cb) {
         for i in 0..8 {
             acc[i] += x[i] * y[i];
@@ -320,8 +394,11 @@ pub(crate) fn best_first<T: Ord>(a: &(T, f32), b: &(T, f32)) -> Ordering {
 }
 
 fn check_rows(field: &str, data: &[f32], dim: usize) -> Result<()> {
-    if data.len() % dim != 0 {
-        return Err(IndexError::invalid(field, format!("length {} is not a multiple of dim {dim}", data.len())));
+    if !data.len().is_multiple_of(dim) {
+        return Err(IndexError::invalid(
+            field,
+            format!("length {} is not a multiple of dim {dim}", data.len()),
+        ));
     }
     if data.iter().any(|x| !x.is_finite()) {
         return Err(IndexError::invalid(field, "contains NaN or infinity"));
@@ -331,7 +408,9 @@ fn check_rows(field: &str, data: &[f32], dim: usize) -> Result<()> {
 
 /// faiss-rs passes file names as C strings made from `&str`.
 fn utf8_path(path: &Path) -> Result<&str> {
-    path.to_str().ok_or_else(|| IndexError::invalid("path", format!("{} is not valid UTF-8", path.display())))
+    path.to_str().ok_or_else(|| {
+        IndexError::invalid("path", format!("{} is not valid UTF-8", path.display()))
+    })
 }
 
 /// `data`'s rows cycled until there are at least `rows` of them.
@@ -355,7 +434,14 @@ impl Trailer {
         let mut b = [0u8; TRAILER_HEAD_LEN];
         b[0..8].copy_from_slice(&self.faiss_len.to_le_bytes());
         b[8..16].copy_from_slice(&self.count.to_le_bytes());
-        let words = [self.dim, self.params.nlist, self.params.m, self.params.nbits, self.params.nprobe, TRAILER_VERSION];
+        let words = [
+            self.dim,
+            self.params.nlist,
+            self.params.m,
+            self.params.nbits,
+            self.params.nprobe,
+            TRAILER_VERSION,
+        ];
         for (i, w) in words.iter().enumerate() {
             b[16 + 4 * i..20 + 4 * i].copy_from_slice(&w.to_le_bytes());
         }
@@ -373,8 +459,18 @@ impl Trailer {
         if version != TRAILER_VERSION {
             return Err(format!("unsupported trailer version {version}"));
         }
-        let params = IvfPqParams { nlist: u32_at(20), m: u32_at(24), nbits: u32_at(28), nprobe: u32_at(32) };
-        let trailer = Trailer { faiss_len: u64_at(0), count: u64_at(8), dim: u32_at(16), params };
+        let params = IvfPqParams {
+            nlist: u32_at(20),
+            m: u32_at(24),
+            nbits: u32_at(28),
+            nprobe: u32_at(32),
+        };
+        let trailer = Trailer {
+            faiss_len: u64_at(0),
+            count: u64_at(8),
+            dim: u32_at(16),
+            params,
+        };
         Ok((trailer, u32_at(40)))
     }
 }
@@ -411,23 +507,34 @@ fn verify_file(path: &Path) -> Result<Trailer> {
     let map = unsafe { memmap2::Mmap::map(&file)? };
     let corrupt = |reason: String| IndexError::corrupt(path, reason);
     if map.len() <= TRAILER_LEN {
-        return Err(corrupt(format!("{} bytes is too short for an index", map.len())));
+        return Err(corrupt(format!(
+            "{} bytes is too short for an index",
+            map.len()
+        )));
     }
     let body_len = map.len() - TRAILER_LEN;
     let (trailer, stored_crc) = Trailer::parse(&map[body_len..]).map_err(corrupt)?;
     if trailer.faiss_len != body_len as u64 {
-        return Err(corrupt(format!("trailer says {} index bytes, file holds {body_len}", trailer.faiss_len)));
+        return Err(corrupt(format!(
+            "trailer says {} index bytes, file holds {body_len}",
+            trailer.faiss_len
+        )));
     }
     let mut hasher = crc32fast::Hasher::new();
     hasher.update(&map[..body_len]);
     hasher.update(&map[body_len..body_len + TRAILER_HEAD_LEN]);
     let crc = hasher.finalize();
     if crc != stored_crc {
-        return Err(corrupt(format!("checksum {crc:08x}, trailer says {stored_crc:08x}")));
+        return Err(corrupt(format!(
+            "checksum {crc:08x}, trailer says {stored_crc:08x}"
+        )));
     }
     let p = trailer.params;
     if trailer.dim == 0 || p.validate().is_err() || p.nprobe > p.nlist {
-        return Err(corrupt(format!("implausible trailer: dim {} params {p:?}", trailer.dim)));
+        return Err(corrupt(format!(
+            "implausible trailer: dim {} params {p:?}",
+            trailer.dim
+        )));
     }
     Ok(trailer)
 }
@@ -456,7 +563,12 @@ mod tests {
         v
     }
 
-    fn build_and_open(dir: &Path, n: usize, dim: usize, params: &IvfPqParams) -> (IvfPqIndex, Vec<f32>, IvfPqParams) {
+    fn build_and_open(
+        dir: &Path,
+        n: usize,
+        dim: usize,
+        params: &IvfPqParams,
+    ) -> (IvfPqIndex, Vec<f32>, IvfPqParams) {
         let vectors = unit_vectors(n, dim, n as u64);
         let ids: Vec<i64> = (0..n as i64).collect();
         let path = dir.join(format!("dense-{n}.faiss"));
@@ -467,19 +579,78 @@ mod tests {
 
     #[test]
     fn defaults_are_documented_values() {
-        assert_eq!(IvfPqParams::default(), IvfPqParams { nlist: 1024, m: 48, nbits: 8, nprobe: 32 });
-        assert_eq!(IvfPqParams::default().effective(5_000_000, 384), IvfPqParams::default());
+        assert_eq!(
+            IvfPqParams::default(),
+            IvfPqParams {
+                nlist: 1024,
+                m: 48,
+                nbits: 8,
+                nprobe: 32
+            }
+        );
+        assert_eq!(
+            IvfPqParams::default().effective(5_000_000, 384),
+            IvfPqParams::default()
+        );
     }
 
     #[test]
     fn effective_examples() {
         let d = IvfPqParams::default();
-        assert_eq!(d.effective(1, 384), IvfPqParams { nlist: 1, m: 48, nbits: 1, nprobe: 1 });
-        assert_eq!(d.effective(10, 384), IvfPqParams { nlist: 1, m: 48, nbits: 3, nprobe: 1 });
-        assert_eq!(d.effective(300, 384), IvfPqParams { nlist: 7, m: 48, nbits: 8, nprobe: 7 });
-        assert_eq!(d.effective(50_000, 384), IvfPqParams { nlist: 1024, m: 48, nbits: 8, nprobe: 32 });
-        assert_eq!(d.effective(50_000, 100), IvfPqParams { nlist: 1024, m: 25, nbits: 8, nprobe: 32 });
-        assert_eq!(d.effective(50_000, 97), IvfPqParams { nlist: 1024, m: 1, nbits: 8, nprobe: 32 });
+        assert_eq!(
+            d.effective(1, 384),
+            IvfPqParams {
+                nlist: 1,
+                m: 48,
+                nbits: 1,
+                nprobe: 1
+            }
+        );
+        assert_eq!(
+            d.effective(10, 384),
+            IvfPqParams {
+                nlist: 1,
+                m: 48,
+                nbits: 3,
+                nprobe: 1
+            }
+        );
+        assert_eq!(
+            d.effective(300, 384),
+            IvfPqParams {
+                nlist: 7,
+                m: 48,
+                nbits: 8,
+                nprobe: 7
+            }
+        );
+        assert_eq!(
+            d.effective(50_000, 384),
+            IvfPqParams {
+                nlist: 1024,
+                m: 48,
+                nbits: 8,
+                nprobe: 32
+            }
+        );
+        assert_eq!(
+            d.effective(50_000, 100),
+            IvfPqParams {
+                nlist: 1024,
+                m: 25,
+                nbits: 8,
+                nprobe: 32
+            }
+        );
+        assert_eq!(
+            d.effective(50_000, 97),
+            IvfPqParams {
+                nlist: 1024,
+                m: 1,
+                nbits: 8,
+                nprobe: 32
+            }
+        );
     }
 
     proptest! {
@@ -507,13 +678,31 @@ mod tests {
     #[test]
     fn validate_rejects_nonsense() {
         for p in [
-            IvfPqParams { nlist: 0, ..Default::default() },
-            IvfPqParams { m: 0, ..Default::default() },
-            IvfPqParams { nbits: 0, ..Default::default() },
-            IvfPqParams { nbits: 17, ..Default::default() },
-            IvfPqParams { nprobe: 0, ..Default::default() },
+            IvfPqParams {
+                nlist: 0,
+                ..Default::default()
+            },
+            IvfPqParams {
+                m: 0,
+                ..Default::default()
+            },
+            IvfPqParams {
+                nbits: 0,
+                ..Default::default()
+            },
+            IvfPqParams {
+                nbits: 17,
+                ..Default::default()
+            },
+            IvfPqParams {
+                nprobe: 0,
+                ..Default::default()
+            },
         ] {
-            assert!(matches!(p.validate(), Err(IndexError::InvalidArgument { .. })), "{p:?}");
+            assert!(
+                matches!(p.validate(), Err(IndexError::InvalidArgument { .. })),
+                "{p:?}"
+            );
         }
     }
 
@@ -525,12 +714,22 @@ mod tests {
             let (index, vectors, eff) = build_and_open(dir.path(), n, dim, &IvfPqParams::default());
             assert_eq!(eff, IvfPqParams::default().effective(n, dim));
             assert_eq!(index.params(), eff);
-            assert_eq!((index.len(), index.dim(), index.is_empty()), (n, dim, false));
+            assert_eq!(
+                (index.len(), index.dim(), index.is_empty()),
+                (n, dim, false)
+            );
             // k larger than the index: at most n hits, all distinct valid ids, best first.
             let q = &vectors[0..dim];
             let hits = index.search(q, n + 5, eff.nlist).unwrap();
-            assert!(!hits.is_empty() && hits.len() <= n, "n={n}: {} hits", hits.len());
-            assert!(hits.windows(2).all(|w| w[0].1 >= w[1].1), "n={n}: not best first");
+            assert!(
+                !hits.is_empty() && hits.len() <= n,
+                "n={n}: {} hits",
+                hits.len()
+            );
+            assert!(
+                hits.windows(2).all(|w| w[0].1 >= w[1].1),
+                "n={n}: not best first"
+            );
             let mut ids: Vec<i64> = hits.iter().map(|h| h.0).collect();
             ids.sort_unstable();
             ids.dedup();
@@ -538,7 +737,10 @@ mod tests {
             assert!(ids.iter().all(|&id| (0..n as i64).contains(&id)));
             // Probing every list, a stored vector finds itself among its top hits.
             let top = index.search(q, 10, eff.nlist).unwrap();
-            assert!(top.iter().any(|h| h.0 == 0), "n={n}: row 0 not in its own top 10: {top:?}");
+            assert!(
+                top.iter().any(|h| h.0 == 0),
+                "n={n}: row 0 not in its own top 10: {top:?}"
+            );
             assert!(index.search(q, 0, 1).unwrap().is_empty());
         }
     }
@@ -546,11 +748,25 @@ mod tests {
     #[test]
     fn search_rejects_bad_queries() {
         let dir = tempfile::tempdir().unwrap();
-        let (index, _, _) = build_and_open(dir.path(), 100, 16, &IvfPqParams { m: 4, ..Default::default() });
-        assert!(matches!(index.search(&[0.0; 15], 5, 1), Err(IndexError::InvalidArgument { .. })));
+        let (index, _, _) = build_and_open(
+            dir.path(),
+            100,
+            16,
+            &IvfPqParams {
+                m: 4,
+                ..Default::default()
+            },
+        );
+        assert!(matches!(
+            index.search(&[0.0; 15], 5, 1),
+            Err(IndexError::InvalidArgument { .. })
+        ));
         let mut q = vec![0.0; 16];
         q[3] = f32::NAN;
-        assert!(matches!(index.search(&q, 5, 1), Err(IndexError::InvalidArgument { .. })));
+        assert!(matches!(
+            index.search(&q, 5, 1),
+            Err(IndexError::InvalidArgument { .. })
+        ));
     }
 
     #[test]
@@ -565,8 +781,22 @@ mod tests {
         assert!(invalid(IvfPqIndex::build(&path, 8, &p, &[], &v, &ids)));
         assert!(invalid(IvfPqIndex::build(&path, 8, &p, &v[..7], &v, &ids)));
         assert!(invalid(IvfPqIndex::build(&path, 8, &p, &v, &v, &ids[..3])));
-        assert!(invalid(IvfPqIndex::build(&path, 8, &p, &v, &v, &[0, 1, -1, 3])));
-        assert!(invalid(IvfPqIndex::build(&path, 8, &IvfPqParams { nbits: 0, ..p }, &v, &v, &ids)));
+        assert!(invalid(IvfPqIndex::build(
+            &path,
+            8,
+            &p,
+            &v,
+            &v,
+            &[0, 1, -1, 3]
+        )));
+        assert!(invalid(IvfPqIndex::build(
+            &path,
+            8,
+            &IvfPqParams { nbits: 0, ..p },
+            &v,
+            &v,
+            &ids
+        )));
         let mut nan = v.clone();
         nan[5] = f32::NAN;
         assert!(invalid(IvfPqIndex::build(&path, 8, &p, &nan, &v, &ids)));
@@ -591,7 +821,10 @@ mod tests {
         let dim = 16;
         let v = unit_vectors(200, dim, 5);
         let ids: Vec<i64> = (0..200).map(|i| 1_000_000 + 7 * i).collect();
-        let p = IvfPqParams { m: 16, ..Default::default() };
+        let p = IvfPqParams {
+            m: 16,
+            ..Default::default()
+        };
         IvfPqIndex::build(&path, dim, &p, &v, &v, &ids).unwrap();
         let index = IvfPqIndex::open_mmap(&path).unwrap();
         let hits = index.search(&v[dim * 42..dim * 43], 200, 1000).unwrap();
@@ -606,7 +839,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let dim = 32;
         let n = 4000;
-        let p = IvfPqParams { nlist: 64, m: 8, nbits: 8, nprobe: 1 };
+        let p = IvfPqParams {
+            nlist: 64,
+            m: 8,
+            nbits: 8,
+            nprobe: 1,
+        };
         let (index, vectors, eff) = build_and_open(dir.path(), n, dim, &p);
         assert_eq!(eff.nlist, 64);
         let q = &vectors[0..dim];
@@ -623,14 +861,28 @@ mod tests {
     #[test]
     fn opened_index_is_memory_mapped() {
         let dir = tempfile::tempdir().unwrap();
-        let (index, _, _) = build_and_open(dir.path(), 300, 64, &IvfPqParams { m: 16, ..Default::default() });
+        let (index, _, _) = build_and_open(
+            dir.path(),
+            300,
+            64,
+            &IvfPqParams {
+                m: 16,
+                ..Default::default()
+            },
+        );
         let canonical = std::fs::canonicalize(index.path()).unwrap();
         let needle = canonical.to_str().unwrap().to_string();
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-        assert!(maps.lines().any(|l| l.ends_with(&needle)), "{needle} not mapped:\n{maps}");
+        assert!(
+            maps.lines().any(|l| l.ends_with(&needle)),
+            "{needle} not mapped:\n{maps}"
+        );
         drop(index);
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-        assert!(!maps.lines().any(|l| l.ends_with(&needle)), "{needle} still mapped after drop");
+        assert!(
+            !maps.lines().any(|l| l.ends_with(&needle)),
+            "{needle} still mapped after drop"
+        );
     }
 
     fn corrupt_reason(path: &Path) -> String {
@@ -643,17 +895,42 @@ mod tests {
     #[test]
     fn truncated_and_garbage_files_are_corrupt() {
         let dir = tempfile::tempdir().unwrap();
-        let (index, _, _) = build_and_open(dir.path(), 300, 64, &IvfPqParams { m: 16, ..Default::default() });
+        let (index, _, _) = build_and_open(
+            dir.path(),
+            300,
+            64,
+            &IvfPqParams {
+                m: 16,
+                ..Default::default()
+            },
+        );
         let good = std::fs::read(index.path()).unwrap();
         drop(index);
         let path = dir.path().join("bad.faiss");
 
-        for len in [0, 1, 47, 48, 49, 100, good.len() / 2, good.len() - TRAILER_LEN, good.len() - 1] {
+        for len in [
+            0,
+            1,
+            47,
+            48,
+            49,
+            100,
+            good.len() / 2,
+            good.len() - TRAILER_LEN,
+            good.len() - 1,
+        ] {
             std::fs::write(&path, &good[..len]).unwrap();
             corrupt_reason(&path);
         }
         let mut rng = StdRng::seed_from_u64(9);
-        for pos in [0, 10, good.len() / 3, good.len() - TRAILER_LEN - 1, good.len() - 20, good.len() - 1] {
+        for pos in [
+            0,
+            10,
+            good.len() / 3,
+            good.len() - TRAILER_LEN - 1,
+            good.len() - 20,
+            good.len() - 1,
+        ] {
             let mut bad = good.clone();
             bad[pos] ^= 1 << rng.gen_range(0..8);
             std::fs::write(&path, &bad).unwrap();
@@ -665,28 +942,56 @@ mod tests {
         // Garbage behind a well-formed trailer with a matching checksum: FAISS itself rejects it, and its
         // exception must come back as Corrupt too.
         let body = b"this is not a faiss index at all".repeat(8);
-        let trailer = Trailer { faiss_len: 0, count: 1, dim: 64, params: IvfPqParams::default() };
+        let trailer = Trailer {
+            faiss_len: 0,
+            count: 1,
+            dim: 64,
+            params: IvfPqParams::default(),
+        };
         std::fs::write(&path, &body).unwrap();
         append_trailer(&path, trailer).unwrap();
         let reason = corrupt_reason(&path);
         assert!(reason.contains("FAISS"), "{reason}");
         // A missing file is an I/O error, not corruption.
-        assert!(matches!(IvfPqIndex::open_mmap(&dir.path().join("missing")), Err(IndexError::Io(_))));
+        assert!(matches!(
+            IvfPqIndex::open_mmap(&dir.path().join("missing")),
+            Err(IndexError::Io(_))
+        ));
     }
 
     #[test]
     fn concurrent_searches_agree_with_serial_ones() {
         let dir = tempfile::tempdir().unwrap();
         let dim = 32;
-        let (index, vectors, _) = build_and_open(dir.path(), 2000, dim, &IvfPqParams { m: 8, ..Default::default() });
-        let expected: Vec<_> = (0..40).map(|i| index.search(&vectors[i * dim..(i + 1) * dim], 10, 8).unwrap()).collect();
+        let (index, vectors, _) = build_and_open(
+            dir.path(),
+            2000,
+            dim,
+            &IvfPqParams {
+                m: 8,
+                ..Default::default()
+            },
+        );
+        let expected: Vec<_> = (0..40)
+            .map(|i| {
+                index
+                    .search(&vectors[i * dim..(i + 1) * dim], 10, 8)
+                    .unwrap()
+            })
+            .collect();
         let index = std::sync::Arc::new(index);
         let vectors = std::sync::Arc::new(vectors);
         let handles: Vec<_> = (0..4)
             .map(|_| {
                 let (index, vectors) = (index.clone(), vectors.clone());
                 std::thread::spawn(move || {
-                    (0..40).map(|i| index.search(&vectors[i * dim..(i + 1) * dim], 10, 8).unwrap()).collect::<Vec<_>>()
+                    (0..40)
+                        .map(|i| {
+                            index
+                                .search(&vectors[i * dim..(i + 1) * dim], 10, 8)
+                                .unwrap()
+                        })
+                        .collect::<Vec<_>>()
                 })
             })
             .collect();
@@ -698,7 +1003,10 @@ mod tests {
     #[test]
     fn exact_search_orders_best_first_with_row_ties() {
         let v = [1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.6, 0.8, -1.0, 0.0];
-        assert_eq!(exact_search(&v, 2, &[1.0, 0.0], 3), vec![(0, 1.0), (2, 1.0), (3, 0.6)]);
+        assert_eq!(
+            exact_search(&v, 2, &[1.0, 0.0], 3),
+            vec![(0, 1.0), (2, 1.0), (3, 0.6)]
+        );
         assert_eq!(exact_search(&v, 2, &[1.0, 0.0], 10).len(), 5);
         assert!(exact_search(&v, 2, &[1.0, 0.0], 0).is_empty());
         assert!(exact_search(&[], 2, &[1.0, 0.0], 3).is_empty());
@@ -720,7 +1028,10 @@ mod tests {
             let ours = exact_search(&v, dim, query, k);
             for (j, (row, score)) in ours.iter().enumerate() {
                 let theirs = res.distances[qi * k + j];
-                assert!((score - theirs).abs() < 1e-4, "q{qi} rank {j}: {score} vs {theirs}");
+                assert!(
+                    (score - theirs).abs() < 1e-4,
+                    "q{qi} rank {j}: {score} vs {theirs}"
+                );
                 assert!((dot(query, &v[row * dim..(row + 1) * dim]) - score).abs() < 1e-6);
             }
         }

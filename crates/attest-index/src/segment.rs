@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::chunk_store::{ChunkStore, StoredChunk};
+use crate::config::EngineConfig;
 use crate::error::{IndexError, Result};
 use crate::ivfpq::{IvfPqIndex, IvfPqParams};
 use crate::text_index::TextIndex;
@@ -53,14 +54,16 @@ impl Manifest {
     pub fn load(dir: &Path) -> Result<Self> {
         let path = dir.join(MANIFEST_FILE);
         match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| IndexError::corrupt(&path, e.to_string())),
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| IndexError::corrupt(&path, e.to_string())),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Manifest::default()),
             Err(e) => Err(e.into()),
         }
     }
 
     pub fn store(&self, dir: &Path) -> Result<()> {
-        let bytes = serde_json::to_vec_pretty(self).map_err(|e| IndexError::Serialization(e.to_string()))?;
+        let bytes = serde_json::to_vec_pretty(self)
+            .map_err(|e| IndexError::Serialization(e.to_string()))?;
         crate::fsutil::write_atomically(&dir.join(MANIFEST_FILE), &bytes)
     }
 
@@ -99,7 +102,11 @@ fn checksum_files(dir: &Path) -> Result<BTreeMap<String, u32>> {
             if entry.file_type()?.is_dir() {
                 stack.push(path);
             } else if !is_lock_file(&name) {
-                let rel = path.strip_prefix(dir).expect("under dir").to_string_lossy().into_owned();
+                let rel = path
+                    .strip_prefix(dir)
+                    .expect("under dir")
+                    .to_string_lossy()
+                    .into_owned();
                 out.insert(rel, crc32fast::hash(&std::fs::read(&path)?));
             }
         }
@@ -113,9 +120,7 @@ pub fn build_segment(
     root: &Path,
     id: &str,
     seq_range: (u64, u64),
-    dim: usize,
-    params: &IvfPqParams,
-    train_sample: usize,
+    config: &EngineConfig,
     rows: &[StoredChunk],
     vectors: &[f32],
 ) -> Result<SegmentMeta> {
@@ -124,19 +129,37 @@ pub fn build_segment(
         std::fs::remove_dir_all(&dir)?;
     }
     std::fs::create_dir_all(&dir)?;
+    let (dim, params, train_sample) = (config.dimension, &config.ivfpq, config.train_sample);
     let n = rows.len();
     let used = if n > 0 {
         let ids: Vec<i64> = (0..n as i64).collect();
         // An evenly spread sample: rows arrive in ingest order, which is often grouped by topic.
         let step = n.div_ceil(train_sample.max(1)).max(1);
-        let train: Vec<f32> = (0..n).step_by(step).flat_map(|r| vectors[r * dim..(r + 1) * dim].iter().copied()).collect();
-        Some(IvfPqIndex::build(&dir.join(DENSE_FILE), dim, params, &train, vectors, &ids)?)
+        let train: Vec<f32> = (0..n)
+            .step_by(step)
+            .flat_map(|r| vectors[r * dim..(r + 1) * dim].iter().copied())
+            .collect();
+        Some(IvfPqIndex::build(
+            &dir.join(DENSE_FILE),
+            dim,
+            params,
+            &train,
+            vectors,
+            &ids,
+        )?)
     } else {
         None
     };
     TextIndex::build_on_disk(
         &dir.join(TEXT_DIR),
-        rows.iter().enumerate().map(|(i, r)| (i as u64, r.tenant.as_str(), r.title.as_str(), r.text.as_str())),
+        rows.iter().enumerate().map(|(i, r)| {
+            (
+                i as u64,
+                r.tenant.as_str(),
+                r.title.as_str(),
+                r.text.as_str(),
+            )
+        }),
     )?;
     ChunkStore::write(&dir.join(CHUNKS_FILE), rows)?;
     VectorFile::write(&dir.join(VECTORS_FILE), dim, vectors)?;
@@ -158,19 +181,39 @@ impl SealedSegment {
         let dir = segment_dir(root, &meta.id);
         for (rel, expected) in &meta.files {
             let path = dir.join(rel);
-            let bytes = std::fs::read(&path).map_err(|e| IndexError::corrupt(&path, e.to_string()))?;
+            let bytes =
+                std::fs::read(&path).map_err(|e| IndexError::corrupt(&path, e.to_string()))?;
             let actual = crc32fast::hash(&bytes);
             if actual != *expected {
-                return Err(IndexError::corrupt(&path, format!("checksum {actual:08x}, manifest says {expected:08x}")));
+                return Err(IndexError::corrupt(
+                    &path,
+                    format!("checksum {actual:08x}, manifest says {expected:08x}"),
+                ));
             }
         }
-        let dense = if meta.rows > 0 { Some(IvfPqIndex::open_mmap(&dir.join(DENSE_FILE))?) } else { None };
+        let dense = if meta.rows > 0 {
+            Some(IvfPqIndex::open_mmap(&dir.join(DENSE_FILE))?)
+        } else {
+            None
+        };
         let text = TextIndex::open_mmap(&dir.join(TEXT_DIR))?;
         let chunks = ChunkStore::open(&dir.join(CHUNKS_FILE))?;
         let vectors = VectorFile::open(&dir.join(VECTORS_FILE))?;
-        if chunks.len() != meta.rows || vectors.len() != meta.rows || dense.as_ref().is_some_and(|d| d.len() != meta.rows) {
-            return Err(IndexError::corrupt(&dir, "row counts of the segment's files disagree"));
+        if chunks.len() != meta.rows
+            || vectors.len() != meta.rows
+            || dense.as_ref().is_some_and(|d| d.len() != meta.rows)
+        {
+            return Err(IndexError::corrupt(
+                &dir,
+                "row counts of the segment's files disagree",
+            ));
         }
-        Ok(SealedSegment { meta: meta.clone(), dense, text, chunks, vectors })
+        Ok(SealedSegment {
+            meta: meta.clone(),
+            dense,
+            text,
+            chunks,
+            vectors,
+        })
     }
 }

@@ -7,8 +7,10 @@ use std::path::Path;
 use parking_lot::Mutex;
 use tantivy::collector::TopDocs;
 use tantivy::directory::MmapDirectory;
-use tantivy::query::{BooleanQuery, Bm25StatisticsProvider, Occur, Query, TermQuery};
-use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST, INDEXED, STRING};
+use tantivy::query::{Bm25StatisticsProvider, BooleanQuery, Occur, Query, TermQuery};
+use tantivy::schema::{
+    Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST, INDEXED, STRING,
+};
 use tantivy::{doc, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, Term};
 
 use crate::error::{IndexError, Result};
@@ -28,11 +30,21 @@ fn schema() -> (Schema, Fields) {
     let tenant = b.add_text_field("tenant", STRING);
     // English stemming: questions and passages rarely share exact word forms.
     let stemmed = TextOptions::default().set_indexing_options(
-        TextFieldIndexing::default().set_tokenizer("en_stem").set_index_option(IndexRecordOption::WithFreqsAndPositions),
+        TextFieldIndexing::default()
+            .set_tokenizer("en_stem")
+            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
     );
     let title = b.add_text_field("title", stemmed.clone());
     let text = b.add_text_field("text", stemmed);
-    (b.build(), Fields { row, tenant, title, text })
+    (
+        b.build(),
+        Fields {
+            row,
+            tenant,
+            title,
+            text,
+        },
+    )
 }
 
 /// One segment's text index.
@@ -52,18 +64,31 @@ impl TextIndex {
         let (schema, fields) = schema();
         let index = Index::create_in_ram(schema);
         let writer = index.writer_with_num_threads(1, WRITER_HEAP_BYTES)?;
-        let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
-        Ok(TextIndex { index, reader, fields, writer: Some(Mutex::new(writer)) })
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()?;
+        Ok(TextIndex {
+            index,
+            reader,
+            fields,
+            writer: Some(Mutex::new(writer)),
+        })
     }
 
     /// Writes a sealed index into `dir` (created) from `(row, tenant, title, text)` rows.
-    pub fn build_on_disk<'a>(dir: &Path, rows: impl Iterator<Item = (u64, &'a str, &'a str, &'a str)>) -> Result<()> {
+    pub fn build_on_disk<'a>(
+        dir: &Path,
+        rows: impl Iterator<Item = (u64, &'a str, &'a str, &'a str)>,
+    ) -> Result<()> {
         std::fs::create_dir_all(dir)?;
         let (schema, f) = schema();
         let index = Index::create_in_dir(dir, schema)?;
         let mut writer: IndexWriter = index.writer_with_num_threads(1, WRITER_HEAP_BYTES)?;
         for (row, tenant, title, text) in rows {
-            writer.add_document(doc!(f.row => row, f.tenant => tenant, f.title => title, f.text => text))?;
+            writer.add_document(
+                doc!(f.row => row, f.tenant => tenant, f.title => title, f.text => text),
+            )?;
         }
         writer.commit()?;
         writer.wait_merging_threads()?;
@@ -75,7 +100,10 @@ impl TextIndex {
         let open = || -> tantivy::Result<(Index, IndexReader)> {
             let directory = MmapDirectory::open(dir)?;
             let index = Index::open(directory)?;
-            let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
+            let reader = index
+                .reader_builder()
+                .reload_policy(ReloadPolicy::Manual)
+                .try_into()?;
             // Touch every segment's postings once so that damage shows up now, not in the middle of a query.
             let searcher = reader.searcher();
             for seg in searcher.segment_readers() {
@@ -85,14 +113,24 @@ impl TextIndex {
             Ok((index, reader))
         };
         let (index, reader) = open().map_err(|e| IndexError::corrupt(dir, e.to_string()))?;
-        Ok(TextIndex { index, reader, fields: schema().1, writer: None })
+        Ok(TextIndex {
+            index,
+            reader,
+            fields: schema().1,
+            writer: None,
+        })
     }
 
     /// Adds one row to the growing index; visible after the next `commit`.
     pub fn add(&self, row: u64, tenant: &str, title: &str, text: &str) -> Result<()> {
         let f = self.fields;
-        let writer = self.writer.as_ref().ok_or_else(|| IndexError::Tantivy("sealed index is read-only".into()))?;
-        writer.lock().add_document(doc!(f.row => row, f.tenant => tenant, f.title => title, f.text => text))?;
+        let writer = self
+            .writer
+            .as_ref()
+            .ok_or_else(|| IndexError::Tantivy("sealed index is read-only".into()))?;
+        writer.lock().add_document(
+            doc!(f.row => row, f.tenant => tenant, f.title => title, f.text => text),
+        )?;
         Ok(())
     }
 
@@ -120,13 +158,22 @@ impl TextIndex {
             while let Some(token) = stream.next() {
                 if seen.insert((field, token.text.clone())) {
                     let term = Term::from_field_text(field, &token.text);
-                    clauses.push((Occur::Should, Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs))));
+                    clauses.push((
+                        Occur::Should,
+                        Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs)),
+                    ));
                 }
             }
         }
         let words: Box<dyn Query> = Box::new(BooleanQuery::new(clauses));
-        let tenant_query = TermQuery::new(Term::from_field_text(self.fields.tenant, tenant), IndexRecordOption::Basic);
-        Ok(Box::new(BooleanQuery::new(vec![(Occur::Must, Box::new(tenant_query)), (Occur::Must, words)])))
+        let tenant_query = TermQuery::new(
+            Term::from_field_text(self.fields.tenant, tenant),
+            IndexRecordOption::Basic,
+        );
+        Ok(Box::new(BooleanQuery::new(vec![
+            (Occur::Must, Box::new(tenant_query)),
+            (Occur::Must, words),
+        ])))
     }
 }
 
@@ -137,7 +184,10 @@ struct CombinedStats {
 
 impl Bm25StatisticsProvider for CombinedStats {
     fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
-        self.searchers.iter().map(|s| s.total_num_tokens(field)).sum()
+        self.searchers
+            .iter()
+            .map(|s| s.total_num_tokens(field))
+            .sum()
     }
     fn total_num_docs(&self) -> tantivy::Result<u64> {
         self.searchers.iter().map(|s| s.total_num_docs()).sum()
@@ -148,18 +198,32 @@ impl Bm25StatisticsProvider for CombinedStats {
 }
 
 /// BM25 top-`limit` rows of each index for `query_text` within `tenant`, best first: `(row, score)` per index.
-pub fn bm25_search(indexes: &[&TextIndex], query_text: &str, tenant: &str, limit: usize) -> Result<Vec<Vec<(u64, f32)>>> {
+pub fn bm25_search(
+    indexes: &[&TextIndex],
+    query_text: &str,
+    tenant: &str,
+    limit: usize,
+) -> Result<Vec<Vec<(u64, f32)>>> {
     if limit == 0 || query_text.trim().is_empty() {
         return Ok(vec![Vec::new(); indexes.len()]);
     }
-    let stats = CombinedStats { searchers: indexes.iter().map(|i| i.searcher()).collect() };
+    let stats = CombinedStats {
+        searchers: indexes.iter().map(|i| i.searcher()).collect(),
+    };
     let mut out = Vec::with_capacity(indexes.len());
     for (idx, searcher) in indexes.iter().zip(&stats.searchers) {
         let query = idx.query(query_text, tenant)?;
-        let top = searcher.search_with_statistics_provider(&*query, &TopDocs::with_limit(limit), &stats)?;
+        let top = searcher.search_with_statistics_provider(
+            &*query,
+            &TopDocs::with_limit(limit),
+            &stats,
+        )?;
         let mut hits = Vec::with_capacity(top.len());
         for (score, addr) in top {
-            let column = searcher.segment_reader(addr.segment_ord).fast_fields().u64("row")?;
+            let column = searcher
+                .segment_reader(addr.segment_ord)
+                .fast_fields()
+                .u64("row")?;
             if let Some(row) = column.first(addr.doc_id) {
                 hits.push((row, score));
             }
@@ -176,12 +240,17 @@ mod tests {
     #[test]
     fn tenant_is_enforced_and_scores_are_comparable_across_indexes() {
         let a = TextIndex::in_ram().unwrap();
-        a.add(0, "t1", "Rivers", "the nile is the longest river").unwrap();
+        a.add(0, "t1", "Rivers", "the nile is the longest river")
+            .unwrap();
         a.add(1, "t2", "Rivers", "the nile flows north").unwrap();
         a.commit().unwrap();
         let dir = tempfile::tempdir().unwrap();
         let rows = [(7u64, "t1", "Rivers", "the nile is the longest river")];
-        TextIndex::build_on_disk(dir.path(), rows.iter().map(|(r, t, ti, x)| (*r, *t, *ti, *x))).unwrap();
+        TextIndex::build_on_disk(
+            dir.path(),
+            rows.iter().map(|(r, t, ti, x)| (*r, *t, *ti, *x)),
+        )
+        .unwrap();
         let b = TextIndex::open_mmap(dir.path()).unwrap();
         let hits = bm25_search(&[&a, &b], "nile river", "t1", 10).unwrap();
         assert_eq!(hits[0].len(), 1, "tenant t2's row must not be returned");
@@ -206,6 +275,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         TextIndex::build_on_disk(dir.path(), std::iter::once((0u64, "t", "a", "b"))).unwrap();
         std::fs::write(dir.path().join("meta.json"), b"{ not json").unwrap();
-        assert!(matches!(TextIndex::open_mmap(dir.path()), Err(IndexError::Corrupt { .. })));
+        assert!(matches!(
+            TextIndex::open_mmap(dir.path()),
+            Err(IndexError::Corrupt { .. })
+        ));
     }
 }

@@ -40,7 +40,11 @@ pub struct VectorFile {
 
 impl std::fmt::Debug for VectorFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("VectorFile").field("path", &self.path).field("dim", &self.dim).field("len", &self.len).finish()
+        f.debug_struct("VectorFile")
+            .field("path", &self.path)
+            .field("dim", &self.dim)
+            .field("len", &self.len)
+            .finish()
     }
 }
 
@@ -48,9 +52,12 @@ impl VectorFile {
     /// Writes `vectors` (row-major, `len / dim` rows) to `path` atomically (tmp + fsync + rename + dir fsync).
     pub fn write(path: &Path, dim: usize, vectors: &[f32]) -> Result<()> {
         if dim == 0 || dim > u32::MAX as usize {
-            return Err(IndexError::invalid("dim", format!("must be in 1..=2^32-1, got {dim}")));
+            return Err(IndexError::invalid(
+                "dim",
+                format!("must be in 1..=2^32-1, got {dim}"),
+            ));
         }
-        if vectors.len() % dim != 0 {
+        if !vectors.len().is_multiple_of(dim) {
             return Err(IndexError::invalid(
                 "vectors",
                 format!("length {} is not a multiple of dim {dim}", vectors.len()),
@@ -78,7 +85,10 @@ impl VectorFile {
         let mmap = unsafe { Mmap::map(&file)? };
         let corrupt = |reason: String| IndexError::corrupt(path, reason);
         if mmap.len() < HEADER_LEN {
-            return Err(corrupt(format!("{} bytes is shorter than the {HEADER_LEN}-byte header", mmap.len())));
+            return Err(corrupt(format!(
+                "{} bytes is shorter than the {HEADER_LEN}-byte header",
+                mmap.len()
+            )));
         }
         if &mmap[0..4] != MAGIC {
             return Err(corrupt("bad magic, not a vector file".into()));
@@ -108,7 +118,12 @@ impl VectorFile {
             // Re-scoring touches a handful of scattered rows per query: read-ahead would only evict useful pages.
             let _ = mmap.advise(memmap2::Advice::Random);
         }
-        Ok(VectorFile { mmap, dim, len: count as usize, path: path.to_path_buf() })
+        Ok(VectorFile {
+            mmap,
+            dim,
+            len: count as usize,
+            path: path.to_path_buf(),
+        })
     }
 
     pub fn dim(&self) -> usize {
@@ -141,12 +156,21 @@ impl VectorFile {
 
     /// Exact inner product of `query` with each row in `rows`: the re-scoring step after an approximate
     /// search. Rows out of range are skipped. Returns `(row, score)` best first, ties by lower row.
-    pub fn rescore(&self, query: &[f32], rows: impl IntoIterator<Item = usize>) -> Result<Vec<(usize, f32)>> {
+    pub fn rescore(
+        &self,
+        query: &[f32],
+        rows: impl IntoIterator<Item = usize>,
+    ) -> Result<Vec<(usize, f32)>> {
         if query.len() != self.dim {
-            return Err(IndexError::invalid("query", format!("dimension {} != {}", query.len(), self.dim)));
+            return Err(IndexError::invalid(
+                "query",
+                format!("dimension {} != {}", query.len(), self.dim),
+            ));
         }
-        let mut out: Vec<(usize, f32)> =
-            rows.into_iter().filter_map(|r| self.get(r).map(|v| (r, crate::ivfpq::dot(query, v)))).collect();
+        let mut out: Vec<(usize, f32)> = rows
+            .into_iter()
+            .filter_map(|r| self.get(r).map(|v| (r, crate::ivfpq::dot(query, v))))
+            .collect();
         out.sort_by(crate::ivfpq::best_first);
         Ok(out)
     }
@@ -167,7 +191,10 @@ mod tests {
         let dim = 7;
         let data = sample(101, dim);
         VectorFile::write(&path, dim, &data).unwrap();
-        assert_eq!(std::fs::metadata(&path).unwrap().len() as usize, HEADER_LEN + data.len() * 4);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len() as usize,
+            HEADER_LEN + data.len() * 4
+        );
         let vf = VectorFile::open(&path).unwrap();
         assert_eq!((vf.dim(), vf.len(), vf.is_empty()), (dim, 101, false));
         for r in 0..101 {
@@ -191,8 +218,14 @@ mod tests {
     fn invalid_arguments() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("v");
-        assert!(matches!(VectorFile::write(&path, 0, &[]), Err(IndexError::InvalidArgument { .. })));
-        assert!(matches!(VectorFile::write(&path, 3, &[1.0; 4]), Err(IndexError::InvalidArgument { .. })));
+        assert!(matches!(
+            VectorFile::write(&path, 0, &[]),
+            Err(IndexError::InvalidArgument { .. })
+        ));
+        assert!(matches!(
+            VectorFile::write(&path, 3, &[1.0; 4]),
+            Err(IndexError::InvalidArgument { .. })
+        ));
         assert!(!path.exists());
     }
 
@@ -204,9 +237,17 @@ mod tests {
         let good = std::fs::read(&path).unwrap();
 
         // Truncated by one byte, by a whole row, and extended by trailing junk.
-        for bytes in [&good[..good.len() - 1], &good[..good.len() - 16], &[good.as_slice(), &[0u8; 4]].concat()[..]] {
+        for bytes in [
+            &good[..good.len() - 1],
+            &good[..good.len() - 16],
+            &[good.as_slice(), &[0u8; 4]].concat()[..],
+        ] {
             std::fs::write(&path, bytes).unwrap();
-            assert!(matches!(VectorFile::open(&path), Err(IndexError::Corrupt { .. })), "len {}", bytes.len());
+            assert!(
+                matches!(VectorFile::open(&path), Err(IndexError::Corrupt { .. })),
+                "len {}",
+                bytes.len()
+            );
         }
         // Shorter than the header, empty, bad magic, bad version, absurd count.
         let mut bad_magic = good.clone();
@@ -215,9 +256,19 @@ mod tests {
         bad_version[4] = 9;
         let mut huge_count = good.clone();
         huge_count[12..20].copy_from_slice(&u64::MAX.to_le_bytes());
-        for bytes in [&good[..10], &[][..], &bad_magic[..], &bad_version[..], &huge_count[..]] {
+        for bytes in [
+            &good[..10],
+            &[][..],
+            &bad_magic[..],
+            &bad_version[..],
+            &huge_count[..],
+        ] {
             std::fs::write(&path, bytes).unwrap();
-            assert!(matches!(VectorFile::open(&path), Err(IndexError::Corrupt { .. })), "len {}", bytes.len());
+            assert!(
+                matches!(VectorFile::open(&path), Err(IndexError::Corrupt { .. })),
+                "len {}",
+                bytes.len()
+            );
         }
     }
 

@@ -38,8 +38,15 @@ pub struct LoggedChunk {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum LogOp {
     /// Replaces every chunk of `doc_id`.
-    Upsert { doc_id: String, tenant: String, chunks: Vec<LoggedChunk> },
-    Delete { doc_id: String, tenant: String },
+    Upsert {
+        doc_id: String,
+        tenant: String,
+        chunks: Vec<LoggedChunk>,
+    },
+    Delete {
+        doc_id: String,
+        tenant: String,
+    },
 }
 
 impl LogOp {
@@ -85,10 +92,15 @@ impl IngestLog {
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.create_missing_column_families(true);
-        let cfs = [CF_LOG, CF_DOCS, CF_META].map(|n| ColumnFamilyDescriptor::new(n, Options::default()));
+        let cfs =
+            [CF_LOG, CF_DOCS, CF_META].map(|n| ColumnFamilyDescriptor::new(n, Options::default()));
         let db = DB::open_cf_descriptors(&opts, path, cfs)?;
         let last_seq = match db.get_cf(db.cf_handle(CF_META).expect("meta cf"), KEY_LAST_SEQ)? {
-            Some(b) => u64::from_be_bytes(b.as_slice().try_into().map_err(|_| IndexError::corrupt(path, "bad last_seq"))?),
+            Some(b) => u64::from_be_bytes(
+                b.as_slice()
+                    .try_into()
+                    .map_err(|_| IndexError::corrupt(path, "bad last_seq"))?,
+            ),
             None => 0,
         };
         Ok(IngestLog { db, last_seq })
@@ -110,7 +122,11 @@ impl IngestLog {
             seq += 1;
             batch.put_cf(&log, seq.to_be_bytes(), encode(op)?);
             let (LogOp::Upsert { tenant, .. } | LogOp::Delete { tenant, .. }) = op;
-            let version = DocVersion { seq, deleted: matches!(op, LogOp::Delete { .. }), tenant: tenant.clone() };
+            let version = DocVersion {
+                seq,
+                deleted: matches!(op, LogOp::Delete { .. }),
+                tenant: tenant.clone(),
+            };
             batch.put_cf(&docs, op.doc_id().as_bytes(), encode(&version)?);
             seqs.push(seq);
         }
@@ -138,9 +154,16 @@ impl IngestLog {
         let log = self.db.cf_handle(CF_LOG).expect("log cf");
         let start = lo.to_be_bytes();
         let mut out = Vec::new();
-        for item in self.db.iterator_cf(&log, IteratorMode::From(&start, rocksdb::Direction::Forward)) {
+        for item in self.db.iterator_cf(
+            &log,
+            IteratorMode::From(&start, rocksdb::Direction::Forward),
+        ) {
             let (k, v) = item?;
-            let seq = u64::from_be_bytes(k.as_ref().try_into().map_err(|_| IndexError::Serialization("bad log key".into()))?);
+            let seq = u64::from_be_bytes(
+                k.as_ref()
+                    .try_into()
+                    .map_err(|_| IndexError::Serialization("bad log key".into()))?,
+            );
             if seq > hi {
                 break;
             }
@@ -168,7 +191,11 @@ impl IngestLog {
         let mut out = Vec::new();
         for item in self.db.iterator_cf(&log, IteratorMode::Start) {
             let (k, _) = item?;
-            out.push(u64::from_be_bytes(k.as_ref().try_into().map_err(|_| IndexError::Serialization("bad log key".into()))?));
+            out.push(u64::from_be_bytes(
+                k.as_ref()
+                    .try_into()
+                    .map_err(|_| IndexError::Serialization("bad log key".into()))?,
+            ));
         }
         Ok(out)
     }
@@ -188,7 +215,11 @@ mod tests {
                 vector: vec![i as f32; 4],
             })
             .collect();
-        LogOp::Upsert { doc_id: doc.into(), tenant: "default".into(), chunks }
+        LogOp::Upsert {
+            doc_id: doc.into(),
+            tenant: "default".into(),
+            chunks,
+        }
     }
 
     #[test]
@@ -196,13 +227,30 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             let mut log = IngestLog::open(dir.path()).unwrap();
-            assert_eq!(log.append(&[upsert("a", 2), upsert("b", 1)]).unwrap(), vec![1, 2]);
-            assert_eq!(log.append(&[LogOp::Delete { doc_id: "a".into(), tenant: "default".into() }]).unwrap(), vec![3]);
+            assert_eq!(
+                log.append(&[upsert("a", 2), upsert("b", 1)]).unwrap(),
+                vec![1, 2]
+            );
+            assert_eq!(
+                log.append(&[LogOp::Delete {
+                    doc_id: "a".into(),
+                    tenant: "default".into()
+                }])
+                .unwrap(),
+                vec![3]
+            );
         }
         let log = IngestLog::open(dir.path()).unwrap();
         assert_eq!(log.last_seq(), 3);
         let v = log.doc_versions().unwrap();
-        assert_eq!(v["a"], DocVersion { seq: 3, deleted: true, tenant: "default".into() });
+        assert_eq!(
+            v["a"],
+            DocVersion {
+                seq: 3,
+                deleted: true,
+                tenant: "default".into()
+            }
+        );
         assert!(v["b"].is_live_row(2));
         assert!(!v["a"].is_live_row(1));
         let recs = log.range(2, 3).unwrap();
@@ -214,7 +262,8 @@ mod tests {
     fn forget_removes_only_named_records() {
         let dir = tempfile::tempdir().unwrap();
         let mut log = IngestLog::open(dir.path()).unwrap();
-        log.append(&[upsert("a", 1), upsert("a", 1), upsert("b", 1)]).unwrap();
+        log.append(&[upsert("a", 1), upsert("a", 1), upsert("b", 1)])
+            .unwrap();
         log.forget(&[1]).unwrap();
         assert_eq!(log.all_seqs().unwrap(), vec![2, 3]);
     }

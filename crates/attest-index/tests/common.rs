@@ -10,7 +10,12 @@ pub const DIM: usize = 16;
 pub fn config(seal_threshold: usize) -> EngineConfig {
     EngineConfig {
         dimension: DIM,
-        ivfpq: IvfPqParams { nlist: 16, m: 4, nbits: 8, nprobe: 16 },
+        ivfpq: IvfPqParams {
+            nlist: 16,
+            m: 4,
+            nbits: 8,
+            nprobe: 16,
+        },
         seal_threshold,
         train_sample: 10_000,
         max_sealed_segments: 8,
@@ -26,10 +31,15 @@ pub fn vector_for(doc: usize) -> Vec<f32> {
     v.into_iter().map(|x| x / n).collect()
 }
 
-/// A unique word per document, so BM25 can find each one alone.
+/// A unique word per document, so BM25 can find each one alone: fixed width, and letters the English
+/// stemmer never strips (no vowels, no `s`/`d`/`y`), so two documents' words never share a stem.
 pub fn token_for(doc: usize) -> String {
-    let letters: String = format!("{doc:06}").chars().map(|c| (b'a' + c.to_digit(10).unwrap() as u8) as char).collect();
-    format!("zq{letters}")
+    const LETTERS: &[u8] = b"bcfghjklmn";
+    let letters: String = format!("{doc:08}")
+        .bytes()
+        .map(|c| LETTERS[(c - b'0') as usize] as char)
+        .collect();
+    format!("zq{letters}x")
 }
 
 pub fn doc(doc: usize, version: usize) -> DocumentWrite {
@@ -39,8 +49,15 @@ pub fn doc(doc: usize, version: usize) -> DocumentWrite {
         chunks: vec![LoggedChunk {
             chunk_id: format!("doc-{doc}#0"),
             title: format!("Title {doc}"),
-            text: format!("document {} version {version} about {}", doc, token_for(doc)),
-            metadata_json: format!(r#"{{"n":{doc},"parity":"{}"}}"#, if doc % 2 == 0 { "even" } else { "odd" }),
+            text: format!(
+                "document {} version {version} about {}",
+                doc,
+                token_for(doc)
+            ),
+            metadata_json: format!(
+                r#"{{"n":{doc},"parity":"{}"}}"#,
+                if doc.is_multiple_of(2) { "even" } else { "odd" }
+            ),
             vector: vector_for(doc),
         }],
     }

@@ -8,14 +8,42 @@ use serde_json::json;
 
 fn bm25_ids(engine: &ShardEngine, text: &str, k: usize) -> Vec<String> {
     let f = Filter::default();
-    let p = SearchParams { tenant: "t1", query_vector: None, query_text: Some(text), k, nprobe: None, filter: &f, exact_rescore: true };
-    engine.search(&p).unwrap().bm25.into_iter().map(|h| h.chunk_id).collect()
+    let p = SearchParams {
+        tenant: "t1",
+        query_vector: None,
+        query_text: Some(text),
+        k,
+        nprobe: None,
+        filter: &f,
+        exact_rescore: true,
+    };
+    engine
+        .search(&p)
+        .unwrap()
+        .bm25
+        .into_iter()
+        .map(|h| h.chunk_id)
+        .collect()
 }
 
 fn dense_ids(engine: &ShardEngine, q: &[f32], k: usize) -> Vec<String> {
     let f = Filter::default();
-    let p = SearchParams { tenant: "t1", query_vector: Some(q), query_text: None, k, nprobe: None, filter: &f, exact_rescore: true };
-    engine.search(&p).unwrap().dense.into_iter().map(|h| h.chunk_id).collect()
+    let p = SearchParams {
+        tenant: "t1",
+        query_vector: Some(q),
+        query_text: None,
+        k,
+        nprobe: None,
+        filter: &f,
+        exact_rescore: true,
+    };
+    engine
+        .search(&p)
+        .unwrap()
+        .dense
+        .into_iter()
+        .map(|h| h.chunk_id)
+        .collect()
 }
 
 #[test]
@@ -36,11 +64,17 @@ fn sealed_segments_serve_the_same_results_and_survive_restart() {
         e.seal().unwrap();
         e.upsert((400..450).map(|d| doc(d, 0)).collect()).unwrap();
         let s = e.stats();
-        assert_eq!((s.sealed_segments, s.sealed_rows, s.growing_rows), (1, 400, 50));
+        assert_eq!(
+            (s.sealed_segments, s.sealed_rows, s.growing_rows),
+            (1, 400, 50)
+        );
     }
     let e = ShardEngine::open(dir.path(), config(100_000)).unwrap();
     let s = e.stats();
-    assert_eq!((s.sealed_segments, s.sealed_rows, s.growing_rows), (1, 400, 50));
+    assert_eq!(
+        (s.sealed_segments, s.sealed_rows, s.growing_rows),
+        (1, 400, 50)
+    );
     for d in [3, 250, 399, 420] {
         assert_eq!(bm25_ids(&e, &token_for(d), 3), vec![format!("doc-{d}#0")]);
         assert_eq!(dense_ids(&e, &vector_for(d), 1), vec![format!("doc-{d}#0")]);
@@ -55,7 +89,10 @@ fn deleted_and_replaced_documents_never_come_back() {
         e.upsert((0..300).map(|d| doc(d, 0)).collect()).unwrap();
         e.seal().unwrap();
         assert!(e.delete("t1", "doc-5").unwrap());
-        assert!(!e.delete("t2", "doc-6").unwrap(), "another tenant cannot delete");
+        assert!(
+            !e.delete("t2", "doc-6").unwrap(),
+            "another tenant cannot delete"
+        );
         e.upsert(vec![doc(6, 1)]).unwrap();
         assert!(bm25_ids(&e, &token_for(5), 5).is_empty());
         assert!(!dense_ids(&e, &vector_for(5), 5).contains(&"doc-5#0".to_string()));
@@ -68,7 +105,15 @@ fn deleted_and_replaced_documents_never_come_back() {
     assert!(!dense_ids(&e, &vector_for(5), 5).contains(&"doc-5#0".to_string()));
     // The replaced document is found once, with its new text.
     let f = Filter::default();
-    let p = SearchParams { tenant: "t1", query_vector: None, query_text: Some(&token_for(6)), k: 5, nprobe: None, filter: &f, exact_rescore: true };
+    let p = SearchParams {
+        tenant: "t1",
+        query_vector: None,
+        query_text: Some(&token_for(6)),
+        k: 5,
+        nprobe: None,
+        filter: &f,
+        exact_rescore: true,
+    };
     let hits = e.search(&p).unwrap().bm25;
     assert_eq!(hits.len(), 1);
     assert!(hits[0].text.contains("version 1"));
@@ -80,17 +125,36 @@ fn compaction_leaves_results_unchanged() {
     let dir = tempfile::tempdir().unwrap();
     let e = ShardEngine::open(dir.path(), config(100_000)).unwrap();
     for batch in 0..3 {
-        e.upsert((batch * 200..(batch + 1) * 200).map(|d| doc(d, 0)).collect()).unwrap();
+        e.upsert(
+            (batch * 200..(batch + 1) * 200)
+                .map(|d| doc(d, 0))
+                .collect(),
+        )
+        .unwrap();
         e.seal().unwrap();
     }
     assert_eq!(e.stats().sealed_segments, 3);
     let queries: Vec<usize> = (0..600).step_by(37).collect();
-    let before: Vec<(Vec<String>, Vec<String>)> =
-        queries.iter().map(|&d| (bm25_ids(&e, &format!("document {}", token_for(d)), 10), dense_ids(&e, &vector_for(d), 10))).collect();
+    let before: Vec<(Vec<String>, Vec<String>)> = queries
+        .iter()
+        .map(|&d| {
+            (
+                bm25_ids(&e, &format!("document {}", token_for(d)), 10),
+                dense_ids(&e, &vector_for(d), 10),
+            )
+        })
+        .collect();
     e.compact().unwrap();
     assert_eq!(e.stats().sealed_segments, 1);
-    let after: Vec<(Vec<String>, Vec<String>)> =
-        queries.iter().map(|&d| (bm25_ids(&e, &format!("document {}", token_for(d)), 10), dense_ids(&e, &vector_for(d), 10))).collect();
+    let after: Vec<(Vec<String>, Vec<String>)> = queries
+        .iter()
+        .map(|&d| {
+            (
+                bm25_ids(&e, &format!("document {}", token_for(d)), 10),
+                dense_ids(&e, &vector_for(d), 10),
+            )
+        })
+        .collect();
     assert_eq!(before, after);
 }
 
@@ -111,11 +175,20 @@ fn corrupt_segment_is_refused_reported_and_rebuilt_from_the_log() {
     std::fs::write(&faiss, bytes).unwrap();
     let chunks = seg_dir.join("chunks.rkyv");
     let len = std::fs::metadata(&chunks).unwrap().len();
-    std::fs::OpenOptions::new().write(true).open(&chunks).unwrap().set_len(len / 2).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&chunks)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
 
     let e = ShardEngine::open(dir.path(), config(100_000)).unwrap();
     let s = e.stats();
-    assert_eq!(s.rebuilt_segments.len(), 1, "the damaged segment is reported");
+    assert_eq!(
+        s.rebuilt_segments.len(),
+        1,
+        "the damaged segment is reported"
+    );
     assert_eq!((s.sealed_segments, s.sealed_rows), (1, 300));
     assert!(!seg_dir.exists(), "the damaged files are not served");
     for d in [0, 150, 299] {
@@ -133,20 +206,44 @@ fn tenant_and_metadata_filters_are_applied_in_the_shard() {
     e.upsert((200..260).map(|d| doc(d, 0)).collect()).unwrap();
     let f = Filter {
         conditions: vec![
-            Condition::Equals { field: "parity".into(), value: json!("even") },
-            Condition::Range { field: "n".into(), gte: Some(100.0), gt: None, lte: None, lt: Some(230.0) },
+            Condition::Equals {
+                field: "parity".into(),
+                value: json!("even"),
+            },
+            Condition::Range {
+                field: "n".into(),
+                gte: Some(100.0),
+                gt: None,
+                lte: None,
+                lt: Some(230.0),
+            },
         ],
     };
-    let p = SearchParams { tenant: "t1", query_vector: Some(&vector_for(3)), query_text: Some("document"), k: 50, nprobe: None, filter: &f, exact_rescore: true };
+    let p = SearchParams {
+        tenant: "t1",
+        query_vector: Some(&vector_for(3)),
+        query_text: Some("document"),
+        k: 50,
+        nprobe: None,
+        filter: &f,
+        exact_rescore: true,
+    };
     let r = e.search(&p).unwrap();
     assert_eq!(r.dense.len(), 50);
     for h in r.dense.iter().chain(&r.bm25) {
         let n: usize = h.doc_id.trim_start_matches("doc-").parse().unwrap();
-        assert!(n % 2 == 0 && (100..230).contains(&n), "{} passed the filter", h.doc_id);
+        assert!(
+            n.is_multiple_of(2) && (100..230).contains(&n),
+            "{} passed the filter",
+            h.doc_id
+        );
     }
     let other = SearchParams { tenant: "t2", ..p };
     let r = e.search(&other).unwrap();
-    assert!(r.dense.is_empty() && r.bm25.is_empty(), "another tenant sees nothing");
+    assert!(
+        r.dense.is_empty() && r.bm25.is_empty(),
+        "another tenant sees nothing"
+    );
 }
 
 #[test]
@@ -159,20 +256,49 @@ fn bad_input_is_rejected_and_writes_nothing() {
     nan.chunks[0].vector[3] = f32::NAN;
     let mut inf = doc(3, 0);
     inf.chunks[0].vector[0] = f32::INFINITY;
-    for (bad, field) in [(wrong_dim, "documents[1].chunks[0].vector"), (nan, "documents[1].chunks[0].vector"), (inf, "documents[1].chunks[0].vector")] {
+    for (bad, field) in [
+        (wrong_dim, "documents[1].chunks[0].vector"),
+        (nan, "documents[1].chunks[0].vector"),
+        (inf, "documents[1].chunks[0].vector"),
+    ] {
         match e.upsert(vec![doc(10, 0), bad]) {
             Err(IndexError::InvalidArgument { field: f, .. }) => assert_eq!(f, field),
             other => panic!("expected invalid argument, got {other:?}"),
         }
     }
     assert_eq!(e.stats().last_seq, 0, "nothing was logged");
-    assert!(bm25_ids(&e, &token_for(10), 5).is_empty(), "the valid document of a rejected batch is not written");
+    assert!(
+        bm25_ids(&e, &token_for(10), 5).is_empty(),
+        "the valid document of a rejected batch is not written"
+    );
     let f = Filter::default();
     for k in [0, 1001] {
-        let p = SearchParams { tenant: "t1", query_vector: None, query_text: Some("x"), k, nprobe: None, filter: &f, exact_rescore: true };
-        assert!(matches!(e.search(&p), Err(IndexError::InvalidArgument { .. })));
+        let p = SearchParams {
+            tenant: "t1",
+            query_vector: None,
+            query_text: Some("x"),
+            k,
+            nprobe: None,
+            filter: &f,
+            exact_rescore: true,
+        };
+        assert!(matches!(
+            e.search(&p),
+            Err(IndexError::InvalidArgument { .. })
+        ));
     }
     let short = vec![0.5f32; DIM - 1];
-    let p = SearchParams { tenant: "t1", query_vector: Some(&short), query_text: None, k: 5, nprobe: None, filter: &f, exact_rescore: true };
-    assert!(matches!(e.search(&p), Err(IndexError::InvalidArgument { .. })));
+    let p = SearchParams {
+        tenant: "t1",
+        query_vector: Some(&short),
+        query_text: None,
+        k: 5,
+        nprobe: None,
+        filter: &f,
+        exact_rescore: true,
+    };
+    assert!(matches!(
+        e.search(&p),
+        Err(IndexError::InvalidArgument { .. })
+    ));
 }

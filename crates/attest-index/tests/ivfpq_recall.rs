@@ -33,7 +33,11 @@ impl Mixture {
         let mut rng = StdRng::seed_from_u64(seed);
         let mut centres = gaussian(&mut rng, CENTRES * DIM, 1.0);
         normalise_rows(&mut centres);
-        Mixture { centres, rng, sigma }
+        Mixture {
+            centres,
+            rng,
+            sigma,
+        }
     }
 
     fn sample(&mut self, n: usize) -> Vec<f32> {
@@ -50,7 +54,9 @@ impl Mixture {
 }
 
 fn gaussian(rng: &mut StdRng, n: usize, sigma: f32) -> Vec<f32> {
-    (0..n).map(|_| sigma * rng.sample::<f32, _>(StandardNormal)).collect()
+    (0..n)
+        .map(|_| sigma * rng.sample::<f32, _>(StandardNormal))
+        .collect()
 }
 
 fn normalise_rows(v: &mut [f32]) {
@@ -66,18 +72,32 @@ fn ground_truth(base: &[f32], queries: &[f32]) -> Vec<Vec<i64>> {
     let mut flat = faiss::index_factory(DIM as u32, "Flat", MetricType::InnerProduct).unwrap();
     flat.add(base).unwrap();
     let res = flat.search(queries, K).unwrap();
-    let truth: Vec<Vec<i64>> =
-        res.labels.chunks_exact(K).map(|c| c.iter().map(|l| l.get().unwrap() as i64).collect()).collect();
+    let truth: Vec<Vec<i64>> = res
+        .labels
+        .chunks_exact(K)
+        .map(|c| c.iter().map(|l| l.get().unwrap() as i64).collect())
+        .collect();
     for (qi, q) in queries.chunks_exact(DIM).take(3).enumerate() {
-        let ours: Vec<i64> = exact_search(base, DIM, q, K).iter().map(|&(r, _)| r as i64).collect();
+        let ours: Vec<i64> = exact_search(base, DIM, q, K)
+            .iter()
+            .map(|&(r, _)| r as i64)
+            .collect();
         let overlap = ours.iter().filter(|id| truth[qi].contains(id)).count();
-        assert!(overlap >= K - 1, "exact_search disagrees with FAISS Flat on query {qi}: {ours:?} vs {:?}", truth[qi]);
+        assert!(
+            overlap >= K - 1,
+            "exact_search disagrees with FAISS Flat on query {qi}: {ours:?} vs {:?}",
+            truth[qi]
+        );
     }
     truth
 }
 
 fn recall(truth: &[Vec<i64>], found: &[Vec<i64>]) -> f64 {
-    let hits: usize = truth.iter().zip(found).map(|(t, f)| f.iter().take(K).filter(|id| t.contains(id)).count()).sum();
+    let hits: usize = truth
+        .iter()
+        .zip(found)
+        .map(|(t, f)| f.iter().take(K).filter(|id| t.contains(id)).count())
+        .sum();
     hits as f64 / (truth.len() * K) as f64
 }
 
@@ -109,7 +129,14 @@ fn fixture(params: &IvfPqParams, sigma: f32) -> Fixture {
     let t = Instant::now();
     let truth = ground_truth(&base, &queries);
     eprintln!("ground truth in {:.1?}", t.elapsed());
-    Fixture { _dir: dir, index, vectors, queries, truth, eff }
+    Fixture {
+        _dir: dir,
+        index,
+        vectors,
+        queries,
+        truth,
+        eff,
+    }
 }
 
 impl Fixture {
@@ -117,7 +144,14 @@ impl Fixture {
     fn raw(&self, nprobe: u32) -> Vec<Vec<i64>> {
         self.queries
             .chunks_exact(DIM)
-            .map(|q| self.index.search(q, K, nprobe).unwrap().iter().map(|h| h.0).collect())
+            .map(|q| {
+                self.index
+                    .search(q, K, nprobe)
+                    .unwrap()
+                    .iter()
+                    .map(|h| h.0)
+                    .collect()
+            })
             .collect()
     }
 
@@ -128,7 +162,10 @@ impl Fixture {
             .chunks_exact(DIM)
             .map(|q| {
                 let hits = self.index.search(q, candidates, nprobe).unwrap();
-                let exact = self.vectors.rescore(q, hits.iter().map(|h| h.0 as usize)).unwrap();
+                let exact = self
+                    .vectors
+                    .rescore(q, hits.iter().map(|h| h.0 as usize))
+                    .unwrap();
                 exact.iter().take(K).map(|h| h.0 as i64).collect()
             })
             .collect()
@@ -153,7 +190,10 @@ fn recall_at_10_with_default_params_on_50k_clustered_vectors() {
         t.elapsed(),
         start.elapsed()
     );
-    assert!(rescored >= 0.90, "recall@10 after re-scoring {rescored:.3} < 0.90");
+    assert!(
+        rescored >= 0.90,
+        "recall@10 after re-scoring {rescored:.3} < 0.90"
+    );
     assert!(raw >= 0.90, "recall@10 from PQ distances {raw:.3} < 0.90");
 }
 
@@ -164,7 +204,10 @@ fn recall_at_10_with_default_params_on_50k_clustered_vectors() {
 fn sweep() {
     for sigma in [0.03f32, 0.05, 0.08] {
         for m in [48u32, 96] {
-            let params = IvfPqParams { m, ..IvfPqParams::default() };
+            let params = IvfPqParams {
+                m,
+                ..IvfPqParams::default()
+            };
             let f = fixture(&params, sigma);
             for nprobe in [8u32, 32, 64] {
                 let raw = recall(&f.truth, &f.raw(nprobe));

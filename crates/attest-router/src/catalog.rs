@@ -42,18 +42,23 @@ impl Catalog {
         std::fs::create_dir_all(data_dir).map_err(|e| RouterError::Internal(e.to_string()))?;
         let path = data_dir.join("catalog.json");
         let collections = match std::fs::read(&path) {
-            Ok(b) => serde_json::from_slice(&b).map_err(|e| RouterError::Internal(format!("{}: {e}", path.display())))?,
+            Ok(b) => serde_json::from_slice(&b)
+                .map_err(|e| RouterError::Internal(format!("{}: {e}", path.display())))?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
             Err(e) => return Err(RouterError::Internal(e.to_string())),
         };
-        Ok(Catalog { path, collections: RwLock::new(collections) })
+        Ok(Catalog {
+            path,
+            collections: RwLock::new(collections),
+        })
     }
 
     fn persist(&self, map: &BTreeMap<String, CollectionRecord>) -> Result<(), RouterError> {
         let io = |e: std::io::Error| RouterError::Internal(format!("catalog: {e}"));
         let tmp = self.path.with_extension("tmp");
         let mut f = std::fs::File::create(&tmp).map_err(io)?;
-        f.write_all(&serde_json::to_vec_pretty(map).expect("serialisable")).map_err(io)?;
+        f.write_all(&serde_json::to_vec_pretty(map).expect("serialisable"))
+            .map_err(io)?;
         f.sync_all().map_err(io)?;
         std::fs::rename(&tmp, &self.path).map_err(io)?;
         Ok(())
@@ -74,7 +79,10 @@ impl Catalog {
     pub fn insert(&self, record: CollectionRecord) -> Result<(), RouterError> {
         let mut map = self.collections.write();
         if map.contains_key(&record.name) {
-            return Err(RouterError::AlreadyExists(format!("collection `{}` already exists", record.name)));
+            return Err(RouterError::AlreadyExists(format!(
+                "collection `{}` already exists",
+                record.name
+            )));
         }
         map.insert(record.name.clone(), record);
         self.persist(&map)
@@ -82,7 +90,9 @@ impl Catalog {
 
     pub fn remove(&self, name: &str) -> Result<CollectionRecord, RouterError> {
         let mut map = self.collections.write();
-        let rec = map.remove(name).ok_or_else(|| RouterError::NotFound(format!("collection `{name}` does not exist")))?;
+        let rec = map
+            .remove(name)
+            .ok_or_else(|| RouterError::NotFound(format!("collection `{name}` does not exist")))?;
         self.persist(&map)?;
         Ok(rec)
     }

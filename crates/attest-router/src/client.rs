@@ -22,8 +22,15 @@ pub enum ShardClient {
 macro_rules! call {
     ($self:ident, $method:ident, $req:expr) => {
         match $self {
-            ShardClient::Local(svc) => svc.$method(Request::new($req)).await.map(|r| r.into_inner()),
-            ShardClient::Grpc(client) => client.clone().$method(Request::new($req)).await.map(|r| r.into_inner()),
+            ShardClient::Local(svc) => svc
+                .$method(Request::new($req))
+                .await
+                .map(|r| r.into_inner()),
+            ShardClient::Grpc(client) => client
+                .clone()
+                .$method(Request::new($req))
+                .await
+                .map(|r| r.into_inner()),
         }
     };
 }
@@ -41,10 +48,16 @@ impl ShardClient {
         ))
     }
 
-    pub async fn ensure_shard(&self, req: pb::EnsureShardRequest) -> Result<pb::EnsureShardResponse, Status> {
+    pub async fn ensure_shard(
+        &self,
+        req: pb::EnsureShardRequest,
+    ) -> Result<pb::EnsureShardResponse, Status> {
         call!(self, ensure_shard, req)
     }
-    pub async fn drop_shard(&self, req: pb::DropShardRequest) -> Result<pb::DropShardResponse, Status> {
+    pub async fn drop_shard(
+        &self,
+        req: pb::DropShardRequest,
+    ) -> Result<pb::DropShardResponse, Status> {
         call!(self, drop_shard, req)
     }
     pub async fn upsert(&self, req: pb::UpsertRequest) -> Result<pb::UpsertResponse, Status> {
@@ -53,10 +66,16 @@ impl ShardClient {
     pub async fn delete(&self, req: pb::DeleteRequest) -> Result<pb::DeleteResponse, Status> {
         call!(self, delete, req)
     }
-    pub async fn search(&self, req: pb::ShardSearchRequest) -> Result<pb::ShardSearchResponse, Status> {
+    pub async fn search(
+        &self,
+        req: pb::ShardSearchRequest,
+    ) -> Result<pb::ShardSearchResponse, Status> {
         call!(self, search, req)
     }
-    pub async fn stats(&self, req: pb::ShardStatsRequest) -> Result<pb::ShardStatsResponse, Status> {
+    pub async fn stats(
+        &self,
+        req: pb::ShardStatsRequest,
+    ) -> Result<pb::ShardStatsResponse, Status> {
         call!(self, stats, req)
     }
     pub async fn maintain(&self, req: pb::MaintainRequest) -> Result<pb::MaintainResponse, Status> {

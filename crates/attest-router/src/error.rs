@@ -23,7 +23,10 @@ pub enum RouterError {
 
 impl RouterError {
     pub fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        RouterError::InvalidArgument { field: field.into(), reason: reason.into() }
+        RouterError::InvalidArgument {
+            field: field.into(),
+            reason: reason.into(),
+        }
     }
 
     pub fn code(&self) -> Code {
@@ -41,11 +44,21 @@ impl RouterError {
     pub fn from_status(s: tonic::Status) -> Self {
         match s.code() {
             Code::InvalidArgument => {
-                let field = s.metadata().get("x-attest-field").and_then(|v| v.to_str().ok()).unwrap_or("request").to_string();
-                RouterError::InvalidArgument { field, reason: s.message().to_string() }
+                let field = s
+                    .metadata()
+                    .get("x-attest-field")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("request")
+                    .to_string();
+                RouterError::InvalidArgument {
+                    field,
+                    reason: s.message().to_string(),
+                }
             }
             Code::NotFound => RouterError::NotFound(s.message().to_string()),
-            Code::Unavailable | Code::DeadlineExceeded => RouterError::Unavailable(s.message().to_string()),
+            Code::Unavailable | Code::DeadlineExceeded => {
+                RouterError::Unavailable(s.message().to_string())
+            }
             _ => RouterError::Internal(s.message().to_string()),
         }
     }
@@ -54,7 +67,9 @@ impl RouterError {
 /// gRPC code → HTTP status, as SPEC's HTTP API v1 lists them.
 pub fn http_status(code: Code) -> StatusCode {
     match code {
-        Code::InvalidArgument | Code::OutOfRange | Code::FailedPrecondition => StatusCode::BAD_REQUEST,
+        Code::InvalidArgument | Code::OutOfRange | Code::FailedPrecondition => {
+            StatusCode::BAD_REQUEST
+        }
         Code::Unauthenticated => StatusCode::UNAUTHORIZED,
         Code::PermissionDenied => StatusCode::FORBIDDEN,
         Code::NotFound => StatusCode::NOT_FOUND,

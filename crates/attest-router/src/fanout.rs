@@ -28,7 +28,11 @@ pub struct FanOut {
 /// Sends `template` (with each shard's number) to every shard concurrently. A shard that fails with an
 /// argument error fails the search (the same request would fail everywhere); any other failure leaves the shard
 /// out and is reported in `missing_shards`.
-pub async fn fan_out_search(router: &Router, rec: &CollectionRecord, template: pb::ShardSearchRequest) -> Result<FanOut, RouterError> {
+pub async fn fan_out_search(
+    router: &Router,
+    rec: &CollectionRecord,
+    template: pb::ShardSearchRequest,
+) -> Result<FanOut, RouterError> {
     let calls = rec.placement.iter().enumerate().map(|(shard, node)| {
         let client = router.shards[*node].clone();
         let mut req = template.clone();
@@ -39,10 +43,14 @@ pub async fn fan_out_search(router: &Router, rec: &CollectionRecord, template: p
     for (shard, result) in futures::future::join_all(calls).await {
         match result {
             Ok(resp) => {
-                out.dense.extend(resp.dense.into_iter().map(|hit| ShardHit { shard, hit }));
-                out.bm25.extend(resp.bm25.into_iter().map(|hit| ShardHit { shard, hit }));
+                out.dense
+                    .extend(resp.dense.into_iter().map(|hit| ShardHit { shard, hit }));
+                out.bm25
+                    .extend(resp.bm25.into_iter().map(|hit| ShardHit { shard, hit }));
             }
-            Err(status) if status.code() == tonic::Code::InvalidArgument => return Err(RouterError::from_status(status)),
+            Err(status) if status.code() == tonic::Code::InvalidArgument => {
+                return Err(RouterError::from_status(status))
+            }
             Err(status) => {
                 warn!(shard, error = %status, event = "shard_search_failed", "shard left out of results");
                 out.missing_shards.push(shard);
@@ -54,26 +62,47 @@ pub async fn fan_out_search(router: &Router, rec: &CollectionRecord, template: p
 
 /// Best `depth` of one lane across shards, best first (ties by chunk id, so the order is deterministic).
 fn merge_lane(mut hits: Vec<ShardHit>, depth: usize) -> Vec<ShardHit> {
-    hits.sort_by(|a, b| b.hit.score.total_cmp(&a.hit.score).then_with(|| a.hit.chunk_id.cmp(&b.hit.chunk_id)));
+    hits.sort_by(|a, b| {
+        b.hit
+            .score
+            .total_cmp(&a.hit.score)
+            .then_with(|| a.hit.chunk_id.cmp(&b.hit.chunk_id))
+    });
     hits.dedup_by(|a, b| a.hit.chunk_id == b.hit.chunk_id);
     hits.truncate(depth);
     hits
 }
 
 /// Merges each lane globally, fuses them with weighted RRF and returns the top `k` with per-lane provenance.
-pub fn fuse(fan: &FanOut, depth: usize, k: usize, rrf_k: f64, dense_weight: f64, bm25_weight: f64) -> Vec<pb::Hit> {
+pub fn fuse(
+    fan: &FanOut,
+    depth: usize,
+    k: usize,
+    rrf_k: f64,
+    dense_weight: f64,
+    bm25_weight: f64,
+) -> Vec<pb::Hit> {
     let dense = merge_lane(fan.dense.clone(), depth);
     let bm25 = merge_lane(fan.bm25.clone(), depth);
     let mut lanes = Vec::new();
     if !dense.is_empty() {
-        lanes.push(RankedLane { weight: dense_weight, items: dense.iter().map(|h| h.hit.chunk_id.clone()).collect() });
+        lanes.push(RankedLane {
+            weight: dense_weight,
+            items: dense.iter().map(|h| h.hit.chunk_id.clone()).collect(),
+        });
     }
     if !bm25.is_empty() {
-        lanes.push(RankedLane { weight: bm25_weight, items: bm25.iter().map(|h| h.hit.chunk_id.clone()).collect() });
+        lanes.push(RankedLane {
+            weight: bm25_weight,
+            items: bm25.iter().map(|h| h.hit.chunk_id.clone()).collect(),
+        });
     }
     let fused = reciprocal_rank_fusion(&lanes, rrf_k);
     let rank_of = |lane: &[ShardHit]| -> HashMap<String, (u32, f32, usize)> {
-        lane.iter().enumerate().map(|(i, h)| (h.hit.chunk_id.clone(), ((i + 1) as u32, h.hit.score, i))).collect()
+        lane.iter()
+            .enumerate()
+            .map(|(i, h)| (h.hit.chunk_id.clone(), ((i + 1) as u32, h.hit.score, i)))
+            .collect()
     };
     let dense_rank = rank_of(&dense);
     let bm25_rank = rank_of(&bm25);
@@ -95,8 +124,14 @@ pub fn fuse(fan: &FanOut, depth: usize, k: usize, rrf_k: f64, dense_weight: f64,
                 title: source.hit.title.clone(),
                 text: source.hit.text.clone(),
                 score,
-                dense: d.map(|(rank, s, _)| pb::LaneRank { rank: *rank, score: *s }),
-                bm25: b.map(|(rank, s, _)| pb::LaneRank { rank: *rank, score: *s }),
+                dense: d.map(|(rank, s, _)| pb::LaneRank {
+                    rank: *rank,
+                    score: *s,
+                }),
+                bm25: b.map(|(rank, s, _)| pb::LaneRank {
+                    rank: *rank,
+                    score: *s,
+                }),
                 shard: source.shard,
                 metadata_json: source.hit.metadata_json.clone(),
             }
@@ -109,7 +144,15 @@ mod tests {
     use super::*;
 
     fn sh(shard: u32, id: &str, score: f32) -> ShardHit {
-        ShardHit { shard, hit: pb::LaneHit { chunk_id: id.into(), doc_id: id.into(), score, ..Default::default() } }
+        ShardHit {
+            shard,
+            hit: pb::LaneHit {
+                chunk_id: id.into(),
+                doc_id: id.into(),
+                score,
+                ..Default::default()
+            },
+        }
     }
 
     #[test]
@@ -130,8 +173,15 @@ mod tests {
 
     #[test]
     fn zero_weight_removes_a_lane_only_hits() {
-        let fan = FanOut { dense: vec![sh(0, "a", 0.5)], bm25: vec![sh(0, "z", 1.0)], missing_shards: vec![] };
+        let fan = FanOut {
+            dense: vec![sh(0, "a", 0.5)],
+            bm25: vec![sh(0, "z", 1.0)],
+            missing_shards: vec![],
+        };
         let hits = fuse(&fan, 10, 10, 60.0, 1.0, 0.0);
-        assert_eq!(hits.iter().map(|h| h.chunk_id.as_str()).collect::<Vec<_>>(), vec!["a"]);
+        assert_eq!(
+            hits.iter().map(|h| h.chunk_id.as_str()).collect::<Vec<_>>(),
+            vec!["a"]
+        );
     }
 }

@@ -28,7 +28,12 @@ fn info(c: &CollectionRecord) -> pb::CollectionInfo {
         replication: c.replication,
         spec: Some(pb::CollectionSpec {
             dimension: c.dimension,
-            index: Some(pb::IndexParams { nlist: c.index.nlist, m: c.index.m, nbits: c.index.nbits, nprobe: c.index.nprobe }),
+            index: Some(pb::IndexParams {
+                nlist: c.index.nlist,
+                m: c.index.m,
+                nbits: c.index.nbits,
+                nprobe: c.index.nprobe,
+            }),
             seal_threshold: c.seal_threshold,
             embedder: c.embedder.clone(),
         }),
@@ -45,21 +50,35 @@ fn request_id<T>(req: &Request<T>) -> String {
 
 #[tonic::async_trait]
 impl RouterService for RouterServiceImpl {
-    async fn create_collection(&self, req: Request<pb::CreateCollectionRequest>) -> Result<Response<pb::CollectionInfo>, Status> {
+    async fn create_collection(
+        &self,
+        req: Request<pb::CreateCollectionRequest>,
+    ) -> Result<Response<pb::CollectionInfo>, Status> {
         let rec = self.router.create_collection(req.into_inner()).await?;
         Ok(Response::new(info(&rec)))
     }
 
-    async fn list_collections(&self, _req: Request<pb::ListCollectionsRequest>) -> Result<Response<pb::ListCollectionsResponse>, Status> {
-        Ok(Response::new(pb::ListCollectionsResponse { collections: self.router.collections().iter().map(info).collect() }))
+    async fn list_collections(
+        &self,
+        _req: Request<pb::ListCollectionsRequest>,
+    ) -> Result<Response<pb::ListCollectionsResponse>, Status> {
+        Ok(Response::new(pb::ListCollectionsResponse {
+            collections: self.router.collections().iter().map(info).collect(),
+        }))
     }
 
-    async fn drop_collection(&self, req: Request<pb::DropCollectionRequest>) -> Result<Response<pb::DropCollectionResponse>, Status> {
+    async fn drop_collection(
+        &self,
+        req: Request<pb::DropCollectionRequest>,
+    ) -> Result<Response<pb::DropCollectionResponse>, Status> {
         self.router.drop_collection(&req.into_inner().name).await?;
         Ok(Response::new(pb::DropCollectionResponse { dropped: true }))
     }
 
-    async fn ingest(&self, req: Request<pb::IngestRequest>) -> Result<Response<pb::IngestResponse>, Status> {
+    async fn ingest(
+        &self,
+        req: Request<pb::IngestRequest>,
+    ) -> Result<Response<pb::IngestResponse>, Status> {
         let r = req.into_inner();
         let docs = r
             .documents
@@ -69,8 +88,9 @@ impl RouterService for RouterServiceImpl {
                 let metadata = if d.metadata_json.is_empty() {
                     Default::default()
                 } else {
-                    serde_json::from_str(&d.metadata_json)
-                        .map_err(|e| RouterError::invalid(format!("documents[{i}].metadata_json"), e.to_string()))?
+                    serde_json::from_str(&d.metadata_json).map_err(|e| {
+                        RouterError::invalid(format!("documents[{i}].metadata_json"), e.to_string())
+                    })?
                 };
                 Ok(IngestDocument {
                     source: SourceDocument {
@@ -90,21 +110,35 @@ impl RouterService for RouterServiceImpl {
             rejected: report
                 .duplicates
                 .iter()
-                .map(|(i, other)| pb::Rejected { index: *i as u32, reason: format!("near-duplicate of document `{other}`") })
+                .map(|(i, other)| pb::Rejected {
+                    index: *i as u32,
+                    reason: format!("near-duplicate of document `{other}`"),
+                })
                 .collect(),
             duplicates: report.duplicates.len() as u32,
             chunks: report.chunks,
         }))
     }
 
-    async fn delete_document(&self, req: Request<pb::DeleteDocumentRequest>) -> Result<Response<pb::DeleteDocumentResponse>, Status> {
+    async fn delete_document(
+        &self,
+        req: Request<pb::DeleteDocumentRequest>,
+    ) -> Result<Response<pb::DeleteDocumentResponse>, Status> {
         let r = req.into_inner();
-        let deleted = self.router.delete_document(&r.collection, Some(&r.tenant), &r.id).await?;
+        let deleted = self
+            .router
+            .delete_document(&r.collection, Some(&r.tenant), &r.id)
+            .await?;
         Ok(Response::new(pb::DeleteDocumentResponse { deleted }))
     }
 
-    async fn search(&self, req: Request<pb::SearchRequest>) -> Result<Response<pb::SearchResponse>, Status> {
+    async fn search(
+        &self,
+        req: Request<pb::SearchRequest>,
+    ) -> Result<Response<pb::SearchResponse>, Status> {
         let id = request_id(&req);
-        Ok(Response::new(self.router.search(req.into_inner(), id).await?))
+        Ok(Response::new(
+            self.router.search(req.into_inner(), id).await?,
+        ))
     }
 }

@@ -26,10 +26,19 @@ pub fn routes(router: Arc<Router>) -> axum::Router {
     axum::Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(|| async { "ready" }))
-        .route("/v1/collections", post(create_collection).get(list_collections))
-        .route("/v1/collections/:name", delete(drop_collection).get(get_collection))
+        .route(
+            "/v1/collections",
+            post(create_collection).get(list_collections),
+        )
+        .route(
+            "/v1/collections/:name",
+            delete(drop_collection).get(get_collection),
+        )
         .route("/v1/collections/:name/documents", post(ingest))
-        .route("/v1/collections/:name/documents/:id", delete(delete_document))
+        .route(
+            "/v1/collections/:name/documents/:id",
+            delete(delete_document),
+        )
         .route("/v1/collections/:name/search", post(search))
         .route("/v1/collections/:name/maintain", post(maintain))
         .route("/v1/collections/:name/stats", get(stats))
@@ -48,7 +57,8 @@ pub fn request_id(headers: &HeaderMap) -> String {
 }
 
 fn body<T>(r: Result<Json<T>, JsonRejection>) -> Result<T, RouterError> {
-    r.map(|Json(v)| v).map_err(|e| RouterError::invalid("body", e.body_text()))
+    r.map(|Json(v)| v)
+        .map_err(|e| RouterError::invalid("body", e.body_text()))
 }
 
 pub fn collection_json(c: &CollectionRecord) -> Value {
@@ -75,7 +85,10 @@ struct CreateCollectionBody {
     index: Option<IndexBody>,
 }
 
-async fn create_collection(State(r): State<Arc<Router>>, b: Result<Json<CreateCollectionBody>, JsonRejection>) -> Result<impl IntoResponse, RouterError> {
+async fn create_collection(
+    State(r): State<Arc<Router>>,
+    b: Result<Json<CreateCollectionBody>, JsonRejection>,
+) -> Result<impl IntoResponse, RouterError> {
     let b = body(b)?;
     let index = b.index.map(|i| pb::IndexParams {
         nlist: i.nlist.unwrap_or(0),
@@ -84,7 +97,12 @@ async fn create_collection(State(r): State<Arc<Router>>, b: Result<Json<CreateCo
         nprobe: i.nprobe.unwrap_or(0),
     });
     let rec = r
-        .create_collection(pb::CreateCollectionRequest { name: b.name, shards: b.shards.unwrap_or(0), replication: b.replication.unwrap_or(1), index })
+        .create_collection(pb::CreateCollectionRequest {
+            name: b.name,
+            shards: b.shards.unwrap_or(0),
+            replication: b.replication.unwrap_or(1),
+            index,
+        })
         .await?;
     Ok((StatusCode::CREATED, Json(collection_json(&rec))))
 }
@@ -93,11 +111,17 @@ async fn list_collections(State(r): State<Arc<Router>>) -> Json<Value> {
     Json(json!({"collections": r.collections().iter().map(collection_json).collect::<Vec<_>>()}))
 }
 
-async fn get_collection(State(r): State<Arc<Router>>, Path(name): Path<String>) -> Result<Json<Value>, RouterError> {
+async fn get_collection(
+    State(r): State<Arc<Router>>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, RouterError> {
     Ok(Json(collection_json(&r.collection(&name)?)))
 }
 
-async fn drop_collection(State(r): State<Arc<Router>>, Path(name): Path<String>) -> Result<Json<Value>, RouterError> {
+async fn drop_collection(
+    State(r): State<Arc<Router>>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, RouterError> {
     r.drop_collection(&name).await?;
     Ok(Json(json!({"dropped": name})))
 }
@@ -125,13 +149,21 @@ fn id_string(v: &Value, i: usize) -> Result<String, RouterError> {
     match v {
         Value::String(s) if !s.is_empty() => Ok(s.clone()),
         Value::Number(n) => Ok(n.to_string()),
-        _ => Err(RouterError::invalid(format!("documents[{i}].id"), "a non-empty string or a number")),
+        _ => Err(RouterError::invalid(
+            format!("documents[{i}].id"),
+            "a non-empty string or a number",
+        )),
     }
 }
 
 /// JSON `{documents: [...]}`: one bad document fails the request. NDJSON: malformed lines are reported by line
 /// number and every other line is ingested.
-async fn ingest(State(r): State<Arc<Router>>, Path(name): Path<String>, headers: HeaderMap, bytes: Bytes) -> Result<Json<Value>, RouterError> {
+async fn ingest(
+    State(r): State<Arc<Router>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> Result<Json<Value>, RouterError> {
     let ndjson = headers
         .get("content-type")
         .and_then(|v| v.to_str().ok())
@@ -139,10 +171,23 @@ async fn ingest(State(r): State<Arc<Router>>, Path(name): Path<String>, headers:
     let mut rejected: Vec<Value> = Vec::new();
     let docs: Vec<IngestDocument> = if ndjson {
         let parsed = parse_jsonl(&bytes);
-        rejected.extend(parsed.errors.iter().map(|e| json!({"index": e.line, "line": e.line, "reason": e.reason})));
-        parsed.documents.into_iter().map(|source| IngestDocument { source, vector: None }).collect()
+        rejected.extend(
+            parsed
+                .errors
+                .iter()
+                .map(|e| json!({"index": e.line, "line": e.line, "reason": e.reason})),
+        );
+        parsed
+            .documents
+            .into_iter()
+            .map(|source| IngestDocument {
+                source,
+                vector: None,
+            })
+            .collect()
     } else {
-        let b: DocumentsBody = serde_json::from_slice(&bytes).map_err(|e| RouterError::invalid("body", e.to_string()))?;
+        let b: DocumentsBody = serde_json::from_slice(&bytes)
+            .map_err(|e| RouterError::invalid("body", e.to_string()))?;
         b.documents
             .into_iter()
             .enumerate()
@@ -161,8 +206,12 @@ async fn ingest(State(r): State<Arc<Router>>, Path(name): Path<String>, headers:
             .collect::<Result<_, RouterError>>()?
     };
     let report = r.ingest(&name, docs).await?;
-    rejected.extend(report.duplicates.iter().map(|(i, other)| json!({"index": i, "reason": format!("near-duplicate of document `{other}`")})));
-    Ok(Json(json!({"accepted": report.accepted, "rejected": rejected, "duplicates": report.duplicates.len(), "chunks": report.chunks})))
+    rejected.extend(report.duplicates.iter().map(
+        |(i, other)| json!({"index": i, "reason": format!("near-duplicate of document `{other}`")}),
+    ));
+    Ok(Json(
+        json!({"accepted": report.accepted, "rejected": rejected, "duplicates": report.duplicates.len(), "chunks": report.chunks}),
+    ))
 }
 
 #[derive(Deserialize, Default)]
@@ -177,7 +226,9 @@ async fn delete_document(
 ) -> Result<Json<Value>, RouterError> {
     let deleted = r.delete_document(&name, q.tenant.as_deref(), &id).await?;
     if !deleted {
-        return Err(RouterError::NotFound(format!("document `{id}` does not exist in `{name}`")));
+        return Err(RouterError::NotFound(format!(
+            "document `{id}` does not exist in `{name}`"
+        )));
     }
     Ok(Json(json!({"deleted": id})))
 }
@@ -202,26 +253,43 @@ pub fn filter_from_json(f: &Map<String, Value>) -> Result<pb::Filter, RouterErro
         let bad = |why: &str| RouterError::invalid(format!("filter.{field}"), why.to_string());
         let kind = match v {
             Value::Object(o) if o.contains_key("in") => match &o["in"] {
-                Value::Array(items) => Kind::InJson(pb::JsonList { values: items.iter().map(|i| i.to_string()).collect() }),
+                Value::Array(items) => Kind::InJson(pb::JsonList {
+                    values: items.iter().map(|i| i.to_string()).collect(),
+                }),
                 _ => return Err(bad("`in` takes an array")),
             },
             Value::Object(o) => {
                 let num = |key: &str| -> Result<Option<f64>, RouterError> {
                     match o.get(key) {
                         None => Ok(None),
-                        Some(x) => x.as_f64().map(Some).ok_or_else(|| bad("range bounds must be numbers")),
+                        Some(x) => x
+                            .as_f64()
+                            .map(Some)
+                            .ok_or_else(|| bad("range bounds must be numbers")),
                     }
                 };
-                if o.keys().any(|key| !["gte", "gt", "lte", "lt"].contains(&key.as_str())) {
+                if o.keys()
+                    .any(|key| !["gte", "gt", "lte", "lt"].contains(&key.as_str()))
+                {
                     return Err(bad("use {\"in\": [...]} or range keys gte, gt, lte, lt"));
                 }
-                Kind::Range(pb::Range { gte: num("gte")?, gt: num("gt")?, lte: num("lte")?, lt: num("lt")? })
+                Kind::Range(pb::Range {
+                    gte: num("gte")?,
+                    gt: num("gt")?,
+                    lte: num("lte")?,
+                    lt: num("lt")?,
+                })
             }
-            Value::Array(items) => Kind::InJson(pb::JsonList { values: items.iter().map(|i| i.to_string()).collect() }),
+            Value::Array(items) => Kind::InJson(pb::JsonList {
+                values: items.iter().map(|i| i.to_string()).collect(),
+            }),
             Value::Null => return Err(bad("null is not a filter")),
             scalar => Kind::EqualsJson(scalar.to_string()),
         };
-        conditions.push(pb::Condition { field: field.clone(), kind: Some(kind) });
+        conditions.push(pb::Condition {
+            field: field.clone(),
+            kind: Some(kind),
+        });
     }
     Ok(pb::Filter { conditions })
 }
@@ -257,7 +325,12 @@ async fn search(
     let k = match b.k {
         None => None,
         Some(k) if (0..=u32::MAX as i64).contains(&k) => Some(k as u32),
-        Some(_) => return Err(RouterError::invalid("k", format!("must be between 1 and {}", r.config().max_k))),
+        Some(_) => {
+            return Err(RouterError::invalid(
+                "k",
+                format!("must be between 1 and {}", r.config().max_k),
+            ))
+        }
     };
     let req = pb::SearchRequest {
         collection: name,
@@ -282,13 +355,20 @@ struct MaintainBody {
     compact: bool,
 }
 
-async fn maintain(State(r): State<Arc<Router>>, Path(name): Path<String>, b: Result<Json<MaintainBody>, JsonRejection>) -> Result<Json<Value>, RouterError> {
+async fn maintain(
+    State(r): State<Arc<Router>>,
+    Path(name): Path<String>,
+    b: Result<Json<MaintainBody>, JsonRejection>,
+) -> Result<Json<Value>, RouterError> {
     let b = body(b)?;
     r.maintain(&name, b.seal, b.compact).await?;
     stats(State(r), Path(name)).await
 }
 
-async fn stats(State(r): State<Arc<Router>>, Path(name): Path<String>) -> Result<Json<Value>, RouterError> {
+async fn stats(
+    State(r): State<Arc<Router>>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, RouterError> {
     let shards: Vec<Value> = r
         .stats(&name)
         .await?

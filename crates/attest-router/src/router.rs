@@ -59,20 +59,40 @@ pub fn shard_for(doc_id: &str, shards: u32) -> u32 {
 
 fn check_vector(v: &[f32], dim: usize, field: &str) -> Result<(), RouterError> {
     if v.len() != dim {
-        return Err(RouterError::invalid(field, format!("dimension {} but the collection has {dim}", v.len())));
+        return Err(RouterError::invalid(
+            field,
+            format!("dimension {} but the collection has {dim}", v.len()),
+        ));
     }
     if let Some(i) = v.iter().position(|x| !x.is_finite()) {
-        return Err(RouterError::invalid(field, format!("component {i} is not a finite number")));
+        return Err(RouterError::invalid(
+            field,
+            format!("component {i} is not a finite number"),
+        ));
     }
     Ok(())
 }
 
 impl Router {
-    pub fn new(config: RouterConfig, data_dir: &Path, shards: Vec<ShardClient>, embedder: Arc<dyn Embedder>) -> Result<Self, RouterError> {
+    pub fn new(
+        config: RouterConfig,
+        data_dir: &Path,
+        shards: Vec<ShardClient>,
+        embedder: Arc<dyn Embedder>,
+    ) -> Result<Self, RouterError> {
         if shards.is_empty() {
-            return Err(RouterError::invalid("shards", "at least one shard node is required"));
+            return Err(RouterError::invalid(
+                "shards",
+                "at least one shard node is required",
+            ));
         }
-        Ok(Router { config, catalog: Catalog::open(data_dir)?, shards, embedder, dedup: Mutex::new(HashMap::new()) })
+        Ok(Router {
+            config,
+            catalog: Catalog::open(data_dir)?,
+            shards,
+            embedder,
+            dedup: Mutex::new(HashMap::new()),
+        })
     }
 
     pub fn config(&self) -> &RouterConfig {
@@ -91,14 +111,27 @@ impl Router {
         self.catalog.list()
     }
 
-    pub async fn create_collection(&self, req: pb::CreateCollectionRequest) -> Result<CollectionRecord, RouterError> {
+    pub async fn create_collection(
+        &self,
+        req: pb::CreateCollectionRequest,
+    ) -> Result<CollectionRecord, RouterError> {
         if !attest_shard_name_ok(&req.name) {
-            return Err(RouterError::invalid("name", "use 1-64 characters from [A-Za-z0-9_-]"));
+            return Err(RouterError::invalid(
+                "name",
+                "use 1-64 characters from [A-Za-z0-9_-]",
+            ));
         }
         if self.catalog.get(&req.name).is_ok() {
-            return Err(RouterError::AlreadyExists(format!("collection `{}` already exists", req.name)));
+            return Err(RouterError::AlreadyExists(format!(
+                "collection `{}` already exists",
+                req.name
+            )));
         }
-        let shards = if req.shards == 0 { self.config.default_shards } else { req.shards };
+        let shards = if req.shards == 0 {
+            self.config.default_shards
+        } else {
+            req.shards
+        };
         if shards > 256 {
             return Err(RouterError::invalid("shards", "at most 256"));
         }
@@ -116,7 +149,10 @@ impl Router {
             nprobe: pick(p.nprobe, d.nprobe),
         };
         if index.nbits > 16 || index.m == 0 || index.nlist > 1 << 20 {
-            return Err(RouterError::invalid("index", "nbits ≤ 16, m ≥ 1, nlist ≤ 1048576"));
+            return Err(RouterError::invalid(
+                "index",
+                "nbits ≤ 16, m ≥ 1, nlist ≤ 1048576",
+            ));
         }
         let record = CollectionRecord {
             name: req.name.clone(),
@@ -126,17 +162,28 @@ impl Router {
             index,
             seal_threshold: self.config.seal_threshold,
             embedder: self.embedder.id().to_string(),
-            placement: (0..shards as usize).map(|s| s % self.shards.len()).collect(),
+            placement: (0..shards as usize)
+                .map(|s| s % self.shards.len())
+                .collect(),
         };
         let spec = pb::CollectionSpec {
             dimension: record.dimension,
-            index: Some(pb::IndexParams { nlist: index.nlist, m: index.m, nbits: index.nbits, nprobe: index.nprobe }),
+            index: Some(pb::IndexParams {
+                nlist: index.nlist,
+                m: index.m,
+                nbits: index.nbits,
+                nprobe: index.nprobe,
+            }),
             seal_threshold: record.seal_threshold,
             embedder: record.embedder.clone(),
         };
         for (shard, node) in record.placement.iter().enumerate() {
             self.shards[*node]
-                .ensure_shard(pb::EnsureShardRequest { collection: record.name.clone(), shard: shard as u32, spec: Some(spec.clone()) })
+                .ensure_shard(pb::EnsureShardRequest {
+                    collection: record.name.clone(),
+                    shard: shard as u32,
+                    spec: Some(spec.clone()),
+                })
                 .await
                 .map_err(RouterError::from_status)?;
         }
@@ -148,7 +195,13 @@ impl Router {
     pub async fn drop_collection(&self, name: &str) -> Result<(), RouterError> {
         let rec = self.catalog.remove(name)?;
         for (shard, node) in rec.placement.iter().enumerate() {
-            if let Err(e) = self.shards[*node].drop_shard(pb::DropShardRequest { collection: name.to_string(), shard: shard as u32 }).await {
+            if let Err(e) = self.shards[*node]
+                .drop_shard(pb::DropShardRequest {
+                    collection: name.to_string(),
+                    shard: shard as u32,
+                })
+                .await
+            {
                 warn!(collection = %name, shard, error = %e, event = "drop_shard_failed", "could not drop shard");
             }
         }
@@ -159,20 +212,34 @@ impl Router {
     /// Validates every document (one bad document fails the whole request and nothing is written), drops near
     /// duplicates, chunks, embeds and writes each document to its shard. Returns once every shard acknowledged
     /// durably.
-    pub async fn ingest(&self, collection: &str, docs: Vec<IngestDocument>) -> Result<IngestReport, RouterError> {
+    pub async fn ingest(
+        &self,
+        collection: &str,
+        docs: Vec<IngestDocument>,
+    ) -> Result<IngestReport, RouterError> {
         let rec = self.catalog.get(collection)?;
         if docs.len() > self.config.max_batch_documents {
-            return Err(RouterError::PayloadTooLarge(format!("at most {} documents per request", self.config.max_batch_documents)));
+            return Err(RouterError::PayloadTooLarge(format!(
+                "at most {} documents per request",
+                self.config.max_batch_documents
+            )));
         }
         let dim = rec.dimension as usize;
         let mut docs = docs;
         for (i, d) in docs.iter_mut().enumerate() {
-            d.source.validate(&self.config.limits).map_err(|e| match e {
-                attest_ingest::IngestError::InvalidField { field, reason } => RouterError::invalid(format!("documents[{i}].{field}"), reason),
-                other => RouterError::invalid(format!("documents[{i}]"), other.to_string()),
-            })?;
+            d.source
+                .validate(&self.config.limits)
+                .map_err(|e| match e {
+                    attest_ingest::IngestError::InvalidField { field, reason } => {
+                        RouterError::invalid(format!("documents[{i}].{field}"), reason)
+                    }
+                    other => RouterError::invalid(format!("documents[{i}]"), other.to_string()),
+                })?;
             if d.source.text.trim().is_empty() {
-                return Err(RouterError::invalid(format!("documents[{i}].text"), "empty"));
+                return Err(RouterError::invalid(
+                    format!("documents[{i}].text"),
+                    "empty",
+                ));
             }
             if let Some(v) = &d.vector {
                 check_vector(v, dim, &format!("documents[{i}].vector"))?;
@@ -186,7 +253,9 @@ impl Router {
         let mut kept = Vec::with_capacity(docs.len());
         {
             let mut dedup = self.dedup.lock();
-            let index = dedup.entry(collection.to_string()).or_insert_with(|| NearDuplicateIndex::new(self.config.dedup.clone()));
+            let index = dedup
+                .entry(collection.to_string())
+                .or_insert_with(|| NearDuplicateIndex::new(self.config.dedup.clone()));
             for (i, d) in docs.into_iter().enumerate() {
                 match index.check_and_insert(&d.source.id, &d.source.text) {
                     Some(other) if other != d.source.id => report.duplicates.push((i, other)),
@@ -198,59 +267,80 @@ impl Router {
         // Chunk, then embed every chunk that did not come with its vector, in one blocking batch.
         let embedder = Arc::clone(&self.embedder);
         let chunking = self.config.chunking.clone();
-        let prepared = tokio::task::spawn_blocking(move || -> Result<Vec<pb::DocumentChunks>, RouterError> {
-            let counter = EmbedderTokens(embedder.as_ref());
-            let mut per_doc: Vec<(IngestDocument, Vec<(String, String)>)> = Vec::with_capacity(kept.len());
-            let mut to_embed: Vec<String> = Vec::new();
-            for d in kept {
-                let chunks: Vec<(String, String)> = if d.vector.is_some() {
-                    let text = if d.source.title.is_empty() { d.source.text.clone() } else { format!("{}\n{}", d.source.title, d.source.text) };
-                    vec![(format!("{}#0", d.source.id), text)]
-                } else {
-                    chunk_document(&d.source, &chunking, &counter)
-                        .into_iter()
-                        .map(|c| (format!("{}#{}", d.source.id, c.ordinal), c.text))
-                        .collect()
-                };
-                if d.vector.is_none() {
-                    to_embed.extend(chunks.iter().map(|(_, t)| t.clone()));
+        let prepared =
+            tokio::task::spawn_blocking(move || -> Result<Vec<pb::DocumentChunks>, RouterError> {
+                let counter = EmbedderTokens(embedder.as_ref());
+                let mut per_doc: Vec<(IngestDocument, Vec<(String, String)>)> =
+                    Vec::with_capacity(kept.len());
+                let mut to_embed: Vec<String> = Vec::new();
+                for d in kept {
+                    let chunks: Vec<(String, String)> = if d.vector.is_some() {
+                        let text = if d.source.title.is_empty() {
+                            d.source.text.clone()
+                        } else {
+                            format!("{}\n{}", d.source.title, d.source.text)
+                        };
+                        vec![(format!("{}#0", d.source.id), text)]
+                    } else {
+                        chunk_document(&d.source, &chunking, &counter)
+                            .into_iter()
+                            .map(|c| (format!("{}#{}", d.source.id, c.ordinal), c.text))
+                            .collect()
+                    };
+                    if d.vector.is_none() {
+                        to_embed.extend(chunks.iter().map(|(_, t)| t.clone()));
+                    }
+                    per_doc.push((d, chunks));
                 }
-                per_doc.push((d, chunks));
-            }
-            let refs: Vec<&str> = to_embed.iter().map(String::as_str).collect();
-            let mut vectors = embedder.embed(&refs).map_err(|e| RouterError::Unavailable(format!("embedding failed: {e}")))?.into_iter();
-            let mut out = Vec::with_capacity(per_doc.len());
-            for (d, chunks) in per_doc {
-                let metadata_json = serde_json::Value::Object(d.source.metadata.clone()).to_string();
-                let records = chunks
-                    .into_iter()
-                    .map(|(chunk_id, text)| pb::ChunkRecord {
-                        chunk_id,
-                        title: d.source.title.clone(),
-                        text,
-                        metadata_json: metadata_json.clone(),
-                        vector: match &d.vector {
-                            Some(v) => v.clone(),
-                            None => vectors.next().unwrap_or_default(),
-                        },
-                    })
-                    .collect();
-                out.push(pb::DocumentChunks { doc_id: d.source.id.clone(), tenant: d.source.tenant.clone().unwrap_or_default(), chunks: records });
-            }
-            Ok(out)
-        })
-        .await
-        .map_err(|e| RouterError::Internal(e.to_string()))??;
+                let refs: Vec<&str> = to_embed.iter().map(String::as_str).collect();
+                let mut vectors = embedder
+                    .embed(&refs)
+                    .map_err(|e| RouterError::Unavailable(format!("embedding failed: {e}")))?
+                    .into_iter();
+                let mut out = Vec::with_capacity(per_doc.len());
+                for (d, chunks) in per_doc {
+                    let metadata_json =
+                        serde_json::Value::Object(d.source.metadata.clone()).to_string();
+                    let records = chunks
+                        .into_iter()
+                        .map(|(chunk_id, text)| pb::ChunkRecord {
+                            chunk_id,
+                            title: d.source.title.clone(),
+                            text,
+                            metadata_json: metadata_json.clone(),
+                            vector: match &d.vector {
+                                Some(v) => v.clone(),
+                                None => vectors.next().unwrap_or_default(),
+                            },
+                        })
+                        .collect();
+                    out.push(pb::DocumentChunks {
+                        doc_id: d.source.id.clone(),
+                        tenant: d.source.tenant.clone().unwrap_or_default(),
+                        chunks: records,
+                    });
+                }
+                Ok(out)
+            })
+            .await
+            .map_err(|e| RouterError::Internal(e.to_string()))??;
 
         report.accepted = prepared.len() as u32;
         report.chunks = prepared.iter().map(|d| d.chunks.len() as u64).sum();
         let mut by_shard: HashMap<u32, Vec<pb::DocumentChunks>> = HashMap::new();
         for d in prepared {
-            by_shard.entry(shard_for(&d.doc_id, rec.shards)).or_default().push(d);
+            by_shard
+                .entry(shard_for(&d.doc_id, rec.shards))
+                .or_default()
+                .push(d);
         }
         let writes = by_shard.into_iter().map(|(shard, documents)| {
             let client = self.shards[rec.placement[shard as usize]].clone();
-            let req = pb::UpsertRequest { collection: collection.to_string(), shard, documents };
+            let req = pb::UpsertRequest {
+                collection: collection.to_string(),
+                shard,
+                documents,
+            };
             async move { client.upsert(req).await }
         });
         for result in futures::future::join_all(writes).await {
@@ -259,19 +349,36 @@ impl Router {
         Ok(report)
     }
 
-    pub async fn delete_document(&self, collection: &str, tenant: Option<&str>, doc_id: &str) -> Result<bool, RouterError> {
+    pub async fn delete_document(
+        &self,
+        collection: &str,
+        tenant: Option<&str>,
+        doc_id: &str,
+    ) -> Result<bool, RouterError> {
         let rec = self.catalog.get(collection)?;
         let shard = shard_for(doc_id, rec.shards);
-        let tenant = tenant.filter(|t| !t.is_empty()).unwrap_or(&self.config.default_tenant).to_string();
+        let tenant = tenant
+            .filter(|t| !t.is_empty())
+            .unwrap_or(&self.config.default_tenant)
+            .to_string();
         let resp = self.shards[rec.placement[shard as usize]]
-            .delete(pb::DeleteRequest { collection: collection.to_string(), shard, tenant, doc_id: doc_id.to_string() })
+            .delete(pb::DeleteRequest {
+                collection: collection.to_string(),
+                shard,
+                tenant,
+                doc_id: doc_id.to_string(),
+            })
             .await
             .map_err(RouterError::from_status)?;
         Ok(resp.deleted)
     }
 
     /// Hybrid search: validate, embed the query (BM25 alone if that fails), fan out, merge each lane, fuse.
-    pub async fn search(&self, req: pb::SearchRequest, request_id: String) -> Result<pb::SearchResponse, RouterError> {
+    pub async fn search(
+        &self,
+        req: pb::SearchRequest,
+        request_id: String,
+    ) -> Result<pb::SearchResponse, RouterError> {
         let started = Instant::now();
         let rec = self.catalog.get(&req.collection)?;
         let query = req.query.trim().to_string();
@@ -279,11 +386,17 @@ impl Router {
             return Err(RouterError::invalid("query", "empty"));
         }
         if query.len() > self.config.max_query_bytes {
-            return Err(RouterError::invalid("query", format!("longer than {} bytes", self.config.max_query_bytes)));
+            return Err(RouterError::invalid(
+                "query",
+                format!("longer than {} bytes", self.config.max_query_bytes),
+            ));
         }
         let k = req.k.unwrap_or(self.config.default_k as u32) as usize;
         if k == 0 || k > self.config.max_k {
-            return Err(RouterError::invalid("k", format!("must be between 1 and {}", self.config.max_k)));
+            return Err(RouterError::invalid(
+                "k",
+                format!("must be between 1 and {}", self.config.max_k),
+            ));
         }
         let rrf_k = req.rrf_k.unwrap_or(self.config.rrf_k);
         if !(rrf_k.is_finite() && rrf_k > 0.0) {
@@ -294,15 +407,26 @@ impl Router {
             match lane.as_str() {
                 "dense" => want_dense = true,
                 "bm25" => want_bm25 = true,
-                other => return Err(RouterError::invalid("lanes", format!("unknown lane `{other}` (dense, bm25)"))),
+                other => {
+                    return Err(RouterError::invalid(
+                        "lanes",
+                        format!("unknown lane `{other}` (dense, bm25)"),
+                    ))
+                }
             }
         }
         for (lane, w) in &req.weights {
             if lane != "dense" && lane != "bm25" {
-                return Err(RouterError::invalid("weights", format!("unknown lane `{lane}`")));
+                return Err(RouterError::invalid(
+                    "weights",
+                    format!("unknown lane `{lane}`"),
+                ));
             }
             if !(w.is_finite() && *w >= 0.0) {
-                return Err(RouterError::invalid("weights", format!("weight of `{lane}` must be a finite number ≥ 0")));
+                return Err(RouterError::invalid(
+                    "weights",
+                    format!("weight of `{lane}` must be a finite number ≥ 0"),
+                ));
             }
         }
         let mut fallback_mode = false;
@@ -327,16 +451,28 @@ impl Router {
         if fallback_mode && !want_bm25 {
             want_bm25 = true;
         }
-        let tenant = if req.tenant.is_empty() { self.config.default_tenant.clone() } else { req.tenant.clone() };
+        let tenant = if req.tenant.is_empty() {
+            self.config.default_tenant.clone()
+        } else {
+            req.tenant.clone()
+        };
         let depth = self.config.lane_depth.max(k).min(attest_index_max_k());
         let shard_req = pb::ShardSearchRequest {
             collection: rec.name.clone(),
             shard: 0,
             tenant,
             query_vector: query_vector.unwrap_or_default(),
-            query_text: if want_bm25 { query.clone() } else { String::new() },
+            query_text: if want_bm25 {
+                query.clone()
+            } else {
+                String::new()
+            },
             k: depth as u32,
-            nprobe: if req.nprobe == 0 { rec.index.nprobe } else { req.nprobe },
+            nprobe: if req.nprobe == 0 {
+                rec.index.nprobe
+            } else {
+                req.nprobe
+            },
             filter: req.filter.clone(),
             include_payload: true,
             exact_rescore: self.config.exact_rescore,
@@ -355,11 +491,21 @@ impl Router {
     }
 
     /// Seals and/or compacts every shard of a collection now (operators; tests).
-    pub async fn maintain(&self, collection: &str, seal: bool, compact: bool) -> Result<(), RouterError> {
+    pub async fn maintain(
+        &self,
+        collection: &str,
+        seal: bool,
+        compact: bool,
+    ) -> Result<(), RouterError> {
         let rec = self.catalog.get(collection)?;
         for (shard, node) in rec.placement.iter().enumerate() {
             self.shards[*node]
-                .maintain(pb::MaintainRequest { collection: collection.to_string(), shard: shard as u32, seal, compact })
+                .maintain(pb::MaintainRequest {
+                    collection: collection.to_string(),
+                    shard: shard as u32,
+                    seal,
+                    compact,
+                })
                 .await
                 .map_err(RouterError::from_status)?;
         }
@@ -367,13 +513,19 @@ impl Router {
     }
 
     /// Per-shard statistics of a collection.
-    pub async fn stats(&self, collection: &str) -> Result<Vec<pb::ShardStatsResponse>, RouterError> {
+    pub async fn stats(
+        &self,
+        collection: &str,
+    ) -> Result<Vec<pb::ShardStatsResponse>, RouterError> {
         let rec = self.catalog.get(collection)?;
         let mut out = Vec::new();
         for (shard, node) in rec.placement.iter().enumerate() {
             out.push(
                 self.shards[*node]
-                    .stats(pb::ShardStatsRequest { collection: collection.to_string(), shard: shard as u32 })
+                    .stats(pb::ShardStatsRequest {
+                        collection: collection.to_string(),
+                        shard: shard as u32,
+                    })
                     .await
                     .map_err(RouterError::from_status)?,
             );
@@ -383,12 +535,21 @@ impl Router {
 }
 
 fn attest_shard_name_ok(name: &str) -> bool {
-    !name.is_empty() && name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 /// Default IVF_PQ parameters (the shard's own defaults, restated so the router need not link the engine).
 fn attest_index_defaults() -> IndexSettings {
-    IndexSettings { nlist: 1024, m: 48, nbits: 8, nprobe: 32 }
+    IndexSettings {
+        nlist: 1024,
+        m: 48,
+        nbits: 8,
+        nprobe: 32,
+    }
 }
 
 /// The most hits a shard returns per lane (`attest_index::MAX_TOP_K`).

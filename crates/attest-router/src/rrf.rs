@@ -21,7 +21,10 @@ pub struct RankedLane<T> {
 
 /// Fuses ranked lists; returns every item once with its fused score, best first. An item repeated inside one
 /// lane counts at its best rank only. Weights must be finite and ≥ 0, `k` finite and > 0 (checked by callers).
-pub fn reciprocal_rank_fusion<T: Clone + Eq + Hash + Ord>(lanes: &[RankedLane<T>], k: f64) -> Vec<(T, f64)> {
+pub fn reciprocal_rank_fusion<T: Clone + Eq + Hash + Ord>(
+    lanes: &[RankedLane<T>],
+    k: f64,
+) -> Vec<(T, f64)> {
     let mut scores: HashMap<T, f64> = HashMap::new();
     for lane in lanes {
         let mut seen = std::collections::HashSet::new();
@@ -44,11 +47,17 @@ mod tests {
     use proptest::prelude::*;
 
     fn lane(weight: f64, items: &[u32]) -> RankedLane<u32> {
-        RankedLane { weight, items: items.to_vec() }
+        RankedLane {
+            weight,
+            items: items.to_vec(),
+        }
     }
 
     fn score_of(fused: &[(u32, f64)], item: u32) -> f64 {
-        fused.iter().find(|(i, _)| *i == item).map_or(0.0, |(_, s)| *s)
+        fused
+            .iter()
+            .find(|(i, _)| *i == item)
+            .map_or(0.0, |(_, s)| *s)
     }
 
     #[test]

@@ -10,14 +10,26 @@ use tokio_stream::wrappers::TcpListenerStream;
 use crate::grpc::RouterServiceImpl;
 use crate::router::Router;
 
-pub async fn serve_http(router: Arc<Router>, listener: TcpListener, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
-    axum::serve(listener, crate::http::routes(router)).with_graceful_shutdown(shutdown).await?;
+pub async fn serve_http(
+    router: Arc<Router>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    axum::serve(listener, crate::http::routes(router))
+        .with_graceful_shutdown(shutdown)
+        .await?;
     Ok(())
 }
 
-pub async fn serve_grpc(router: Arc<Router>, listener: TcpListener, shutdown: impl Future<Output = ()> + Send) -> anyhow::Result<()> {
+pub async fn serve_grpc(
+    router: Arc<Router>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send,
+) -> anyhow::Result<()> {
     let (mut reporter, health) = tonic_health::server::health_reporter();
-    reporter.set_serving::<RouterServiceServer<RouterServiceImpl>>().await;
+    reporter
+        .set_serving::<RouterServiceServer<RouterServiceImpl>>()
+        .await;
     tonic::transport::Server::builder()
         .add_service(health)
         .add_service(RouterServiceServer::new(RouterServiceImpl::new(router)))

@@ -5,7 +5,9 @@ use attest_proto::v1 as pb;
 use tonic::Status;
 
 fn parse_json(s: &str, field: &str) -> Result<serde_json::Value, Status> {
-    serde_json::from_str(s).map_err(|e| Status::invalid_argument(format!("invalid argument `{field}`: not JSON ({e})")))
+    serde_json::from_str(s).map_err(|e| {
+        Status::invalid_argument(format!("invalid argument `{field}`: not JSON ({e})"))
+    })
 }
 
 /// Proto filter → engine filter; a condition without a kind or with unparsable JSON is INVALID_ARGUMENT.
@@ -16,16 +18,35 @@ pub fn filter_from_proto(f: Option<&pb::Filter>) -> Result<Filter, Status> {
         let field = c.field.clone();
         let name = format!("filter.conditions[{i}]");
         if field.is_empty() {
-            return Err(Status::invalid_argument(format!("invalid argument `{name}.field`: empty")));
+            return Err(Status::invalid_argument(format!(
+                "invalid argument `{name}.field`: empty"
+            )));
         }
         let cond = match &c.kind {
-            Some(pb::condition::Kind::EqualsJson(v)) => Condition::Equals { field, value: parse_json(v, &name)? },
+            Some(pb::condition::Kind::EqualsJson(v)) => Condition::Equals {
+                field,
+                value: parse_json(v, &name)?,
+            },
             Some(pb::condition::Kind::InJson(list)) => Condition::In {
                 field,
-                values: list.values.iter().map(|v| parse_json(v, &name)).collect::<Result<_, _>>()?,
+                values: list
+                    .values
+                    .iter()
+                    .map(|v| parse_json(v, &name))
+                    .collect::<Result<_, _>>()?,
             },
-            Some(pb::condition::Kind::Range(r)) => Condition::Range { field, gte: r.gte, gt: r.gt, lte: r.lte, lt: r.lt },
-            None => return Err(Status::invalid_argument(format!("invalid argument `{name}`: no condition given"))),
+            Some(pb::condition::Kind::Range(r)) => Condition::Range {
+                field,
+                gte: r.gte,
+                gt: r.gt,
+                lte: r.lte,
+                lt: r.lt,
+            },
+            None => {
+                return Err(Status::invalid_argument(format!(
+                    "invalid argument `{name}`: no condition given"
+                )))
+            }
         };
         out.conditions.push(cond);
     }
@@ -37,9 +58,21 @@ pub fn hit_to_proto(h: Hit, include_payload: bool) -> pb::LaneHit {
         chunk_id: h.chunk_id,
         doc_id: h.doc_id,
         score: h.score,
-        title: if include_payload { h.title } else { String::new() },
-        text: if include_payload { h.text } else { String::new() },
-        metadata_json: if include_payload { h.metadata_json } else { String::new() },
+        title: if include_payload {
+            h.title
+        } else {
+            String::new()
+        },
+        text: if include_payload {
+            h.text
+        } else {
+            String::new()
+        },
+        metadata_json: if include_payload {
+            h.metadata_json
+        } else {
+            String::new()
+        },
     }
 }
 

@@ -26,7 +26,11 @@ pub struct ShardNode {
 
 /// Collection names become directory names: keep them to a safe alphabet.
 pub fn valid_collection_name(name: &str) -> bool {
-    !name.is_empty() && name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 impl ShardNode {
@@ -41,16 +45,27 @@ impl ShardNode {
             for shard_dir in std::fs::read_dir(coll.path())? {
                 let shard_dir = shard_dir?;
                 let dir_name = shard_dir.file_name().to_string_lossy().into_owned();
-                let Some(n) = dir_name.strip_prefix("shard-").and_then(|n| n.parse::<u32>().ok()) else { continue };
-                let Ok(bytes) = std::fs::read(shard_dir.path().join(ENGINE_FILE)) else { continue };
-                let engine_config: EngineConfig = serde_json::from_slice(&bytes)
-                    .map_err(|e| IndexError::corrupt(shard_dir.path().join(ENGINE_FILE), e.to_string()))?;
+                let Some(n) = dir_name
+                    .strip_prefix("shard-")
+                    .and_then(|n| n.parse::<u32>().ok())
+                else {
+                    continue;
+                };
+                let Ok(bytes) = std::fs::read(shard_dir.path().join(ENGINE_FILE)) else {
+                    continue;
+                };
+                let engine_config: EngineConfig = serde_json::from_slice(&bytes).map_err(|e| {
+                    IndexError::corrupt(shard_dir.path().join(ENGINE_FILE), e.to_string())
+                })?;
                 let engine = ShardEngine::open(&shard_dir.path(), engine_config)?;
                 info!(collection = %name, shard = n, event = "replica_opened", "replica opened");
                 replicas.insert((name.clone(), n), engine);
             }
         }
-        Ok(Arc::new(ShardNode { config, replicas: RwLock::new(replicas) }))
+        Ok(Arc::new(ShardNode {
+            config,
+            replicas: RwLock::new(replicas),
+        }))
     }
 
     pub fn data_dir(&self) -> &Path {
@@ -62,17 +77,32 @@ impl ShardNode {
     }
 
     fn replica_dir(&self, collection: &str, shard: u32) -> PathBuf {
-        self.config.data_dir.join("collections").join(collection).join(format!("shard-{shard}"))
+        self.config
+            .data_dir
+            .join("collections")
+            .join(collection)
+            .join(format!("shard-{shard}"))
     }
 
     pub fn get(&self, collection: &str, shard: u32) -> Option<Arc<ShardEngine>> {
-        self.replicas.read().get(&(collection.to_string(), shard)).cloned()
+        self.replicas
+            .read()
+            .get(&(collection.to_string(), shard))
+            .cloned()
     }
 
     /// Creates the replica if missing. Returns whether it was created.
-    pub fn ensure(&self, collection: &str, shard: u32, engine_config: EngineConfig) -> Result<bool, IndexError> {
+    pub fn ensure(
+        &self,
+        collection: &str,
+        shard: u32,
+        engine_config: EngineConfig,
+    ) -> Result<bool, IndexError> {
         if !valid_collection_name(collection) {
-            return Err(IndexError::invalid("collection", "use 1-64 characters from [A-Za-z0-9_-]"));
+            return Err(IndexError::invalid(
+                "collection",
+                "use 1-64 characters from [A-Za-z0-9_-]",
+            ));
         }
         let mut replicas = self.replicas.write();
         if replicas.contains_key(&(collection.to_string(), shard)) {
@@ -80,7 +110,8 @@ impl ShardNode {
         }
         let dir = self.replica_dir(collection, shard);
         std::fs::create_dir_all(&dir)?;
-        let bytes = serde_json::to_vec_pretty(&engine_config).map_err(|e| IndexError::Serialization(e.to_string()))?;
+        let bytes = serde_json::to_vec_pretty(&engine_config)
+            .map_err(|e| IndexError::Serialization(e.to_string()))?;
         let engine = ShardEngine::open(&dir, engine_config)?;
         // Written last: a replica directory without it is ignored at start-up (creation never finished).
         std::fs::write(dir.join(ENGINE_FILE), bytes)?;
@@ -89,7 +120,10 @@ impl ShardNode {
     }
 
     pub fn drop_shard(&self, collection: &str, shard: u32) -> Result<bool, IndexError> {
-        let removed = self.replicas.write().remove(&(collection.to_string(), shard));
+        let removed = self
+            .replicas
+            .write()
+            .remove(&(collection.to_string(), shard));
         let dir = self.replica_dir(collection, shard);
         if removed.is_some() || dir.exists() {
             drop(removed);

@@ -14,9 +14,15 @@ use crate::service::ShardServiceImpl;
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
 /// Runs until `shutdown` resolves. The caller binds the listener (tests use `127.0.0.1:0`).
-pub async fn serve(node: Arc<ShardNode>, listener: TcpListener, shutdown: impl Future<Output = ()> + Send) -> anyhow::Result<()> {
+pub async fn serve(
+    node: Arc<ShardNode>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send,
+) -> anyhow::Result<()> {
     let (mut reporter, health) = tonic_health::server::health_reporter();
-    reporter.set_serving::<ShardServiceServer<ShardServiceImpl>>().await;
+    reporter
+        .set_serving::<ShardServiceServer<ShardServiceImpl>>()
+        .await;
     let svc = ShardServiceServer::new(ShardServiceImpl::new(node))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);

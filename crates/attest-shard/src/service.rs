@@ -4,7 +4,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use attest_index::{DocumentWrite, EngineConfig, EngineStats, LoggedChunk, SearchParams, ShardEngine};
+use attest_index::{
+    DocumentWrite, EngineConfig, EngineStats, LoggedChunk, SearchParams, ShardEngine,
+};
 use attest_proto::v1 as pb;
 use attest_proto::v1::shard_service_server::ShardService;
 use tonic::{Request, Response, Status};
@@ -24,12 +26,18 @@ impl ShardServiceImpl {
     }
 
     fn engine(&self, collection: &str, shard: u32) -> Result<Arc<ShardEngine>, Status> {
-        self.node.get(collection, shard).ok_or_else(|| unknown_shard(collection, shard))
+        self.node
+            .get(collection, shard)
+            .ok_or_else(|| unknown_shard(collection, shard))
     }
 }
 
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, Status> + Send + 'static) -> Result<T, Status> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| Status::internal(format!("worker failed: {e}")))?
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, Status> + Send + 'static,
+) -> Result<T, Status> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Status::internal(format!("worker failed: {e}")))?
 }
 
 fn stats_to_proto(s: EngineStats) -> pb::ShardStatsResponse {
@@ -45,32 +53,54 @@ fn stats_to_proto(s: EngineStats) -> pb::ShardStatsResponse {
 
 #[tonic::async_trait]
 impl ShardService for ShardServiceImpl {
-    async fn ensure_shard(&self, req: Request<pb::EnsureShardRequest>) -> Result<Response<pb::EnsureShardResponse>, Status> {
+    async fn ensure_shard(
+        &self,
+        req: Request<pb::EnsureShardRequest>,
+    ) -> Result<Response<pb::EnsureShardResponse>, Status> {
         let r = req.into_inner();
-        let spec = r.spec.ok_or_else(|| Status::invalid_argument("invalid argument `spec`: missing"))?;
+        let spec = r
+            .spec
+            .ok_or_else(|| Status::invalid_argument("invalid argument `spec`: missing"))?;
         if spec.dimension == 0 || spec.dimension > 4096 {
-            return Err(Status::invalid_argument("invalid argument `spec.dimension`: must be 1..=4096"));
+            return Err(Status::invalid_argument(
+                "invalid argument `spec.dimension`: must be 1..=4096",
+            ));
         }
         let defaults = self.node.defaults().clone();
         let config = EngineConfig {
             dimension: spec.dimension as usize,
             ivfpq: params_from_proto(spec.index.as_ref()),
-            seal_threshold: if spec.seal_threshold == 0 { defaults.seal_threshold } else { spec.seal_threshold as usize },
+            seal_threshold: if spec.seal_threshold == 0 {
+                defaults.seal_threshold
+            } else {
+                spec.seal_threshold as usize
+            },
             ..defaults
         };
         let node = Arc::clone(&self.node);
-        let created = blocking(move || node.ensure(&r.collection, r.shard, config).map_err(to_status)).await?;
+        let created = blocking(move || {
+            node.ensure(&r.collection, r.shard, config)
+                .map_err(to_status)
+        })
+        .await?;
         Ok(Response::new(pb::EnsureShardResponse { created }))
     }
 
-    async fn drop_shard(&self, req: Request<pb::DropShardRequest>) -> Result<Response<pb::DropShardResponse>, Status> {
+    async fn drop_shard(
+        &self,
+        req: Request<pb::DropShardRequest>,
+    ) -> Result<Response<pb::DropShardResponse>, Status> {
         let r = req.into_inner();
         let node = Arc::clone(&self.node);
-        let dropped = blocking(move || node.drop_shard(&r.collection, r.shard).map_err(to_status)).await?;
+        let dropped =
+            blocking(move || node.drop_shard(&r.collection, r.shard).map_err(to_status)).await?;
         Ok(Response::new(pb::DropShardResponse { dropped }))
     }
 
-    async fn upsert(&self, req: Request<pb::UpsertRequest>) -> Result<Response<pb::UpsertResponse>, Status> {
+    async fn upsert(
+        &self,
+        req: Request<pb::UpsertRequest>,
+    ) -> Result<Response<pb::UpsertResponse>, Status> {
         let r = req.into_inner();
         let engine = self.engine(&r.collection, r.shard)?;
         let mut chunks_written = 0u64;
@@ -97,17 +127,27 @@ impl ShardService for ShardServiceImpl {
             })
             .collect();
         let last_seq = blocking(move || engine.upsert(docs).map_err(to_status)).await?;
-        Ok(Response::new(pb::UpsertResponse { chunks_written, last_seq }))
+        Ok(Response::new(pb::UpsertResponse {
+            chunks_written,
+            last_seq,
+        }))
     }
 
-    async fn delete(&self, req: Request<pb::DeleteRequest>) -> Result<Response<pb::DeleteResponse>, Status> {
+    async fn delete(
+        &self,
+        req: Request<pb::DeleteRequest>,
+    ) -> Result<Response<pb::DeleteResponse>, Status> {
         let r = req.into_inner();
         let engine = self.engine(&r.collection, r.shard)?;
-        let deleted = blocking(move || engine.delete(&r.tenant, &r.doc_id).map_err(to_status)).await?;
+        let deleted =
+            blocking(move || engine.delete(&r.tenant, &r.doc_id).map_err(to_status)).await?;
         Ok(Response::new(pb::DeleteResponse { deleted }))
     }
 
-    async fn search(&self, req: Request<pb::ShardSearchRequest>) -> Result<Response<pb::ShardSearchResponse>, Status> {
+    async fn search(
+        &self,
+        req: Request<pb::ShardSearchRequest>,
+    ) -> Result<Response<pb::ShardSearchResponse>, Status> {
         let started = Instant::now();
         let r = req.into_inner();
         let engine = self.engine(&r.collection, r.shard)?;
@@ -128,20 +168,34 @@ impl ShardService for ShardServiceImpl {
         .await?;
         let (lanes, payload) = lanes;
         Ok(Response::new(pb::ShardSearchResponse {
-            dense: lanes.dense.into_iter().map(|h| hit_to_proto(h, payload)).collect(),
-            bm25: lanes.bm25.into_iter().map(|h| hit_to_proto(h, payload)).collect(),
+            dense: lanes
+                .dense
+                .into_iter()
+                .map(|h| hit_to_proto(h, payload))
+                .collect(),
+            bm25: lanes
+                .bm25
+                .into_iter()
+                .map(|h| hit_to_proto(h, payload))
+                .collect(),
             took_ms: started.elapsed().as_secs_f64() * 1e3,
         }))
     }
 
-    async fn stats(&self, req: Request<pb::ShardStatsRequest>) -> Result<Response<pb::ShardStatsResponse>, Status> {
+    async fn stats(
+        &self,
+        req: Request<pb::ShardStatsRequest>,
+    ) -> Result<Response<pb::ShardStatsResponse>, Status> {
         let r = req.into_inner();
         let engine = self.engine(&r.collection, r.shard)?;
         let stats = blocking(move || Ok(engine.stats())).await?;
         Ok(Response::new(stats_to_proto(stats)))
     }
 
-    async fn maintain(&self, req: Request<pb::MaintainRequest>) -> Result<Response<pb::MaintainResponse>, Status> {
+    async fn maintain(
+        &self,
+        req: Request<pb::MaintainRequest>,
+    ) -> Result<Response<pb::MaintainResponse>, Status> {
         let r = req.into_inner();
         let engine = self.engine(&r.collection, r.shard)?;
         let stats = blocking(move || {
@@ -154,6 +208,8 @@ impl ShardService for ShardServiceImpl {
             Ok(engine.stats())
         })
         .await?;
-        Ok(Response::new(pb::MaintainResponse { stats: Some(stats_to_proto(stats)) }))
+        Ok(Response::new(pb::MaintainResponse {
+            stats: Some(stats_to_proto(stats)),
+        }))
     }
 }

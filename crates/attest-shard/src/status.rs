@@ -7,8 +7,16 @@ use tonic::{Code, Status};
 pub fn to_status(e: IndexError) -> Status {
     match e {
         IndexError::InvalidArgument { field, reason } => {
-            let mut s = Status::new(Code::InvalidArgument, format!("invalid argument `{field}`: {reason}"));
-            s.metadata_mut().insert("x-attest-field", field.parse().unwrap_or_else(|_| "unknown".parse().expect("ascii")));
+            let mut s = Status::new(
+                Code::InvalidArgument,
+                format!("invalid argument `{field}`: {reason}"),
+            );
+            s.metadata_mut().insert(
+                "x-attest-field",
+                field
+                    .parse()
+                    .unwrap_or_else(|_| "unknown".parse().expect("ascii")),
+            );
             s
         }
         IndexError::Corrupt { .. } => Status::data_loss(e.to_string()),
@@ -17,5 +25,7 @@ pub fn to_status(e: IndexError) -> Status {
 }
 
 pub fn unknown_shard(collection: &str, shard: u32) -> Status {
-    Status::not_found(format!("collection `{collection}` has no shard {shard} on this node"))
+    Status::not_found(format!(
+        "collection `{collection}` has no shard {shard} on this node"
+    ))
 }

@@ -1,8 +1,8 @@
-//! Writer process for the crash test (`tests/durability.rs`): opens an engine in `DIR` and upserts batches of
+//! Test helper, not a product binary: the writer process of the crash test (`tests/durability.rs`): opens an engine in `DIR` and upserts batches of
 //! documents from `START` on, forever, printing `ack FIRST LAST` after each batch is acknowledged. The test kills
 //! it with SIGKILL at random moments.
 
-#[path = "../tests/common.rs"]
+#[path = "../../tests/common.rs"]
 mod common;
 
 use std::io::Write;
@@ -12,7 +12,8 @@ fn main() {
     let dir = args.next().expect("DIR");
     let start: usize = args.next().expect("START").parse().expect("number");
     // A small threshold so that background seals are often cut short by the kill.
-    let engine = attest_index::ShardEngine::open(std::path::Path::new(&dir), common::config(120)).expect("open");
+    let engine = attest_index::ShardEngine::open(std::path::Path::new(&dir), common::config(120))
+        .expect("open");
     let mut out = std::io::stdout().lock();
     let mut next = start;
     loop {
