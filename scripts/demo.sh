@@ -9,6 +9,7 @@ GRPC=${DEMO_GRPC:-127.0.0.1:7701}
 export ATTEST_SERVER="http://$HTTP"
 
 rm -rf "$DATA"
+mkdir -p "$(dirname "$DATA")"
 "$BIN" dev --data-dir "$DATA" --http "$HTTP" --grpc "$GRPC" 2>"$DATA.log" &
 pid=$!
 trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true' EXIT

@@ -20,7 +20,12 @@ pub struct Cli {
     )]
     pub server: String,
     /// Log level filter (e.g. info, debug, attest_index=debug).
-    #[arg(long, global = true, env = "ATTEST_LOG", default_value = "info")]
+    #[arg(
+        long,
+        global = true,
+        env = "ATTEST_LOG",
+        default_value = "info,tantivy=warn"
+    )]
     pub log_level: String,
     #[command(subcommand)]
     pub command: Command,

@@ -567,6 +567,10 @@ impl ShardEngine {
         std::thread::spawn(move || {
             if let Err(e) = engine.seal() {
                 warn!(error = %e, event = "seal_failed", "sealing failed; rows stay in the growing segment");
+            } else if engine.state.read().sealed.len() > engine.config.max_sealed_segments {
+                if let Err(e) = engine.compact() {
+                    warn!(error = %e, event = "compaction_failed", "compaction failed; segments stay as they are");
+                }
             }
             engine.background_seal.store(false, Ordering::SeqCst);
         });

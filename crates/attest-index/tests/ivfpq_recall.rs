@@ -202,19 +202,27 @@ fn recall_at_10_with_default_params_on_50k_clustered_vectors() {
 #[test]
 #[ignore = "exploratory sweep, minutes"]
 fn sweep() {
-    for sigma in [0.03f32, 0.05, 0.08] {
-        for m in [48u32, 96] {
-            let params = IvfPqParams {
-                m,
-                ..IvfPqParams::default()
-            };
-            let f = fixture(&params, sigma);
-            for nprobe in [8u32, 32, 64] {
-                let raw = recall(&f.truth, &f.raw(nprobe));
-                let r50 = recall(&f.truth, &f.rescored(nprobe, 50));
-                let r100 = recall(&f.truth, &f.rescored(nprobe, 100));
-                eprintln!("sigma {sigma} m {m} nprobe {nprobe}: raw {raw:.3} rescored@50 {r50:.3} rescored@100 {r100:.3}");
-            }
+    let cases = [
+        (0.05f32, 48u32),
+        (0.05, 96),
+        (0.05, 192),
+        (0.03, 48),
+        (0.08, 48),
+    ];
+    for (sigma, m) in cases {
+        let params = IvfPqParams {
+            m,
+            ..IvfPqParams::default()
+        };
+        let f = fixture(&params, sigma);
+        for nprobe in [8u32, 32, 64] {
+            let raw = recall(&f.truth, &f.raw(nprobe));
+            let r20 = recall(&f.truth, &f.rescored(nprobe, 20));
+            let r40 = recall(&f.truth, &f.rescored(nprobe, 40));
+            let r100 = recall(&f.truth, &f.rescored(nprobe, 100));
+            eprintln!(
+                "sigma {sigma} m {m} nprobe {nprobe}: raw {raw:.3} rescored@20 {r20:.3} @40 {r40:.3} @100 {r100:.3}"
+            );
         }
     }
 }
