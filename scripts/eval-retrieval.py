@@ -12,6 +12,7 @@ import argparse
 import json
 import math
 import random
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -68,6 +69,7 @@ def main():
     ap.add_argument("--server", default="http://127.0.0.1:7700")
     ap.add_argument("--data", default=str(Path(__file__).resolve().parent.parent.parent / "shared/data/squad-dev"))
     ap.add_argument("--limit", type=int, default=0, help="evaluate only the first N answerable queries")
+    ap.add_argument("--no-ingest", action="store_true", help="reuse the collection `eval` of an earlier run")
     a = ap.parse_args()
     data = Path(a.data)
     docs = [json.loads(l) for l in open(data / "corpus.jsonl")]
@@ -85,8 +87,11 @@ def main():
         answerable = answerable[: a.limit]
 
     report = {"data": str(data), "ingest": {}}
-    report["ingest"]["vectors_supplied"] = ingest(a.server, "eval_vectors", docs, vectors=True)
-    report["ingest"]["local_embedding"] = ingest(a.server, "eval", docs)
+    if not a.no_ingest:
+        report["ingest"]["vectors_supplied"] = ingest(a.server, "eval_vectors", docs, vectors=True)
+        print(json.dumps({"ingest_vectors_supplied": report["ingest"]["vectors_supplied"]}), file=sys.stderr, flush=True)
+        report["ingest"]["local_embedding"] = ingest(a.server, "eval", docs)
+        print(json.dumps({"ingest_local_embedding": report["ingest"]["local_embedding"]}), file=sys.stderr, flush=True)
     report["retrieval"] = {}
     for lane, lanes in [("bm25", ["bm25"]), ("dense", ["dense"]), ("hybrid", ["dense", "bm25"])]:
         sums, t = {}, time.time()
@@ -103,6 +108,7 @@ def main():
         out["queries"] = len(answerable)
         out["mean_ms"] = round((time.time() - t) * 1e3 / len(answerable), 2)
         report["retrieval"][lane] = out
+        print(json.dumps({lane: out}), file=sys.stderr, flush=True)
     print(json.dumps(report, indent=2))
 
 

@@ -75,6 +75,9 @@ fn main() {
     let index = IvfPqIndex::open_mmap(&path).unwrap();
 
     let (mut exact_ms, mut ivf_ms, mut hits) = (Vec::new(), Vec::new(), 0usize);
+    // The engine's pipeline: PQ candidates re-scored exactly with the full vectors kept on disk.
+    let (mut rescored_ms, mut rescored_hits) = (Vec::new(), 0usize);
+    let candidates = 100;
     for q in qs.chunks(dim) {
         let t = Instant::now();
         let truth = exact_search(&base, dim, q, 10);
@@ -82,11 +85,33 @@ fn main() {
         let t = Instant::now();
         let got = index.search(q, 10, used.nprobe).unwrap();
         ivf_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        let t = Instant::now();
+        let mut rescored: Vec<(i64, f32)> = index
+            .search(q, candidates, used.nprobe)
+            .unwrap()
+            .into_iter()
+            .map(|(id, _)| {
+                (
+                    id,
+                    base[id as usize * dim..(id as usize + 1) * dim]
+                        .iter()
+                        .zip(q)
+                        .map(|(a, b)| a * b)
+                        .sum(),
+                )
+            })
+            .collect();
+        rescored.sort_by(|a, b| b.1.total_cmp(&a.1));
+        rescored.truncate(10);
+        rescored_ms.push(t.elapsed().as_secs_f64() * 1e3);
         let truth: std::collections::HashSet<i64> = truth.iter().map(|(r, _)| *r as i64).collect();
         hits += got.iter().filter(|(id, _)| truth.contains(id)).count();
+        rescored_hits += rescored.iter().filter(|(id, _)| truth.contains(id)).count();
     }
     exact_ms.sort_by(f64::total_cmp);
     ivf_ms.sort_by(f64::total_cmp);
+    rescored_ms.sort_by(f64::total_cmp);
+    let r50 = percentile(&rescored_ms, 0.5);
     let recall = hits as f64 / (10 * queries) as f64;
     let (e50, i50) = (percentile(&exact_ms, 0.5), percentile(&ivf_ms, 0.5));
     println!(
@@ -96,7 +121,10 @@ fn main() {
             "disk_bytes": std::fs::metadata(&path).unwrap().len(),
             "ivfpq_p50_ms": i50, "ivfpq_p95_ms": percentile(&ivf_ms, 0.95),
             "exact_p50_ms": e50, "exact_p95_ms": percentile(&exact_ms, 0.95),
-            "speedup_vs_exact_p50": e50 / i50, "recall_at_10": recall
+            "speedup_vs_exact_p50": e50 / i50, "recall_at_10": recall,
+            "rescored_candidates": candidates, "rescored_p50_ms": r50, "rescored_p95_ms": percentile(&rescored_ms, 0.95),
+            "rescored_speedup_vs_exact_p50": e50 / r50,
+            "recall_at_10_rescored": rescored_hits as f64 / (10 * queries) as f64
         })
     );
 }

@@ -15,6 +15,9 @@ const N: usize = 50_000;
 const CENTRES: usize = 500;
 const QUERIES: usize = 200;
 const K: usize = 10;
+/// Training rows: the smallest sample that keeps the default nlist (1024 lists × 39 points per list, FAISS's
+/// minimum), to spend less of the test's time in k-means. Rows are in random order, so a prefix is a sample.
+const TRAIN: usize = 40_000;
 
 /// Per-dimension noise around a unit centre. 0.05 × √384 ≈ 0.98, so a point's noise is about as long as its
 /// centre: after normalisation points of one cluster have cosine ≈ 0.5 with each other and ≈ 0 with other
@@ -120,7 +123,7 @@ fn fixture(params: &IvfPqParams, sigma: f32) -> Fixture {
     let path = dir.path().join("dense.faiss");
     eprintln!("fixture generated in {:.1?}", t.elapsed());
     let t = Instant::now();
-    let eff = IvfPqIndex::build(&path, DIM, params, &base, &base, &ids).unwrap();
+    let eff = IvfPqIndex::build(&path, DIM, params, &base[..TRAIN * DIM], &base, &ids).unwrap();
     eprintln!("built {eff:?} in {:.1?}", t.elapsed());
     let index = IvfPqIndex::open_mmap(&path).unwrap();
     let vpath = dir.path().join("vectors.f32");
@@ -172,33 +175,50 @@ impl Fixture {
     }
 }
 
+/// The dense lane as the engine runs it on a sealed segment, with every default: IVF_PQ search (nlist 1024,
+/// nprobe 32, PQ96x8) for `overfetch × k` candidates, exact re-scoring of those from the vector file, top 10.
 #[test]
 fn recall_at_10_with_default_params_on_50k_clustered_vectors() {
     let start = Instant::now();
     let params = IvfPqParams::default();
     let f = fixture(&params, SIGMA);
-    assert_eq!(f.eff, params, "50k training points keep every default");
+    assert_eq!(f.eff, params, "{TRAIN} training points keep every default");
+    let candidates = attest_index::EngineConfig::default().overfetch * K;
 
     let t = Instant::now();
     let raw = recall(&f.truth, &f.raw(params.nprobe));
     let raw_time = t.elapsed();
     let t = Instant::now();
-    let rescored = recall(&f.truth, &f.rescored(params.nprobe, 100));
+    let rescored = recall(&f.truth, &f.rescored(params.nprobe, candidates));
     eprintln!(
-        "recall@10 over {QUERIES} queries: PQ distances {raw:.3} ({raw_time:.1?}); top-100 re-scored exactly \
-         {rescored:.3} ({:.1?}); whole test {:.1?}",
+        "recall@10 over {QUERIES} queries: PQ distances {raw:.3} ({raw_time:.1?}); top-{candidates} re-scored \
+         exactly {rescored:.3} ({:.1?}); whole test {:.1?}",
         t.elapsed(),
         start.elapsed()
     );
     assert!(
         rescored >= 0.90,
-        "recall@10 after re-scoring {rescored:.3} < 0.90"
+        "recall@10 after re-scoring {candidates} candidates: {rescored:.3} < 0.90"
     );
-    assert!(raw >= 0.90, "recall@10 from PQ distances {raw:.3} < 0.90");
+    // PQ distances alone: 0.70 measured with PQ96 (0.48 with PQ48; ≥ 0.90 needs PQ192, see `IvfPqParams`).
+    // A drop below this floor means the codes got worse (training, residuals, metric), not noise.
+    assert!(
+        raw >= 0.65,
+        "recall@10 from PQ distances alone {raw:.3} < 0.65"
+    );
 }
 
-/// Parameter sweep used to choose the defaults; prints a table. `cargo test -p attest-index --test
-/// ivfpq_recall -- --ignored --nocapture`.
+/// Parameter sweep behind the defaults. `cargo test -p attest-index --test ivfpq_recall -- --ignored
+/// --nocapture`. Measured with all 50k rows as training set (recall@10; nprobe 8, 32 and 64 gave identical
+/// figures on this fixture; the 40k training prefix used now gives 0.700 / 0.996 for m = 96):
+///
+/// | sigma | m   | PQ only | re-scored top 20 | top 40 | top 100 |
+/// |-------|-----|---------|------------------|--------|---------|
+/// | 0.05  | 48  | 0.480   | 0.695            | 0.909  | 1.000   |
+/// | 0.05  | 96  | 0.709   | 0.934            | 0.997  | 1.000   |
+/// | 0.05  | 192 | 0.901   | 1.000            | 1.000  | 1.000   |
+/// | 0.03  | 48  | 0.399   | 0.611            | 0.855  | 0.999   |
+/// | 0.08  | 48  | 0.526   | 0.740            | 0.936  | 1.000   |
 #[test]
 #[ignore = "exploratory sweep, minutes"]
 fn sweep() {

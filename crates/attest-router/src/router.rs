@@ -546,7 +546,7 @@ fn attest_shard_name_ok(name: &str) -> bool {
 fn attest_index_defaults() -> IndexSettings {
     IndexSettings {
         nlist: 1024,
-        m: 48,
+        m: 96,
         nbits: 8,
         nprobe: 32,
     }
