@@ -1,7 +1,10 @@
 //! Compiles `proto/attest/v1/*.proto` once for every role.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    // Read at run time, not with env!(): a build-script binary cached in a shared target directory
+    // may have been compiled from a checkout at another path.
+    let manifest_dir = std::env::var("CARGO_MANIFEST_DIR")?;
+    let root = std::path::Path::new(&manifest_dir).join("../../proto");
     let files = [
         "attest/v1/common.proto",
         "attest/v1/shard.proto",

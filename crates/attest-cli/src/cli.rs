@@ -63,12 +63,18 @@ pub struct DevArgs {
     /// Directory of the local embedding model.
     #[arg(long, env = "ATTEST_MODEL_DIR")]
     pub model_dir: Option<PathBuf>,
+    /// Embed through a remote service instead of the local model (OpenAI-compatible `…/v1/embeddings` or
+    /// text-embeddings-inference `…/embed`; a base URL means OpenAI-compatible), behind the circuit breaker.
+    #[arg(long, env = "ATTEST_EMBEDDER_URL")]
+    pub embedder_url: Option<String>,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
 pub enum Role {
     Shard,
     Router,
+    /// An embedding service (OpenAI-compatible and text-embeddings-inference APIs) over the local model.
+    Embedder,
 }
 
 #[derive(Args, Clone)]
@@ -80,9 +86,10 @@ pub struct ServeArgs {
     /// gRPC listen address (shard, router).
     #[arg(long, default_value = "127.0.0.1:7701")]
     pub grpc: String,
-    /// HTTP listen address (router).
-    #[arg(long, default_value = "127.0.0.1:7700")]
-    pub http: String,
+    /// HTTP listen address: the API of the router (default 127.0.0.1:7700) and the embedder (default
+    /// 127.0.0.1:7900); `/healthz`, `/readyz`, `/metrics` of a shard (none unless given).
+    #[arg(long)]
+    pub http: Option<String>,
     /// Shard node gRPC endpoints (router), comma-separated, e.g. http://127.0.0.1:7801,http://127.0.0.1:7802.
     #[arg(long, value_delimiter = ',')]
     pub shard_nodes: Vec<String>,
@@ -90,6 +97,9 @@ pub struct ServeArgs {
     pub config: Option<PathBuf>,
     #[arg(long, env = "ATTEST_MODEL_DIR")]
     pub model_dir: Option<PathBuf>,
+    /// Router: embed queries and chunks through this remote service (see `attest dev --embedder-url`).
+    #[arg(long, env = "ATTEST_EMBEDDER_URL")]
+    pub embedder_url: Option<String>,
 }
 
 #[derive(Subcommand)]

@@ -4,6 +4,8 @@
 use std::path::Path;
 
 use anyhow::Context;
+use attest_embed::server::EmbedServerConfig;
+use attest_embed::EmbedderConfig;
 use attest_index::EngineConfig;
 use attest_router::RouterConfig;
 use serde::{Deserialize, Serialize};
@@ -14,6 +16,10 @@ use serde_json::Value;
 pub struct AttestConfig {
     pub router: RouterConfig,
     pub engine: EngineConfig,
+    /// Which embedder the router uses (local model, or a remote service behind the circuit breaker).
+    pub embedder: EmbedderConfig,
+    /// Limits of `attest serve --role embedder`.
+    pub embed_server: EmbedServerConfig,
 }
 
 fn set_path(root: &mut Value, path: &[String], value: Value) {

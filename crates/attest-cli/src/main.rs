@@ -5,12 +5,10 @@
 //! - [`config`]: YAML config, `ATTEST__SECTION__KEY` environment overrides, then flags.
 //! - [`roles`]: `attest dev` (every role in one process) and `attest serve --role ...`.
 //! - [`commands`]: client commands that talk to a running router over HTTP (collection, ingest, search).
-//! - [`logging`]: JSON log lines on stderr.
 
 mod cli;
 mod commands;
 mod config;
-mod logging;
 mod roles;
 
 use clap::Parser;
@@ -45,7 +43,7 @@ fn ensure_thread_pool_environment() {
 fn main() -> anyhow::Result<()> {
     ensure_thread_pool_environment();
     let cli = cli::Cli::parse();
-    logging::init(&cli.log_level);
+    attest_telemetry::logging::init(&cli.log_level);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

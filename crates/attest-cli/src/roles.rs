@@ -1,20 +1,24 @@
 //! Starting roles: `attest dev` wires shard nodes, router and the local embedder in one process;
-//! `attest serve --role shard|router` runs one role per process. Every role is started through its crate's
+//! `attest serve --role shard|router|embedder` runs one role per process. Every role is started through its crate's
 //! `serve(..., listener, shutdown)` function, as the tests do.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
-use attest_embed::{CachedEmbedder, Embedder, LocalEmbedderConfig, MiniLmEmbedder};
+use attest_embed::{build_embedder, Embedder, EmbedderBackend, EmbedderConfig};
 use attest_router::{Router, ShardClient};
 use attest_shard::{ShardNode, ShardNodeConfig, ShardServiceImpl};
+use attest_telemetry::ops::MetricsRefresh;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tracing::info;
 
 use crate::cli::{DevArgs, Role, ServeArgs};
 use crate::config::{self, AttestConfig};
+
+const DEFAULT_ROUTER_HTTP: &str = "127.0.0.1:7700";
+const DEFAULT_EMBEDDER_HTTP: &str = "127.0.0.1:7900";
 
 /// Resolves on SIGINT or SIGTERM and tells every server to stop.
 fn shutdown_signal() -> watch::Receiver<bool> {
@@ -39,13 +43,29 @@ async fn until(mut rx: watch::Receiver<bool>) {
     }
 }
 
-fn load_embedder(model_dir: Option<PathBuf>) -> anyhow::Result<Arc<dyn Embedder>> {
-    let mut cfg = LocalEmbedderConfig::default();
-    if let Some(d) = model_dir {
-        cfg.model_dir = d;
+/// The configured embedder, with the command line's overrides: `--model-dir` for the local model,
+/// `--embedder-url` to use a remote service instead.
+fn load_embedder(
+    config: &EmbedderConfig,
+    model_dir: Option<PathBuf>,
+    embedder_url: Option<&str>,
+) -> anyhow::Result<Arc<dyn Embedder>> {
+    let mut config = config.clone();
+    if let Some(dir) = model_dir {
+        config.local.model_dir = dir;
     }
-    let model = MiniLmEmbedder::load(&cfg.model_dir.clone(), &cfg)?;
-    Ok(Arc::new(CachedEmbedder::with_capacity(model, 1024)))
+    if let Some(url) = embedder_url {
+        config.use_remote_url(url);
+    }
+    if config.backend == EmbedderBackend::Remote {
+        info!(url = %config.remote.url, event = "embedder_remote", "embedding through a remote service");
+    }
+    Ok(build_embedder(&config)?)
+}
+
+/// Sets the shard gauges of every node before `/metrics` renders.
+fn shard_metrics(nodes: Vec<Arc<ShardNode>>) -> MetricsRefresh {
+    Arc::new(move || nodes.iter().for_each(|n| n.publish_metrics()))
 }
 
 fn open_node(dir: &Path, cfg: &AttestConfig) -> anyhow::Result<Arc<ShardNode>> {
@@ -65,10 +85,16 @@ async fn bind(addr: &str) -> anyhow::Result<TcpListener> {
 pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     let cfg = config::load(args.config.as_deref(), std::env::vars())?;
     anyhow::ensure!(args.shards >= 1, "--shards must be at least 1");
-    let embedder = load_embedder(args.model_dir.clone())?;
+    let embedder = load_embedder(
+        &cfg.embedder,
+        args.model_dir.clone(),
+        args.embedder_url.as_deref(),
+    )?;
     let mut clients = Vec::new();
+    let mut nodes = Vec::new();
     for i in 0..args.shards {
         let node = open_node(&args.data_dir.join(format!("shard-node-{i}")), &cfg)?;
+        nodes.push(Arc::clone(&node));
         clients.push(ShardClient::Local(Arc::new(ShardServiceImpl::new(node))));
     }
     let router = Arc::new(Router::new(
@@ -88,7 +114,12 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     info!(http = %http_addr, grpc = %grpc_addr, event = "dev_started", "attest dev started");
     let stop = shutdown_signal();
     let (a, b) = tokio::join!(
-        attest_router::server::serve_http(Arc::clone(&router), http, until(stop.clone())),
+        attest_router::server::serve_http(
+            Arc::clone(&router),
+            Some(shard_metrics(nodes)),
+            http,
+            until(stop.clone())
+        ),
         attest_router::server::serve_grpc(router, grpc, until(stop)),
     );
     a?;
@@ -103,12 +134,44 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Role::Shard => {
             let node = open_node(&args.data_dir, &cfg)?;
             let listener = bind(&args.grpc).await?;
+            let ops = match &args.http {
+                Some(addr) => Some(bind(addr).await?),
+                None => None,
+            };
             println!(
-                "attest shard listening grpc={} data_dir={}",
+                "attest shard listening grpc={}{} data_dir={}",
                 listener.local_addr()?,
+                match &ops {
+                    Some(l) => format!(" http=http://{}", l.local_addr()?),
+                    None => String::new(),
+                },
                 args.data_dir.display()
             );
-            attest_shard::serve(node, listener, until(stop)).await
+            let grpc = attest_shard::serve(Arc::clone(&node), listener, until(stop.clone()));
+            match ops {
+                Some(ops) => {
+                    let (a, b) =
+                        tokio::join!(grpc, attest_shard::serve_ops(node, ops, until(stop)));
+                    a?;
+                    b
+                }
+                None => grpc.await,
+            }
+        }
+        Role::Embedder => {
+            let mut local = cfg.embedder.clone();
+            local.backend = EmbedderBackend::Local;
+            let embedder = load_embedder(&local, args.model_dir.clone(), None)?;
+            let http = bind(args.http.as_deref().unwrap_or(DEFAULT_EMBEDDER_HTTP)).await?;
+            println!(
+                "attest embedder listening http=http://{} model={} dimension={}",
+                http.local_addr()?,
+                embedder.id(),
+                embedder.dimension()
+            );
+            attest_embed::server::serve(embedder, cfg.embed_server.clone(), http, until(stop))
+                .await?;
+            Ok(())
         }
         Role::Router => {
             anyhow::ensure!(
@@ -120,14 +183,18 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 .iter()
                 .map(|e| ShardClient::connect_lazy(e))
                 .collect::<Result<Vec<_>, _>>()?;
-            let embedder = load_embedder(args.model_dir.clone())?;
+            let embedder = load_embedder(
+                &cfg.embedder,
+                args.model_dir.clone(),
+                args.embedder_url.as_deref(),
+            )?;
             let router = Arc::new(Router::new(
                 cfg.router.clone(),
                 &args.data_dir,
                 clients,
                 embedder,
             )?);
-            let http = bind(&args.http).await?;
+            let http = bind(args.http.as_deref().unwrap_or(DEFAULT_ROUTER_HTTP)).await?;
             let grpc = bind(&args.grpc).await?;
             println!(
                 "attest router listening http=http://{} grpc={}",
@@ -135,7 +202,12 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 grpc.local_addr()?
             );
             let (a, b) = tokio::join!(
-                attest_router::server::serve_http(Arc::clone(&router), http, until(stop.clone())),
+                attest_router::server::serve_http(
+                    Arc::clone(&router),
+                    None,
+                    http,
+                    until(stop.clone())
+                ),
                 attest_router::server::serve_grpc(router, grpc, until(stop)),
             );
             a?;

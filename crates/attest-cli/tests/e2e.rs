@@ -1,71 +1,30 @@
 //! End to end through the real binary: `attest dev` with 2 shard nodes and the local MiniLM embedder, the
 //! bundled squad sample ingested with `attest ingest`, then hybrid search and the bad-input table over HTTP.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use common::{http, post, repo_root, start, value_of, Logs, Proc};
 use serde_json::{json, Value};
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
-
 struct Dev {
-    child: Child,
+    _proc: Proc,
     url: String,
 }
 
-impl Drop for Dev {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn start_dev(data: &Path) -> Dev {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_attest"))
-        .args([
-            "dev",
-            "--http",
-            "127.0.0.1:0",
-            "--grpc",
-            "127.0.0.1:0",
-            "--data-dir",
-        ])
-        .arg(data)
-        .env("ATTEST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("http="))
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string();
-    Dev { child, url }
-}
-
-fn http() -> reqwest::blocking::Client {
-    reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(120))
-        .build()
-        .unwrap()
-}
-
-fn post(url: &str, body: &Value) -> (u16, Value) {
-    let r = http().post(url).json(body).send().unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().unwrap_or(Value::Null))
+    let (proc, line) = start(
+        &["dev", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"],
+        Some(data),
+        Logs::Quiet,
+    );
+    Dev {
+        _proc: proc,
+        url: value_of(&line, "http="),
+    }
 }
 
 fn attest(dev: &Dev, args: &[&str]) -> String {

@@ -2,72 +2,32 @@
 //! `attest serve --role router`, reached through the gRPC shard client. Killing a shard gives degraded results
 //! that name it.
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+mod common;
 
+use common::{post, start, value_of, Logs};
 use serde_json::{json, Value};
 
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts `attest ARGS` and returns it with the value of `key=` from its first stdout line.
-fn start(args: &[&str], data: &Path, key: &str) -> (Proc, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_attest"))
-        .args(args)
-        .arg("--data-dir")
-        .arg(data)
-        .env("ATTEST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let value = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix(key))
-        .unwrap_or_else(|| panic!("no {key} in {line:?}"))
-        .to_string();
-    (Proc(child), value)
-}
-
-fn post(url: &str, body: &Value) -> (u16, Value) {
-    let r = reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()
-        .unwrap()
-        .post(url)
-        .json(body)
-        .send()
-        .unwrap();
-    (r.status().as_u16(), r.json().unwrap_or(Value::Null))
+/// Starts `attest ARGS --data-dir DATA` quietly and returns it with the value of `key=` it printed.
+fn start_role(args: &[&str], data: &std::path::Path, key: &str) -> (common::Proc, String) {
+    let (proc, line) = start(args, Some(data), Logs::Quiet);
+    (proc, value_of(&line, key))
 }
 
 #[test]
 fn router_fans_out_to_shard_processes_and_reports_missing_shards() {
     let dir = tempfile::tempdir().unwrap();
-    let (shard_a, addr_a) = start(
+    let (shard_a, addr_a) = start_role(
         &["serve", "--role", "shard", "--grpc", "127.0.0.1:0"],
         &dir.path().join("a"),
         "grpc=",
     );
-    let (_shard_b, addr_b) = start(
+    let (_shard_b, addr_b) = start_role(
         &["serve", "--role", "shard", "--grpc", "127.0.0.1:0"],
         &dir.path().join("b"),
         "grpc=",
     );
     let nodes = format!("http://{addr_a},http://{addr_b}");
-    let (_router, url) = start(
+    let (_router, url) = start_role(
         &[
             "serve",
             "--role",

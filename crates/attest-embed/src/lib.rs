@@ -15,16 +15,31 @@
 //!   [`default_model_dir`].
 //! - [`cache`]: [`CachedEmbedder`], a bounded LRU cache of embeddings keyed by exact text, for
 //!   repeated queries.
+//! - [`remote`]: [`RemoteEmbedder`], HTTP clients for OpenAI-compatible `/v1/embeddings` and
+//!   text-embeddings-inference `/embed` (batching, timeouts, a retry budget).
+//! - [`breaker`]: [`CircuitBreaker`] (closed → open → half-open → closed) with its gauge and trip counter.
+//! - [`guarded`]: [`GuardedEmbedder`], embedding metrics plus the breaker in front of a remote embedder.
+//! - [`select`]: [`EmbedderConfig`] (the `embedder:` config section) and [`build_embedder`].
+//! - [`server`]: `attest serve --role embedder`, an embedding service speaking both HTTP APIs.
 //! - [`error`]: the [`EmbedError`] enum.
 
+pub mod breaker;
 pub mod cache;
 pub mod config;
 pub mod embedder;
 pub mod error;
+pub mod guarded;
 pub mod minilm;
+pub mod remote;
+pub mod select;
+pub mod server;
 
+pub use breaker::{BreakerConfig, BreakerState, CircuitBreaker};
 pub use cache::{CachedEmbedder, DEFAULT_CACHE_CAPACITY};
 pub use config::{default_model_dir, LocalEmbedderConfig, MODEL_DIR_ENV};
 pub use embedder::{cosine_similarity, Embedder};
 pub use error::EmbedError;
+pub use guarded::GuardedEmbedder;
 pub use minilm::{MiniLmEmbedder, MINILM_DIMENSION, MINILM_ID, MODEL_FILES};
+pub use remote::{RemoteApi, RemoteEmbedder, RemoteEmbedderConfig};
+pub use select::{build_embedder, EmbedderBackend, EmbedderConfig};

@@ -81,20 +81,31 @@ impl std::fmt::Debug for MiniLmEmbedder {
     }
 }
 
+#[cfg(feature = "cuda")]
+fn default_device() -> Result<Device, EmbedError> {
+    Ok(Device::cuda_if_available(0)?)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn default_device() -> Result<Device, EmbedError> {
+    Ok(Device::Cpu)
+}
+
 impl MiniLmEmbedder {
     /// Loads the model from `config.model_dir`.
     pub fn from_config(config: &LocalEmbedderConfig) -> Result<Self, EmbedError> {
         Self::load(&config.model_dir, config)
     }
 
-    /// Loads the model from `dir` (which takes precedence over `config.model_dir`) on the CPU.
+    /// Loads the model from `dir` (which takes precedence over `config.model_dir`) on the CPU, or on the
+    /// first CUDA GPU when built with the `cuda` feature and one is present.
     ///
     /// Fails with [`EmbedError::ModelMissing`] when a file is absent, [`EmbedError::Checksum`]
     /// when one does not match `models.sha256`, [`EmbedError::InvalidInput`] for an unusable
     /// configuration. Each file is read and hashed once per load (about a second for the 90 MB
     /// of weights).
     pub fn load(dir: &Path, config: &LocalEmbedderConfig) -> Result<Self, EmbedError> {
-        Self::load_on(dir, config, Device::Cpu)
+        Self::load_on(dir, config, default_device()?)
     }
 
     /// Like [`MiniLmEmbedder::load`], on a given candle device.

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use crate::error::IngestError;
 
 /// One source document, as parsed and normalised, before chunking.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SourceDocument {
     pub id: String,
     /// May be empty.

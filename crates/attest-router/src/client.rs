@@ -6,8 +6,9 @@ use std::sync::Arc;
 use attest_proto::v1 as pb;
 use attest_proto::v1::shard_service_client::ShardServiceClient;
 use attest_proto::v1::shard_service_server::ShardService;
+use attest_telemetry::request_id::grpc_request;
 use tonic::transport::Channel;
-use tonic::{Request, Status};
+use tonic::Status;
 
 /// Largest gRPC message exchanged with a shard (an upsert batch with its vectors).
 const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
@@ -18,17 +19,18 @@ pub enum ShardClient {
     Grpc(ShardServiceClient<Channel>),
 }
 
-/// Calls the same method on either variant.
+/// Calls the same method on either variant, with the request id in the gRPC metadata (both variants, so the
+/// shard logs it the same way in and out of process).
 macro_rules! call {
-    ($self:ident, $method:ident, $req:expr) => {
+    ($self:ident, $method:ident, $req:expr, $request_id:expr) => {
         match $self {
             ShardClient::Local(svc) => svc
-                .$method(Request::new($req))
+                .$method(grpc_request($req, $request_id))
                 .await
                 .map(|r| r.into_inner()),
             ShardClient::Grpc(client) => client
                 .clone()
-                .$method(Request::new($req))
+                .$method(grpc_request($req, $request_id))
                 .await
                 .map(|r| r.into_inner()),
         }
@@ -51,34 +53,50 @@ impl ShardClient {
     pub async fn ensure_shard(
         &self,
         req: pb::EnsureShardRequest,
+        request_id: &str,
     ) -> Result<pb::EnsureShardResponse, Status> {
-        call!(self, ensure_shard, req)
+        call!(self, ensure_shard, req, request_id)
     }
     pub async fn drop_shard(
         &self,
         req: pb::DropShardRequest,
+        request_id: &str,
     ) -> Result<pb::DropShardResponse, Status> {
-        call!(self, drop_shard, req)
+        call!(self, drop_shard, req, request_id)
     }
-    pub async fn upsert(&self, req: pb::UpsertRequest) -> Result<pb::UpsertResponse, Status> {
-        call!(self, upsert, req)
+    pub async fn upsert(
+        &self,
+        req: pb::UpsertRequest,
+        request_id: &str,
+    ) -> Result<pb::UpsertResponse, Status> {
+        call!(self, upsert, req, request_id)
     }
-    pub async fn delete(&self, req: pb::DeleteRequest) -> Result<pb::DeleteResponse, Status> {
-        call!(self, delete, req)
+    pub async fn delete(
+        &self,
+        req: pb::DeleteRequest,
+        request_id: &str,
+    ) -> Result<pb::DeleteResponse, Status> {
+        call!(self, delete, req, request_id)
     }
     pub async fn search(
         &self,
         req: pb::ShardSearchRequest,
+        request_id: &str,
     ) -> Result<pb::ShardSearchResponse, Status> {
-        call!(self, search, req)
+        call!(self, search, req, request_id)
     }
     pub async fn stats(
         &self,
         req: pb::ShardStatsRequest,
+        request_id: &str,
     ) -> Result<pb::ShardStatsResponse, Status> {
-        call!(self, stats, req)
+        call!(self, stats, req, request_id)
     }
-    pub async fn maintain(&self, req: pb::MaintainRequest) -> Result<pb::MaintainResponse, Status> {
-        call!(self, maintain, req)
+    pub async fn maintain(
+        &self,
+        req: pb::MaintainRequest,
+        request_id: &str,
+    ) -> Result<pb::MaintainResponse, Status> {
+        call!(self, maintain, req, request_id)
     }
 }

@@ -27,6 +27,10 @@ pub struct RouterConfig {
     pub chunking: ChunkingConfig,
     pub dedup: MinHashConfig,
     pub limits: DocumentLimits,
+    /// Query embeddings kept in the LRU cache in front of the embedder.
+    pub query_cache_capacity: usize,
+    /// Hit scores are multiplied by this when the dense lane is missing (SPEC: confidence reduced by 20%).
+    pub fallback_confidence_factor: f64,
     /// Tenant used when a request names none (no API keys in single-process mode).
     pub default_tenant: String,
 }
@@ -46,6 +50,8 @@ impl Default for RouterConfig {
             chunking: ChunkingConfig::default(),
             dedup: MinHashConfig::default(),
             limits: DocumentLimits::default(),
+            query_cache_capacity: attest_embed::DEFAULT_CACHE_CAPACITY,
+            fallback_confidence_factor: 0.8,
             default_tenant: "default".to_string(),
         }
     }

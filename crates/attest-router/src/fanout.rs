@@ -32,12 +32,13 @@ pub async fn fan_out_search(
     router: &Router,
     rec: &CollectionRecord,
     template: pb::ShardSearchRequest,
+    request_id: &str,
 ) -> Result<FanOut, RouterError> {
     let calls = rec.placement.iter().enumerate().map(|(shard, node)| {
         let client = router.shards[*node].clone();
         let mut req = template.clone();
         req.shard = shard as u32;
-        async move { (shard as u32, client.search(req).await) }
+        async move { (shard as u32, client.search(req, request_id).await) }
     });
     let mut out = FanOut::default();
     for (shard, result) in futures::future::join_all(calls).await {

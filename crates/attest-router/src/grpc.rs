@@ -6,6 +6,7 @@ use attest_ingest::SourceDocument;
 use attest_proto::v1 as pb;
 use attest_proto::v1::router_service_server::RouterService;
 use tonic::{Request, Response, Status};
+use tracing::Instrument;
 
 use crate::catalog::CollectionRecord;
 use crate::error::RouterError;
@@ -40,12 +41,11 @@ fn info(c: &CollectionRecord) -> pb::CollectionInfo {
     }
 }
 
-fn request_id<T>(req: &Request<T>) -> String {
-    req.metadata()
-        .get("x-request-id")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string)
-        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
+/// The caller's request id (or a fresh one) and the span the handler runs in.
+fn request_span<T>(req: &Request<T>) -> (String, tracing::Span) {
+    let id = attest_telemetry::request_id::from_grpc(req.metadata());
+    let span = attest_telemetry::request_id::span(&id);
+    (id, span)
 }
 
 #[tonic::async_trait]
@@ -54,7 +54,12 @@ impl RouterService for RouterServiceImpl {
         &self,
         req: Request<pb::CreateCollectionRequest>,
     ) -> Result<Response<pb::CollectionInfo>, Status> {
-        let rec = self.router.create_collection(req.into_inner()).await?;
+        let (id, span) = request_span(&req);
+        let rec = self
+            .router
+            .create_collection(req.into_inner(), &id)
+            .instrument(span)
+            .await?;
         Ok(Response::new(info(&rec)))
     }
 
@@ -71,7 +76,11 @@ impl RouterService for RouterServiceImpl {
         &self,
         req: Request<pb::DropCollectionRequest>,
     ) -> Result<Response<pb::DropCollectionResponse>, Status> {
-        self.router.drop_collection(&req.into_inner().name).await?;
+        let (id, span) = request_span(&req);
+        self.router
+            .drop_collection(&req.into_inner().name, &id)
+            .instrument(span)
+            .await?;
         Ok(Response::new(pb::DropCollectionResponse { dropped: true }))
     }
 
@@ -79,6 +88,7 @@ impl RouterService for RouterServiceImpl {
         &self,
         req: Request<pb::IngestRequest>,
     ) -> Result<Response<pb::IngestResponse>, Status> {
+        let (id, span) = request_span(&req);
         let r = req.into_inner();
         let docs = r
             .documents
@@ -104,7 +114,11 @@ impl RouterService for RouterServiceImpl {
                 })
             })
             .collect::<Result<Vec<_>, RouterError>>()?;
-        let report = self.router.ingest(&r.collection, docs).await?;
+        let report = self
+            .router
+            .ingest(&r.collection, docs, &id)
+            .instrument(span)
+            .await?;
         Ok(Response::new(pb::IngestResponse {
             accepted: report.accepted,
             rejected: report
@@ -124,10 +138,12 @@ impl RouterService for RouterServiceImpl {
         &self,
         req: Request<pb::DeleteDocumentRequest>,
     ) -> Result<Response<pb::DeleteDocumentResponse>, Status> {
+        let (id, span) = request_span(&req);
         let r = req.into_inner();
         let deleted = self
             .router
-            .delete_document(&r.collection, Some(&r.tenant), &r.id)
+            .delete_document(&r.collection, Some(&r.tenant), &r.id, &id)
+            .instrument(span)
             .await?;
         Ok(Response::new(pb::DeleteDocumentResponse { deleted }))
     }
@@ -136,9 +152,12 @@ impl RouterService for RouterServiceImpl {
         &self,
         req: Request<pb::SearchRequest>,
     ) -> Result<Response<pb::SearchResponse>, Status> {
-        let id = request_id(&req);
+        let (id, span) = request_span(&req);
         Ok(Response::new(
-            self.router.search(req.into_inner(), id).await?,
+            self.router
+                .search(req.into_inner(), id)
+                .instrument(span)
+                .await?,
         ))
     }
 }

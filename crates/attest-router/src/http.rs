@@ -5,12 +5,15 @@ use std::sync::Arc;
 
 use attest_ingest::{normalize_text, parse_jsonl, SourceDocument};
 use attest_proto::v1 as pb;
+use attest_telemetry::ops::MetricsRefresh;
+use attest_telemetry::request_id::RequestId;
 use axum::body::Bytes;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{delete, get, post};
+use axum::Extension;
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -22,10 +25,11 @@ use crate::router::{IngestDocument, Router};
 /// Largest request body accepted (SPEC: limits on every input).
 pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
 
-pub fn routes(router: Arc<Router>) -> axum::Router {
+/// The API routes plus `/healthz`, `/readyz`, `/metrics`; every request gets a request id (see
+/// [`attest_telemetry::request_id::http_middleware`]). `refresh` sets on-demand gauges before `/metrics`
+/// renders (shard sizes in `attest dev`).
+pub fn routes(router: Arc<Router>, refresh: Option<MetricsRefresh>) -> axum::Router {
     axum::Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(|| async { "ready" }))
         .route(
             "/v1/collections",
             post(create_collection).get(list_collections),
@@ -44,16 +48,13 @@ pub fn routes(router: Arc<Router>) -> axum::Router {
         .route("/v1/collections/:name/stats", get(stats))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(router)
-}
-
-/// The caller's `x-request-id`, or a fresh one.
-pub fn request_id(headers: &HeaderMap) -> String {
-    headers
-        .get("x-request-id")
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.is_empty() && v.len() <= 128)
-        .map(str::to_string)
-        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
+        .merge(attest_telemetry::ops::routes(
+            attest_telemetry::ops::always_ready(),
+            refresh,
+        ))
+        .layer(axum::middleware::from_fn(
+            attest_telemetry::request_id::http_middleware,
+        ))
 }
 
 fn body<T>(r: Result<Json<T>, JsonRejection>) -> Result<T, RouterError> {
@@ -87,6 +88,7 @@ struct CreateCollectionBody {
 
 async fn create_collection(
     State(r): State<Arc<Router>>,
+    Extension(RequestId(rid)): Extension<RequestId>,
     b: Result<Json<CreateCollectionBody>, JsonRejection>,
 ) -> Result<impl IntoResponse, RouterError> {
     let b = body(b)?;
@@ -97,12 +99,15 @@ async fn create_collection(
         nprobe: i.nprobe.unwrap_or(0),
     });
     let rec = r
-        .create_collection(pb::CreateCollectionRequest {
-            name: b.name,
-            shards: b.shards.unwrap_or(0),
-            replication: b.replication.unwrap_or(1),
-            index,
-        })
+        .create_collection(
+            pb::CreateCollectionRequest {
+                name: b.name,
+                shards: b.shards.unwrap_or(0),
+                replication: b.replication.unwrap_or(1),
+                index,
+            },
+            &rid,
+        )
         .await?;
     Ok((StatusCode::CREATED, Json(collection_json(&rec))))
 }
@@ -120,9 +125,10 @@ async fn get_collection(
 
 async fn drop_collection(
     State(r): State<Arc<Router>>,
+    Extension(RequestId(rid)): Extension<RequestId>,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, RouterError> {
-    r.drop_collection(&name).await?;
+    r.drop_collection(&name, &rid).await?;
     Ok(Json(json!({"dropped": name})))
 }
 
@@ -160,6 +166,7 @@ fn id_string(v: &Value, i: usize) -> Result<String, RouterError> {
 /// number and every other line is ingested.
 async fn ingest(
     State(r): State<Arc<Router>>,
+    Extension(RequestId(rid)): Extension<RequestId>,
     Path(name): Path<String>,
     headers: HeaderMap,
     bytes: Bytes,
@@ -205,7 +212,7 @@ async fn ingest(
             })
             .collect::<Result<_, RouterError>>()?
     };
-    let report = r.ingest(&name, docs).await?;
+    let report = r.ingest(&name, docs, &rid).await?;
     rejected.extend(report.duplicates.iter().map(
         |(i, other)| json!({"index": i, "reason": format!("near-duplicate of document `{other}`")}),
     ));
@@ -221,10 +228,13 @@ struct TenantQuery {
 
 async fn delete_document(
     State(r): State<Arc<Router>>,
+    Extension(RequestId(rid)): Extension<RequestId>,
     Path((name, id)): Path<(String, String)>,
     q: axum::extract::Query<TenantQuery>,
 ) -> Result<Json<Value>, RouterError> {
-    let deleted = r.delete_document(&name, q.tenant.as_deref(), &id).await?;
+    let deleted = r
+        .delete_document(&name, q.tenant.as_deref(), &id, &rid)
+        .await?;
     if !deleted {
         return Err(RouterError::NotFound(format!(
             "document `{id}` does not exist in `{name}`"
@@ -317,8 +327,8 @@ pub fn search_response_json(resp: &pb::SearchResponse) -> Value {
 
 async fn search(
     State(r): State<Arc<Router>>,
+    Extension(RequestId(rid)): Extension<RequestId>,
     Path(name): Path<String>,
-    headers: HeaderMap,
     b: Result<Json<SearchBody>, JsonRejection>,
 ) -> Result<Json<Value>, RouterError> {
     let b = body(b)?;
@@ -343,7 +353,7 @@ async fn search(
         tenant: b.tenant.unwrap_or_default(),
         nprobe: b.nprobe.unwrap_or(0),
     };
-    let resp = r.search(req, request_id(&headers)).await?;
+    let resp = r.search(req, rid).await?;
     Ok(Json(search_response_json(&resp)))
 }
 
@@ -357,20 +367,22 @@ struct MaintainBody {
 
 async fn maintain(
     State(r): State<Arc<Router>>,
+    Extension(RequestId(rid)): Extension<RequestId>,
     Path(name): Path<String>,
     b: Result<Json<MaintainBody>, JsonRejection>,
 ) -> Result<Json<Value>, RouterError> {
     let b = body(b)?;
-    r.maintain(&name, b.seal, b.compact).await?;
-    stats(State(r), Path(name)).await
+    r.maintain(&name, b.seal, b.compact, &rid).await?;
+    stats(State(r), Extension(RequestId(rid)), Path(name)).await
 }
 
 async fn stats(
     State(r): State<Arc<Router>>,
+    Extension(RequestId(rid)): Extension<RequestId>,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, RouterError> {
     let shards: Vec<Value> = r
-        .stats(&name)
+        .stats(&name, &rid)
         .await?
         .into_iter()
         .enumerate()

@@ -5,9 +5,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use attest_embed::Embedder;
+use attest_embed::{CachedEmbedder, Embedder};
 use attest_ingest::{chunk_document, NearDuplicateIndex, SourceDocument, TokenCounter};
 use attest_proto::v1 as pb;
+use attest_telemetry::metrics::{
+    observe_stage, EMBEDDING_FALLBACK_TOTAL, STAGE_EMBED, STAGE_FANOUT, STAGE_FUSE, STAGE_TOTAL,
+};
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 use tracing::{info, warn};
@@ -36,7 +39,10 @@ pub struct Router {
     pub(crate) config: RouterConfig,
     catalog: Catalog,
     pub(crate) shards: Vec<ShardClient>,
+    /// Embeds ingested chunks (uncached: each chunk is new).
     embedder: Arc<dyn Embedder>,
+    /// Embeds queries, with an LRU cache in front because users repeat queries.
+    query_embedder: Arc<CachedEmbedder<Arc<dyn Embedder>>>,
     /// Near-duplicate detectors per collection, for documents ingested since this process started.
     dedup: Mutex<HashMap<String, NearDuplicateIndex>>,
 }
@@ -86,10 +92,15 @@ impl Router {
                 "at least one shard node is required",
             ));
         }
+        let query_cache_capacity = config.query_cache_capacity;
         Ok(Router {
             config,
             catalog: Catalog::open(data_dir)?,
             shards,
+            query_embedder: Arc::new(CachedEmbedder::with_capacity(
+                Arc::clone(&embedder),
+                query_cache_capacity,
+            )),
             embedder,
             dedup: Mutex::new(HashMap::new()),
         })
@@ -114,6 +125,7 @@ impl Router {
     pub async fn create_collection(
         &self,
         req: pb::CreateCollectionRequest,
+        request_id: &str,
     ) -> Result<CollectionRecord, RouterError> {
         if !attest_shard_name_ok(&req.name) {
             return Err(RouterError::invalid(
@@ -179,11 +191,14 @@ impl Router {
         };
         for (shard, node) in record.placement.iter().enumerate() {
             self.shards[*node]
-                .ensure_shard(pb::EnsureShardRequest {
-                    collection: record.name.clone(),
-                    shard: shard as u32,
-                    spec: Some(spec.clone()),
-                })
+                .ensure_shard(
+                    pb::EnsureShardRequest {
+                        collection: record.name.clone(),
+                        shard: shard as u32,
+                        spec: Some(spec.clone()),
+                    },
+                    request_id,
+                )
                 .await
                 .map_err(RouterError::from_status)?;
         }
@@ -192,14 +207,17 @@ impl Router {
         Ok(record)
     }
 
-    pub async fn drop_collection(&self, name: &str) -> Result<(), RouterError> {
+    pub async fn drop_collection(&self, name: &str, request_id: &str) -> Result<(), RouterError> {
         let rec = self.catalog.remove(name)?;
         for (shard, node) in rec.placement.iter().enumerate() {
             if let Err(e) = self.shards[*node]
-                .drop_shard(pb::DropShardRequest {
-                    collection: name.to_string(),
-                    shard: shard as u32,
-                })
+                .drop_shard(
+                    pb::DropShardRequest {
+                        collection: name.to_string(),
+                        shard: shard as u32,
+                    },
+                    request_id,
+                )
                 .await
             {
                 warn!(collection = %name, shard, error = %e, event = "drop_shard_failed", "could not drop shard");
@@ -216,6 +234,7 @@ impl Router {
         &self,
         collection: &str,
         docs: Vec<IngestDocument>,
+        request_id: &str,
     ) -> Result<IngestReport, RouterError> {
         let rec = self.catalog.get(collection)?;
         if docs.len() > self.config.max_batch_documents {
@@ -267,60 +286,63 @@ impl Router {
         // Chunk, then embed every chunk that did not come with its vector, in one blocking batch.
         let embedder = Arc::clone(&self.embedder);
         let chunking = self.config.chunking.clone();
+        let rid = request_id.to_string();
         let prepared =
             tokio::task::spawn_blocking(move || -> Result<Vec<pb::DocumentChunks>, RouterError> {
-                let counter = EmbedderTokens(embedder.as_ref());
-                let mut per_doc: Vec<(IngestDocument, Vec<(String, String)>)> =
-                    Vec::with_capacity(kept.len());
-                let mut to_embed: Vec<String> = Vec::new();
-                for d in kept {
-                    let chunks: Vec<(String, String)> = if d.vector.is_some() {
-                        let text = if d.source.title.is_empty() {
-                            d.source.text.clone()
+                attest_telemetry::request_id::with_current(&rid, || {
+                    let counter = EmbedderTokens(embedder.as_ref());
+                    let mut per_doc: Vec<(IngestDocument, Vec<(String, String)>)> =
+                        Vec::with_capacity(kept.len());
+                    let mut to_embed: Vec<String> = Vec::new();
+                    for d in kept {
+                        let chunks: Vec<(String, String)> = if d.vector.is_some() {
+                            let text = if d.source.title.is_empty() {
+                                d.source.text.clone()
+                            } else {
+                                format!("{}\n{}", d.source.title, d.source.text)
+                            };
+                            vec![(format!("{}#0", d.source.id), text)]
                         } else {
-                            format!("{}\n{}", d.source.title, d.source.text)
+                            chunk_document(&d.source, &chunking, &counter)
+                                .into_iter()
+                                .map(|c| (format!("{}#{}", d.source.id, c.ordinal), c.text))
+                                .collect()
                         };
-                        vec![(format!("{}#0", d.source.id), text)]
-                    } else {
-                        chunk_document(&d.source, &chunking, &counter)
-                            .into_iter()
-                            .map(|c| (format!("{}#{}", d.source.id, c.ordinal), c.text))
-                            .collect()
-                    };
-                    if d.vector.is_none() {
-                        to_embed.extend(chunks.iter().map(|(_, t)| t.clone()));
+                        if d.vector.is_none() {
+                            to_embed.extend(chunks.iter().map(|(_, t)| t.clone()));
+                        }
+                        per_doc.push((d, chunks));
                     }
-                    per_doc.push((d, chunks));
-                }
-                let refs: Vec<&str> = to_embed.iter().map(String::as_str).collect();
-                let mut vectors = embedder
-                    .embed(&refs)
-                    .map_err(|e| RouterError::Unavailable(format!("embedding failed: {e}")))?
-                    .into_iter();
-                let mut out = Vec::with_capacity(per_doc.len());
-                for (d, chunks) in per_doc {
-                    let metadata_json =
-                        serde_json::Value::Object(d.source.metadata.clone()).to_string();
-                    let records = chunks
-                        .into_iter()
-                        .map(|(chunk_id, text)| pb::ChunkRecord {
-                            chunk_id,
-                            title: d.source.title.clone(),
-                            text,
-                            metadata_json: metadata_json.clone(),
-                            vector: match &d.vector {
-                                Some(v) => v.clone(),
-                                None => vectors.next().unwrap_or_default(),
-                            },
-                        })
-                        .collect();
-                    out.push(pb::DocumentChunks {
-                        doc_id: d.source.id.clone(),
-                        tenant: d.source.tenant.clone().unwrap_or_default(),
-                        chunks: records,
-                    });
-                }
-                Ok(out)
+                    let refs: Vec<&str> = to_embed.iter().map(String::as_str).collect();
+                    let mut vectors = embedder
+                        .embed(&refs)
+                        .map_err(|e| RouterError::Unavailable(format!("embedding failed: {e}")))?
+                        .into_iter();
+                    let mut out = Vec::with_capacity(per_doc.len());
+                    for (d, chunks) in per_doc {
+                        let metadata_json =
+                            serde_json::Value::Object(d.source.metadata.clone()).to_string();
+                        let records = chunks
+                            .into_iter()
+                            .map(|(chunk_id, text)| pb::ChunkRecord {
+                                chunk_id,
+                                title: d.source.title.clone(),
+                                text,
+                                metadata_json: metadata_json.clone(),
+                                vector: match &d.vector {
+                                    Some(v) => v.clone(),
+                                    None => vectors.next().unwrap_or_default(),
+                                },
+                            })
+                            .collect();
+                        out.push(pb::DocumentChunks {
+                            doc_id: d.source.id.clone(),
+                            tenant: d.source.tenant.clone().unwrap_or_default(),
+                            chunks: records,
+                        });
+                    }
+                    Ok(out)
+                })
             })
             .await
             .map_err(|e| RouterError::Internal(e.to_string()))??;
@@ -341,7 +363,7 @@ impl Router {
                 shard,
                 documents,
             };
-            async move { client.upsert(req).await }
+            async move { client.upsert(req, request_id).await }
         });
         for result in futures::future::join_all(writes).await {
             result.map_err(RouterError::from_status)?;
@@ -354,6 +376,7 @@ impl Router {
         collection: &str,
         tenant: Option<&str>,
         doc_id: &str,
+        request_id: &str,
     ) -> Result<bool, RouterError> {
         let rec = self.catalog.get(collection)?;
         let shard = shard_for(doc_id, rec.shards);
@@ -362,12 +385,15 @@ impl Router {
             .unwrap_or(&self.config.default_tenant)
             .to_string();
         let resp = self.shards[rec.placement[shard as usize]]
-            .delete(pb::DeleteRequest {
-                collection: collection.to_string(),
-                shard,
-                tenant,
-                doc_id: doc_id.to_string(),
-            })
+            .delete(
+                pb::DeleteRequest {
+                    collection: collection.to_string(),
+                    shard,
+                    tenant,
+                    doc_id: doc_id.to_string(),
+                },
+                request_id,
+            )
             .await
             .map_err(RouterError::from_status)?;
         Ok(resp.deleted)
@@ -431,16 +457,26 @@ impl Router {
         }
         let mut fallback_mode = false;
         let query_vector = if want_dense {
-            let embedder = Arc::clone(&self.embedder);
+            let embed_started = Instant::now();
+            let embedder = Arc::clone(&self.query_embedder);
             let q = query.clone();
-            match tokio::task::spawn_blocking(move || embedder.embed(&[q.as_str()])).await {
-                Ok(Ok(mut v)) if !v.is_empty() => Some(v.remove(0)),
-                Ok(Err(e)) => {
-                    warn!(request_id = %request_id, error = %e, event = "embedding_failed", "dense lane off; BM25 only");
-                    fallback_mode = true;
-                    None
-                }
-                _ => {
+            let rid = request_id.clone();
+            let embedded = tokio::task::spawn_blocking(move || {
+                attest_telemetry::request_id::with_current(&rid, || embedder.embed(&[q.as_str()]))
+            })
+            .await;
+            observe_stage(STAGE_EMBED, embed_started.elapsed());
+            match embedded {
+                Ok(Ok(mut v)) if v.len() == 1 => Some(v.remove(0)),
+                failed => {
+                    let reason = match failed {
+                        Ok(Err(e)) => e.to_string(),
+                        Err(e) => format!("embedding task failed: {e}"),
+                        Ok(Ok(v)) => format!("embedder returned {} vectors for 1 query", v.len()),
+                    };
+                    // SPEC: never an error; answer from BM25 alone and say so.
+                    metrics::counter!(EMBEDDING_FALLBACK_TOTAL).increment(1);
+                    warn!(request_id = %request_id, reason = %reason, event = "embedding_fallback", "query not embedded; answering from BM25 alone");
                     fallback_mode = true;
                     None
                 }
@@ -477,9 +513,20 @@ impl Router {
             include_payload: true,
             exact_rescore: self.config.exact_rescore,
         };
-        let fan = fan_out_search(self, &rec, shard_req).await?;
+        let fanout_started = Instant::now();
+        let fan = fan_out_search(self, &rec, shard_req, &request_id).await?;
+        observe_stage(STAGE_FANOUT, fanout_started.elapsed());
         let weights = |lane: &str| req.weights.get(lane).copied().unwrap_or(1.0);
-        let hits = fuse(&fan, depth, k, rrf_k, weights("dense"), weights("bm25"));
+        let fuse_started = Instant::now();
+        let mut hits = fuse(&fan, depth, k, rrf_k, weights("dense"), weights("bm25"));
+        observe_stage(STAGE_FUSE, fuse_started.elapsed());
+        if fallback_mode {
+            // The seed's rule: confidence reduced by 20% when the dense lane is missing.
+            for hit in &mut hits {
+                hit.score *= self.config.fallback_confidence_factor;
+            }
+        }
+        observe_stage(STAGE_TOTAL, started.elapsed());
         Ok(pb::SearchResponse {
             hits,
             degraded: !fan.missing_shards.is_empty(),
@@ -496,16 +543,20 @@ impl Router {
         collection: &str,
         seal: bool,
         compact: bool,
+        request_id: &str,
     ) -> Result<(), RouterError> {
         let rec = self.catalog.get(collection)?;
         for (shard, node) in rec.placement.iter().enumerate() {
             self.shards[*node]
-                .maintain(pb::MaintainRequest {
-                    collection: collection.to_string(),
-                    shard: shard as u32,
-                    seal,
-                    compact,
-                })
+                .maintain(
+                    pb::MaintainRequest {
+                        collection: collection.to_string(),
+                        shard: shard as u32,
+                        seal,
+                        compact,
+                    },
+                    request_id,
+                )
                 .await
                 .map_err(RouterError::from_status)?;
         }
@@ -516,16 +567,20 @@ impl Router {
     pub async fn stats(
         &self,
         collection: &str,
+        request_id: &str,
     ) -> Result<Vec<pb::ShardStatsResponse>, RouterError> {
         let rec = self.catalog.get(collection)?;
         let mut out = Vec::new();
         for (shard, node) in rec.placement.iter().enumerate() {
             out.push(
                 self.shards[*node]
-                    .stats(pb::ShardStatsRequest {
-                        collection: collection.to_string(),
-                        shard: shard as u32,
-                    })
+                    .stats(
+                        pb::ShardStatsRequest {
+                            collection: collection.to_string(),
+                            shard: shard as u32,
+                        },
+                        request_id,
+                    )
                     .await
                     .map_err(RouterError::from_status)?,
             );

@@ -4,6 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use attest_proto::v1::router_service_server::RouterServiceServer;
+use attest_telemetry::ops::MetricsRefresh;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 
@@ -12,10 +13,11 @@ use crate::router::Router;
 
 pub async fn serve_http(
     router: Arc<Router>,
+    refresh: Option<MetricsRefresh>,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    axum::serve(listener, crate::http::routes(router))
+    axum::serve(listener, crate::http::routes(router, refresh))
         .with_graceful_shutdown(shutdown)
         .await?;
     Ok(())

@@ -84,6 +84,15 @@ impl ShardNode {
             .join(format!("shard-{shard}"))
     }
 
+    /// Every replica hosted here, as ((collection, shard), engine).
+    pub fn replicas(&self) -> Vec<((String, u32), Arc<ShardEngine>)> {
+        self.replicas
+            .read()
+            .iter()
+            .map(|(k, v)| (k.clone(), Arc::clone(v)))
+            .collect()
+    }
+
     pub fn get(&self, collection: &str, shard: u32) -> Option<Arc<ShardEngine>> {
         self.replicas
             .read()

@@ -1,4 +1,5 @@
-//! Serves the shard role: `attest.v1.ShardService` plus the gRPC health service on one listener.
+//! Serves the shard role: `attest.v1.ShardService` plus the gRPC health service on one listener, and
+//! optionally `/healthz`, `/readyz`, `/metrics` over HTTP on another.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -30,6 +31,22 @@ pub async fn serve(
         .add_service(health)
         .add_service(svc)
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .await?;
+    Ok(())
+}
+
+/// `/healthz`, `/readyz` and `/metrics` (with this node's shard gauges) until `shutdown` resolves.
+pub async fn serve_ops(
+    node: Arc<ShardNode>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let routes = attest_telemetry::ops::routes(
+        attest_telemetry::ops::always_ready(),
+        Some(Arc::new(move || node.publish_metrics())),
+    );
+    axum::serve(listener, routes)
+        .with_graceful_shutdown(shutdown)
         .await?;
     Ok(())
 }

@@ -9,7 +9,9 @@ use attest_index::{
 };
 use attest_proto::v1 as pb;
 use attest_proto::v1::shard_service_server::ShardService;
+use attest_telemetry::metrics::{observe_stage, STAGE_SHARD_SEARCH};
 use tonic::{Request, Response, Status};
+use tracing::Instrument;
 
 use crate::convert::{filter_from_proto, hit_to_proto, params_from_proto};
 use crate::node::ShardNode;
@@ -32,6 +34,11 @@ impl ShardServiceImpl {
     }
 }
 
+/// The span of one call: the router's request id from the gRPC metadata (or a fresh one).
+fn request_span<T>(req: &Request<T>) -> tracing::Span {
+    attest_telemetry::request_id::span(&attest_telemetry::request_id::from_grpc(req.metadata()))
+}
+
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, Status> + Send + 'static,
 ) -> Result<T, Status> {
@@ -51,9 +58,9 @@ fn stats_to_proto(s: EngineStats) -> pb::ShardStatsResponse {
     }
 }
 
-#[tonic::async_trait]
-impl ShardService for ShardServiceImpl {
-    async fn ensure_shard(
+/// The handlers proper; the trait methods below run them inside the caller's request span.
+impl ShardServiceImpl {
+    async fn handle_ensure_shard(
         &self,
         req: Request<pb::EnsureShardRequest>,
     ) -> Result<Response<pb::EnsureShardResponse>, Status> {
@@ -86,7 +93,7 @@ impl ShardService for ShardServiceImpl {
         Ok(Response::new(pb::EnsureShardResponse { created }))
     }
 
-    async fn drop_shard(
+    async fn handle_drop_shard(
         &self,
         req: Request<pb::DropShardRequest>,
     ) -> Result<Response<pb::DropShardResponse>, Status> {
@@ -97,13 +104,14 @@ impl ShardService for ShardServiceImpl {
         Ok(Response::new(pb::DropShardResponse { dropped }))
     }
 
-    async fn upsert(
+    async fn handle_upsert(
         &self,
         req: Request<pb::UpsertRequest>,
     ) -> Result<Response<pb::UpsertResponse>, Status> {
         let r = req.into_inner();
         let engine = self.engine(&r.collection, r.shard)?;
         let mut chunks_written = 0u64;
+        let (collection, shard) = (r.collection, r.shard);
         let docs: Vec<DocumentWrite> = r
             .documents
             .into_iter()
@@ -126,14 +134,17 @@ impl ShardService for ShardServiceImpl {
                 }
             })
             .collect();
+        let documents = docs.len();
         let last_seq = blocking(move || engine.upsert(docs).map_err(to_status)).await?;
+        tracing::info!(collection = %collection, shard, documents, chunks = chunks_written, last_seq,
+            event = "upserted", "documents written durably");
         Ok(Response::new(pb::UpsertResponse {
             chunks_written,
             last_seq,
         }))
     }
 
-    async fn delete(
+    async fn handle_delete(
         &self,
         req: Request<pb::DeleteRequest>,
     ) -> Result<Response<pb::DeleteResponse>, Status> {
@@ -144,7 +155,7 @@ impl ShardService for ShardServiceImpl {
         Ok(Response::new(pb::DeleteResponse { deleted }))
     }
 
-    async fn search(
+    async fn handle_search(
         &self,
         req: Request<pb::ShardSearchRequest>,
     ) -> Result<Response<pb::ShardSearchResponse>, Status> {
@@ -152,6 +163,7 @@ impl ShardService for ShardServiceImpl {
         let r = req.into_inner();
         let engine = self.engine(&r.collection, r.shard)?;
         let filter = filter_from_proto(r.filter.as_ref())?;
+        let (collection, shard) = (r.collection.clone(), r.shard);
         let lanes = blocking(move || {
             let params = SearchParams {
                 tenant: &r.tenant,
@@ -167,6 +179,9 @@ impl ShardService for ShardServiceImpl {
         })
         .await?;
         let (lanes, payload) = lanes;
+        observe_stage(STAGE_SHARD_SEARCH, started.elapsed());
+        tracing::info!(collection = %collection, shard, dense = lanes.dense.len(), bm25 = lanes.bm25.len(),
+            took_ms = started.elapsed().as_secs_f64() * 1e3, event = "shard_searched", "shard search done");
         Ok(Response::new(pb::ShardSearchResponse {
             dense: lanes
                 .dense
@@ -182,7 +197,7 @@ impl ShardService for ShardServiceImpl {
         }))
     }
 
-    async fn stats(
+    async fn handle_stats(
         &self,
         req: Request<pb::ShardStatsRequest>,
     ) -> Result<Response<pb::ShardStatsResponse>, Status> {
@@ -192,7 +207,7 @@ impl ShardService for ShardServiceImpl {
         Ok(Response::new(stats_to_proto(stats)))
     }
 
-    async fn maintain(
+    async fn handle_maintain(
         &self,
         req: Request<pb::MaintainRequest>,
     ) -> Result<Response<pb::MaintainResponse>, Status> {
@@ -211,5 +226,64 @@ impl ShardService for ShardServiceImpl {
         Ok(Response::new(pb::MaintainResponse {
             stats: Some(stats_to_proto(stats)),
         }))
+    }
+}
+
+#[tonic::async_trait]
+impl ShardService for ShardServiceImpl {
+    async fn ensure_shard(
+        &self,
+        req: Request<pb::EnsureShardRequest>,
+    ) -> Result<Response<pb::EnsureShardResponse>, Status> {
+        let span = request_span(&req);
+        self.handle_ensure_shard(req).instrument(span).await
+    }
+
+    async fn drop_shard(
+        &self,
+        req: Request<pb::DropShardRequest>,
+    ) -> Result<Response<pb::DropShardResponse>, Status> {
+        let span = request_span(&req);
+        self.handle_drop_shard(req).instrument(span).await
+    }
+
+    async fn upsert(
+        &self,
+        req: Request<pb::UpsertRequest>,
+    ) -> Result<Response<pb::UpsertResponse>, Status> {
+        let span = request_span(&req);
+        self.handle_upsert(req).instrument(span).await
+    }
+
+    async fn delete(
+        &self,
+        req: Request<pb::DeleteRequest>,
+    ) -> Result<Response<pb::DeleteResponse>, Status> {
+        let span = request_span(&req);
+        self.handle_delete(req).instrument(span).await
+    }
+
+    async fn search(
+        &self,
+        req: Request<pb::ShardSearchRequest>,
+    ) -> Result<Response<pb::ShardSearchResponse>, Status> {
+        let span = request_span(&req);
+        self.handle_search(req).instrument(span).await
+    }
+
+    async fn stats(
+        &self,
+        req: Request<pb::ShardStatsRequest>,
+    ) -> Result<Response<pb::ShardStatsResponse>, Status> {
+        let span = request_span(&req);
+        self.handle_stats(req).instrument(span).await
+    }
+
+    async fn maintain(
+        &self,
+        req: Request<pb::MaintainRequest>,
+    ) -> Result<Response<pb::MaintainResponse>, Status> {
+        let span = request_span(&req);
+        self.handle_maintain(req).instrument(span).await
     }
 }

@@ -1,0 +1,93 @@
+//! Helpers shared by the tests that drive the real `attest` binary: starting role processes on loopback,
+//! reading the address they print, and small HTTP calls.
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// A child process killed when dropped, so a failing test leaves nothing running.
+pub struct Proc(pub Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Proc {
+    /// SIGTERM, then wait: the role shuts down cleanly and flushes its logs.
+    pub fn terminate(&mut self) {
+        unsafe {
+            libc::kill(self.0.id() as i32, libc::SIGTERM);
+        }
+        let _ = self.0.wait();
+    }
+}
+
+/// How a started process logs.
+pub enum Logs<'a> {
+    /// Warnings and errors to the test's stderr.
+    Quiet,
+    /// Everything at info level, into this file.
+    InfoTo(&'a Path),
+}
+
+/// Starts `attest ARGS [--data-dir DATA]` and returns it with its first stdout line (where it listens).
+pub fn start(args: &[&str], data: Option<&Path>, logs: Logs<'_>) -> (Proc, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_attest"));
+    cmd.args(args).stdout(Stdio::piped());
+    if let Some(data) = data {
+        cmd.arg("--data-dir").arg(data);
+    }
+    match logs {
+        Logs::Quiet => cmd.env("ATTEST_LOG", "warn").stderr(Stdio::inherit()),
+        Logs::InfoTo(path) => cmd
+            .env("ATTEST_LOG", "info,tantivy=warn")
+            .stderr(std::fs::File::create(path).unwrap()),
+    };
+    let mut child = cmd.spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    (Proc(child), line)
+}
+
+/// The value of `key=` in a "listening" line.
+pub fn value_of(line: &str, key: &str) -> String {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(key))
+        .unwrap_or_else(|| panic!("no {key} in {line:?}"))
+        .to_string()
+}
+
+pub fn http() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(120))
+        .build()
+        .unwrap()
+}
+
+pub fn post(url: &str, body: &Value) -> (u16, Value) {
+    let r = http().post(url).json(body).send().unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().unwrap_or(Value::Null))
+}
+
+pub fn get_text(url: &str) -> (u16, String) {
+    let r = http().get(url).send().unwrap();
+    let status = r.status().as_u16();
+    (status, r.text().unwrap_or_default())
+}

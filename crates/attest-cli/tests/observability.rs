@@ -1,0 +1,223 @@
+//! Observability across real processes: an embedder, a shard and a router (`attest serve --role ...`) on
+//! loopback. One request id given by the caller shows up in the JSON logs of every hop it crossed (router →
+//! embedder over HTTP, router → shard over gRPC); `/metrics` parses as Prometheus text on every role and holds
+//! that role's metrics; `/healthz` and `/readyz` answer everywhere, `attest dev` included.
+
+mod common;
+
+use std::path::Path;
+
+use common::{get_text, http, post, start, value_of, Logs, Proc};
+use serde_json::{json, Value};
+
+const TRACE_ID: &str = "req-observability-trace-1";
+
+fn scrape(base: &str) -> prometheus_parse::Scrape {
+    let (status, text) = get_text(&format!("{base}/metrics"));
+    assert_eq!(status, 200);
+    prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string())))
+        .unwrap_or_else(|e| panic!("{base}/metrics is not Prometheus text: {e}\n{text}"))
+}
+
+fn value(
+    scrape: &prometheus_parse::Scrape,
+    name: &str,
+    label: Option<(&str, &str)>,
+) -> Option<f64> {
+    scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == name)
+        .find(|s| label.is_none_or(|(k, v)| s.labels.get(k) == Some(v)))
+        .map(|s| match s.value {
+            prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Gauge(v) => v,
+            _ => f64::NAN,
+        })
+}
+
+fn has_histogram(scrape: &prometheus_parse::Scrape, stage: &str) -> bool {
+    scrape.samples.iter().any(|s| {
+        s.metric.starts_with("stage_latency_seconds") && s.labels.get("stage") == Some(stage)
+    })
+}
+
+fn assert_health(base: &str) {
+    assert_eq!(get_text(&format!("{base}/healthz")).0, 200, "{base}");
+    assert_eq!(get_text(&format!("{base}/readyz")).0, 200, "{base}");
+}
+
+/// Every line is one JSON object with the required keys; returns the lines that carry `TRACE_ID`.
+fn traced_lines(log: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(log).unwrap();
+    text.lines()
+        .map(|l| {
+            let v: Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
+            for key in ["timestamp", "level", "component", "request_id", "event"] {
+                assert!(v.get(key).is_some(), "{key} missing: {l}");
+            }
+            v
+        })
+        .filter(|v| v["request_id"] == TRACE_ID)
+        .collect()
+}
+
+#[test]
+fn request_ids_cross_every_hop_and_every_role_serves_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = |name: &str| dir.path().join(format!("{name}.log"));
+
+    let (mut embedder, line) = start(
+        &["serve", "--role", "embedder", "--http", "127.0.0.1:0"],
+        None,
+        Logs::InfoTo(&logs("embedder")),
+    );
+    let embedder_url = value_of(&line, "http=");
+    let (mut shard, line) = start(
+        &[
+            "serve",
+            "--role",
+            "shard",
+            "--grpc",
+            "127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
+        ],
+        Some(&dir.path().join("shard")),
+        Logs::InfoTo(&logs("shard")),
+    );
+    let (shard_grpc, shard_url) = (value_of(&line, "grpc="), value_of(&line, "http="));
+    let (mut router, line) = start(
+        &[
+            "serve",
+            "--role",
+            "router",
+            "--http",
+            "127.0.0.1:0",
+            "--grpc",
+            "127.0.0.1:0",
+            "--shard-nodes",
+            &format!("http://{shard_grpc}"),
+            "--embedder-url",
+            &embedder_url,
+        ],
+        Some(&dir.path().join("router")),
+        Logs::InfoTo(&logs("router")),
+    );
+    let router_url = value_of(&line, "http=");
+
+    let (s, b) = post(
+        &format!("{router_url}/v1/collections"),
+        &json!({"name": "c", "shards": 1}),
+    );
+    assert_eq!(s, 201, "{b}");
+    let docs = json!({"documents": [
+        {"id": "owl", "text": "The barn owl hunts at night over open fields."},
+        {"id": "fox", "text": "The red fox lives at the edge of the forest."},
+        {"id": "eel", "text": "The European eel migrates to the Sargasso Sea to spawn."},
+    ]});
+    let (s, b) = post(&format!("{router_url}/v1/collections/c/documents"), &docs);
+    assert_eq!((s, b["accepted"].as_u64()), (200, Some(3)), "{b}");
+
+    let resp = http()
+        .post(format!("{router_url}/v1/collections/c/search"))
+        .header("x-request-id", TRACE_ID)
+        .json(&json!({"query": "which animal hunts at night", "k": 3}))
+        .send()
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    assert_eq!(resp.headers()["x-request-id"], TRACE_ID);
+    let body: Value = resp.json().unwrap();
+    assert_eq!(body["request_id"], TRACE_ID);
+    assert_eq!(body["fallback_mode"], false);
+    assert_eq!(body["hits"][0]["doc_id"], "owl", "{body}");
+
+    // Metrics and health on every role.
+    for base in [&router_url, &shard_url, &embedder_url] {
+        assert_health(base);
+    }
+    let r = scrape(&router_url);
+    assert!(value(&r, "embedding_request_total", None).unwrap() >= 2.0);
+    assert_eq!(value(&r, "embedding_fallback_total", None), Some(0.0));
+    assert_eq!(
+        value(&r, "circuit_breaker_state", Some(("service", "embeddings"))),
+        Some(0.0)
+    );
+    assert_eq!(
+        value(
+            &r,
+            "circuit_breaker_trip_total",
+            Some(("service", "embeddings"))
+        ),
+        Some(0.0)
+    );
+    for stage in ["embed", "fanout", "fuse", "total"] {
+        assert!(has_histogram(&r, stage), "router histogram {stage}");
+    }
+    let s = scrape(&shard_url);
+    assert_eq!(
+        value(&s, "shard_chunks", Some(("collection", "c"))),
+        Some(3.0)
+    );
+    assert_eq!(
+        value(&s, "shard_segments", Some(("collection", "c"))),
+        Some(0.0)
+    );
+    assert!(has_histogram(&s, "shard_search"));
+    let e = scrape(&embedder_url);
+    assert!(value(&e, "embed_server_texts_total", None).unwrap() >= 4.0);
+    assert!(has_histogram(&e, "embed"));
+
+    // The trace id in every hop's logs.
+    for p in [&mut router, &mut shard, &mut embedder] {
+        p.terminate();
+    }
+    let router_lines = traced_lines(&logs("router"));
+    assert!(
+        router_lines
+            .iter()
+            .any(|l| l["event"] == "http_request" && l["path"] == "/v1/collections/c/search"),
+        "router: {router_lines:?}"
+    );
+    let shard_lines = traced_lines(&logs("shard"));
+    assert!(
+        shard_lines.iter().any(|l| l["event"] == "shard_searched"),
+        "shard: {shard_lines:?}"
+    );
+    let embedder_lines = traced_lines(&logs("embedder"));
+    assert!(
+        embedder_lines.iter().any(|l| l["event"] == "embedded"),
+        "embedder: {embedder_lines:?}"
+    );
+}
+
+#[test]
+fn dev_serves_metrics_and_health_on_its_one_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_dev, line): (Proc, String) = start(
+        &["dev", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"],
+        Some(dir.path()),
+        Logs::Quiet,
+    );
+    let url = value_of(&line, "http=");
+    assert_health(&url);
+    let (s, b) = post(&format!("{url}/v1/collections"), &json!({"name": "c"}));
+    assert_eq!(s, 201, "{b}");
+    let (s, _) = post(
+        &format!("{url}/v1/collections/c/documents"),
+        &json!({"documents": [{"id": "a", "text": "Metrics are scraped by Prometheus."}]}),
+    );
+    assert_eq!(s, 200);
+    let m = scrape(&url);
+    assert!(value(&m, "embedding_request_total", None).unwrap() >= 1.0);
+    let chunks: f64 = m
+        .samples
+        .iter()
+        .filter(|s| s.metric == "shard_chunks" && s.labels.get("collection") == Some("c"))
+        .map(|s| match s.value {
+            prometheus_parse::Value::Gauge(v) => v,
+            _ => 0.0,
+        })
+        .sum();
+    assert_eq!(chunks, 1.0, "one chunk over the dev shard nodes");
+}

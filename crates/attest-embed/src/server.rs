@@ -1,0 +1,234 @@
+//! `attest serve --role embedder`: Attest's own embedding service, speaking the OpenAI-compatible
+//! `POST /v1/embeddings` and the text-embeddings-inference `POST /embed`, plus `/healthz`, `/readyz` and
+//! `/metrics`. It gives a cluster a real embedding service that can be scaled, moved to a GPU host (the
+//! `cuda` feature) and killed, with the router's breaker in front of it.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+
+use attest_telemetry::metrics::{observe_stage, EMBED_SERVER_TEXTS_TOTAL, STAGE_EMBED};
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tracing::Instrument;
+
+use crate::embedder::Embedder;
+use crate::error::EmbedError;
+
+/// Limits of the embedding server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct EmbedServerConfig {
+    /// Most texts in one request.
+    pub max_batch_texts: usize,
+    /// Longest text accepted, in bytes (the model truncates to its window anyway).
+    pub max_text_bytes: usize,
+    /// Largest request body, in bytes.
+    pub max_body_bytes: usize,
+    /// Forward passes run at once; more requests wait their turn.
+    pub max_concurrent_batches: usize,
+}
+
+impl Default for EmbedServerConfig {
+    fn default() -> Self {
+        EmbedServerConfig {
+            max_batch_texts: 256,
+            max_text_bytes: 64 * 1024,
+            max_body_bytes: 8 * 1024 * 1024,
+            max_concurrent_batches: 2,
+        }
+    }
+}
+
+struct AppState {
+    embedder: Arc<dyn Embedder>,
+    config: EmbedServerConfig,
+    permits: Semaphore,
+}
+
+/// Serves until `shutdown` resolves. The caller binds the listener (tests use `127.0.0.1:0`).
+pub async fn serve(
+    embedder: Arc<dyn Embedder>,
+    config: EmbedServerConfig,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, routes(embedder, config))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+pub fn routes(embedder: Arc<dyn Embedder>, config: EmbedServerConfig) -> axum::Router {
+    let state = Arc::new(AppState {
+        permits: Semaphore::new(config.max_concurrent_batches.max(1)),
+        embedder,
+        config,
+    });
+    axum::Router::new()
+        .route("/v1/embeddings", post(openai_embeddings))
+        .route("/embed", post(tei_embed))
+        .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
+        .with_state(state)
+        .merge(attest_telemetry::ops::routes(
+            attest_telemetry::ops::always_ready(),
+            None,
+        ))
+}
+
+/// One text or a list of texts, as both APIs accept.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Texts {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Texts {
+    fn into_vec(self) -> Vec<String> {
+        match self {
+            Texts::One(t) => vec![t],
+            Texts::Many(v) => v,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct OpenAiRequest {
+    input: Texts,
+    #[serde(default)]
+    model: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct TeiRequest {
+    inputs: Texts,
+}
+
+struct ApiError(StatusCode, &'static str, String);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let ApiError(status, code, message) = self;
+        (
+            status,
+            Json(json!({"error": {"code": code, "message": message}})),
+        )
+            .into_response()
+    }
+}
+
+fn bad_request(message: impl Into<String>) -> ApiError {
+    ApiError(StatusCode::BAD_REQUEST, "invalid_argument", message.into())
+}
+
+fn body<T>(r: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
+    r.map(|Json(v)| v).map_err(|e| bad_request(e.body_text()))
+}
+
+async fn openai_embeddings(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    req: Result<Json<OpenAiRequest>, JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let req = body(req)?;
+    let model = req.model.unwrap_or_else(|| state.embedder.id().to_string());
+    let texts = req.input.into_vec();
+    let tokens: usize = texts.iter().map(|t| state.embedder.count_tokens(t)).sum();
+    let vectors = embed(&state, &headers, texts).await?;
+    let data: Vec<Value> = vectors
+        .into_iter()
+        .enumerate()
+        .map(|(index, embedding)| json!({"object": "embedding", "index": index, "embedding": embedding}))
+        .collect();
+    Ok(Json(json!({
+        "object": "list", "data": data, "model": model,
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    })))
+}
+
+async fn tei_embed(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    req: Result<Json<TeiRequest>, JsonRejection>,
+) -> Result<Json<Vec<Vec<f32>>>, ApiError> {
+    let req = body(req)?;
+    Ok(Json(embed(&state, &headers, req.inputs.into_vec()).await?))
+}
+
+async fn embed(
+    state: &Arc<AppState>,
+    headers: &HeaderMap,
+    texts: Vec<String>,
+) -> Result<Vec<Vec<f32>>, ApiError> {
+    let request_id = attest_telemetry::request_id::from_http(headers);
+    let span = tracing::info_span!("request", request_id = %request_id);
+    async move {
+        if texts.is_empty() {
+            return Err(bad_request("no input texts"));
+        }
+        if texts.len() > state.config.max_batch_texts {
+            return Err(ApiError(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                format!("at most {} texts per request", state.config.max_batch_texts),
+            ));
+        }
+        if let Some(i) = texts
+            .iter()
+            .position(|t| t.len() > state.config.max_text_bytes)
+        {
+            return Err(bad_request(format!(
+                "input {i} is longer than {} bytes",
+                state.config.max_text_bytes
+            )));
+        }
+        let _permit = state.permits.acquire().await.map_err(|_| {
+            ApiError(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "shutting down".into(),
+            )
+        })?;
+        let started = Instant::now();
+        let n = texts.len();
+        let embedder = Arc::clone(&state.embedder);
+        let result = tokio::task::spawn_blocking(move || {
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            embedder.embed(&refs)
+        })
+        .await
+        .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
+        observe_stage(STAGE_EMBED, started.elapsed());
+        match result {
+            Ok(vectors) => {
+                metrics::counter!(EMBED_SERVER_TEXTS_TOTAL).increment(n as u64);
+                tracing::info!(
+                    texts = n,
+                    took_ms = started.elapsed().as_secs_f64() * 1e3,
+                    event = "embedded",
+                    "embedded texts"
+                );
+                Ok(vectors)
+            }
+            Err(EmbedError::InvalidInput(m)) => Err(bad_request(m)),
+            Err(e) => {
+                tracing::error!(error = %e, event = "embed_failed", "embedding failed");
+                Err(ApiError(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    e.to_string(),
+                ))
+            }
+        }
+    }
+    .instrument(span)
+    .await
+}

@@ -1,0 +1,15 @@
+//! Observability shared by every Attest role: JSON log lines, Prometheus metrics, request ids.
+//!
+//! # Layout
+//! - [`logging`]: the JSON-lines log format (`timestamp`, `level`, `component`, `request_id`, `event`, fields)
+//!   and [`logging::init`], used by the `attest` binary for every role.
+//! - [`request_id`]: making, validating and carrying the request id across HTTP (`x-request-id` header) and
+//!   gRPC (`x-request-id` metadata) hops.
+//! - [`metrics`]: the metric names of SPEC.md ("names are part of the interface"), the process-wide Prometheus
+//!   recorder and small helpers to record stage latencies.
+//! - [`ops`]: `/healthz`, `/readyz` and `/metrics` as an axum router that every role mounts.
+
+pub mod logging;
+pub mod metrics;
+pub mod ops;
+pub mod request_id;
