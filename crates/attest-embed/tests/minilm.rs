@@ -202,32 +202,6 @@ fn shared_across_threads() {
     }
 }
 
-/// Rough throughput at batch 32; run with `--ignored --nocapture`.
-#[test]
-#[ignore]
-fn throughput() {
-    let e = embedder();
-    let texts: Vec<String> = (0..256)
-        .map(|i| {
-            format!(
-                "Passage {i}: grounded retrieval systems cite the sources of every claim they \
-                 make, and a verifier checks that each cited passage supports the claim."
-            )
-        })
-        .collect();
-    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    e.embed(&refs[..32]).unwrap();
-    let started = std::time::Instant::now();
-    e.embed(&refs).unwrap();
-    let secs = started.elapsed().as_secs_f64();
-    println!(
-        "embedded {} texts (~{} tokens each) in {secs:.2}s: {:.1} texts/s",
-        refs.len(),
-        e.count_tokens(refs[0]) + 2,
-        refs.len() as f64 / secs
-    );
-}
-
 /// The first components of sentence-transformers' embedding of this sentence (the
 /// all-MiniLM-L6-v2 reference output): tokenization, BERT, mean pooling and normalisation
 /// all have to match the Python pipeline for these to agree.
