@@ -103,7 +103,10 @@ async fn timed(
     for _ in 0..rounds {
         for q in queries {
             let (ms, fallback) = search(router, q).await?;
-            anyhow::ensure!(fallback == expect_fallback, "unexpected fallback_mode={fallback}");
+            anyhow::ensure!(
+                fallback == expect_fallback,
+                "unexpected fallback_mode={fallback}"
+            );
             out.push(ms);
         }
     }
@@ -112,7 +115,11 @@ async fn timed(
 }
 
 /// Searches until one comes back in fallback mode; the time since `since`.
-async fn first_fallback(router: &Router, queries: &[String], since: Instant) -> anyhow::Result<f64> {
+async fn first_fallback(
+    router: &Router,
+    queries: &[String],
+    since: Instant,
+) -> anyhow::Result<f64> {
     for q in queries.iter().cycle().take(1000) {
         if search(router, q).await?.1 {
             return Ok(since.elapsed().as_secs_f64() * 1e3);
@@ -123,7 +130,11 @@ async fn first_fallback(router: &Router, queries: &[String], since: Instant) -> 
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let rounds: usize = std::env::args().nth(1).map(|a| a.parse()).transpose()?.unwrap_or(3);
+    let rounds: usize = std::env::args()
+        .nth(1)
+        .map(|a| a.parse())
+        .transpose()?
+        .unwrap_or(3);
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let bin = attest_bin()?;
     let (mut embedder_proc, url) = start_embedder(&bin)?;
@@ -161,7 +172,10 @@ async fn main() -> anyhow::Result<()> {
     let docs: Vec<IngestDocument> = attest_ingest::parse_jsonl(&corpus)
         .documents
         .into_iter()
-        .map(|source| IngestDocument { source, vector: None })
+        .map(|source| IngestDocument {
+            source,
+            vector: None,
+        })
         .collect();
     let ingest_started = Instant::now();
     let n_docs = docs.len();
@@ -172,11 +186,12 @@ async fn main() -> anyhow::Result<()> {
         "ingested {n_docs} documents through the embedder in {:.1}s",
         ingest_started.elapsed().as_secs_f64()
     );
-    let queries: Vec<String> = std::fs::read_to_string(root.join("data/squad-sample/queries.jsonl"))?
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter_map(|q| q["text"].as_str().map(str::to_string))
-        .collect();
+    let queries: Vec<String> =
+        std::fs::read_to_string(root.join("data/squad-sample/queries.jsonl"))?
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter_map(|q| q["text"].as_str().map(str::to_string))
+            .collect();
 
     // Warm both paths, then normal mode.
     timed(&router, &queries[..10], 1, false).await?;

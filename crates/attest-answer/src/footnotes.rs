@@ -1,0 +1,128 @@
+//! Footnotes minted per turn: the passages of one answer are numbered `1..=n` in the order the model sees them.
+//! The model's context holds only these numbers and the passage text; the mapping back to chunk and document
+//! ids stays here, so an id can never be invented by the model, only a number, and numbers are checked.
+
+use std::collections::HashSet;
+
+/// A passage retrieved in this turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Passage {
+    pub chunk_id: String,
+    pub doc_id: String,
+    pub title: String,
+    pub text: String,
+    /// Retrieval / rerank score.
+    pub score: f64,
+}
+
+/// The passages of one turn with their footnote numbers (`[1]` is `passages[0]`).
+#[derive(Debug, Clone, Default)]
+pub struct Footnotes {
+    passages: Vec<Passage>,
+}
+
+impl Footnotes {
+    /// Mints `[1]..[n]` for `passages` in order. A chunk listed twice keeps its first number only.
+    pub fn mint(passages: Vec<Passage>) -> Self {
+        let mut seen = HashSet::new();
+        Footnotes {
+            passages: passages
+                .into_iter()
+                .filter(|p| seen.insert(p.chunk_id.clone()))
+                .collect(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.passages.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.passages.is_empty()
+    }
+
+    /// The passage behind footnote `n`, if `n` was minted.
+    pub fn get(&self, n: u32) -> Option<&Passage> {
+        (n as usize)
+            .checked_sub(1)
+            .and_then(|i| self.passages.get(i))
+    }
+
+    pub fn is_minted(&self, n: u32) -> bool {
+        self.get(n).is_some()
+    }
+
+    /// `(n, passage)` in footnote order.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &Passage)> {
+        self.passages
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (i as u32 + 1, p))
+    }
+
+    /// Every internal id of this turn (chunk and document ids): text that contains one has leaked it.
+    pub fn internal_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .passages
+            .iter()
+            .flat_map(|p| [p.chunk_id.clone(), p.doc_id.clone()])
+            .filter(|id| !id.is_empty())
+            .collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+
+    /// The context block a model sees: `[n] title — text` per passage, no ids.
+    pub fn context_block(&self) -> String {
+        self.iter()
+            .map(|(n, p)| {
+                if p.title.is_empty() {
+                    format!("[{n}] {}", p.text)
+                } else {
+                    format!("[{n}] {} — {}", p.title, p.text)
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn passage(chunk: &str) -> Passage {
+        Passage {
+            chunk_id: chunk.into(),
+            doc_id: chunk.split('#').next().unwrap().into(),
+            title: "A title".into(),
+            text: "Some passage text.".into(),
+            score: 1.0,
+        }
+    }
+
+    #[test]
+    fn numbers_start_at_one_and_duplicates_keep_the_first() {
+        let f = Footnotes::mint(vec![passage("a#0"), passage("b#0"), passage("a#0")]);
+        assert_eq!(f.len(), 2);
+        assert_eq!(f.get(1).unwrap().chunk_id, "a#0");
+        assert_eq!(f.get(2).unwrap().chunk_id, "b#0");
+        assert!(f.get(0).is_none() && f.get(3).is_none());
+    }
+
+    #[test]
+    fn the_context_block_holds_no_internal_id() {
+        let f = Footnotes::mint(vec![passage("doc-17#3"), passage("doc-18#0")]);
+        let block = f.context_block();
+        assert_eq!(
+            block,
+            "[1] A title — Some passage text.\n\n[2] A title — Some passage text."
+        );
+        assert!(!block.contains("doc-1"), "{block}");
+        assert_eq!(
+            f.internal_ids(),
+            vec!["doc-17", "doc-17#3", "doc-18", "doc-18#0"]
+        );
+    }
+}

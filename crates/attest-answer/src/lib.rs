@@ -1,0 +1,20 @@
+//! The grounded answer tier (SPEC "answer"): the steps that turn retrieved passages into an answer whose every
+//! citation points at a passage retrieved in the same turn.
+//!
+//! This crate grows step by step (issue 3). Present now:
+//!
+//! # Layout
+//! - [`footnotes`]: integer footnotes `[1]..[n]` minted per turn for the passages a model may cite; real chunk
+//!   and document ids never enter a model's context, only these numbers.
+//! - [`gauntlet`]: the filter on generated text, batch and streaming: markers that were never minted,
+//!   malformed or repeated markers and leaked internal ids are dropped (counted in
+//!   `citation_dropped_total{why}`); surviving markers map back to real chunk ids.
+//! - [`claims`]: splitting an answer into atomic claims, each with the footnotes it cites, for verification.
+
+pub mod claims;
+pub mod footnotes;
+pub mod gauntlet;
+
+pub use claims::{split_claims, Claim};
+pub use footnotes::{Footnotes, Passage};
+pub use gauntlet::{DropReason, Gauntlet, GauntletOutput, StreamingGauntlet};
