@@ -40,8 +40,11 @@ pub struct RemoteEmbedderConfig {
     pub model: String,
     /// Length of the vectors the service returns.
     pub dimension: usize,
-    /// Total time allowed for one HTTP request, in milliseconds.
+    /// Total time allowed for one HTTP request of one text (a query), in milliseconds.
     pub timeout_ms: u64,
+    /// Added to `timeout_ms` for every further text of a batch (ingest), in milliseconds: a batch of 32
+    /// passages takes seconds on a CPU embedding server, a query must fail fast.
+    pub timeout_per_text_ms: u64,
     /// Time allowed to open the connection, in milliseconds.
     pub connect_timeout_ms: u64,
     /// Texts per HTTP request.
@@ -67,6 +70,7 @@ impl Default for RemoteEmbedderConfig {
             model: crate::MINILM_ID.to_string(),
             dimension: crate::MINILM_DIMENSION,
             timeout_ms: 2_000,
+            timeout_per_text_ms: 500,
             connect_timeout_ms: 500,
             batch_size: 32,
             max_retries: 1,
@@ -171,7 +175,6 @@ impl RemoteEmbedder {
         }
         let agent = ureq::AgentBuilder::new()
             .timeout_connect(Duration::from_millis(config.connect_timeout_ms.max(1)))
-            .timeout(Duration::from_millis(config.timeout_ms.max(1)))
             .build();
         let tokenizer_path = config
             .tokenizer_path
@@ -202,7 +205,7 @@ impl RemoteEmbedder {
         loop {
             let started = Instant::now();
             let result = self.post_once(texts);
-            let failed_fast = started.elapsed() < Duration::from_millis(self.config.timeout_ms) / 2;
+            let failed_fast = started.elapsed() < self.timeout_for(texts.len()) / 2;
             match result {
                 Err(EmbedError::Unavailable(reason))
                     if attempt < self.config.max_retries
@@ -225,7 +228,10 @@ impl RemoteEmbedder {
             }
             RemoteApi::Tei => json!({"inputs": texts, "normalize": true, "truncate": true}),
         };
-        let mut request = self.agent.post(&self.endpoint);
+        let mut request = self
+            .agent
+            .post(&self.endpoint)
+            .timeout(self.timeout_for(texts.len()));
         if let Some(key) = &self.config.api_key {
             request = request.set("Authorization", &format!("Bearer {key}"));
         }
@@ -245,6 +251,14 @@ impl RemoteEmbedder {
             RemoteApi::Tei => response.into_json::<Vec<Vec<f32>>>().map_err(garbled)?,
         };
         self.check(texts.len(), vectors)
+    }
+
+    /// The whole-request timeout for a batch of `n` texts.
+    fn timeout_for(&self, n: usize) -> Duration {
+        Duration::from_millis(
+            self.config.timeout_ms.max(1)
+                + self.config.timeout_per_text_ms * n.saturating_sub(1) as u64,
+        )
     }
 
     fn map_error(&self, err: ureq::Error) -> EmbedError {
