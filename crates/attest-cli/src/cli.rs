@@ -44,6 +44,24 @@ pub enum Command {
     Ingest(IngestArgs),
     /// Searches a collection.
     Search(SearchArgs),
+    /// Trains a local model of the answer tier from public data.
+    #[command(subcommand)]
+    Train(TrainCommand),
+}
+
+#[derive(Subcommand)]
+pub enum TrainCommand {
+    /// The claim verifier, on HaluEval QA (train split by question; AUROC on the held-out split).
+    Verifier {
+        /// The halueval-qa directory (or its items.jsonl).
+        #[arg(long, default_value = "../shared/data/halueval-qa")]
+        data: PathBuf,
+        /// Where to write the model.
+        #[arg(long, default_value = "crates/attest-answer/models/verifier.json")]
+        out: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Args, Clone)]

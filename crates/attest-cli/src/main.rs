@@ -5,11 +5,13 @@
 //! - [`config`]: YAML config, `ATTEST__SECTION__KEY` environment overrides, then flags.
 //! - [`roles`]: `attest dev` (every role in one process) and `attest serve --role ...`.
 //! - [`commands`]: client commands that talk to a running router over HTTP (collection, ingest, search).
+//! - [`train`]: `attest train verifier`, fitting the answer tier's local models.
 
 mod cli;
 mod commands;
 mod config;
 mod roles;
+mod train;
 
 use clap::Parser;
 
@@ -54,6 +56,9 @@ fn main() -> anyhow::Result<()> {
             cli::Command::Collection(cmd) => commands::collection(&cli.server, cmd).await,
             cli::Command::Ingest(args) => commands::ingest(&cli.server, args).await,
             cli::Command::Search(args) => commands::search(&cli.server, args).await,
+            cli::Command::Train(cmd) => {
+                tokio::task::spawn_blocking(move || train::run(cmd)).await?
+            }
         }
     })
 }

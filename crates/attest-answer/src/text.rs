@@ -1,0 +1,148 @@
+//! Small text helpers shared by the verifier and the composer: words, content words, sentences, numbers,
+//! names and negation. Deliberately simple and deterministic (lowercase, strip punctuation and a possessive or
+//! plural `s`), so features mean the same thing at training and at serving time.
+
+use std::collections::HashSet;
+
+/// Function words that carry no content of their own.
+const STOPWORDS: &[&str] = &[
+    "a", "about", "after", "all", "also", "an", "and", "any", "are", "as", "at", "be", "been",
+    "before", "being", "between", "both", "but", "by", "can", "could", "did", "do", "does",
+    "during", "each", "for", "from", "had", "has", "have", "he", "her", "his", "how", "i", "if",
+    "in", "into", "is", "it", "its", "many", "more", "most", "much", "of", "on", "one", "or",
+    "other", "our", "she", "so", "some", "such", "than", "that", "the", "their", "them", "then",
+    "there", "these", "they", "this", "those", "through", "to", "up", "was", "we", "were", "what",
+    "when", "where", "which", "while", "who", "whom", "whose", "why", "will", "with", "would",
+    "you", "your",
+];
+
+/// Words that flip the meaning of a statement.
+const NEGATIONS: &[&str] = &[
+    "not", "no", "never", "none", "neither", "nor", "nothing", "without",
+];
+
+/// Lowercased word tokens (letters and digits), possessive `'s` removed.
+pub fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !(c.is_alphanumeric() || c == '\''))
+        .map(|w| w.trim_matches('\''))
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            let w = w.to_lowercase();
+            w.strip_suffix("'s").map(str::to_string).unwrap_or(w)
+        })
+        .collect()
+}
+
+/// A crude stem so that `mines`/`mine` and `directors`/`director` meet.
+pub fn stem(word: &str) -> String {
+    if word.len() > 4 && word.ends_with("ies") {
+        return format!("{}y", &word[..word.len() - 3]);
+    }
+    if word.len() > 3 && word.ends_with('s') && !word.ends_with("ss") {
+        return word[..word.len() - 1].to_string();
+    }
+    word.to_string()
+}
+
+/// Stemmed words that are not function words.
+pub fn content_words(text: &str) -> Vec<String> {
+    words(text)
+        .into_iter()
+        .filter(|w| !STOPWORDS.contains(&w.as_str()) && !NEGATIONS.contains(&w.as_str()))
+        .map(|w| stem(&w))
+        .collect()
+}
+
+pub fn content_set(text: &str) -> HashSet<String> {
+    content_words(text).into_iter().collect()
+}
+
+/// Tokens with a digit (`1925`, `3.5`, `2nd`), normalised by dropping thousands separators.
+pub fn numbers(text: &str) -> Vec<String> {
+    text.split(|c: char| c.is_whitespace() || matches!(c, '(' | ')' | '[' | ']' | '"' | ';' | ':'))
+        .map(|t| t.trim_matches(|c: char| !c.is_alphanumeric()))
+        .filter(|t| t.chars().any(|c| c.is_ascii_digit()))
+        .map(|t| t.replace(',', "").to_lowercase())
+        .collect()
+}
+
+/// Capitalised words not at the start of a sentence: names of people, places, works.
+pub fn names(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut sentence_start = true;
+    for raw in text.split_whitespace() {
+        let token = raw.trim_matches(|c: char| !c.is_alphanumeric());
+        let first = token.chars().next();
+        if !sentence_start && first.is_some_and(char::is_uppercase) {
+            out.push(stem(&token.to_lowercase()));
+        }
+        sentence_start = raw.ends_with(['.', '!', '?', ':']);
+    }
+    out
+}
+
+/// Whether the text states a negation.
+pub fn is_negated(text: &str) -> bool {
+    text.to_lowercase().contains("n't")
+        || words(text).iter().any(|w| NEGATIONS.contains(&w.as_str()))
+}
+
+/// Sentences, split after `.`, `!`, `?` followed by whitespace (and at line breaks).
+pub fn sentences(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let bytes = text.as_bytes();
+    for (i, c) in text.char_indices() {
+        let ends = matches!(c, '.' | '!' | '?')
+            && bytes.get(i + 1).is_none_or(|b| b.is_ascii_whitespace())
+            || c == '\n';
+        if ends {
+            let s = text[start..=i].trim();
+            if !s.is_empty() {
+                out.push(s);
+            }
+            start = i + 1;
+        }
+    }
+    let rest = text[start..].trim();
+    if !rest.is_empty() {
+        out.push(rest);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_and_content_words() {
+        assert_eq!(
+            words("Tesla's room, the DOOR!"),
+            vec!["tesla", "room", "the", "door"]
+        );
+        assert_eq!(
+            content_words("The mines of the directors"),
+            vec!["mine", "director"]
+        );
+        assert_eq!(stem("cities"), "city");
+        assert_eq!(stem("glass"), "glass");
+    }
+
+    #[test]
+    fn numbers_names_negation_sentences() {
+        assert_eq!(
+            numbers("In 1925, about 1,200 (3.5%) joined."),
+            vec!["1925", "1200", "3.5"]
+        );
+        assert_eq!(
+            names("Ruth St. Denis met Ted Shawn. Then they left."),
+            vec!["st", "ted", "shawn"]
+        );
+        assert!(is_negated("He did not go") && is_negated("It isn't") && !is_negated("Notable"));
+        assert_eq!(
+            sentences("One. Two 3.5 three! Four"),
+            vec!["One.", "Two 3.5 three!", "Four"]
+        );
+    }
+}

@@ -1,0 +1,97 @@
+//! The verifier (SPEC "answer" step 11): how well does a cited passage support a claim? A score in 0..1.
+//!
+//! The local default is a logistic regression over [`features`] learned from HaluEval QA
+//! (`attest train verifier`); its parameters are the committed file `models/verifier.json`. Other back ends
+//! (an LLM judge over an OpenAI-compatible endpoint) implement the same [`Verifier`] trait.
+
+pub mod features;
+pub mod logistic;
+pub mod train;
+
+use serde::{Deserialize, Serialize};
+
+use self::features::{features, FEATURE_NAMES};
+use self::logistic::LogisticModel;
+
+/// Scores the support a passage gives a claim made in answer to a question.
+pub trait Verifier: Send + Sync {
+    /// 0 = the passage does not support the claim, 1 = it does.
+    fn support(&self, question: &str, claim: &str, passage: &str) -> f64;
+}
+
+/// The committed verifier model.
+const BUNDLED_MODEL: &str = include_str!("../../models/verifier.json");
+
+/// The model file: the parameters plus what they were trained on and how well they did on held-out data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VerifierFile {
+    pub features: Vec<String>,
+    pub model: LogisticModel,
+    pub trained_on: String,
+    pub split: String,
+    pub train_items: usize,
+    pub heldout_items: usize,
+    pub heldout_auroc: f64,
+    pub heldout_balanced_accuracy: f64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum VerifierError {
+    #[error("verifier model: {0}")]
+    Model(String),
+}
+
+/// The learned local verifier.
+#[derive(Debug, Clone)]
+pub struct LearnedVerifier {
+    model: LogisticModel,
+}
+
+impl LearnedVerifier {
+    /// The committed model.
+    pub fn bundled() -> Self {
+        Self::from_json(BUNDLED_MODEL).expect("the committed verifier model parses")
+    }
+
+    pub fn from_json(json: &str) -> Result<Self, VerifierError> {
+        let file: VerifierFile =
+            serde_json::from_str(json).map_err(|e| VerifierError::Model(e.to_string()))?;
+        Self::from_file(file)
+    }
+
+    pub fn from_file(file: VerifierFile) -> Result<Self, VerifierError> {
+        let names: Vec<&str> = file.features.iter().map(String::as_str).collect();
+        if names != FEATURE_NAMES
+            || file.model.weights.len() != FEATURE_NAMES.len()
+            || file.model.means.len() != FEATURE_NAMES.len()
+            || file.model.scales.len() != FEATURE_NAMES.len()
+        {
+            return Err(VerifierError::Model(format!(
+                "features {names:?} do not match this build's {FEATURE_NAMES:?}; retrain with `attest train verifier`"
+            )));
+        }
+        Ok(LearnedVerifier { model: file.model })
+    }
+}
+
+impl Verifier for LearnedVerifier {
+    fn support(&self, question: &str, claim: &str, passage: &str) -> f64 {
+        self.model.predict(&features(question, claim, passage))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bundled_model_loads_and_separates_an_obvious_pair() {
+        let v = LearnedVerifier::bundled();
+        let passage =
+            "Marie Curie was born in Warsaw in 1867. She won the Nobel Prize in Physics in 1903.";
+        let q = "Where was Marie Curie born?";
+        let good = v.support(q, "Marie Curie was born in Warsaw.", passage);
+        let bad = v.support(q, "Marie Curie was born in Lyon in 1871.", passage);
+        assert!(good > bad + 0.2, "good {good} bad {bad}");
+    }
+}
