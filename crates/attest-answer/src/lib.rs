@@ -1,9 +1,17 @@
 //! The grounded answer tier (SPEC "answer"): the steps that turn retrieved passages into an answer whose every
 //! citation points at a passage retrieved in the same turn.
 //!
-//! This crate grows step by step (issue 3). Present now:
+//! This crate grows step by step (issue 3): the learned reranker, terminology, curated memory, LLM and GGUF
+//! generators are still to come; the deterministic defaults below run end to end.
 //!
 //! # Layout
+//! - [`pipeline`]: `AnswerService::ask` — retrieval through the router with the coverage gate and CRAG hops,
+//!   composing, the gauntlet, verification with one revision pass, abstention with reasons and suggestions.
+//! - [`http`]: `POST /v1/collections/{name}/ask` (JSON, or Server-Sent Events with `stream: true`).
+//! - [`client`]: `RouterClient { Local, Grpc }`, the only way this tier reaches the router.
+//! - [`relevance`]: the 0..1 question coverage the coverage gate holds its thresholds against.
+//! - [`compose`]: the built-in extractive composer (the default generator).
+//! - [`config`]: thresholds and limits; [`error`]: errors and their HTTP form.
 //! - [`footnotes`]: integer footnotes `[1]..[n]` minted per turn for the passages a model may cite; real chunk
 //!   and document ids never enter a model's context, only these numbers.
 //! - [`gauntlet`]: the filter on generated text, batch and streaming: markers that were never minted,
@@ -15,12 +23,23 @@
 //! - [`text`]: words, content words, sentences, numbers, names, negation.
 
 pub mod claims;
+pub mod client;
+pub mod compose;
+pub mod config;
+pub mod error;
 pub mod footnotes;
 pub mod gauntlet;
+pub mod http;
+pub mod pipeline;
+pub mod relevance;
 pub mod text;
 pub mod verifier;
 
 pub use claims::{split_claims, Claim};
+pub use client::RouterClient;
+pub use config::AnswerConfig;
+pub use error::AnswerError;
 pub use footnotes::{Footnotes, Passage};
 pub use gauntlet::{DropReason, Gauntlet, GauntletOutput, StreamingGauntlet};
+pub use pipeline::{AnswerService, AskResponse};
 pub use verifier::{LearnedVerifier, Verifier};

@@ -44,6 +44,9 @@ pub enum Command {
     Ingest(IngestArgs),
     /// Searches a collection.
     Search(SearchArgs),
+    /// Asks a question: streams a grounded answer, then its citations and per-claim support (or why it
+    /// abstained).
+    Ask(AskArgs),
     /// Trains a local model of the answer tier from public data.
     #[command(subcommand)]
     Train(TrainCommand),
@@ -93,6 +96,8 @@ pub enum Role {
     Router,
     /// An embedding service (OpenAI-compatible and text-embeddings-inference APIs) over the local model.
     Embedder,
+    /// The answer tier: `POST /v1/collections/{name}/ask`, reaching the router over gRPC (`--router`).
+    Answer,
 }
 
 #[derive(Args, Clone)]
@@ -118,6 +123,19 @@ pub struct ServeArgs {
     /// Router: embed queries and chunks through this remote service (see `attest dev --embedder-url`).
     #[arg(long, env = "ATTEST_EMBEDDER_URL")]
     pub embedder_url: Option<String>,
+    /// Answer tier: the router's gRPC endpoint, e.g. http://127.0.0.1:7701.
+    #[arg(long)]
+    pub router: Option<String>,
+}
+
+#[derive(Args)]
+pub struct AskArgs {
+    pub question: String,
+    #[arg(long, short, default_value = "default")]
+    pub collection: String,
+    /// Print the whole response as JSON instead of streaming text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Subcommand)]

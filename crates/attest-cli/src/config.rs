@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use anyhow::Context;
+use attest_answer::AnswerConfig;
 use attest_embed::server::EmbedServerConfig;
 use attest_embed::EmbedderConfig;
 use attest_index::EngineConfig;
@@ -20,6 +21,8 @@ pub struct AttestConfig {
     pub embedder: EmbedderConfig,
     /// Limits of `attest serve --role embedder`.
     pub embed_server: EmbedServerConfig,
+    /// Thresholds of the answer tier.
+    pub answer: AnswerConfig,
 }
 
 fn set_path(root: &mut Value, path: &[String], value: Value) {

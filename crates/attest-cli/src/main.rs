@@ -56,6 +56,7 @@ fn main() -> anyhow::Result<()> {
             cli::Command::Collection(cmd) => commands::collection(&cli.server, cmd).await,
             cli::Command::Ingest(args) => commands::ingest(&cli.server, args).await,
             cli::Command::Search(args) => commands::search(&cli.server, args).await,
+            cli::Command::Ask(args) => commands::ask(&cli.server, args).await,
             cli::Command::Train(cmd) => {
                 tokio::task::spawn_blocking(move || train::run(cmd)).await?
             }

@@ -1,12 +1,14 @@
 //! Starting roles: `attest dev` wires shard nodes, router and the local embedder in one process;
-//! `attest serve --role shard|router|embedder` runs one role per process. Every role is started through its crate's
+//! `attest serve --role shard|router|embedder|answer` runs one role per process. Every role is started through its crate's
 //! `serve(..., listener, shutdown)` function, as the tests do.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
+use attest_answer::{AnswerService, LearnedVerifier, RouterClient};
 use attest_embed::{build_embedder, Embedder, EmbedderBackend, EmbedderConfig};
+use attest_router::grpc::RouterServiceImpl;
 use attest_router::{Router, ShardClient};
 use attest_shard::{ShardNode, ShardNodeConfig, ShardServiceImpl};
 use attest_telemetry::ops::MetricsRefresh;
@@ -19,6 +21,16 @@ use crate::config::{self, AttestConfig};
 
 const DEFAULT_ROUTER_HTTP: &str = "127.0.0.1:7700";
 const DEFAULT_EMBEDDER_HTTP: &str = "127.0.0.1:7900";
+const DEFAULT_ANSWER_HTTP: &str = "127.0.0.1:7750";
+
+/// The answer tier with the local default back ends (extractive composer, learned verifier).
+fn answer_service(router: RouterClient, cfg: &AttestConfig) -> Arc<AnswerService> {
+    Arc::new(AnswerService::new(
+        router,
+        Arc::new(LearnedVerifier::bundled()),
+        cfg.answer.clone(),
+    ))
+}
 
 /// Resolves on SIGINT or SIGTERM and tells every server to stop.
 fn shutdown_signal() -> watch::Receiver<bool> {
@@ -103,6 +115,10 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         clients,
         embedder,
     )?);
+    let answer = answer_service(
+        RouterClient::Local(Arc::new(RouterServiceImpl::new(Arc::clone(&router)))),
+        &cfg,
+    );
     let http = bind(&args.http).await?;
     let grpc = bind(&args.grpc).await?;
     let (http_addr, grpc_addr) = (http.local_addr()?, grpc.local_addr()?);
@@ -117,6 +133,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         attest_router::server::serve_http(
             Arc::clone(&router),
             Some(shard_metrics(nodes)),
+            Some(attest_answer::http::routes(answer)),
             http,
             until(stop.clone())
         ),
@@ -157,6 +174,26 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 }
                 None => grpc.await,
             }
+        }
+        Role::Answer => {
+            let endpoint = args
+                .router
+                .as_deref()
+                .context("--router (the router's gRPC endpoint) is required for the answer role")?;
+            let answer = answer_service(RouterClient::connect_lazy(endpoint)?, &cfg);
+            let http = bind(args.http.as_deref().unwrap_or(DEFAULT_ANSWER_HTTP)).await?;
+            println!(
+                "attest answer listening http=http://{} router={endpoint}",
+                http.local_addr()?
+            );
+            let app = attest_answer::http::routes(answer).merge(attest_telemetry::ops::routes(
+                attest_telemetry::ops::always_ready(),
+                None,
+            ));
+            axum::serve(http, app)
+                .with_graceful_shutdown(until(stop))
+                .await?;
+            Ok(())
         }
         Role::Embedder => {
             let mut local = cfg.embedder.clone();
@@ -204,6 +241,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             let (a, b) = tokio::join!(
                 attest_router::server::serve_http(
                     Arc::clone(&router),
+                    None,
                     None,
                     http,
                     until(stop.clone())

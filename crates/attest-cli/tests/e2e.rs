@@ -136,6 +136,159 @@ fn dev_ingest_and_hybrid_search_find_gold_paragraphs() {
             .any(|h| h["doc_id"] == "squad-dev-a0000-p000"),
         "{body}"
     );
+
+    ask_through_dev(&dev, &root);
+}
+
+/// Chunks re-join sentences with single spaces: compare texts with every whitespace run as one space.
+fn squash(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn ask(dev: &Dev, question: &str) -> Value {
+    let (status, body) = post(
+        &format!("{}/v1/collections/squad/ask", dev.url),
+        &json!({"question": question}),
+    );
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+/// The answer tier on the squad sample: answerable questions answered with the gold paragraph cited, questions
+/// from articles not in the sample abstain, every citation quotes its own document, a removed article's
+/// question abstains, SSE streams, bad input gets clear errors.
+fn ask_through_dev(dev: &Dev, root: &Path) {
+    let corpus: std::collections::HashMap<String, String> =
+        std::fs::read_to_string(root.join("data/squad-sample/corpus.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .map(|d| {
+                (
+                    d["id"].as_str().unwrap().to_string(),
+                    squash(&attest_ingest::normalize_text(d["text"].as_str().unwrap())),
+                )
+            })
+            .collect();
+    let queries: Vec<Value> = std::fs::read_to_string(root.join("data/squad-sample/queries.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let (mut answered_gold, mut hallucinated) = (0, 0);
+    for q in &queries {
+        let a = ask(dev, q["text"].as_str().unwrap());
+        assert!(
+            a["latency_ms"]["total"].is_f64() && a["request_id"].is_string(),
+            "{a}"
+        );
+        if a["status"] != "answered" {
+            assert!(
+                a["reason"].is_string() && a["citations"] == json!([]),
+                "{a}"
+            );
+            continue;
+        }
+        if q["answerable"] != true {
+            hallucinated += 1;
+        }
+        let text = a["answer"].as_str().unwrap();
+        let citations = a["citations"].as_array().unwrap();
+        assert!(!citations.is_empty(), "{a}");
+        for c in citations {
+            let source = &corpus[c["doc_id"].as_str().unwrap()];
+            let quote = squash(c["quote"].as_str().unwrap());
+            assert!(
+                !quote.is_empty() && source.contains(&quote),
+                "quote not in its document: {c}"
+            );
+            assert!(text.contains(&format!("[{}]", c["n"])), "{a}");
+        }
+        assert!(a["claims"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["supported"] == true));
+        if citations.iter().any(|c| c["doc_id"] == q["gold_doc"]) {
+            answered_gold += 1;
+        }
+    }
+    eprintln!("ask: answered with the gold paragraph cited {answered_gold}/100, unanswerable answered {hallucinated}/50");
+    assert!(
+        answered_gold >= 45,
+        "answered with gold cited: {answered_gold}/100"
+    );
+    assert!(
+        hallucinated <= 2,
+        "unanswerable answered: {hallucinated}/50"
+    );
+
+    // Remove the article a question is about: the question now abstains.
+    let question = "Who tackled Ronnie Hillman for a loss of yardage?";
+    let before = ask(dev, question);
+    assert_eq!(
+        before["citations"][0]["doc_id"], "squad-dev-a0000-p045",
+        "{before}"
+    );
+    let status = http()
+        .delete(format!(
+            "{}/v1/collections/squad/documents/squad-dev-a0000-p045",
+            dev.url
+        ))
+        .send()
+        .unwrap()
+        .status();
+    assert_eq!(status, 200);
+    let after = ask(dev, question);
+    assert_eq!(after["status"], "abstained", "{after}");
+    assert!(after["suggestions"].as_array().unwrap().len() <= 3);
+
+    // Streaming.
+    let resp = http()
+        .post(format!("{}/v1/collections/squad/ask", dev.url))
+        .json(&json!({"question": "What had been left hanging on the door to Tesla's room?", "stream": true}))
+        .send()
+        .unwrap();
+    assert!(resp.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
+    let body = resp.text().unwrap();
+    assert!(
+        body.contains("event: delta") && body.contains("event: done"),
+        "{body}"
+    );
+
+    // Bad input.
+    let (status, body) = post(
+        &format!("{}/v1/collections/squad/ask", dev.url),
+        &json!({"question": "  "}),
+    );
+    assert_eq!(
+        (status, body["error"]["field"].as_str()),
+        (400, Some("question")),
+        "{body}"
+    );
+    let (status, _) = post(
+        &format!("{}/v1/collections/missing/ask", dev.url),
+        &json!({"question": "x"}),
+    );
+    assert_eq!(status, 404);
+
+    // The CLI streams the answer, then citations and claims.
+    let text = attest(
+        dev,
+        &[
+            "ask",
+            "--collection",
+            "squad",
+            "What had been left hanging on the door to Tesla's room?",
+        ],
+    );
+    assert!(
+        text.contains("citations:") && text.contains("do not disturb"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -11,13 +11,19 @@ use tokio_stream::wrappers::TcpListenerStream;
 use crate::grpc::RouterServiceImpl;
 use crate::router::Router;
 
+/// Serves HTTP API v1; `extra` routes (the answer tier's, in `attest dev`) share the listener.
 pub async fn serve_http(
     router: Arc<Router>,
     refresh: Option<MetricsRefresh>,
+    extra: Option<axum::Router>,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    axum::serve(listener, crate::http::routes(router, refresh))
+    let mut app = crate::http::routes(router, refresh);
+    if let Some(extra) = extra {
+        app = app.merge(extra);
+    }
+    axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await?;
     Ok(())

@@ -1,0 +1,135 @@
+//! The built-in extractive composer (SPEC "answer" step 9, the default generator): picks the passage sentences
+//! that best cover the question and cites each with its footnote. It needs no model and cannot invent: every
+//! sentence it writes is a sentence of the passage it cites.
+
+use std::collections::HashSet;
+
+use crate::config::AnswerConfig;
+use crate::footnotes::Footnotes;
+use crate::relevance::sentence_relevance;
+use crate::text;
+
+struct Candidate {
+    footnote: u32,
+    position: usize,
+    sentence: String,
+    relevance: f64,
+}
+
+/// The answer text with `[n]` markers, or None when no sentence covers any of the question.
+pub fn compose(question: &str, footnotes: &Footnotes, config: &AnswerConfig) -> Option<String> {
+    let q = text::content_set(question);
+    let mut candidates: Vec<Candidate> = Vec::new();
+    for (n, p) in footnotes.iter() {
+        let title = text::content_set(&p.title);
+        for (position, s) in text::sentences(&p.text).into_iter().enumerate() {
+            candidates.push(Candidate {
+                footnote: n,
+                position,
+                sentence: s.to_string(),
+                relevance: sentence_relevance(&q, &title, s),
+            });
+        }
+    }
+    // Best first; ties go to the better-ranked passage, then the earlier sentence.
+    candidates.sort_by(|a, b| {
+        b.relevance
+            .total_cmp(&a.relevance)
+            .then(a.footnote.cmp(&b.footnote))
+            .then(a.position.cmp(&b.position))
+    });
+    let best = candidates.first().filter(|c| c.relevance > 0.0)?;
+    let floor = best.relevance * config.companion_ratio;
+    let mut chosen: Vec<&Candidate> = Vec::new();
+    for c in &candidates {
+        if chosen.len() >= config.max_answer_sentences || c.relevance < floor {
+            break;
+        }
+        let words: HashSet<String> = text::content_set(&c.sentence);
+        let repeats = chosen
+            .iter()
+            .any(|o| jaccard(&words, &text::content_set(&o.sentence)) > 0.6);
+        if !repeats {
+            chosen.push(c);
+        }
+    }
+    chosen.sort_by_key(|c| (c.footnote, c.position));
+    Some(
+        chosen
+            .iter()
+            .map(|c| with_marker(&c.sentence, c.footnote))
+            .collect::<Vec<_>>()
+            .join(" "),
+    )
+}
+
+/// `Tesla hung a sign.` + 2 → `Tesla hung a sign [2].`
+fn with_marker(sentence: &str, n: u32) -> String {
+    let trimmed = sentence.trim_end();
+    match trimmed.char_indices().last() {
+        Some((i, c)) if matches!(c, '.' | '!' | '?') => format!("{} [{n}]{c}", &trimmed[..i]),
+        _ => format!("{trimmed} [{n}]."),
+    }
+}
+
+fn jaccard(a: &HashSet<String>, b: &HashSet<String>) -> f64 {
+    let union = a.union(b).count();
+    if union == 0 {
+        return 1.0;
+    }
+    a.intersection(b).count() as f64 / union as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::footnotes::Passage;
+
+    fn passage(id: &str, title: &str, text: &str) -> Passage {
+        Passage {
+            chunk_id: id.into(),
+            doc_id: id.into(),
+            title: title.into(),
+            text: text.into(),
+            score: 1.0,
+        }
+    }
+
+    #[test]
+    fn picks_the_covering_sentence_and_cites_it() {
+        let f = Footnotes::mint(vec![
+            passage(
+                "a",
+                "Nikola Tesla",
+                "Tesla lived in New York. He left a do not disturb sign on the door of his room.",
+            ),
+            passage("b", "Thomas Edison", "Edison invented the phonograph."),
+        ]);
+        let answer = compose(
+            "What sign was on the door of Tesla's room?",
+            &f,
+            &AnswerConfig::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            answer,
+            "He left a do not disturb sign on the door of his room [1]."
+        );
+    }
+
+    #[test]
+    fn nothing_relevant_gives_none() {
+        let f = Footnotes::mint(vec![passage(
+            "a",
+            "Edison",
+            "Edison invented the phonograph.",
+        )]);
+        assert!(compose("Where is Lake Titicaca?", &f, &AnswerConfig::default()).is_none());
+    }
+
+    #[test]
+    fn markers_sit_before_the_final_punctuation() {
+        assert_eq!(with_marker("It rained!", 3), "It rained [3]!");
+        assert_eq!(with_marker("No stop", 1), "No stop [1].");
+    }
+}
