@@ -60,13 +60,15 @@ impl Footnotes {
             .map(|(i, p)| (i as u32 + 1, p))
     }
 
-    /// Every internal id of this turn (chunk and document ids): text that contains one has leaked it.
+    /// The internal ids of this turn that text can be said to leak: chunk ids (always `doc#n`) and document
+    /// ids that look like identifiers (a digit or punctuation in them). A document id that is a plain word
+    /// (`owl`) cannot be told apart from prose and is not policed.
     pub fn internal_ids(&self) -> Vec<String> {
         let mut ids: Vec<String> = self
             .passages
             .iter()
             .flat_map(|p| [p.chunk_id.clone(), p.doc_id.clone()])
-            .filter(|id| !id.is_empty())
+            .filter(|id| id.chars().any(|c| !c.is_alphabetic()) && id.chars().count() >= 3)
             .collect();
         ids.sort();
         ids.dedup();
@@ -109,6 +111,18 @@ mod tests {
         assert_eq!(f.get(1).unwrap().chunk_id, "a#0");
         assert_eq!(f.get(2).unwrap().chunk_id, "b#0");
         assert!(f.get(0).is_none() && f.get(3).is_none());
+    }
+
+    #[test]
+    fn word_like_document_ids_are_not_policed() {
+        let f = Footnotes::mint(vec![Passage {
+            chunk_id: "owl#0".into(),
+            doc_id: "owl".into(),
+            title: String::new(),
+            text: "The barn owl hunts at night.".into(),
+            score: 1.0,
+        }]);
+        assert_eq!(f.internal_ids(), vec!["owl#0"]);
     }
 
     #[test]

@@ -106,9 +106,10 @@ pub struct ServeArgs {
     pub role: Role,
     #[arg(long, default_value = ".attest-data")]
     pub data_dir: PathBuf,
-    /// gRPC listen address (shard, router).
-    #[arg(long, default_value = "127.0.0.1:7701")]
-    pub grpc: String,
+    /// gRPC listen address: the service of a shard or router (default 127.0.0.1:7701); for the embedder and
+    /// answer roles, the gRPC health service only (none unless given).
+    #[arg(long)]
+    pub grpc: Option<String>,
     /// HTTP listen address: the API of the router (default 127.0.0.1:7700) and the embedder (default
     /// 127.0.0.1:7900); `/healthz`, `/readyz`, `/metrics` of a shard (none unless given).
     #[arg(long)]

@@ -20,6 +20,30 @@ use crate::cli::{DevArgs, Role, ServeArgs};
 use crate::config::{self, AttestConfig};
 
 const DEFAULT_ROUTER_HTTP: &str = "127.0.0.1:7700";
+const DEFAULT_GRPC: &str = "127.0.0.1:7701";
+
+/// The gRPC health service alone, for roles whose API is HTTP (embedder, answer), when `--grpc` is given.
+async fn serve_grpc_health(
+    listener: Option<TcpListener>,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> anyhow::Result<()> {
+    let Some(listener) = listener else {
+        shutdown.await;
+        return Ok(());
+    };
+    let (mut reporter, health) = tonic_health::server::health_reporter();
+    reporter
+        .set_service_status("", tonic_health::ServingStatus::Serving)
+        .await;
+    tonic::transport::Server::builder()
+        .add_service(health)
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            shutdown,
+        )
+        .await?;
+    Ok(())
+}
 const DEFAULT_EMBEDDER_HTTP: &str = "127.0.0.1:7900";
 const DEFAULT_ANSWER_HTTP: &str = "127.0.0.1:7750";
 
@@ -88,6 +112,21 @@ fn open_node(dir: &Path, cfg: &AttestConfig) -> anyhow::Result<Arc<ShardNode>> {
     .with_context(|| format!("opening shard node in {}", dir.display()))
 }
 
+async fn bind_optional(addr: Option<&str>) -> anyhow::Result<Option<TcpListener>> {
+    match addr {
+        Some(a) => Ok(Some(bind(a).await?)),
+        None => Ok(None),
+    }
+}
+
+/// ` grpc=ADDR` for a "listening" line, or nothing.
+fn grpc_suffix(listener: &Option<TcpListener>) -> anyhow::Result<String> {
+    Ok(match listener {
+        Some(l) => format!(" grpc={}", l.local_addr()?),
+        None => String::new(),
+    })
+}
+
 async fn bind(addr: &str) -> anyhow::Result<TcpListener> {
     TcpListener::bind(addr)
         .await
@@ -150,7 +189,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     match args.role {
         Role::Shard => {
             let node = open_node(&args.data_dir, &cfg)?;
-            let listener = bind(&args.grpc).await?;
+            let listener = bind(args.grpc.as_deref().unwrap_or(DEFAULT_GRPC)).await?;
             let ops = match &args.http {
                 Some(addr) => Some(bind(addr).await?),
                 None => None,
@@ -182,33 +221,47 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 .context("--router (the router's gRPC endpoint) is required for the answer role")?;
             let answer = answer_service(RouterClient::connect_lazy(endpoint)?, &cfg);
             let http = bind(args.http.as_deref().unwrap_or(DEFAULT_ANSWER_HTTP)).await?;
+            let health = bind_optional(args.grpc.as_deref()).await?;
             println!(
-                "attest answer listening http=http://{} router={endpoint}",
-                http.local_addr()?
+                "attest answer listening http=http://{}{} router={endpoint}",
+                http.local_addr()?,
+                grpc_suffix(&health)?
             );
             let app = attest_answer::http::routes(answer).merge(attest_telemetry::ops::routes(
                 attest_telemetry::ops::always_ready(),
                 None,
             ));
-            axum::serve(http, app)
-                .with_graceful_shutdown(until(stop))
-                .await?;
-            Ok(())
+            let (a, b) = tokio::join!(
+                axum::serve(http, app).with_graceful_shutdown(until(stop.clone())),
+                serve_grpc_health(health, until(stop)),
+            );
+            a?;
+            b
         }
         Role::Embedder => {
             let mut local = cfg.embedder.clone();
             local.backend = EmbedderBackend::Local;
             let embedder = load_embedder(&local, args.model_dir.clone(), None)?;
             let http = bind(args.http.as_deref().unwrap_or(DEFAULT_EMBEDDER_HTTP)).await?;
+            let health = bind_optional(args.grpc.as_deref()).await?;
             println!(
-                "attest embedder listening http=http://{} model={} dimension={}",
+                "attest embedder listening http=http://{}{} model={} dimension={}",
                 http.local_addr()?,
+                grpc_suffix(&health)?,
                 embedder.id(),
                 embedder.dimension()
             );
-            attest_embed::server::serve(embedder, cfg.embed_server.clone(), http, until(stop))
-                .await?;
-            Ok(())
+            let (a, b) = tokio::join!(
+                attest_embed::server::serve(
+                    embedder,
+                    cfg.embed_server.clone(),
+                    http,
+                    until(stop.clone())
+                ),
+                serve_grpc_health(health, until(stop)),
+            );
+            a?;
+            b
         }
         Role::Router => {
             anyhow::ensure!(
@@ -232,7 +285,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 embedder,
             )?);
             let http = bind(args.http.as_deref().unwrap_or(DEFAULT_ROUTER_HTTP)).await?;
-            let grpc = bind(&args.grpc).await?;
+            let grpc = bind(args.grpc.as_deref().unwrap_or(DEFAULT_GRPC)).await?;
             println!(
                 "attest router listening http=http://{} grpc={}",
                 http.local_addr()?,

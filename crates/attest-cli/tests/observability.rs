@@ -1,7 +1,8 @@
-//! Observability across real processes: an embedder, a shard and a router (`attest serve --role ...`) on
-//! loopback. One request id given by the caller shows up in the JSON logs of every hop it crossed (router →
-//! embedder over HTTP, router → shard over gRPC); `/metrics` parses as Prometheus text on every role and holds
-//! that role's metrics; `/healthz` and `/readyz` answer everywhere, `attest dev` included.
+//! Observability across real processes: an embedder, a shard, a router and an answer tier
+//! (`attest serve --role ...`) on loopback. One request id given by the caller shows up in the JSON logs of
+//! every hop it crossed (router → embedder over HTTP, router → shard over gRPC, answer → router → shard over
+//! gRPC); `/metrics` parses as Prometheus text on every role and holds that role's metrics; `/healthz`,
+//! `/readyz` and the gRPC health service answer on every role, `attest dev` included.
 
 mod common;
 
@@ -11,6 +12,31 @@ use common::{get_text, http, post, start, value_of, Logs, Proc};
 use serde_json::{json, Value};
 
 const TRACE_ID: &str = "req-observability-trace-1";
+const ASK_TRACE_ID: &str = "req-observability-ask-2";
+
+/// The gRPC health service's answer for the whole server ("").
+fn grpc_health(addr: &str) -> i32 {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut client = tonic_health::pb::health_client::HealthClient::new(channel);
+        client
+            .check(tonic_health::pb::HealthCheckRequest {
+                service: String::new(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .status
+    })
+}
 
 fn scrape(base: &str) -> prometheus_parse::Scrape {
     let (status, text) = get_text(&format!("{base}/metrics"));
@@ -48,6 +74,10 @@ fn assert_health(base: &str) {
 
 /// Every line is one JSON object with the required keys; returns the lines that carry `TRACE_ID`.
 fn traced_lines(log: &Path) -> Vec<Value> {
+    lines_with(log, TRACE_ID)
+}
+
+fn lines_with(log: &Path, id: &str) -> Vec<Value> {
     let text = std::fs::read_to_string(log).unwrap();
     text.lines()
         .map(|l| {
@@ -58,7 +88,7 @@ fn traced_lines(log: &Path) -> Vec<Value> {
             }
             v
         })
-        .filter(|v| v["request_id"] == TRACE_ID)
+        .filter(|v| v["request_id"] == id)
         .collect()
 }
 
@@ -68,11 +98,19 @@ fn request_ids_cross_every_hop_and_every_role_serves_metrics() {
     let logs = |name: &str| dir.path().join(format!("{name}.log"));
 
     let (mut embedder, line) = start(
-        &["serve", "--role", "embedder", "--http", "127.0.0.1:0"],
+        &[
+            "serve",
+            "--role",
+            "embedder",
+            "--http",
+            "127.0.0.1:0",
+            "--grpc",
+            "127.0.0.1:0",
+        ],
         None,
         Logs::InfoTo(&logs("embedder")),
     );
-    let embedder_url = value_of(&line, "http=");
+    let (embedder_url, embedder_grpc) = (value_of(&line, "http="), value_of(&line, "grpc="));
     let (mut shard, line) = start(
         &[
             "serve",
@@ -104,7 +142,23 @@ fn request_ids_cross_every_hop_and_every_role_serves_metrics() {
         Some(&dir.path().join("router")),
         Logs::InfoTo(&logs("router")),
     );
-    let router_url = value_of(&line, "http=");
+    let (router_url, router_grpc) = (value_of(&line, "http="), value_of(&line, "grpc="));
+    let (mut answer, line) = start(
+        &[
+            "serve",
+            "--role",
+            "answer",
+            "--http",
+            "127.0.0.1:0",
+            "--grpc",
+            "127.0.0.1:0",
+            "--router",
+            &format!("http://{router_grpc}"),
+        ],
+        None,
+        Logs::InfoTo(&logs("answer")),
+    );
+    let (answer_url, answer_grpc) = (value_of(&line, "http="), value_of(&line, "grpc="));
 
     let (s, b) = post(
         &format!("{router_url}/v1/collections"),
@@ -132,10 +186,31 @@ fn request_ids_cross_every_hop_and_every_role_serves_metrics() {
     assert_eq!(body["fallback_mode"], false);
     assert_eq!(body["hits"][0]["doc_id"], "owl", "{body}");
 
+    // The answer tier reaches the shard through the router's gRPC service, carrying the id.
+    let resp = http()
+        .post(format!("{answer_url}/v1/collections/c/ask"))
+        .header("x-request-id", ASK_TRACE_ID)
+        .json(&json!({"question": "Which animal hunts at night over open fields?"}))
+        .send()
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let body: Value = resp.json().unwrap();
+    assert_eq!(body["request_id"], ASK_TRACE_ID);
+    assert_eq!(body["status"], "answered", "{body}");
+    assert_eq!(body["citations"][0]["doc_id"], "owl", "{body}");
+
     // Metrics and health on every role.
-    for base in [&router_url, &shard_url, &embedder_url] {
+    for base in [&router_url, &shard_url, &embedder_url, &answer_url] {
         assert_health(base);
     }
+    for addr in [&router_grpc, &shard_grpc, &embedder_grpc, &answer_grpc] {
+        assert_eq!(grpc_health(addr), 1, "gRPC health SERVING on {addr}");
+    }
+    let a = scrape(&answer_url);
+    for stage in ["retrieve", "generate", "verify", "ask_total"] {
+        assert!(has_histogram(&a, stage), "answer histogram {stage}");
+    }
+    assert!(value(&a, "claims_checked_total", None).unwrap() >= 1.0);
     let r = scrape(&router_url);
     assert!(value(&r, "embedding_request_total", None).unwrap() >= 2.0);
     assert_eq!(value(&r, "embedding_fallback_total", None), Some(0.0));
@@ -169,9 +244,21 @@ fn request_ids_cross_every_hop_and_every_role_serves_metrics() {
     assert!(has_histogram(&e, "embed"));
 
     // The trace id in every hop's logs.
-    for p in [&mut router, &mut shard, &mut embedder] {
+    for p in [&mut answer, &mut router, &mut shard, &mut embedder] {
         p.terminate();
     }
+    assert!(
+        lines_with(&logs("answer"), ASK_TRACE_ID)
+            .iter()
+            .any(|l| l["event"] == "http_request"),
+        "answer log"
+    );
+    assert!(
+        lines_with(&logs("shard"), ASK_TRACE_ID)
+            .iter()
+            .any(|l| l["event"] == "shard_searched"),
+        "the ask's id reached the shard"
+    );
     let router_lines = traced_lines(&logs("router"));
     assert!(
         router_lines

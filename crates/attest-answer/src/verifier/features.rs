@@ -76,7 +76,7 @@ pub fn features(question: &str, claim: &str, passage: &str) -> [f64; FEATURE_COU
 
     let passage_numbers: HashSet<String> = text::numbers(passage).into_iter().collect();
     let claim_numbers = text::numbers(claim);
-    let missing_numbers = fraction(
+    let missing_numbers = missing_fraction(
         claim_numbers
             .iter()
             .filter(|n| !passage_numbers.contains(*n))
@@ -86,7 +86,7 @@ pub fn features(question: &str, claim: &str, passage: &str) -> [f64; FEATURE_COU
     let passage_lower: HashSet<String> =
         text::words(passage).iter().map(|w| text::stem(w)).collect();
     let claim_names = text::names(claim);
-    let missing_names = fraction(
+    let missing_names = missing_fraction(
         claim_names
             .iter()
             .filter(|n| !passage_lower.contains(*n))
@@ -121,6 +121,15 @@ fn fraction(part: usize, whole: usize) -> f64 {
         1.0
     } else {
         part as f64 / whole as f64
+    }
+}
+
+/// missing / checked, or 0 when there is nothing to check (nothing is missing).
+fn missing_fraction(missing: usize, checked: usize) -> f64 {
+    if checked == 0 {
+        0.0
+    } else {
+        missing as f64 / checked as f64
     }
 }
 
