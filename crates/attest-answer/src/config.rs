@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::generate::OpenAiChatConfig;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct AnswerConfig {
@@ -30,6 +32,8 @@ pub struct AnswerConfig {
     pub max_question_bytes: usize,
     /// "Did you mean" titles offered with an abstention.
     pub max_suggestions: usize,
+    /// An OpenAI-compatible chat endpoint tried before the extractive composer (unset: composer only).
+    pub llm: OpenAiChatConfig,
 }
 
 impl Default for AnswerConfig {
@@ -48,6 +52,7 @@ impl Default for AnswerConfig {
             fallback_confidence_factor: 0.8,
             max_question_bytes: 2048,
             max_suggestions: 3,
+            llm: OpenAiChatConfig::default(),
         }
     }
 }

@@ -11,6 +11,8 @@
 //! - [`client`]: `RouterClient { Local, Grpc }`, the only way this tier reaches the router.
 //! - [`relevance`]: the 0..1 question coverage the coverage gate holds its thresholds against.
 //! - [`compose`]: the built-in extractive composer (the default generator).
+//! - [`generate`]: the `Generator` trait, the extractive and OpenAI-compatible chat back ends, and the
+//!   fallback chain that ends in an abstention.
 //! - [`config`]: thresholds and limits; [`error`]: errors and their HTTP form.
 //! - [`footnotes`]: integer footnotes `[1]..[n]` minted per turn for the passages a model may cite; real chunk
 //!   and document ids never enter a model's context, only these numbers.
@@ -29,6 +31,7 @@ pub mod config;
 pub mod error;
 pub mod footnotes;
 pub mod gauntlet;
+pub mod generate;
 pub mod http;
 pub mod pipeline;
 pub mod relevance;

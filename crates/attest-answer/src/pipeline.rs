@@ -15,11 +15,11 @@ use serde::Serialize;
 
 use crate::claims::{split_claims, Claim};
 use crate::client::RouterClient;
-use crate::compose::compose;
 use crate::config::AnswerConfig;
 use crate::error::AnswerError;
 use crate::footnotes::{Footnotes, Passage};
 use crate::gauntlet::Gauntlet;
+use crate::generate::{Generated, GeneratorChain};
 use crate::relevance::passage_relevance;
 use crate::text;
 use crate::verifier::Verifier;
@@ -64,6 +64,8 @@ pub struct AskResponse {
     pub request_id: String,
     /// Retrievals made (the CRAG loop).
     pub hops: usize,
+    /// The back end that wrote the answer (`extractive`, `openai`).
+    pub generator: &'static str,
     pub latency_ms: BTreeMap<&'static str, f64>,
 }
 
@@ -71,10 +73,12 @@ pub struct AskResponse {
 pub const NO_RESULTS: &str = "no_results";
 pub const LOW_CONFIDENCE: &str = "low_confidence";
 pub const UNSUPPORTED_CLAIMS: &str = "unsupported_claims";
+pub const MODEL_ABSTAINED: &str = "model_abstained";
 
 pub struct AnswerService {
     router: RouterClient,
     verifier: Arc<dyn Verifier>,
+    generators: Arc<GeneratorChain>,
     config: AnswerConfig,
 }
 
@@ -98,6 +102,7 @@ impl AnswerService {
         AnswerService {
             router,
             verifier,
+            generators: Arc::new(GeneratorChain::from_config(&config)),
             config,
         }
     }
@@ -154,6 +159,7 @@ impl AnswerService {
             degraded: false,
             request_id: request_id.to_string(),
             hops: 0,
+            generator: "none",
             latency_ms: BTreeMap::new(),
         };
 
@@ -227,12 +233,31 @@ impl AnswerService {
                 })
                 .collect(),
         );
-        let composed = compose(question, &footnotes, &self.config);
+        let chain = Arc::clone(&self.generators);
+        let (q, f, rid) = (
+            question.to_string(),
+            footnotes.clone(),
+            request_id.to_string(),
+        );
+        let outcome = tokio::task::spawn_blocking(move || {
+            attest_telemetry::request_id::with_current(&rid, || chain.generate(&q, &f))
+        })
+        .await
+        .map_err(|e| AnswerError::Unavailable(format!("generator task failed: {e}")))?;
         let generate_elapsed = generate_started.elapsed();
         observe_stage(STAGE_GENERATE, generate_elapsed);
         latency.insert(STAGE_GENERATE, ms(generate_elapsed));
-        let Some(composed) = composed else {
-            return Ok(self.abstain(out, LOW_CONFIDENCE, &ranked, latency, started));
+        out.generator = outcome.generator;
+        let composed = match outcome.generated {
+            Generated::Text(text) => text,
+            Generated::Declined
+                if outcome.generator == "extractive" || outcome.generator == "none" =>
+            {
+                return Ok(self.abstain(out, LOW_CONFIDENCE, &ranked, latency, started));
+            }
+            Generated::Declined => {
+                return Ok(self.abstain(out, MODEL_ABSTAINED, &ranked, latency, started))
+            }
         };
 
         // Gauntlet, verify, one revision pass, verify again.

@@ -1,0 +1,227 @@
+//! The gauntlet in the real pipeline, against a loopback OpenAI-compatible chat server (a stand-in for an LLM
+//! endpoint, which is outside the system) that replays scripted, streamed outputs split at awkward places:
+//! invented footnote numbers, repeated and malformed markers, a leaked chunk id, a sentence the passage does not
+//! support, a model that declines, a server that fails. Each is dropped, revised away or turned into an
+//! abstention as SPEC.md says; real ids never reach the model.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use attest_answer::generate::SYSTEM_PROMPT;
+use attest_answer::{AnswerConfig, AnswerService, LearnedVerifier, RouterClient};
+use attest_embed::{build_embedder, EmbedderConfig};
+use attest_index::EngineConfig;
+use attest_ingest::SourceDocument;
+use attest_proto::v1 as pb;
+use attest_router::grpc::RouterServiceImpl;
+use attest_router::{IngestDocument, Router, RouterConfig, ShardClient};
+use attest_shard::{ShardNode, ShardNodeConfig, ShardServiceImpl};
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::Value;
+
+#[derive(Clone)]
+enum Script {
+    Say(&'static str),
+    Fail,
+}
+
+#[derive(Clone, Default)]
+struct Llm {
+    scripts: Arc<Mutex<VecDeque<Script>>>,
+    requests: Arc<Mutex<Vec<Value>>>,
+}
+
+async fn chat(State(llm): State<Llm>, Json(body): Json<Value>) -> Response {
+    llm.requests.lock().unwrap().push(body);
+    let script = llm
+        .scripts
+        .lock()
+        .unwrap()
+        .pop_front()
+        .expect("a scripted reply");
+    match script {
+        Script::Fail => (StatusCode::INTERNAL_SERVER_ERROR, "model crashed").into_response(),
+        Script::Say(text) => {
+            // Three characters per chunk, so markers and ids arrive split across chunks.
+            let chars: Vec<char> = text.chars().collect();
+            let mut sse = String::new();
+            for piece in chars.chunks(3) {
+                let delta: String = piece.iter().collect();
+                let chunk = serde_json::json!({"choices": [{"delta": {"content": delta}}]});
+                sse.push_str(&format!("data: {chunk}\n\n"));
+            }
+            sse.push_str("data: [DONE]\n\n");
+            ([("content-type", "text/event-stream")], sse).into_response()
+        }
+    }
+}
+
+fn dropped(why: &str) -> f64 {
+    let text = attest_telemetry::metrics::render();
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).unwrap();
+    scrape
+        .samples
+        .iter()
+        .find(|s| s.metric == "citation_dropped_total" && s.labels.get("why") == Some(why))
+        .map(|s| match s.value {
+            prometheus_parse::Value::Counter(v) => v,
+            _ => 0.0,
+        })
+        .unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripted_llm_outputs_go_through_the_gauntlet_and_the_verifier() {
+    attest_telemetry::metrics::install();
+    let llm = Llm::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", axum::routing::post(chat))
+        .with_state(llm.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let dir = tempfile::tempdir().unwrap();
+    let node = ShardNode::open(ShardNodeConfig {
+        data_dir: dir.path().join("node"),
+        engine_defaults: EngineConfig::default(),
+    })
+    .unwrap();
+    let router = Arc::new(
+        Router::new(
+            RouterConfig::default(),
+            &dir.path().join("router"),
+            vec![ShardClient::Local(Arc::new(ShardServiceImpl::new(node)))],
+            build_embedder(&EmbedderConfig::default()).unwrap(),
+        )
+        .unwrap(),
+    );
+    router
+        .create_collection(
+            pb::CreateCollectionRequest {
+                name: "c".into(),
+                shards: 1,
+                replication: 1,
+                index: None,
+            },
+            "setup",
+        )
+        .await
+        .unwrap();
+    let docs = [
+        ("doc-owl-01", "The barn owl hunts at night over open fields. It nests in old barns and church towers."),
+        ("doc-fox-02", "The red fox lives at the edge of the forest and hunts small rodents."),
+        ("doc-eel-03", "The European eel migrates to the Sargasso Sea to spawn."),
+    ];
+    router
+        .ingest(
+            "c",
+            docs.iter()
+                .map(|(id, text)| IngestDocument {
+                    vector: None,
+                    source: SourceDocument {
+                        id: id.to_string(),
+                        text: text.to_string(),
+                        ..Default::default()
+                    },
+                })
+                .collect(),
+            "setup",
+        )
+        .await
+        .unwrap();
+
+    let mut config = AnswerConfig::default();
+    config.llm.url = format!("http://{addr}");
+    let service = AnswerService::new(
+        RouterClient::Local(Arc::new(RouterServiceImpl::new(Arc::clone(&router)))),
+        Arc::new(LearnedVerifier::bundled()),
+        config,
+    );
+    let question = "When does the barn owl hunt?";
+    let mut turn = 0;
+    let mut ask = |script: Script| {
+        llm.scripts.lock().unwrap().push_back(script);
+        turn += 1;
+        let service = &service;
+        let id = format!("turn-{turn}");
+        async move { service.ask("c", question, &id).await.unwrap() }
+    };
+
+    // Repeated and invented markers are dropped; the claim left without a citation is revised away.
+    let a = ask(Script::Say(
+        "The barn owl hunts at night [1][1]. It lives on the Moon [7].",
+    ))
+    .await;
+    assert_eq!(a.status, "answered", "{a:?}");
+    assert_eq!(a.generator, "openai");
+    assert_eq!(a.answer, "The barn owl hunts at night [1].");
+    assert_eq!(a.citations.len(), 1);
+    assert_eq!(a.citations[0].doc_id, "doc-owl-01");
+    assert_eq!(dropped("repeated"), 1.0);
+    assert_eq!(dropped("unminted"), 1.0);
+
+    // A leaked chunk id is cut out, split across stream chunks or not.
+    let a = ask(Script::Say(
+        "According to doc-owl-01#0 the barn owl hunts at night over open fields [1].",
+    ))
+    .await;
+    assert_eq!(a.status, "answered", "{a:?}");
+    assert!(!a.answer.contains("doc-owl"), "{}", a.answer);
+    assert_eq!(dropped("leaked_id"), 1.0);
+
+    // A malformed marker leaves the only claim uncited: nothing supported remains, so it abstains.
+    let a = ask(Script::Say("The barn owl hunts at night [1, 2].")).await;
+    assert_eq!(
+        (a.status, a.reason),
+        ("abstained", Some("unsupported_claims")),
+        "{a:?}"
+    );
+    assert!(a.answer.is_empty() && a.citations.is_empty());
+    assert_eq!(dropped("malformed"), 1.0);
+
+    // A sentence its passage does not support is dropped by the revision pass; the rest stands.
+    let a = ask(Script::Say(
+        "The barn owl hunts at night [1]. The barn owl migrates to Peru every winter [1].",
+    ))
+    .await;
+    assert_eq!(a.status, "answered", "{a:?}");
+    assert_eq!(a.answer, "The barn owl hunts at night [1].");
+    assert_eq!(a.claims.len(), 1);
+    assert!(a.claims[0].supported);
+
+    // The model declines: a clean abstention with its own reason.
+    let a = ask(Script::Say("I cannot answer from the given passages.")).await;
+    assert_eq!(
+        (a.status, a.reason),
+        ("abstained", Some("model_abstained")),
+        "{a:?}"
+    );
+    assert!(a.answer.is_empty() && a.citations.is_empty());
+
+    // The endpoint fails: the extractive composer answers instead.
+    let a = ask(Script::Fail).await;
+    assert_eq!((a.status, a.generator), ("answered", "extractive"), "{a:?}");
+    assert!(
+        a.citations.iter().all(|c| c.doc_id == "doc-owl-01"),
+        "{a:?}"
+    );
+
+    // What the model saw: the fixed system prompt, passages only in the user message, no internal id.
+    let requests = llm.requests.lock().unwrap();
+    assert_eq!(requests.len(), 6);
+    for r in requests.iter() {
+        assert_eq!(r["messages"][0]["role"], "system");
+        assert_eq!(r["messages"][0]["content"], SYSTEM_PROMPT);
+        assert_eq!(r["temperature"], 0);
+        let user = r["messages"][1]["content"].as_str().unwrap();
+        assert!(user.contains("[1]") && user.contains(question));
+        assert!(
+            !r.to_string().contains("doc-owl-01"),
+            "an id reached the model: {r}"
+        );
+    }
+}
