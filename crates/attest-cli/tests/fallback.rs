@@ -5,6 +5,8 @@
 //! goes through and 2 successes close it. The metrics move as SPEC.md names them. Time is moved by hand
 //! (`ManualClock`) instead of waiting 30 s.
 
+mod common;
+
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,11 +16,9 @@ use attest_embed::{
     BreakerConfig, BreakerState, CircuitBreaker, GuardedEmbedder, RemoteEmbedder,
     RemoteEmbedderConfig,
 };
-use attest_index::EngineConfig;
 use attest_ingest::SourceDocument;
 use attest_proto::v1 as pb;
-use attest_router::{IngestDocument, Router, RouterConfig, RouterError, ShardClient};
-use attest_shard::{ShardNode, ShardNodeConfig, ShardServiceImpl};
+use attest_router::{IngestDocument, Router, RouterError};
 use attest_telemetry::metrics as m;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -163,11 +163,6 @@ async fn breaker_opens_falls_back_to_bm25_probes_and_closes() {
     });
 
     let dir = tempfile::tempdir().unwrap();
-    let node = ShardNode::open(ShardNodeConfig {
-        data_dir: dir.path().join("node"),
-        engine_defaults: EngineConfig::default(),
-    })
-    .unwrap();
     let clock = Arc::new(ManualClock::new());
     let remote = RemoteEmbedder::new(RemoteEmbedderConfig {
         url: format!("http://{addr}"),
@@ -179,25 +174,7 @@ async fn breaker_opens_falls_back_to_bm25_probes_and_closes() {
         remote,
         CircuitBreaker::with_clock("embeddings", BreakerConfig::default(), clock.clone()),
     ));
-    let router = Router::new(
-        RouterConfig::default(),
-        &dir.path().join("router"),
-        vec![ShardClient::Local(Arc::new(ShardServiceImpl::new(node)))],
-        embedder.clone(),
-    )
-    .unwrap();
-    router
-        .create_collection(
-            pb::CreateCollectionRequest {
-                name: "c".into(),
-                shards: 1,
-                replication: 1,
-                index: None,
-            },
-            "setup",
-        )
-        .await
-        .unwrap();
+    let router = common::router_with_collection_c(dir.path(), embedder.clone()).await;
     let animals = ["owl", "fox", "bear", "deer", "heron"];
     let docs: Vec<IngestDocument> = (0..30)
         .map(|i| {

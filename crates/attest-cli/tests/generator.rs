@@ -4,18 +4,17 @@
 //! support, a model that declines, a server that fails. Each is dropped, revised away or turned into an
 //! abstention as SPEC.md says; real ids never reach the model.
 
+mod common;
+
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use attest_answer::generate::SYSTEM_PROMPT;
 use attest_answer::{AnswerConfig, AnswerService, LearnedVerifier, RouterClient};
 use attest_embed::{build_embedder, EmbedderConfig};
-use attest_index::EngineConfig;
 use attest_ingest::SourceDocument;
-use attest_proto::v1 as pb;
 use attest_router::grpc::RouterServiceImpl;
-use attest_router::{IngestDocument, Router, RouterConfig, ShardClient};
-use attest_shard::{ShardNode, ShardNodeConfig, ShardServiceImpl};
+use attest_router::IngestDocument;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -85,32 +84,13 @@ async fn scripted_llm_outputs_go_through_the_gauntlet_and_the_verifier() {
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
 
     let dir = tempfile::tempdir().unwrap();
-    let node = ShardNode::open(ShardNodeConfig {
-        data_dir: dir.path().join("node"),
-        engine_defaults: EngineConfig::default(),
-    })
-    .unwrap();
     let router = Arc::new(
-        Router::new(
-            RouterConfig::default(),
-            &dir.path().join("router"),
-            vec![ShardClient::Local(Arc::new(ShardServiceImpl::new(node)))],
+        common::router_with_collection_c(
+            dir.path(),
             build_embedder(&EmbedderConfig::default()).unwrap(),
         )
-        .unwrap(),
+        .await,
     );
-    router
-        .create_collection(
-            pb::CreateCollectionRequest {
-                name: "c".into(),
-                shards: 1,
-                replication: 1,
-                index: None,
-            },
-            "setup",
-        )
-        .await
-        .unwrap();
     let docs = [
         ("doc-owl-01", "The barn owl hunts at night over open fields. It nests in old barns and church towers."),
         ("doc-fox-02", "The red fox lives at the edge of the forest and hunts small rodents."),

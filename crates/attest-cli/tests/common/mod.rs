@@ -91,3 +91,39 @@ pub fn get_text(url: &str) -> (u16, String) {
     let status = r.status().as_u16();
     (status, r.text().unwrap_or_default())
 }
+
+/// A router over one in-process shard node in `dir`, with collection `c` (1 shard) created: the smallest real
+/// stack for in-process tests of what sits on top of the router.
+pub async fn router_with_collection_c(
+    dir: &Path,
+    embedder: std::sync::Arc<dyn attest_embed::Embedder>,
+) -> attest_router::Router {
+    use std::sync::Arc;
+    let node = attest_shard::ShardNode::open(attest_shard::ShardNodeConfig {
+        data_dir: dir.join("node"),
+        engine_defaults: attest_index::EngineConfig::default(),
+    })
+    .unwrap();
+    let router = attest_router::Router::new(
+        attest_router::RouterConfig::default(),
+        &dir.join("router"),
+        vec![attest_router::ShardClient::Local(Arc::new(
+            attest_shard::ShardServiceImpl::new(node),
+        ))],
+        embedder,
+    )
+    .unwrap();
+    router
+        .create_collection(
+            attest_proto::v1::CreateCollectionRequest {
+                name: "c".into(),
+                shards: 1,
+                replication: 1,
+                index: None,
+            },
+            "setup",
+        )
+        .await
+        .unwrap();
+    router
+}
