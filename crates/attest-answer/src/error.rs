@@ -1,4 +1,5 @@
-//! Errors of the answer tier and their HTTP form (`{error: {code, message, field?}}`, SPEC "HTTP API v1").
+//! Errors of the answer tier, their HTTP form (`{error: {code, message, field?}}`, SPEC "HTTP API v1") and
+//! their gRPC status.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -36,6 +37,18 @@ impl AnswerError {
             AnswerError::InvalidArgument { .. } => (StatusCode::BAD_REQUEST, "INVALID_ARGUMENT"),
             AnswerError::NotFound(_) => (StatusCode::NOT_FOUND, "NOT_FOUND"),
             AnswerError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE"),
+        }
+    }
+}
+
+/// The one place answer-tier errors become gRPC statuses.
+impl From<AnswerError> for tonic::Status {
+    fn from(e: AnswerError) -> Self {
+        let message = e.to_string();
+        match e {
+            AnswerError::InvalidArgument { .. } => tonic::Status::invalid_argument(message),
+            AnswerError::NotFound(_) => tonic::Status::not_found(message),
+            AnswerError::Unavailable(_) => tonic::Status::unavailable(message),
         }
     }
 }

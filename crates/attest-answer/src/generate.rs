@@ -3,6 +3,7 @@
 //! - [`ExtractiveGenerator`], the default: the built-in composer, no model.
 //! - [`OpenAiChatGenerator`]: any OpenAI-compatible chat endpoint (vLLM, llama.cpp server, Ollama), streamed,
 //!   temperature 0, with the fixed system prompt below; retrieved text goes only into the user message.
+//! - [`GgufGenerator`] (`crate::local_llm`): the local SmolLM2 model, same prompt, the top passages only.
 //!
 //! What a generator writes is raw: the pipeline passes it through the gauntlet before anything else sees it.
 //! [`GeneratorChain`] tries each back end in turn, so a failing LLM falls back to the composer and, if that
@@ -17,6 +18,7 @@ use serde_json::{json, Value};
 use crate::compose::compose;
 use crate::config::AnswerConfig;
 use crate::footnotes::Footnotes;
+use crate::local_llm::GgufGenerator;
 
 /// The system prompt, fixed: the model may only use the numbered passages and must cite them.
 pub const SYSTEM_PROMPT: &str = "You answer questions using only the numbered passages you are given. \
@@ -100,14 +102,19 @@ pub struct OpenAiChatGenerator {
     agent: ureq::Agent,
 }
 
+/// The chat-completions endpoint of `url`: a base URL (`http://vllm:8000`) or the full endpoint.
+pub fn chat_endpoint(url: &str) -> String {
+    let base = url.trim().trim_end_matches('/');
+    if base.ends_with("/chat/completions") {
+        base.to_string()
+    } else {
+        format!("{base}/v1/chat/completions")
+    }
+}
+
 impl OpenAiChatGenerator {
     pub fn new(config: OpenAiChatConfig) -> Self {
-        let base = config.url.trim().trim_end_matches('/');
-        let endpoint = if base.ends_with("/chat/completions") {
-            base.to_string()
-        } else {
-            format!("{base}/v1/chat/completions")
-        };
+        let endpoint = chat_endpoint(&config.url);
         let agent = ureq::AgentBuilder::new()
             .timeout(Duration::from_millis(config.timeout_ms.max(1)))
             .build();
@@ -200,11 +207,15 @@ impl GeneratorChain {
         GeneratorChain { generators }
     }
 
-    /// The default chain: the configured LLM (if any), then the extractive composer.
+    /// The default chain: the configured LLM (if any), the local GGUF model (if enabled), then the extractive
+    /// composer.
     pub fn from_config(config: &AnswerConfig) -> Self {
         let mut generators: Vec<Box<dyn Generator>> = Vec::new();
         if !config.llm.url.trim().is_empty() {
             generators.push(Box::new(OpenAiChatGenerator::new(config.llm.clone())));
+        }
+        if config.gguf.enabled {
+            generators.push(Box::new(GgufGenerator::new(config.gguf.clone())));
         }
         generators.push(Box::new(ExtractiveGenerator::new(config.clone())));
         GeneratorChain { generators }

@@ -7,6 +7,7 @@
 //! # Layout
 //! - [`pipeline`]: `AnswerService::ask` — retrieval through the router with the coverage gate and CRAG hops,
 //!   composing, the gauntlet, verification with one revision pass, abstention with reasons and suggestions.
+//! - [`grpc`]: `attest.v1.AnswerService/Ask`, server-streaming (deltas per verified claim, then the response).
 //! - [`http`]: `POST /v1/collections/{name}/ask` (JSON, or Server-Sent Events with `stream: true`).
 //! - [`client`]: `RouterClient { Local, Grpc }`, the only way this tier reaches the router.
 //! - [`relevance`]: the 0..1 question coverage the coverage gate holds its thresholds against.
@@ -21,20 +22,39 @@
 //!   `citation_dropped_total{why}`); surviving markers map back to real chunk ids.
 //! - [`claims`]: splitting an answer into atomic claims, each with the footnotes it cites, for verification.
 //! - [`verifier`]: the [`Verifier`] trait and the learned local verifier (features, logistic regression,
-//!   training and evaluation on HaluEval QA).
+//!   training and evaluation on HaluEval QA); LLM and local-model judges (`verifier::judge`).
+//! - [`local_llm`]: SmolLM2-135M (GGUF) run with candle, its tokenizer built from the file; the `gguf`
+//!   generator.
 //! - [`text`]: words, content words, sentences, numbers, names, negation.
+//! - Steps 1–8 of SPEC "answer", each its own module: [`route`] (no_retrieval / single_hop / multi_hop),
+//!   [`rewrite`] (rewrites, sub-questions, CRAG refinement), [`structural`] (identifiers resolved exactly),
+//!   [`terminology`] (glossary first, LRU + TTL cache), [`memory`] (curated pins and notes), [`pool`] (candidates,
+//!   noise pre-floor), [`reserves`] (the cut to `passages` with per-kind reserves), [`gate`] (the coverage gate).
+//! - [`cite`]: claims scored against the passages they cite, and the citations of a verified answer.
 
+pub mod cite;
 pub mod claims;
 pub mod client;
 pub mod compose;
 pub mod config;
 pub mod error;
 pub mod footnotes;
+pub mod gate;
 pub mod gauntlet;
 pub mod generate;
+pub mod grpc;
 pub mod http;
+pub mod local_llm;
+pub mod memory;
 pub mod pipeline;
+pub mod pool;
 pub mod relevance;
+pub mod rerank;
+pub mod reserves;
+pub mod rewrite;
+pub mod route;
+pub mod structural;
+pub mod terminology;
 pub mod text;
 pub mod verifier;
 

@@ -1,53 +1,49 @@
-//! `AnswerService::ask`: the pipeline of SPEC "answer" as far as it is built — retrieval through the router
-//! with the coverage gate and a CRAG loop of at most `max_hops` retrievals, footnotes minted per turn, the
-//! extractive composer, the gauntlet, claim verification with one revision pass, and abstention with a reason
-//! and suggestions. Each step is its own module; this one only wires them and keeps the stage latencies.
+//! `AnswerService::ask`: the pipeline of SPEC "answer" in its order — route (no retrieval → abstain),
+//! terminology first, rewrites, structural lookup, curated memory, retrieval over the rewrites with the coverage
+//! gate and a CRAG loop of at most `max_hops` retrievals, rerank, the cut with per-kind reserves, footnotes
+//! minted per turn, generation, the gauntlet, claim verification with one revision pass, and abstention with a
+//! reason and suggestions. Each step is its own module; this one only wires them and keeps the stage latencies.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use attest_embed::Embedder;
 use attest_proto::v1 as pb;
-use attest_telemetry::metrics::{
-    observe_stage, CLAIMS_CHECKED_TOTAL, CLAIMS_UNSUPPORTED_TOTAL, RAG_ABSTENTION_TOTAL,
-};
+use attest_telemetry::metrics::{observe_stage, RAG_ABSTENTION_TOTAL};
 use serde::Serialize;
 
-use crate::claims::{split_claims, Claim};
+use crate::cite::check_claims;
+use crate::cite::{citations, render};
+pub use crate::cite::{CheckedClaim, Citation};
+use crate::claims::split_claims;
 use crate::client::RouterClient;
 use crate::config::AnswerConfig;
 use crate::error::AnswerError;
 use crate::footnotes::{Footnotes, Passage};
+use crate::gate::{self, Gate};
 use crate::gauntlet::Gauntlet;
 use crate::generate::{Generated, GeneratorChain};
-use crate::relevance::passage_relevance;
-use crate::text;
+use crate::memory::{self, CuratedMemory};
+use crate::pool::{merge_round_robin, Candidate, Pool, Source};
+use crate::rerank::{LexicalReranker, Reranker};
+use crate::reserves;
+use crate::rewrite::{self, Rewrite};
+use crate::route::{self, Route};
+use crate::structural::{self, IdentifierPatterns};
+use crate::terminology::{self, Lookup, Terminology, TerminologyReport};
 use crate::verifier::Verifier;
 
 /// Stage names of `stage_latency_seconds` and of the response's `latency_ms`.
+pub const STAGE_ROUTE: &str = "route";
+pub const STAGE_TERMINOLOGY: &str = "terminology";
+pub const STAGE_STRUCTURAL: &str = "structural";
+pub const STAGE_MEMORY: &str = "memory";
 pub const STAGE_RETRIEVE: &str = "retrieve";
+pub const STAGE_RERANK: &str = "rerank";
 pub const STAGE_GENERATE: &str = "generate";
 pub const STAGE_VERIFY: &str = "verify";
 pub const STAGE_ASK_TOTAL: &str = "ask_total";
-
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Citation {
-    pub n: u32,
-    pub chunk_id: String,
-    pub doc_id: String,
-    pub title: String,
-    /// The passage sentence the answer relies on.
-    pub quote: String,
-    pub score: f64,
-}
-
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct CheckedClaim {
-    pub text: String,
-    pub citations: Vec<u32>,
-    pub support: f64,
-    pub supported: bool,
-}
 
 /// The response of SPEC "HTTP API v1" for `ask`.
 #[derive(Debug, Clone, Serialize)]
@@ -64,8 +60,22 @@ pub struct AskResponse {
     pub request_id: String,
     /// Retrievals made (the CRAG loop).
     pub hops: usize,
-    /// The back end that wrote the answer (`extractive`, `openai`).
+    /// The back end that wrote the answer (`extractive`, `openai`, `gguf`, `glossary`).
     pub generator: &'static str,
+    /// `no_retrieval`, `single_hop` or `multi_hop`.
+    pub route: &'static str,
+    /// The glossary lookup of a definition question; absent for other questions.
+    pub terminology: Option<TerminologyReport>,
+    /// The glossary could not be consulted in time: any definition in the answer is not glossary-verified.
+    pub unverified_terminology: bool,
+    /// Curated framing notes for this question: advisory, never cited.
+    pub notes: Vec<String>,
+    /// Identifiers in the question resolved exactly to passages (structural lookup).
+    pub identifiers: Vec<String>,
+    /// Documents forced in as refs of a curated pinned question.
+    pub pinned: Vec<String>,
+    /// The reranker that ranked the candidates.
+    pub reranker: &'static str,
     pub latency_ms: BTreeMap<&'static str, f64>,
 }
 
@@ -74,59 +84,71 @@ pub const NO_RESULTS: &str = "no_results";
 pub const LOW_CONFIDENCE: &str = "low_confidence";
 pub const UNSUPPORTED_CLAIMS: &str = "unsupported_claims";
 pub const MODEL_ABSTAINED: &str = "model_abstained";
+pub const TERMINOLOGY_NOT_FOUND: &str = "terminology_not_found";
+pub const ROUTED_NO_RETRIEVAL: &str = "routed_no_retrieval";
 
 pub struct AnswerService {
     router: RouterClient,
     verifier: Arc<dyn Verifier>,
+    reranker: Arc<dyn Reranker>,
+    embedder: Arc<dyn Embedder>,
     generators: Arc<GeneratorChain>,
+    identifiers: IdentifierPatterns,
+    terminology: Terminology,
+    memory: Arc<CuratedMemory>,
     config: AnswerConfig,
 }
 
-/// A retrieved passage with its relevance to the question.
-#[derive(Clone)]
-struct Candidate {
-    hit: pb::Hit,
-    relevance: f64,
+/// Per-stage latencies of one turn.
+struct Clock {
+    started: Instant,
+    latency: BTreeMap<&'static str, f64>,
 }
 
-/// What the coverage gate says about the pool.
-#[derive(Debug, PartialEq)]
-enum Gate {
-    Ground,
-    Bail,
-    Refine,
+impl Clock {
+    fn record(&mut self, stage: &'static str, elapsed: Duration) {
+        observe_stage(stage, elapsed);
+        *self.latency.entry(stage).or_default() += elapsed.as_secs_f64() * 1e3;
+    }
 }
 
 impl AnswerService {
-    pub fn new(router: RouterClient, verifier: Arc<dyn Verifier>, config: AnswerConfig) -> Self {
-        AnswerService {
+    /// The answer tier over `router`. `reranker` ranks candidates (and re-judges border pins); `embedder` embeds
+    /// questions for curated memory. Fails on an invalid identifier pattern or an unreadable memory file.
+    pub fn new(
+        router: RouterClient,
+        verifier: Arc<dyn Verifier>,
+        reranker: Arc<dyn Reranker>,
+        embedder: Arc<dyn Embedder>,
+        config: AnswerConfig,
+    ) -> Result<Self, AnswerError> {
+        let identifiers = IdentifierPatterns::new(&config.identifier_patterns)
+            .map_err(|e| AnswerError::invalid("identifier_patterns", e))?;
+        let memory = match &config.memory_file {
+            Some(path) => CuratedMemory::load(path, config.memory.clone())
+                .map_err(|e| AnswerError::invalid("memory_file", e))?,
+            None => CuratedMemory::default(),
+        };
+        Ok(AnswerService {
             router,
             verifier,
+            reranker,
+            embedder,
             generators: Arc::new(GeneratorChain::from_config(&config)),
+            identifiers,
+            terminology: Terminology::new(config.terminology.clone()),
+            memory: Arc::new(memory),
             config,
-        }
+        })
     }
 
     pub fn config(&self) -> &AnswerConfig {
         &self.config
     }
 
-    fn gate(&self, ranked: &[Candidate]) -> Gate {
-        let best = ranked.first().map_or(0.0, |c| c.relevance);
-        let supporting = ranked
-            .iter()
-            .filter(|c| c.relevance >= self.config.ground_with_support_threshold)
-            .count();
-        if best >= self.config.ground_threshold
-            || (best >= self.config.ground_with_support_threshold
-                && supporting >= self.config.min_supporting)
-        {
-            Gate::Ground
-        } else if best < self.config.bail_threshold && !ranked.is_empty() {
-            Gate::Bail
-        } else {
-            Gate::Refine
-        }
+    /// Glossary lookups answered from the terminology cache so far.
+    pub fn terminology_cache_hits(&self) -> u64 {
+        self.terminology.cache_hits()
     }
 
     pub async fn ask(
@@ -135,7 +157,10 @@ impl AnswerService {
         question: &str,
         request_id: &str,
     ) -> Result<AskResponse, AnswerError> {
-        let started = Instant::now();
+        let mut clock = Clock {
+            started: Instant::now(),
+            latency: BTreeMap::new(),
+        };
         let question = question.trim();
         if question.is_empty() {
             return Err(AnswerError::invalid("question", "empty"));
@@ -146,7 +171,6 @@ impl AnswerService {
                 format!("longer than {} bytes", self.config.max_question_bytes),
             ));
         }
-        let mut latency: BTreeMap<&'static str, f64> = BTreeMap::new();
         let mut out = AskResponse {
             status: "abstained",
             answer: String::new(),
@@ -160,79 +184,186 @@ impl AnswerService {
             request_id: request_id.to_string(),
             hops: 0,
             generator: "none",
+            route: "",
+            terminology: None,
+            unverified_terminology: false,
+            notes: Vec::new(),
+            identifiers: Vec::new(),
+            pinned: Vec::new(),
+            reranker: self.reranker.name(),
             latency_ms: BTreeMap::new(),
         };
 
-        // Retrieval with the coverage gate: ground, bail, or refine the query and retrieve again.
-        let retrieve_started = Instant::now();
-        let mut pool: HashMap<String, Candidate> = HashMap::new();
-        let mut ranked: Vec<Candidate> = Vec::new();
-        let mut gate = Gate::Refine;
-        while out.hops < self.config.max_hops.max(1) {
-            let query = refine(question, out.hops, &ranked);
-            let resp = self
-                .router
-                .search(
-                    pb::SearchRequest {
-                        collection: collection.to_string(),
-                        query,
-                        k: Some(self.config.candidates),
-                        ..Default::default()
-                    },
-                    request_id,
+        // 1–2. Route, and the rewrites the route asks for.
+        let t = Instant::now();
+        let route = route::route(question);
+        out.route = route.as_str();
+        let rewrites = rewrite::rewrites(question, route, self.config.max_sub_questions);
+        clock.record(STAGE_ROUTE, t.elapsed());
+        if route == Route::NoRetrieval {
+            return Ok(self.abstain(out, ROUTED_NO_RETRIEVAL, Vec::new(), clock));
+        }
+
+        // 4. Terminology first (before any retrieval): hit / ambiguous answer from the glossary, miss abstains.
+        let term = self
+            .config
+            .terminology
+            .enabled
+            .then(|| terminology::definition_term(question, self.config.terminology.max_term_words))
+            .flatten();
+        if let Some(term) = term {
+            let t = Instant::now();
+            let looked = self
+                .terminology
+                .lookup(&self.router, collection, &term, request_id)
+                .await;
+            clock.record(STAGE_TERMINOLOGY, t.elapsed());
+            out.terminology = Some(TerminologyReport::new(&term, &looked));
+            out.unverified_terminology = looked.lookup.unverified();
+            match looked.lookup {
+                Lookup::Miss { mut nearest } => {
+                    nearest.truncate(self.config.max_suggestions);
+                    return Ok(self.abstain(out, TERMINOLOGY_NOT_FOUND, nearest, clock));
+                }
+                Lookup::Hit(_) | Lookup::Ambiguous(_) => {
+                    let entries = looked.lookup.matches();
+                    let text =
+                        terminology::definition_text(&entries, self.config.max_answer_sentences);
+                    let footnotes =
+                        Footnotes::mint(entries.iter().map(|e| passage(&e.hit, 1.0)).collect());
+                    out.generator = "glossary";
+                    return Ok(self.check_and_answer(out, question, &text, &footnotes, &[], clock));
+                }
+                Lookup::NoGlossary | Lookup::Timeout | Lookup::Unavailable(_) => {}
+            }
+        }
+
+        // 3. Structural lookup: identifiers resolved exactly, forced in past the floor.
+        let mut forced: Vec<(pb::Hit, Source)> = Vec::new();
+        let t = Instant::now();
+        for id in self.identifiers.find(question) {
+            let hits = structural::resolve(
+                &self.router,
+                collection,
+                &id,
+                self.config.identifier_k.max(1),
+                request_id,
+            )
+            .await
+            .map_err(AnswerError::from_status)?;
+            if !hits.is_empty() {
+                out.identifiers.push(id);
+                forced.extend(hits.into_iter().map(|h| (h, Source::Identifier)));
+            }
+        }
+        clock.record(STAGE_STRUCTURAL, t.elapsed());
+
+        // 5. Curated memory: accepted pins force their refs in; notes frame, never cited.
+        let t = Instant::now();
+        for hit in self
+            .recall(collection, question, request_id, &mut out)
+            .await?
+        {
+            forced.push((hit, Source::Pin));
+        }
+        clock.record(STAGE_MEMORY, t.elapsed());
+
+        // 6–8. Retrieval over the rewrites, rerank, coverage gate; refine and retrieve again, ≤ max_hops.
+        let mut pool = Pool::default();
+        let t = Instant::now();
+        for (hit, score, source) in self.score(question, forced).await {
+            pool.insert(Candidate { hit, score, source });
+        }
+        clock.record(STAGE_RERANK, t.elapsed());
+        let mut queries = rewrites;
+        let mut issued: HashSet<Rewrite> = queries.iter().cloned().collect();
+        let mut ranked: Vec<Candidate>;
+        let mut gate;
+        loop {
+            let t = Instant::now();
+            let lists = self
+                .search_all(collection, &queries, request_id, &mut out)
+                .await?;
+            let hits = merge_round_robin(
+                lists,
+                self.config.candidates as usize,
+                self.config.noise_floor,
+                &pool.chunk_ids(),
+            );
+            clock.record(STAGE_RETRIEVE, t.elapsed());
+            let t = Instant::now();
+            for (hit, score, source) in self
+                .score(
+                    question,
+                    hits.into_iter().map(|h| (h, Source::Retrieved)).collect(),
                 )
                 .await
-                .map_err(AnswerError::from_status)?;
-            out.hops += 1;
-            out.fallback_mode |= resp.fallback_mode;
-            out.degraded |= resp.degraded;
-            for hit in resp.hits {
-                let relevance = passage_relevance(question, &hit.title, &hit.text);
-                let keep = pool
-                    .get(&hit.chunk_id)
-                    .is_none_or(|c| c.relevance < relevance);
-                if keep {
-                    pool.insert(hit.chunk_id.clone(), Candidate { hit, relevance });
-                }
+            {
+                pool.insert(Candidate { hit, score, source });
             }
-            ranked = pool.values().cloned().collect();
-            ranked.sort_by(|a, b| {
-                b.relevance
-                    .total_cmp(&a.relevance)
-                    .then(b.hit.score.total_cmp(&a.hit.score))
-                    .then(a.hit.chunk_id.cmp(&b.hit.chunk_id))
-            });
-            gate = self.gate(&ranked);
-            if gate != Gate::Refine {
+            clock.record(STAGE_RERANK, t.elapsed());
+            ranked = pool.ranked();
+            gate = if !out.pinned.is_empty() {
+                // A curated pin is sufficient evidence by itself (the seed's `assess_sufficiency`).
+                Gate::Ground
+            } else {
+                gate::decide(
+                    &ranked.iter().map(|c| c.score).collect::<Vec<_>>(),
+                    &self.config,
+                )
+            };
+            if gate != Gate::Refine || out.hops >= self.config.max_hops.max(1) {
                 break;
             }
+            let titles = ranked.iter().map(|c| c.hit.title.as_str());
+            match rewrite::refine(question, out.hops, titles) {
+                Some(q)
+                    if issued.insert(Rewrite {
+                        query: q.clone(),
+                        lanes: Vec::new(),
+                    }) =>
+                {
+                    queries = vec![Rewrite {
+                        query: q,
+                        lanes: Vec::new(),
+                    }];
+                }
+                // Nothing new to ask: another hop would retrieve the same pool.
+                _ => break,
+            }
         }
-        let retrieve_elapsed = retrieve_started.elapsed();
-        observe_stage(STAGE_RETRIEVE, retrieve_elapsed);
-        latency.insert(STAGE_RETRIEVE, ms(retrieve_elapsed));
-
         if ranked.is_empty() {
-            return Ok(self.abstain(out, NO_RESULTS, &ranked, latency, started));
+            return Ok(self.abstain(out, NO_RESULTS, Vec::new(), clock));
         }
+        let suggestions = self.titles(&ranked);
         if gate != Gate::Ground {
-            return Ok(self.abstain(out, LOW_CONFIDENCE, &ranked, latency, started));
+            return Ok(self.abstain(out, LOW_CONFIDENCE, suggestions, clock));
         }
 
-        // Generate from footnoted passages.
-        let generate_started = Instant::now();
+        // 7. The cut: top `passages`, every forced passage, per-kind reserves; then footnotes for this turn.
+        let kinds: Vec<Option<String>> = ranked.iter().map(Candidate::kind).collect();
+        let items: Vec<reserves::Item> = ranked
+            .iter()
+            .zip(&kinds)
+            .map(|(c, k)| reserves::Item {
+                kind: k.as_deref(),
+                forced: c.source.is_forced(),
+            })
+            .collect();
+        let kept = reserves::select(
+            &items,
+            self.config.passages,
+            &self.config.reserve_kinds,
+            self.config.reserve_per_kind,
+        );
         let footnotes = Footnotes::mint(
-            ranked
-                .iter()
-                .take(self.config.passages)
-                .map(|c| Passage {
-                    chunk_id: c.hit.chunk_id.clone(),
-                    doc_id: c.hit.doc_id.clone(),
-                    title: c.hit.title.clone(),
-                    text: c.hit.text.clone(),
-                    score: c.relevance,
-                })
+            kept.iter()
+                .map(|&i| passage(&ranked[i].hit, ranked[i].score))
                 .collect(),
         );
+
+        // 9. Generate from the footnoted passages.
+        let t = Instant::now();
         let chain = Arc::clone(&self.generators);
         let (q, f, rid) = (
             question.to_string(),
@@ -244,99 +375,200 @@ impl AnswerService {
         })
         .await
         .map_err(|e| AnswerError::Unavailable(format!("generator task failed: {e}")))?;
-        let generate_elapsed = generate_started.elapsed();
-        observe_stage(STAGE_GENERATE, generate_elapsed);
-        latency.insert(STAGE_GENERATE, ms(generate_elapsed));
+        clock.record(STAGE_GENERATE, t.elapsed());
         out.generator = outcome.generator;
         let composed = match outcome.generated {
             Generated::Text(text) => text,
             Generated::Declined
                 if outcome.generator == "extractive" || outcome.generator == "none" =>
             {
-                return Ok(self.abstain(out, LOW_CONFIDENCE, &ranked, latency, started));
+                return Ok(self.abstain(out, LOW_CONFIDENCE, suggestions, clock));
             }
             Generated::Declined => {
-                return Ok(self.abstain(out, MODEL_ABSTAINED, &ranked, latency, started))
+                return Ok(self.abstain(out, MODEL_ABSTAINED, suggestions, clock))
             }
         };
+        Ok(self.check_and_answer(out, question, &composed, &footnotes, &ranked, clock))
+    }
 
-        // Gauntlet, verify, one revision pass, verify again.
-        let verify_started = Instant::now();
-        let mut text_now = Gauntlet::run(&composed, &footnotes).text;
-        let mut checked = self.check(question, &split_claims(&text_now), &footnotes);
-        if checked.iter().any(|c| !c.supported) {
-            let kept: Vec<&CheckedClaim> = checked.iter().filter(|c| c.supported).collect();
-            text_now = Gauntlet::run(
-                &kept
-                    .iter()
-                    .map(|c| render(&c.text, &c.citations))
-                    .collect::<Vec<_>>()
-                    .join(" "),
-                &footnotes,
+    /// Runs every query concurrently (k = `search_k`, at most `candidates`); one list of hits per query.
+    async fn search_all(
+        &self,
+        collection: &str,
+        queries: &[Rewrite],
+        request_id: &str,
+        out: &mut AskResponse,
+    ) -> Result<Vec<Vec<pb::Hit>>, AnswerError> {
+        let k = self.config.search_k.min(self.config.candidates).max(1);
+        let searches = queries.iter().map(|r| {
+            self.router.search(
+                pb::SearchRequest {
+                    collection: collection.to_string(),
+                    query: r.query.clone(),
+                    k: Some(k),
+                    lanes: r.lanes.clone(),
+                    ..Default::default()
+                },
+                request_id,
             )
-            .text;
-            checked = self.check(question, &split_claims(&text_now), &footnotes);
+        });
+        let mut lists = Vec::with_capacity(queries.len());
+        for resp in futures::future::join_all(searches).await {
+            let resp = resp.map_err(AnswerError::from_status)?;
+            out.fallback_mode |= resp.fallback_mode;
+            out.degraded |= resp.degraded;
+            lists.push(resp.hits);
         }
-        let verify_elapsed = verify_started.elapsed();
-        observe_stage(STAGE_VERIFY, verify_elapsed);
-        latency.insert(STAGE_VERIFY, ms(verify_elapsed));
+        out.hops += 1;
+        Ok(lists)
+    }
+
+    /// Reranker scores for `hits` against the question (on a blocking thread: the reranker may run a model).
+    /// A failing reranker falls back to the lexical one, so ranking never fails a turn.
+    async fn score(
+        &self,
+        question: &str,
+        hits: Vec<(pb::Hit, Source)>,
+    ) -> Vec<(pb::Hit, f64, Source)> {
+        if hits.is_empty() {
+            return Vec::new();
+        }
+        let reranker = Arc::clone(&self.reranker);
+        let q = question.to_string();
+        let (hits, sources): (Vec<pb::Hit>, Vec<Source>) = hits.into_iter().unzip();
+        let scored = tokio::task::spawn_blocking(move || {
+            let scores = match reranker.score(&q, &hits) {
+                Ok(s) if s.len() == hits.len() => s,
+                failed => {
+                    let why = failed.err().map_or("wrong number of scores".into(), |e| e.to_string());
+                    tracing::warn!(reranker = reranker.name(), error = %why, event = "rerank_failed", "ranking lexically");
+                    LexicalReranker.score(&q, &hits).unwrap_or_else(|_| vec![0.0; hits.len()])
+                }
+            };
+            hits.into_iter().zip(scores).collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_default();
+        scored
+            .into_iter()
+            .zip(sources)
+            .map(|((h, s), src)| (h, s, src))
+            .collect()
+    }
+
+    /// Curated memory for the question: notes into the response, and the hits of accepted pins' refs (found by a
+    /// search with the pinned question, keeping the hits of the ref documents). A memory that cannot embed is
+    /// skipped with a warning; a router error is the turn's error.
+    async fn recall(
+        &self,
+        collection: &str,
+        question: &str,
+        request_id: &str,
+        out: &mut AskResponse,
+    ) -> Result<Vec<pb::Hit>, AnswerError> {
+        if !self.memory.has(collection) {
+            return Ok(Vec::new());
+        }
+        let (memory, embedder, judge) = (
+            Arc::clone(&self.memory),
+            Arc::clone(&self.embedder),
+            Arc::clone(&self.reranker),
+        );
+        let (c, q) = (collection.to_string(), question.to_string());
+        let recalled = tokio::task::spawn_blocking(move || {
+            memory.recall(&c, &q, embedder.as_ref(), Some(judge.as_ref()))
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r);
+        let recall = match recalled {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, event = "memory_skipped", "curated memory not consulted");
+                return Ok(Vec::new());
+            }
+        };
+        out.notes = recall.notes;
+        let mut hits = Vec::new();
+        for pin in &recall.pins {
+            let resp = self
+                .router
+                .search(
+                    pb::SearchRequest {
+                        collection: collection.to_string(),
+                        query: pin.question.clone(),
+                        k: Some(self.config.search_k.max(1)),
+                        ..Default::default()
+                    },
+                    request_id,
+                )
+                .await
+                .map_err(AnswerError::from_status)?;
+            for hit in memory::ref_hits(pin, resp.hits) {
+                if !out.pinned.contains(&hit.doc_id) {
+                    out.pinned.push(hit.doc_id.clone());
+                }
+                hits.push(hit);
+            }
+        }
+        Ok(hits)
+    }
+
+    /// Gauntlet, verification, one revision pass, verification again; then the answer or an abstention.
+    fn check_and_answer(
+        &self,
+        mut out: AskResponse,
+        question: &str,
+        composed: &str,
+        footnotes: &Footnotes,
+        ranked: &[Candidate],
+        mut clock: Clock,
+    ) -> AskResponse {
+        let t = Instant::now();
+        let mut text_now = Gauntlet::run(composed, footnotes).text;
+        let mut checked = check_claims(
+            self.verifier.as_ref(),
+            self.config.claim_support_threshold,
+            question,
+            &split_claims(&text_now),
+            footnotes,
+        );
+        if checked.iter().any(|c| !c.supported) {
+            let kept: Vec<String> = checked
+                .iter()
+                .filter(|c| c.supported)
+                .map(|c| render(&c.text, &c.citations))
+                .collect();
+            text_now = Gauntlet::run(&kept.join(" "), footnotes).text;
+            checked = check_claims(
+                self.verifier.as_ref(),
+                self.config.claim_support_threshold,
+                question,
+                &split_claims(&text_now),
+                footnotes,
+            );
+        }
+        clock.record(STAGE_VERIFY, t.elapsed());
         if checked.is_empty() || checked.iter().any(|c| !c.supported) {
             out.claims = checked;
-            return Ok(self.abstain(out, UNSUPPORTED_CLAIMS, &ranked, latency, started));
+            let suggestions = self.titles(ranked);
+            return self.abstain(out, UNSUPPORTED_CLAIMS, suggestions, clock);
         }
-
         let weakest = checked.iter().map(|c| c.support).fold(1.0, f64::min);
         out.confidence = if out.fallback_mode {
             weakest * self.config.fallback_confidence_factor
         } else {
             weakest
         };
-        out.citations = citations(&checked, &footnotes);
+        out.citations = citations(&checked, footnotes);
         out.claims = checked;
         out.answer = text_now;
         out.status = "answered";
-        Ok(finish(out, latency, started))
+        finish(out, clock)
     }
 
-    /// Scores every claim against the passages it cites; the best cited passage counts.
-    fn check(&self, question: &str, claims: &[Claim], footnotes: &Footnotes) -> Vec<CheckedClaim> {
-        let checked: Vec<CheckedClaim> = claims
-            .iter()
-            .map(|c| {
-                let support = c
-                    .citations
-                    .iter()
-                    .filter_map(|n| footnotes.get(*n))
-                    .map(|p| self.verifier.support(question, &c.text, &p.text))
-                    .fold(0.0, f64::max);
-                CheckedClaim {
-                    text: c.text.clone(),
-                    citations: c.citations.clone(),
-                    support,
-                    supported: support >= self.config.claim_support_threshold,
-                }
-            })
-            .collect();
-        metrics::counter!(CLAIMS_CHECKED_TOTAL).increment(checked.len() as u64);
-        metrics::counter!(CLAIMS_UNSUPPORTED_TOTAL)
-            .increment(checked.iter().filter(|c| !c.supported).count() as u64);
-        checked
-    }
-
-    fn abstain(
-        &self,
-        mut out: AskResponse,
-        reason: &'static str,
-        ranked: &[Candidate],
-        latency: BTreeMap<&'static str, f64>,
-        started: Instant,
-    ) -> AskResponse {
-        metrics::counter!(RAG_ABSTENTION_TOTAL, "reason" => reason).increment(1);
-        tracing::info!(reason, event = "abstained", "answer abstained");
-        out.status = "abstained";
-        out.reason = Some(reason);
-        out.answer.clear();
-        out.citations.clear();
+    /// "Did you mean" titles: the distinct titles of the best candidates.
+    fn titles(&self, ranked: &[Candidate]) -> Vec<String> {
         let mut titles: Vec<String> = Vec::new();
         for c in ranked {
             if titles.len() >= self.config.max_suggestions {
@@ -346,108 +578,41 @@ impl AnswerService {
                 titles.push(c.hit.title.clone());
             }
         }
-        out.suggestions = titles;
-        finish(out, latency, started)
+        titles
+    }
+
+    fn abstain(
+        &self,
+        mut out: AskResponse,
+        reason: &'static str,
+        suggestions: Vec<String>,
+        clock: Clock,
+    ) -> AskResponse {
+        metrics::counter!(RAG_ABSTENTION_TOTAL, "reason" => reason).increment(1);
+        tracing::info!(reason, event = "abstained", "answer abstained");
+        out.status = "abstained";
+        out.reason = Some(reason);
+        out.answer.clear();
+        out.citations.clear();
+        out.suggestions = suggestions;
+        finish(out, clock)
     }
 }
 
-fn finish(
-    mut out: AskResponse,
-    mut latency: BTreeMap<&'static str, f64>,
-    started: Instant,
-) -> AskResponse {
-    observe_stage(STAGE_ASK_TOTAL, started.elapsed());
-    latency.insert("total", ms(started.elapsed()));
-    out.latency_ms = latency;
+fn passage(hit: &pb::Hit, score: f64) -> Passage {
+    Passage {
+        chunk_id: hit.chunk_id.clone(),
+        doc_id: hit.doc_id.clone(),
+        title: hit.title.clone(),
+        text: hit.text.clone(),
+        score,
+    }
+}
+
+fn finish(mut out: AskResponse, mut clock: Clock) -> AskResponse {
+    let total = clock.started.elapsed();
+    observe_stage(STAGE_ASK_TOTAL, total);
+    clock.latency.insert("total", total.as_secs_f64() * 1e3);
+    out.latency_ms = clock.latency;
     out
-}
-
-fn ms(d: std::time::Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
-/// The query of each hop: the question, then its content words alone (so BM25 weighs what matters), then those
-/// with the best candidate's title (the entity the question is probably about).
-fn refine(question: &str, hop: usize, ranked: &[Candidate]) -> String {
-    match hop {
-        0 => question.to_string(),
-        1 => text::content_words(question).join(" "),
-        _ => {
-            let mut q = text::content_words(question).join(" ");
-            if let Some(best) = ranked.first() {
-                q.push(' ');
-                q.push_str(&best.hit.title);
-            }
-            q
-        }
-    }
-}
-
-/// A claim with its markers before the final punctuation.
-fn render(text: &str, citations: &[u32]) -> String {
-    let markers: String = citations.iter().map(|n| format!(" [{n}]")).collect();
-    let trimmed = text.trim_end();
-    match trimmed.char_indices().last() {
-        Some((i, c)) if matches!(c, '.' | '!' | '?') => format!("{}{markers}{c}", &trimmed[..i]),
-        _ => format!("{trimmed}{markers}."),
-    }
-}
-
-/// One citation per cited footnote, in first-use order, quoting the passage sentence closest to its claims.
-fn citations(claims: &[CheckedClaim], footnotes: &Footnotes) -> Vec<Citation> {
-    let mut out: Vec<Citation> = Vec::new();
-    for claim in claims {
-        for &n in &claim.citations {
-            if out.iter().any(|c| c.n == n) {
-                continue;
-            }
-            let Some(p) = footnotes.get(n) else { continue };
-            let claim_words = text::content_set(&claim.text);
-            let quote = text::sentences(&p.text)
-                .into_iter()
-                .max_by_key(|s| text::content_set(s).intersection(&claim_words).count())
-                .unwrap_or(&p.text)
-                .to_string();
-            out.push(Citation {
-                n,
-                chunk_id: p.chunk_id.clone(),
-                doc_id: p.doc_id.clone(),
-                title: p.title.clone(),
-                quote,
-                score: p.score,
-            });
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn refinement_narrows_then_adds_the_best_title() {
-        let hit = pb::Hit {
-            title: "Nikola Tesla".into(),
-            ..Default::default()
-        };
-        let ranked = vec![Candidate {
-            hit,
-            relevance: 0.5,
-        }];
-        assert_eq!(
-            refine("Where did he live?", 0, &ranked),
-            "Where did he live?"
-        );
-        assert_eq!(refine("Where did he live?", 1, &ranked), "live");
-        assert_eq!(
-            refine("Where did he live?", 2, &ranked),
-            "live Nikola Tesla"
-        );
-    }
-
-    #[test]
-    fn render_puts_markers_before_punctuation() {
-        assert_eq!(render("It rained.", &[1, 3]), "It rained [1] [3].");
-    }
 }

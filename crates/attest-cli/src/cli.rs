@@ -65,6 +65,27 @@ pub enum TrainCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The candidate reranker, on squad-dev with candidates from a running router (train split by article;
+    /// nDCG@10 / MRR@10 / recall@10 and AUROC on the held-out split).
+    Reranker {
+        /// The squad-dev directory (its queries.jsonl).
+        #[arg(long, default_value = "../shared/data/squad-dev")]
+        data: PathBuf,
+        /// The router's gRPC endpoint (`attest dev --grpc`).
+        #[arg(long, default_value = "http://127.0.0.1:7711")]
+        router: String,
+        /// The collection holding the squad-dev corpus.
+        #[arg(long, default_value = "squad")]
+        collection: String,
+        /// Where to write the model.
+        #[arg(long, default_value = "crates/attest-answer/models/reranker.json")]
+        out: PathBuf,
+        /// At most this many queries per group (train, held-out, unanswerable), evenly spread.
+        #[arg(long)]
+        limit: Option<usize>,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Args, Clone)]

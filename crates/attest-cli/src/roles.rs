@@ -47,13 +47,20 @@ async fn serve_grpc_health(
 const DEFAULT_EMBEDDER_HTTP: &str = "127.0.0.1:7900";
 const DEFAULT_ANSWER_HTTP: &str = "127.0.0.1:7750";
 
-/// The answer tier with the local default back ends (extractive composer, learned verifier).
-fn answer_service(router: RouterClient, cfg: &AttestConfig) -> Arc<AnswerService> {
-    Arc::new(AnswerService::new(
+/// The answer tier with the local default back ends (extractive composer, learned verifier, lexical
+/// reranker); `embedder` embeds questions for curated memory.
+fn answer_service(
+    router: RouterClient,
+    embedder: Arc<dyn Embedder>,
+    cfg: &AttestConfig,
+) -> anyhow::Result<Arc<AnswerService>> {
+    Ok(Arc::new(AnswerService::new(
         router,
         Arc::new(LearnedVerifier::bundled()),
+        Arc::new(attest_answer::rerank::LexicalReranker),
+        embedder,
         cfg.answer.clone(),
-    ))
+    )?))
 }
 
 /// Resolves on SIGINT or SIGTERM and tells every server to stop.
@@ -152,12 +159,14 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         cfg.router.clone(),
         &args.data_dir.join("router"),
         clients,
-        embedder,
+        Arc::clone(&embedder),
     )?);
+    // The router's own embedder embeds questions for curated memory too.
     let answer = answer_service(
         RouterClient::Local(Arc::new(RouterServiceImpl::new(Arc::clone(&router)))),
+        embedder,
         &cfg,
-    );
+    )?;
     let http = bind(&args.http).await?;
     let grpc = bind(&args.grpc).await?;
     let (http_addr, grpc_addr) = (http.local_addr()?, grpc.local_addr()?);
@@ -172,11 +181,16 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         attest_router::server::serve_http(
             Arc::clone(&router),
             Some(shard_metrics(nodes)),
-            Some(attest_answer::http::routes(answer)),
+            Some(attest_answer::http::routes(Arc::clone(&answer))),
             http,
             until(stop.clone())
         ),
-        attest_router::server::serve_grpc(router, grpc, until(stop)),
+        attest_router::server::serve_grpc_with(
+            router,
+            |routes| routes.add_service(attest_answer::grpc::AnswerGrpc::server(answer)),
+            grpc,
+            until(stop)
+        ),
     );
     a?;
     b?;
@@ -219,21 +233,36 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 .router
                 .as_deref()
                 .context("--router (the router's gRPC endpoint) is required for the answer role")?;
-            let answer = answer_service(RouterClient::connect_lazy(endpoint)?, &cfg);
+            let embedder = load_embedder(
+                &cfg.embedder,
+                args.model_dir.clone(),
+                args.embedder_url.as_deref(),
+            )?;
+            let answer = answer_service(RouterClient::connect_lazy(endpoint)?, embedder, &cfg)?;
             let http = bind(args.http.as_deref().unwrap_or(DEFAULT_ANSWER_HTTP)).await?;
-            let health = bind_optional(args.grpc.as_deref()).await?;
+            let grpc = bind_optional(args.grpc.as_deref()).await?;
             println!(
                 "attest answer listening http=http://{}{} router={endpoint}",
                 http.local_addr()?,
-                grpc_suffix(&health)?
+                grpc_suffix(&grpc)?
             );
-            let app = attest_answer::http::routes(answer).merge(attest_telemetry::ops::routes(
-                attest_telemetry::ops::always_ready(),
-                None,
-            ));
+            let app = attest_answer::http::routes(Arc::clone(&answer)).merge(
+                attest_telemetry::ops::routes(attest_telemetry::ops::always_ready(), None),
+            );
+            // `--grpc`: the streaming `attest.v1.AnswerService` with the gRPC health service.
+            let grpc_stop = until(stop.clone());
+            let serve_answer_grpc = async move {
+                match grpc {
+                    Some(listener) => {
+                        attest_answer::grpc::serve_grpc(answer, listener, grpc_stop).await?
+                    }
+                    None => grpc_stop.await,
+                }
+                anyhow::Ok(())
+            };
             let (a, b) = tokio::join!(
-                axum::serve(http, app).with_graceful_shutdown(until(stop.clone())),
-                serve_grpc_health(health, until(stop)),
+                axum::serve(http, app).with_graceful_shutdown(until(stop)),
+                serve_answer_grpc,
             );
             a?;
             b

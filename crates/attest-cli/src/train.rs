@@ -1,10 +1,14 @@
 //! `attest train verifier`: fits the local verifier on HaluEval QA and writes the model file the answer tier
-//! loads (committed as `crates/attest-answer/models/verifier.json`).
+//! loads (committed as `crates/attest-answer/models/verifier.json`). `attest train reranker`: the same for the
+//! candidate reranker on squad-dev, with candidates from a running router (`models/reranker.json`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use anyhow::Context;
+use attest_answer::rerank::train as rerank_train;
 use attest_answer::verifier::train::{load_items, train_verifier};
+use attest_answer::RouterClient;
 
 use crate::cli::TrainCommand;
 
@@ -44,7 +48,125 @@ pub fn run(cmd: TrainCommand) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        TrainCommand::Reranker {
+            data,
+            router,
+            collection,
+            out,
+            limit,
+            json,
+        } => train_reranker(&data, &router, collection, &out, limit, json),
     }
+}
+
+/// Retrieves candidates for every query of the split through the router, fits the reranker, writes it and
+/// prints the held-out report. Runs on a blocking thread of the CLI's runtime, so it may block on the searches.
+fn train_reranker(
+    data: &Path,
+    router: &str,
+    collection: String,
+    out: &PathBuf,
+    limit: Option<usize>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let queries_path = if data.is_dir() {
+        data.join("queries.jsonl")
+    } else {
+        data.to_path_buf()
+    };
+    let queries = rerank_train::load_queries(&queries_path)?;
+    let total = queries.len();
+    let config = rerank_train::TrainConfig {
+        collection,
+        limit,
+        ..Default::default()
+    };
+    let split = rerank_train::split_queries(queries, limit);
+    anyhow::ensure!(
+        !split.train.is_empty() && !split.heldout.is_empty(),
+        "{} has no answerable squad-dev queries in both splits",
+        queries_path.display()
+    );
+    let client = RouterClient::connect_lazy(router)?;
+    let runtime = tokio::runtime::Handle::current();
+    let started = Instant::now();
+    let mut pools = Vec::new();
+    for (name, group) in [
+        ("train", &split.train),
+        ("held-out", &split.heldout),
+        ("unanswerable", &split.unanswerable),
+    ] {
+        eprintln!("retrieving candidates for {} {name} queries…", group.len());
+        pools.push(
+            runtime
+                .block_on(rerank_train::retrieve(&client, group, &config))
+                .with_context(|| format!("router {router}"))?,
+        );
+    }
+    let retrieve_s = started.elapsed().as_secs_f64();
+    let source = format!(
+        "squad-dev ({} of {total} queries from {}{})",
+        split.train.len(),
+        queries_path.display(),
+        limit.map_or(String::new(), |l| format!(", at most {l} per group"))
+    );
+    let file = rerank_train::train_reranker(&pools[0], &pools[1], &pools[2], &config, &source)?;
+    write_model(out, &serde_json::to_string_pretty(&file)?)?;
+    let h = &file.heldout;
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"out": out, "train_queries": file.train_queries, "train_rows": file.train_rows,
+                "retrieve_s": retrieve_s, "train_s": started.elapsed().as_secs_f64() - retrieve_s, "heldout": h})
+        );
+    } else {
+        println!(
+            "reranker trained on {} queries ({} candidates) in {:.0} s, written to {}",
+            file.train_queries,
+            file.train_rows,
+            started.elapsed().as_secs_f64(),
+            out.display()
+        );
+        println!(
+            "held out: {} answerable queries ({} with the gold paragraph among the candidates)",
+            h.queries, h.queries_with_gold
+        );
+        println!("  order        nDCG@10  MRR@10  recall@10");
+        for (name, m) in [
+            ("router", h.router),
+            ("learned", h.learned),
+            ("lexical", h.lexical),
+        ] {
+            println!(
+                "  {name:<12} {:.4}   {:.4}  {:.4}",
+                m.ndcg_at_10, m.mrr_at_10, m.recall_at_10
+            );
+        }
+        println!(
+            "  AUROC (gold paragraph vs other candidates): learned {:.4}, lexical {:.4}",
+            h.auroc_learned, h.auroc_lexical
+        );
+        println!("  top score: share of queries at or above each gate threshold (median)");
+        for (name, s) in [
+            ("learned, answerable", &h.top_learned_answerable),
+            ("learned, unanswerable", &h.top_learned_unanswerable),
+            ("lexical, answerable", &h.top_lexical_answerable),
+            ("lexical, unanswerable", &h.top_lexical_unanswerable),
+        ] {
+            let cells: Vec<String> = s
+                .at_least
+                .iter()
+                .map(|(t, share)| format!("≥{t:.2}: {share:.3}"))
+                .collect();
+            println!(
+                "  {name:<22} n={:<5} {}  (median {:.3})",
+                s.queries,
+                cells.join("  "),
+                s.median
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Writes through a temporary file and a rename, so a crash never leaves half a model.

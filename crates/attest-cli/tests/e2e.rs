@@ -7,12 +7,15 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
+use attest_proto::v1 as pb;
+use attest_proto::v1::answer_service_client::AnswerServiceClient;
 use common::{http, post, repo_root, start, value_of, Logs, Proc};
 use serde_json::{json, Value};
 
 struct Dev {
     _proc: Proc,
     url: String,
+    grpc: String,
 }
 
 fn start_dev(data: &Path) -> Dev {
@@ -24,6 +27,7 @@ fn start_dev(data: &Path) -> Dev {
     Dev {
         _proc: proc,
         url: value_of(&line, "http="),
+        grpc: format!("http://{}", value_of(&line, "grpc=")),
     }
 }
 
@@ -154,6 +158,36 @@ fn ask(dev: &Dev, question: &str) -> Value {
     body
 }
 
+/// `attest.v1.AnswerService/Ask` over gRPC: the streamed deltas and the final response.
+fn ask_grpc(dev: &Dev, question: &str) -> (Vec<pb::AnswerDelta>, pb::AskResult) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut client = AnswerServiceClient::connect(dev.grpc.clone()).await.unwrap();
+        let mut stream = client
+            .ask(pb::AskRequest {
+                collection: "squad".into(),
+                question: question.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let (mut deltas, mut done) = (Vec::new(), None);
+        while let Some(event) = stream.message().await.unwrap() {
+            match event.event.unwrap() {
+                pb::ask_event::Event::Delta(d) => {
+                    assert!(done.is_none(), "a delta after done");
+                    deltas.push(d);
+                }
+                pb::ask_event::Event::Done(r) => done = Some(r),
+            }
+        }
+        (deltas, done.expect("the stream ends with done"))
+    })
+}
+
 /// The answer tier on the squad sample: answerable questions answered with the gold paragraph cited, questions
 /// from articles not in the sample abstain, every citation quotes its own document, a removed article's
 /// question abstains, SSE streams, bad input gets clear errors.
@@ -258,6 +292,24 @@ fn ask_through_dev(dev: &Dev, root: &Path) {
         body.contains("event: delta") && body.contains("event: done"),
         "{body}"
     );
+
+    // gRPC streaming: deltas (each a verified claim) then the whole response, as over HTTP.
+    let (deltas, done) = ask_grpc(dev, "What had been left hanging on the door to Tesla's room?");
+    assert_eq!(done.status, "answered", "{done:?}");
+    assert!(!deltas.is_empty() && deltas.len() == done.claims.len(), "{deltas:?} {done:?}");
+    for (delta, claim) in deltas.iter().zip(&done.claims) {
+        assert!(claim.supported && delta.text == claim.text && delta.citations == claim.citations);
+        for n in &delta.citations {
+            assert!(done.citations.iter().any(|c| c.n == *n), "{done:?}");
+        }
+    }
+    assert!(done.citations.iter().any(|c| c.quote.contains("do not disturb")), "{done:?}");
+    assert!(done.latency_ms.contains_key("total") && !done.request_id.is_empty());
+    let json: Value = serde_json::from_str(&done.response_json).unwrap();
+    assert_eq!(json["status"], "answered");
+    let (deltas, done) = ask_grpc(dev, "Who was the first emperor of the Inca empire?");
+    assert_eq!((deltas.len(), done.status.as_str()), (0, "abstained"), "{done:?}");
+    assert!(!done.reason.is_empty());
 
     // Bad input.
     let (status, body) = post(

@@ -84,13 +84,8 @@ async fn scripted_llm_outputs_go_through_the_gauntlet_and_the_verifier() {
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
 
     let dir = tempfile::tempdir().unwrap();
-    let router = Arc::new(
-        common::router_with_collection_c(
-            dir.path(),
-            build_embedder(&EmbedderConfig::default()).unwrap(),
-        )
-        .await,
-    );
+    let embedder = build_embedder(&EmbedderConfig::default()).unwrap();
+    let router = Arc::new(common::router_with_collection_c(dir.path(), Arc::clone(&embedder)).await);
     let docs = [
         ("doc-owl-01", "The barn owl hunts at night over open fields. It nests in old barns and church towers."),
         ("doc-fox-02", "The red fox lives at the edge of the forest and hunts small rodents."),
@@ -119,8 +114,11 @@ async fn scripted_llm_outputs_go_through_the_gauntlet_and_the_verifier() {
     let service = AnswerService::new(
         RouterClient::Local(Arc::new(RouterServiceImpl::new(Arc::clone(&router)))),
         Arc::new(LearnedVerifier::bundled()),
+        Arc::new(attest_answer::rerank::LexicalReranker),
+        embedder,
         config,
-    );
+    )
+    .unwrap();
     let question = "When does the barn owl hunt?";
     let mut turn = 0;
     let mut ask = |script: Script| {

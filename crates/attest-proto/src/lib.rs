@@ -2,6 +2,7 @@
 //!
 //! - `shard.proto`: the shard service (ensure/drop shard, upsert, delete, search, stats, maintain).
 //! - `router.proto`: the router service (collections, ingest, search) for internal callers.
+//! - `answer.proto`: the answer tier (ask, streamed).
 //! - `common.proto`: collection spec, index parameters and metadata filters.
 
 #[allow(clippy::all, missing_docs)]

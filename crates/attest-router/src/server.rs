@@ -34,13 +34,27 @@ pub async fn serve_grpc(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
+    serve_grpc_with(router, |routes| routes, listener, shutdown).await
+}
+
+/// Serves the router's gRPC services, and those `add_services` adds (the answer tier's, in `attest dev`), on
+/// one listener.
+pub async fn serve_grpc_with(
+    router: Arc<Router>,
+    add_services: impl FnOnce(tonic::service::Routes) -> tonic::service::Routes,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send,
+) -> anyhow::Result<()> {
     let (mut reporter, health) = tonic_health::server::health_reporter();
     reporter
         .set_serving::<RouterServiceServer<RouterServiceImpl>>()
         .await;
+    let routes = add_services(
+        tonic::service::Routes::new(health)
+            .add_service(RouterServiceServer::new(RouterServiceImpl::new(router))),
+    );
     tonic::transport::Server::builder()
-        .add_service(health)
-        .add_service(RouterServiceServer::new(RouterServiceImpl::new(router)))
+        .add_routes(routes)
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
         .await?;
     Ok(())

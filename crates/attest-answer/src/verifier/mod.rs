@@ -5,13 +5,18 @@
 //! (an LLM judge over an OpenAI-compatible endpoint) implement the same [`Verifier`] trait.
 
 pub mod features;
+pub mod judge;
 pub mod logistic;
 pub mod train;
+
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use self::features::{features, FEATURE_NAMES};
+pub use self::judge::{GgufJudgeVerifier, LlmJudgeVerifier, VerifierBackend, VerifierConfig};
 use self::logistic::LogisticModel;
+use crate::config::AnswerConfig;
 
 /// Scores the support a passage gives a claim made in answer to a question.
 pub trait Verifier: Send + Sync {
@@ -77,6 +82,23 @@ impl LearnedVerifier {
 impl Verifier for LearnedVerifier {
     fn support(&self, question: &str, claim: &str, passage: &str) -> f64 {
         self.model.predict(&features(question, claim, passage))
+    }
+}
+
+/// The verifier `config.verifier` names. `llm` without a URL falls back to the learned verifier (warned).
+pub fn verifier_from_config(config: &AnswerConfig) -> Arc<dyn Verifier> {
+    let v = &config.verifier;
+    match v.backend {
+        VerifierBackend::Learned => Arc::new(LearnedVerifier::bundled()),
+        VerifierBackend::Llm if v.llm.url.trim().is_empty() => {
+            tracing::warn!(
+                event = "verifier_config",
+                "verifier.backend is llm but verifier.llm.url is empty: using the learned verifier"
+            );
+            Arc::new(LearnedVerifier::bundled())
+        }
+        VerifierBackend::Llm => Arc::new(LlmJudgeVerifier::new(v.llm.clone(), v.reply_tokens)),
+        VerifierBackend::Gguf => Arc::new(GgufJudgeVerifier::new(&config.gguf, v.reply_tokens)),
     }
 }
 

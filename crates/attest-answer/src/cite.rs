@@ -1,0 +1,110 @@
+//! The verified answer's claims and citations: each claim scored against the passages it cites (the best cited
+//! passage counts), the rendering of a claim with its markers, and one citation per cited footnote quoting the
+//! passage sentence closest to the claims that cite it.
+
+use attest_telemetry::metrics::{CLAIMS_CHECKED_TOTAL, CLAIMS_UNSUPPORTED_TOTAL};
+use serde::Serialize;
+
+use crate::claims::Claim;
+use crate::footnotes::Footnotes;
+use crate::text;
+use crate::verifier::Verifier;
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Citation {
+    pub n: u32,
+    pub chunk_id: String,
+    pub doc_id: String,
+    pub title: String,
+    /// The passage sentence the answer relies on.
+    pub quote: String,
+    pub score: f64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CheckedClaim {
+    pub text: String,
+    pub citations: Vec<u32>,
+    pub support: f64,
+    pub supported: bool,
+}
+
+/// Scores every claim against the passages it cites; the best cited passage counts.
+pub fn check_claims(
+    verifier: &dyn Verifier,
+    threshold: f64,
+    question: &str,
+    claims: &[Claim],
+    footnotes: &Footnotes,
+) -> Vec<CheckedClaim> {
+    let checked: Vec<CheckedClaim> = claims
+        .iter()
+        .map(|c| {
+            let support = c
+                .citations
+                .iter()
+                .filter_map(|n| footnotes.get(*n))
+                .map(|p| verifier.support(question, &c.text, &p.text))
+                .fold(0.0, f64::max);
+            CheckedClaim {
+                text: c.text.clone(),
+                citations: c.citations.clone(),
+                support,
+                supported: support >= threshold,
+            }
+        })
+        .collect();
+    metrics::counter!(CLAIMS_CHECKED_TOTAL).increment(checked.len() as u64);
+    metrics::counter!(CLAIMS_UNSUPPORTED_TOTAL)
+        .increment(checked.iter().filter(|c| !c.supported).count() as u64);
+    checked
+}
+
+/// A claim with its markers before the final punctuation.
+pub(crate) fn render(text: &str, citations: &[u32]) -> String {
+    let markers: String = citations.iter().map(|n| format!(" [{n}]")).collect();
+    let trimmed = text.trim_end();
+    match trimmed.char_indices().last() {
+        Some((i, c)) if matches!(c, '.' | '!' | '?') => format!("{}{markers}{c}", &trimmed[..i]),
+        _ => format!("{trimmed}{markers}."),
+    }
+}
+
+/// One citation per cited footnote, in first-use order, quoting the passage sentence closest to its claims.
+pub fn citations(claims: &[CheckedClaim], footnotes: &Footnotes) -> Vec<Citation> {
+    let mut out: Vec<Citation> = Vec::new();
+    for claim in claims {
+        for &n in &claim.citations {
+            if out.iter().any(|c| c.n == n) {
+                continue;
+            }
+            let Some(p) = footnotes.get(n) else { continue };
+            let claim_words = text::content_set(&claim.text);
+            let quote = text::sentences(&p.text)
+                .into_iter()
+                .max_by_key(|s| text::content_set(s).intersection(&claim_words).count())
+                .unwrap_or(&p.text)
+                .to_string();
+            out.push(Citation {
+                n,
+                chunk_id: p.chunk_id.clone(),
+                doc_id: p.doc_id.clone(),
+                title: p.title.clone(),
+                quote,
+                score: p.score,
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn render_puts_markers_before_punctuation() {
+        assert_eq!(render("It rained.", &[1, 3]), "It rained [1] [3].");
+        assert_eq!(render("No stop", &[2]), "No stop [2].");
+    }
+}

@@ -1,0 +1,134 @@
+//! `attest.v1.AnswerService` over gRPC: `Ask` streams one `delta` per verified claim, then `done` with the whole
+//! response — the same answer, in the same order, as the HTTP Server-Sent Events of [`crate::http`].
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use attest_proto::v1 as pb;
+use attest_proto::v1::answer_service_server::{AnswerService as AnswerRpc, AnswerServiceServer};
+use attest_telemetry::request_id;
+use futures::Stream;
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::{Request, Response, Status};
+use tracing::Instrument;
+
+use crate::pipeline::{AnswerService, AskResponse};
+
+/// The gRPC face of an [`AnswerService`].
+pub struct AnswerGrpc {
+    service: Arc<AnswerService>,
+}
+
+impl AnswerGrpc {
+    pub fn new(service: Arc<AnswerService>) -> Self {
+        AnswerGrpc { service }
+    }
+
+    /// The tonic service, to add to a server (alone, or beside the router's in `attest dev`).
+    pub fn server(service: Arc<AnswerService>) -> AnswerServiceServer<AnswerGrpc> {
+        AnswerServiceServer::new(AnswerGrpc::new(service))
+    }
+}
+
+type AskStream = Pin<Box<dyn Stream<Item = Result<pb::AskEvent, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl AnswerRpc for AnswerGrpc {
+    type AskStream = AskStream;
+
+    async fn ask(&self, request: Request<pb::AskRequest>) -> Result<Response<AskStream>, Status> {
+        let request_id = request_id::from_grpc(request.metadata());
+        let req = request.into_inner();
+        let answer = self
+            .service
+            .ask(&req.collection, &req.question, &request_id)
+            .instrument(request_id::span(&request_id))
+            .await
+            .map_err(Status::from)?;
+        let events: Vec<Result<pb::AskEvent, Status>> = ask_events(&answer).into_iter().map(Ok).collect();
+        Ok(Response::new(Box::pin(futures::stream::iter(events))))
+    }
+}
+
+/// The events of one answer: a delta per claim (only verified claims ever reach `answer.claims` of an
+/// answered response), then `done`.
+pub fn ask_events(answer: &AskResponse) -> Vec<pb::AskEvent> {
+    let mut events: Vec<pb::AskEvent> = Vec::new();
+    if answer.status == "answered" {
+        for claim in &answer.claims {
+            events.push(pb::AskEvent {
+                event: Some(pb::ask_event::Event::Delta(pb::AnswerDelta {
+                    text: claim.text.clone(),
+                    citations: claim.citations.clone(),
+                })),
+            });
+        }
+    }
+    events.push(pb::AskEvent {
+        event: Some(pb::ask_event::Event::Done(to_proto(answer))),
+    });
+    events
+}
+
+/// The typed proto form of a response (plus the full JSON, for fields added after this message).
+pub fn to_proto(answer: &AskResponse) -> pb::AskResult {
+    pb::AskResult {
+        status: answer.status.to_string(),
+        answer: answer.answer.clone(),
+        citations: answer
+            .citations
+            .iter()
+            .map(|c| pb::AnswerCitation {
+                n: c.n,
+                chunk_id: c.chunk_id.clone(),
+                doc_id: c.doc_id.clone(),
+                title: c.title.clone(),
+                quote: c.quote.clone(),
+                score: c.score,
+            })
+            .collect(),
+        claims: answer
+            .claims
+            .iter()
+            .map(|c| pb::AnswerClaim {
+                text: c.text.clone(),
+                citations: c.citations.clone(),
+                support: c.support,
+                supported: c.supported,
+            })
+            .collect(),
+        confidence: answer.confidence,
+        reason: answer.reason.unwrap_or_default().to_string(),
+        suggestions: answer.suggestions.clone(),
+        fallback_mode: answer.fallback_mode,
+        degraded: answer.degraded,
+        request_id: answer.request_id.clone(),
+        latency_ms: answer
+            .latency_ms
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect(),
+        hops: answer.hops as u32,
+        generator: answer.generator.to_string(),
+        response_json: serde_json::to_string(answer).unwrap_or_default(),
+    }
+}
+
+/// Serves the answer tier's gRPC API (with the gRPC health service) until `shutdown` resolves.
+pub async fn serve_grpc(
+    service: Arc<AnswerService>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), tonic::transport::Error> {
+    let (mut reporter, health) = tonic_health::server::health_reporter();
+    reporter
+        .set_serving::<AnswerServiceServer<AnswerGrpc>>()
+        .await;
+    tonic::transport::Server::builder()
+        .add_service(health)
+        .add_service(AnswerGrpc::server(service))
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .await
+}
