@@ -35,18 +35,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
          Question: When does the barn owl hunt?"
     );
     for run in 0..3 {
-        let c = model.chat(SYSTEM_PROMPT, &user, max_tokens, None)?;
+        let c = model.chat(SYSTEM_PROMPT, &user, max_tokens, &Default::default())?;
         let prompt_s = c.prompt_time.as_secs_f64();
         let gen_s = c.generate_time.as_secs_f64();
         println!(
-            "run {run}: prompt {} tokens in {:.0} ms = {:.0} tok/s; generated {} tokens in {:.0} ms = {:.1} tok/s ({:?})",
+            "run {run}: prompt {} tokens in {:.0} ms = {:.0} tok/s; generated {} tokens ({} steps) in {:.0} ms = {:.1} tok/s ({:?})",
             c.prompt_tokens,
             prompt_s * 1e3,
             c.prompt_tokens as f64 / prompt_s,
             c.generated_tokens,
+            c.decode_steps,
             gen_s * 1e3,
-            // The first new token comes out of the prompt pass; the rest are one forward pass each.
-            c.generated_tokens.saturating_sub(1) as f64 / gen_s.max(1e-9),
+            // One forward pass per step (the first new token comes out of the prompt pass).
+            c.decode_steps as f64 / gen_s.max(1e-9),
             c.stop
         );
         if run == 0 {

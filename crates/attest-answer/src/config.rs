@@ -62,6 +62,11 @@ pub struct AnswerConfig {
     pub verifier: VerifierConfig,
     /// Which reranker scores candidates: the learned one (default), a remote cross-encoder, or lexical.
     pub rerank: RerankConfig,
+    /// Answer only when the answer's confidence is at least this (0: the gates alone decide); a collection's
+    /// file in `thresholds_dir` (written by `attest eval --sweep`) overrides it.
+    pub min_confidence: f64,
+    /// Directory of per-collection thresholds files, `<collection>.json` (empty: none are read).
+    pub thresholds_dir: String,
 }
 
 impl Default for AnswerConfig {
@@ -94,6 +99,8 @@ impl Default for AnswerConfig {
             gguf: GgufConfig::default(),
             verifier: VerifierConfig::default(),
             rerank: RerankConfig::default(),
+            min_confidence: 0.0,
+            thresholds_dir: String::new(),
         }
     }
 }

@@ -50,6 +50,9 @@ pub enum Command {
     /// Trains a local model of the answer tier from public data.
     #[command(subcommand)]
     Train(TrainCommand),
+    /// The quality gate: ingests a BEIR-layout data set into a fresh in-process cluster and measures retrieval
+    /// per lane, answers (hallucination, coverage, accuracy, citation validity), stage latencies.
+    Eval(EvalArgs),
 }
 
 #[derive(Subcommand)]
@@ -220,4 +223,49 @@ pub struct SearchArgs {
     pub tenant: Option<String>,
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Args, Clone)]
+pub struct EvalArgs {
+    /// BEIR-layout data set: corpus.jsonl, queries.jsonl (with `answerable`, `answers`), qrels/test.tsv (or each
+    /// query's `gold_doc`).
+    #[arg(long)]
+    pub data: PathBuf,
+    /// Write the JSON report here (and the risk–coverage curve beside it as a PNG).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// A previous report: print the differences; exit non-zero when accuracy drops by more than 5 points or
+    /// the hallucination rate rises by more than 1 point.
+    #[arg(long)]
+    pub baseline: Option<PathBuf>,
+    /// Sweep the abstention threshold and write the operating point (most coverage within
+    /// --hallucination-budget) to the collection's thresholds file.
+    #[arg(long)]
+    pub sweep: bool,
+    #[arg(long, default_value_t = 0.02)]
+    pub hallucination_budget: f64,
+    /// Where --sweep writes `<collection>.json` (default: the config's `answer.thresholds_dir`).
+    #[arg(long)]
+    pub thresholds_dir: Option<PathBuf>,
+    /// HaluEval-QA-style items: also report the verifier's AUROC and balanced accuracy on the held-out split.
+    #[arg(long)]
+    pub verifier_data: Option<PathBuf>,
+    /// Keep every N-th question (a fixed sample).
+    #[arg(long, default_value_t = 1)]
+    pub every: usize,
+    /// At most this many questions (after --every).
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Collection name inside the scratch cluster.
+    #[arg(long, default_value = "eval")]
+    pub collection: String,
+    #[arg(long, default_value_t = 2)]
+    pub shards: usize,
+    /// Keep the cluster's data here instead of a temporary directory.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    #[arg(long, env = "ATTEST_MODEL_DIR")]
+    pub model_dir: Option<PathBuf>,
 }

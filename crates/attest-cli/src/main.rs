@@ -5,11 +5,13 @@
 //! - [`config`]: YAML config, `ATTEST__SECTION__KEY` environment overrides, then flags.
 //! - [`roles`]: `attest dev` (every role in one process) and `attest serve --role ...`.
 //! - [`commands`]: client commands that talk to a running router over HTTP (collection, ingest, search).
+//! - [`eval`]: `attest eval`, the quality gate over a BEIR-layout data set.
 //! - [`train`]: `attest train verifier`, fitting the answer tier's local models.
 
 mod cli;
 mod commands;
 mod config;
+mod eval;
 mod roles;
 mod train;
 
@@ -57,6 +59,13 @@ fn main() -> anyhow::Result<()> {
             cli::Command::Ingest(args) => commands::ingest(&cli.server, args).await,
             cli::Command::Search(args) => commands::search(&cli.server, args).await,
             cli::Command::Ask(args) => commands::ask(&cli.server, args).await,
+            cli::Command::Eval(args) => {
+                let code = eval::eval(args).await?;
+                if code != 0 {
+                    std::process::exit(code);
+                }
+                Ok(())
+            }
             cli::Command::Train(cmd) => {
                 tokio::task::spawn_blocking(move || train::run(cmd)).await?
             }

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
-use attest_answer::{AnswerService, LearnedVerifier, RouterClient};
+use attest_answer::rerank::Reranker;
+use attest_answer::{AnswerService, RouterClient};
+use attest_proto::v1::router_service_server::RouterService as RouterServiceApi;
 use attest_embed::{build_embedder, Embedder, EmbedderBackend, EmbedderConfig};
 use attest_router::grpc::RouterServiceImpl;
 use attest_router::{Router, ShardClient};
@@ -47,17 +49,18 @@ async fn serve_grpc_health(
 const DEFAULT_EMBEDDER_HTTP: &str = "127.0.0.1:7900";
 const DEFAULT_ANSWER_HTTP: &str = "127.0.0.1:7750";
 
-/// The answer tier with the local default back ends (extractive composer, learned verifier, lexical
+/// The answer tier with the configured back ends (defaults: extractive composer, learned verifier, learned
 /// reranker); `embedder` embeds questions for curated memory.
 fn answer_service(
     router: RouterClient,
     embedder: Arc<dyn Embedder>,
+    reranker: Arc<dyn Reranker>,
     cfg: &AttestConfig,
 ) -> anyhow::Result<Arc<AnswerService>> {
     Ok(Arc::new(AnswerService::new(
         router,
-        Arc::new(LearnedVerifier::bundled()),
-        Arc::new(attest_answer::rerank::LexicalReranker),
+        attest_answer::verifier::verifier_from_config(&cfg.answer),
+        reranker,
         embedder,
         cfg.answer.clone(),
     )?))
@@ -140,32 +143,71 @@ async fn bind(addr: &str) -> anyhow::Result<TcpListener> {
         .with_context(|| format!("binding {addr}"))
 }
 
-pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
-    let cfg = config::load(args.config.as_deref(), std::env::vars())?;
-    anyhow::ensure!(args.shards >= 1, "--shards must be at least 1");
-    let embedder = load_embedder(
-        &cfg.embedder,
-        args.model_dir.clone(),
-        args.embedder_url.as_deref(),
-    )?;
+/// Every role in one process over local shard nodes: what `attest dev` serves and `attest eval` measures.
+pub struct LocalStack {
+    pub nodes: Vec<Arc<ShardNode>>,
+    pub router: Arc<Router>,
+    /// The router's gRPC service, called in process.
+    pub router_service: Arc<RouterServiceImpl>,
+    pub answer: Arc<AnswerService>,
+    /// The reranker the answer tier ranks candidates with.
+    pub reranker: Arc<dyn Reranker>,
+}
+
+/// Opens `shards` shard nodes under `data_dir`, the router over them and the answer tier over the router.
+pub fn local_stack(
+    cfg: &AttestConfig,
+    data_dir: &Path,
+    shards: usize,
+    model_dir: Option<PathBuf>,
+    embedder_url: Option<&str>,
+) -> anyhow::Result<LocalStack> {
+    anyhow::ensure!(shards >= 1, "--shards must be at least 1");
+    let embedder = load_embedder(&cfg.embedder, model_dir, embedder_url)?;
     let mut clients = Vec::new();
     let mut nodes = Vec::new();
-    for i in 0..args.shards {
-        let node = open_node(&args.data_dir.join(format!("shard-node-{i}")), &cfg)?;
+    for i in 0..shards {
+        let node = open_node(&data_dir.join(format!("shard-node-{i}")), cfg)?;
         nodes.push(Arc::clone(&node));
         clients.push(ShardClient::Local(Arc::new(ShardServiceImpl::new(node))));
     }
     let router = Arc::new(Router::new(
         cfg.router.clone(),
-        &args.data_dir.join("router"),
+        &data_dir.join("router"),
         clients,
         Arc::clone(&embedder),
     )?);
+    let router_service = Arc::new(RouterServiceImpl::new(Arc::clone(&router)));
+    let reranker = attest_answer::rerank::from_config(&cfg.answer.rerank)?;
     // The router's own embedder embeds questions for curated memory too.
     let answer = answer_service(
-        RouterClient::Local(Arc::new(RouterServiceImpl::new(Arc::clone(&router)))),
+        RouterClient::Local(Arc::clone(&router_service) as Arc<dyn RouterServiceApi>),
         embedder,
+        Arc::clone(&reranker),
+        cfg,
+    )?;
+    Ok(LocalStack {
+        nodes,
+        router,
+        router_service,
+        answer,
+        reranker,
+    })
+}
+
+pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
+    let cfg = config::load(args.config.as_deref(), std::env::vars())?;
+    let LocalStack {
+        nodes,
+        router,
+        answer,
+        ..
+    } = local_stack(
         &cfg,
+        &args.data_dir,
+        args.shards,
+        args.model_dir.clone(),
+        args.embedder_url.as_deref(),
     )?;
     let http = bind(&args.http).await?;
     let grpc = bind(&args.grpc).await?;
@@ -238,7 +280,13 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 args.model_dir.clone(),
                 args.embedder_url.as_deref(),
             )?;
-            let answer = answer_service(RouterClient::connect_lazy(endpoint)?, embedder, &cfg)?;
+            let reranker = attest_answer::rerank::from_config(&cfg.answer.rerank)?;
+            let answer = answer_service(
+                RouterClient::connect_lazy(endpoint)?,
+                embedder,
+                reranker,
+                &cfg,
+            )?;
             let http = bind(args.http.as_deref().unwrap_or(DEFAULT_ANSWER_HTTP)).await?;
             let grpc = bind_optional(args.grpc.as_deref()).await?;
             println!(

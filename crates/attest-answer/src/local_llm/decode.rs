@@ -1,5 +1,5 @@
 //! Greedy decoding (temperature 0: the largest logit at each step, the first on ties, so output is
-//! deterministic) with two sentence rules applied at each sentence boundary:
+//! deterministic) with sentence rules ([`DecodeRules`]) applied at each sentence boundary:
 //!
 //! - **Repetition**: a 135M model often writes the same sentence again and again; a sentence equal to an
 //!   earlier one ends the turn and is cut.
@@ -9,6 +9,8 @@
 //!   number: the digit tokens `1..=passages` are the only ones allowed at that step and the largest logit among
 //!   them wins, then `]` follows. The model picks which passage; nothing is attributed for it. Whether that
 //!   passage supports the sentence is left to the verifier, like any generator's citation.
+//! - **Sentence limit** (optional): after a forced marker the model tends to go on copying the passage list
+//!   (`[1] Title — text …`), so the generator stops after its first sentence.
 
 use candle_core::{Tensor, D};
 use candle_transformers::models::quantized_llama::ModelWeights;
@@ -24,6 +26,14 @@ pub struct CitationRule {
     pub exempt_prefix: String,
 }
 
+/// What the decoder enforces beyond greedy choice; the default enforces nothing but the repetition stop.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DecodeRules {
+    pub citation: Option<CitationRule>,
+    /// Stop after this many sentences.
+    pub max_sentences: Option<usize>,
+}
+
 /// Token ids of the forced marker.
 struct MarkerIds {
     open: Vec<u32>,
@@ -37,6 +47,7 @@ struct Session<'a> {
     model: ModelWeights,
     position: usize,
     generated: Vec<u32>,
+    steps: usize,
 }
 
 impl Session<'_> {
@@ -45,6 +56,7 @@ impl Session<'_> {
         let input = Tensor::new(&[token], &self.llm.device)?.unsqueeze(0)?;
         let logits = self.model.forward(&input, self.position)?;
         self.position += 1;
+        self.steps += 1;
         self.generated.push(token);
         Ok(logits.squeeze(0)?.to_vec1::<f32>()?)
     }
@@ -124,7 +136,7 @@ impl LocalLlm {
         &self,
         prompt: &[u32],
         max_tokens: usize,
-        citations: Option<&CitationRule>,
+        rules: &DecodeRules,
     ) -> Result<Completion, LocalLlmError> {
         if prompt.is_empty() {
             return Err(LocalLlmError::Inference("empty prompt".into()));
@@ -136,7 +148,7 @@ impl LocalLlm {
                 self.context_length
             )));
         }
-        let markers = match citations {
+        let markers = match &rules.citation {
             Some(rule) if rule.passages > 0 => Some((rule, self.marker_ids(rule.passages)?)),
             _ => None,
         };
@@ -147,6 +159,7 @@ impl LocalLlm {
             model: self.weights.clone(),
             position: prompt.len(),
             generated: Vec::with_capacity(max_tokens),
+            steps: 0,
         };
         let input = Tensor::new(prompt, &self.device)?.unsqueeze(0)?;
         let logits = session.model.forward(&input, 0)?;
@@ -157,6 +170,7 @@ impl LocalLlm {
         let mut sentence_start = 0;
         let mut written: Vec<String> = Vec::new();
         let mut forced_markers = 0;
+        let sentence_limit = rules.max_sentences.unwrap_or(usize::MAX);
         let stop = loop {
             if session.generated.len() >= max_tokens {
                 break StopReason::MaxTokens;
@@ -201,12 +215,18 @@ impl LocalLlm {
                         }
                         forced_markers += 1;
                         sentence_start = session.generated.len();
+                        if written.len() >= sentence_limit {
+                            break StopReason::SentenceLimit;
+                        }
                         next = argmax(&logits, None)
                             .ok_or_else(|| LocalLlmError::Inference("empty logits".into()))?;
                         continue;
                     }
                 }
                 sentence_start = session.generated.len();
+                if written.len() >= sentence_limit && !end_of_turn {
+                    break StopReason::SentenceLimit;
+                }
             }
             if end_of_turn {
                 break StopReason::EndOfTurn;
@@ -221,6 +241,7 @@ impl LocalLlm {
             generated_tokens: session.generated.len(),
             prompt_time,
             generate_time: started.elapsed(),
+            decode_steps: session.steps,
             forced_markers,
             stop,
         })

@@ -4,21 +4,26 @@
 //! system prompt, then only the `max_passages` best footnotes, each cut so that all of them fit
 //! `context_tokens`. Their numbers are the turn's own (`[1]` is still the best passage), so whatever the model
 //! cites maps back through the same footnotes and the same gauntlet as any other generator's output.
+//!
+//! SmolLM2-135M does not write markers by itself, so by default the decoder makes it end its sentence with one
+//! whose number the model picks (`local_llm::decode`), and it writes one sentence. What it writes is often
+//! wrong on real questions; the verifier then finds the claim unsupported and the turn abstains, which is why
+//! the generator is off by default.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::{CitationRule, LocalLlm, LocalLlmError};
+use super::{CitationRule, DecodeRules, LocalLlm, LocalLlmError};
 use crate::footnotes::{Footnotes, Passage};
 use crate::generate::{GenerateError, Generated, Generator, MODEL_ABSTENTION, SYSTEM_PROMPT};
 
 /// Appended to the user message after the question: a 135M model follows a short, concrete instruction there
-/// far better than the system prompt alone (it answers in one sentence instead of copying passages). No
-/// example number: with one (`like [1]`) it cited that number whatever the passage.
-pub const ANSWER_HINT: &str =
-    "Answer in one short sentence, then give the number of the passage that says it.";
+/// far better than the system prompt alone (it answers in one sentence instead of copying passages). It does
+/// not mention numbers: asked for "the number of the passage", the model answered "1"; given an example
+/// (`like [1]`), it cited that number whatever the passage. The marker is forced instead (`force_citations`).
+pub const ANSWER_HINT: &str = "Answer in one short sentence.";
 
 /// Environment variable naming the directory that holds [`LLM_FILE`]; overrides the other defaults.
 pub const LLM_DIR_ENV: &str = "ATTEST_LLM_DIR";
@@ -59,11 +64,13 @@ pub struct GgufConfig {
     pub max_passages: usize,
     /// Tokens of passage text the model sees, all passages together.
     pub context_tokens: usize,
-    /// Widen the quantized weights to f32 on load: ~14x faster prompt reading on a CPU without
+    /// Widen the quantized weights to f32 on load: ~13x faster prompt reading on a CPU without
     /// compile-time SIMD, for ~700 MB instead of ~250 MB of memory (see `local_llm`).
     pub dequantize: bool,
     /// Make the model end every sentence with a marker whose number it chooses (`local_llm::decode`).
     pub force_citations: bool,
+    /// Sentences the model may write (see `local_llm::decode`: after the first it mostly copies passages).
+    pub max_sentences: usize,
     /// A reply citing no passage cannot be grounded: treat it as a failure so the chain falls back to the
     /// next generator (the extractive composer) instead of abstaining on every uncited sentence.
     pub require_citation: bool,
@@ -79,6 +86,7 @@ impl Default for GgufConfig {
             context_tokens: 384,
             dequantize: true,
             force_citations: true,
+            max_sentences: 1,
             require_citation: true,
         }
     }
@@ -100,7 +108,7 @@ impl GgufGenerator {
     }
 
     /// The user message: the best `max_passages` footnotes (numbers unchanged), each cut to its share of
-    /// `context_tokens`, then the question.
+    /// `context_tokens`, then the question and [`ANSWER_HINT`].
     pub fn user_message(
         &self,
         model: &LocalLlm,
@@ -140,24 +148,25 @@ impl Generator for GgufGenerator {
     fn generate(&self, question: &str, footnotes: &Footnotes) -> Result<Generated, GenerateError> {
         let unavailable = |e: LocalLlmError| GenerateError::Unavailable(e.to_string());
         if footnotes.is_empty() {
-            return Ok(Generated::Declined);
+            // Not the model declining: let the chain go on to the composer, whose decline means low confidence.
+            return Err(GenerateError::Unavailable(
+                "no passages to answer from".into(),
+            ));
         }
         let model = self.model().map_err(unavailable)?;
         let user = self
             .user_message(&model, question, footnotes)
             .map_err(unavailable)?;
         let shown = footnotes.len().min(self.config.max_passages);
-        let rule = CitationRule {
-            passages: shown as u32,
-            exempt_prefix: MODEL_ABSTENTION.into(),
+        let rules = DecodeRules {
+            citation: self.config.force_citations.then(|| CitationRule {
+                passages: shown as u32,
+                exempt_prefix: MODEL_ABSTENTION.into(),
+            }),
+            max_sentences: Some(self.config.max_sentences.max(1)),
         };
         let completion = model
-            .chat(
-                SYSTEM_PROMPT,
-                &user,
-                self.config.max_tokens,
-                self.config.force_citations.then_some(&rule),
-            )
+            .chat(SYSTEM_PROMPT, &user, self.config.max_tokens, &rules)
             .map_err(unavailable)?;
         tracing::debug!(
             event = "gguf_generated",
@@ -166,6 +175,7 @@ impl Generator for GgufGenerator {
             prompt_ms = completion.prompt_time.as_millis() as u64,
             generate_ms = completion.generate_time.as_millis() as u64,
             forced_markers = completion.forced_markers,
+            reply = %completion.text,
             "local model answered"
         );
         let text = completion.text.trim();

@@ -9,8 +9,9 @@
 //! The quantized weights are widened to f32 on load (by default; `GgufConfig::dequantize`): candle's quantized
 //! CPU kernels pick their SIMD code at compile time and this workspace builds for baseline x86-64, so they run
 //! scalar, while f32 matrix products go through `gemm`, which detects AVX2/AVX-512 at run time. Measured on
-//! this 2-core CPU (docs/BENCHMARKS.md): prompt reading 16 → 230 tokens/s, generation 11 → 17 tokens/s, for
-//! ~700 MB of memory instead of ~250 MB.
+//! the 2-core development CPU (`cargo run -p attest-answer --example gguf_speed [-- 250 64 quantized]`):
+//! prompt reading 18 → 240 tokens/s, generation 12 → 18 tokens/s, load 0.2 → 1.5 s, for ~700 MB of memory
+//! instead of ~250 MB.
 //!
 //! The weights are loaded once and never mutated: each generation works on a clone of the model (the tensors
 //! are reference-counted, so a clone costs a few allocations) that owns its own KV cache, so concurrent asks
@@ -30,7 +31,7 @@ use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
 use candle_core::Device;
 use candle_transformers::models::quantized_llama::{ModelWeights, MAX_SEQ_LEN};
 
-pub use self::decode::CitationRule;
+pub use self::decode::{CitationRule, DecodeRules};
 pub use self::generator::{default_llm_path, GgufConfig, GgufGenerator, LLM_DIR_ENV, LLM_FILE};
 pub use self::tokenizer::GgufTokenizer;
 
@@ -67,6 +68,8 @@ pub enum StopReason {
     MaxTokens,
     /// The model began to repeat a sentence it had written; the repeat was cut.
     Repetition,
+    /// `DecodeRules::max_sentences` sentences were written.
+    SentenceLimit,
 }
 
 /// One completion and what it cost.
@@ -79,6 +82,8 @@ pub struct Completion {
     pub prompt_time: Duration,
     /// Time for the generated tokens after the first.
     pub generate_time: Duration,
+    /// Single-token forward passes in `generate_time` (tokens later cut as repeats included).
+    pub decode_steps: usize,
     /// Citation markers the [`CitationRule`] made the model write.
     pub forced_markers: usize,
     pub stop: StopReason,
@@ -189,17 +194,17 @@ impl LocalLlm {
         t.encode(&text)
     }
 
-    /// Greedy chat completion of `system` + `user`, at most `max_tokens` new tokens, with the citation rule
-    /// if one is given (see [`decode`]).
+    /// Greedy chat completion of `system` + `user`, at most `max_tokens` new tokens, under `rules` (see
+    /// [`decode`]).
     pub fn chat(
         &self,
         system: &str,
         user: &str,
         max_tokens: usize,
-        citations: Option<&CitationRule>,
+        rules: &DecodeRules,
     ) -> Result<Completion, LocalLlmError> {
         let prompt = self.chat_prompt(system, user)?;
-        self.complete(&prompt, max_tokens, citations)
+        self.complete(&prompt, max_tokens, rules)
     }
 }
 

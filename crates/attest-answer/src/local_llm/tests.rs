@@ -82,8 +82,12 @@ fn greedy_generation_is_deterministic_and_bounded() {
     let model = model();
     let system = "You are a helpful assistant.";
     let user = "Name three colours of the rainbow.";
-    let a = model.chat(system, user, 12, None).unwrap();
-    let b = model.chat(system, user, 12, None).unwrap();
+    let a = model
+        .chat(system, user, 12, &DecodeRules::default())
+        .unwrap();
+    let b = model
+        .chat(system, user, 12, &DecodeRules::default())
+        .unwrap();
     assert_eq!(a.text, b.text);
     assert!(a.generated_tokens <= 12, "{a:?}");
     assert!(!a.text.trim().is_empty(), "{a:?}");
@@ -92,11 +96,15 @@ fn greedy_generation_is_deterministic_and_bounded() {
         assert_eq!(a.generated_tokens, 12);
     }
     // A limit of one token yields exactly the first token of the longer run.
-    let one = model.chat(system, user, 1, None).unwrap();
+    let one = model
+        .chat(system, user, 1, &DecodeRules::default())
+        .unwrap();
     assert!(one.generated_tokens <= 1);
     assert!(a.text.starts_with(one.text.trim_end()), "{one:?} vs {a:?}");
     // Prompts longer than the context are refused, not truncated silently.
-    assert!(model.complete(&vec![1; 9000], 8, None).is_err());
+    assert!(model
+        .complete(&vec![1; 9000], 8, &DecodeRules::default())
+        .is_err());
 }
 
 #[test]
@@ -193,7 +201,15 @@ fn the_citation_rule_ends_every_sentence_with_a_shown_passage_number() {
         exempt_prefix: crate::generate::MODEL_ABSTENTION.into(),
     };
     let c = model
-        .chat(crate::generate::SYSTEM_PROMPT, &user, 48, Some(&rule))
+        .chat(
+            crate::generate::SYSTEM_PROMPT,
+            &user,
+            48,
+            &DecodeRules {
+                citation: Some(rule.clone()),
+                max_sentences: None,
+            },
+        )
         .unwrap();
     assert!(c.forced_markers >= 1, "{c:?}");
     let claims = crate::claims::split_claims(&c.text);
@@ -204,11 +220,36 @@ fn the_citation_rule_ends_every_sentence_with_a_shown_passage_number() {
     }
     // Without the rule the same prompt gives the same words, unmarked (the model does not cite by itself).
     let plain = model
-        .chat(crate::generate::SYSTEM_PROMPT, &user, 48, None)
+        .chat(
+            crate::generate::SYSTEM_PROMPT,
+            &user,
+            48,
+            &DecodeRules::default(),
+        )
         .unwrap();
     assert_eq!(plain.forced_markers, 0);
     let first_words = |t: &str| t.split('[').next().unwrap_or_default().trim().to_string();
     assert_eq!(first_words(&plain.text), first_words(&c.text));
+
+    // With a sentence limit, decoding stops after the first sentence and its marker.
+    let one = model
+        .chat(
+            crate::generate::SYSTEM_PROMPT,
+            &user,
+            48,
+            &DecodeRules {
+                citation: Some(rule),
+                max_sentences: Some(1),
+            },
+        )
+        .unwrap();
+    let claims = crate::claims::split_claims(&one.text);
+    assert_eq!(claims.len(), 1, "{one:?}");
+    assert!(!claims[0].citations.is_empty(), "{one:?}");
+    assert!(
+        matches!(one.stop, StopReason::SentenceLimit | StopReason::EndOfTurn),
+        "{one:?}"
+    );
 }
 
 #[test]
@@ -222,9 +263,40 @@ fn a_repeated_sentence_ends_the_turn() {
         "Passages:\n\n[1] Barn owl — {passage}\n\n[2] Barn owl — {passage}\n\nQuestion: When does the barn owl hunt?"
     );
     let c = model
-        .chat(crate::generate::SYSTEM_PROMPT, &user, 96, None)
+        .chat(
+            crate::generate::SYSTEM_PROMPT,
+            &user,
+            96,
+            &DecodeRules::default(),
+        )
         .unwrap();
     assert_eq!(c.stop, StopReason::Repetition, "{c:?}");
     assert_eq!(c.text.matches("owl hunts at night").count(), 1, "{c:?}");
     assert!(c.generated_tokens < 40, "{c:?}");
+}
+
+#[test]
+fn the_chain_puts_the_local_model_before_the_composer_and_falls_back_when_it_is_missing() {
+    let footnotes = Footnotes::mint(vec![passage(
+        1,
+        "The barn owl hunts at night over open fields.",
+    )]);
+    let question = "When does the barn owl hunt?";
+    let mut config = crate::config::AnswerConfig::default();
+    let chain = crate::generate::GeneratorChain::from_config(&config);
+    assert_eq!(chain.generate(question, &footnotes).generator, "extractive");
+
+    config.gguf.enabled = true;
+    config.gguf.path = "/nonexistent/SmolLM2.gguf".into();
+    let chain = crate::generate::GeneratorChain::from_config(&config);
+    assert_eq!(chain.generate(question, &footnotes).generator, "extractive");
+
+    config.gguf.path = default_llm_path();
+    let chain = crate::generate::GeneratorChain::from_config(&config);
+    let outcome = chain.generate(question, &footnotes);
+    assert_eq!(outcome.generator, "gguf", "{outcome:?}");
+    match outcome.generated {
+        crate::generate::Generated::Text(text) => assert!(text.contains("[1]"), "{text}"),
+        other => panic!("expected text, got {other:?}"),
+    }
 }

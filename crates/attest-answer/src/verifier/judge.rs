@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 
 use super::{LearnedVerifier, Verifier};
 use crate::generate::{chat_endpoint, OpenAiChatConfig};
-use crate::local_llm::{GgufConfig, LocalLlm};
+use crate::local_llm::{DecodeRules, GgufConfig, LocalLlm};
 
 /// The judge's system prompt, fixed.
 pub const JUDGE_SYSTEM_PROMPT: &str = "You check whether a passage supports a claim. \
@@ -201,7 +201,7 @@ impl GgufJudgeVerifier {
                 JUDGE_SYSTEM_PROMPT,
                 &judge_user_message(question, claim, &passage),
                 self.reply_tokens,
-                None,
+                &DecodeRules::default(),
             )
             .map_err(unavailable)?;
         parse_score(&completion.text).ok_or(JudgeError::Unparseable(completion.text))

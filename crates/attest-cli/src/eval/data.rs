@@ -1,0 +1,147 @@
+//! A BEIR-layout evaluation set with answerable flags (like `../shared/data/squad-dev`): `corpus.jsonl`
+//! (`_id`, `title`, `text`), `queries.jsonl` (`_id`, `text`, `answerable`, `answers`, `gold_doc`) and
+//! `qrels/test.tsv` (query id, corpus id, score; without it, each query's `gold_doc`). Its hash goes into the report so figures name their data.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct CorpusDoc {
+    #[serde(alias = "id", rename = "_id")]
+    pub id: String,
+    #[serde(default)]
+    pub title: String,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Query {
+    #[serde(alias = "id", rename = "_id")]
+    pub id: String,
+    pub text: String,
+    /// Unanswerable questions have their whole source article removed from the corpus.
+    #[serde(default = "answerable_by_default")]
+    pub answerable: bool,
+    #[serde(default)]
+    pub answers: Vec<String>,
+    /// The paragraph the question was written from (squad layout); used when there is no qrels file.
+    #[serde(default)]
+    pub gold_doc: Option<String>,
+}
+
+fn answerable_by_default() -> bool {
+    true
+}
+
+#[derive(Debug)]
+pub struct EvalSet {
+    pub dir: PathBuf,
+    pub corpus: Vec<CorpusDoc>,
+    pub queries: Vec<Query>,
+    /// Query id → relevant corpus ids with their grade.
+    pub qrels: HashMap<String, HashMap<String, u32>>,
+    /// sha256 over the three files, hex.
+    pub hash: String,
+}
+
+fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> anyhow::Result<Vec<T>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).with_context(|| format!("{}:{}", path.display(), i + 1))
+        })
+        .collect()
+}
+
+/// Parses `query-id \t corpus-id \t score` lines (a header line is skipped).
+pub fn parse_qrels(text: &str) -> anyhow::Result<HashMap<String, HashMap<String, u32>>> {
+    let mut out: HashMap<String, HashMap<String, u32>> = HashMap::new();
+    for (i, line) in text.lines().enumerate() {
+        let fields: Vec<&str> = line.split('\t').map(str::trim).collect();
+        if fields.len() < 3 || (i == 0 && fields[2].parse::<u32>().is_err()) || line.trim().is_empty() {
+            continue;
+        }
+        let grade: u32 = fields[2]
+            .parse()
+            .with_context(|| format!("qrels line {}: score {:?}", i + 1, fields[2]))?;
+        out.entry(fields[0].to_string())
+            .or_default()
+            .insert(fields[1].to_string(), grade);
+    }
+    Ok(out)
+}
+
+impl EvalSet {
+    pub fn load(dir: &Path) -> anyhow::Result<Self> {
+        let files = [
+            dir.join("corpus.jsonl"),
+            dir.join("queries.jsonl"),
+            dir.join("qrels/test.tsv"),
+        ];
+        let has_qrels = files[2].is_file();
+        let mut hasher = Sha256::new();
+        for f in files.iter().take(if has_qrels { 3 } else { 2 }) {
+            if !f.is_file() {
+                bail!("{} is missing (expected a BEIR-layout data set)", f.display());
+            }
+            hasher.update(std::fs::read(f).with_context(|| format!("reading {}", f.display()))?);
+        }
+        let corpus: Vec<CorpusDoc> = read_jsonl(&files[0])?;
+        let queries: Vec<Query> = read_jsonl(&files[1])?;
+        // Without a qrels file, each question's `gold_doc` is its one relevant document.
+        let qrels = if has_qrels {
+            parse_qrels(&std::fs::read_to_string(&files[2])?)?
+        } else {
+            queries
+                .iter()
+                .filter_map(|q| {
+                    let gold = q.gold_doc.clone()?;
+                    Some((q.id.clone(), HashMap::from([(gold, 1)])))
+                })
+                .collect()
+        };
+        if corpus.is_empty() || queries.is_empty() {
+            bail!("{}: empty corpus or query set", dir.display());
+        }
+        Ok(EvalSet {
+            dir: dir.to_path_buf(),
+            corpus,
+            queries,
+            qrels,
+            hash: hex::encode(hasher.finalize()),
+        })
+    }
+
+    /// Every `every`-th query, then at most `limit` of them: a fixed, reproducible sample.
+    pub fn sample(&mut self, every: usize, limit: Option<usize>) {
+        let every = every.max(1);
+        let kept: Vec<Query> = self
+            .queries
+            .iter()
+            .step_by(every)
+            .take(limit.unwrap_or(usize::MAX))
+            .cloned()
+            .collect();
+        self.queries = kept;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn qrels_skip_the_header_and_group_by_query() {
+        let q = parse_qrels("query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t2\nq2\td3\t1\n").unwrap();
+        assert_eq!(q["q1"]["d2"], 2);
+        assert_eq!(q["q2"].len(), 1);
+        assert!(parse_qrels("q1\td1\tx\nq1\td1\ty\n").is_err());
+    }
+}

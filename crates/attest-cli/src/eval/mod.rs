@@ -1,0 +1,185 @@
+//! `attest eval`: the quality gate. Ingests a BEIR-layout data set into a fresh in-process cluster (the same
+//! shard nodes, router and answer tier `attest dev` runs), then measures retrieval per lane, the answer tier's
+//! 2×2 (answered/abstained × answerable/unanswerable), stage latencies and, optionally, the claim verifier;
+//! prints a table, writes the JSON report and the risk–coverage plot, compares against a baseline report and
+//! sweeps the abstention threshold into a per-collection thresholds file.
+//!
+//! # Layout
+//! - [`data`]: the data set (corpus, queries with answerable flags, qrels) and its hash.
+//! - [`metrics`]: nDCG / recall / MRR, percentiles, the risk–coverage curve and its operating point.
+//! - [`run`]: running retrieval and questions against the in-process cluster.
+//! - [`report`]: the JSON report, the table, the baseline comparison.
+//! - [`plot`]: the risk–coverage PNG.
+
+pub mod data;
+pub mod metrics;
+pub mod plot;
+pub mod report;
+pub mod run;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::cli::EvalArgs;
+use crate::config;
+
+use self::data::EvalSet;
+use self::report::{compare, table, GateLimits, Report};
+
+/// The per-collection thresholds file `--sweep` writes and the answer tier reads (`answer.thresholds_dir`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThresholdsFile {
+    pub collection: String,
+    /// Answer only when the answer's confidence is at least this.
+    pub min_confidence: f64,
+    pub hallucination_budget: f64,
+    /// What the sweep measured at this threshold.
+    pub coverage: f64,
+    pub hallucination_rate: f64,
+    pub data_hash: String,
+}
+
+/// Runs the evaluation; the exit code is non-zero when the baseline gate fails.
+pub async fn eval(args: EvalArgs) -> anyhow::Result<i32> {
+    let started = std::time::Instant::now();
+    let cfg = config::load(args.config.as_deref(), std::env::vars())?;
+    let mut set = EvalSet::load(&args.data)?;
+    set.sample(args.every, args.limit);
+    let scratch;
+    let data_dir: PathBuf = match &args.data_dir {
+        Some(d) => d.clone(),
+        None => {
+            scratch = tempfile::tempdir().context("creating a scratch data directory")?;
+            scratch.path().to_path_buf()
+        }
+    };
+    let stack = crate::roles::local_stack(&cfg, &data_dir, args.shards, args.model_dir.clone(), None)?;
+    let collection = args.collection.clone();
+    run::ingest(&stack, &collection, &set, args.shards).await?;
+    let mut report = Report::default();
+    report.retrieval = run::retrieval(&stack, &collection, &set).await?;
+    let (answers, latency, curve) = run::answers(&stack, &collection, &set).await?;
+    report.answers = answers;
+    report.latency_ms = latency;
+    report.risk_coverage = curve;
+    if let Some(dir) = &args.verifier_data {
+        report.verifier = Some(run::verifier(&cfg.answer, dir)?);
+    }
+    report.meta = report::Meta {
+        timestamp: now_rfc3339(),
+        git_commit: git_commit(),
+        config_hash: hex::encode(Sha256::digest(serde_json::to_vec(&cfg)?)),
+        data: set.dir.display().to_string(),
+        data_hash: set.hash.clone(),
+        corpus_docs: set.corpus.len(),
+        wall_s: started.elapsed().as_secs_f64(),
+    };
+
+    println!("{}", table(&report));
+    if let Some(out) = &args.json {
+        write_atomically(out, &serde_json::to_string_pretty(&report)?)?;
+        let png = out.with_extension("png");
+        plot::risk_coverage_png(&report.risk_coverage, &png)?;
+        println!("report: {} (risk–coverage curve: {})", out.display(), png.display());
+    }
+    if args.sweep {
+        let point = metrics::operating_point(&report.risk_coverage, args.hallucination_budget)
+            .context("no abstention threshold keeps the hallucination rate within the budget")?;
+        let file = ThresholdsFile {
+            collection: collection.clone(),
+            min_confidence: point.threshold,
+            hallucination_budget: args.hallucination_budget,
+            coverage: point.coverage,
+            hallucination_rate: point.hallucination_rate,
+            data_hash: set.hash.clone(),
+        };
+        let dir = args.thresholds_dir.clone().unwrap_or_else(|| {
+            match cfg.answer.thresholds_dir.as_str() {
+                "" => PathBuf::from("thresholds"),
+                configured => PathBuf::from(configured),
+            }
+        });
+        let path = dir.join(format!("{collection}.json"));
+        write_atomically(&path, &serde_json::to_string_pretty(&file)?)?;
+        println!(
+            "operating point: min_confidence {:.2} → coverage {:.4}, hallucination {:.4} (budget {:.4}); written to {}",
+            point.threshold, point.coverage, point.hallucination_rate, args.hallucination_budget, path.display()
+        );
+    }
+    if let Some(base) = &args.baseline {
+        let text = std::fs::read_to_string(base)
+            .with_context(|| format!("reading the baseline {}", base.display()))?;
+        let base: Report = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not an `attest eval` report", base.display()))?;
+        let (lines, failures) = compare(&report, &base, GateLimits::default());
+        println!("against the baseline {}:", args.baseline.as_ref().map(|p| p.display().to_string()).unwrap_or_default());
+        for l in lines {
+            println!("  {l}");
+        }
+        if !failures.is_empty() {
+            for f in &failures {
+                eprintln!("quality gate failed: {f}");
+            }
+            return Ok(1);
+        }
+        println!("quality gate passed");
+    }
+    Ok(0)
+}
+
+fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, format!("{text}\n"))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+fn git_commit() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// UTC now as RFC 3339 (seconds), without a date-time dependency.
+fn now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn timestamps_are_rfc3339() {
+        let t = super::now_rfc3339();
+        assert_eq!(t.len(), 20, "{t}");
+        assert!(t.starts_with("20") && t.ends_with('Z') && t.as_bytes()[10] == b'T');
+    }
+}

@@ -1,0 +1,284 @@
+//! Running an evaluation against the in-process cluster: ingesting the corpus, retrieval per lane (and the
+//! reranked hybrid lane), asking every question, and scoring the configured verifier on HaluEval-style items.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context;
+use attest_answer::rerank::Reranker;
+use attest_answer::AnswerConfig;
+use attest_proto::v1 as pb;
+use attest_proto::v1::router_service_server::RouterService;
+use attest_telemetry::request_id::grpc_request;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::data::EvalSet;
+use super::metrics::{dedup_docs, mrr_at, ndcg_at, percentile, recall_at, risk_coverage, CurvePoint, Outcome};
+use super::report::{AnswerScores, LaneScores, Latency, VerifierScores};
+use crate::roles::LocalStack;
+
+/// Candidates per search: recall@100 needs 100.
+const DEPTH: u32 = 100;
+/// Documents per ingest request.
+const INGEST_BATCH: usize = 32;
+/// Thresholds of the risk–coverage curve.
+const CURVE_STEPS: usize = 50;
+
+fn progress(len: usize, what: &str) -> ProgressBar {
+    let bar = ProgressBar::new(len as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{msg:>10} [{bar:30}] {pos}/{len} ({eta})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.set_message(what.to_string());
+    bar
+}
+
+pub async fn ingest(stack: &LocalStack, collection: &str, set: &EvalSet, shards: usize) -> anyhow::Result<()> {
+    let router = &stack.router_service;
+    router
+        .create_collection(grpc_request(
+            pb::CreateCollectionRequest {
+                name: collection.to_string(),
+                shards: shards as u32,
+                ..Default::default()
+            },
+            "eval-create",
+        ))
+        .await
+        .context("creating the evaluation collection")?;
+    let bar = progress(set.corpus.len(), "ingest");
+    for (i, batch) in set.corpus.chunks(INGEST_BATCH).enumerate() {
+        let resp = router
+            .ingest(grpc_request(
+                pb::IngestRequest {
+                    collection: collection.to_string(),
+                    documents: batch
+                        .iter()
+                        .map(|d| pb::Document {
+                            id: d.id.clone(),
+                            title: d.title.clone(),
+                            text: d.text.clone(),
+                            ..Default::default()
+                        })
+                        .collect(),
+                },
+                &format!("eval-ingest-{i}"),
+            ))
+            .await
+            .context("ingesting the corpus")?
+            .into_inner();
+        anyhow::ensure!(
+            resp.rejected.is_empty(),
+            "the corpus has rejected documents: {:?}",
+            resp.rejected
+        );
+        bar.inc(batch.len() as u64);
+    }
+    bar.finish_and_clear();
+    Ok(())
+}
+
+async fn search(stack: &LocalStack, collection: &str, query: &str, lanes: &[&str], rid: &str) -> anyhow::Result<Vec<pb::Hit>> {
+    Ok(stack
+        .router_service
+        .search(grpc_request(
+            pb::SearchRequest {
+                collection: collection.to_string(),
+                query: query.to_string(),
+                k: Some(DEPTH),
+                lanes: lanes.iter().map(|l| l.to_string()).collect(),
+                ..Default::default()
+            },
+            rid,
+        ))
+        .await
+        .with_context(|| format!("searching {query:?}"))?
+        .into_inner()
+        .hits)
+}
+
+#[derive(Default)]
+struct LaneSums {
+    ndcg: f64,
+    r10: f64,
+    r100: f64,
+    mrr: f64,
+    n: usize,
+}
+
+impl LaneSums {
+    fn add(&mut self, docs: &[String], relevant: &HashMap<String, u32>) {
+        self.ndcg += ndcg_at(10, docs, relevant);
+        self.r10 += recall_at(10, docs, relevant);
+        self.r100 += recall_at(100, docs, relevant);
+        self.mrr += mrr_at(10, docs, relevant);
+        self.n += 1;
+    }
+    fn scores(&self) -> LaneScores {
+        let n = self.n.max(1) as f64;
+        LaneScores {
+            ndcg_at_10: self.ndcg / n,
+            recall_at_10: self.r10 / n,
+            recall_at_100: self.r100 / n,
+            mrr_at_10: self.mrr / n,
+            queries: self.n,
+        }
+    }
+}
+
+/// nDCG@10, recall@10/@100 and MRR@10 of `bm25`, `dense`, `hybrid` and `hybrid_rerank` (the hybrid top 100
+/// reordered by the configured reranker) over every query with relevance judgements.
+pub async fn retrieval(stack: &LocalStack, collection: &str, set: &EvalSet) -> anyhow::Result<BTreeMap<String, LaneScores>> {
+    let judged: Vec<_> = set.queries.iter().filter(|q| set.qrels.contains_key(&q.id)).collect();
+    let mut sums: BTreeMap<&str, LaneSums> = BTreeMap::new();
+    let bar = progress(judged.len(), "retrieval");
+    for (i, q) in judged.iter().enumerate() {
+        let relevant = &set.qrels[&q.id];
+        let rid = format!("eval-search-{i}");
+        for (lane, lanes) in [("bm25", &["bm25"][..]), ("dense", &["dense"][..]), ("hybrid", &[][..])] {
+            let hits = search(stack, collection, &q.text, lanes, &rid).await?;
+            sums.entry(lane).or_default().add(&dedup_docs(hits.iter().map(|h| h.doc_id.as_str())), relevant);
+            if lane == "hybrid" {
+                let reranked = rerank(&stack.reranker, &q.text, hits).await?;
+                sums.entry("hybrid_rerank")
+                    .or_default()
+                    .add(&dedup_docs(reranked.iter().map(|h| h.doc_id.as_str())), relevant);
+            }
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok(sums.into_iter().map(|(k, v)| (k.to_string(), v.scores())).collect())
+}
+
+async fn rerank(reranker: &Arc<dyn Reranker>, question: &str, hits: Vec<pb::Hit>) -> anyhow::Result<Vec<pb::Hit>> {
+    let reranker = Arc::clone(reranker);
+    let question = question.to_string();
+    tokio::task::spawn_blocking(move || {
+        let scores = reranker.score(&question, &hits)?;
+        let mut scored: Vec<(f64, usize, pb::Hit)> =
+            hits.into_iter().enumerate().map(|(i, h)| (scores[i], i, h)).collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        Ok(scored.into_iter().map(|(_, _, h)| h).collect())
+    })
+    .await?
+}
+
+/// SQuAD's answer normalisation: lower case, no punctuation, no articles, single spaces.
+pub fn normalise_answer(text: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
+    let lowered: String = text.nfkc().collect::<String>().to_lowercase();
+    let cleaned: String = lowered
+        .chars()
+        .map(|c| if c.is_alphanumeric() || c.is_whitespace() { c } else { ' ' })
+        .collect();
+    cleaned
+        .split_whitespace()
+        .filter(|w| !matches!(*w, "a" | "an" | "the"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn squash(text: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
+    text.nfkc().collect::<String>().split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Asks every question: the 2×2, accuracy, citation validity, reasons, stage latencies and the risk–coverage
+/// curve (an answer counts at threshold t when its confidence ≥ t).
+pub async fn answers(
+    stack: &LocalStack,
+    collection: &str,
+    set: &EvalSet,
+) -> anyhow::Result<(AnswerScores, BTreeMap<String, Latency>, Vec<CurvePoint>)> {
+    let corpus: HashMap<&str, String> = set.corpus.iter().map(|d| (d.id.as_str(), squash(&d.text))).collect();
+    let mut scores = AnswerScores::default();
+    let (mut answered, mut accurate, mut hallucinated, mut citations, mut valid) = (0usize, 0usize, 0usize, 0usize, 0usize);
+    let mut stages: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut outcomes = Vec::new();
+    let bar = progress(set.queries.len(), "ask");
+    for (i, q) in set.queries.iter().enumerate() {
+        let a = stack
+            .answer
+            .ask(collection, &q.text, &format!("eval-ask-{i}"))
+            .await
+            .with_context(|| format!("asking {:?}", q.text))?;
+        for (stage, ms) in &a.latency_ms {
+            stages.entry(stage.to_string()).or_default().push(*ms);
+        }
+        let is_answered = a.status == "answered";
+        outcomes.push(Outcome {
+            answerable: q.answerable,
+            confidence: is_answered.then_some(a.confidence),
+        });
+        if let Some(reason) = a.reason {
+            *scores.reasons.entry(reason.to_string()).or_default() += 1;
+        }
+        if is_answered {
+            for c in &a.citations {
+                citations += 1;
+                // Resolves: the marker is in the text, and the quote is a span of the cited document.
+                let resolves = corpus.get(c.doc_id.as_str()).is_some_and(|doc| doc.contains(&squash(&c.quote)))
+                    && a.answer.contains(&format!("[{}]", c.n));
+                valid += usize::from(resolves);
+            }
+        }
+        if q.answerable {
+            scores.answerable += 1;
+            if is_answered {
+                answered += 1;
+                let text = normalise_answer(&a.answer);
+                accurate += usize::from(q.answers.iter().map(|g| normalise_answer(g)).any(|g| !g.is_empty() && text.contains(&g)));
+            }
+        } else {
+            scores.unanswerable += 1;
+            hallucinated += usize::from(is_answered);
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    scores.questions = set.queries.len();
+    scores.coverage = answered as f64 / scores.answerable.max(1) as f64;
+    scores.accuracy = accurate as f64 / answered.max(1) as f64;
+    scores.hallucination_rate = hallucinated as f64 / scores.unanswerable.max(1) as f64;
+    scores.citation_validity = if citations == 0 { 1.0 } else { valid as f64 / citations as f64 };
+    let latency = stages
+        .into_iter()
+        .map(|(k, v)| {
+            (k, Latency { p50: percentile(&v, 0.5).unwrap_or(0.0), p95: percentile(&v, 0.95).unwrap_or(0.0) })
+        })
+        .collect();
+    Ok((scores, latency, risk_coverage(&outcomes, CURVE_STEPS)))
+}
+
+/// AUROC and balanced accuracy (threshold: the configured claim-support threshold) of the configured verifier
+/// on the held-out split of a HaluEval-QA-style directory.
+pub fn verifier(config: &AnswerConfig, dir: &Path) -> anyhow::Result<VerifierScores> {
+    use attest_answer::verifier::logistic::{auroc, balanced_accuracy};
+    use attest_answer::verifier::train::load_items;
+    let path = if dir.is_dir() { dir.join("items.jsonl") } else { dir.to_path_buf() };
+    let items = load_items(&path).with_context(|| format!("reading {}", path.display()))?;
+    let verifier = attest_answer::verifier::verifier_from_config(config);
+    let heldout: Vec<_> = items.iter().filter(|it| it.held_out()).collect();
+    anyhow::ensure!(!heldout.is_empty(), "{} has no held-out items", path.display());
+    let scores: Vec<f64> = heldout.iter().map(|it| verifier.support(&it.question, &it.answer, &it.knowledge)).collect();
+    let labels: Vec<bool> = heldout.iter().map(|it| it.label == 1).collect();
+    Ok(VerifierScores {
+        auroc: auroc(&scores, &labels),
+        balanced_accuracy: balanced_accuracy(&scores, &labels, config.claim_support_threshold),
+        heldout_items: heldout.len(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_are_normalised_like_squad() {
+        assert_eq!(normalise_answer("The  \"Do not disturb\" sign!"), "do not disturb sign");
+        assert_eq!(normalise_answer("an Apple"), "apple");
+    }
+}
