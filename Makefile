@@ -8,7 +8,7 @@ ATTEST := $(CARGO_TARGET_DIR)/debug/attest
 export OPENBLAS_NUM_THREADS ?= 1
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: setup build demo test lint models
+.PHONY: setup build demo test lint models eval-gate eval-baseline
 
 setup:
 	scripts/setup.sh
@@ -29,3 +29,14 @@ test: setup
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+
+# The quality gate CI runs after the tests: the bundled squad sample (301 paragraphs, 150 questions) through
+# `attest eval`, failing when accuracy drops by more than 5 points or hallucination rises by more than 1 point
+# against the committed baseline (refresh it with `make eval-baseline` after an intended change).
+EVAL_BASELINE := docs/eval/squad-sample.json
+
+eval-gate: build
+	$(ATTEST) eval --data data/squad-sample --json $(CARGO_TARGET_DIR)/eval-squad-sample.json --baseline $(EVAL_BASELINE) --log-level warn
+
+eval-baseline: build
+	$(ATTEST) eval --data data/squad-sample --json $(EVAL_BASELINE) --log-level warn

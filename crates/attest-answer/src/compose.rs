@@ -19,8 +19,12 @@ struct Candidate {
 /// The answer text with `[n]` markers, or None when no sentence covers any of the question.
 pub fn compose(question: &str, footnotes: &Footnotes, config: &AnswerConfig) -> Option<String> {
     let q = text::content_set(question);
+    // Answer from the strongest evidence: passages the reranker scored well below the best one are not quoted
+    // (a lexically covering sentence of a weak passage is how a wrong paragraph gets cited).
+    let best_passage = footnotes.iter().map(|(_, p)| p.score).fold(0.0, f64::max);
+    let passage_floor = best_passage * config.composer_passage_ratio;
     let mut candidates: Vec<Candidate> = Vec::new();
-    for (n, p) in footnotes.iter() {
+    for (n, p) in footnotes.iter().filter(|(_, p)| p.score >= passage_floor) {
         let title = text::content_set(&p.title);
         for (position, s) in text::sentences(&p.text).into_iter().enumerate() {
             candidates.push(Candidate {
@@ -125,6 +129,30 @@ mod tests {
             "Edison invented the phonograph.",
         )]);
         assert!(compose("Where is Lake Titicaca?", &f, &AnswerConfig::default()).is_none());
+    }
+
+    #[test]
+    fn weak_passages_are_not_quoted_even_when_they_cover_the_question() {
+        let mut strong = passage("a", "Nikola Tesla", "Tesla hung a sign on the door.");
+        strong.score = 0.9;
+        let mut weak = passage(
+            "b",
+            "Hotel",
+            "A do not disturb sign was on the door of the room of Tesla.",
+        );
+        weak.score = 0.2;
+        let f = Footnotes::mint(vec![strong, weak]);
+        let question = "What sign was on the door of Tesla's room?";
+        let strict = AnswerConfig {
+            composer_passage_ratio: 0.5,
+            ..Default::default()
+        };
+        assert_eq!(
+            compose(question, &f, &strict).unwrap(),
+            "Tesla hung a sign on the door [1]."
+        );
+        let any = compose(question, &f, &AnswerConfig::default()).unwrap();
+        assert!(any.contains("[2]"), "{any}");
     }
 
     #[test]

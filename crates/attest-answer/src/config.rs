@@ -46,6 +46,10 @@ pub struct AnswerConfig {
     pub max_answer_sentences: usize,
     /// A further sentence joins the answer only when its relevance is this share of the best one's.
     pub companion_ratio: f64,
+    /// The composer quotes only passages whose reranker score is at least this share of the best passage's
+    /// (0: any footnoted passage). Off by default: on squad-sample, 0.5 cut answer accuracy from 0.81 to 0.74
+    /// (the answer sentence is often in a passage ranked below the best one).
+    pub composer_passage_ratio: f64,
     /// A claim is supported when the verifier scores it at least this.
     pub claim_support_threshold: f64,
     /// Confidence is multiplied by this when the router answered from BM25 alone (SPEC: reduced by 20%).
@@ -91,6 +95,7 @@ impl Default for AnswerConfig {
             max_hops: 3,
             max_answer_sentences: 2,
             companion_ratio: 0.9,
+            composer_passage_ratio: 0.0,
             claim_support_threshold: 0.5,
             fallback_confidence_factor: 0.8,
             max_question_bytes: 2048,

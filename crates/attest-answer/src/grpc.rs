@@ -47,7 +47,8 @@ impl AnswerRpc for AnswerGrpc {
             .instrument(request_id::span(&request_id))
             .await
             .map_err(Status::from)?;
-        let events: Vec<Result<pb::AskEvent, Status>> = ask_events(&answer).into_iter().map(Ok).collect();
+        let events: Vec<Result<pb::AskEvent, Status>> =
+            ask_events(&answer).into_iter().map(Ok).collect();
         Ok(Response::new(Box::pin(futures::stream::iter(events))))
     }
 }

@@ -26,6 +26,7 @@
 //! - [`local_llm`]: SmolLM2-135M (GGUF) run with candle, its tokenizer built from the file; the `gguf`
 //!   generator.
 //! - [`text`]: words, content words, sentences, numbers, names, negation.
+//! - [`thresholds`]: per-collection minimum confidence, written by `attest eval --sweep`.
 //! - Steps 1–8 of SPEC "answer", each its own module: [`route`] (no_retrieval / single_hop / multi_hop),
 //!   [`rewrite`] (rewrites, sub-questions, CRAG refinement), [`structural`] (identifiers resolved exactly),
 //!   [`terminology`] (glossary first, LRU + TTL cache), [`memory`] (curated pins and notes), [`pool`] (candidates,
@@ -56,6 +57,7 @@ pub mod route;
 pub mod structural;
 pub mod terminology;
 pub mod text;
+pub mod thresholds;
 pub mod verifier;
 
 pub use claims::{split_claims, Claim};

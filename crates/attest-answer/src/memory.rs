@@ -271,7 +271,7 @@ fn judge_score(judge: &dyn Reranker, question: &str, pinned: &str) -> Option<f64
 /// The hits of a search that belong to a pin's refs.
 pub fn ref_hits(pin: &Pin, hits: Vec<pb::Hit>) -> Vec<pb::Hit> {
     hits.into_iter()
-        .filter(|h| pin.refs.iter().any(|r| *r == h.doc_id))
+        .filter(|h| pin.refs.contains(&h.doc_id))
         .collect()
 }
 

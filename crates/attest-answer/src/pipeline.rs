@@ -232,7 +232,9 @@ impl AnswerService {
                     let footnotes =
                         Footnotes::mint(entries.iter().map(|e| passage(&e.hit, 1.0)).collect());
                     out.generator = "glossary";
-                    return Ok(self.check_and_answer(out, question, &text, &footnotes, &[], clock));
+                    return Ok(self
+                        .check_and_answer(collection, out, question, &text, &footnotes, &[], clock)
+                        .await);
                 }
                 Lookup::NoGlossary | Lookup::Timeout | Lookup::Unavailable(_) => {}
             }
@@ -388,7 +390,11 @@ impl AnswerService {
                 return Ok(self.abstain(out, MODEL_ABSTAINED, suggestions, clock))
             }
         };
-        Ok(self.check_and_answer(out, question, &composed, &footnotes, &ranked, clock))
+        Ok(self
+            .check_and_answer(
+                collection, out, question, &composed, &footnotes, &ranked, clock,
+            )
+            .await)
     }
 
     /// Runs every query concurrently (k = `search_k`, at most `candidates`); one list of hits per query.
@@ -514,9 +520,30 @@ impl AnswerService {
         Ok(hits)
     }
 
+    /// Claims of `text` scored against the passages they cite, on a blocking thread (a judge back end may call a
+    /// model or an HTTP endpoint).
+    async fn verify(&self, question: &str, text: &str, footnotes: &Footnotes) -> Vec<CheckedClaim> {
+        let (verifier, threshold) = (
+            Arc::clone(&self.verifier),
+            self.config.claim_support_threshold,
+        );
+        let (q, claims, f) = (question.to_string(), split_claims(text), footnotes.clone());
+        tokio::task::spawn_blocking(move || {
+            check_claims(verifier.as_ref(), threshold, &q, &claims, &f)
+        })
+        .await
+        .unwrap_or_default()
+    }
+
     /// Gauntlet, verification, one revision pass, verification again; then the answer or an abstention.
-    fn check_and_answer(
+    ///
+    /// Confidence = the weakest claim's support × the reranker score of the best passage it cites (the claim
+    /// is only as sure as its evidence), × 0.8 in fallback mode; below the collection's minimum confidence the
+    /// turn abstains with `low_confidence`.
+    #[allow(clippy::too_many_arguments)]
+    async fn check_and_answer(
         &self,
+        collection: &str,
         mut out: AskResponse,
         question: &str,
         composed: &str,
@@ -526,13 +553,7 @@ impl AnswerService {
     ) -> AskResponse {
         let t = Instant::now();
         let mut text_now = Gauntlet::run(composed, footnotes).text;
-        let mut checked = check_claims(
-            self.verifier.as_ref(),
-            self.config.claim_support_threshold,
-            question,
-            &split_claims(&text_now),
-            footnotes,
-        );
+        let mut checked = self.verify(question, &text_now, footnotes).await;
         if checked.iter().any(|c| !c.supported) {
             let kept: Vec<String> = checked
                 .iter()
@@ -540,13 +561,7 @@ impl AnswerService {
                 .map(|c| render(&c.text, &c.citations))
                 .collect();
             text_now = Gauntlet::run(&kept.join(" "), footnotes).text;
-            checked = check_claims(
-                self.verifier.as_ref(),
-                self.config.claim_support_threshold,
-                question,
-                &split_claims(&text_now),
-                footnotes,
-            );
+            checked = self.verify(question, &text_now, footnotes).await;
         }
         clock.record(STAGE_VERIFY, t.elapsed());
         if checked.is_empty() || checked.iter().any(|c| !c.supported) {
@@ -554,14 +569,29 @@ impl AnswerService {
             let suggestions = self.titles(ranked);
             return self.abstain(out, UNSUPPORTED_CLAIMS, suggestions, clock);
         }
-        let weakest = checked.iter().map(|c| c.support).fold(1.0, f64::min);
+        let confidence = checked
+            .iter()
+            .map(|c| {
+                let evidence = c
+                    .citations
+                    .iter()
+                    .filter_map(|n| footnotes.get(*n))
+                    .map(|p| p.score.clamp(0.0, 1.0))
+                    .fold(0.0, f64::max);
+                c.support * evidence
+            })
+            .fold(1.0, f64::min);
         out.confidence = if out.fallback_mode {
-            weakest * self.config.fallback_confidence_factor
+            confidence * self.config.fallback_confidence_factor
         } else {
-            weakest
+            confidence
         };
-        out.citations = citations(&checked, footnotes);
         out.claims = checked;
+        if out.confidence < crate::thresholds::min_confidence(&self.config, collection) {
+            let suggestions = self.titles(ranked);
+            return self.abstain(out, LOW_CONFIDENCE, suggestions, clock);
+        }
+        out.citations = citations(&out.claims, footnotes);
         out.answer = text_now;
         out.status = "answered";
         finish(out, clock)

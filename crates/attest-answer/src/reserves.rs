@@ -39,12 +39,12 @@ pub fn select(
     for kind in reserve_kinds {
         let of_kind = |i: usize| ranked[i].kind == Some(kind.as_str());
         let mut have = (0..ranked.len()).filter(|&i| kept[i] && of_kind(i)).count();
-        for i in 0..ranked.len() {
+        for (i, slot) in kept.iter_mut().enumerate() {
             if have >= per_kind {
                 break;
             }
-            if !kept[i] && of_kind(i) {
-                kept[i] = true;
+            if !*slot && of_kind(i) {
+                *slot = true;
                 have += 1;
             }
         }

@@ -165,7 +165,9 @@ fn ask_grpc(dev: &Dev, question: &str) -> (Vec<pb::AnswerDelta>, pb::AskResult) 
         .build()
         .unwrap();
     rt.block_on(async {
-        let mut client = AnswerServiceClient::connect(dev.grpc.clone()).await.unwrap();
+        let mut client = AnswerServiceClient::connect(dev.grpc.clone())
+            .await
+            .unwrap();
         let mut stream = client
             .ask(pb::AskRequest {
                 collection: "squad".into(),
@@ -294,21 +296,36 @@ fn ask_through_dev(dev: &Dev, root: &Path) {
     );
 
     // gRPC streaming: deltas (each a verified claim) then the whole response, as over HTTP.
-    let (deltas, done) = ask_grpc(dev, "What had been left hanging on the door to Tesla's room?");
+    let (deltas, done) = ask_grpc(
+        dev,
+        "What had been left hanging on the door to Tesla's room?",
+    );
     assert_eq!(done.status, "answered", "{done:?}");
-    assert!(!deltas.is_empty() && deltas.len() == done.claims.len(), "{deltas:?} {done:?}");
+    assert!(
+        !deltas.is_empty() && deltas.len() == done.claims.len(),
+        "{deltas:?} {done:?}"
+    );
     for (delta, claim) in deltas.iter().zip(&done.claims) {
         assert!(claim.supported && delta.text == claim.text && delta.citations == claim.citations);
         for n in &delta.citations {
             assert!(done.citations.iter().any(|c| c.n == *n), "{done:?}");
         }
     }
-    assert!(done.citations.iter().any(|c| c.quote.contains("do not disturb")), "{done:?}");
+    assert!(
+        done.citations
+            .iter()
+            .any(|c| c.quote.contains("do not disturb")),
+        "{done:?}"
+    );
     assert!(done.latency_ms.contains_key("total") && !done.request_id.is_empty());
     let json: Value = serde_json::from_str(&done.response_json).unwrap();
     assert_eq!(json["status"], "answered");
     let (deltas, done) = ask_grpc(dev, "Who was the first emperor of the Inca empire?");
-    assert_eq!((deltas.len(), done.status.as_str()), (0, "abstained"), "{done:?}");
+    assert_eq!(
+        (deltas.len(), done.status.as_str()),
+        (0, "abstained"),
+        "{done:?}"
+    );
     assert!(!done.reason.is_empty());
 
     // Bad input.

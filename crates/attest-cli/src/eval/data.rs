@@ -65,7 +65,10 @@ pub fn parse_qrels(text: &str) -> anyhow::Result<HashMap<String, HashMap<String,
     let mut out: HashMap<String, HashMap<String, u32>> = HashMap::new();
     for (i, line) in text.lines().enumerate() {
         let fields: Vec<&str> = line.split('\t').map(str::trim).collect();
-        if fields.len() < 3 || (i == 0 && fields[2].parse::<u32>().is_err()) || line.trim().is_empty() {
+        if fields.len() < 3
+            || (i == 0 && fields[2].parse::<u32>().is_err())
+            || line.trim().is_empty()
+        {
             continue;
         }
         let grade: u32 = fields[2]
@@ -89,7 +92,10 @@ impl EvalSet {
         let mut hasher = Sha256::new();
         for f in files.iter().take(if has_qrels { 3 } else { 2 }) {
             if !f.is_file() {
-                bail!("{} is missing (expected a BEIR-layout data set)", f.display());
+                bail!(
+                    "{} is missing (expected a BEIR-layout data set)",
+                    f.display()
+                );
             }
             hasher.update(std::fs::read(f).with_context(|| format!("reading {}", f.display()))?);
         }
@@ -139,7 +145,8 @@ mod tests {
 
     #[test]
     fn qrels_skip_the_header_and_group_by_query() {
-        let q = parse_qrels("query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t2\nq2\td3\t1\n").unwrap();
+        let q =
+            parse_qrels("query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t2\nq2\td3\t1\n").unwrap();
         assert_eq!(q["q1"]["d2"], 2);
         assert_eq!(q["q2"].len(), 1);
         assert!(parse_qrels("q1\td1\tx\nq1\td1\ty\n").is_err());

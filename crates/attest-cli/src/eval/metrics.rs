@@ -149,7 +149,10 @@ mod tests {
         let two = rel(&[("a", 1), ("b", 1)]);
         assert_eq!(recall_at(1, &ranked(&["a", "b"]), &two), 0.5);
         assert_eq!(recall_at(10, &ranked(&["x"]), &two), 0.0);
-        assert_eq!(dedup_docs(["d1", "d2", "d1", "d3"]), ranked(&["d1", "d2", "d3"]));
+        assert_eq!(
+            dedup_docs(["d1", "d2", "d1", "d3"]),
+            ranked(&["d1", "d2", "d3"])
+        );
     }
 
     #[test]
@@ -162,7 +165,10 @@ mod tests {
 
     #[test]
     fn the_operating_point_maximises_coverage_within_budget() {
-        let o = |answerable, c: Option<f64>| Outcome { answerable, confidence: c };
+        let o = |answerable, c: Option<f64>| Outcome {
+            answerable,
+            confidence: c,
+        };
         let outcomes = vec![
             o(true, Some(0.9)),
             o(true, Some(0.6)),

@@ -20,7 +20,7 @@ pub mod run;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use serde::{Deserialize, Serialize};
+use attest_answer::thresholds::ThresholdsFile;
 use sha2::{Digest, Sha256};
 
 use crate::cli::EvalArgs;
@@ -28,19 +28,6 @@ use crate::config;
 
 use self::data::EvalSet;
 use self::report::{compare, table, GateLimits, Report};
-
-/// The per-collection thresholds file `--sweep` writes and the answer tier reads (`answer.thresholds_dir`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ThresholdsFile {
-    pub collection: String,
-    /// Answer only when the answer's confidence is at least this.
-    pub min_confidence: f64,
-    pub hallucination_budget: f64,
-    /// What the sweep measured at this threshold.
-    pub coverage: f64,
-    pub hallucination_rate: f64,
-    pub data_hash: String,
-}
 
 /// Runs the evaluation; the exit code is non-zero when the baseline gate fails.
 pub async fn eval(args: EvalArgs) -> anyhow::Result<i32> {
@@ -56,15 +43,19 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<i32> {
             scratch.path().to_path_buf()
         }
     };
-    let stack = crate::roles::local_stack(&cfg, &data_dir, args.shards, args.model_dir.clone(), None)?;
+    let stack =
+        crate::roles::local_stack(&cfg, &data_dir, args.shards, args.model_dir.clone(), None)?;
     let collection = args.collection.clone();
     run::ingest(&stack, &collection, &set, args.shards).await?;
-    let mut report = Report::default();
-    report.retrieval = run::retrieval(&stack, &collection, &set).await?;
-    let (answers, latency, curve) = run::answers(&stack, &collection, &set).await?;
-    report.answers = answers;
-    report.latency_ms = latency;
-    report.risk_coverage = curve;
+    let retrieval = run::retrieval(&stack, &collection, &set).await?;
+    let (answers, latency_ms, risk_coverage) = run::answers(&stack, &collection, &set).await?;
+    let mut report = Report {
+        retrieval,
+        answers,
+        latency_ms,
+        risk_coverage,
+        ..Default::default()
+    };
     if let Some(dir) = &args.verifier_data {
         report.verifier = Some(run::verifier(&cfg.answer, dir)?);
     }
@@ -83,7 +74,11 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<i32> {
         write_atomically(out, &serde_json::to_string_pretty(&report)?)?;
         let png = out.with_extension("png");
         plot::risk_coverage_png(&report.risk_coverage, &png)?;
-        println!("report: {} (risk–coverage curve: {})", out.display(), png.display());
+        println!(
+            "report: {} (risk–coverage curve: {})",
+            out.display(),
+            png.display()
+        );
     }
     if args.sweep {
         let point = metrics::operating_point(&report.risk_coverage, args.hallucination_budget)
@@ -115,7 +110,13 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<i32> {
         let base: Report = serde_json::from_str(&text)
             .with_context(|| format!("{} is not an `attest eval` report", base.display()))?;
         let (lines, failures) = compare(&report, &base, GateLimits::default());
-        println!("against the baseline {}:", args.baseline.as_ref().map(|p| p.display().to_string()).unwrap_or_default());
+        println!(
+            "against the baseline {}:",
+            args.baseline
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        );
         for l in lines {
             println!("  {l}");
         }

@@ -44,7 +44,10 @@ pub fn risk_coverage_png(curve: &[CurvePoint], path: &Path) -> anyhow::Result<()
         .fold(0.05, f64::max)
         .min(1.0);
     let mut chart = ChartBuilder::on(&root)
-        .caption("risk–coverage (abstention threshold swept)", ("sans-serif", 22))
+        .caption(
+            "risk–coverage (abstention threshold swept)",
+            ("sans-serif", 22),
+        )
         .margin(16)
         .x_label_area_size(44)
         .y_label_area_size(60)
@@ -56,15 +59,23 @@ pub fn risk_coverage_png(curve: &[CurvePoint], path: &Path) -> anyhow::Result<()
         .y_desc("hallucination rate (unanswerable answered)")
         .draw()
         .map_err(|e| draw(e.to_string()))?;
-    let mut points: Vec<(f64, f64)> = curve.iter().map(|p| (p.coverage, p.hallucination_rate)).collect();
+    let mut points: Vec<(f64, f64)> = curve
+        .iter()
+        .map(|p| (p.coverage, p.hallucination_rate))
+        .collect();
     points.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
     chart
         .draw_series(LineSeries::new(points.clone(), &BLUE))
         .map_err(|e| draw(e.to_string()))?;
     chart
-        .draw_series(points.iter().map(|&(x, y)| Circle::new((x, y), 3, BLUE.filled())))
+        .draw_series(
+            points
+                .iter()
+                .map(|&(x, y)| Circle::new((x, y), 3, BLUE.filled())),
+        )
         .map_err(|e| draw(e.to_string()))?;
-    root.present().with_context(|| format!("writing {}", path.display()))?;
+    root.present()
+        .with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }
 

@@ -98,14 +98,26 @@ pub fn compare(now: &Report, base: &Report, limits: GateLimits) -> (Vec<String>,
     };
     for (lane, s) in &now.retrieval {
         if let Some(b) = base.retrieval.get(lane) {
-            diff(&format!("retrieval.{lane}.ndcg_at_10"), s.ndcg_at_10, b.ndcg_at_10);
+            diff(
+                &format!("retrieval.{lane}.ndcg_at_10"),
+                s.ndcg_at_10,
+                b.ndcg_at_10,
+            );
         }
     }
     let (a, b) = (&now.answers, &base.answers);
     diff("answers.accuracy", a.accuracy, b.accuracy);
     diff("answers.coverage", a.coverage, b.coverage);
-    diff("answers.hallucination_rate", a.hallucination_rate, b.hallucination_rate);
-    diff("answers.citation_validity", a.citation_validity, b.citation_validity);
+    diff(
+        "answers.hallucination_rate",
+        a.hallucination_rate,
+        b.hallucination_rate,
+    );
+    diff(
+        "answers.citation_validity",
+        a.citation_validity,
+        b.citation_validity,
+    );
     if b.accuracy - a.accuracy > limits.max_accuracy_drop + 1e-12 {
         failures.push(format!(
             "accuracy dropped by {:.1} points ({:.4} -> {:.4}; limit {:.1})",
@@ -200,7 +212,13 @@ mod tests {
     #[test]
     fn reports_round_trip_through_json_and_print() {
         let mut r = report(0.9, 0.0);
-        r.retrieval.insert("bm25".into(), LaneScores { ndcg_at_10: 0.8, ..Default::default() });
+        r.retrieval.insert(
+            "bm25".into(),
+            LaneScores {
+                ndcg_at_10: 0.8,
+                ..Default::default()
+            },
+        );
         let back: Report = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
         assert_eq!(back, r);
         assert!(table(&r).contains("bm25"));

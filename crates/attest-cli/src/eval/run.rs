@@ -14,7 +14,9 @@ use attest_telemetry::request_id::grpc_request;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::data::EvalSet;
-use super::metrics::{dedup_docs, mrr_at, ndcg_at, percentile, recall_at, risk_coverage, CurvePoint, Outcome};
+use super::metrics::{
+    dedup_docs, mrr_at, ndcg_at, percentile, recall_at, risk_coverage, CurvePoint, Outcome,
+};
 use super::report::{AnswerScores, LaneScores, Latency, VerifierScores};
 use crate::roles::LocalStack;
 
@@ -35,7 +37,12 @@ fn progress(len: usize, what: &str) -> ProgressBar {
     bar
 }
 
-pub async fn ingest(stack: &LocalStack, collection: &str, set: &EvalSet, shards: usize) -> anyhow::Result<()> {
+pub async fn ingest(
+    stack: &LocalStack,
+    collection: &str,
+    set: &EvalSet,
+    shards: usize,
+) -> anyhow::Result<()> {
     let router = &stack.router_service;
     router
         .create_collection(grpc_request(
@@ -80,7 +87,13 @@ pub async fn ingest(stack: &LocalStack, collection: &str, set: &EvalSet, shards:
     Ok(())
 }
 
-async fn search(stack: &LocalStack, collection: &str, query: &str, lanes: &[&str], rid: &str) -> anyhow::Result<Vec<pb::Hit>> {
+async fn search(
+    stack: &LocalStack,
+    collection: &str,
+    query: &str,
+    lanes: &[&str],
+    rid: &str,
+) -> anyhow::Result<Vec<pb::Hit>> {
     Ok(stack
         .router_service
         .search(grpc_request(
@@ -130,36 +143,62 @@ impl LaneSums {
 
 /// nDCG@10, recall@10/@100 and MRR@10 of `bm25`, `dense`, `hybrid` and `hybrid_rerank` (the hybrid top 100
 /// reordered by the configured reranker) over every query with relevance judgements.
-pub async fn retrieval(stack: &LocalStack, collection: &str, set: &EvalSet) -> anyhow::Result<BTreeMap<String, LaneScores>> {
-    let judged: Vec<_> = set.queries.iter().filter(|q| set.qrels.contains_key(&q.id)).collect();
+pub async fn retrieval(
+    stack: &LocalStack,
+    collection: &str,
+    set: &EvalSet,
+) -> anyhow::Result<BTreeMap<String, LaneScores>> {
+    let judged: Vec<_> = set
+        .queries
+        .iter()
+        .filter(|q| set.qrels.contains_key(&q.id))
+        .collect();
     let mut sums: BTreeMap<&str, LaneSums> = BTreeMap::new();
     let bar = progress(judged.len(), "retrieval");
     for (i, q) in judged.iter().enumerate() {
         let relevant = &set.qrels[&q.id];
         let rid = format!("eval-search-{i}");
-        for (lane, lanes) in [("bm25", &["bm25"][..]), ("dense", &["dense"][..]), ("hybrid", &[][..])] {
+        for (lane, lanes) in [
+            ("bm25", &["bm25"][..]),
+            ("dense", &["dense"][..]),
+            ("hybrid", &[][..]),
+        ] {
             let hits = search(stack, collection, &q.text, lanes, &rid).await?;
-            sums.entry(lane).or_default().add(&dedup_docs(hits.iter().map(|h| h.doc_id.as_str())), relevant);
+            sums.entry(lane).or_default().add(
+                &dedup_docs(hits.iter().map(|h| h.doc_id.as_str())),
+                relevant,
+            );
             if lane == "hybrid" {
                 let reranked = rerank(&stack.reranker, &q.text, hits).await?;
-                sums.entry("hybrid_rerank")
-                    .or_default()
-                    .add(&dedup_docs(reranked.iter().map(|h| h.doc_id.as_str())), relevant);
+                sums.entry("hybrid_rerank").or_default().add(
+                    &dedup_docs(reranked.iter().map(|h| h.doc_id.as_str())),
+                    relevant,
+                );
             }
         }
         bar.inc(1);
     }
     bar.finish_and_clear();
-    Ok(sums.into_iter().map(|(k, v)| (k.to_string(), v.scores())).collect())
+    Ok(sums
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.scores()))
+        .collect())
 }
 
-async fn rerank(reranker: &Arc<dyn Reranker>, question: &str, hits: Vec<pb::Hit>) -> anyhow::Result<Vec<pb::Hit>> {
+async fn rerank(
+    reranker: &Arc<dyn Reranker>,
+    question: &str,
+    hits: Vec<pb::Hit>,
+) -> anyhow::Result<Vec<pb::Hit>> {
     let reranker = Arc::clone(reranker);
     let question = question.to_string();
     tokio::task::spawn_blocking(move || {
         let scores = reranker.score(&question, &hits)?;
-        let mut scored: Vec<(f64, usize, pb::Hit)> =
-            hits.into_iter().enumerate().map(|(i, h)| (scores[i], i, h)).collect();
+        let mut scored: Vec<(f64, usize, pb::Hit)> = hits
+            .into_iter()
+            .enumerate()
+            .map(|(i, h)| (scores[i], i, h))
+            .collect();
         scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         Ok(scored.into_iter().map(|(_, _, h)| h).collect())
     })
@@ -172,7 +211,13 @@ pub fn normalise_answer(text: &str) -> String {
     let lowered: String = text.nfkc().collect::<String>().to_lowercase();
     let cleaned: String = lowered
         .chars()
-        .map(|c| if c.is_alphanumeric() || c.is_whitespace() { c } else { ' ' })
+        .map(|c| {
+            if c.is_alphanumeric() || c.is_whitespace() {
+                c
+            } else {
+                ' '
+            }
+        })
         .collect();
     cleaned
         .split_whitespace()
@@ -183,7 +228,11 @@ pub fn normalise_answer(text: &str) -> String {
 
 fn squash(text: &str) -> String {
     use unicode_normalization::UnicodeNormalization;
-    text.nfkc().collect::<String>().split_whitespace().collect::<Vec<_>>().join(" ")
+    text.nfkc()
+        .collect::<String>()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Asks every question: the 2×2, accuracy, citation validity, reasons, stage latencies and the risk–coverage
@@ -193,9 +242,14 @@ pub async fn answers(
     collection: &str,
     set: &EvalSet,
 ) -> anyhow::Result<(AnswerScores, BTreeMap<String, Latency>, Vec<CurvePoint>)> {
-    let corpus: HashMap<&str, String> = set.corpus.iter().map(|d| (d.id.as_str(), squash(&d.text))).collect();
+    let corpus: HashMap<&str, String> = set
+        .corpus
+        .iter()
+        .map(|d| (d.id.as_str(), squash(&d.text)))
+        .collect();
     let mut scores = AnswerScores::default();
-    let (mut answered, mut accurate, mut hallucinated, mut citations, mut valid) = (0usize, 0usize, 0usize, 0usize, 0usize);
+    let (mut answered, mut accurate, mut hallucinated, mut citations, mut valid) =
+        (0usize, 0usize, 0usize, 0usize, 0usize);
     let mut stages: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut outcomes = Vec::new();
     let bar = progress(set.queries.len(), "ask");
@@ -220,7 +274,9 @@ pub async fn answers(
             for c in &a.citations {
                 citations += 1;
                 // Resolves: the marker is in the text, and the quote is a span of the cited document.
-                let resolves = corpus.get(c.doc_id.as_str()).is_some_and(|doc| doc.contains(&squash(&c.quote)))
+                let resolves = corpus
+                    .get(c.doc_id.as_str())
+                    .is_some_and(|doc| doc.contains(&squash(&c.quote)))
                     && a.answer.contains(&format!("[{}]", c.n));
                 valid += usize::from(resolves);
             }
@@ -230,7 +286,12 @@ pub async fn answers(
             if is_answered {
                 answered += 1;
                 let text = normalise_answer(&a.answer);
-                accurate += usize::from(q.answers.iter().map(|g| normalise_answer(g)).any(|g| !g.is_empty() && text.contains(&g)));
+                accurate += usize::from(
+                    q.answers
+                        .iter()
+                        .map(|g| normalise_answer(g))
+                        .any(|g| !g.is_empty() && text.contains(&g)),
+                );
             }
         } else {
             scores.unanswerable += 1;
@@ -243,11 +304,21 @@ pub async fn answers(
     scores.coverage = answered as f64 / scores.answerable.max(1) as f64;
     scores.accuracy = accurate as f64 / answered.max(1) as f64;
     scores.hallucination_rate = hallucinated as f64 / scores.unanswerable.max(1) as f64;
-    scores.citation_validity = if citations == 0 { 1.0 } else { valid as f64 / citations as f64 };
+    scores.citation_validity = if citations == 0 {
+        1.0
+    } else {
+        valid as f64 / citations as f64
+    };
     let latency = stages
         .into_iter()
         .map(|(k, v)| {
-            (k, Latency { p50: percentile(&v, 0.5).unwrap_or(0.0), p95: percentile(&v, 0.95).unwrap_or(0.0) })
+            (
+                k,
+                Latency {
+                    p50: percentile(&v, 0.5).unwrap_or(0.0),
+                    p95: percentile(&v, 0.95).unwrap_or(0.0),
+                },
+            )
         })
         .collect();
     Ok((scores, latency, risk_coverage(&outcomes, CURVE_STEPS)))
@@ -258,12 +329,23 @@ pub async fn answers(
 pub fn verifier(config: &AnswerConfig, dir: &Path) -> anyhow::Result<VerifierScores> {
     use attest_answer::verifier::logistic::{auroc, balanced_accuracy};
     use attest_answer::verifier::train::load_items;
-    let path = if dir.is_dir() { dir.join("items.jsonl") } else { dir.to_path_buf() };
+    let path = if dir.is_dir() {
+        dir.join("items.jsonl")
+    } else {
+        dir.to_path_buf()
+    };
     let items = load_items(&path).with_context(|| format!("reading {}", path.display()))?;
     let verifier = attest_answer::verifier::verifier_from_config(config);
     let heldout: Vec<_> = items.iter().filter(|it| it.held_out()).collect();
-    anyhow::ensure!(!heldout.is_empty(), "{} has no held-out items", path.display());
-    let scores: Vec<f64> = heldout.iter().map(|it| verifier.support(&it.question, &it.answer, &it.knowledge)).collect();
+    anyhow::ensure!(
+        !heldout.is_empty(),
+        "{} has no held-out items",
+        path.display()
+    );
+    let scores: Vec<f64> = heldout
+        .iter()
+        .map(|it| verifier.support(&it.question, &it.answer, &it.knowledge))
+        .collect();
     let labels: Vec<bool> = heldout.iter().map(|it| it.label == 1).collect();
     Ok(VerifierScores {
         auroc: auroc(&scores, &labels),
@@ -278,7 +360,10 @@ mod tests {
 
     #[test]
     fn answers_are_normalised_like_squad() {
-        assert_eq!(normalise_answer("The  \"Do not disturb\" sign!"), "do not disturb sign");
+        assert_eq!(
+            normalise_answer("The  \"Do not disturb\" sign!"),
+            "do not disturb sign"
+        );
         assert_eq!(normalise_answer("an Apple"), "apple");
     }
 }
