@@ -248,7 +248,7 @@ async fn memory_stack() -> (Stack, tempfile::TempDir) {
         &s.router,
         "c",
         &[
-            ("adr-0007", "Ingest log", "Every record is appended to the RocksDB log and synced before the acknowledgement.", json!({})),
+            ("adr-0007", "Ingest log", "Writes become durable when every record is appended to the RocksDB log and synced before the acknowledgement.", json!({})),
             ("replication", "Replication", "Writes are copied to every replica of a shard and acknowledged on a quorum.", json!({})),
             ("owl", "Barn owl", "The barn owl hunts at night over open fields.", json!({})),
         ],

@@ -320,7 +320,10 @@ impl Terminology {
                 cached: true,
             };
         }
-        let search = router.search(
+        // The search runs as its own task: the timeout then bounds it even when the router answers without ever
+        // yielding (in process), and an abandoned lookup finishes in the background instead of holding the turn.
+        let (router, request) = (
+            router.clone(),
             pb::SearchRequest {
                 collection: collection.to_string(),
                 query: term.to_string(),
@@ -328,15 +331,19 @@ impl Terminology {
                 filter: Some(glossary_filter()),
                 ..Default::default()
             },
-            request_id,
         );
-        let lookup =
-            match tokio::time::timeout(Duration::from_millis(self.config.timeout_ms), search).await
-            {
-                Err(_) => Lookup::Timeout,
-                Ok(Err(status)) => Lookup::Unavailable(status.message().to_string()),
-                Ok(Ok(resp)) => classify(term, resp.hits),
-            };
+        let rid = request_id.to_string();
+        let search = tokio::spawn(async move { router.search(request, &rid).await });
+        let budget = Duration::from_millis(self.config.timeout_ms);
+        let started = Instant::now();
+        let lookup = match tokio::time::timeout(budget, search).await {
+            // The timer ticks in whole milliseconds: an answer that came in after the budget is late too.
+            Err(_) => Lookup::Timeout,
+            Ok(_) if started.elapsed() > budget => Lookup::Timeout,
+            Ok(Err(join)) => Lookup::Unavailable(format!("glossary lookup failed: {join}")),
+            Ok(Ok(Err(status))) => Lookup::Unavailable(status.message().to_string()),
+            Ok(Ok(Ok(resp))) => classify(term, resp.hits),
+        };
         count_outcome(&lookup);
         if !lookup.unverified() {
             if let Ok(mut c) = self.cache.lock() {
