@@ -1,0 +1,112 @@
+//! `attest eval` through the real binary on a small fixture cut from the bundled squad sample: the report's
+//! fields, the risk–coverage PNG, the threshold sweep, and the baseline gate's exit code.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::repo_root;
+use serde_json::Value;
+
+/// The first `docs` paragraphs of the sample, the questions about them, and questions whose article is absent.
+fn fixture(dir: &Path, docs: usize) {
+    let root = repo_root().join("data/squad-sample");
+    let corpus: Vec<Value> = std::fs::read_to_string(root.join("corpus.jsonl"))
+        .unwrap()
+        .lines()
+        .take(docs)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let ids: Vec<&str> = corpus.iter().map(|d| d["id"].as_str().unwrap()).collect();
+    let queries: Vec<String> = std::fs::read_to_string(root.join("queries.jsonl"))
+        .unwrap()
+        .lines()
+        .filter(|l| {
+            let q: Value = serde_json::from_str(l).unwrap();
+            q["answerable"] == false || ids.contains(&q["gold_doc"].as_str().unwrap_or(""))
+        })
+        .take(40)
+        .map(str::to_string)
+        .collect();
+    let lines: Vec<String> = corpus.iter().map(Value::to_string).collect();
+    std::fs::write(dir.join("corpus.jsonl"), lines.join("\n")).unwrap();
+    std::fs::write(dir.join("queries.jsonl"), queries.join("\n")).unwrap();
+}
+
+fn eval(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_attest"))
+        .arg("eval")
+        .args(args)
+        .env("ATTEST_LOG", "warn")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+#[test]
+fn eval_reports_sweeps_and_gates_against_a_baseline() {
+    let data = tempfile::tempdir().unwrap();
+    fixture(data.path(), 40);
+    let out = tempfile::tempdir().unwrap();
+    let report_path = out.path().join("report.json");
+    let thresholds = out.path().join("thresholds");
+    let d = data.path().to_str().unwrap();
+    let (code, text) = eval(&[
+        "--data",
+        d,
+        "--json",
+        report_path.to_str().unwrap(),
+        "--sweep",
+        "--hallucination-budget",
+        "0.5",
+        "--thresholds-dir",
+        thresholds.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{text}");
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
+    for lane in ["bm25", "dense", "hybrid", "hybrid_rerank"] {
+        let n = report["retrieval"][lane]["ndcg_at_10"].as_f64().unwrap();
+        assert!(n > 0.5 && n <= 1.0, "{lane}: {n}");
+    }
+    let a = &report["answers"];
+    assert!(
+        a["answerable"].as_u64().unwrap() > 0 && a["unanswerable"].as_u64().unwrap() > 0,
+        "{a}"
+    );
+    assert!(a["coverage"].as_f64().unwrap() > 0.3, "{a}");
+    assert_eq!(a["citation_validity"], 1.0, "{a}");
+    assert!(report["latency_ms"]["total"]["p95"].as_f64().unwrap() > 0.0);
+    assert_eq!(report["meta"]["data_hash"].as_str().unwrap().len(), 64);
+    assert!(report["risk_coverage"].as_array().unwrap().len() > 10);
+    let png = std::fs::read(report_path.with_extension("png")).unwrap();
+    assert_eq!(&png[1..4], b"PNG");
+    let sweep: Value =
+        serde_json::from_str(&std::fs::read_to_string(thresholds.join("eval.json")).unwrap())
+            .unwrap();
+    assert!(
+        sweep["hallucination_rate"].as_f64().unwrap() <= 0.5,
+        "{sweep}"
+    );
+    assert!(sweep["min_confidence"].as_f64().is_some());
+
+    // A baseline whose accuracy is 10 points better: the gate fails with a non-zero exit.
+    let mut better = report.clone();
+    better["answers"]["accuracy"] = (a["accuracy"].as_f64().unwrap() + 0.10).into();
+    let baseline = out.path().join("baseline.json");
+    std::fs::write(&baseline, better.to_string()).unwrap();
+    let (code, text) = eval(&["--data", d, "--baseline", baseline.to_str().unwrap()]);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("quality gate failed: accuracy dropped"),
+        "{text}"
+    );
+    // Against itself, it passes.
+    let (code, text) = eval(&["--data", d, "--baseline", report_path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("quality gate passed"), "{text}");
+}
