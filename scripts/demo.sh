@@ -27,5 +27,11 @@ for q in "Who won Super Bowl 50?" "What did Tesla famously demonstrate?" "How di
   echo "\$ attest search --collection squad \"$q\" --k 3"
   "$BIN" search --collection squad "$q" --k 3
 done
+# Grounded answers: one the sample can answer (cited, verified), one it cannot (an abstention with its reason).
+for q in "Who tackled Ronnie Hillman for a loss of yardage?" "Who was the first emperor of the Inca empire?"; do
+  echo
+  echo "\$ attest ask --collection squad \"$q\""
+  "$BIN" ask --collection squad "$q"
+done
 echo
 echo "demo done. Keep a server running with: $BIN dev --data-dir $DATA"

@@ -282,7 +282,14 @@ pub async fn ask(server: &str, args: AskArgs) -> anyhow::Result<()> {
                         .flatten()
                         .map(|n| format!(" [{n}]"))
                         .collect();
-                    print!("{}{markers} ", value["text"].as_str().unwrap_or(""));
+                    // Markers sit before the sentence's final punctuation, as in the answer text.
+                    let text = value["text"].as_str().unwrap_or("").trim_end();
+                    match text.char_indices().last() {
+                        Some((i, c)) if matches!(c, '.' | '!' | '?') => {
+                            print!("{}{markers}{c} ", &text[..i])
+                        }
+                        _ => print!("{text}{markers} "),
+                    }
                     use std::io::Write;
                     let _ = std::io::stdout().flush();
                 }
