@@ -53,6 +53,9 @@ pub enum Command {
     /// The quality gate: ingests a BEIR-layout data set into a fresh in-process cluster and measures retrieval
     /// per lane, answers (hallucination, coverage, accuracy, citation validity), stage latencies.
     Eval(EvalArgs),
+    /// Measures the dense index at scale: build time, disk, serving memory, latency, QPS and recall against
+    /// exact search, on synthetic clustered vectors or Fashion-MNIST; or fits a cost model to earlier runs.
+    Bench(BenchArgs),
 }
 
 #[derive(Subcommand)]
@@ -268,4 +271,69 @@ pub struct EvalArgs {
     pub config: Option<PathBuf>,
     #[arg(long, env = "ATTEST_MODEL_DIR")]
     pub model_dir: Option<PathBuf>,
+}
+
+#[derive(Args, Clone)]
+pub struct BenchArgs {
+    /// Synthetic vectors to index (a Gaussian mixture, generated and streamed in batches).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub vectors: usize,
+    #[arg(long, default_value_t = 384)]
+    pub dim: usize,
+    /// Query sample (drawn from the same mixture): latency percentiles, QPS and recall are over these.
+    #[arg(long, default_value_t = 1000)]
+    pub queries: usize,
+    /// Write the report as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Inverted lists (default: √n rounded up to a power of two).
+    #[arg(long)]
+    pub nlist: Option<u32>,
+    /// PQ sub-quantizers (default: the engine's, 96).
+    #[arg(long)]
+    pub m: Option<u32>,
+    /// Lists probed per query (default: the engine's, 32).
+    #[arg(long)]
+    pub nprobe: Option<u32>,
+    /// PQ candidates re-scored exactly per requested hit (default: the engine's, 4).
+    #[arg(long)]
+    pub overfetch: Option<usize>,
+    /// Also measure recall and QPS at each of these nprobe values (the recall/QPS curve).
+    #[arg(long, value_delimiter = ',')]
+    pub sweep: Vec<u32>,
+    /// Repeat the --sweep at each of these over-fetch factors.
+    #[arg(long, value_delimiter = ',')]
+    pub sweep_overfetch: Vec<usize>,
+    /// Mixture components (default: one per 500 vectors).
+    #[arg(long)]
+    pub clusters: Option<usize>,
+    /// Norm of each point's noise against its unit centre.
+    #[arg(long, default_value_t = 0.6)]
+    pub spread: f32,
+    /// Vectors generated and added per batch (bounds the raw vectors held in memory).
+    #[arg(long, default_value_t = 100_000)]
+    pub batch: usize,
+    /// Single-query exact scans timed for `exact_p50_ms`.
+    #[arg(long, default_value_t = 20)]
+    pub exact_queries: usize,
+    /// Where the index and vector file are built (default: a temporary directory, removed afterwards).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Fashion-MNIST (Debian `dataset-fashion-mnist`) instead of synthetic vectors: 60k train images indexed,
+    /// test images as queries, recall/QPS over nprobe (cosine on L2-normalised pixels).
+    #[arg(long)]
+    pub fashion_mnist: bool,
+    #[arg(long, default_value = "/usr/share/datasets/fashion-mnist")]
+    pub fashion_mnist_dir: PathBuf,
+    /// Fit the cost model to these earlier `--json` reports (no run): projections to --project-n vectors,
+    /// the shard count that needs, and plots (latency against n, recall against QPS) into --plots.
+    #[arg(long, num_args = 1..)]
+    pub fit: Vec<PathBuf>,
+    #[arg(long, default_value_t = 100_000_000)]
+    pub project_n: u64,
+    /// Directory for the PNG plots of --fit.
+    #[arg(long)]
+    pub plots: Option<PathBuf>,
+    #[arg(long)]
+    pub config: Option<PathBuf>,
 }

@@ -6,12 +6,16 @@
 //! - [`roles`]: `attest dev` (every role in one process) and `attest serve --role ...`.
 //! - [`commands`]: client commands that talk to a running router over HTTP (collection, ingest, search).
 //! - [`eval`]: `attest eval`, the quality gate over a BEIR-layout data set.
+//! - [`bench`]: `attest bench`, the dense index at scale (and the cost model fitted to its runs).
+//! - [`plot_font`]: the font of every PNG plot.
 //! - [`train`]: `attest train verifier`, fitting the answer tier's local models.
 
+mod bench;
 mod cli;
 mod commands;
 mod config;
 mod eval;
+mod plot_font;
 mod roles;
 mod train;
 
@@ -65,6 +69,9 @@ fn main() -> anyhow::Result<()> {
                     std::process::exit(code);
                 }
                 Ok(())
+            }
+            cli::Command::Bench(args) => {
+                tokio::task::spawn_blocking(move || bench::run(args)).await?
             }
             cli::Command::Train(cmd) => {
                 tokio::task::spawn_blocking(move || train::run(cmd)).await?

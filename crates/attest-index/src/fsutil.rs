@@ -1,5 +1,5 @@
 //! Crash-safe file writes shared by the crate: whole-file replacement for sealed segment files (IVF-PQ
-//! index, chunk store, vector file) and the manifest, and a recursive fsync for freshly built directories.
+//! index, chunk store, vector file — the latter also written incrementally by `VectorFileWriter`) and the manifest, and a recursive fsync for freshly built directories.
 //!
 //! A reader must only ever see either the old file or the complete new one, also after a power cut:
 //! the bytes go to `<path>.tmp`, are fsynced, the tmp file is renamed over `path`, and the directory is
@@ -76,7 +76,7 @@ pub(crate) fn sync_tree(dir: &Path) -> Result<()> {
     sync_parent_dir(dir)
 }
 
-fn sync_parent_dir(path: &Path) -> Result<()> {
+pub(crate) fn sync_parent_dir(path: &Path) -> Result<()> {
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),

@@ -43,6 +43,8 @@ const FAISS_IO_FLAG_MMAP_IFC: i32 = 1 << 9;
 
 /// FAISS's k-means warns below this many training points per centroid (`min_points_per_centroid`).
 const MIN_POINTS_PER_LIST: usize = 39;
+/// `open_mmap` opens one FAISS handle per core, up to this many.
+const MAX_SEARCH_HANDLES: usize = 8;
 /// Beyond 16 bits per code a PQ codebook (2^nbits centroids per sub-quantizer) is not trainable in practice.
 const MAX_NBITS: u32 = 16;
 
@@ -63,8 +65,8 @@ const TRAILER_HEAD_LEN: usize = 40;
 ///   top `overfetch × k` with the full vectors (`VectorFile::rescore`). On the 50k clustered fixture of
 ///   `tests/ivfpq_recall.rs`, recall@10 from PQ distances alone is 0.48 with m = 48, 0.71 with m = 96 and
 ///   0.90 with m = 192; after re-scoring the top 40 it is 0.91 with m = 48 and 0.997 with m = 96. m = 96 is
-///   the smallest code that leaves a margin at the engine's default over-fetch (4 × k); m = 192 would buy
-///   raw-PQ recall with twice the memory and scan time.
+///   the smallest code that leaves a margin at the engine's default over-fetch (16 × k, see
+///   `EngineConfig::overfetch`); m = 192 would buy raw-PQ recall with twice the memory and scan time.
 /// - `nbits = 8`: 256 centroids per sub-quantizer, FAISS's fast byte-wise lookup-table path.
 /// - `nprobe = 32`: lists probed per query by default (callers may override it per search). On that fixture
 ///   recall is already flat from nprobe 8 (clusters are well separated); 32 leaves room for real data, where
@@ -154,10 +156,13 @@ impl IvfPqParams {
 ///
 /// `Send + Sync`. faiss-rs's `search` takes `&mut self`; FAISS itself documents concurrent searches on a CPU
 /// index as safe, but getting two `&mut IndexImpl` at once would be undefined behaviour on the Rust side, and
-/// faiss-rs offers no `&self` search for a generic (`IndexImpl`) index. So searches of one index are
-/// serialised by a mutex held only for the FAISS call; different segments are searched in parallel.
+/// faiss-rs offers no `&self` search for a generic (`IndexImpl`) index. So the file is opened several times
+/// (one handle per core by default): each handle is behind its own mutex, a search takes whichever handle is
+/// free, and concurrent queries on one segment run in parallel. The handles map the same file, so the
+/// inverted lists share the page cache; only FAISS's small per-handle structures are duplicated.
 pub struct IvfPqIndex {
-    index: Mutex<IndexImpl>,
+    handles: Vec<Mutex<IndexImpl>>,
+    next_handle: std::sync::atomic::AtomicUsize,
     path: PathBuf,
     dim: usize,
     len: usize,
@@ -188,65 +193,9 @@ impl IvfPqIndex {
         vectors: &[f32],
         ids: &[i64],
     ) -> Result<IvfPqParams> {
-        params.validate()?;
-        if dim == 0 || dim > i32::MAX as usize {
-            return Err(IndexError::invalid(
-                "dim",
-                format!("must be in 1..2^31, got {dim}"),
-            ));
-        }
-        check_rows("train", train, dim)?;
-        check_rows("vectors", vectors, dim)?;
-        let n_train = train.len() / dim;
-        let n = vectors.len() / dim;
-        if n_train == 0 {
-            return Err(IndexError::invalid(
-                "train",
-                "at least one training vector is needed",
-            ));
-        }
-        if ids.len() != n {
-            return Err(IndexError::invalid(
-                "ids",
-                format!("{} ids for {n} vectors", ids.len()),
-            ));
-        }
-        if let Some(bad) = ids.iter().find(|&&id| id < 0) {
-            return Err(IndexError::invalid(
-                "ids",
-                format!("ids must be non-negative, got {bad}"),
-            ));
-        }
-        let path_str = utf8_path(path)?;
-        utf8_path(&crate::fsutil::tmp_path(path))?;
-
-        let eff = params.effective(n_train, dim);
-        let mut index = faiss::index_factory(
-            dim as u32,
-            eff.factory_description(),
-            MetricType::InnerProduct,
-        )?;
-        // k-means needs at least as many points as centroids; `effective` guarantees that except for the
-        // PQ codebooks of a 1-row training set, where repeating the row is harmless (all codes coincide).
-        let need = (eff.nlist as usize).max(1 << eff.nbits);
-        index.train(&repeat_rows(train, dim, need))?;
-        if n > 0 {
-            let idx: Vec<Idx> = ids.iter().map(|&id| Idx::new(id as u64)).collect();
-            index.add_with_ids(vectors, &idx)?;
-        }
-        let trailer = Trailer {
-            faiss_len: 0,
-            count: n as u64,
-            dim: dim as u32,
-            params: eff,
-        };
-        crate::fsutil::write_atomically_with(path, |tmp| {
-            let tmp_str = tmp.to_str().expect("checked UTF-8 above");
-            write_index(&index, tmp_str)?;
-            append_trailer(tmp, trailer)
-        })?;
-        tracing::debug!(path = path_str, n, n_train, ?eff, "built IVF_PQ index");
-        Ok(eff)
+        let mut builder = IvfPqBuilder::train(dim, params, train)?;
+        builder.add(vectors, ids)?;
+        builder.write(path)
     }
 
     /// Opens the index memory-mapped and read-only (FAISS `IO_FLAG_MMAP_IFC | IO_FLAG_READ_ONLY`): the
@@ -254,32 +203,44 @@ impl IvfPqIndex {
     /// foreign file is `IndexError::Corrupt` — checked before FAISS parses it, and FAISS's own exceptions are
     /// mapped to `Corrupt` too.
     pub fn open_mmap(path: &Path) -> Result<Self> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Self::open_mmap_with_handles(path, cores.min(MAX_SEARCH_HANDLES))
+    }
+
+    /// `open_mmap` with `handles` FAISS handles (at least 1): at most that many searches of this index run
+    /// at the same time.
+    pub fn open_mmap_with_handles(path: &Path, handles: usize) -> Result<Self> {
         let trailer = verify_file(path)?;
         let path_str = utf8_path(path)?;
-        let flags = IoFlags::from(FAISS_IO_FLAG_MMAP_IFC | FAISS_IO_FLAG_READ_ONLY);
-        let index = read_index_with_flags(path_str, flags).map_err(|e| {
-            IndexError::corrupt(path, format!("FAISS could not read the index: {e}"))
-        })?;
         let corrupt = |reason: String| Err(IndexError::corrupt(path, reason));
-        if index.d() as usize != trailer.dim as usize {
-            return corrupt(format!(
-                "FAISS index has dim {}, trailer says {}",
-                index.d(),
-                trailer.dim
-            ));
-        }
-        if index.ntotal() != trailer.count {
-            return corrupt(format!(
-                "FAISS index has {} vectors, trailer says {}",
-                index.ntotal(),
-                trailer.count
-            ));
-        }
-        if index.metric_type() != MetricType::InnerProduct || !index.is_trained() {
-            return corrupt("not a trained inner-product index".into());
+        let mut opened = Vec::with_capacity(handles.max(1));
+        for _ in 0..handles.max(1) {
+            let flags = IoFlags::from(FAISS_IO_FLAG_MMAP_IFC | FAISS_IO_FLAG_READ_ONLY);
+            let index = read_index_with_flags(path_str, flags).map_err(|e| {
+                IndexError::corrupt(path, format!("FAISS could not read the index: {e}"))
+            })?;
+            if index.d() as usize != trailer.dim as usize {
+                return corrupt(format!(
+                    "FAISS index has dim {}, trailer says {}",
+                    index.d(),
+                    trailer.dim
+                ));
+            }
+            if index.ntotal() != trailer.count {
+                return corrupt(format!(
+                    "FAISS index has {} vectors, trailer says {}",
+                    index.ntotal(),
+                    trailer.count
+                ));
+            }
+            if index.metric_type() != MetricType::InnerProduct || !index.is_trained() {
+                return corrupt("not a trained inner-product index".into());
+            }
+            opened.push(Mutex::new(index));
         }
         Ok(IvfPqIndex {
-            index: Mutex::new(index),
+            handles: opened,
+            next_handle: std::sync::atomic::AtomicUsize::new(0),
             path: path.to_path_buf(),
             dim: trailer.dim as usize,
             len: trailer.count as usize,
@@ -308,10 +269,7 @@ impl IvfPqIndex {
         let mut ivf = SearchParametersIVF::new()?;
         ivf.set_nprobe(nprobe.clamp(1, self.params.nlist) as usize);
         let sp = ivf.upcast();
-        let result = {
-            let mut index = self.index.lock();
-            index.search_with_params(query, k, &sp)?
-        };
+        let result = self.with_free_handle(|index| index.search_with_params(query, k, &sp))?;
         Ok(result
             .labels
             .iter()
@@ -320,9 +278,27 @@ impl IvfPqIndex {
             .collect())
     }
 
+    /// Runs `f` on a handle nobody else is using, or waits for the next one in turn when all are busy.
+    fn with_free_handle<T>(&self, f: impl FnOnce(&mut IndexImpl) -> T) -> T {
+        use std::sync::atomic::Ordering::Relaxed;
+        let start = self.next_handle.fetch_add(1, Relaxed);
+        let n = self.handles.len();
+        for i in 0..n {
+            if let Some(mut index) = self.handles[(start + i) % n].try_lock() {
+                return f(&mut index);
+            }
+        }
+        f(&mut self.handles[start % n].lock())
+    }
+
     /// Number of indexed vectors.
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// FAISS handles open on the file (the number of searches that can run at once).
+    pub fn handles(&self) -> usize {
+        self.handles.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -340,6 +316,121 @@ impl IvfPqIndex {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+/// An IVF_PQ index under construction: trained once, then fed vectors in batches, then written. Only the
+/// compressed codes (m bytes + an 8-byte id per vector) accumulate in memory, so a caller can stream more
+/// raw vectors through it than would fit in RAM (`attest bench` builds 10M × 384-d this way).
+pub struct IvfPqBuilder {
+    index: IndexImpl,
+    dim: usize,
+    count: usize,
+    params: IvfPqParams,
+}
+
+impl std::fmt::Debug for IvfPqBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IvfPqBuilder")
+            .field("dim", &self.dim)
+            .field("count", &self.count)
+            .field("params", &self.params)
+            .finish()
+    }
+}
+
+impl IvfPqBuilder {
+    /// Trains the coarse quantizer and the PQ codebooks on `train` (row-major, at least one row) with
+    /// `params.effective(n_train, dim)`.
+    pub fn train(dim: usize, params: &IvfPqParams, train: &[f32]) -> Result<Self> {
+        params.validate()?;
+        if dim == 0 || dim > i32::MAX as usize {
+            return Err(IndexError::invalid(
+                "dim",
+                format!("must be in 1..2^31, got {dim}"),
+            ));
+        }
+        check_rows("train", train, dim)?;
+        let n_train = train.len() / dim;
+        if n_train == 0 {
+            return Err(IndexError::invalid(
+                "train",
+                "at least one training vector is needed",
+            ));
+        }
+        let eff = params.effective(n_train, dim);
+        let mut index = faiss::index_factory(
+            dim as u32,
+            eff.factory_description(),
+            MetricType::InnerProduct,
+        )?;
+        // k-means needs at least as many points as centroids; `effective` guarantees that except for the
+        // PQ codebooks of a 1-row training set, where repeating the row is harmless (all codes coincide).
+        let need = (eff.nlist as usize).max(1 << eff.nbits);
+        index.train(&repeat_rows(train, dim, need))?;
+        Ok(IvfPqBuilder {
+            index,
+            dim,
+            count: 0,
+            params: eff,
+        })
+    }
+
+    /// Encodes and adds one batch of `vectors` (row-major) under `ids` (non-negative, one per row).
+    pub fn add(&mut self, vectors: &[f32], ids: &[i64]) -> Result<()> {
+        check_rows("vectors", vectors, self.dim)?;
+        let n = vectors.len() / self.dim;
+        if ids.len() != n {
+            return Err(IndexError::invalid(
+                "ids",
+                format!("{} ids for {n} vectors", ids.len()),
+            ));
+        }
+        if let Some(bad) = ids.iter().find(|&&id| id < 0) {
+            return Err(IndexError::invalid(
+                "ids",
+                format!("ids must be non-negative, got {bad}"),
+            ));
+        }
+        if n > 0 {
+            let idx: Vec<Idx> = ids.iter().map(|&id| Idx::new(id as u64)).collect();
+            self.index.add_with_ids(vectors, &idx)?;
+            self.count += n;
+        }
+        Ok(())
+    }
+
+    /// Vectors added so far.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The effective parameters the index is trained with.
+    pub fn params(&self) -> IvfPqParams {
+        self.params
+    }
+
+    /// Writes the index with its trailer to `path` atomically and returns the effective parameters.
+    pub fn write(self, path: &Path) -> Result<IvfPqParams> {
+        let path_str = utf8_path(path)?;
+        utf8_path(&crate::fsutil::tmp_path(path))?;
+        let trailer = Trailer {
+            faiss_len: 0,
+            count: self.count as u64,
+            dim: self.dim as u32,
+            params: self.params,
+        };
+        crate::fsutil::write_atomically_with(path, |tmp| {
+            let tmp_str = tmp.to_str().expect("checked UTF-8 above");
+            write_index(&self.index, tmp_str)?;
+            append_trailer(tmp, trailer)
+        })?;
+        tracing::debug!(path = path_str, n = self.count, params = ?self.params, "built IVF_PQ index");
+        Ok(self.params)
     }
 }
 
@@ -372,6 +463,44 @@ pub fn exact_search(vectors: &[f32], dim: usize, query: &[f32], k: usize) -> Vec
     }
     scored.sort_by(best_first);
     scored
+}
+
+/// Exact top-`k` by inner product for a batch of `queries` (row-major) over `vectors`: one `(row, score)`
+/// list per query, best first. Scans `vectors` in blocks through a FAISS flat index, which scores a whole
+/// block against every query with one BLAS matrix product, so ground truth for thousands of queries over
+/// millions of rows costs one pass over the data instead of one per query. Used by `attest bench`.
+pub fn exact_search_batch(
+    vectors: &[f32],
+    dim: usize,
+    queries: &[f32],
+    k: usize,
+) -> Result<Vec<Vec<(usize, f32)>>> {
+    check_rows("vectors", vectors, dim)?;
+    check_rows("queries", queries, dim)?;
+    const BLOCK_ROWS: usize = 262_144;
+    let nq = queries.len() / dim;
+    let mut best: Vec<Vec<(usize, f32)>> = vec![Vec::with_capacity(2 * k); nq];
+    for (block_no, block) in vectors.chunks(BLOCK_ROWS * dim).enumerate() {
+        let offset = block_no * BLOCK_ROWS;
+        let mut flat = faiss::index::flat::FlatIndex::new_ip(dim as u32)?;
+        flat.add(block)?;
+        let found = flat.search(queries, k.min(block.len() / dim))?;
+        let per_query = found.labels.len() / nq.max(1);
+        for (q, list) in best.iter_mut().enumerate() {
+            let range = q * per_query..(q + 1) * per_query;
+            list.extend(
+                found.labels[range.clone()]
+                    .iter()
+                    .zip(&found.distances[range])
+                    .filter_map(|(label, &score)| {
+                        label.get().map(|r| (offset + r as usize, score))
+                    }),
+            );
+            list.sort_by(best_first);
+            list.truncate(k);
+        }
+    }
+    Ok(best)
 }
 
 /// Inner product, with independent accumulators so that the optimiser can vectorise it.
@@ -589,6 +718,76 @@ mod tests {
             m,
             nbits,
             nprobe,
+        }
+    }
+
+    #[test]
+    fn streamed_batches_build_the_same_index_as_one_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let (dim, n) = (16, 2_000);
+        let params = p(16, 4, 8, 4);
+        let vectors = unit_vectors(n, dim, 11);
+        let ids: Vec<i64> = (0..n as i64).collect();
+        let whole = dir.path().join("whole.faiss");
+        IvfPqIndex::build(&whole, dim, &params, &vectors, &vectors, &ids).unwrap();
+        let streamed = dir.path().join("streamed.faiss");
+        let mut builder = IvfPqBuilder::train(dim, &params, &vectors).unwrap();
+        for (rows, batch_ids) in vectors.chunks(dim * 300).zip(ids.chunks(300)) {
+            builder.add(rows, batch_ids).unwrap();
+        }
+        assert_eq!(builder.len(), n);
+        assert!(builder.add(&vectors[..dim], &[]).is_err());
+        builder.write(&streamed).unwrap();
+        let (a, b) = (
+            IvfPqIndex::open_mmap(&whole).unwrap(),
+            IvfPqIndex::open_mmap(&streamed).unwrap(),
+        );
+        assert_eq!(b.len(), n);
+        for q in vectors.chunks(dim).take(20) {
+            assert_eq!(a.search(q, 10, 4).unwrap(), b.search(q, 10, 4).unwrap());
+        }
+    }
+
+    #[test]
+    fn concurrent_searches_on_several_handles_match_sequential_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let (dim, n) = (16, 2_000);
+        let (single, vectors, _) = build_and_open(dir.path(), n, dim, &p(16, 4, 8, 4));
+        let pooled = IvfPqIndex::open_mmap_with_handles(single.path(), 3).unwrap();
+        assert_eq!(pooled.handles(), 3);
+        let expected: Vec<_> = vectors
+            .chunks(dim)
+            .take(60)
+            .map(|q| single.search(q, 10, 4).unwrap())
+            .collect();
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..4)
+                .map(|_| {
+                    scope.spawn(|| {
+                        vectors
+                            .chunks(dim)
+                            .take(60)
+                            .map(|q| pooled.search(q, 10, 4).unwrap())
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            for w in workers {
+                assert_eq!(w.join().unwrap(), expected);
+            }
+        });
+    }
+
+    #[test]
+    fn batched_exact_search_agrees_with_the_scan() {
+        let dim = 12;
+        let vectors = unit_vectors(3_000, dim, 5);
+        let queries = unit_vectors(7, dim, 6);
+        let batch = exact_search_batch(&vectors, dim, &queries, 10).unwrap();
+        for (q, got) in queries.chunks(dim).zip(&batch) {
+            let want = exact_search(&vectors, dim, q, 10);
+            let rows = |l: &[(usize, f32)]| l.iter().map(|h| h.0).collect::<Vec<_>>();
+            assert_eq!(rows(got), rows(&want));
         }
     }
 

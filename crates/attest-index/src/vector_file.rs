@@ -15,6 +15,7 @@
 //! re-score must not have to read gigabytes at open. The header and the exact file length are checked.
 
 use std::fs::File;
+use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
@@ -51,29 +52,9 @@ impl std::fmt::Debug for VectorFile {
 impl VectorFile {
     /// Writes `vectors` (row-major, `len / dim` rows) to `path` atomically (tmp + fsync + rename + dir fsync).
     pub fn write(path: &Path, dim: usize, vectors: &[f32]) -> Result<()> {
-        if dim == 0 || dim > u32::MAX as usize {
-            return Err(IndexError::invalid(
-                "dim",
-                format!("must be in 1..=2^32-1, got {dim}"),
-            ));
-        }
-        if !vectors.len().is_multiple_of(dim) {
-            return Err(IndexError::invalid(
-                "vectors",
-                format!("length {} is not a multiple of dim {dim}", vectors.len()),
-            ));
-        }
-        let count = (vectors.len() / dim) as u64;
-        let mut bytes = Vec::with_capacity(HEADER_LEN + vectors.len() * 4);
-        bytes.extend_from_slice(MAGIC);
-        bytes.extend_from_slice(&VERSION.to_le_bytes());
-        bytes.extend_from_slice(&(dim as u32).to_le_bytes());
-        bytes.extend_from_slice(&count.to_le_bytes());
-        bytes.resize(HEADER_LEN, 0);
-        for v in vectors {
-            bytes.extend_from_slice(&v.to_le_bytes());
-        }
-        crate::fsutil::write_atomically(path, &bytes)
+        let mut writer = VectorFileWriter::create(path, dim)?;
+        writer.append(vectors)?;
+        writer.finish()
     }
 
     /// Maps the file read-only and validates magic, version, dim and that the length is exactly
@@ -154,6 +135,14 @@ impl VectorFile {
         Some(unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<f32>(), self.dim) })
     }
 
+    /// Every row, row-major (`len() × dim()` floats), zero-copy from the map: for scans over the whole file.
+    pub fn rows(&self) -> &[f32] {
+        let bytes = &self.mmap[HEADER_LEN..];
+        // SAFETY: as in `get`: aligned (page-aligned map, 32-byte header), length checked in `open` to be
+        // exactly len × dim × 4, every bit pattern is a valid little-endian f32, and the slice borrows `self`.
+        unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<f32>(), self.len * self.dim) }
+    }
+
     /// Exact inner product of `query` with each row in `rows`: the re-scoring step after an approximate
     /// search. Rows out of range are skipped. Returns `(row, score)` best first, ties by lower row.
     pub fn rescore(
@@ -176,12 +165,145 @@ impl VectorFile {
     }
 }
 
+/// Writes a vector file row batch by row batch, so that a caller never needs every vector in memory at once.
+/// Rows go to `<path>.tmp`; `finish` fills in the row count, fsyncs and renames the file over `path`.
+/// Dropping the writer without `finish` removes the tmp file and leaves `path` untouched.
+pub struct VectorFileWriter {
+    out: Option<std::io::BufWriter<File>>,
+    path: PathBuf,
+    tmp: PathBuf,
+    dim: usize,
+    count: u64,
+}
+
+impl std::fmt::Debug for VectorFileWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VectorFileWriter")
+            .field("path", &self.path)
+            .field("dim", &self.dim)
+            .field("count", &self.count)
+            .finish()
+    }
+}
+
+impl VectorFileWriter {
+    pub fn create(path: &Path, dim: usize) -> Result<Self> {
+        if dim == 0 || dim > u32::MAX as usize {
+            return Err(IndexError::invalid(
+                "dim",
+                format!("must be in 1..=2^32-1, got {dim}"),
+            ));
+        }
+        let tmp = crate::fsutil::tmp_path(path);
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, File::create(&tmp)?);
+        out.write_all(&header(dim, 0))?;
+        Ok(VectorFileWriter {
+            out: Some(out),
+            path: path.to_path_buf(),
+            tmp,
+            dim,
+            count: 0,
+        })
+    }
+
+    /// Appends row-major `vectors` (a multiple of `dim` floats).
+    pub fn append(&mut self, vectors: &[f32]) -> Result<()> {
+        if !vectors.len().is_multiple_of(self.dim) {
+            return Err(IndexError::invalid(
+                "vectors",
+                format!(
+                    "length {} is not a multiple of dim {}",
+                    vectors.len(),
+                    self.dim
+                ),
+            ));
+        }
+        let out = self.out.as_mut().expect("open until finish");
+        for v in vectors {
+            out.write_all(&v.to_le_bytes())?;
+        }
+        self.count += (vectors.len() / self.dim) as u64;
+        Ok(())
+    }
+
+    /// Rows appended so far.
+    pub fn len(&self) -> u64 {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Writes the final header, fsyncs, renames over the target path and fsyncs its directory.
+    pub fn finish(mut self) -> Result<()> {
+        let mut file = self
+            .out
+            .take()
+            .expect("open until finish")
+            .into_inner()
+            .map_err(|e| e.into_error())?;
+        file.seek(SeekFrom::Start(0))?;
+        file.write_all(&header(self.dim, self.count))?;
+        file.sync_all()?;
+        drop(file);
+        std::fs::rename(&self.tmp, &self.path)?;
+        crate::fsutil::sync_parent_dir(&self.path)
+    }
+}
+
+impl Drop for VectorFileWriter {
+    fn drop(&mut self) {
+        if self.out.take().is_some() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+fn header(dim: usize, count: u64) -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[0..4].copy_from_slice(MAGIC);
+    h[4..8].copy_from_slice(&VERSION.to_le_bytes());
+    h[8..12].copy_from_slice(&(dim as u32).to_le_bytes());
+    h[12..20].copy_from_slice(&count.to_le_bytes());
+    h
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn sample(n: usize, dim: usize) -> Vec<f32> {
         (0..n * dim).map(|i| (i as f32 * 0.37).sin()).collect()
+    }
+
+    #[test]
+    fn streamed_writer_matches_whole_write_and_cleans_up_when_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let dim = 5;
+        let data = sample(77, dim);
+        let (whole, streamed) = (dir.path().join("whole"), dir.path().join("streamed"));
+        VectorFile::write(&whole, dim, &data).unwrap();
+        let mut w = VectorFileWriter::create(&streamed, dim).unwrap();
+        for batch in data.chunks(dim * 10) {
+            w.append(batch).unwrap();
+        }
+        assert!(w.append(&data[..3]).is_err());
+        assert_eq!(w.len(), 77);
+        w.finish().unwrap();
+        assert_eq!(
+            std::fs::read(&whole).unwrap(),
+            std::fs::read(&streamed).unwrap()
+        );
+        let vf = VectorFile::open(&streamed).unwrap();
+        assert_eq!(vf.rows(), &data[..]);
+
+        let abandoned = dir.path().join("abandoned");
+        let mut w = VectorFileWriter::create(&abandoned, dim).unwrap();
+        w.append(&data).unwrap();
+        drop(w);
+        assert!(!abandoned.exists());
+        assert!(!crate::fsutil::tmp_path(&abandoned).exists());
     }
 
     #[test]

@@ -141,7 +141,7 @@ fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn git_commit() -> String {
+pub(crate) fn git_commit() -> String {
     std::process::Command::new("git")
         .args(["rev-parse", "HEAD"])
         .output()
@@ -152,7 +152,7 @@ fn git_commit() -> String {
 }
 
 /// UTC now as RFC 3339 (seconds), without a date-time dependency.
-fn now_rfc3339() -> String {
+pub(crate) fn now_rfc3339() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());

@@ -1,37 +1,14 @@
 //! The risk–coverage curve as a PNG (plotters): hallucination rate against coverage as the abstention threshold
-//! moves. Text is drawn with DejaVu Sans (Debian `fonts-dejavu-core`, installed by `scripts/setup.sh`).
+//! moves.
 
 use std::path::Path;
-use std::sync::OnceLock;
 
 use anyhow::{anyhow, Context};
+
+use crate::plot_font::ensure_font;
 use plotters::prelude::*;
 
 use super::metrics::CurvePoint;
-
-const FONT_PATHS: [&str; 2] = [
-    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-];
-
-/// Registers the font once per process; the bytes live as long as the process, as plotters requires.
-fn ensure_font() -> anyhow::Result<()> {
-    static REGISTERED: OnceLock<Result<(), String>> = OnceLock::new();
-    REGISTERED
-        .get_or_init(|| {
-            let bytes = FONT_PATHS
-                .iter()
-                .find_map(|p| std::fs::read(p).ok())
-                .ok_or_else(|| {
-                    format!("no DejaVu Sans font at {FONT_PATHS:?} (install fonts-dejavu-core: scripts/setup.sh)")
-                })?;
-            let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-            plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
-                .map_err(|_| "the DejaVu Sans file is not a usable font".to_string())
-        })
-        .clone()
-        .map_err(|e| anyhow!(e))
-}
 
 pub fn risk_coverage_png(curve: &[CurvePoint], path: &Path) -> anyhow::Result<()> {
     ensure_font()?;
