@@ -325,6 +325,10 @@ pub struct BenchArgs {
     pub fashion_mnist: bool,
     #[arg(long, default_value = "/usr/share/datasets/fashion-mnist")]
     pub fashion_mnist_dir: PathBuf,
+    /// Internal: only the serving measurements, on what a run already built in --dir (a run starts itself
+    /// again with this flag, so that serving memory is measured in a fresh process).
+    #[arg(long, hide = true)]
+    pub serve_only: bool,
     /// Fit the cost model to these earlier `--json` reports (no run): projections to --project-n vectors,
     /// the shard count that needs, and plots (latency against n, recall against QPS) into --plots.
     #[arg(long, num_args = 1..)]

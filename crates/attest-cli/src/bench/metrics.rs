@@ -52,16 +52,6 @@ impl Memory {
     }
 }
 
-/// Hands freed heap back to the kernel, so that the serving measurement does not count what the build left
-/// in malloc's free lists.
-pub fn release_free_heap() {
-    #[cfg(target_env = "gnu")]
-    // SAFETY: malloc_trim only walks glibc's own allocator state; it is safe to call at any time.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,9 +2,11 @@
 //!
 //! A run builds one IVF_PQ index through the engine's own path (`IvfPqBuilder`, then the full-precision
 //! `VectorFile` used for exact re-scoring), streaming the vectors in batches so that raw vectors never all
-//! sit in RAM; reopens both memory-mapped; and measures, in the same process, one-query-at-a-time latency,
-//! throughput with 1 and 2 threads, serving memory, recall@10 against exact search and the exact scan's
-//! latency. `--fit` turns several runs into a cost model and plots.
+//! sit in RAM. Then a fresh process (`attest bench ... --serve-only`, started by the run itself, as a shard
+//! restarts onto sealed segments) reopens both memory-mapped and measures one-query-at-a-time latency,
+//! throughput with 1 and 2 threads, its resident memory, recall@10 against exact search and the exact
+//! scan's latency: memory the build's allocator kept would otherwise count as serving memory.
+//! `--fit` turns several runs into a cost model and plots.
 //!
 //! - [`mixture`]: the streamed Gaussian-mixture vectors.
 //! - [`fashion`]: the Fashion-MNIST loader (Debian `dataset-fashion-mnist`).
@@ -30,10 +32,12 @@ use serde::{Deserialize, Serialize};
 use crate::cli::BenchArgs;
 use crate::config;
 
-use self::metrics::{release_free_heap, Memory};
+use self::metrics::Memory;
 use self::serve::{Pass, Served};
 
 const K: usize = 10;
+/// The build figures, written beside the index for the serving process.
+const BUILD_FILE: &str = "build.json";
 /// Threads for the concurrent-throughput figure (`qps_2t`), and FAISS handles opened for it.
 const SERVING_THREADS: usize = 2;
 /// Default nprobe values of the Fashion-MNIST recall/QPS curve.
@@ -104,7 +108,9 @@ impl Host {
     }
 }
 
-/// The built files of a run and what building them cost.
+/// The built files of a run and what building them cost (`build.json` beside them, read by the serving
+/// process).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct Built {
     index: PathBuf,
     vectors: PathBuf,
@@ -138,17 +144,68 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         }
     };
     let overfetch = args.overfetch.unwrap_or(engine.overfetch).max(1);
-    let report = if args.fashion_mnist {
-        bench_fashion_mnist(&args, &engine.ivfpq, overfetch, &dir)?
+    validate(&args)?;
+    if !args.serve_only {
+        let built = if args.fashion_mnist {
+            build_fashion_mnist(&args, &engine.ivfpq, &dir)?
+        } else {
+            build_mixture(&args, &engine.ivfpq, engine.train_sample, &dir)?
+        };
+        std::fs::write(dir.join(BUILD_FILE), serde_json::to_vec_pretty(&built)?)?;
+        return serve_in_child(&dir);
+    }
+    let built: Built =
+        serde_json::from_slice(&std::fs::read(dir.join(BUILD_FILE)).with_context(|| {
+            format!("--serve-only needs a built --dir ({BUILD_FILE} missing)")
+        })?)?;
+    let mut report = if args.fashion_mnist {
+        let (test, dim) = fashion::load_images(&args.fashion_mnist_dir, "t10k")?;
+        let sweep: Vec<u32> = if args.sweep.is_empty() {
+            FASHION_SWEEP.to_vec()
+        } else {
+            args.sweep.clone()
+        };
+        let mut r = measure(
+            &args,
+            &built,
+            &test[..test.len().min(args.queries * dim)],
+            overfetch,
+            &sweep,
+        )?;
+        r.dataset = "fashion_mnist".into();
+        r
     } else {
-        bench_mixture(&args, &engine.ivfpq, engine.train_sample, overfetch, &dir)?
+        let mixture = mixture_of(&args);
+        let queries = mixture.rows(1, 0, args.queries, SERVING_THREADS);
+        let mut r = measure(&args, &built, &queries, overfetch, &args.sweep)?;
+        r.dataset = "gaussian_mixture".into();
+        r.clusters = Some(mixture.clusters());
+        r
     };
+    report.generate_s = built.generate_s;
     println!("{}", table(&report));
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_vec_pretty(&report)?)
             .with_context(|| format!("writing {}", path.display()))?;
         eprintln!("wrote {}", path.display());
     }
+    Ok(())
+}
+
+/// Runs the serving half in a new process of this binary with the same arguments, on the files just built.
+fn serve_in_child(dir: &Path) -> anyhow::Result<()> {
+    let exe = std::env::current_exe().context("locating the attest binary")?;
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    args.push("--serve-only".into());
+    if !args.iter().any(|a| a == "--dir") {
+        args.push("--dir".into());
+        args.push(dir.into());
+    }
+    let status = std::process::Command::new(exe)
+        .args(args)
+        .status()
+        .context("starting the serving process")?;
+    anyhow::ensure!(status.success(), "the serving process failed: {status}");
     Ok(())
 }
 
@@ -172,76 +229,54 @@ fn default_nlist(n: usize) -> u32 {
         .clamp(16, 65_536)
 }
 
-fn bench_mixture(
-    args: &BenchArgs,
-    engine_params: &IvfPqParams,
-    train_sample: usize,
-    overfetch: usize,
-    dir: &Path,
-) -> anyhow::Result<BenchReport> {
-    validate(args)?;
-    let (n, dim) = (args.vectors, args.dim);
-    let clusters = args.clusters.unwrap_or((n / 500).max(10));
-    let mixture = mixture::Mixture::new(dim, clusters, args.spread, 7);
-    let params = IvfPqParams {
+fn mixture_of(args: &BenchArgs) -> mixture::Mixture {
+    let clusters = args.clusters.unwrap_or((args.vectors / 500).max(10));
+    mixture::Mixture::new(args.dim, clusters, args.spread, 7)
+}
+
+fn params_for(args: &BenchArgs, engine_params: &IvfPqParams, n: usize) -> IvfPqParams {
+    IvfPqParams {
         nlist: args.nlist.unwrap_or_else(|| default_nlist(n)),
         m: args.m.unwrap_or(engine_params.m),
         nprobe: args.nprobe.unwrap_or(engine_params.nprobe),
         ..*engine_params
-    };
+    }
+}
+
+fn build_mixture(
+    args: &BenchArgs,
+    engine_params: &IvfPqParams,
+    train_sample: usize,
+    dir: &Path,
+) -> anyhow::Result<Built> {
+    let (n, dim) = (args.vectors, args.dim);
+    let mixture = mixture_of(args);
+    let params = params_for(args, engine_params, n);
     // FAISS wants ≥ 39 points per list; 40 per list (or the engine's sample, if larger) keeps k-means honest
     // without training on millions of rows. Mixture rows are i.i.d., so the first rows are a fair sample.
     let train_rows = train_sample.max(40 * params.nlist as usize).min(n);
-    let threads = SERVING_THREADS;
-    let built = build_streamed(
+    build_streamed(
         dir,
         n,
         dim,
         &params,
         train_rows,
         args.batch,
-        |start, count| mixture.rows(0, start, count, threads),
-    )?;
-    let queries = mixture.rows(1, 0, args.queries, threads);
-    let mut report = measure(args, &built, &queries, overfetch, &args.sweep)?;
-    report.dataset = "gaussian_mixture".into();
-    report.clusters = Some(clusters);
-    Ok(report)
+        |start, count| mixture.rows(0, start, count, SERVING_THREADS),
+    )
 }
 
-fn bench_fashion_mnist(
+fn build_fashion_mnist(
     args: &BenchArgs,
     engine_params: &IvfPqParams,
-    overfetch: usize,
     dir: &Path,
-) -> anyhow::Result<BenchReport> {
+) -> anyhow::Result<Built> {
     let (train, dim) = fashion::load_images(&args.fashion_mnist_dir, "train")?;
-    let (test, _) = fashion::load_images(&args.fashion_mnist_dir, "t10k")?;
     let n = train.len() / dim;
-    let queries = &test[..test.len().min(args.queries * dim)];
-    let params = IvfPqParams {
-        nlist: args.nlist.unwrap_or_else(|| default_nlist(n)),
-        m: args.m.unwrap_or(engine_params.m),
-        nprobe: args.nprobe.unwrap_or(engine_params.nprobe),
-        ..*engine_params
-    };
-    let built = build_streamed(
-        dir,
-        n,
-        dim,
-        &params,
-        n,
-        args.batch.max(1),
-        |start, count| train[start * dim..(start + count) * dim].to_vec(),
-    )?;
-    let sweep: Vec<u32> = if args.sweep.is_empty() {
-        FASHION_SWEEP.to_vec()
-    } else {
-        args.sweep.clone()
-    };
-    let mut report = measure(args, &built, queries, overfetch, &sweep)?;
-    report.dataset = "fashion_mnist".into();
-    Ok(report)
+    let params = params_for(args, engine_params, n);
+    build_streamed(dir, n, dim, &params, n, args.batch, |start, count| {
+        train[start * dim..(start + count) * dim].to_vec()
+    })
 }
 
 /// Trains on the first `train_rows` rows, then adds all `n` rows batch by batch to the index and the vector
@@ -303,8 +338,8 @@ fn build_streamed(
     })
 }
 
-/// Opens what was built and measures it. The order matters: serving memory is read after the timed passes
-/// and before the exact search, whose full scans map every vector into this process.
+/// Opens what was built and measures it (in the serving process). The order matters: serving memory is read
+/// after the timed passes and before the exact search, whose full scans map every vector into this process.
 fn measure(
     args: &BenchArgs,
     built: &Built,
@@ -312,7 +347,6 @@ fn measure(
     overfetch: usize,
     sweep: &[u32],
 ) -> anyhow::Result<BenchReport> {
-    release_free_heap();
     let served = Served::open(&built.index, &built.vectors, SERVING_THREADS, K, overfetch)?;
     let dim = served.vectors.dim();
     let nq = queries.len() / dim;
