@@ -10,6 +10,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "attest/v1/shard.proto",
         "attest/v1/router.proto",
         "attest/v1/answer.proto",
+        "attest/v1/meta.proto",
     ];
     for f in &files {
         println!("cargo:rerun-if-changed={}", root.join(f).display());

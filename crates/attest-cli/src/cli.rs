@@ -119,6 +119,8 @@ pub struct DevArgs {
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
 pub enum Role {
+    /// Cluster metadata under Raft (`--meta-id`, `--meta-peers` or `--join`).
+    Meta,
     Shard,
     Router,
     /// An embedding service (OpenAI-compatible and text-embeddings-inference APIs) over the local model.
@@ -154,6 +156,29 @@ pub struct ServeArgs {
     /// Answer tier: the router's gRPC endpoint, e.g. http://127.0.0.1:7701.
     #[arg(long)]
     pub router: Option<String>,
+    /// Shard and router roles: join the cluster whose meta nodes are these (comma-separated); the shard map
+    /// then comes from meta instead of --shard-nodes.
+    #[arg(long, env = "ATTEST_META", value_delimiter = ',')]
+    pub meta: Vec<String>,
+    /// Shard role in a cluster: the node's stable name (default: its data directory).
+    #[arg(long)]
+    pub node_name: Option<String>,
+    /// The address others reach this node's gRPC at (default: http:// + the --grpc address).
+    #[arg(long)]
+    pub advertise: Option<String>,
+    /// Failure zone of the node (replicas of a shard are spread over zones).
+    #[arg(long, default_value = "")]
+    pub zone: String,
+    /// Meta role: this node's Raft id (1, 2, ...).
+    #[arg(long)]
+    pub meta_id: Option<u64>,
+    /// Meta role: the initial voters, `ID=ADDRESS` comma-separated, the same on every initial node, e.g.
+    /// 1=http://127.0.0.1:7601,2=http://127.0.0.1:7602,3=http://127.0.0.1:7603.
+    #[arg(long, value_delimiter = ',')]
+    pub meta_peers: Vec<String>,
+    /// Meta role: join an existing group through this member instead of bootstrapping.
+    #[arg(long)]
+    pub join: Option<String>,
 }
 
 #[derive(Args)]

@@ -23,6 +23,8 @@ pub struct AttestConfig {
     pub embed_server: EmbedServerConfig,
     /// Thresholds of the answer tier.
     pub answer: AnswerConfig,
+    /// Raft timing, snapshots and liveness of `attest serve --role meta` (ids and peers come from flags).
+    pub meta: attest_meta::MetaConfig,
 }
 
 fn set_path(root: &mut Value, path: &[String], value: Value) {

@@ -4,6 +4,8 @@
 //! - [`cli`]: the command line (clap).
 //! - [`config`]: YAML config, `ATTEST__SECTION__KEY` environment overrides, then flags.
 //! - [`roles`]: `attest dev` (every role in one process) and `attest serve --role ...`.
+//! - [`cluster`]: the cluster roles (`serve --role meta`, shard and router with `--meta`), `attest status`,
+//!   `attest cluster rebalance`.
 //! - [`commands`]: client commands that talk to a running router over HTTP (collection, ingest, search).
 //! - [`eval`]: `attest eval`, the quality gate over a BEIR-layout data set.
 //! - [`bench`]: `attest bench`, the dense index at scale (and the cost model fitted to its runs).
@@ -12,6 +14,7 @@
 
 mod bench;
 mod cli;
+mod cluster;
 mod commands;
 mod config;
 mod eval;
@@ -73,6 +76,8 @@ fn main() -> anyhow::Result<()> {
             cli::Command::Bench(args) => {
                 tokio::task::spawn_blocking(move || bench::run(args)).await?
             }
+            cli::Command::Status(args) => cluster::status(args).await,
+            cli::Command::Cluster(cmd) => cluster::command(cmd).await,
             cli::Command::Train(cmd) => {
                 tokio::task::spawn_blocking(move || train::run(cmd)).await?
             }

@@ -1,5 +1,6 @@
 //! Starting roles: `attest dev` wires shard nodes, router and the local embedder in one process;
-//! `attest serve --role shard|router|embedder|answer` runs one role per process. Every role is started through its crate's
+//! `attest serve --role meta|shard|router|embedder|answer` runs one role per process (the cluster wiring of
+//! meta, shard and router is in `cluster.rs`). Every role is started through its crate's
 //! `serve(..., listener, shutdown)` function, as the tests do.
 
 use std::path::{Path, PathBuf};
@@ -81,7 +82,7 @@ fn shutdown_signal() -> watch::Receiver<bool> {
     rx
 }
 
-async fn until(mut rx: watch::Receiver<bool>) {
+pub(crate) async fn until(mut rx: watch::Receiver<bool>) {
     while !*rx.borrow() {
         if rx.changed().await.is_err() {
             return;
@@ -243,6 +244,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let cfg = config::load(args.config.as_deref(), std::env::vars())?;
     let stop = shutdown_signal();
     match args.role {
+        Role::Meta => crate::cluster::serve_meta(&args, &cfg, until(stop)).await,
+        Role::Shard if !args.meta.is_empty() => {
+            let node = open_node(&args.data_dir, &cfg)?;
+            crate::cluster::serve_shard_in_cluster(&args, node, stop).await
+        }
         Role::Shard => {
             let node = open_node(&args.data_dir, &cfg)?;
             let listener = bind(args.grpc.as_deref().unwrap_or(DEFAULT_GRPC)).await?;
@@ -342,25 +348,29 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         Role::Router => {
             anyhow::ensure!(
-                !args.shard_nodes.is_empty(),
-                "--shard-nodes is required for the router role"
+                !args.shard_nodes.is_empty() || !args.meta.is_empty(),
+                "the router role needs --meta (a cluster) or --shard-nodes (fixed shard nodes)"
             );
-            let clients = args
-                .shard_nodes
-                .iter()
-                .map(|e| ShardClient::connect_lazy(e))
-                .collect::<Result<Vec<_>, _>>()?;
             let embedder = load_embedder(
                 &cfg.embedder,
                 args.model_dir.clone(),
                 args.embedder_url.as_deref(),
             )?;
-            let router = Arc::new(Router::new(
-                cfg.router.clone(),
-                &args.data_dir,
-                clients,
-                embedder,
-            )?);
+            let router = if args.meta.is_empty() {
+                let clients = args
+                    .shard_nodes
+                    .iter()
+                    .map(|e| ShardClient::connect_lazy(e))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Arc::new(Router::new(
+                    cfg.router.clone(),
+                    &args.data_dir,
+                    clients,
+                    embedder,
+                )?)
+            } else {
+                crate::cluster::cluster_router(&args, &cfg, embedder).await?
+            };
             let http = bind(args.http.as_deref().unwrap_or(DEFAULT_ROUTER_HTTP)).await?;
             let grpc = bind(args.grpc.as_deref().unwrap_or(DEFAULT_GRPC)).await?;
             println!(

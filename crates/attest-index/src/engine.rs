@@ -28,6 +28,8 @@ pub struct DocumentWrite {
     pub doc_id: String,
     pub tenant: String,
     pub chunks: Vec<LoggedChunk>,
+    /// Write version (see [`DocVersion::version`]); 0: this engine picks one newer than what it holds.
+    pub version: u64,
 }
 
 /// A search against one shard. `tenant` is mandatory; a lane runs only when its query is given.
@@ -340,17 +342,43 @@ impl ShardEngine {
                 }
             }
         }
-        let ops: Vec<LogOp> = docs
-            .into_iter()
-            .map(|d| LogOp::Upsert {
-                doc_id: d.doc_id,
-                tenant: d.tenant,
-                chunks: d.chunks,
-            })
-            .collect();
+        // Last writer wins by version: drop writes older than what this replica holds (a retried request, or a
+        // catch-up that raced a newer write), and give unversioned writes a version newer than any seen.
+        let mut ops: Vec<(LogOp, u64)> = Vec::with_capacity(docs.len());
+        {
+            let st = self.state.read();
+            let mut pending: HashMap<String, u64> = HashMap::new();
+            for d in docs {
+                let held = pending
+                    .get(&d.doc_id)
+                    .copied()
+                    .or_else(|| st.versions.get(&d.doc_id).map(|v| v.version))
+                    .unwrap_or(0);
+                let version = if d.version == 0 {
+                    next_version(held)
+                } else {
+                    d.version
+                };
+                if version <= held {
+                    continue;
+                }
+                pending.insert(d.doc_id.clone(), version);
+                ops.push((
+                    LogOp::Upsert {
+                        doc_id: d.doc_id,
+                        tenant: d.tenant,
+                        chunks: d.chunks,
+                    },
+                    version,
+                ));
+            }
+        }
+        if ops.is_empty() {
+            return Ok(log.last_seq());
+        }
         let seqs = log.append(&ops)?;
         let mut st = self.state.write();
-        for (op, seq) in ops.into_iter().zip(seqs) {
+        for ((op, version), seq) in ops.into_iter().zip(seqs) {
             if let LogOp::Upsert {
                 doc_id,
                 tenant,
@@ -363,6 +391,7 @@ impl ShardEngine {
                         seq,
                         deleted: false,
                         tenant: tenant.clone(),
+                        version,
                     },
                 );
                 for c in chunks {
@@ -392,29 +421,113 @@ impl ShardEngine {
 
     /// Tombstones every chunk of the document. Returns false when it does not exist (or belongs to another tenant).
     pub fn delete(&self, tenant: &str, doc_id: &str) -> Result<bool> {
+        self.delete_versioned(tenant, doc_id, 0)
+    }
+
+    /// [`Self::delete`] at a write version (0: newer than what this replica holds). A versioned delete of a
+    /// document this replica never saw still leaves a tombstone, so an older upsert arriving later (catch-up,
+    /// a slow replica write) cannot resurrect it. Returns whether a live document was deleted.
+    pub fn delete_versioned(&self, tenant: &str, doc_id: &str, version: u64) -> Result<bool> {
+        if doc_id.is_empty() {
+            return Err(IndexError::invalid("doc_id", "empty"));
+        }
         let mut log = self.log.lock();
-        let exists = self
-            .state
-            .read()
-            .versions
-            .get(doc_id)
-            .is_some_and(|v| !v.deleted && v.tenant == tenant);
-        if !exists {
+        let current = self.state.read().versions.get(doc_id).cloned();
+        let live = current.as_ref().is_some_and(|v| !v.deleted);
+        if current
+            .as_ref()
+            .is_some_and(|v| !v.deleted && v.tenant != tenant)
+        {
             return Ok(false);
         }
-        let seqs = log.append(&[LogOp::Delete {
-            doc_id: doc_id.to_string(),
-            tenant: tenant.to_string(),
-        }])?;
+        let held = current.as_ref().map_or(0, |v| v.version);
+        let version = if version == 0 {
+            if !live {
+                return Ok(false);
+            }
+            next_version(held)
+        } else {
+            version
+        };
+        if version <= held {
+            return Ok(false);
+        }
+        let seqs = log.append(&[(
+            LogOp::Delete {
+                doc_id: doc_id.to_string(),
+                tenant: tenant.to_string(),
+            },
+            version,
+        )])?;
         self.state.write().versions.insert(
             doc_id.to_string(),
             DocVersion {
                 seq: seqs[0],
                 deleted: true,
                 tenant: tenant.to_string(),
+                version,
             },
         );
-        Ok(true)
+        Ok(live)
+    }
+
+    /// The version this replica holds of a document (deleted or not); 0 when it never saw it.
+    pub fn version_of(&self, doc_id: &str) -> u64 {
+        self.state
+            .read()
+            .versions
+            .get(doc_id)
+            .map_or(0, |v| v.version)
+    }
+
+    /// Up to `limit` document versions after `after` in id order (catch-up listing), with the log position
+    /// they reflect at least.
+    pub fn doc_versions_after(
+        &self,
+        after: &str,
+        limit: usize,
+    ) -> Result<(Vec<(String, DocVersion)>, u64)> {
+        let log = self.log.lock();
+        let last_seq = log.last_seq();
+        Ok((log.doc_versions_after(after, limit)?, last_seq))
+    }
+
+    /// The current content of each named document: live ones with every chunk and vector (from the log, which
+    /// keeps every live row), deleted ones as tombstones. Unknown ids are left out.
+    pub fn fetch_documents(&self, doc_ids: &[String]) -> Result<Vec<FetchedDocument>> {
+        let log = self.log.lock();
+        let st = self.state.read();
+        let mut out = Vec::with_capacity(doc_ids.len());
+        for id in doc_ids {
+            let Some(v) = st.versions.get(id) else {
+                continue;
+            };
+            if v.deleted {
+                out.push(FetchedDocument::Tombstone {
+                    doc_id: id.clone(),
+                    tenant: v.tenant.clone(),
+                    version: v.version,
+                });
+                continue;
+            }
+            match log.range(v.seq, v.seq)?.pop() {
+                Some((_, LogOp::Upsert { tenant, chunks, .. })) => {
+                    out.push(FetchedDocument::Live(DocumentWrite {
+                        doc_id: id.clone(),
+                        tenant,
+                        chunks,
+                        version: v.version,
+                    }))
+                }
+                _ => {
+                    return Err(IndexError::corrupt(
+                        self.dir.join("wal"),
+                        format!("log record {} of live document `{id}` is missing", v.seq),
+                    ))
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Dense and BM25 top-k of the tenant's live chunks that pass the filter.
@@ -700,6 +813,26 @@ impl ShardEngine {
         drop(st);
         log.forget(&dead)
     }
+}
+
+/// What [`ShardEngine::fetch_documents`] returns for one document.
+#[derive(Debug, Clone)]
+pub enum FetchedDocument {
+    Live(DocumentWrite),
+    Tombstone {
+        doc_id: String,
+        tenant: String,
+        version: u64,
+    },
+}
+
+/// A write version newer than `held`: microseconds since the epoch, so versions chosen by one node (or by
+/// routers with roughly synchronised clocks) order writes by time, and never below `held + 1`.
+pub fn next_version(held: u64) -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64);
+    now.max(held + 1)
 }
 
 /// Best `k` by score, ties broken by chunk id so that results are deterministic.

@@ -27,8 +27,10 @@ pub mod vector_file;
 pub mod wal;
 
 pub use config::{EngineConfig, MAX_TOP_K};
-pub use engine::{DocumentWrite, EngineStats, Hit, LaneResults, SearchParams, ShardEngine};
+pub use engine::{
+    next_version, DocumentWrite, EngineStats, FetchedDocument, Hit, LaneResults, SearchParams, ShardEngine,
+};
 pub use error::{IndexError, Result};
 pub use filter::{Condition, Filter};
 pub use ivfpq::IvfPqParams;
-pub use wal::LoggedChunk;
+pub use wal::{DocVersion, LoggedChunk};

@@ -64,6 +64,10 @@ pub struct DocVersion {
     pub deleted: bool,
     /// The tenant that owns the document: another tenant can neither overwrite nor delete it.
     pub tenant: String,
+    /// Write version (chosen by the router, the same on every replica): a write older than this one is
+    /// ignored, so replicas converge whatever order writes and catch-up arrive in. Local seqs differ per
+    /// replica; versions do not.
+    pub version: u64,
 }
 
 impl DocVersion {
@@ -110,15 +114,16 @@ impl IngestLog {
         self.last_seq
     }
 
-    /// Durably appends `ops` in one synced batch; returns their sequence numbers, in order.
-    pub fn append(&mut self, ops: &[LogOp]) -> Result<Vec<u64>> {
+    /// Durably appends `ops` (each with its write version) in one synced batch; returns their sequence numbers,
+    /// in order.
+    pub fn append(&mut self, ops: &[(LogOp, u64)]) -> Result<Vec<u64>> {
         let log = self.db.cf_handle(CF_LOG).expect("log cf");
         let docs = self.db.cf_handle(CF_DOCS).expect("docs cf");
         let meta = self.db.cf_handle(CF_META).expect("meta cf");
         let mut batch = WriteBatch::default();
         let mut seqs = Vec::with_capacity(ops.len());
         let mut seq = self.last_seq;
-        for op in ops {
+        for (op, write_version) in ops {
             seq += 1;
             batch.put_cf(&log, seq.to_be_bytes(), encode(op)?);
             let (LogOp::Upsert { tenant, .. } | LogOp::Delete { tenant, .. }) = op;
@@ -126,6 +131,7 @@ impl IngestLog {
                 seq,
                 deleted: matches!(op, LogOp::Delete { .. }),
                 tenant: tenant.clone(),
+                version: *write_version,
             };
             batch.put_cf(&docs, op.doc_id().as_bytes(), encode(&version)?);
             seqs.push(seq);
@@ -145,6 +151,28 @@ impl IngestLog {
         for item in self.db.iterator_cf(&docs, IteratorMode::Start) {
             let (k, v) = item?;
             out.insert(String::from_utf8_lossy(&k).into_owned(), decode(&v)?);
+        }
+        Ok(out)
+    }
+
+    /// Up to `limit` document versions with ids after `after` (exclusive), in id order: the catch-up listing.
+    pub fn doc_versions_after(&self, after: &str, limit: usize) -> Result<Vec<(String, DocVersion)>> {
+        let docs = self.db.cf_handle(CF_DOCS).expect("docs cf");
+        let mut out = Vec::with_capacity(limit.min(4096));
+        let mode = if after.is_empty() {
+            IteratorMode::Start
+        } else {
+            IteratorMode::From(after.as_bytes(), rocksdb::Direction::Forward)
+        };
+        for item in self.db.iterator_cf(&docs, mode) {
+            let (k, v) = item?;
+            if !after.is_empty() && k.as_ref() == after.as_bytes() {
+                continue;
+            }
+            out.push((String::from_utf8_lossy(&k).into_owned(), decode(&v)?));
+            if out.len() >= limit {
+                break;
+            }
         }
         Ok(out)
     }
@@ -228,14 +256,17 @@ mod tests {
         {
             let mut log = IngestLog::open(dir.path()).unwrap();
             assert_eq!(
-                log.append(&[upsert("a", 2), upsert("b", 1)]).unwrap(),
+                log.append(&[(upsert("a", 2), 10), (upsert("b", 1), 11)]).unwrap(),
                 vec![1, 2]
             );
             assert_eq!(
-                log.append(&[LogOp::Delete {
-                    doc_id: "a".into(),
-                    tenant: "default".into()
-                }])
+                log.append(&[(
+                    LogOp::Delete {
+                        doc_id: "a".into(),
+                        tenant: "default".into()
+                    },
+                    12
+                )])
                 .unwrap(),
                 vec![3]
             );
@@ -248,9 +279,16 @@ mod tests {
             DocVersion {
                 seq: 3,
                 deleted: true,
-                tenant: "default".into()
+                tenant: "default".into(),
+                version: 12
             }
         );
+        let page = log.doc_versions_after("", 1).unwrap();
+        assert_eq!(page.len(), 1);
+        assert_eq!(page[0].0, "a");
+        let rest = log.doc_versions_after("a", 10).unwrap();
+        assert_eq!(rest.len(), 1);
+        assert_eq!((rest[0].0.as_str(), rest[0].1.version), ("b", 11));
         assert!(v["b"].is_live_row(2));
         assert!(!v["a"].is_live_row(1));
         let recs = log.range(2, 3).unwrap();
@@ -262,7 +300,7 @@ mod tests {
     fn forget_removes_only_named_records() {
         let dir = tempfile::tempdir().unwrap();
         let mut log = IngestLog::open(dir.path()).unwrap();
-        log.append(&[upsert("a", 1), upsert("a", 1), upsert("b", 1)])
+        log.append(&[(upsert("a", 1), 1), (upsert("a", 1), 2), (upsert("b", 1), 3)])
             .unwrap();
         log.forget(&[1]).unwrap();
         assert_eq!(log.all_seqs().unwrap(), vec![2, 3]);

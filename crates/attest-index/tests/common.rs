@@ -60,5 +60,6 @@ pub fn doc(doc: usize, version: usize) -> DocumentWrite {
             ),
             vector: vector_for(doc),
         }],
+        version: 0,
     }
 }

@@ -2,6 +2,7 @@
 //!
 //! - `shard.proto`: the shard service (ensure/drop shard, upsert, delete, search, stats, maintain).
 //! - `router.proto`: the router service (collections, ingest, search) for internal callers.
+//! - `meta.proto`: the meta service (Raft transport, nodes, collections and shard map, keys, status).
 //! - `answer.proto`: the answer tier (ask, streamed).
 //! - `common.proto`: collection spec, index parameters and metadata filters.
 
@@ -10,4 +11,7 @@ pub mod v1 {
     tonic::include_proto!("attest.v1");
 }
 
+pub mod meta_client;
+
+pub use meta_client::MetaClient;
 pub use v1::*;

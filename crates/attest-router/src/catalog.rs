@@ -28,8 +28,58 @@ pub struct CollectionRecord {
     pub index: IndexSettings,
     pub seal_threshold: u64,
     pub embedder: String,
-    /// `placement[shard]` = index of the shard node that holds it.
-    pub placement: Vec<usize>,
+    /// `placement[shard]` = the replicas of that shard (node ids: the shard node's index in a single-process
+    /// deployment, meta's node id in a cluster).
+    #[serde(deserialize_with = "placement_any_form")]
+    pub placement: Vec<Vec<ReplicaRef>>,
+}
+
+/// The role of one replica in its shard's replica set (as meta's shard map says; always `Active` in a
+/// single-process deployment).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplicaRole {
+    /// Serves reads, takes writes.
+    Active,
+    /// A new copy being filled from a peer: takes writes, serves no reads yet.
+    Joining,
+    /// Being moved away: serves reads and takes writes until its replacement is active.
+    Leaving,
+}
+
+impl ReplicaRole {
+    pub fn serves_reads(self) -> bool {
+        matches!(self, ReplicaRole::Active | ReplicaRole::Leaving)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaRef {
+    pub node: u64,
+    pub role: ReplicaRole,
+}
+
+/// Catalogs written before replica sets stored one node index per shard: read both forms.
+fn placement_any_form<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Vec<Vec<ReplicaRef>>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Entry {
+        Node(u64),
+        Replicas(Vec<ReplicaRef>),
+    }
+    let entries = Vec::<Entry>::deserialize(d)?;
+    Ok(entries
+        .into_iter()
+        .map(|e| match e {
+            Entry::Node(node) => vec![ReplicaRef {
+                node,
+                role: ReplicaRole::Active,
+            }],
+            Entry::Replicas(r) => r,
+        })
+        .collect())
 }
 
 pub struct Catalog {
@@ -95,5 +145,21 @@ impl Catalog {
             .ok_or_else(|| RouterError::NotFound(format!("collection `{name}` does not exist")))?;
         self.persist(&map)?;
         Ok(rec)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn catalogs_of_the_single_replica_form_still_load() {
+        let old = r#"{"name":"c","shards":2,"replication":1,"dimension":4,
+            "index":{"nlist":8,"m":2,"nbits":8,"nprobe":4},"seal_threshold":10,"embedder":"e","placement":[0,1]}"#;
+        let rec: CollectionRecord = serde_json::from_str(old).unwrap();
+        assert_eq!(rec.placement[1], vec![ReplicaRef { node: 1, role: ReplicaRole::Active }]);
+        let again: CollectionRecord =
+            serde_json::from_str(&serde_json::to_string(&rec).unwrap()).unwrap();
+        assert_eq!(again, rec);
     }
 }

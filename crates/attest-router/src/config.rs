@@ -33,6 +33,15 @@ pub struct RouterConfig {
     pub fallback_confidence_factor: f64,
     /// Tenant used when a request names none (no API keys in single-process mode).
     pub default_tenant: String,
+    /// Every call to a shard replica: deadline, retry on another replica, hedging, concurrency limit, load
+    /// shedding.
+    pub replicas: crate::replicas::ReplicaPolicy,
+    /// Replicas that must acknowledge a write; 0: half the replica set rounded up (1 of 1 or 2, 2 of 3, 3 of 5).
+    pub write_quorum: u32,
+    /// Replicas per shard of a new collection in a cluster (SPEC default 2).
+    pub default_replication: u32,
+    /// How often a cluster router re-reads the shard map from meta.
+    pub meta_poll_ms: u64,
 }
 
 impl Default for RouterConfig {
@@ -53,6 +62,10 @@ impl Default for RouterConfig {
             query_cache_capacity: attest_embed::DEFAULT_CACHE_CAPACITY,
             fallback_confidence_factor: 0.8,
             default_tenant: "default".to_string(),
+            replicas: crate::replicas::ReplicaPolicy::default(),
+            write_quorum: 0,
+            default_replication: 2,
+            meta_poll_ms: 500,
         }
     }
 }

@@ -7,6 +7,7 @@ use tracing::warn;
 
 use crate::catalog::CollectionRecord;
 use crate::error::RouterError;
+use crate::replicas::{call_any, ShardCall};
 use crate::router::Router;
 use crate::rrf::{reciprocal_rank_fusion, RankedLane};
 
@@ -34,11 +35,22 @@ pub async fn fan_out_search(
     template: pb::ShardSearchRequest,
     request_id: &str,
 ) -> Result<FanOut, RouterError> {
-    let calls = rec.placement.iter().enumerate().map(|(shard, node)| {
-        let client = router.shards[*node].clone();
+    let calls = (0..rec.shards as usize).map(|shard| {
+        let replicas = router.topology.read_replicas(rec, shard);
         let mut req = template.clone();
         req.shard = shard as u32;
-        async move { (shard as u32, client.search(req, request_id).await) }
+        let call = ShardCall::Search {
+            request_id: request_id.to_string(),
+            req,
+        };
+        let policy = &router.config.replicas;
+        async move {
+            // Deadline, retry on another replica, hedging, concurrency limit and load shedding: replicas.rs.
+            let result = call_any(&replicas, call, policy)
+                .await
+                .and_then(|(resp, _node)| pb::ShardSearchResponse::try_from(resp));
+            (shard as u32, result)
+        }
     });
     let mut out = FanOut::default();
     for (shard, result) in futures::future::join_all(calls).await {

@@ -7,7 +7,9 @@
 //! - [`fanout`]: the concurrent shard fan-out, per-lane global merge and fusion into hits with provenance.
 //! - [`rrf`]: weighted Reciprocal Rank Fusion, one pure property-tested function.
 //! - [`client`]: `ShardClient { Local, Grpc }`.
-//! - [`catalog`]: the collection catalog of a single-process deployment.
+//! - [`replicas`]: replica calls through tower (deadline, retry, hedge, limit, shed); reads and quorum writes.
+//! - [`catalog`]: the collection catalog of a single-process deployment, and replica references.
+//! - [`topology`]: where each shard's replicas live — the static catalog, or meta's shard map (watched).
 //! - [`http`], [`grpc`], [`server`]: the two fronts and how they are served.
 //! - [`error`]: router errors and their gRPC / HTTP mapping.
 //! - [`config`]: limits and defaults.
@@ -19,9 +21,11 @@ pub mod error;
 pub mod fanout;
 pub mod grpc;
 pub mod http;
+pub mod replicas;
 pub mod router;
 pub mod rrf;
 pub mod server;
+pub mod topology;
 
 pub use client::ShardClient;
 pub use config::RouterConfig;

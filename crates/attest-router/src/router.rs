@@ -15,11 +15,13 @@ use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 
-use crate::catalog::{Catalog, CollectionRecord, IndexSettings};
+use crate::catalog::{Catalog, CollectionRecord, IndexSettings, ReplicaRef, ReplicaRole};
 use crate::client::ShardClient;
 use crate::config::RouterConfig;
 use crate::error::RouterError;
 use crate::fanout::{fan_out_search, fuse};
+use crate::replicas::{call_all, call_any, ReplicaEndpoint, ShardCall};
+use crate::topology::{ClusterView, Topology};
 
 /// A document to ingest, optionally with its own vector (then it is stored as one chunk, not re-embedded).
 #[derive(Debug, Clone)]
@@ -37,14 +39,41 @@ pub struct IngestReport {
 
 pub struct Router {
     pub(crate) config: RouterConfig,
-    catalog: Catalog,
-    pub(crate) shards: Vec<ShardClient>,
+    /// Collections and where their replicas live (a local catalog, or meta's shard map).
+    pub(crate) topology: Topology,
+    /// Write versions: every replica of a document gets the same one, and the newest wins.
+    clock: WriteClock,
     /// Embeds ingested chunks (uncached: each chunk is new).
     embedder: Arc<dyn Embedder>,
     /// Embeds queries, with an LRU cache in front because users repeat queries.
     query_embedder: Arc<CachedEmbedder<Arc<dyn Embedder>>>,
     /// Near-duplicate detectors per collection, for documents ingested since this process started.
     dedup: Mutex<HashMap<String, NearDuplicateIndex>>,
+}
+
+/// Hands out write versions: microseconds since the epoch, strictly increasing within this router.
+#[derive(Default)]
+struct WriteClock(std::sync::atomic::AtomicU64);
+
+impl WriteClock {
+    fn next(&self) -> u64 {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64);
+        let mut last = self.0.load(std::sync::atomic::Ordering::Relaxed);
+        loop {
+            let v = now.max(last + 1);
+            match self.0.compare_exchange_weak(
+                last,
+                v,
+                std::sync::atomic::Ordering::Relaxed,
+                std::sync::atomic::Ordering::Relaxed,
+            ) {
+                Ok(_) => return v,
+                Err(seen) => last = seen,
+            }
+        }
+    }
 }
 
 /// The embedder's tokenizer counts the chunker's budget, so chunks fit the model's window.
@@ -92,18 +121,51 @@ impl Router {
                 "at least one shard node is required",
             ));
         }
-        let query_cache_capacity = config.query_cache_capacity;
-        Ok(Router {
-            config,
+        let nodes = shards
+            .into_iter()
+            .enumerate()
+            .map(|(i, client)| {
+                ReplicaEndpoint::new(i as u64, format!("shard-node-{i}"), client, &config.replicas)
+            })
+            .collect();
+        let topology = Topology::Static {
             catalog: Catalog::open(data_dir)?,
-            shards,
+            nodes,
+        };
+        Ok(Self::with_topology(config, topology, embedder))
+    }
+
+    /// A router of a cluster: collections and replicas from meta's shard map (`view` keeps it fresh).
+    pub fn with_cluster(
+        config: RouterConfig,
+        view: Arc<ClusterView>,
+        embedder: Arc<dyn Embedder>,
+    ) -> Self {
+        Self::with_topology(config, Topology::Cluster(view), embedder)
+    }
+
+    fn with_topology(config: RouterConfig, topology: Topology, embedder: Arc<dyn Embedder>) -> Self {
+        let query_cache_capacity = config.query_cache_capacity;
+        Router {
+            config,
+            topology,
+            clock: WriteClock::default(),
             query_embedder: Arc::new(CachedEmbedder::with_capacity(
                 Arc::clone(&embedder),
                 query_cache_capacity,
             )),
             embedder,
             dedup: Mutex::new(HashMap::new()),
-        })
+        }
+    }
+
+    /// The replicas that must acknowledge a write to a replica set of `n` (config `write_quorum`, else half
+    /// the set rounded up: 1 of 1 or 2, 2 of 3, 3 of 5).
+    fn write_quorum(&self, n: usize) -> usize {
+        match self.config.write_quorum {
+            0 => n.div_ceil(2).max(1),
+            q => (q as usize).min(n.max(1)),
+        }
     }
 
     pub fn config(&self) -> &RouterConfig {
@@ -115,11 +177,11 @@ impl Router {
     }
 
     pub fn collection(&self, name: &str) -> Result<CollectionRecord, RouterError> {
-        self.catalog.get(name)
+        self.topology.get(name)
     }
 
     pub fn collections(&self) -> Vec<CollectionRecord> {
-        self.catalog.list()
+        self.topology.list()
     }
 
     pub async fn create_collection(
@@ -133,7 +195,7 @@ impl Router {
                 "use 1-64 characters from [A-Za-z0-9_-]",
             ));
         }
-        if self.catalog.get(&req.name).is_ok() {
+        if self.topology.get(&req.name).is_ok() {
             return Err(RouterError::AlreadyExists(format!(
                 "collection `{}` already exists",
                 req.name
@@ -147,9 +209,8 @@ impl Router {
         if shards > 256 {
             return Err(RouterError::invalid("shards", "at most 256"));
         }
-        let replication = req.replication.max(1);
-        if replication > 1 {
-            return Err(RouterError::invalid("replication", "replicated collections need the cluster (attest serve); this router has one replica per shard"));
+        if req.replication > 5 {
+            return Err(RouterError::invalid("replication", "at most 5"));
         }
         let d = attest_index_defaults();
         let p = req.index.unwrap_or_default();
@@ -166,60 +227,120 @@ impl Router {
                 "nbits ≤ 16, m ≥ 1, nlist ≤ 1048576",
             ));
         }
-        let record = CollectionRecord {
-            name: req.name.clone(),
-            shards,
-            replication,
-            dimension: self.embedder.dimension() as u32,
-            index,
-            seal_threshold: self.config.seal_threshold,
-            embedder: self.embedder.id().to_string(),
-            placement: (0..shards as usize)
-                .map(|s| s % self.shards.len())
-                .collect(),
-        };
         let spec = pb::CollectionSpec {
-            dimension: record.dimension,
+            dimension: self.embedder.dimension() as u32,
             index: Some(pb::IndexParams {
                 nlist: index.nlist,
                 m: index.m,
                 nbits: index.nbits,
                 nprobe: index.nprobe,
             }),
-            seal_threshold: record.seal_threshold,
-            embedder: record.embedder.clone(),
+            seal_threshold: self.config.seal_threshold,
+            embedder: self.embedder.id().to_string(),
         };
-        for (shard, node) in record.placement.iter().enumerate() {
-            self.shards[*node]
-                .ensure_shard(
-                    pb::EnsureShardRequest {
-                        collection: record.name.clone(),
-                        shard: shard as u32,
+        let record = match &self.topology {
+            Topology::Static { nodes, .. } => {
+                if req.replication > 1 {
+                    return Err(RouterError::invalid("replication", "replicated collections need the cluster (attest serve --role meta); this router has one replica per shard"));
+                }
+                CollectionRecord {
+                    name: req.name.clone(),
+                    shards,
+                    replication: 1,
+                    dimension: spec.dimension,
+                    index,
+                    seal_threshold: spec.seal_threshold,
+                    embedder: spec.embedder.clone(),
+                    placement: (0..shards as usize)
+                        .map(|s| {
+                            vec![ReplicaRef {
+                                node: (s % nodes.len()) as u64,
+                                role: ReplicaRole::Active,
+                            }]
+                        })
+                        .collect(),
+                }
+            }
+            Topology::Cluster(view) => {
+                // Meta places the replicas (distinct nodes, spread over zones) and records the collection.
+                let created = view
+                    .meta()
+                    .create_collection(pb::MetaCreateCollectionRequest {
+                        name: req.name.clone(),
+                        shards,
+                        replication: if req.replication == 0 {
+                            self.config.default_replication
+                        } else {
+                            req.replication
+                        },
                         spec: Some(spec.clone()),
-                    },
-                    request_id,
-                )
-                .await
-                .map_err(RouterError::from_status)?;
+                        chunking_json: serde_json::to_string(&self.config.chunking)
+                            .unwrap_or_default(),
+                        thresholds_json: String::new(),
+                    })
+                    .await
+                    .map_err(RouterError::from_status)?;
+                view.insert(&created);
+                crate::topology::record_from_meta(&created)
+            }
+        };
+        for shard in 0..record.shards as usize {
+            let replicas = self.topology.write_replicas(&record, shard);
+            let call = ShardCall::EnsureShard {
+                request_id: request_id.to_string(),
+                req: pb::EnsureShardRequest {
+                    collection: record.name.clone(),
+                    shard: shard as u32,
+                    spec: Some(spec.clone()),
+                },
+            };
+            let outcome = call_all(&replicas, call, replicas.len(), &self.config.replicas).await;
+            if let Some(e) = outcome.error {
+                if matches!(self.topology, Topology::Static { .. }) {
+                    return Err(RouterError::from_status(e));
+                }
+                // In a cluster each shard node also creates the replicas the map places on it.
+                warn!(collection = %record.name, shard, error = %e, event = "ensure_shard_deferred",
+                    "replica not created yet; its node creates it when it next reads the shard map");
+            }
         }
-        self.catalog.insert(record.clone())?;
-        info!(collection = %record.name, shards, event = "collection_created", "collection created");
+        if let Topology::Static { catalog, .. } = &self.topology {
+            catalog.insert(record.clone())?;
+        }
+        info!(collection = %record.name, shards, replication = record.replication, event = "collection_created", "collection created");
         Ok(record)
     }
 
     pub async fn drop_collection(&self, name: &str, request_id: &str) -> Result<(), RouterError> {
-        let rec = self.catalog.remove(name)?;
-        for (shard, node) in rec.placement.iter().enumerate() {
-            if let Err(e) = self.shards[*node]
-                .drop_shard(
-                    pb::DropShardRequest {
-                        collection: name.to_string(),
-                        shard: shard as u32,
-                    },
-                    request_id,
-                )
-                .await
-            {
+        let rec = match &self.topology {
+            Topology::Static { catalog, .. } => catalog.remove(name)?,
+            Topology::Cluster(view) => {
+                let rec = self.topology.get(name)?;
+                if !view
+                    .meta()
+                    .drop_collection(name)
+                    .await
+                    .map_err(RouterError::from_status)?
+                {
+                    return Err(RouterError::NotFound(format!(
+                        "collection `{name}` does not exist"
+                    )));
+                }
+                view.remove(name);
+                rec
+            }
+        };
+        for shard in 0..rec.shards as usize {
+            let replicas = self.topology.write_replicas(&rec, shard);
+            let call = ShardCall::DropShard {
+                request_id: request_id.to_string(),
+                req: pb::DropShardRequest {
+                    collection: name.to_string(),
+                    shard: shard as u32,
+                },
+            };
+            let outcome = call_all(&replicas, call, replicas.len(), &self.config.replicas).await;
+            if let Some(e) = outcome.error {
                 warn!(collection = %name, shard, error = %e, event = "drop_shard_failed", "could not drop shard");
             }
         }
@@ -236,7 +357,7 @@ impl Router {
         docs: Vec<IngestDocument>,
         request_id: &str,
     ) -> Result<IngestReport, RouterError> {
-        let rec = self.catalog.get(collection)?;
+        let rec = self.topology.get(collection)?;
         if docs.len() > self.config.max_batch_documents {
             return Err(RouterError::PayloadTooLarge(format!(
                 "at most {} documents per request",
@@ -339,6 +460,7 @@ impl Router {
                             doc_id: d.source.id.clone(),
                             tenant: d.source.tenant.clone().unwrap_or_default(),
                             chunks: records,
+                            version: 0,
                         });
                     }
                     Ok(out)
@@ -350,23 +472,31 @@ impl Router {
         report.accepted = prepared.len() as u32;
         report.chunks = prepared.iter().map(|d| d.chunks.len() as u64).sum();
         let mut by_shard: HashMap<u32, Vec<pb::DocumentChunks>> = HashMap::new();
-        for d in prepared {
+        for mut d in prepared {
+            d.version = self.clock.next();
             by_shard
                 .entry(shard_for(&d.doc_id, rec.shards))
                 .or_default()
                 .push(d);
         }
+        // Every replica of a shard gets the same documents at the same versions; the write counts once a
+        // quorum of the replica set holds it durably (the others still get it, or catch up from a peer).
         let writes = by_shard.into_iter().map(|(shard, documents)| {
-            let client = self.shards[rec.placement[shard as usize]].clone();
-            let req = pb::UpsertRequest {
-                collection: collection.to_string(),
-                shard,
-                documents,
+            let replicas = self.topology.write_replicas(&rec, shard as usize);
+            let quorum = self.write_quorum(replicas.len());
+            let call = ShardCall::Upsert {
+                request_id: request_id.to_string(),
+                req: pb::UpsertRequest {
+                    collection: collection.to_string(),
+                    shard,
+                    documents,
+                },
             };
-            async move { client.upsert(req, request_id).await }
+            let policy = &self.config.replicas;
+            async move { call_all(&replicas, call, quorum, policy).await }
         });
-        for result in futures::future::join_all(writes).await {
-            result.map_err(RouterError::from_status)?;
+        for outcome in futures::future::join_all(writes).await {
+            outcome.into_result().map_err(RouterError::from_status)?;
         }
         Ok(report)
     }
@@ -378,23 +508,28 @@ impl Router {
         doc_id: &str,
         request_id: &str,
     ) -> Result<bool, RouterError> {
-        let rec = self.catalog.get(collection)?;
+        let rec = self.topology.get(collection)?;
         let shard = shard_for(doc_id, rec.shards);
         let tenant = tenant
             .filter(|t| !t.is_empty())
             .unwrap_or(&self.config.default_tenant)
             .to_string();
-        let resp = self.shards[rec.placement[shard as usize]]
-            .delete(
-                pb::DeleteRequest {
-                    collection: collection.to_string(),
-                    shard,
-                    tenant,
-                    doc_id: doc_id.to_string(),
-                },
-                request_id,
-            )
-            .await
+        let replicas = self.topology.write_replicas(&rec, shard as usize);
+        let quorum = self.write_quorum(replicas.len());
+        let call = ShardCall::Delete {
+            request_id: request_id.to_string(),
+            req: pb::DeleteRequest {
+                collection: collection.to_string(),
+                shard,
+                tenant,
+                doc_id: doc_id.to_string(),
+                version: self.clock.next(),
+            },
+        };
+        let outcome = call_all(&replicas, call, quorum, &self.config.replicas).await;
+        let resp: pb::DeleteResponse = outcome
+            .into_result()
+            .and_then(TryInto::try_into)
             .map_err(RouterError::from_status)?;
         Ok(resp.deleted)
     }
@@ -406,7 +541,7 @@ impl Router {
         request_id: String,
     ) -> Result<pb::SearchResponse, RouterError> {
         let started = Instant::now();
-        let rec = self.catalog.get(&req.collection)?;
+        let rec = self.topology.get(&req.collection)?;
         let query = req.query.trim().to_string();
         if query.is_empty() {
             return Err(RouterError::invalid("query", "empty"));
@@ -537,7 +672,7 @@ impl Router {
         })
     }
 
-    /// Seals and/or compacts every shard of a collection now (operators; tests).
+    /// Seals and/or compacts every replica of every shard of a collection now (operators; tests).
     pub async fn maintain(
         &self,
         collection: &str,
@@ -545,45 +680,47 @@ impl Router {
         compact: bool,
         request_id: &str,
     ) -> Result<(), RouterError> {
-        let rec = self.catalog.get(collection)?;
-        for (shard, node) in rec.placement.iter().enumerate() {
-            self.shards[*node]
-                .maintain(
-                    pb::MaintainRequest {
-                        collection: collection.to_string(),
-                        shard: shard as u32,
-                        seal,
-                        compact,
-                    },
-                    request_id,
-                )
+        let rec = self.topology.get(collection)?;
+        for shard in 0..rec.shards as usize {
+            let replicas = self.topology.write_replicas(&rec, shard);
+            let call = ShardCall::Maintain {
+                request_id: request_id.to_string(),
+                req: pb::MaintainRequest {
+                    collection: collection.to_string(),
+                    shard: shard as u32,
+                    seal,
+                    compact,
+                },
+            };
+            call_all(&replicas, call, replicas.len(), &self.config.replicas)
                 .await
+                .into_result()
                 .map_err(RouterError::from_status)?;
         }
         Ok(())
     }
 
-    /// Per-shard statistics of a collection.
+    /// Per-shard statistics of a collection (from one replica of each shard).
     pub async fn stats(
         &self,
         collection: &str,
         request_id: &str,
     ) -> Result<Vec<pb::ShardStatsResponse>, RouterError> {
-        let rec = self.catalog.get(collection)?;
+        let rec = self.topology.get(collection)?;
         let mut out = Vec::new();
-        for (shard, node) in rec.placement.iter().enumerate() {
-            out.push(
-                self.shards[*node]
-                    .stats(
-                        pb::ShardStatsRequest {
-                            collection: collection.to_string(),
-                            shard: shard as u32,
-                        },
-                        request_id,
-                    )
-                    .await
-                    .map_err(RouterError::from_status)?,
-            );
+        for shard in 0..rec.shards as usize {
+            let replicas = self.topology.read_replicas(&rec, shard);
+            let call = ShardCall::Stats {
+                request_id: request_id.to_string(),
+                req: pb::ShardStatsRequest {
+                    collection: collection.to_string(),
+                    shard: shard as u32,
+                },
+            };
+            let (resp, _) = call_any(&replicas, call, &self.config.replicas)
+                .await
+                .map_err(RouterError::from_status)?;
+            out.push(resp.try_into().map_err(RouterError::from_status)?);
         }
         Ok(out)
     }

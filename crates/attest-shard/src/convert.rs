@@ -88,3 +88,43 @@ pub fn params_from_proto(p: Option<&pb::IndexParams>) -> IvfPqParams {
         },
     }
 }
+
+/// A document of an upsert (or of a catch-up fetch) → the engine's write.
+pub fn write_from_proto(d: pb::DocumentChunks) -> attest_index::DocumentWrite {
+    attest_index::DocumentWrite {
+        doc_id: d.doc_id,
+        tenant: d.tenant,
+        chunks: d
+            .chunks
+            .into_iter()
+            .map(|c| attest_index::LoggedChunk {
+                chunk_id: c.chunk_id,
+                title: c.title,
+                text: c.text,
+                metadata_json: c.metadata_json,
+                vector: c.vector,
+            })
+            .collect(),
+        version: d.version,
+    }
+}
+
+/// The engine's write → the proto document (catch-up fetch answers).
+pub fn write_to_proto(w: attest_index::DocumentWrite) -> pb::DocumentChunks {
+    pb::DocumentChunks {
+        doc_id: w.doc_id,
+        tenant: w.tenant,
+        chunks: w
+            .chunks
+            .into_iter()
+            .map(|c| pb::ChunkRecord {
+                chunk_id: c.chunk_id,
+                title: c.title,
+                text: c.text,
+                metadata_json: c.metadata_json,
+                vector: c.vector,
+            })
+            .collect(),
+        version: w.version,
+    }
+}

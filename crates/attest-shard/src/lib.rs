@@ -3,12 +3,16 @@
 //! # Layout
 //! - [`node`]: `ShardNode` — the replicas on this node (one `ShardEngine` each), opened again at start-up.
 //! - [`service`]: the tonic service implementation; engine calls run on blocking threads.
+//! - [`catchup`]: a replica copies from a peer every document the peer holds at a newer version.
+//! - [`cluster`]: the node's part in a cluster — register, heartbeat, reconcile with the shard map.
 //! - [`convert`]: proto ⇄ engine types (filters, hits).
 //! - [`status`]: the one place where engine errors become gRPC status codes.
 //! - [`server`]: `serve(node, listener, shutdown)`, with the gRPC health service; `serve_ops` for
 //!   `/healthz`, `/readyz`, `/metrics`.
 //! - [`metrics`]: the shard gauges, published when `/metrics` is scraped.
 
+pub mod catchup;
+pub mod cluster;
 pub mod convert;
 pub mod metrics;
 pub mod node;
@@ -16,6 +20,7 @@ pub mod server;
 pub mod service;
 pub mod status;
 
+pub use cluster::{run_cluster_agent, ClusterAgentConfig};
 pub use node::{ShardNode, ShardNodeConfig};
 pub use server::{serve, serve_ops};
 pub use service::ShardServiceImpl;

@@ -4,16 +4,21 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use attest_index::{
-    DocumentWrite, EngineConfig, EngineStats, LoggedChunk, SearchParams, ShardEngine,
-};
+use attest_index::{DocumentWrite, EngineConfig, EngineStats, FetchedDocument, SearchParams, ShardEngine};
 use attest_proto::v1 as pb;
 use attest_proto::v1::shard_service_server::ShardService;
 use attest_telemetry::metrics::{observe_stage, STAGE_SHARD_SEARCH};
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
-use crate::convert::{filter_from_proto, hit_to_proto, params_from_proto};
+use crate::convert::{
+    filter_from_proto, hit_to_proto, params_from_proto, write_from_proto, write_to_proto,
+};
+
+/// Catch-up listing page size when the caller names none, and the most it may ask for (also the most
+/// documents one fetch may name).
+const DOC_VERSIONS_PAGE: usize = 1000;
+const MAX_DOC_VERSIONS_PAGE: usize = 10_000;
 use crate::node::ShardNode;
 use crate::status::{to_status, unknown_shard};
 
@@ -58,6 +63,30 @@ fn stats_to_proto(s: EngineStats) -> pb::ShardStatsResponse {
     }
 }
 
+/// A collection spec (as the router or meta sends it) → this node's engine config; defaults fill what it leaves
+/// unset.
+pub fn engine_config_from_spec(
+    spec: Option<&pb::CollectionSpec>,
+    defaults: &EngineConfig,
+) -> Result<EngineConfig, Status> {
+    let spec = spec.ok_or_else(|| Status::invalid_argument("invalid argument `spec`: missing"))?;
+    if spec.dimension == 0 || spec.dimension > 4096 {
+        return Err(Status::invalid_argument(
+            "invalid argument `spec.dimension`: must be 1..=4096",
+        ));
+    }
+    Ok(EngineConfig {
+        dimension: spec.dimension as usize,
+        ivfpq: params_from_proto(spec.index.as_ref()),
+        seal_threshold: if spec.seal_threshold == 0 {
+            defaults.seal_threshold
+        } else {
+            spec.seal_threshold as usize
+        },
+        ..defaults.clone()
+    })
+}
+
 /// The handlers proper; the trait methods below run them inside the caller's request span.
 impl ShardServiceImpl {
     async fn handle_ensure_shard(
@@ -65,25 +94,7 @@ impl ShardServiceImpl {
         req: Request<pb::EnsureShardRequest>,
     ) -> Result<Response<pb::EnsureShardResponse>, Status> {
         let r = req.into_inner();
-        let spec = r
-            .spec
-            .ok_or_else(|| Status::invalid_argument("invalid argument `spec`: missing"))?;
-        if spec.dimension == 0 || spec.dimension > 4096 {
-            return Err(Status::invalid_argument(
-                "invalid argument `spec.dimension`: must be 1..=4096",
-            ));
-        }
-        let defaults = self.node.defaults().clone();
-        let config = EngineConfig {
-            dimension: spec.dimension as usize,
-            ivfpq: params_from_proto(spec.index.as_ref()),
-            seal_threshold: if spec.seal_threshold == 0 {
-                defaults.seal_threshold
-            } else {
-                spec.seal_threshold as usize
-            },
-            ..defaults
-        };
+        let config = engine_config_from_spec(r.spec.as_ref(), self.node.defaults())?;
         let node = Arc::clone(&self.node);
         let created = blocking(move || {
             node.ensure(&r.collection, r.shard, config)
@@ -117,21 +128,7 @@ impl ShardServiceImpl {
             .into_iter()
             .map(|d| {
                 chunks_written += d.chunks.len() as u64;
-                DocumentWrite {
-                    doc_id: d.doc_id,
-                    tenant: d.tenant,
-                    chunks: d
-                        .chunks
-                        .into_iter()
-                        .map(|c| LoggedChunk {
-                            chunk_id: c.chunk_id,
-                            title: c.title,
-                            text: c.text,
-                            metadata_json: c.metadata_json,
-                            vector: c.vector,
-                        })
-                        .collect(),
-                }
+                write_from_proto(d)
             })
             .collect();
         let documents = docs.len();
@@ -151,8 +148,84 @@ impl ShardServiceImpl {
         let r = req.into_inner();
         let engine = self.engine(&r.collection, r.shard)?;
         let deleted =
-            blocking(move || engine.delete(&r.tenant, &r.doc_id).map_err(to_status)).await?;
+            blocking(move || {
+                engine
+                    .delete_versioned(&r.tenant, &r.doc_id, r.version)
+                    .map_err(to_status)
+            })
+            .await?;
         Ok(Response::new(pb::DeleteResponse { deleted }))
+    }
+
+    async fn handle_doc_versions(
+        &self,
+        req: Request<pb::DocVersionsRequest>,
+    ) -> Result<Response<pb::DocVersionsResponse>, Status> {
+        let r = req.into_inner();
+        let engine = self.engine(&r.collection, r.shard)?;
+        let limit = match r.limit {
+            0 => DOC_VERSIONS_PAGE,
+            n => (n as usize).min(MAX_DOC_VERSIONS_PAGE),
+        };
+        let after = r.after_doc_id.clone();
+        let (page, last_seq) = blocking(move || {
+            engine
+                .doc_versions_after(&after, limit)
+                .map_err(to_status)
+        })
+        .await?;
+        let next_after = if page.len() == limit {
+            page.last().map(|(id, _)| id.clone()).unwrap_or_default()
+        } else {
+            String::new()
+        };
+        let changed_after = r.changed_after_seq;
+        Ok(Response::new(pb::DocVersionsResponse {
+            entries: page
+                .into_iter()
+                .filter(|(_, v)| v.seq > changed_after)
+                .map(|(doc_id, v)| pb::DocVersionEntry {
+                    doc_id,
+                    tenant: v.tenant,
+                    version: v.version,
+                    deleted: v.deleted,
+                })
+                .collect(),
+            next_after,
+            last_seq,
+        }))
+    }
+
+    async fn handle_fetch_documents(
+        &self,
+        req: Request<pb::FetchDocumentsRequest>,
+    ) -> Result<Response<pb::FetchDocumentsResponse>, Status> {
+        let r = req.into_inner();
+        if r.doc_ids.len() > MAX_DOC_VERSIONS_PAGE {
+            return Err(Status::invalid_argument(format!(
+                "invalid argument `doc_ids`: at most {MAX_DOC_VERSIONS_PAGE}"
+            )));
+        }
+        let engine = self.engine(&r.collection, r.shard)?;
+        let fetched =
+            blocking(move || engine.fetch_documents(&r.doc_ids).map_err(to_status)).await?;
+        let mut resp = pb::FetchDocumentsResponse::default();
+        for f in fetched {
+            match f {
+                FetchedDocument::Live(w) => resp.documents.push(write_to_proto(w)),
+                FetchedDocument::Tombstone {
+                    doc_id,
+                    tenant,
+                    version,
+                } => resp.tombstones.push(pb::DocVersionEntry {
+                    doc_id,
+                    tenant,
+                    version,
+                    deleted: true,
+                }),
+            }
+        }
+        Ok(Response::new(resp))
     }
 
     async fn handle_search(
@@ -285,5 +358,21 @@ impl ShardService for ShardServiceImpl {
     ) -> Result<Response<pb::MaintainResponse>, Status> {
         let span = request_span(&req);
         self.handle_maintain(req).instrument(span).await
+    }
+
+    async fn doc_versions(
+        &self,
+        req: Request<pb::DocVersionsRequest>,
+    ) -> Result<Response<pb::DocVersionsResponse>, Status> {
+        let span = request_span(&req);
+        self.handle_doc_versions(req).instrument(span).await
+    }
+
+    async fn fetch_documents(
+        &self,
+        req: Request<pb::FetchDocumentsRequest>,
+    ) -> Result<Response<pb::FetchDocumentsResponse>, Status> {
+        let span = request_span(&req);
+        self.handle_fetch_documents(req).instrument(span).await
     }
 }

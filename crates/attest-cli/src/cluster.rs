@@ -1,0 +1,370 @@
+//! The cluster side of the binary: `attest serve --role meta`, the shard and router roles joined to meta
+//! (`--meta`), `attest status` and `attest cluster rebalance`. Meta is reached only through the proto client.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use attest_proto::v1 as pb;
+use attest_proto::MetaClient;
+use attest_router::topology::ClusterView;
+use attest_router::Router;
+use attest_shard::{ClusterAgentConfig, ShardNode};
+use serde_json::{json, Value};
+
+use crate::cli::{ClusterCommand, ServeArgs, StatusArgs};
+use crate::config::AttestConfig;
+
+fn meta_client(addresses: &[String]) -> anyhow::Result<MetaClient> {
+    MetaClient::new(addresses).map_err(|e| anyhow::anyhow!("{}", e.message()))
+}
+
+fn http_url(addr: &str) -> String {
+    if addr.contains("://") {
+        addr.to_string()
+    } else {
+        format!("http://{addr}")
+    }
+}
+
+/// `1=http://127.0.0.1:7601,...` → [(1, "http://127.0.0.1:7601"), ...]
+pub fn parse_meta_peers(peers: &[String]) -> anyhow::Result<Vec<(u64, String)>> {
+    peers
+        .iter()
+        .filter(|p| !p.trim().is_empty())
+        .map(|p| {
+            let (id, addr) = p
+                .split_once('=')
+                .with_context(|| format!("--meta-peers entry `{p}` is not ID=ADDRESS"))?;
+            let id: u64 = id
+                .trim()
+                .parse()
+                .with_context(|| format!("--meta-peers entry `{p}`: the id is not a number"))?;
+            anyhow::ensure!(id > 0, "--meta-peers entry `{p}`: ids start at 1");
+            Ok((id, http_url(addr.trim())))
+        })
+        .collect()
+}
+
+/// `attest serve --role meta`.
+pub async fn serve_meta(
+    args: &ServeArgs,
+    cfg: &AttestConfig,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let id = args
+        .meta_id
+        .context("--meta-id is required for the meta role")?;
+    let listen = args.grpc.as_deref().unwrap_or("127.0.0.1:7601");
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    let advertise = args
+        .advertise
+        .clone()
+        .unwrap_or_else(|| http_url(&listener.local_addr().map(|a| a.to_string()).unwrap_or_default()));
+    let mut peers = parse_meta_peers(&args.meta_peers)?;
+    if peers.is_empty() && args.join.is_none() {
+        // A single-node group.
+        peers.push((id, advertise.clone()));
+    }
+    let config = attest_meta::MetaConfig {
+        id,
+        advertise: advertise.clone(),
+        peers,
+        join: args.join.clone().map(|j| http_url(&j)),
+        data_dir: args.data_dir.clone(),
+        ..cfg.meta.clone()
+    };
+    println!(
+        "attest meta listening grpc={} id={id} data_dir={}",
+        listener.local_addr()?,
+        args.data_dir.display()
+    );
+    attest_meta::serve(config, listener, shutdown).await
+}
+
+/// The shard role joined to meta: registers, reconciles with the shard map (creating its replicas, catching up
+/// from peers) and only then starts serving.
+pub async fn serve_shard_in_cluster(
+    args: &ServeArgs,
+    node: Arc<ShardNode>,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let listen = args.grpc.as_deref().unwrap_or("127.0.0.1:7801").to_string();
+    let agent = ClusterAgentConfig {
+        name: args.node_name.clone().unwrap_or_else(|| node_name_from(&args.data_dir)),
+        advertise: args.advertise.clone().unwrap_or_else(|| http_url(&listen)),
+        zone: args.zone.clone(),
+        ..Default::default()
+    };
+    let meta = meta_client(&args.meta)?;
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+    let agent_task = tokio::spawn(attest_shard::run_cluster_agent(
+        Arc::clone(&node),
+        meta,
+        agent,
+        ready_tx,
+        crate::roles::until(stop.clone()),
+    ));
+    let node_id = ready_rx
+        .await
+        .context("the cluster agent stopped before the node was ready")?;
+    let listener = tokio::net::TcpListener::bind(&listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    println!(
+        "attest shard listening grpc={} node_id={node_id} meta={} data_dir={}",
+        listener.local_addr()?,
+        args.meta.join(","),
+        args.data_dir.display()
+    );
+    let served = attest_shard::serve(node, listener, crate::roles::until(stop)).await;
+    agent_task.await??;
+    served
+}
+
+fn node_name_from(dir: &Path) -> String {
+    std::fs::canonicalize(dir)
+        .unwrap_or_else(|_| dir.to_path_buf())
+        .display()
+        .to_string()
+}
+
+/// The router of a cluster: the shard map from meta, re-read every `meta_poll_ms`.
+pub async fn cluster_router(
+    args: &ServeArgs,
+    cfg: &AttestConfig,
+    embedder: Arc<dyn attest_embed::Embedder>,
+) -> anyhow::Result<Arc<Router>> {
+    let meta = meta_client(&args.meta)?;
+    let view = loop {
+        match ClusterView::connect(meta.clone(), cfg.router.replicas.clone()).await {
+            Ok(v) => break v,
+            Err(e) => {
+                tracing::warn!(error = %e, event = "meta_unreachable", "waiting for meta");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    };
+    view.spawn_watch(Duration::from_millis(cfg.router.meta_poll_ms));
+    Ok(Arc::new(Router::with_cluster(
+        cfg.router.clone(),
+        view,
+        embedder,
+    )))
+}
+
+fn role_name(role: i32) -> &'static str {
+    match pb::NodeRole::try_from(role).unwrap_or(pb::NodeRole::Unspecified) {
+        pb::NodeRole::Shard => "shard",
+        pb::NodeRole::Router => "router",
+        pb::NodeRole::Answer => "answer",
+        pb::NodeRole::Unspecified => "unknown",
+    }
+}
+
+fn replica_state_name(state: i32) -> &'static str {
+    match pb::ReplicaState::try_from(state).unwrap_or(pb::ReplicaState::Unspecified) {
+        pb::ReplicaState::Active => "active",
+        pb::ReplicaState::Joining => "joining",
+        pb::ReplicaState::Leaving => "leaving",
+        pb::ReplicaState::Unspecified => "unknown",
+    }
+}
+
+/// The status report as JSON (what `--json` prints and the table is drawn from).
+pub fn status_json(state: &pb::ClusterState, meta: &[(String, Result<pb::MetaStatus, tonic::Status>)]) -> Value {
+    let leader_status = meta
+        .iter()
+        .filter_map(|(_, s)| s.as_ref().ok())
+        .filter(|s| s.leader_id != 0)
+        .max_by_key(|s| s.term);
+    let alive: std::collections::HashMap<u64, bool> =
+        state.nodes.iter().map(|n| (n.id, n.alive)).collect();
+    let collections: Vec<Value> = state
+        .collections
+        .iter()
+        .map(|c| {
+            let shards: Vec<Value> = c
+                .placement
+                .iter()
+                .map(|p| {
+                    let serving = p
+                        .replicas
+                        .iter()
+                        .filter(|r| {
+                            r.state != pb::ReplicaState::Joining as i32
+                                && alive.get(&r.node_id).copied().unwrap_or(false)
+                        })
+                        .count();
+                    let health = if serving == 0 {
+                        "down"
+                    } else if serving < c.replication as usize {
+                        "degraded"
+                    } else {
+                        "ok"
+                    };
+                    json!({
+                        "shard": p.shard,
+                        "health": health,
+                        "serving_replicas": serving,
+                        "replicas": p.replicas.iter().map(|r| json!({
+                            "node": r.node_id,
+                            "state": replica_state_name(r.state),
+                            "alive": alive.get(&r.node_id).copied().unwrap_or(false),
+                        })).collect::<Vec<_>>(),
+                    })
+                })
+                .collect();
+            json!({"name": c.name, "shards": c.shards, "replication": c.replication, "placement": shards})
+        })
+        .collect();
+    json!({
+        "leader": leader_status.map(|s| s.leader_id).unwrap_or(state.leader_id),
+        "term": leader_status.map(|s| s.term).unwrap_or(0),
+        "commit_index": leader_status.map(|s| s.commit_index).unwrap_or(0),
+        "state_version": state.version,
+        "meta": meta.iter().map(|(addr, s)| match s {
+            Ok(s) => json!({"address": addr, "id": s.id, "raft_role": s.raft_role, "term": s.term,
+                "leader": s.leader_id, "commit_index": s.commit_index, "applied_index": s.applied_index,
+                "reachable": true}),
+            Err(e) => json!({"address": addr, "reachable": false, "error": e.message()}),
+        }).collect::<Vec<_>>(),
+        "voters": state.meta_voters.iter().map(|v| json!({"id": v.id, "address": v.address})).collect::<Vec<_>>(),
+        "nodes": state.nodes.iter().map(|n| json!({
+            "id": n.id, "name": n.name, "address": n.address, "role": role_name(n.role), "zone": n.zone,
+            "alive": n.alive, "last_heartbeat_ms": n.last_heartbeat_ms,
+        })).collect::<Vec<_>>(),
+        "collections": collections,
+    })
+}
+
+/// `attest status`.
+pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
+    let meta = meta_client(&args.meta)?;
+    let state = meta
+        .cluster_state(true)
+        .await
+        .map_err(|e| anyhow::anyhow!("meta did not answer: {}", e.message()))?;
+    let each = meta.status_of_each().await;
+    let report = status_json(&state, &each);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!(
+        "raft leader: {}  term: {}  commit index: {}",
+        report["leader"], report["term"], report["commit_index"]
+    );
+    for m in report["meta"].as_array().into_iter().flatten() {
+        println!(
+            "  meta {:<28} id={:<3} {}",
+            m["address"].as_str().unwrap_or(""),
+            m["id"],
+            if m["reachable"] == true {
+                m["raft_role"].as_str().unwrap_or("").to_string()
+            } else {
+                format!("unreachable ({})", m["error"].as_str().unwrap_or(""))
+            }
+        );
+    }
+    println!("nodes:");
+    for n in report["nodes"].as_array().into_iter().flatten() {
+        println!(
+            "  {:<4} {:<7} {:<28} {:<6} {}",
+            n["id"],
+            n["role"].as_str().unwrap_or(""),
+            n["address"].as_str().unwrap_or(""),
+            if n["alive"] == true { "alive" } else { "DOWN" },
+            n["zone"].as_str().unwrap_or("")
+        );
+    }
+    for c in report["collections"].as_array().into_iter().flatten() {
+        println!(
+            "collection {} ({} shards x {} replicas):",
+            c["name"].as_str().unwrap_or(""),
+            c["shards"],
+            c["replication"]
+        );
+        for s in c["placement"].as_array().into_iter().flatten() {
+            let replicas: Vec<String> = s["replicas"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|r| {
+                    format!(
+                        "node {} {}{}",
+                        r["node"],
+                        r["state"].as_str().unwrap_or(""),
+                        if r["alive"] == true { "" } else { " DOWN" }
+                    )
+                })
+                .collect();
+            println!(
+                "  shard {:<3} {:<9} {}",
+                s["shard"],
+                s["health"].as_str().unwrap_or(""),
+                replicas.join(", ")
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `attest cluster ...`.
+pub async fn command(cmd: ClusterCommand) -> anyhow::Result<()> {
+    match cmd {
+        ClusterCommand::Rebalance {
+            meta,
+            dry_run,
+            json,
+        } => {
+            let meta = meta_client(&meta)?;
+            let plan = meta
+                .rebalance(dry_run)
+                .await
+                .map_err(|e| anyhow::anyhow!("rebalance refused: {}", e.message()))?;
+            let moves: Vec<Value> = plan
+                .moves
+                .iter()
+                .map(|m| json!({"collection": m.collection, "shard": m.shard, "from": m.from_node, "to": m.to_node}))
+                .collect();
+            if json {
+                println!("{}", serde_json::to_string_pretty(&json!({"dry_run": dry_run, "moves": moves}))?);
+            } else if moves.is_empty() {
+                println!("balanced: no replica to move");
+            } else {
+                for m in &plan.moves {
+                    println!(
+                        "{} {}/{}: node {} -> node {}",
+                        if dry_run { "would move" } else { "moving" },
+                        m.collection,
+                        m.shard,
+                        m.from_node,
+                        m.to_node
+                    );
+                }
+                if !dry_run {
+                    println!("the new copies catch up from their peers; `attest status` shows them turn active");
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meta_peers_parse_and_reject_bad_entries() {
+        let p = parse_meta_peers(&["1=127.0.0.1:7601".into(), "2=http://h:2".into()]).unwrap();
+        assert_eq!(p, vec![(1, "http://127.0.0.1:7601".into()), (2, "http://h:2".into())]);
+        assert!(parse_meta_peers(&["x=h:1".into()]).is_err());
+        assert!(parse_meta_peers(&["h:1".into()]).is_err());
+        assert!(parse_meta_peers(&["0=h:1".into()]).is_err());
+    }
+}

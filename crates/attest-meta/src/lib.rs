@@ -1,0 +1,1 @@
+//! Cluster metadata under Raft (being written).

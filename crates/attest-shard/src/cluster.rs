@@ -1,0 +1,370 @@
+//! The shard node's part in a cluster: it registers with meta, heartbeats (with a report of every replica it
+//! hosts), and reconciles itself with the shard map — creating the replicas placed on it, copying what they
+//! missed from peers ([`crate::catchup`]), telling meta when a new (JOINING) copy has caught up, and dropping
+//! replicas the map no longer places here (after a rebalance, or a dropped collection).
+//!
+//! Meta is reached only through the proto client (`attest_proto::MetaClient`); peers through the shard proto
+//! client. Every step is idempotent, so a crash anywhere is repaired by the next pass.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use attest_proto::v1 as pb;
+use attest_proto::v1::shard_service_client::ShardServiceClient;
+use attest_proto::MetaClient;
+use serde::Deserialize;
+use tonic::transport::Channel;
+use tracing::{info, warn};
+
+use crate::catchup::catch_up_from;
+use crate::node::ShardNode;
+use crate::server::MAX_MESSAGE_BYTES;
+use crate::service::engine_config_from_spec;
+
+/// How the node takes part in the cluster.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct ClusterAgentConfig {
+    /// Stable node name (meta gives the same id back to the same name after a restart).
+    pub name: String,
+    /// The gRPC address routers and peers reach this node at.
+    pub advertise: String,
+    pub zone: String,
+    pub heartbeat_interval_ms: u64,
+    /// How often the shard map is re-read and applied.
+    pub reconcile_interval_ms: u64,
+    /// How often an ACTIVE replica lists what its peers changed since the last pass (anti-entropy for writes
+    /// it missed while up, e.g. a timed-out replica write).
+    pub repair_interval_ms: u64,
+    /// Per-call limit on a peer during catch-up.
+    pub peer_timeout_ms: u64,
+}
+
+impl Default for ClusterAgentConfig {
+    fn default() -> Self {
+        ClusterAgentConfig {
+            name: String::new(),
+            advertise: String::new(),
+            zone: String::new(),
+            heartbeat_interval_ms: 1000,
+            reconcile_interval_ms: 1000,
+            repair_interval_ms: 10_000,
+            peer_timeout_ms: 30_000,
+        }
+    }
+}
+
+/// One replica of this node, as the shard map places it.
+#[derive(Debug, Clone)]
+struct Assignment {
+    collection: String,
+    shard: u32,
+    state: pb::ReplicaState,
+    spec: Option<pb::CollectionSpec>,
+    /// Other replicas holding data (ACTIVE or LEAVING): (node id, address).
+    peers: Vec<(u64, String)>,
+}
+
+/// The agent's memory between passes.
+#[derive(Default)]
+struct AgentState {
+    node_id: u64,
+    /// (collection, shard, peer node) → the peer's log position at our last complete pass against it.
+    cursors: HashMap<(String, u32, u64), u64>,
+    /// When each replica last ran a repair pass.
+    last_repair: HashMap<(String, u32), Instant>,
+    peers: HashMap<String, ShardServiceClient<Channel>>,
+}
+
+/// Registers the node, then heartbeats and reconciles until `shutdown`. `ready` fires after the first
+/// reconcile pass (replicas created, a first catch-up tried against every reachable peer), so the caller can
+/// start serving only once the node holds what it missed while down.
+pub async fn run_cluster_agent(
+    node: Arc<ShardNode>,
+    meta: MetaClient,
+    config: ClusterAgentConfig,
+    ready: tokio::sync::oneshot::Sender<u64>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> anyhow::Result<()> {
+    tokio::pin!(shutdown);
+    let mut state = AgentState::default();
+    let registration = pb::RegisterNodeRequest {
+        name: config.name.clone(),
+        address: config.advertise.clone(),
+        role: pb::NodeRole::Shard as i32,
+        zone: config.zone.clone(),
+    };
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => return Ok(()),
+            r = meta.register_node(registration.clone()) => match r {
+                Ok(info) => {
+                    state.node_id = info.id;
+                    info!(node_id = info.id, name = %config.name, event = "node_registered", "registered with meta");
+                    break;
+                }
+                Err(e) => {
+                    warn!(error = %e, event = "register_failed", "meta not reachable yet; retrying");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        }
+    }
+    if let Err(e) = reconcile(&node, &meta, &config, &mut state).await {
+        warn!(error = %e, event = "reconcile_failed", "first reconcile pass failed; serving what is here");
+    }
+    let _ = ready.send(state.node_id);
+
+    let mut heartbeat = tokio::time::interval(Duration::from_millis(config.heartbeat_interval_ms));
+    let mut reconcile_tick =
+        tokio::time::interval(Duration::from_millis(config.reconcile_interval_ms));
+    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    reconcile_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => return Ok(()),
+            _ = heartbeat.tick() => {
+                let req = pb::HeartbeatRequest { node_id: state.node_id, replicas: replica_reports(&node) };
+                if let Err(e) = meta.heartbeat(req).await {
+                    warn!(error = %e, event = "heartbeat_failed", "heartbeat not delivered");
+                }
+            }
+            _ = reconcile_tick.tick() => {
+                if let Err(e) = reconcile(&node, &meta, &config, &mut state).await {
+                    warn!(error = %e, event = "reconcile_failed", "reconcile pass failed");
+                }
+            }
+        }
+    }
+}
+
+fn replica_reports(node: &ShardNode) -> Vec<pb::ReplicaReport> {
+    node.replicas()
+        .into_iter()
+        .map(|((collection, shard), engine)| {
+            let stats = engine.stats();
+            pb::ReplicaReport {
+                collection,
+                shard,
+                live_documents: stats.live_documents,
+                segments: engine
+                    .segment_dirs()
+                    .iter()
+                    .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+                    .collect(),
+                last_seq: stats.last_seq,
+            }
+        })
+        .collect()
+}
+
+/// This node's replicas in the map, with the peers each can copy from.
+fn assignments(state: &pb::ClusterState, me: u64) -> Vec<Assignment> {
+    let address: HashMap<u64, &str> = state
+        .nodes
+        .iter()
+        .map(|n| (n.id, n.address.as_str()))
+        .collect();
+    let mut out = Vec::new();
+    for c in &state.collections {
+        for p in &c.placement {
+            let Some(mine) = p.replicas.iter().find(|r| r.node_id == me) else {
+                continue;
+            };
+            let peers = p
+                .replicas
+                .iter()
+                .filter(|r| r.node_id != me)
+                .filter(|r| {
+                    matches!(
+                        r.state(),
+                        pb::ReplicaState::Active | pb::ReplicaState::Leaving
+                    )
+                })
+                .filter_map(|r| address.get(&r.node_id).map(|a| (r.node_id, a.to_string())))
+                .collect();
+            out.push(Assignment {
+                collection: c.name.clone(),
+                shard: p.shard,
+                state: mine.state(),
+                spec: c.spec.clone(),
+                peers,
+            });
+        }
+    }
+    out
+}
+
+async fn reconcile(
+    node: &Arc<ShardNode>,
+    meta: &MetaClient,
+    config: &ClusterAgentConfig,
+    state: &mut AgentState,
+) -> anyhow::Result<()> {
+    let cluster = meta.cluster_state(false).await?;
+    let me = state.node_id;
+    if !cluster.nodes.iter().any(|n| n.id == me) {
+        // A state that does not know us yet (a lagging meta follower): change nothing on its word.
+        return Ok(());
+    }
+    let assigned = assignments(&cluster, me);
+    let wanted: HashSet<(String, u32)> = assigned
+        .iter()
+        .map(|a| (a.collection.clone(), a.shard))
+        .collect();
+
+    // Replicas the map no longer places here: their data lives on elsewhere (the map only removes a LEAVING
+    // replica once its replacement is ACTIVE) or the collection is gone.
+    for ((collection, shard), _) in node.replicas() {
+        if !wanted.contains(&(collection.clone(), shard)) {
+            let n = Arc::clone(node);
+            let c = collection.clone();
+            tokio::task::spawn_blocking(move || n.drop_shard(&c, shard)).await??;
+            info!(collection = %collection, shard, event = "replica_removed", "replica no longer placed here; dropped");
+        }
+    }
+
+    for a in assigned {
+        let created = {
+            let engine_config = engine_config_from_spec(a.spec.as_ref(), node.defaults())?;
+            let n = Arc::clone(node);
+            let (c, s) = (a.collection.clone(), a.shard);
+            tokio::task::spawn_blocking(move || n.ensure(&c, s, engine_config)).await??
+        };
+        if created {
+            info!(collection = %a.collection, shard = a.shard, event = "replica_created", "replica placed here created");
+        }
+        let key = (a.collection.clone(), a.shard);
+        let joining = a.state == pb::ReplicaState::Joining;
+        let due = joining
+            || state
+                .last_repair
+                .get(&key)
+                .is_none_or(|t| t.elapsed() >= Duration::from_millis(config.repair_interval_ms));
+        if !due {
+            continue;
+        }
+        state.last_repair.insert(key.clone(), Instant::now());
+        let Some(engine) = node.get(&a.collection, a.shard) else {
+            continue;
+        };
+        let mut complete_from_a_peer = false;
+        for (peer_id, address) in &a.peers {
+            let client = match peer_client(state, address) {
+                Ok(c) => c,
+                Err(e) => {
+                    warn!(peer = peer_id, error = %e, event = "peer_address_bad", "cannot reach peer");
+                    continue;
+                }
+            };
+            let cursor_key = (a.collection.clone(), a.shard, *peer_id);
+            let since = state.cursors.get(&cursor_key).copied().unwrap_or(0);
+            let pass = tokio::time::timeout(
+                Duration::from_millis(config.peer_timeout_ms),
+                catch_up_from(
+                    Arc::clone(&engine),
+                    &client,
+                    &a.collection,
+                    a.shard,
+                    since,
+                ),
+            )
+            .await;
+            match pass {
+                Ok(Ok(report)) => {
+                    state.cursors.insert(cursor_key, report.peer_last_seq);
+                    complete_from_a_peer = true;
+                }
+                Ok(Err(e)) => {
+                    warn!(collection = %a.collection, shard = a.shard, peer = peer_id, error = %e,
+                        event = "catch_up_failed", "catch-up from peer failed; next pass retries")
+                }
+                Err(_) => {
+                    warn!(collection = %a.collection, shard = a.shard, peer = peer_id,
+                        event = "catch_up_timed_out", "catch-up from peer timed out; next pass retries")
+                }
+            }
+        }
+        if joining && complete_from_a_peer {
+            meta.replica_caught_up(pb::ReplicaCaughtUpRequest {
+                collection: a.collection.clone(),
+                shard: a.shard,
+                node_id: me,
+            })
+            .await?;
+            info!(collection = %a.collection, shard = a.shard, event = "replica_activated", "new replica caught up; now active");
+        }
+    }
+    Ok(())
+}
+
+fn peer_client(
+    state: &mut AgentState,
+    address: &str,
+) -> anyhow::Result<ShardServiceClient<Channel>> {
+    if let Some(c) = state.peers.get(address) {
+        return Ok(c.clone());
+    }
+    let channel = Channel::from_shared(address.to_string())?
+        .connect_timeout(Duration::from_secs(2))
+        .connect_lazy();
+    let client = ShardServiceClient::new(channel)
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    state.peers.insert(address.to_string(), client.clone());
+    Ok(client)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn replica(node_id: u64, state: pb::ReplicaState) -> pb::ReplicaPlacement {
+        pb::ReplicaPlacement {
+            node_id,
+            state: state as i32,
+        }
+    }
+
+    #[test]
+    fn assignments_name_only_peers_that_hold_data() {
+        let state = pb::ClusterState {
+            nodes: (1..=3)
+                .map(|id| pb::NodeInfo {
+                    id,
+                    address: format!("http://n{id}"),
+                    ..Default::default()
+                })
+                .collect(),
+            collections: vec![pb::CollectionMeta {
+                name: "c".into(),
+                placement: vec![
+                    pb::ShardPlacement {
+                        shard: 0,
+                        replicas: vec![
+                            replica(1, pb::ReplicaState::Active),
+                            replica(2, pb::ReplicaState::Joining),
+                            replica(3, pb::ReplicaState::Leaving),
+                        ],
+                    },
+                    pb::ShardPlacement {
+                        shard: 1,
+                        replicas: vec![replica(3, pb::ReplicaState::Active)],
+                    },
+                ],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mine = assignments(&state, 2);
+        assert_eq!(mine.len(), 1);
+        assert_eq!(mine[0].state, pb::ReplicaState::Joining);
+        let peers: Vec<u64> = mine[0].peers.iter().map(|p| p.0).collect();
+        assert_eq!(peers, vec![1, 3]);
+        let for_one = assignments(&state, 1);
+        assert_eq!(for_one[0].peers.iter().map(|p| p.0).collect::<Vec<_>>(), vec![3]);
+        assert!(assignments(&state, 9).is_empty());
+    }
+}
