@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(cmake clang libclang-dev libopenblas-dev protobuf-compiler pkg-config fonts-dejavu-core dataset-fashion-mnist)
+packages=(curl cmake clang libclang-dev libopenblas-dev protobuf-compiler pkg-config fonts-dejavu-core dataset-fashion-mnist)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -56,6 +56,35 @@ pub enum Command {
     /// Measures the dense index at scale: build time, disk, serving memory, latency, QPS and recall against
     /// exact search, on synthetic clustered vectors or Fashion-MNIST; or fits a cost model to earlier runs.
     Bench(BenchArgs),
+    /// The cluster as meta sees it: nodes, the Raft leader and term, shards and replica health.
+    Status(StatusArgs),
+    /// Cluster operations (through meta).
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
+}
+
+#[derive(Args)]
+pub struct StatusArgs {
+    /// Meta node addresses, comma-separated (any one answers).
+    #[arg(long, env = "ATTEST_META", value_delimiter = ',', required = true)]
+    pub meta: Vec<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Subcommand)]
+pub enum ClusterCommand {
+    /// Moves replicas onto under-used shard nodes (e.g. one just added) without losing writes: each move adds a
+    /// copy on the target that catches up from a peer, and only then retires the source.
+    Rebalance {
+        #[arg(long, env = "ATTEST_META", value_delimiter = ',', required = true)]
+        meta: Vec<String>,
+        /// Print the plan without changing anything.
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]

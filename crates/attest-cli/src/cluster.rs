@@ -69,13 +69,17 @@ pub async fn serve_meta(
         // A single-node group.
         peers.push((id, advertise.clone()));
     }
+    let m = &cfg.meta;
     let config = attest_meta::MetaConfig {
-        id,
-        advertise: advertise.clone(),
         peers,
         join: args.join.clone().map(|j| http_url(&j)),
-        data_dir: args.data_dir.clone(),
-        ..cfg.meta.clone()
+        tick_ms: m.tick_ms,
+        election_tick: m.election_tick,
+        heartbeat_tick: m.heartbeat_tick,
+        snapshot_threshold: m.snapshot_threshold,
+        node_timeout_ms: m.node_timeout_ms,
+        write_timeout_ms: m.write_timeout_ms,
+        ..attest_meta::MetaConfig::new(id, advertise.clone(), args.data_dir.clone())
     };
     println!(
         "attest meta listening grpc={} id={id} data_dir={}",

@@ -1,1 +1,55 @@
-//! Cluster metadata under Raft (being written).
+//! The meta role of Attest: cluster metadata (data-plane nodes, collections and their shard map, segment
+//! manifests, API keys, the meta voters themselves) replicated with Raft (raft-rs) over 1, 3 or 5 meta
+//! nodes, stored in RocksDB.
+//!
+//! # Layout
+//! - [`config`]: [`MetaConfig`], how a node starts (bootstrap peers or join address, timings).
+//! - [`state`]: the state machine: serde commands, a deterministic `apply`, bincode snapshots.
+//! - [`placement`]: replica placement and the rebalance planner (pure, property-tested).
+//! - [`storage`]: [`RocksStorage`], `raft::Storage` on RocksDB with synced batches and log compaction.
+//! - `node`: the Raft loop on its own thread (ready handling, proposals resolved on apply, ReadIndex).
+//! - [`transport`]: the [`Transport`] trait, the gRPC implementation (per-peer sender tasks, bounded queues)
+//!   and the fault-injection [`Filter`] in front of it.
+//! - `route`: leader routing for the service: propose and wait, forward to the leader, liveness.
+//! - [`service`]: [`MetaServiceImpl`], the `attest.v1.MetaService` gRPC service.
+//! - `server`: [`MetaNode`], one running node (Raft thread + tonic server), bootstrap and join.
+//! - [`client`]: [`MetaClient`], the client routers, shard nodes and the CLI use (tries every address).
+//! - `convert`: proto ⇄ state-machine types. [`error`]: [`MetaError`] and its one mapping to `Status`.
+//! - [`metrics`]: the `raft_term`, `raft_leader`, `raft_commit_index` gauges. `rlog`: raft-rs logs → tracing.
+
+pub mod client;
+pub mod config;
+mod convert;
+pub mod error;
+pub mod metrics;
+mod node;
+pub mod placement;
+mod rlog;
+mod route;
+mod server;
+pub mod service;
+pub mod state;
+pub mod storage;
+pub mod transport;
+
+use std::future::Future;
+
+pub use client::MetaClient;
+pub use config::MetaConfig;
+pub use error::{MetaError, StateError};
+pub use server::MetaNode;
+pub use service::MetaServiceImpl;
+pub use storage::RocksStorage;
+pub use transport::{Filter, Transport};
+
+/// Runs a meta node on `listener` until `shutdown` resolves, then stops it cleanly (server, Raft loop,
+/// RocksDB closed).
+pub async fn serve(
+    config: MetaConfig,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let node = MetaNode::start(config, listener).await?;
+    shutdown.await;
+    node.shutdown().await
+}

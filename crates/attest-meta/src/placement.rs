@@ -48,7 +48,9 @@ impl ShardReplicas {
 
     /// Whether a move is in flight (a joining or leaving replica): one move per shard at a time.
     pub fn has_pending_move(&self) -> bool {
-        self.replicas.iter().any(|r| r.state != ReplicaState::Active)
+        self.replicas
+            .iter()
+            .any(|r| r.state != ReplicaState::Active)
     }
 }
 
@@ -155,9 +157,8 @@ pub fn plan_rebalance<'a>(
                     break;
                 }
                 for (i, (_, shard)) in work.iter().enumerate() {
-                    let movable = !shard.has_pending_move()
-                        && shard.has_node(*src)
-                        && !shard.has_node(*tgt);
+                    let movable =
+                        !shard.has_pending_move() && shard.has_node(*src) && !shard.has_node(*tgt);
                     if movable {
                         found = Some((i, *src, *tgt));
                         break 'search;
@@ -213,9 +214,7 @@ pub fn caught_up(shard: &mut ShardReplicas, node: u64) -> bool {
             r.state = ReplicaState::Active;
         }
     }
-    shard
-        .replicas
-        .retain(|r| r.state != ReplicaState::Leaving);
+    shard.replicas.retain(|r| r.state != ReplicaState::Leaving);
     true
 }
 
@@ -301,8 +300,14 @@ mod tests {
         let mut s = ShardReplicas {
             shard: 0,
             replicas: vec![
-                Replica { node_id: 1, state: ReplicaState::Active },
-                Replica { node_id: 2, state: ReplicaState::Active },
+                Replica {
+                    node_id: 1,
+                    state: ReplicaState::Active,
+                },
+                Replica {
+                    node_id: 2,
+                    state: ReplicaState::Active,
+                },
             ],
         };
         assert!(apply_move(&mut s, 1, 3));
@@ -311,8 +316,14 @@ mod tests {
         assert_eq!(
             s.replicas,
             vec![
-                Replica { node_id: 2, state: ReplicaState::Active },
-                Replica { node_id: 3, state: ReplicaState::Active },
+                Replica {
+                    node_id: 2,
+                    state: ReplicaState::Active
+                },
+                Replica {
+                    node_id: 3,
+                    state: ReplicaState::Active
+                },
             ]
         );
         assert!(!caught_up(&mut s, 9));

@@ -29,7 +29,7 @@ fn try_next(status: &Status) -> bool {
 }
 
 macro_rules! failover {
-    ($self:ident, $method:ident, $req:expr) => {{
+    ($self:ident, $method:ident, $req:expr) => {'call: {
         let n = $self.clients.len();
         let start = $self.preferred.load(std::sync::atomic::Ordering::Relaxed);
         let mut last = Status::unavailable("no meta address configured");
@@ -41,10 +41,10 @@ macro_rules! failover {
             match client.$method(request).await {
                 Ok(resp) => {
                     $self.preferred.store(at, std::sync::atomic::Ordering::Relaxed);
-                    return Ok(resp.into_inner());
+                    break 'call Ok(resp.into_inner());
                 }
                 Err(status) if try_next(&status) => last = status,
-                Err(status) => return Err(status),
+                Err(status) => break 'call Err(status),
             }
         }
         Err(last)

@@ -364,6 +364,7 @@ pub async fn call_all(
     let deadline = tokio::time::Instant::now() + policy.deadline();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     for endpoint in replicas {
+        outcome.pending.push(endpoint.node_id);
         let (endpoint, call, tx) = (endpoint.clone(), call.clone(), tx.clone());
         tokio::spawn(async move {
             let result = match tokio::time::timeout_at(deadline, endpoint.call(call)).await {
@@ -374,10 +375,14 @@ pub async fn call_all(
                 ))),
             };
             if tx.send((endpoint.node_id, result)).is_err() {
-                debug!(node = endpoint.node_id, call = name, event = "replica_write_late", "replica write finished after its outcome");
+                debug!(
+                    node = endpoint.node_id,
+                    call = name,
+                    event = "replica_write_late",
+                    "replica write finished after its outcome"
+                );
             }
         });
-        outcome.pending.push(endpoint.node_id);
     }
     drop(tx);
     let max_failures = replicas.len() - quorum;

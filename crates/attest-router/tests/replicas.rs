@@ -245,8 +245,14 @@ async fn slow_replica_is_hedged_and_the_loser_cancelled() {
     let (_, node) = bounded(call_any(&eps, search(), &policy)).await.unwrap();
     let took = started.elapsed();
     assert_eq!(node, 2);
-    assert!(took >= Duration::from_millis(50), "hedged before 50 ms: {took:?}");
-    assert!(took < Duration::from_millis(300), "hedge too late: {took:?}");
+    assert!(
+        took >= Duration::from_millis(50),
+        "hedged before 50 ms: {took:?}"
+    );
+    assert!(
+        took < Duration::from_millis(300),
+        "hedge too late: {took:?}"
+    );
     assert_eq!(slow.calls(), 1);
     tokio::time::sleep(Duration::from_millis(550)).await;
     assert_eq!(slow.completed(), 0, "the losing attempt is dropped");
@@ -293,8 +299,15 @@ async fn deadline_bounds_a_read_when_every_replica_hangs() {
         .unwrap_err();
     let took = started.elapsed();
     assert_eq!(err.code(), Code::DeadlineExceeded);
-    assert!(took >= Duration::from_millis(200) && took < Duration::from_millis(900), "{took:?}");
-    assert_eq!((a.calls(), b.calls()), (1, 1), "the hedge went out before the deadline");
+    assert!(
+        took >= Duration::from_millis(200) && took < Duration::from_millis(900),
+        "{took:?}"
+    );
+    assert_eq!(
+        (a.calls(), b.calls()),
+        (1, 1),
+        "the hedge went out before the deadline"
+    );
 }
 
 #[tokio::test]
@@ -345,18 +358,30 @@ async fn without_load_shedding_a_saturated_node_queues() {
         ..no_hedge()
     };
     let eps = endpoints(&[&busy], &policy);
+    // The holder outlives the queued call's deadline, so its permit is never freed meanwhile.
     let holder = {
-        let (eps, policy) = (eps.clone(), policy.clone());
+        let eps = eps.clone();
+        let policy = ReplicaPolicy {
+            deadline_ms: 2000,
+            ..policy.clone()
+        };
         tokio::spawn(async move { call_any(&eps, search(), &policy).await })
     };
     eventually("node 1 holds a call", || busy.calls() == 1).await;
+    let started = Instant::now();
     let err = bounded(call_any(&eps, search(), &policy))
         .await
         .unwrap_err();
-    assert_eq!(err.code(), Code::DeadlineExceeded, "queued until the deadline");
+    assert_eq!(
+        err.code(),
+        Code::DeadlineExceeded,
+        "queued until the deadline"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(200));
     assert_eq!(busy.calls(), 1);
-    let _ = bounded(holder).await;
     gate.add_permits(1);
+    let (_, node) = bounded(holder).await.unwrap().unwrap();
+    assert_eq!(node, 1);
 }
 
 #[tokio::test]
@@ -372,7 +397,10 @@ async fn write_returns_on_quorum_and_slow_replicas_still_get_it() {
     assert_eq!(outcome.pending, vec![2]);
     assert!(matches!(outcome.response, Some(ShardResponse::Upsert(_))));
     assert_eq!((slow.calls(), slow.completed()), (1, 0));
-    eventually("the slow replica applies the write", || slow.completed() == 1).await;
+    eventually("the slow replica applies the write", || {
+        slow.completed() == 1
+    })
+    .await;
 }
 
 #[tokio::test]

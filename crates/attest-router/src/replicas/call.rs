@@ -6,7 +6,6 @@
 use std::task::{Context, Poll};
 
 use attest_proto::v1 as pb;
-use attest_proto::v1::shard_service_server::ShardService;
 use attest_telemetry::request_id::grpc_request;
 use futures::future::BoxFuture;
 use tonic::Status;
@@ -132,7 +131,9 @@ mod tests {
         let r = ShardResponse::Stats(pb::ShardStatsResponse::default());
         let err = pb::ShardSearchResponse::try_from(r).unwrap_err();
         assert_eq!(err.code(), tonic::Code::Internal);
-        assert!(err.message().contains("expected a search response, got stats"));
+        assert!(err
+            .message()
+            .contains("expected a search response, got stats"));
         let r = ShardResponse::Search(pb::ShardSearchResponse::default());
         assert!(pb::ShardSearchResponse::try_from(r).is_ok());
     }

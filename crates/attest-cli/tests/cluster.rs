@@ -1,0 +1,463 @@
+//! The cluster as a user runs it: `scripts/local-cluster.sh up` starts 3 meta + 3 shard + 1 router processes on
+//! loopback; then, under ingest and query load, a shard process is SIGKILLed and restarted (no acknowledged write
+//! lost, no failed query, the replica catches up), both replicas of a shard are killed (degraded results naming
+//! it), the Raft leader is killed (a new leader, metadata writes resume; the failover time is printed), and a
+//! 4th shard node is added and `attest cluster rebalance` moves replicas onto it without losing anything.
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use attest_proto::v1 as pb;
+use common::{http, post, repo_root};
+use serde_json::{json, Value};
+
+const BIN: &str = env!("CARGO_BIN_EXE_attest");
+
+/// The cluster started by the script in a temporary directory; `down` runs when dropped.
+struct LocalCluster {
+    dir: tempfile::TempDir,
+    base: u16,
+    metas: String,
+    router: String,
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        let _ = Command::new(repo_root().join("scripts/local-cluster.sh"))
+            .args(["down"])
+            .arg(self.dir.path())
+            .status();
+        // Processes this test restarted itself are not in the script's pid files.
+        for pid in restarted_pids(self.dir.path()) {
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+fn restarted_pids(dir: &Path) -> Vec<i32> {
+    std::fs::read_to_string(dir.join("restarted.pids"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+impl LocalCluster {
+    fn up() -> LocalCluster {
+        let dir = tempfile::tempdir().unwrap();
+        // A port range of our own, so parallel test binaries do not collide.
+        let base = 20_000 + (std::process::id() % 150) as u16 * 200;
+        let status = Command::new(repo_root().join("scripts/local-cluster.sh"))
+            .arg("up")
+            .arg(dir.path())
+            .env("ATTEST_BIN", BIN)
+            .env("ATTEST_CLUSTER_PORT", base.to_string())
+            .env("ATTEST_CLUSTER_ANSWER", "0")
+            .env("ATTEST_LOG", "info,tantivy=warn")
+            .status()
+            .unwrap();
+        assert!(status.success(), "local-cluster.sh up failed");
+        let read = |f: &str| {
+            std::fs::read_to_string(dir.path().join(f))
+                .unwrap()
+                .trim()
+                .to_string()
+        };
+        let router = read("router.addr");
+        let metas = read("meta.addrs");
+        assert!(read("meta.addr").starts_with("http://127.0.0.1:"));
+        LocalCluster {
+            dir,
+            base,
+            metas,
+            router,
+        }
+    }
+
+    fn pid_file(&self, name: &str) -> PathBuf {
+        self.dir.path().join("pids").join(format!("{name}.pid"))
+    }
+
+    fn kill(&self, name: &str) {
+        let pid: i32 = std::fs::read_to_string(self.pid_file(name))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+        // Reap it (it is the script's child, re-parented to init; wait until it is gone).
+        for _ in 0..100 {
+            if unsafe { libc::kill(pid, 0) } != 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn shard_port(&self, i: u16) -> u16 {
+        self.base + 10 + i
+    }
+
+    /// Starts shard node `i` (again) with the same data directory and address as the script does.
+    fn start_shard(&self, i: u16) {
+        let child = Command::new(BIN)
+            .args(["serve", "--role", "shard", "--meta", &self.metas, "--grpc"])
+            .arg(format!("127.0.0.1:{}", self.shard_port(i)))
+            .args(["--node-name", &format!("shard-{i}"), "--data-dir"])
+            .arg(self.dir.path().join(format!("shard-{i}")))
+            .env("ATTEST_LOG", "info,tantivy=warn")
+            .stdout(Stdio::null())
+            .stderr(
+                std::fs::File::create(
+                    self.dir
+                        .path()
+                        .join(format!("logs/shard-{i}-restart-{}.log", now_ms())),
+                )
+                .unwrap(),
+            )
+            .spawn()
+            .unwrap();
+        std::fs::write(self.pid_file(&format!("shard-{i}")), child.id().to_string()).unwrap();
+        let mut pids = std::fs::read_to_string(self.dir.path().join("restarted.pids"))
+            .unwrap_or_default();
+        pids.push_str(&format!("{}\n", child.id()));
+        std::fs::write(self.dir.path().join("restarted.pids"), pids).unwrap();
+        std::mem::forget(child);
+    }
+
+    fn status(&self) -> Value {
+        let out = Command::new(BIN)
+            .args(["status", "--json", "--meta", &self.metas])
+            .env("ATTEST_LOG", "error")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "attest status: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    fn search(&self, body: &Value) -> (u16, Value) {
+        post(&format!("{}/v1/collections/c/search", self.router), body)
+    }
+}
+
+fn now_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+}
+
+/// A word that only document `i` contains (no vowels, so no stemmer touches it).
+fn token(i: usize) -> String {
+    let letters = b"bcdfghjklm";
+    format!("zq{}x", format!("{i:06}").bytes().map(|c| letters[(c - b'0') as usize] as char).collect::<String>())
+}
+
+fn doc(i: usize) -> Value {
+    json!({"id": format!("d{i}"), "title": format!("Note {i}"),
+        "text": format!("Field note {i} mentions {} near the river bank.", token(i))})
+}
+
+/// Waits until `check` holds, polling; panics with `what` after `limit`.
+fn wait_until(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if check() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    panic!("timed out after {limit:?} waiting for {what}");
+}
+
+/// (collection shard) → live documents on each replica, read from every shard node's own Stats.
+fn replica_counts(cluster: &LocalCluster, state: &Value) -> HashMap<u64, Vec<u64>> {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let address: HashMap<u64, String> = state["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| (n["id"].as_u64().unwrap(), n["address"].as_str().unwrap().to_string()))
+        .collect();
+    let mut out = HashMap::new();
+    let c = state["collections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "c")
+        .unwrap();
+    for s in c["placement"].as_array().unwrap() {
+        let shard = s["shard"].as_u64().unwrap();
+        let mut counts = Vec::new();
+        for r in s["replicas"].as_array().unwrap() {
+            let addr = address[&r["node"].as_u64().unwrap()].clone();
+            let count = rt.block_on(async {
+                let mut client =
+                    pb::shard_service_client::ShardServiceClient::connect(addr).await.ok()?;
+                client
+                    .stats(pb::ShardStatsRequest {
+                        collection: "c".into(),
+                        shard: shard as u32,
+                    })
+                    .await
+                    .ok()
+                    .map(|r| r.into_inner().live_documents)
+            });
+            counts.push(count.unwrap_or(u64::MAX));
+        }
+        out.insert(shard, counts);
+    }
+    let _ = cluster;
+    out
+}
+
+fn assert_replicas_on_distinct_nodes(state: &Value) {
+    for c in state["collections"].as_array().unwrap() {
+        for s in c["placement"].as_array().unwrap() {
+            let nodes: Vec<u64> = s["replicas"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["node"].as_u64().unwrap())
+                .collect();
+            let distinct: HashSet<u64> = nodes.iter().copied().collect();
+            assert_eq!(distinct.len(), nodes.len(), "two replicas share a node: {s}");
+        }
+    }
+}
+
+/// Every acknowledged document is found by its own word.
+fn assert_all_found(cluster: &LocalCluster, acked: &[usize]) {
+    let mut missing = Vec::new();
+    for &i in acked {
+        let (s, b) = cluster.search(&json!({"query": token(i), "k": 3, "lanes": ["bm25"]}));
+        assert_eq!(s, 200, "{b}");
+        if !b["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h["doc_id"] == format!("d{i}"))
+        {
+            missing.push(i);
+        }
+    }
+    assert!(missing.is_empty(), "acknowledged documents lost: {missing:?}");
+}
+
+#[test]
+fn the_local_cluster_survives_shard_and_meta_failures_and_rebalances() {
+    let cluster = LocalCluster::up();
+    let state = cluster.status();
+    let leader = state["leader"].as_u64().unwrap();
+    assert!((1..=3).contains(&leader), "{state}");
+    assert!(cluster.pid_file(&format!("meta-{leader}")).exists());
+    assert_eq!(state["nodes"].as_array().unwrap().iter().filter(|n| n["role"] == "shard").count(), 3);
+
+    let (s, b) = post(
+        &format!("{}/v1/collections", cluster.router),
+        &json!({"name": "c", "shards": 2, "replication": 2}),
+    );
+    assert_eq!(s, 201, "{b}");
+    let state = cluster.status();
+    assert_replicas_on_distinct_nodes(&state);
+    let placement = &state["collections"][0]["placement"];
+    assert_eq!(placement.as_array().unwrap().len(), 2);
+    assert!(placement.as_array().unwrap().iter().all(|s| s["replicas"].as_array().unwrap().len() == 2));
+
+    // Ingest and query load; SIGKILL shard 1 in the middle, then restart it.
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked = Arc::new(Mutex::new(Vec::<usize>::new()));
+    let failed_queries = Arc::new(Mutex::new(Vec::<String>::new()));
+    let queries = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let writer = {
+        let (stop, acked, url) = (Arc::clone(&stop), Arc::clone(&acked), cluster.router.clone());
+        std::thread::spawn(move || {
+            let mut next = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let batch: Vec<Value> = (next..next + 5).map(doc).collect();
+                let r = http()
+                    .post(format!("{url}/v1/collections/c/documents"))
+                    .json(&json!({"documents": batch}))
+                    .send();
+                if matches!(&r, Ok(r) if r.status().as_u16() == 200) {
+                    acked.lock().unwrap().extend(next..next + 5);
+                }
+                next += 5;
+            }
+        })
+    };
+    let reader = {
+        let (stop, failed, queries, url) = (
+            Arc::clone(&stop),
+            Arc::clone(&failed_queries),
+            Arc::clone(&queries),
+            cluster.router.clone(),
+        );
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let r = http()
+                    .post(format!("{url}/v1/collections/c/search"))
+                    .json(&json!({"query": "field note near the river", "k": 5}))
+                    .send();
+                queries.fetch_add(1, Ordering::Relaxed);
+                match r {
+                    Ok(r) if r.status().as_u16() == 200 => {
+                        let b: Value = r.json().unwrap();
+                        if b["degraded"] == true {
+                            failed.lock().unwrap().push(format!("degraded: {b}"));
+                        }
+                    }
+                    Ok(r) => failed.lock().unwrap().push(format!("{}: {}", r.status(), r.text().unwrap_or_default())),
+                    Err(e) => failed.lock().unwrap().push(e.to_string()),
+                }
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_secs(3));
+    cluster.kill("shard-1");
+    std::thread::sleep(Duration::from_secs(4));
+    cluster.start_shard(1);
+    std::thread::sleep(Duration::from_secs(4));
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    reader.join().unwrap();
+    let acked: Vec<usize> = acked.lock().unwrap().clone();
+    let failed = failed_queries.lock().unwrap().clone();
+    eprintln!(
+        "load: {} documents acknowledged, {} queries, {} failed",
+        acked.len(),
+        queries.load(Ordering::Relaxed),
+        failed.len()
+    );
+    assert!(acked.len() >= 50, "too few writes acknowledged: {}", acked.len());
+    assert!(failed.is_empty(), "queries failed with one replica down: {failed:?}");
+
+    // The restarted replica catches up: every replica of a shard ends with the same documents.
+    wait_until(Duration::from_secs(60), "replicas to converge", || {
+        let state = cluster.status();
+        let counts = replica_counts(&cluster, &state);
+        counts.values().all(|c| c.iter().all(|n| *n == c[0] && *n != u64::MAX))
+    });
+    assert_all_found(&cluster, &acked);
+
+    // Both replicas of shard 0 down → results degraded, naming shard 0.
+    let state = cluster.status();
+    let shard0: Vec<u64> = state["collections"][0]["placement"][0]["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["node"].as_u64().unwrap())
+        .collect();
+    let name_of: HashMap<u64, String> = state["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| (n["id"].as_u64().unwrap(), n["name"].as_str().unwrap().to_string()))
+        .collect();
+    for n in &shard0 {
+        cluster.kill(&name_of[n]);
+    }
+    let (s, b) = cluster.search(&json!({"query": "field note near the river", "k": 5}));
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(b["degraded"], true, "{b}");
+    assert_eq!(b["missing_shards"], json!([0]), "{b}");
+    for n in &shard0 {
+        let i: u16 = name_of[n].trim_start_matches("shard-").parse().unwrap();
+        cluster.start_shard(i);
+    }
+    wait_until(Duration::from_secs(60), "shard 0 back", || {
+        let (s, b) = cluster.search(&json!({"query": "field note near the river", "k": 5}));
+        s == 200 && b["degraded"] == false
+    });
+
+    // Kill the Raft leader: a new one is elected and metadata writes resume.
+    let leader = cluster.status()["leader"].as_u64().unwrap();
+    let killed_at = Instant::now();
+    cluster.kill(&format!("meta-{leader}"));
+    let mut created = false;
+    let mut new_leader = 0;
+    while killed_at.elapsed() < Duration::from_secs(30) {
+        let (s, _) = post(
+            &format!("{}/v1/collections", cluster.router),
+            &json!({"name": "after_failover", "shards": 1, "replication": 2}),
+        );
+        if s == 201 {
+            created = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let failover = killed_at.elapsed();
+    assert!(created, "no metadata write succeeded after the leader was killed");
+    wait_until(Duration::from_secs(10), "a new leader in status", || {
+        let st = cluster.status();
+        new_leader = st["leader"].as_u64().unwrap_or(0);
+        new_leader != 0 && new_leader != leader
+    });
+    eprintln!("meta leader failover: leader {leader} killed, leader {new_leader} took writes after {failover:?}");
+
+    // A 4th shard node; rebalance moves replicas onto it and loses nothing.
+    cluster.start_shard(4);
+    wait_until(Duration::from_secs(30), "shard node 4 registered", || {
+        cluster.status()["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n["name"] == "shard-4" && n["alive"] == true)
+    });
+    let out = Command::new(BIN)
+        .args(["cluster", "rebalance", "--json", "--meta", &cluster.metas])
+        .env("ATTEST_LOG", "error")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(!plan["moves"].as_array().unwrap().is_empty(), "{plan}");
+    wait_until(Duration::from_secs(60), "every moved replica active", || {
+        let st = cluster.status();
+        st["collections"].as_array().unwrap().iter().all(|c| {
+            c["placement"].as_array().unwrap().iter().all(|s| {
+                s["replicas"].as_array().unwrap().iter().all(|r| r["state"] == "active")
+            })
+        })
+    });
+    let state = cluster.status();
+    assert_replicas_on_distinct_nodes(&state);
+    let node4 = state["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "shard-4")
+        .unwrap()["id"]
+        .as_u64()
+        .unwrap();
+    let on_node4 = state["collections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["placement"].as_array().unwrap().iter())
+        .flat_map(|s| s["replicas"].as_array().unwrap().iter())
+        .filter(|r| r["node"].as_u64() == Some(node4))
+        .count();
+    assert!(on_node4 >= 1, "rebalance put nothing on the new node: {state}");
+    assert!(state["collections"].as_array().unwrap().iter().all(|c| c["placement"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["replicas"].as_array().unwrap().len() == 2)));
+    assert_all_found(&cluster, &acked);
+}

@@ -1,0 +1,258 @@
+//! `MetaClient`: what routers, shard nodes and the CLI use to talk to the meta group.
+//!
+//! It holds a client per meta address and tries them in turn: the last address that answered first, then
+//! the others. `Unavailable`, `Unknown`, `Cancelled` and `DeadlineExceeded` (a node down, no leader yet, a
+//! minority partition) move on to the next address; after a full round it waits briefly and starts over,
+//! until the call's overall timeout (default 10 s). Any other status is the answer and is returned as is.
+//!
+//! A write that timed out may still have been committed; retrying it can then answer `AlreadyExists`
+//! (create) or be a no-op (register, put key, caught-up, drop).
+
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use attest_proto::v1 as pb;
+use pb::meta_service_client::MetaServiceClient;
+use tokio::time::Instant;
+use tonic::transport::Channel;
+use tonic::{Code, Status};
+
+use crate::transport::meta_client;
+
+/// A client of the meta group.
+#[derive(Debug)]
+pub struct MetaClient {
+    addresses: Vec<String>,
+    clients: Vec<MetaServiceClient<Channel>>,
+    /// Index of the address that answered last.
+    preferred: AtomicUsize,
+    /// Overall time one call may take, retries included.
+    timeout: Duration,
+}
+
+fn retry_next(status: &Status) -> bool {
+    matches!(
+        status.code(),
+        Code::Unavailable | Code::Unknown | Code::Cancelled | Code::DeadlineExceeded
+    )
+}
+
+impl MetaClient {
+    /// A client over `addresses` (`http://host:port`); connections are made lazily.
+    pub fn new<S: Into<String>>(
+        addresses: impl IntoIterator<Item = S>,
+    ) -> Result<MetaClient, tonic::transport::Error> {
+        let addresses: Vec<String> = addresses.into_iter().map(Into::into).collect();
+        let clients = addresses
+            .iter()
+            .map(|a| meta_client(a))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(MetaClient {
+            addresses,
+            clients,
+            preferred: AtomicUsize::new(0),
+            timeout: Duration::from_secs(10),
+        })
+    }
+
+    /// Sets the overall time a call may take (retries included).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    pub fn addresses(&self) -> &[String] {
+        &self.addresses
+    }
+
+    async fn call<T, F, Fut>(&self, f: F) -> Result<T, Status>
+    where
+        F: Fn(MetaServiceClient<Channel>, Duration) -> Fut,
+        Fut: Future<Output = Result<T, Status>>,
+    {
+        if self.clients.is_empty() {
+            return Err(Status::invalid_argument("no meta addresses configured"));
+        }
+        let deadline = Instant::now() + self.timeout;
+        let start = self.preferred.load(Ordering::Relaxed);
+        let n = self.clients.len();
+        loop {
+            let mut last = Status::unavailable("no meta node answered");
+            for i in 0..n {
+                let idx = (start + i) % n;
+                let remaining = deadline.saturating_duration_since(Instant::now());
+                if remaining.is_zero() {
+                    return Err(last);
+                }
+                match f(self.clients[idx].clone(), remaining).await {
+                    Ok(v) => {
+                        self.preferred.store(idx, Ordering::Relaxed);
+                        return Ok(v);
+                    }
+                    Err(status) if retry_next(&status) => last = status,
+                    Err(status) => return Err(status),
+                }
+            }
+            if Instant::now() + Duration::from_millis(200) >= deadline {
+                return Err(last);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// The cluster state; `linearizable` makes it a ReadIndex read on the leader.
+    pub async fn cluster_state(&self, linearizable: bool) -> Result<pb::ClusterState, Status> {
+        self.call(|mut c, t| async move {
+            let mut r = tonic::Request::new(pb::GetClusterStateRequest { linearizable });
+            r.set_timeout(t);
+            Ok(c.get_cluster_state(r).await?.into_inner())
+        })
+        .await
+    }
+
+    /// Registers a data-plane node (same name → same id).
+    pub async fn register_node(
+        &self,
+        request: pb::RegisterNodeRequest,
+    ) -> Result<pb::NodeInfo, Status> {
+        self.call(|mut c, t| {
+            let request = request.clone();
+            async move {
+                let mut r = tonic::Request::new(request);
+                r.set_timeout(t);
+                c.register_node(r)
+                    .await?
+                    .into_inner()
+                    .node
+                    .ok_or_else(|| Status::internal("register returned no node"))
+            }
+        })
+        .await
+    }
+
+    /// A heartbeat with the node's replica reports; returns the state version the leader holds.
+    pub async fn heartbeat(
+        &self,
+        node_id: u64,
+        replicas: Vec<pb::ReplicaReport>,
+    ) -> Result<pb::HeartbeatResponse, Status> {
+        self.call(|mut c, t| {
+            let replicas = replicas.clone();
+            async move {
+                let mut r = tonic::Request::new(pb::HeartbeatRequest { node_id, replicas });
+                r.set_timeout(t);
+                Ok(c.heartbeat(r).await?.into_inner())
+            }
+        })
+        .await
+    }
+
+    pub async fn create_collection(
+        &self,
+        request: pb::MetaCreateCollectionRequest,
+    ) -> Result<pb::CollectionMeta, Status> {
+        self.call(|mut c, t| {
+            let request = request.clone();
+            async move {
+                let mut r = tonic::Request::new(request);
+                r.set_timeout(t);
+                Ok(c.create_collection(r).await?.into_inner())
+            }
+        })
+        .await
+    }
+
+    /// Returns whether the collection existed.
+    pub async fn drop_collection(&self, name: &str) -> Result<bool, Status> {
+        self.call(|mut c, t| {
+            let name = name.to_string();
+            async move {
+                let mut r = tonic::Request::new(pb::MetaDropCollectionRequest { name });
+                r.set_timeout(t);
+                Ok(c.drop_collection(r).await?.into_inner().dropped)
+            }
+        })
+        .await
+    }
+
+    pub async fn replica_caught_up(
+        &self,
+        collection: &str,
+        shard: u32,
+        node_id: u64,
+    ) -> Result<pb::CollectionMeta, Status> {
+        self.call(|mut c, t| {
+            let collection = collection.to_string();
+            async move {
+                let mut r = tonic::Request::new(pb::ReplicaCaughtUpRequest {
+                    collection,
+                    shard,
+                    node_id,
+                });
+                r.set_timeout(t);
+                Ok(c.replica_caught_up(r).await?.into_inner())
+            }
+        })
+        .await
+    }
+
+    /// Plans (and unless `dry_run`, applies) replica moves; returns them.
+    pub async fn rebalance(&self, dry_run: bool) -> Result<Vec<pb::ReplicaMove>, Status> {
+        self.call(|mut c, t| async move {
+            let mut r = tonic::Request::new(pb::RebalanceRequest { dry_run });
+            r.set_timeout(t);
+            Ok(c.rebalance(r).await?.into_inner().moves)
+        })
+        .await
+    }
+
+    pub async fn put_api_key(&self, key: pb::ApiKeyInfo) -> Result<(), Status> {
+        self.call(|mut c, t| {
+            let key = key.clone();
+            async move {
+                let mut r = tonic::Request::new(pb::PutApiKeyRequest { key: Some(key) });
+                r.set_timeout(t);
+                c.put_api_key(r).await?;
+                Ok(())
+            }
+        })
+        .await
+    }
+
+    /// Adds a meta voter; returns the voters after the change.
+    pub async fn add_meta_node(&self, id: u64, address: &str) -> Result<Vec<pb::MetaPeer>, Status> {
+        self.call(|mut c, t| {
+            let peer = pb::MetaPeer {
+                id,
+                address: address.to_string(),
+            };
+            async move {
+                let mut r = tonic::Request::new(pb::AddMetaNodeRequest { peer: Some(peer) });
+                r.set_timeout(t);
+                Ok(c.add_meta_node(r).await?.into_inner().voters)
+            }
+        })
+        .await
+    }
+
+    /// Removes a meta voter; returns the voters after the change.
+    pub async fn remove_meta_node(&self, id: u64) -> Result<Vec<pb::MetaPeer>, Status> {
+        self.call(|mut c, t| async move {
+            let mut r = tonic::Request::new(pb::RemoveMetaNodeRequest { id });
+            r.set_timeout(t);
+            Ok(c.remove_meta_node(r).await?.into_inner().voters)
+        })
+        .await
+    }
+
+    /// The Raft status of the first meta node that answers.
+    pub async fn status(&self) -> Result<pb::MetaStatus, Status> {
+        self.call(|mut c, t| async move {
+            let mut r = tonic::Request::new(pb::MetaStatusRequest {});
+            r.set_timeout(t);
+            Ok(c.status(r).await?.into_inner())
+        })
+        .await
+    }
+}

@@ -1,0 +1,91 @@
+//! `MetaConfig`: how one meta node starts (identity, bootstrap or join, timings).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Configuration of one meta node.
+#[derive(Debug, Clone)]
+pub struct MetaConfig {
+    /// Raft id of this node; unique in the group, never 0.
+    pub id: u64,
+    /// gRPC address other meta nodes and clients reach this node at (`http://host:port`). Stored in the
+    /// replicated voter map, so it must stay stable across restarts.
+    pub advertise_address: String,
+    /// Initial voters `(id, address)`, identical on every initial node (this node included). Used only when
+    /// the data directory is empty and `join` is `None`. A single-node cluster is `[(id, own address)]`.
+    pub peers: Vec<(u64, String)>,
+    /// Address of an existing member to join through (`AddMetaNode`), used only with an empty data dir.
+    pub join: Option<String>,
+    /// RocksDB directory of the Raft log and state.
+    pub data_dir: PathBuf,
+    /// Raft tick interval (default 100 ms).
+    pub tick_ms: u64,
+    /// Ticks without a leader before an election (default 10: a timeout of 1–2 s, randomised).
+    pub election_tick: usize,
+    /// Ticks between leader heartbeats (default 3).
+    pub heartbeat_tick: usize,
+    /// Applied entries kept in the log before a snapshot is taken and the log compacted (default 1000).
+    pub snapshot_threshold: u64,
+    /// A data-plane node without a heartbeat for this long is reported not alive (default 10 s).
+    pub node_timeout_ms: u64,
+    /// How long a write (leader discovery, forwarding, commit and apply) may take before `Unavailable`
+    /// (default 3 s). In a minority partition a proposal never commits, so this is what the caller sees.
+    pub write_timeout_ms: u64,
+}
+
+impl MetaConfig {
+    /// A config with the defaults above; `peers` is `[(id, advertise_address)]` (a one-node cluster).
+    pub fn new(
+        id: u64,
+        advertise_address: impl Into<String>,
+        data_dir: impl Into<PathBuf>,
+    ) -> Self {
+        let advertise_address = advertise_address.into();
+        MetaConfig {
+            id,
+            peers: vec![(id, advertise_address.clone())],
+            advertise_address,
+            join: None,
+            data_dir: data_dir.into(),
+            tick_ms: 100,
+            election_tick: 10,
+            heartbeat_tick: 3,
+            snapshot_threshold: 1000,
+            node_timeout_ms: 10_000,
+            write_timeout_ms: 3_000,
+        }
+    }
+
+    pub fn tick(&self) -> Duration {
+        Duration::from_millis(self.tick_ms.max(1))
+    }
+
+    pub fn write_timeout(&self) -> Duration {
+        Duration::from_millis(self.write_timeout_ms.max(1))
+    }
+
+    pub fn node_timeout(&self) -> Duration {
+        Duration::from_millis(self.node_timeout_ms)
+    }
+
+    /// Checks the parts a mistake in would only show up later as a cluster that never elects.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(self.id != 0, "meta id must not be 0");
+        anyhow::ensure!(
+            !self.advertise_address.is_empty(),
+            "meta advertise address is empty"
+        );
+        anyhow::ensure!(
+            self.heartbeat_tick >= 1 && self.election_tick > self.heartbeat_tick,
+            "election_tick must be greater than heartbeat_tick"
+        );
+        if self.join.is_none() {
+            anyhow::ensure!(
+                self.peers.iter().any(|(id, _)| *id == self.id),
+                "initial peers must include this node ({})",
+                self.id
+            );
+        }
+        Ok(())
+    }
+}

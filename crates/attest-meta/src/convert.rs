@@ -1,0 +1,192 @@
+//! Conversions between the proto messages (`attest.v1`) and the state machine's own serde types.
+//!
+//! The state machine keeps its own types so that its encoding (bincode, in snapshots and log entries) does
+//! not depend on prost, and so that `apply` stays independent of the wire format.
+
+use attest_proto::v1 as pb;
+
+use crate::error::MetaError;
+use crate::placement::{Move, ReplicaState};
+use crate::state::{
+    ApiKeyRecord, CollectionDef, CollectionRecord, IndexParamsRecord, ManifestRecord, NodeRecord,
+    NodeRole, SpecRecord, StateMachine,
+};
+
+pub fn role_from_pb(role: i32) -> Result<NodeRole, MetaError> {
+    match pb::NodeRole::try_from(role) {
+        Ok(pb::NodeRole::Shard) => Ok(NodeRole::Shard),
+        Ok(pb::NodeRole::Router) => Ok(NodeRole::Router),
+        Ok(pb::NodeRole::Answer) => Ok(NodeRole::Answer),
+        _ => Err(MetaError::InvalidArgument(format!(
+            "role {role}: one of shard, router, answer"
+        ))),
+    }
+}
+
+pub fn role_to_pb(role: NodeRole) -> pb::NodeRole {
+    match role {
+        NodeRole::Shard => pb::NodeRole::Shard,
+        NodeRole::Router => pb::NodeRole::Router,
+        NodeRole::Answer => pb::NodeRole::Answer,
+    }
+}
+
+/// A node with the liveness the leader computed.
+pub fn node_to_pb(n: &NodeRecord, last_heartbeat_ms: u64, alive: bool) -> pb::NodeInfo {
+    pb::NodeInfo {
+        id: n.id,
+        name: n.name.clone(),
+        address: n.address.clone(),
+        role: role_to_pb(n.role) as i32,
+        zone: n.zone.clone(),
+        last_heartbeat_ms,
+        alive,
+    }
+}
+
+pub fn spec_from_pb(spec: Option<pb::CollectionSpec>) -> Option<SpecRecord> {
+    spec.map(|s| SpecRecord {
+        dimension: s.dimension,
+        index: s.index.map(|i| IndexParamsRecord {
+            nlist: i.nlist,
+            m: i.m,
+            nbits: i.nbits,
+            nprobe: i.nprobe,
+        }),
+        seal_threshold: s.seal_threshold,
+        embedder: s.embedder,
+    })
+}
+
+pub fn spec_to_pb(spec: &Option<SpecRecord>) -> Option<pb::CollectionSpec> {
+    spec.as_ref().map(|s| pb::CollectionSpec {
+        dimension: s.dimension,
+        index: s.index.as_ref().map(|i| pb::IndexParams {
+            nlist: i.nlist,
+            m: i.m,
+            nbits: i.nbits,
+            nprobe: i.nprobe,
+        }),
+        seal_threshold: s.seal_threshold,
+        embedder: s.embedder.clone(),
+    })
+}
+
+pub fn collection_def_from_pb(r: pb::MetaCreateCollectionRequest) -> CollectionDef {
+    CollectionDef {
+        name: r.name,
+        shards: r.shards,
+        replication: r.replication,
+        spec: spec_from_pb(r.spec),
+        chunking_json: r.chunking_json,
+        thresholds_json: r.thresholds_json,
+    }
+}
+
+fn replica_state_to_pb(s: ReplicaState) -> pb::ReplicaState {
+    match s {
+        ReplicaState::Active => pb::ReplicaState::Active,
+        ReplicaState::Joining => pb::ReplicaState::Joining,
+        ReplicaState::Leaving => pb::ReplicaState::Leaving,
+    }
+}
+
+pub fn collection_to_pb(c: &CollectionRecord) -> pb::CollectionMeta {
+    pb::CollectionMeta {
+        name: c.name.clone(),
+        shards: c.shards,
+        replication: c.replication,
+        spec: spec_to_pb(&c.spec),
+        placement: c
+            .placement
+            .iter()
+            .map(|s| pb::ShardPlacement {
+                shard: s.shard,
+                replicas: s
+                    .replicas
+                    .iter()
+                    .map(|r| pb::ReplicaPlacement {
+                        node_id: r.node_id,
+                        state: replica_state_to_pb(r.state) as i32,
+                    })
+                    .collect(),
+            })
+            .collect(),
+        chunking_json: c.chunking_json.clone(),
+        thresholds_json: c.thresholds_json.clone(),
+        created_ms: c.created_ms,
+    }
+}
+
+pub fn key_from_pb(k: pb::ApiKeyInfo) -> ApiKeyRecord {
+    ApiKeyRecord {
+        key_sha256: k.key_sha256.to_ascii_lowercase(),
+        scopes: k.scopes,
+        tenants: k.tenants,
+        revoked: k.revoked,
+    }
+}
+
+pub fn key_to_pb(k: &ApiKeyRecord) -> pb::ApiKeyInfo {
+    pb::ApiKeyInfo {
+        key_sha256: k.key_sha256.clone(),
+        scopes: k.scopes.clone(),
+        tenants: k.tenants.clone(),
+        revoked: k.revoked,
+    }
+}
+
+pub fn manifest_to_pb(m: &ManifestRecord) -> pb::SegmentManifest {
+    pb::SegmentManifest {
+        collection: m.collection.clone(),
+        shard: m.shard,
+        node_id: m.node_id,
+        segments: m.segments.clone(),
+        live_documents: m.live_documents,
+    }
+}
+
+pub fn move_to_pb(m: &Move) -> pb::ReplicaMove {
+    pb::ReplicaMove {
+        collection: m.collection.clone(),
+        shard: m.shard,
+        from_node: m.from_node,
+        to_node: m.to_node,
+    }
+}
+
+pub fn voters_to_pb(state: &StateMachine) -> Vec<pb::MetaPeer> {
+    state
+        .voters
+        .iter()
+        .map(|(id, address)| pb::MetaPeer {
+            id: *id,
+            address: address.clone(),
+        })
+        .collect()
+}
+
+/// The cluster state as routers and shard nodes read it. `liveness(id)` gives (last heartbeat ms, alive).
+pub fn cluster_state_to_pb(
+    state: &StateMachine,
+    version: u64,
+    leader_id: u64,
+    liveness: impl Fn(u64) -> (u64, bool),
+) -> pb::ClusterState {
+    pb::ClusterState {
+        version,
+        nodes: state
+            .nodes
+            .values()
+            .map(|n| {
+                let (hb, alive) = liveness(n.id);
+                node_to_pb(n, hb, alive)
+            })
+            .collect(),
+        collections: state.collections.values().map(collection_to_pb).collect(),
+        api_keys: state.api_keys.values().map(key_to_pb).collect(),
+        manifests: state.manifests.values().map(manifest_to_pb).collect(),
+        meta_voters: voters_to_pb(state),
+        leader_id,
+    }
+}

@@ -1,0 +1,480 @@
+//! `MetaServiceImpl`: the gRPC `attest.v1.MetaService` of one meta node.
+//!
+//! - Writes (register, create/drop, caught-up, rebalance, keys, membership) run on the leader: followers
+//!   forward them (see [`crate::route`]). The leader puts its clock and the set of live shard nodes into
+//!   the command, so applying it stays deterministic.
+//! - `Heartbeat` is leader soft state (not in the log); it proposes `ReportManifests` only when a replica's
+//!   segment list changed.
+//! - `GetClusterState { linearizable }`: a ReadIndex round on the leader (forwarded by followers).
+//!   Non-linearizable: the leader answers from its applied state; a follower forwards to the leader when it
+//!   can reach one (for the liveness flags, which only the leader knows) and otherwise answers from its own
+//!   applied state with every node marked alive and `last_heartbeat_ms = 0`.
+//! - `Status` is always local.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use attest_proto::v1 as pb;
+use pb::meta_service_server::MetaService;
+use protobuf::Message as PbMessage;
+use raft::prelude::{ConfChange, ConfChangeType, Message};
+use tokio::time::Instant;
+use tonic::{Request, Response, Status};
+
+use crate::convert;
+use crate::error::{MetaError, StateError};
+use crate::node::Input;
+use crate::placement;
+use crate::route::{now_ms, Core, MAX_HOPS};
+use crate::state::{self, Command, Output};
+
+/// Largest shard count and replication factor accepted.
+const MAX_SHARDS: u32 = 4096;
+const MAX_REPLICATION: u32 = 16;
+
+/// The meta gRPC service of one node.
+#[derive(Clone)]
+pub struct MetaServiceImpl {
+    core: Arc<Core>,
+}
+
+impl MetaServiceImpl {
+    pub(crate) fn new(core: Arc<Core>) -> Self {
+        MetaServiceImpl { core }
+    }
+}
+
+fn unexpected(output: Output) -> MetaError {
+    MetaError::Codec(format!("unexpected apply output {output:?}"))
+}
+
+fn membership(core: &Core) -> pb::MetaMembership {
+    pb::MetaMembership {
+        voters: convert::voters_to_pb(&core.shared.applied.read().state),
+    }
+}
+
+/// The cluster state from this node's applied state, with the liveness it can tell.
+fn local_cluster_state(core: &Core) -> pb::ClusterState {
+    let liveness = core.liveness();
+    let leader_id = core.shared.status.read().leader_id;
+    let applied = core.shared.applied.read();
+    convert::cluster_state_to_pb(&applied.state, applied.index, leader_id, liveness)
+}
+
+/// Ids of the data-plane nodes the leader currently considers alive.
+fn live_nodes(core: &Core) -> Vec<u64> {
+    let liveness = core.liveness();
+    let applied = core.shared.applied.read();
+    applied
+        .state
+        .nodes
+        .keys()
+        .copied()
+        .filter(|id| liveness(*id).1)
+        .collect()
+}
+
+async fn add_meta_node(
+    core: Arc<Core>,
+    req: pb::AddMetaNodeRequest,
+    deadline: Instant,
+) -> Result<pb::MetaMembership, MetaError> {
+    let peer = req
+        .peer
+        .ok_or_else(|| MetaError::InvalidArgument("peer is required".into()))?;
+    if peer.id == 0 || peer.address.is_empty() {
+        return Err(MetaError::InvalidArgument(
+            "peer needs a non-zero id and an address".into(),
+        ));
+    }
+    loop {
+        let known = core
+            .shared
+            .applied
+            .read()
+            .state
+            .voters
+            .get(&peer.id)
+            .cloned();
+        if known.as_deref() == Some(peer.address.as_str()) {
+            return Ok(membership(&core));
+        }
+        let mut cc = ConfChange::default();
+        cc.set_change_type(ConfChangeType::AddNode);
+        cc.node_id = peer.id;
+        cc.context = peer.address.clone().into_bytes().into();
+        match core.propose_conf_change(cc, deadline).await {
+            Ok(()) => return Ok(membership(&core)),
+            // Another conf change was still pending: raft-rs refused this one; try again.
+            Err(MetaError::Dropped(_)) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+async fn remove_meta_node(
+    core: Arc<Core>,
+    req: pb::RemoveMetaNodeRequest,
+    deadline: Instant,
+) -> Result<pb::MetaMembership, MetaError> {
+    loop {
+        let voters = core.shared.applied.read().state.voters.clone();
+        if !voters.contains_key(&req.id) {
+            return Ok(membership(&core));
+        }
+        if voters.len() == 1 {
+            return Err(
+                StateError::FailedPrecondition("cannot remove the last meta voter".into()).into(),
+            );
+        }
+        if req.id == core.shared.id {
+            // The leader does not remove itself: it hands leadership to the most up-to-date other voter
+            // and the request is re-routed to the new leader.
+            let matched = core.shared.status.read().matched.clone();
+            let to = voters
+                .keys()
+                .filter(|id| **id != core.shared.id)
+                .max_by_key(|id| {
+                    (
+                        matched.get(id).copied().unwrap_or(0),
+                        std::cmp::Reverse(**id),
+                    )
+                })
+                .copied()
+                .expect("another voter exists");
+            core.send(Input::TransferLeader { to })?;
+            while core.shared.is_leader() && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            return Err(MetaError::NotLeader { leader_id: to });
+        }
+        let mut cc = ConfChange::default();
+        cc.set_change_type(ConfChangeType::RemoveNode);
+        cc.node_id = req.id;
+        match core.propose_conf_change(cc, deadline).await {
+            Ok(()) => return Ok(membership(&core)),
+            Err(MetaError::Dropped(_)) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+async fn register_node(
+    core: Arc<Core>,
+    req: pb::RegisterNodeRequest,
+    deadline: Instant,
+) -> Result<pb::RegisterNodeResponse, MetaError> {
+    if req.name.is_empty() || req.address.is_empty() {
+        return Err(MetaError::InvalidArgument(
+            "name and address are required".into(),
+        ));
+    }
+    let cmd = Command::RegisterNode {
+        name: req.name,
+        address: req.address,
+        role: convert::role_from_pb(req.role)?,
+        zone: req.zone,
+    };
+    let Output::Node(node) = core.propose(cmd, deadline).await? else {
+        return Err(MetaError::Codec("register returned no node".into()));
+    };
+    // Registering counts as a sign of life.
+    let now = now_ms();
+    core.heartbeats.lock().insert(node.id, now);
+    Ok(pb::RegisterNodeResponse {
+        node: Some(convert::node_to_pb(&node, now, true)),
+    })
+}
+
+async fn heartbeat(
+    core: Arc<Core>,
+    req: pb::HeartbeatRequest,
+    deadline: Instant,
+) -> Result<pb::HeartbeatResponse, MetaError> {
+    let changed: Vec<state::ManifestRecord> = {
+        let applied = core.shared.applied.read();
+        if !applied.state.nodes.contains_key(&req.node_id) {
+            return Err(StateError::NotFound(format!(
+                "node {} is not registered (register again)",
+                req.node_id
+            ))
+            .into());
+        }
+        core.heartbeats.lock().insert(req.node_id, now_ms());
+        req.replicas
+            .into_iter()
+            .filter(|r| {
+                let key = (r.collection.clone(), r.shard, req.node_id);
+                applied
+                    .state
+                    .manifests
+                    .get(&key)
+                    .is_none_or(|m| m.segments != r.segments)
+            })
+            .map(|r| state::ManifestRecord {
+                collection: r.collection,
+                shard: r.shard,
+                node_id: req.node_id,
+                segments: r.segments,
+                live_documents: r.live_documents,
+            })
+            .collect()
+    };
+    if !changed.is_empty() {
+        core.propose(Command::ReportManifests { manifests: changed }, deadline)
+            .await?;
+    }
+    Ok(pb::HeartbeatResponse {
+        state_version: core.shared.applied.read().index,
+    })
+}
+
+async fn create_collection(
+    core: Arc<Core>,
+    req: pb::MetaCreateCollectionRequest,
+    deadline: Instant,
+) -> Result<pb::CollectionMeta, MetaError> {
+    state::validate_collection_name(&req.name)?;
+    if req.shards == 0 || req.shards > MAX_SHARDS {
+        return Err(MetaError::InvalidArgument(format!(
+            "shards must be 1..={MAX_SHARDS}"
+        )));
+    }
+    if req.replication > MAX_REPLICATION {
+        return Err(MetaError::InvalidArgument(format!(
+            "replication must be 0..={MAX_REPLICATION}"
+        )));
+    }
+    let cmd = Command::CreateCollection {
+        def: convert::collection_def_from_pb(req),
+        live_nodes: live_nodes(&core),
+        created_ms: now_ms(),
+    };
+    match core.propose(cmd, deadline).await? {
+        Output::Collection(c) => Ok(convert::collection_to_pb(&c)),
+        other => Err(unexpected(other)),
+    }
+}
+
+async fn rebalance(
+    core: Arc<Core>,
+    req: pb::RebalanceRequest,
+    deadline: Instant,
+) -> Result<pb::RebalanceResponse, MetaError> {
+    let live = live_nodes(&core);
+    let moves = {
+        let applied = core.shared.applied.read();
+        let live_shard_nodes = applied.state.shard_nodes_among(&live.into_iter().collect());
+        placement::plan_rebalance(applied.state.all_shards(), &live_shard_nodes)
+    };
+    let moves = if req.dry_run || moves.is_empty() {
+        moves
+    } else {
+        match core
+            .propose(Command::ApplyRebalance { moves }, deadline)
+            .await?
+        {
+            Output::Moves(applied) => applied,
+            other => return Err(unexpected(other)),
+        }
+    };
+    Ok(pb::RebalanceResponse {
+        moves: moves.iter().map(convert::move_to_pb).collect(),
+    })
+}
+
+#[tonic::async_trait]
+impl MetaService for MetaServiceImpl {
+    async fn raft(
+        &self,
+        request: Request<pb::RaftEnvelope>,
+    ) -> Result<Response<pb::RaftAck>, Status> {
+        let msg = Message::parse_from_bytes(&request.into_inner().message)
+            .map_err(|e| Status::invalid_argument(format!("raft message: {e}")))?;
+        if !self.core.shared.filter.allows(msg.from) {
+            return Err(Status::unavailable(format!(
+                "meta node {} is unreachable",
+                msg.from
+            )));
+        }
+        self.core.send(Input::Raft(Box::new(msg)))?;
+        Ok(Response::new(pb::RaftAck {}))
+    }
+
+    async fn add_meta_node(
+        &self,
+        request: Request<pb::AddMetaNodeRequest>,
+    ) -> Result<Response<pb::MetaMembership>, Status> {
+        self.core
+            .on_leader(request, add_meta_node, |mut c, r| async move {
+                c.add_meta_node(r).await
+            })
+            .await
+    }
+
+    async fn remove_meta_node(
+        &self,
+        request: Request<pb::RemoveMetaNodeRequest>,
+    ) -> Result<Response<pb::MetaMembership>, Status> {
+        self.core
+            .on_leader(request, remove_meta_node, |mut c, r| async move {
+                c.remove_meta_node(r).await
+            })
+            .await
+    }
+
+    async fn register_node(
+        &self,
+        request: Request<pb::RegisterNodeRequest>,
+    ) -> Result<Response<pb::RegisterNodeResponse>, Status> {
+        self.core
+            .on_leader(request, register_node, |mut c, r| async move {
+                c.register_node(r).await
+            })
+            .await
+    }
+
+    async fn heartbeat(
+        &self,
+        request: Request<pb::HeartbeatRequest>,
+    ) -> Result<Response<pb::HeartbeatResponse>, Status> {
+        self.core
+            .on_leader(request, heartbeat, |mut c, r| async move {
+                c.heartbeat(r).await
+            })
+            .await
+    }
+
+    async fn create_collection(
+        &self,
+        request: Request<pb::MetaCreateCollectionRequest>,
+    ) -> Result<Response<pb::CollectionMeta>, Status> {
+        self.core
+            .on_leader(request, create_collection, |mut c, r| async move {
+                c.create_collection(r).await
+            })
+            .await
+    }
+
+    async fn drop_collection(
+        &self,
+        request: Request<pb::MetaDropCollectionRequest>,
+    ) -> Result<Response<pb::MetaDropCollectionResponse>, Status> {
+        let local = |core: Arc<Core>, req: pb::MetaDropCollectionRequest, deadline: Instant| async move {
+            match core
+                .propose(Command::DropCollection { name: req.name }, deadline)
+                .await?
+            {
+                Output::Dropped(dropped) => Ok(pb::MetaDropCollectionResponse { dropped }),
+                other => Err(unexpected(other)),
+            }
+        };
+        self.core
+            .on_leader(request, local, |mut c, r| async move {
+                c.drop_collection(r).await
+            })
+            .await
+    }
+
+    async fn replica_caught_up(
+        &self,
+        request: Request<pb::ReplicaCaughtUpRequest>,
+    ) -> Result<Response<pb::CollectionMeta>, Status> {
+        let local = |core: Arc<Core>, req: pb::ReplicaCaughtUpRequest, deadline: Instant| async move {
+            let cmd = Command::ReplicaCaughtUp {
+                collection: req.collection,
+                shard: req.shard,
+                node_id: req.node_id,
+            };
+            match core.propose(cmd, deadline).await? {
+                Output::Collection(c) => Ok(convert::collection_to_pb(&c)),
+                other => Err(unexpected(other)),
+            }
+        };
+        self.core
+            .on_leader(request, local, |mut c, r| async move {
+                c.replica_caught_up(r).await
+            })
+            .await
+    }
+
+    async fn rebalance(
+        &self,
+        request: Request<pb::RebalanceRequest>,
+    ) -> Result<Response<pb::RebalanceResponse>, Status> {
+        self.core
+            .on_leader(request, rebalance, |mut c, r| async move {
+                c.rebalance(r).await
+            })
+            .await
+    }
+
+    async fn put_api_key(
+        &self,
+        request: Request<pb::PutApiKeyRequest>,
+    ) -> Result<Response<pb::PutApiKeyResponse>, Status> {
+        let local = |core: Arc<Core>, req: pb::PutApiKeyRequest, deadline: Instant| async move {
+            let key = req
+                .key
+                .map(convert::key_from_pb)
+                .ok_or_else(|| MetaError::InvalidArgument("key is required".into()))?;
+            state::validate_key_hash(&key.key_sha256)?;
+            core.propose(Command::PutApiKey { key }, deadline).await?;
+            Ok(pb::PutApiKeyResponse {})
+        };
+        self.core
+            .on_leader(
+                request,
+                local,
+                |mut c, r| async move { c.put_api_key(r).await },
+            )
+            .await
+    }
+
+    async fn get_cluster_state(
+        &self,
+        request: Request<pb::GetClusterStateRequest>,
+    ) -> Result<Response<pb::ClusterState>, Status> {
+        if request.get_ref().linearizable {
+            let local = |core: Arc<Core>, _req: pb::GetClusterStateRequest, deadline: Instant| async move {
+                core.read_index(deadline).await?;
+                Ok(local_cluster_state(&core))
+            };
+            return self
+                .core
+                .on_leader(request, local, |mut c, r| async move {
+                    c.get_cluster_state(r).await
+                })
+                .await;
+        }
+        let hops = self.core.check_sender(&request)?;
+        if !self.core.shared.is_leader() && hops < MAX_HOPS {
+            if let Some((leader, address)) = self.core.remote_leader() {
+                if self.core.shared.filter.allows(leader) {
+                    if let Ok(mut client) = self.core.client(&address) {
+                        let deadline = Instant::now() + Duration::from_secs(1);
+                        let forwarded =
+                            self.core
+                                .forward_request(request.into_inner(), hops, deadline);
+                        if let Ok(response) = client.get_cluster_state(forwarded).await {
+                            return Ok(response);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(Response::new(local_cluster_state(&self.core)))
+    }
+
+    async fn status(
+        &self,
+        _request: Request<pb::MetaStatusRequest>,
+    ) -> Result<Response<pb::MetaStatus>, Status> {
+        Ok(Response::new(crate::server::status_of(&self.core.shared)))
+    }
+}

@@ -1,0 +1,513 @@
+//! `RocksStorage`: the Raft log, hard state, conf state, snapshot and applied state machine in RocksDB.
+//!
+//! Keys (one RocksDB, no column families):
+//! - `e/<index, 8 bytes big-endian>` → `eraftpb::Entry` (rust-protobuf encoding)
+//! - `m/hard_state`, `m/conf_state`, `m/snapshot_meta` → the raft-rs messages
+//! - `m/snapshot_data` → the state machine at the snapshot index (bincode)
+//! - `m/applied` + `m/state` → applied index and the state machine at that index, written together
+//!
+//! Every write is one synced `WriteBatch`, so a crash leaves either the old or the new value of everything a
+//! batch touches. The entries of the log (bounded by `snapshot_threshold` through compaction) are also kept in
+//! memory, so `raft::Storage` reads never touch the disk; RocksDB is what survives a restart.
+
+use std::collections::VecDeque;
+use std::path::Path;
+
+use parking_lot::RwLock;
+use protobuf::Message as PbMessage;
+use raft::prelude::*;
+use raft::{GetEntriesContext, RaftState, StorageError};
+use rocksdb::{Options, WriteBatch, WriteOptions, DB};
+
+use crate::error::MetaError;
+
+const HARD_STATE: &[u8] = b"m/hard_state";
+const CONF_STATE: &[u8] = b"m/conf_state";
+const SNAPSHOT_META: &[u8] = b"m/snapshot_meta";
+const SNAPSHOT_DATA: &[u8] = b"m/snapshot_data";
+const APPLIED: &[u8] = b"m/applied";
+const STATE: &[u8] = b"m/state";
+
+fn entry_key(index: u64) -> [u8; 10] {
+    let mut k = [0u8; 10];
+    k[..2].copy_from_slice(b"e/");
+    k[2..].copy_from_slice(&index.to_be_bytes());
+    k
+}
+
+/// What the state machine looked like when last persisted (restart input).
+#[derive(Debug, Clone, Default)]
+pub struct AppliedState {
+    pub index: u64,
+    /// bincode of the `StateMachine`; `None` on a fresh store.
+    pub state: Option<Vec<u8>>,
+}
+
+struct Core {
+    hard_state: HardState,
+    conf_state: ConfState,
+    /// Latest snapshot (metadata and data); index 0: none.
+    snapshot: Snapshot,
+    /// The stored log, `entries[0].index == snapshot index + 1` when not empty.
+    entries: VecDeque<Entry>,
+}
+
+impl Core {
+    fn first_index(&self) -> u64 {
+        self.entries
+            .front()
+            .map_or(self.snapshot.get_metadata().index + 1, |e| e.index)
+    }
+
+    fn last_index(&self) -> u64 {
+        self.entries
+            .back()
+            .map_or(self.snapshot.get_metadata().index, |e| e.index)
+    }
+}
+
+/// Raft storage on RocksDB. Owned by the Raft loop (inside its `RawNode`).
+pub struct RocksStorage {
+    db: DB,
+    core: RwLock<Core>,
+    applied: RwLock<AppliedState>,
+}
+
+fn decode<M: PbMessage>(bytes: Option<Vec<u8>>) -> Result<M, MetaError> {
+    match bytes {
+        Some(b) => Ok(M::parse_from_bytes(&b)?),
+        None => Ok(M::new()),
+    }
+}
+
+fn encode<M: PbMessage>(m: &M) -> Vec<u8> {
+    m.write_to_bytes().expect("raft messages always encode")
+}
+
+impl RocksStorage {
+    /// Opens (or creates) the store at `path` and loads it into memory.
+    pub fn open(path: &Path) -> Result<Self, MetaError> {
+        std::fs::create_dir_all(path)
+            .map_err(|e| MetaError::Codec(format!("create {}: {e}", path.display())))?;
+        let mut opts = Options::default();
+        opts.create_if_missing(true);
+        let db = DB::open(&opts, path)?;
+        let hard_state: HardState = decode(db.get(HARD_STATE)?)?;
+        let conf_state: ConfState = decode(db.get(CONF_STATE)?)?;
+        let mut snapshot = Snapshot::default();
+        snapshot.set_metadata(decode(db.get(SNAPSHOT_META)?)?);
+        snapshot.data = db.get(SNAPSHOT_DATA)?.unwrap_or_default().into();
+        let mut entries = VecDeque::new();
+        let start = entry_key(0);
+        let iter = db.iterator(rocksdb::IteratorMode::From(
+            &start,
+            rocksdb::Direction::Forward,
+        ));
+        for item in iter {
+            let (k, v) = item?;
+            if !k.starts_with(b"e/") {
+                break;
+            }
+            entries.push_back(Entry::parse_from_bytes(&v)?);
+        }
+        let applied = AppliedState {
+            index: db
+                .get(APPLIED)?
+                .map(|b| {
+                    let arr: [u8; 8] = b.as_slice().try_into().unwrap_or_default();
+                    u64::from_be_bytes(arr)
+                })
+                .unwrap_or(0),
+            state: db.get(STATE)?,
+        };
+        Ok(RocksStorage {
+            db,
+            core: RwLock::new(Core {
+                hard_state,
+                conf_state,
+                snapshot,
+                entries,
+            }),
+            applied: RwLock::new(applied),
+        })
+    }
+
+    /// Nothing was ever stored: a fresh node (bootstrap or join).
+    pub fn is_empty(&self) -> bool {
+        let core = self.core.read();
+        core.hard_state == HardState::default()
+            && core.conf_state == ConfState::default()
+            && core.snapshot.get_metadata().index == 0
+            && core.entries.is_empty()
+    }
+
+    /// Initialises a fresh store as an initial voter: a snapshot at index 1, term 1, holding `conf_state` and
+    /// the initial state machine. Every initial node writes the same one, and a node that joins later is
+    /// caught up by snapshot first, because the log starts after index 1.
+    pub fn bootstrap(&self, conf_state: ConfState, state: Vec<u8>) -> Result<(), MetaError> {
+        let mut snapshot = Snapshot::default();
+        let meta = snapshot.mut_metadata();
+        meta.index = 1;
+        meta.term = 1;
+        meta.set_conf_state(conf_state);
+        snapshot.data = state.into();
+        self.apply_snapshot(snapshot)
+    }
+
+    /// The state machine as last persisted.
+    pub fn applied_state(&self) -> AppliedState {
+        self.applied.read().clone()
+    }
+
+    pub fn snapshot_index(&self) -> u64 {
+        self.core.read().snapshot.get_metadata().index
+    }
+
+    pub fn conf_state(&self) -> ConfState {
+        self.core.read().conf_state.clone()
+    }
+
+    fn write(&self, batch: WriteBatch) -> Result<(), MetaError> {
+        let mut opts = WriteOptions::default();
+        opts.set_sync(true);
+        self.db.write_opt(batch, &opts)?;
+        Ok(())
+    }
+
+    /// Appends entries (replacing any conflicting suffix) and saves the hard state, in one synced batch.
+    pub fn append(
+        &self,
+        entries: &[Entry],
+        hard_state: Option<&HardState>,
+    ) -> Result<(), MetaError> {
+        let mut core = self.core.write();
+        let mut batch = WriteBatch::default();
+        if let Some(first) = entries.first() {
+            if first.index < core.first_index() {
+                return Err(MetaError::Codec(format!(
+                    "append at {} overwrites compacted entries (first index {})",
+                    first.index,
+                    core.first_index()
+                )));
+            }
+            if first.index > core.last_index() + 1 {
+                return Err(MetaError::Codec(format!(
+                    "append at {} leaves a gap after {}",
+                    first.index,
+                    core.last_index()
+                )));
+            }
+            let last_new = entries.last().map_or(first.index, |e| e.index);
+            if core.last_index() > last_new {
+                batch.delete_range(entry_key(last_new + 1), entry_key(core.last_index() + 1));
+            }
+            for e in entries {
+                batch.put(entry_key(e.index), encode(e));
+            }
+        }
+        if let Some(hs) = hard_state {
+            batch.put(HARD_STATE, encode(hs));
+        }
+        self.write(batch)?;
+        if let Some(first) = entries.first() {
+            let keep = (first.index - core.first_index()) as usize;
+            core.entries.truncate(keep);
+            core.entries.extend(entries.iter().cloned());
+        }
+        if let Some(hs) = hard_state {
+            core.hard_state = hs.clone();
+        }
+        Ok(())
+    }
+
+    /// Records a new commit index (from a `LightReady`).
+    pub fn set_commit(&self, commit: u64) -> Result<(), MetaError> {
+        let mut core = self.core.write();
+        let mut hs = core.hard_state.clone();
+        hs.commit = commit;
+        let mut batch = WriteBatch::default();
+        batch.put(HARD_STATE, encode(&hs));
+        self.write(batch)?;
+        core.hard_state = hs;
+        Ok(())
+    }
+
+    /// Persists the state machine after applying entries up to `index`, with the conf state when a conf
+    /// change was among them. The hard state's commit is raised to `index` in the same batch (applied entries
+    /// are committed), so a restart never sees applied > commit.
+    pub fn persist_applied(
+        &self,
+        index: u64,
+        state: Vec<u8>,
+        conf_state: Option<&ConfState>,
+    ) -> Result<(), MetaError> {
+        let mut core = self.core.write();
+        let mut batch = WriteBatch::default();
+        batch.put(APPLIED, index.to_be_bytes());
+        batch.put(STATE, &state);
+        if let Some(cs) = conf_state {
+            batch.put(CONF_STATE, encode(cs));
+        }
+        let mut hs = core.hard_state.clone();
+        if hs.commit < index {
+            hs.commit = index;
+            batch.put(HARD_STATE, encode(&hs));
+        }
+        self.write(batch)?;
+        core.hard_state = hs;
+        if let Some(cs) = conf_state {
+            core.conf_state = cs.clone();
+        }
+        *self.applied.write() = AppliedState {
+            index,
+            state: Some(state),
+        };
+        Ok(())
+    }
+
+    /// Installs a snapshot (received from the leader, or the bootstrap one): replaces the log, the conf state
+    /// and the state machine.
+    pub fn apply_snapshot(&self, snapshot: Snapshot) -> Result<(), MetaError> {
+        let mut core = self.core.write();
+        let meta = snapshot.get_metadata().clone();
+        if meta.index < core.snapshot.get_metadata().index {
+            return Err(MetaError::Raft(raft::Error::Store(
+                StorageError::SnapshotOutOfDate,
+            )));
+        }
+        let mut hs = core.hard_state.clone();
+        hs.term = hs.term.max(meta.term);
+        hs.commit = hs.commit.max(meta.index);
+        let mut batch = WriteBatch::default();
+        batch.delete_range(entry_key(0), entry_key(u64::MAX));
+        batch.delete(entry_key(u64::MAX));
+        batch.put(SNAPSHOT_META, encode(&meta));
+        batch.put(SNAPSHOT_DATA, &snapshot.data);
+        batch.put(CONF_STATE, encode(meta.get_conf_state()));
+        batch.put(HARD_STATE, encode(&hs));
+        batch.put(APPLIED, meta.index.to_be_bytes());
+        batch.put(STATE, &snapshot.data);
+        self.write(batch)?;
+        core.entries.clear();
+        core.hard_state = hs;
+        core.conf_state = meta.get_conf_state().clone();
+        *self.applied.write() = AppliedState {
+            index: meta.index,
+            state: Some(snapshot.data.to_vec()),
+        };
+        core.snapshot = snapshot;
+        Ok(())
+    }
+
+    /// Log compaction: stores a snapshot of the state machine at `applied` (the caller's current state) and
+    /// deletes the entries up to it.
+    pub fn compact(&self, applied: u64, state: Vec<u8>) -> Result<(), MetaError> {
+        let mut core = self.core.write();
+        if applied < core.first_index() || applied > core.last_index() {
+            return Ok(());
+        }
+        let offset = (applied - core.first_index()) as usize;
+        let term = core.entries[offset].term;
+        let mut snapshot = Snapshot::default();
+        let meta = snapshot.mut_metadata();
+        meta.index = applied;
+        meta.term = term;
+        meta.set_conf_state(core.conf_state.clone());
+        snapshot.data = state.into();
+        let mut batch = WriteBatch::default();
+        batch.put(SNAPSHOT_META, encode(snapshot.get_metadata()));
+        batch.put(SNAPSHOT_DATA, &snapshot.data);
+        batch.delete_range(entry_key(0), entry_key(applied + 1));
+        self.write(batch)?;
+        core.entries.drain(..=offset);
+        core.snapshot = snapshot;
+        Ok(())
+    }
+}
+
+impl raft::Storage for RocksStorage {
+    fn initial_state(&self) -> raft::Result<RaftState> {
+        let core = self.core.read();
+        Ok(RaftState::new(
+            core.hard_state.clone(),
+            core.conf_state.clone(),
+        ))
+    }
+
+    fn entries(
+        &self,
+        low: u64,
+        high: u64,
+        max_size: impl Into<Option<u64>>,
+        _context: GetEntriesContext,
+    ) -> raft::Result<Vec<Entry>> {
+        let core = self.core.read();
+        if low < core.first_index() {
+            return Err(raft::Error::Store(StorageError::Compacted));
+        }
+        if high > core.last_index() + 1 {
+            return Err(raft::Error::Store(StorageError::Unavailable));
+        }
+        let offset = core.first_index();
+        let mut out: Vec<Entry> = core
+            .entries
+            .range((low - offset) as usize..(high - offset) as usize)
+            .cloned()
+            .collect();
+        raft::util::limit_size(&mut out, max_size.into());
+        Ok(out)
+    }
+
+    fn term(&self, idx: u64) -> raft::Result<u64> {
+        let core = self.core.read();
+        let snap = core.snapshot.get_metadata();
+        if idx == snap.index {
+            return Ok(snap.term);
+        }
+        if idx < core.first_index() {
+            return Err(raft::Error::Store(StorageError::Compacted));
+        }
+        if idx > core.last_index() {
+            return Err(raft::Error::Store(StorageError::Unavailable));
+        }
+        Ok(core.entries[(idx - core.first_index()) as usize].term)
+    }
+
+    fn first_index(&self) -> raft::Result<u64> {
+        Ok(self.core.read().first_index())
+    }
+
+    fn last_index(&self) -> raft::Result<u64> {
+        Ok(self.core.read().last_index())
+    }
+
+    /// A snapshot of the state machine at the applied index, built on demand from the applied state this
+    /// store keeps (not the last compaction snapshot): its conf state then includes every voter added so
+    /// far, so a node that just joined accepts it (raft-rs refuses a snapshot whose conf state lacks it).
+    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+        let core = self.core.read();
+        let applied = self.applied.read();
+        let unavailable = || raft::Error::Store(StorageError::SnapshotTemporarilyUnavailable);
+        let Some(state) = &applied.state else {
+            return Err(unavailable());
+        };
+        if applied.index < request_index || applied.index < core.snapshot.get_metadata().index {
+            return Err(unavailable());
+        }
+        let term = if applied.index == core.snapshot.get_metadata().index {
+            core.snapshot.get_metadata().term
+        } else if applied.index >= core.first_index() && applied.index <= core.last_index() {
+            core.entries[(applied.index - core.first_index()) as usize].term
+        } else {
+            return Err(unavailable());
+        };
+        let mut snapshot = Snapshot::default();
+        let meta = snapshot.mut_metadata();
+        meta.index = applied.index;
+        meta.term = term;
+        meta.set_conf_state(core.conf_state.clone());
+        snapshot.data = state.clone().into();
+        Ok(snapshot)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use raft::Storage;
+
+    fn entry(index: u64, term: u64) -> Entry {
+        Entry {
+            index,
+            term,
+            data: vec![index as u8; 3].into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn log_survives_reopen_and_conflicts_are_truncated() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let s = RocksStorage::open(dir.path()).unwrap();
+            assert!(s.is_empty());
+            s.bootstrap(ConfState::from((vec![1, 2, 3], vec![])), b"state".to_vec())
+                .unwrap();
+            let ents: Vec<Entry> = (2..=6).map(|i| entry(i, 2)).collect();
+            let hs = HardState {
+                term: 2,
+                vote: 1,
+                ..Default::default()
+            };
+            s.append(&ents, Some(&hs)).unwrap();
+            // A new leader overwrites 5..6 with a shorter suffix.
+            s.append(&[entry(5, 3)], None).unwrap();
+            assert_eq!(s.last_index().unwrap(), 5);
+            s.persist_applied(4, b"state4".to_vec(), None).unwrap();
+        }
+        let s = RocksStorage::open(dir.path()).unwrap();
+        assert!(!s.is_empty());
+        assert_eq!(s.first_index().unwrap(), 2);
+        assert_eq!(s.last_index().unwrap(), 5);
+        assert_eq!(s.term(1).unwrap(), 1);
+        assert_eq!(s.term(5).unwrap(), 3);
+        let rs = s.initial_state().unwrap();
+        assert_eq!(rs.hard_state.vote, 1);
+        assert_eq!(rs.hard_state.commit, 4);
+        assert_eq!(rs.conf_state.voters, vec![1, 2, 3]);
+        let applied = s.applied_state();
+        assert_eq!(applied.index, 4);
+        assert_eq!(applied.state.as_deref(), Some(&b"state4"[..]));
+        let got = s
+            .entries(2, 6, None::<u64>, GetEntriesContext::empty(false))
+            .unwrap();
+        assert_eq!(
+            got.iter().map(|e| e.index).collect::<Vec<_>>(),
+            vec![2, 3, 4, 5]
+        );
+    }
+
+    #[test]
+    fn compaction_keeps_a_snapshot_and_drops_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let s = RocksStorage::open(dir.path()).unwrap();
+            s.bootstrap(ConfState::from((vec![1], vec![])), vec![])
+                .unwrap();
+            let ents: Vec<Entry> = (2..=10).map(|i| entry(i, 2)).collect();
+            s.append(&ents, None).unwrap();
+            s.compact(7, b"at7".to_vec()).unwrap();
+            assert_eq!(s.first_index().unwrap(), 8);
+            assert!(matches!(
+                s.entries(5, 8, None::<u64>, GetEntriesContext::empty(false)),
+                Err(raft::Error::Store(StorageError::Compacted))
+            ));
+        }
+        let s = RocksStorage::open(dir.path()).unwrap();
+        assert_eq!(s.first_index().unwrap(), 8);
+        assert_eq!(s.last_index().unwrap(), 10);
+        assert_eq!(s.term(7).unwrap(), 2);
+        // A snapshot sent to a follower is built from the applied state, not the compaction one.
+        s.persist_applied(9, b"at9".to_vec(), None).unwrap();
+        let snap = s.snapshot(0, 2).unwrap();
+        assert_eq!(snap.get_metadata().index, 9);
+        assert_eq!(snap.get_metadata().term, 2);
+        assert_eq!(&snap.data[..], b"at9");
+        assert_eq!(snap.get_metadata().get_conf_state().voters, vec![1]);
+        // A follower installing a later snapshot drops its whole log.
+        let mut newer = Snapshot::default();
+        newer.mut_metadata().index = 20;
+        newer.mut_metadata().term = 4;
+        newer
+            .mut_metadata()
+            .set_conf_state(ConfState::from((vec![1, 2], vec![])));
+        newer.data = b"at20".to_vec().into();
+        s.apply_snapshot(newer).unwrap();
+        assert_eq!(
+            (s.first_index().unwrap(), s.last_index().unwrap()),
+            (21, 20)
+        );
+        assert_eq!(s.applied_state().index, 20);
+        assert_eq!(s.initial_state().unwrap().hard_state.commit, 20);
+    }
+}
