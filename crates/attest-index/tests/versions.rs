@@ -119,8 +119,6 @@ fn a_replica_copies_everything_it_missed_through_listing_and_fetch() {
         }
         b.upsert(upserts).unwrap();
     }
-    drop(b);
-    let b = ShardEngine::open(b_dir.path(), config(30)).unwrap();
     assert_eq!(b.stats().live_documents, a.stats().live_documents);
     for d in 0..70 {
         let id = format!("doc-{d}");

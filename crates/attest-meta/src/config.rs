@@ -68,7 +68,8 @@ impl MetaConfig {
         Duration::from_millis(self.node_timeout_ms)
     }
 
-    /// Checks the parts a mistake in would only show up later as a cluster that never elects.
+    /// Checks the parts a mistake in would only show up later as a cluster that never elects. (That the
+    /// initial peers include this node is checked at bootstrap, the only time they are used.)
     pub fn validate(&self) -> anyhow::Result<()> {
         anyhow::ensure!(self.id != 0, "meta id must not be 0");
         anyhow::ensure!(
@@ -79,13 +80,6 @@ impl MetaConfig {
             self.heartbeat_tick >= 1 && self.election_tick > self.heartbeat_tick,
             "election_tick must be greater than heartbeat_tick"
         );
-        if self.join.is_none() {
-            anyhow::ensure!(
-                self.peers.iter().any(|(id, _)| *id == self.id),
-                "initial peers must include this node ({})",
-                self.id
-            );
-        }
         Ok(())
     }
 }

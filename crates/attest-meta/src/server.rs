@@ -7,7 +7,9 @@
 //!   until it succeeds; the leader adds this node and catches it up, by snapshot first (the log of the
 //!   group starts after index 1).
 //! - not empty: resume from RocksDB (hard state, conf state, log, snapshot, applied state machine);
-//!   `peers` and `join` are ignored.
+//!   `peers` and `join` are ignored, except that a joiner that stopped before it received its first
+//!   snapshot (its state still names no voter) calls `AddMetaNode` again (idempotent) to learn the voter
+//!   addresses it needs to answer the leader.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -70,6 +72,11 @@ impl MetaNode {
         if fresh {
             hints.extend(config.peers.iter().cloned());
             if config.join.is_none() {
+                anyhow::ensure!(
+                    config.peers.iter().any(|(id, _)| *id == config.id),
+                    "initial peers must include this node ({})",
+                    config.id
+                );
                 let voters: Vec<u64> = config.peers.iter().map(|(id, _)| *id).collect();
                 let state = StateMachine::with_voters(config.peers.iter().cloned());
                 storage.bootstrap(ConfState::from((voters, Vec::<u64>::new())), state.encode())?;
@@ -135,8 +142,9 @@ impl MetaNode {
                     let _ = stopped.await;
                 }),
         );
-        let joiner = match (&config.join, fresh) {
-            (Some(address), true) => Some(tokio::spawn(join(
+        let caught_up = !shared.applied.read().state.voters.is_empty();
+        let joiner = match (&config.join, caught_up) {
+            (Some(address), false) => Some(tokio::spawn(join(
                 address.clone(),
                 pb::MetaPeer {
                     id: config.id,

@@ -210,11 +210,12 @@ async fn heartbeat(
             .into_iter()
             .filter(|r| {
                 let key = (r.collection.clone(), r.shard, req.node_id);
-                applied
-                    .state
-                    .manifests
-                    .get(&key)
-                    .is_none_or(|m| m.segments != r.segments)
+                applied.state.collections.contains_key(&r.collection)
+                    && applied
+                        .state
+                        .manifests
+                        .get(&key)
+                        .is_none_or(|m| m.segments != r.segments)
             })
             .map(|r| state::ManifestRecord {
                 collection: r.collection,

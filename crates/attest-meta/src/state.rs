@@ -265,7 +265,10 @@ impl StateMachine {
             }
             Command::ReportManifests { manifests } => {
                 for m in manifests {
-                    if !self.nodes.contains_key(&m.node_id) {
+                    // Reports about unknown nodes or dropped collections are stale: ignored.
+                    if !self.nodes.contains_key(&m.node_id)
+                        || !self.collections.contains_key(&m.collection)
+                    {
                         continue;
                     }
                     self.manifests

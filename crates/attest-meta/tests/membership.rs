@@ -61,6 +61,9 @@ async fn single_node_cluster_serves_and_grows_by_join() {
         |sb| converged(sb, &BTreeSet::from([1, 2, 3])),
     )
     .await;
+    // A joined node restarts from its own store like any other.
+    sb.stop(2).await;
+    sb.restart(2).await;
     sb.grpc(3)
         .create_collection(collection("grown", 1, 1))
         .await

@@ -142,7 +142,9 @@ impl Sandbox {
     pub async fn join(&mut self, id: u64, via: u64) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         self.addrs.insert(id, listener.local_addr().unwrap());
-        let config = self.config(id, Some(self.url(via)));
+        let mut config = self.config(id, Some(self.url(via)));
+        // Like a real joining process, it knows only itself and the address it joins through.
+        config.peers = vec![(id, self.url(id))];
         let node = MetaNode::start(config, listener).await.unwrap();
         self.nodes.insert(id, node);
     }
