@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A whole Attest cluster on this machine, on 127.0.0.1: 3 meta nodes (Raft), 3 shard nodes, 1 router and 1
-# answer tier, each its own process.
+# A whole Attest cluster on this machine, on 127.0.0.1: 3 meta nodes (Raft), 3 shard nodes (ATTEST_CLUSTER_SHARDS),
+# 1 router and 1 answer tier (ATTEST_CLUSTER_ANSWER=0: none), each its own process.
 #
 #   scripts/local-cluster.sh up DIR     start it; data, logs and pids under DIR
 #   scripts/local-cluster.sh down DIR   stop everything `up` started there
@@ -8,6 +8,7 @@
 # Writes DIR/router.addr (the router's HTTP address), DIR/meta.addr (one meta address; DIR/meta.addrs has all),
 # DIR/answer.addr, and DIR/pids/<role>-<id>.pid for each process (meta ids as `attest status` reports them).
 # Ports: ATTEST_CLUSTER_PORT (default 17600) + fixed offsets. Binary: $ATTEST_BIN, else the debug build.
+# ATTEST_CLUSTER_SHARDS (default 3, at most 89): shard nodes shard-1..N on ports +11..; `up` waits for N alive.
 set -euo pipefail
 
 cmd="${1:-}"
@@ -20,9 +21,14 @@ fi
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${ATTEST_BIN:-${CARGO_TARGET_DIR:-$HOME/.cache/attest-target}/debug/attest}"
 base="${ATTEST_CLUSTER_PORT:-17600}"
+shards="${ATTEST_CLUSTER_SHARDS:-3}"
+if ! [[ "$shards" =~ ^[0-9]+$ ]] || ((shards < 1 || shards > 89)); then
+  echo "local-cluster: ATTEST_CLUSTER_SHARDS must be 1..89 (got $shards)" >&2
+  exit 2
+fi
 
 meta_port() { echo $((base + $1)); }           # meta 1..3: base+1..3
-shard_port() { echo $((base + 10 + $1)); }     # shard 1..3: base+11..13
+shard_port() { echo $((base + 10 + $1)); }     # shard 1..N: base+11..base+10+N
 router_http=$((base + 100))
 router_grpc=$((base + 101))
 answer_http=$((base + 150))
@@ -71,7 +77,7 @@ case "$cmd" in
         >"$dir/logs/meta-$i.log" 2>&1 &
       echo $! >"$dir/pids/meta-$i.pid"
     done
-    for i in 1 2 3; do
+    for i in $(seq 1 "$shards"); do
       "$bin" serve --role shard --meta "$metas" --grpc "127.0.0.1:$(shard_port "$i")" --node-name "shard-$i" \
         --data-dir "$dir/shard-$i" --log-level "${ATTEST_LOG:-info,tantivy=warn}" \
         >"$dir/logs/shard-$i.log" 2>&1 &
@@ -94,11 +100,11 @@ case "$cmd" in
       stop_all
       exit 1
     fi
-    # Every shard node registered and alive before we say the cluster is up.
+    # Every shard node ($shards) registered and alive before we say the cluster is up.
     for _ in $(seq 1 300); do
       alive="$("$bin" status --meta "$metas" --json 2>/dev/null |
         python3 -c 'import json,sys; d=json.load(sys.stdin); print(sum(1 for n in d["nodes"] if n["role"]=="shard" and n["alive"]))' 2>/dev/null || echo 0)"
-      [[ "$alive" == 3 ]] && break
+      [[ "$alive" == "$shards" ]] && break
       sleep 0.2
     done
     if [[ "${ATTEST_CLUSTER_ANSWER:-1}" == 1 ]]; then

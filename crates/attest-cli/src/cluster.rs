@@ -17,7 +17,8 @@ use crate::cli::{ClusterCommand, ServeArgs, StatusArgs};
 use crate::config::AttestConfig;
 
 fn meta_client(addresses: &[String]) -> anyhow::Result<MetaClient> {
-    MetaClient::new(addresses).map_err(|e| anyhow::anyhow!("{}", e.message()))
+    anyhow::ensure!(!addresses.is_empty(), "no meta address given (--meta)");
+    MetaClient::new(addresses).map_err(|e| anyhow::anyhow!("bad meta address: {e}"))
 }
 
 fn http_url(addr: &str) -> String {
@@ -331,7 +332,6 @@ pub async fn command(cmd: ClusterCommand) -> anyhow::Result<()> {
                 .await
                 .map_err(|e| anyhow::anyhow!("rebalance refused: {}", e.message()))?;
             let moves: Vec<Value> = plan
-                .moves
                 .iter()
                 .map(|m| json!({"collection": m.collection, "shard": m.shard, "from": m.from_node, "to": m.to_node}))
                 .collect();
@@ -340,7 +340,7 @@ pub async fn command(cmd: ClusterCommand) -> anyhow::Result<()> {
             } else if moves.is_empty() {
                 println!("balanced: no replica to move");
             } else {
-                for m in &plan.moves {
+                for m in &plan {
                     println!(
                         "{} {}/{}: node {} -> node {}",
                         if dry_run { "would move" } else { "moving" },

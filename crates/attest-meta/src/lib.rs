@@ -13,11 +13,10 @@
 //! - `route`: leader routing for the service: propose and wait, forward to the leader, liveness.
 //! - [`service`]: [`MetaServiceImpl`], the `attest.v1.MetaService` gRPC service.
 //! - `server`: [`MetaNode`], one running node (Raft thread + tonic server), bootstrap and join.
-//! - [`client`]: [`MetaClient`], the client routers, shard nodes and the CLI use (tries every address).
+//! - `MetaClient` (re-exported from attest-proto): the client routers, shard nodes and the CLI use.
 //! - `convert`: proto ⇄ state-machine types. [`error`]: [`MetaError`] and its one mapping to `Status`.
 //! - [`metrics`]: the `raft_term`, `raft_leader`, `raft_commit_index` gauges. `rlog`: raft-rs logs → tracing.
 
-pub mod client;
 pub mod config;
 mod convert;
 pub mod error;
@@ -34,7 +33,7 @@ pub mod transport;
 
 use std::future::Future;
 
-pub use client::MetaClient;
+pub use attest_proto::MetaClient;
 pub use config::MetaConfig;
 pub use error::{MetaError, StateError};
 pub use server::MetaNode;

@@ -17,7 +17,7 @@ use parking_lot::{Mutex, RwLock};
 use protobuf::Message as PbMessage;
 use raft::prelude::{Message, MessageType};
 use tokio::sync::mpsc;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 use pb::meta_service_client::MetaServiceClient;
 
@@ -185,13 +185,7 @@ impl Transport for GrpcTransport {
 
 /// A client for another meta node (lazy connection, generous message limits).
 pub fn meta_client(address: &str) -> Result<MetaServiceClient<Channel>, tonic::transport::Error> {
-    let channel = Endpoint::from_shared(address.to_string())?
-        .connect_timeout(Duration::from_millis(500))
-        .tcp_nodelay(true)
-        .connect_lazy();
-    Ok(MetaServiceClient::new(channel)
-        .max_decoding_message_size(MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_MESSAGE_BYTES))
+    attest_proto::meta_client::meta_service_client(address)
 }
 
 async fn run_peer(to: u64, address: String, mut rx: mpsc::Receiver<Message>, report: Reporter) {

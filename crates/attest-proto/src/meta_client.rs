@@ -1,133 +1,301 @@
-//! `MetaClient`: how shard nodes, routers and the CLI reach the meta group — the generated gRPC client with
-//! fail-over across the meta addresses it was given. Any meta node answers (followers forward writes to the
-//! leader), so a call simply moves on to the next address when one is unreachable.
+//! `MetaClient`: what routers, shard nodes, meta nodes' tests and the CLI use to talk to the meta group — the
+//! generated gRPC client with fail-over across meta addresses (kept here, beside the proto, so that no role
+//! needs the meta crate to reach meta).
+//!
+//! It holds a client per meta address and tries them in turn: the last address that answered first, then
+//! the others. `Unavailable`, `Unknown`, `Cancelled` and `DeadlineExceeded` (a node down, no leader yet, a
+//! minority partition) move on to the next address; after a full round it waits briefly and starts over,
+//! until the call's overall timeout (default 10 s). Any other status is the answer and is returned as is.
+//!
+//! A write that timed out may still have been committed; retrying it can then answer `AlreadyExists`
+//! (create) or be a no-op (register, put key, caught-up, drop).
 
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::time::Instant;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 
 use crate::v1 as pb;
-use crate::v1::meta_service_client::MetaServiceClient;
+use pb::meta_service_client::MetaServiceClient;
 
-/// How long one call to one meta node may take before the next address is tried.
-const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+/// Largest message exchanged with meta (a cluster state of many collections).
+const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
-#[derive(Clone, Debug)]
-pub struct MetaClient {
-    /// One lazily connecting client per meta address, tried in turn starting from the last one that answered.
-    clients: Vec<(String, MetaServiceClient<Channel>)>,
-    preferred: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+/// A lazily connecting client of one meta node at `http://host:port` (a bare `host:port` gets `http://`).
+pub fn meta_service_client(
+    address: &str,
+) -> Result<MetaServiceClient<Channel>, tonic::transport::Error> {
+    let channel = Endpoint::from_shared(with_scheme(address))?
+        .connect_timeout(Duration::from_millis(500))
+        .tcp_nodelay(true)
+        .connect_lazy();
+    Ok(MetaServiceClient::new(channel)
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES))
 }
 
-/// Whether another meta node may succeed where this one failed.
-fn try_next(status: &Status) -> bool {
+fn with_scheme(address: &str) -> String {
+    let a = address.trim();
+    if a.contains("://") {
+        a.to_string()
+    } else {
+        format!("http://{a}")
+    }
+}
+
+/// A client of the meta group. Cheap to clone; clones share the preferred address.
+#[derive(Debug, Clone)]
+pub struct MetaClient {
+    addresses: Vec<String>,
+    clients: Vec<MetaServiceClient<Channel>>,
+    /// Index of the address that answered last.
+    preferred: Arc<AtomicUsize>,
+    /// Overall time one call may take, retries included.
+    timeout: Duration,
+}
+
+fn retry_next(status: &Status) -> bool {
     matches!(
         status.code(),
-        Code::Unavailable | Code::DeadlineExceeded | Code::Unknown | Code::Cancelled | Code::Internal
+        Code::Unavailable | Code::Unknown | Code::Cancelled | Code::DeadlineExceeded
     )
 }
 
-macro_rules! failover {
-    ($self:ident, $method:ident, $req:expr) => {'call: {
-        let n = $self.clients.len();
-        let start = $self.preferred.load(std::sync::atomic::Ordering::Relaxed);
-        let mut last = Status::unavailable("no meta address configured");
-        for i in 0..n {
-            let at = (start + i) % n;
-            let mut client = $self.clients[at].1.clone();
-            let mut request = tonic::Request::new($req.clone());
-            request.set_timeout(CALL_TIMEOUT);
-            match client.$method(request).await {
-                Ok(resp) => {
-                    $self.preferred.store(at, std::sync::atomic::Ordering::Relaxed);
-                    break 'call Ok(resp.into_inner());
-                }
-                Err(status) if try_next(&status) => last = status,
-                Err(status) => break 'call Err(status),
-            }
-        }
-        Err(last)
-    }};
-}
-
 impl MetaClient {
-    /// Clients for comma-separated or listed addresses (`http://host:port`); nothing connects until a call.
-    pub fn new<S: AsRef<str>>(addresses: &[S]) -> Result<Self, Status> {
-        let mut clients = Vec::new();
-        for a in addresses {
-            let a = a.as_ref().trim();
-            if a.is_empty() {
-                continue;
-            }
-            let url = if a.contains("://") {
-                a.to_string()
-            } else {
-                format!("http://{a}")
-            };
-            let channel = Endpoint::from_shared(url.clone())
-                .map_err(|e| Status::invalid_argument(format!("meta address `{a}`: {e}")))?
-                .connect_timeout(Duration::from_secs(2))
-                .connect_lazy();
-            clients.push((url, MetaServiceClient::new(channel)));
-        }
-        if clients.is_empty() {
-            return Err(Status::invalid_argument("no meta address given"));
-        }
+    /// A client over `addresses` (`http://host:port`); connections are made lazily.
+    pub fn new<S: Into<String>>(
+        addresses: impl IntoIterator<Item = S>,
+    ) -> Result<MetaClient, tonic::transport::Error> {
+        let addresses: Vec<String> = addresses
+            .into_iter()
+            .map(Into::into)
+            .filter(|a: &String| !a.trim().is_empty())
+            .map(|a| with_scheme(&a))
+            .collect();
+        let clients = addresses
+            .iter()
+            .map(|a| meta_service_client(a))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(MetaClient {
+            addresses,
             clients,
-            preferred: Default::default(),
+            preferred: Arc::new(AtomicUsize::new(0)),
+            timeout: Duration::from_secs(10),
         })
     }
 
-    pub fn addresses(&self) -> Vec<String> {
-        self.clients.iter().map(|(a, _)| a.clone()).collect()
+    /// Sets the overall time a call may take (retries included).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
     }
 
+    pub fn addresses(&self) -> &[String] {
+        &self.addresses
+    }
+
+    async fn call<T, F, Fut>(&self, f: F) -> Result<T, Status>
+    where
+        F: Fn(MetaServiceClient<Channel>, Duration) -> Fut,
+        Fut: Future<Output = Result<T, Status>>,
+    {
+        if self.clients.is_empty() {
+            return Err(Status::invalid_argument("no meta addresses configured"));
+        }
+        let deadline = Instant::now() + self.timeout;
+        let start = self.preferred.load(Ordering::Relaxed);
+        let n = self.clients.len();
+        loop {
+            let mut last = Status::unavailable("no meta node answered");
+            for i in 0..n {
+                let idx = (start + i) % n;
+                let remaining = deadline.saturating_duration_since(Instant::now());
+                if remaining.is_zero() {
+                    return Err(last);
+                }
+                match f(self.clients[idx].clone(), remaining).await {
+                    Ok(v) => {
+                        self.preferred.store(idx, Ordering::Relaxed);
+                        return Ok(v);
+                    }
+                    Err(status) if retry_next(&status) => last = status,
+                    Err(status) => return Err(status),
+                }
+            }
+            if Instant::now() + Duration::from_millis(200) >= deadline {
+                return Err(last);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// The cluster state; `linearizable` makes it a ReadIndex read on the leader.
     pub async fn cluster_state(&self, linearizable: bool) -> Result<pb::ClusterState, Status> {
-        failover!(self, get_cluster_state, pb::GetClusterStateRequest { linearizable })
+        self.call(|mut c, t| async move {
+            let mut r = tonic::Request::new(pb::GetClusterStateRequest { linearizable });
+            r.set_timeout(t);
+            Ok(c.get_cluster_state(r).await?.into_inner())
+        })
+        .await
     }
-    pub async fn register_node(&self, req: pb::RegisterNodeRequest) -> Result<pb::NodeInfo, Status> {
-        let resp: pb::RegisterNodeResponse = failover!(self, register_node, req)?;
-        resp.node
-            .ok_or_else(|| Status::internal("meta registered the node but returned no node"))
+
+    /// Registers a data-plane node (same name → same id).
+    pub async fn register_node(
+        &self,
+        request: pb::RegisterNodeRequest,
+    ) -> Result<pb::NodeInfo, Status> {
+        self.call(|mut c, t| {
+            let request = request.clone();
+            async move {
+                let mut r = tonic::Request::new(request);
+                r.set_timeout(t);
+                c.register_node(r)
+                    .await?
+                    .into_inner()
+                    .node
+                    .ok_or_else(|| Status::internal("register returned no node"))
+            }
+        })
+        .await
     }
-    pub async fn heartbeat(&self, req: pb::HeartbeatRequest) -> Result<pb::HeartbeatResponse, Status> {
-        failover!(self, heartbeat, req)
+
+    /// A heartbeat with the node's replica reports; returns the state version the leader holds.
+    pub async fn heartbeat(
+        &self,
+        node_id: u64,
+        replicas: Vec<pb::ReplicaReport>,
+    ) -> Result<pb::HeartbeatResponse, Status> {
+        self.call(|mut c, t| {
+            let replicas = replicas.clone();
+            async move {
+                let mut r = tonic::Request::new(pb::HeartbeatRequest { node_id, replicas });
+                r.set_timeout(t);
+                Ok(c.heartbeat(r).await?.into_inner())
+            }
+        })
+        .await
     }
+
     pub async fn create_collection(
         &self,
-        req: pb::MetaCreateCollectionRequest,
+        request: pb::MetaCreateCollectionRequest,
     ) -> Result<pb::CollectionMeta, Status> {
-        failover!(self, create_collection, req)
+        self.call(|mut c, t| {
+            let request = request.clone();
+            async move {
+                let mut r = tonic::Request::new(request);
+                r.set_timeout(t);
+                Ok(c.create_collection(r).await?.into_inner())
+            }
+        })
+        .await
     }
+
+    /// Returns whether the collection existed.
     pub async fn drop_collection(&self, name: &str) -> Result<bool, Status> {
-        let req = pb::MetaDropCollectionRequest {
-            name: name.to_string(),
-        };
-        let resp: pb::MetaDropCollectionResponse = failover!(self, drop_collection, req)?;
-        Ok(resp.dropped)
+        self.call(|mut c, t| {
+            let name = name.to_string();
+            async move {
+                let mut r = tonic::Request::new(pb::MetaDropCollectionRequest { name });
+                r.set_timeout(t);
+                Ok(c.drop_collection(r).await?.into_inner().dropped)
+            }
+        })
+        .await
     }
+
     pub async fn replica_caught_up(
         &self,
-        req: pb::ReplicaCaughtUpRequest,
+        collection: &str,
+        shard: u32,
+        node_id: u64,
     ) -> Result<pb::CollectionMeta, Status> {
-        failover!(self, replica_caught_up, req)
+        self.call(|mut c, t| {
+            let collection = collection.to_string();
+            async move {
+                let mut r = tonic::Request::new(pb::ReplicaCaughtUpRequest {
+                    collection,
+                    shard,
+                    node_id,
+                });
+                r.set_timeout(t);
+                Ok(c.replica_caught_up(r).await?.into_inner())
+            }
+        })
+        .await
     }
-    pub async fn rebalance(&self, dry_run: bool) -> Result<pb::RebalanceResponse, Status> {
-        failover!(self, rebalance, pb::RebalanceRequest { dry_run })
+
+    /// Plans (and unless `dry_run`, applies) replica moves; returns them.
+    pub async fn rebalance(&self, dry_run: bool) -> Result<Vec<pb::ReplicaMove>, Status> {
+        self.call(|mut c, t| async move {
+            let mut r = tonic::Request::new(pb::RebalanceRequest { dry_run });
+            r.set_timeout(t);
+            Ok(c.rebalance(r).await?.into_inner().moves)
+        })
+        .await
     }
+
+    pub async fn put_api_key(&self, key: pb::ApiKeyInfo) -> Result<(), Status> {
+        self.call(|mut c, t| {
+            let key = key.clone();
+            async move {
+                let mut r = tonic::Request::new(pb::PutApiKeyRequest { key: Some(key) });
+                r.set_timeout(t);
+                c.put_api_key(r).await?;
+                Ok(())
+            }
+        })
+        .await
+    }
+
+    /// Adds a meta voter; returns the voters after the change.
+    pub async fn add_meta_node(&self, id: u64, address: &str) -> Result<Vec<pb::MetaPeer>, Status> {
+        self.call(|mut c, t| {
+            let peer = pb::MetaPeer {
+                id,
+                address: address.to_string(),
+            };
+            async move {
+                let mut r = tonic::Request::new(pb::AddMetaNodeRequest { peer: Some(peer) });
+                r.set_timeout(t);
+                Ok(c.add_meta_node(r).await?.into_inner().voters)
+            }
+        })
+        .await
+    }
+
+    /// Removes a meta voter; returns the voters after the change.
+    pub async fn remove_meta_node(&self, id: u64) -> Result<Vec<pb::MetaPeer>, Status> {
+        self.call(|mut c, t| async move {
+            let mut r = tonic::Request::new(pb::RemoveMetaNodeRequest { id });
+            r.set_timeout(t);
+            Ok(c.remove_meta_node(r).await?.into_inner().voters)
+        })
+        .await
+    }
+
+    /// The Raft status of the first meta node that answers.
     pub async fn status(&self) -> Result<pb::MetaStatus, Status> {
-        failover!(self, status, pb::MetaStatusRequest {})
+        self.call(|mut c, t| async move {
+            let mut r = tonic::Request::new(pb::MetaStatusRequest {});
+            r.set_timeout(t);
+            Ok(c.status(r).await?.into_inner())
+        })
+        .await
     }
-    /// The status of every listed meta node that answers (for `attest status`): (address, status or error).
+
+    /// The status of every listed meta node, each asked directly (for `attest status`).
     pub async fn status_of_each(&self) -> Vec<(String, Result<pb::MetaStatus, Status>)> {
         let mut out = Vec::new();
-        for (addr, client) in &self.clients {
-            let mut request = tonic::Request::new(pb::MetaStatusRequest {});
-            request.set_timeout(Duration::from_secs(2));
-            let r = client.clone().status(request).await.map(|r| r.into_inner());
-            out.push((addr.clone(), r));
+        for (address, client) in self.addresses.iter().zip(&self.clients) {
+            let mut r = tonic::Request::new(pb::MetaStatusRequest {});
+            r.set_timeout(Duration::from_secs(2));
+            let s = client.clone().status(r).await.map(|r| r.into_inner());
+            out.push((address.clone(), s));
         }
         out
     }

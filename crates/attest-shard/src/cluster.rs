@@ -126,8 +126,7 @@ pub async fn run_cluster_agent(
         tokio::select! {
             _ = &mut shutdown => return Ok(()),
             _ = heartbeat.tick() => {
-                let req = pb::HeartbeatRequest { node_id: state.node_id, replicas: replica_reports(&node) };
-                if let Err(e) = meta.heartbeat(req).await {
+                if let Err(e) = meta.heartbeat(state.node_id, replica_reports(&node)).await {
                     warn!(error = %e, event = "heartbeat_failed", "heartbeat not delivered");
                 }
             }
@@ -288,12 +287,7 @@ async fn reconcile(
             }
         }
         if joining && complete_from_a_peer {
-            meta.replica_caught_up(pb::ReplicaCaughtUpRequest {
-                collection: a.collection.clone(),
-                shard: a.shard,
-                node_id: me,
-            })
-            .await?;
+            meta.replica_caught_up(&a.collection, a.shard, me).await?;
             info!(collection = %a.collection, shard = a.shard, event = "replica_activated", "new replica caught up; now active");
         }
     }
