@@ -61,10 +61,14 @@ pub async fn serve_meta(
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
-    let advertise = args
-        .advertise
-        .clone()
-        .unwrap_or_else(|| http_url(&listener.local_addr().map(|a| a.to_string()).unwrap_or_default()));
+    let advertise = args.advertise.clone().unwrap_or_else(|| {
+        http_url(
+            &listener
+                .local_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default(),
+        )
+    });
     let mut peers = parse_meta_peers(&args.meta_peers)?;
     if peers.is_empty() && args.join.is_none() {
         // A single-node group.
@@ -99,7 +103,10 @@ pub async fn serve_shard_in_cluster(
 ) -> anyhow::Result<()> {
     let listen = args.grpc.as_deref().unwrap_or("127.0.0.1:7801").to_string();
     let agent = ClusterAgentConfig {
-        name: args.node_name.clone().unwrap_or_else(|| node_name_from(&args.data_dir)),
+        name: args
+            .node_name
+            .clone()
+            .unwrap_or_else(|| node_name_from(&args.data_dir)),
         advertise: args.advertise.clone().unwrap_or_else(|| http_url(&listen)),
         zone: args.zone.clone(),
         ..Default::default()
@@ -180,7 +187,10 @@ fn replica_state_name(state: i32) -> &'static str {
 }
 
 /// The status report as JSON (what `--json` prints and the table is drawn from).
-pub fn status_json(state: &pb::ClusterState, meta: &[(String, Result<pb::MetaStatus, tonic::Status>)]) -> Value {
+pub fn status_json(
+    state: &pb::ClusterState,
+    meta: &[(String, Result<pb::MetaStatus, tonic::Status>)],
+) -> Value {
     let leader_status = meta
         .iter()
         .filter_map(|(_, s)| s.as_ref().ok())
@@ -336,7 +346,10 @@ pub async fn command(cmd: ClusterCommand) -> anyhow::Result<()> {
                 .map(|m| json!({"collection": m.collection, "shard": m.shard, "from": m.from_node, "to": m.to_node}))
                 .collect();
             if json {
-                println!("{}", serde_json::to_string_pretty(&json!({"dry_run": dry_run, "moves": moves}))?);
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&json!({"dry_run": dry_run, "moves": moves}))?
+                );
             } else if moves.is_empty() {
                 println!("balanced: no replica to move");
             } else {
@@ -366,7 +379,13 @@ mod tests {
     #[test]
     fn meta_peers_parse_and_reject_bad_entries() {
         let p = parse_meta_peers(&["1=127.0.0.1:7601".into(), "2=http://h:2".into()]).unwrap();
-        assert_eq!(p, vec![(1, "http://127.0.0.1:7601".into()), (2, "http://h:2".into())]);
+        assert_eq!(
+            p,
+            vec![
+                (1, "http://127.0.0.1:7601".into()),
+                (2, "http://h:2".into())
+            ]
+        );
         assert!(parse_meta_peers(&["x=h:1".into()]).is_err());
         assert!(parse_meta_peers(&["h:1".into()]).is_err());
         assert!(parse_meta_peers(&["0=h:1".into()]).is_err());

@@ -128,8 +128,8 @@ impl LocalCluster {
             .spawn()
             .unwrap();
         std::fs::write(self.pid_file(&format!("shard-{i}")), child.id().to_string()).unwrap();
-        let mut pids = std::fs::read_to_string(self.dir.path().join("restarted.pids"))
-            .unwrap_or_default();
+        let mut pids =
+            std::fs::read_to_string(self.dir.path().join("restarted.pids")).unwrap_or_default();
         pids.push_str(&format!("{}\n", child.id()));
         std::fs::write(self.dir.path().join("restarted.pids"), pids).unwrap();
         std::mem::forget(child);
@@ -164,7 +164,13 @@ fn now_ms() -> u128 {
 /// A word that only document `i` contains (no vowels, so no stemmer touches it).
 fn token(i: usize) -> String {
     let letters = b"bcdfghjklm";
-    format!("zq{}x", format!("{i:06}").bytes().map(|c| letters[(c - b'0') as usize] as char).collect::<String>())
+    format!(
+        "zq{}x",
+        format!("{i:06}")
+            .bytes()
+            .map(|c| letters[(c - b'0') as usize] as char)
+            .collect::<String>()
+    )
 }
 
 fn doc(i: usize) -> Value {
@@ -191,7 +197,12 @@ fn replica_counts(cluster: &LocalCluster, state: &Value) -> HashMap<u64, Vec<u64
         .as_array()
         .unwrap()
         .iter()
-        .map(|n| (n["id"].as_u64().unwrap(), n["address"].as_str().unwrap().to_string()))
+        .map(|n| {
+            (
+                n["id"].as_u64().unwrap(),
+                n["address"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
     let mut out = HashMap::new();
     let c = state["collections"]
@@ -206,8 +217,9 @@ fn replica_counts(cluster: &LocalCluster, state: &Value) -> HashMap<u64, Vec<u64
         for r in s["replicas"].as_array().unwrap() {
             let addr = address[&r["node"].as_u64().unwrap()].clone();
             let count = rt.block_on(async {
-                let mut client =
-                    pb::shard_service_client::ShardServiceClient::connect(addr).await.ok()?;
+                let mut client = pb::shard_service_client::ShardServiceClient::connect(addr)
+                    .await
+                    .ok()?;
                 client
                     .stats(pb::ShardStatsRequest {
                         collection: "c".into(),
@@ -235,7 +247,11 @@ fn assert_replicas_on_distinct_nodes(state: &Value) {
                 .map(|r| r["node"].as_u64().unwrap())
                 .collect();
             let distinct: HashSet<u64> = nodes.iter().copied().collect();
-            assert_eq!(distinct.len(), nodes.len(), "two replicas share a node: {s}");
+            assert_eq!(
+                distinct.len(),
+                nodes.len(),
+                "two replicas share a node: {s}"
+            );
         }
     }
 }
@@ -255,7 +271,10 @@ fn assert_all_found(cluster: &LocalCluster, acked: &[usize]) {
             missing.push(i);
         }
     }
-    assert!(missing.is_empty(), "acknowledged documents lost: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "acknowledged documents lost: {missing:?}"
+    );
 }
 
 #[test]
@@ -265,7 +284,15 @@ fn the_local_cluster_survives_shard_and_meta_failures_and_rebalances() {
     let leader = state["leader"].as_u64().unwrap();
     assert!((1..=3).contains(&leader), "{state}");
     assert!(cluster.pid_file(&format!("meta-{leader}")).exists());
-    assert_eq!(state["nodes"].as_array().unwrap().iter().filter(|n| n["role"] == "shard").count(), 3);
+    assert_eq!(
+        state["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["role"] == "shard")
+            .count(),
+        3
+    );
 
     let (s, b) = post(
         &format!("{}/v1/collections", cluster.router),
@@ -276,7 +303,11 @@ fn the_local_cluster_survives_shard_and_meta_failures_and_rebalances() {
     assert_replicas_on_distinct_nodes(&state);
     let placement = &state["collections"][0]["placement"];
     assert_eq!(placement.as_array().unwrap().len(), 2);
-    assert!(placement.as_array().unwrap().iter().all(|s| s["replicas"].as_array().unwrap().len() == 2));
+    assert!(placement
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["replicas"].as_array().unwrap().len() == 2));
 
     // Ingest and query load; SIGKILL shard 1 in the middle, then restart it.
     let stop = Arc::new(AtomicBool::new(false));
@@ -284,7 +315,11 @@ fn the_local_cluster_survives_shard_and_meta_failures_and_rebalances() {
     let failed_queries = Arc::new(Mutex::new(Vec::<String>::new()));
     let queries = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let writer = {
-        let (stop, acked, url) = (Arc::clone(&stop), Arc::clone(&acked), cluster.router.clone());
+        let (stop, acked, url) = (
+            Arc::clone(&stop),
+            Arc::clone(&acked),
+            cluster.router.clone(),
+        );
         std::thread::spawn(move || {
             let mut next = 0;
             while !stop.load(Ordering::Relaxed) {
@@ -321,7 +356,11 @@ fn the_local_cluster_survives_shard_and_meta_failures_and_rebalances() {
                             failed.lock().unwrap().push(format!("degraded: {b}"));
                         }
                     }
-                    Ok(r) => failed.lock().unwrap().push(format!("{}: {}", r.status(), r.text().unwrap_or_default())),
+                    Ok(r) => failed.lock().unwrap().push(format!(
+                        "{}: {}",
+                        r.status(),
+                        r.text().unwrap_or_default()
+                    )),
                     Err(e) => failed.lock().unwrap().push(e.to_string()),
                 }
             }
@@ -343,14 +382,23 @@ fn the_local_cluster_survives_shard_and_meta_failures_and_rebalances() {
         queries.load(Ordering::Relaxed),
         failed.len()
     );
-    assert!(acked.len() >= 50, "too few writes acknowledged: {}", acked.len());
-    assert!(failed.is_empty(), "queries failed with one replica down: {failed:?}");
+    assert!(
+        acked.len() >= 50,
+        "too few writes acknowledged: {}",
+        acked.len()
+    );
+    assert!(
+        failed.is_empty(),
+        "queries failed with one replica down: {failed:?}"
+    );
 
     // The restarted replica catches up: every replica of a shard ends with the same documents.
     wait_until(Duration::from_secs(60), "replicas to converge", || {
         let state = cluster.status();
         let counts = replica_counts(&cluster, &state);
-        counts.values().all(|c| c.iter().all(|n| *n == c[0] && *n != u64::MAX))
+        counts
+            .values()
+            .all(|c| c.iter().all(|n| *n == c[0] && *n != u64::MAX))
     });
     assert_all_found(&cluster, &acked);
 
@@ -366,7 +414,12 @@ fn the_local_cluster_survives_shard_and_meta_failures_and_rebalances() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|n| (n["id"].as_u64().unwrap(), n["name"].as_str().unwrap().to_string()))
+        .map(|n| {
+            (
+                n["id"].as_u64().unwrap(),
+                n["name"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
     for n in &shard0 {
         cluster.kill(&name_of[n]);
@@ -402,7 +455,10 @@ fn the_local_cluster_survives_shard_and_meta_failures_and_rebalances() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let failover = killed_at.elapsed();
-    assert!(created, "no metadata write succeeded after the leader was killed");
+    assert!(
+        created,
+        "no metadata write succeeded after the leader was killed"
+    );
     wait_until(Duration::from_secs(10), "a new leader in status", || {
         let st = cluster.status();
         new_leader = st["leader"].as_u64().unwrap_or(0);
@@ -424,17 +480,29 @@ fn the_local_cluster_survives_shard_and_meta_failures_and_rebalances() {
         .env("ATTEST_LOG", "error")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(!plan["moves"].as_array().unwrap().is_empty(), "{plan}");
-    wait_until(Duration::from_secs(60), "every moved replica active", || {
-        let st = cluster.status();
-        st["collections"].as_array().unwrap().iter().all(|c| {
-            c["placement"].as_array().unwrap().iter().all(|s| {
-                s["replicas"].as_array().unwrap().iter().all(|r| r["state"] == "active")
+    wait_until(
+        Duration::from_secs(60),
+        "every moved replica active",
+        || {
+            let st = cluster.status();
+            st["collections"].as_array().unwrap().iter().all(|c| {
+                c["placement"].as_array().unwrap().iter().all(|s| {
+                    s["replicas"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .all(|r| r["state"] == "active")
+                })
             })
-        })
-    });
+        },
+    );
     let state = cluster.status();
     assert_replicas_on_distinct_nodes(&state);
     let node4 = state["nodes"]
@@ -453,11 +521,18 @@ fn the_local_cluster_survives_shard_and_meta_failures_and_rebalances() {
         .flat_map(|s| s["replicas"].as_array().unwrap().iter())
         .filter(|r| r["node"].as_u64() == Some(node4))
         .count();
-    assert!(on_node4 >= 1, "rebalance put nothing on the new node: {state}");
-    assert!(state["collections"].as_array().unwrap().iter().all(|c| c["placement"]
+    assert!(
+        on_node4 >= 1,
+        "rebalance put nothing on the new node: {state}"
+    );
+    assert!(state["collections"]
         .as_array()
         .unwrap()
         .iter()
-        .all(|s| s["replicas"].as_array().unwrap().len() == 2)));
+        .all(|c| c["placement"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["replicas"].as_array().unwrap().len() == 2)));
     assert_all_found(&cluster, &acked);
 }

@@ -178,12 +178,20 @@ async fn sandbox_cluster_keeps_acknowledged_writes_through_node_failures_and_reb
     let mut shards: Vec<Option<ShardProc>> = Vec::new();
     for i in 0..3 {
         shards.push(Some(
-            start_shard(&meta, root.join(format!("s{i}")), addrs[i].clone(), &format!("s{i}")).await,
+            start_shard(
+                &meta,
+                root.join(format!("s{i}")),
+                addrs[i].clone(),
+                &format!("s{i}"),
+            )
+            .await,
         ));
     }
 
     let embedder: Arc<dyn Embedder> = build_embedder(&EmbedderConfig::default()).unwrap();
-    let view = ClusterView::connect(meta.clone(), Default::default()).await.unwrap();
+    let view = ClusterView::connect(meta.clone(), Default::default())
+        .await
+        .unwrap();
     view.spawn_watch(Duration::from_millis(200));
     let router = Router::with_cluster(RouterConfig::default(), Arc::clone(&view), embedder);
     router
@@ -219,7 +227,10 @@ async fn sandbox_cluster_keeps_acknowledged_writes_through_node_failures_and_reb
     };
 
     let mut acked = Vec::new();
-    router.ingest("c", (0..40).map(doc).collect(), "w0").await.unwrap();
+    router
+        .ingest("c", (0..40).map(doc).collect(), "w0")
+        .await
+        .unwrap();
     acked.extend(0..40);
 
     // Stop one shard node; writes still reach a quorum (1 of 2) and searches are not degraded.
@@ -244,25 +255,41 @@ async fn sandbox_cluster_keeps_acknowledged_writes_through_node_failures_and_reb
         )
         .await
         .unwrap();
-    assert!(!resp.degraded, "one replica down must not degrade: {:?}", resp.missing_shards);
+    assert!(
+        !resp.degraded,
+        "one replica down must not degrade: {:?}",
+        resp.missing_shards
+    );
     for &i in &acked {
-        assert!(found(&router, i).await, "d{i} not found with one replica down");
+        assert!(
+            found(&router, i).await,
+            "d{i} not found with one replica down"
+        );
     }
 
     // Restart it: it copies what it missed before serving; its replicas end equal to their peers'.
     shards[victim] = Some(
-        start_shard(&meta, root.join(format!("s{victim}")), addrs[victim].clone(), &format!("s{victim}"))
-            .await,
+        start_shard(
+            &meta,
+            root.join(format!("s{victim}")),
+            addrs[victim].clone(),
+            &format!("s{victim}"),
+        )
+        .await,
     );
     let state = meta.cluster_state(true).await.unwrap();
     for s in 0..2u32 {
         let reps = replicas_of(&state, s);
         let a = address_of(&state, reps[0]);
         let b = address_of(&state, reps[1]);
-        wait_for("replicas to converge", Duration::from_secs(20), async || {
-            let (x, y) = (live_docs(&a, s).await, live_docs(&b, s).await);
-            x.is_some() && x == y
-        })
+        wait_for(
+            "replicas to converge",
+            Duration::from_secs(20),
+            async || {
+                let (x, y) = (live_docs(&a, s).await, live_docs(&b, s).await);
+                x.is_some() && x == y
+            },
+        )
         .await;
     }
 
@@ -287,20 +314,36 @@ async fn sandbox_cluster_keeps_acknowledged_writes_through_node_failures_and_reb
     assert_eq!(resp.missing_shards, vec![0]);
     for id in &both {
         let i = index_of(&state, *id);
-        shards[i] = Some(start_shard(&meta, root.join(format!("s{i}")), addrs[i].clone(), &format!("s{i}")).await);
+        shards[i] = Some(
+            start_shard(
+                &meta,
+                root.join(format!("s{i}")),
+                addrs[i].clone(),
+                &format!("s{i}"),
+            )
+            .await,
+        );
     }
 
     // A fourth node and a rebalance: replicas move onto it, nothing is lost.
-    shards.push(Some(start_shard(&meta, root.join("s3"), addrs[3].clone(), "s3").await));
+    shards.push(Some(
+        start_shard(&meta, root.join("s3"), addrs[3].clone(), "s3").await,
+    ));
     let plan = meta.rebalance(false).await.unwrap();
     assert!(!plan.is_empty());
-    wait_for("moved replicas to turn active", Duration::from_secs(30), async || {
-        let st = meta.cluster_state(false).await.unwrap();
-        st.collections[0].placement.iter().all(|p| {
-            p.replicas.len() == 2
-                && p.replicas.iter().all(|r| r.state == pb::ReplicaState::Active as i32)
-        })
-    })
+    wait_for(
+        "moved replicas to turn active",
+        Duration::from_secs(30),
+        async || {
+            let st = meta.cluster_state(false).await.unwrap();
+            st.collections[0].placement.iter().all(|p| {
+                p.replicas.len() == 2
+                    && p.replicas
+                        .iter()
+                        .all(|r| r.state == pb::ReplicaState::Active as i32)
+            })
+        },
+    )
     .await;
     let state = meta.cluster_state(true).await.unwrap();
     let new_node = state.nodes.iter().find(|n| n.name == "s3").unwrap().id;

@@ -156,7 +156,11 @@ impl IngestLog {
     }
 
     /// Up to `limit` document versions with ids after `after` (exclusive), in id order: the catch-up listing.
-    pub fn doc_versions_after(&self, after: &str, limit: usize) -> Result<Vec<(String, DocVersion)>> {
+    pub fn doc_versions_after(
+        &self,
+        after: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, DocVersion)>> {
         let docs = self.db.cf_handle(CF_DOCS).expect("docs cf");
         let mut out = Vec::with_capacity(limit.min(4096));
         let mode = if after.is_empty() {
@@ -256,7 +260,8 @@ mod tests {
         {
             let mut log = IngestLog::open(dir.path()).unwrap();
             assert_eq!(
-                log.append(&[(upsert("a", 2), 10), (upsert("b", 1), 11)]).unwrap(),
+                log.append(&[(upsert("a", 2), 10), (upsert("b", 1), 11)])
+                    .unwrap(),
                 vec![1, 2]
             );
             assert_eq!(
@@ -300,8 +305,12 @@ mod tests {
     fn forget_removes_only_named_records() {
         let dir = tempfile::tempdir().unwrap();
         let mut log = IngestLog::open(dir.path()).unwrap();
-        log.append(&[(upsert("a", 1), 1), (upsert("a", 1), 2), (upsert("b", 1), 3)])
-            .unwrap();
+        log.append(&[
+            (upsert("a", 1), 1),
+            (upsert("a", 1), 2),
+            (upsert("b", 1), 3),
+        ])
+        .unwrap();
         log.forget(&[1]).unwrap();
         assert_eq!(log.all_seqs().unwrap(), vec![2, 3]);
     }

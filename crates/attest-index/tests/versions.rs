@@ -43,9 +43,14 @@ fn a_versioned_delete_of_an_unseen_document_blocks_older_upserts() {
     let e = ShardEngine::open(dir.path(), config(1000)).unwrap();
     assert!(!e.delete_versioned("t1", "doc-4", 500).unwrap());
     e.upsert(vec![versioned(4, 1, 400)]).unwrap();
-    assert!(text_of(&e, 4).is_none(), "an older upsert resurrected a deleted document");
+    assert!(
+        text_of(&e, 4).is_none(),
+        "an older upsert resurrected a deleted document"
+    );
     match e.fetch_documents(&["doc-4".into()]).unwrap().pop() {
-        Some(FetchedDocument::Tombstone { version, tenant, .. }) => {
+        Some(FetchedDocument::Tombstone {
+            version, tenant, ..
+        }) => {
             assert_eq!((version, tenant.as_str()), (500, "t1"))
         }
         other => panic!("expected a tombstone, got {other:?}"),

@@ -157,7 +157,13 @@ mod tests {
         let old = r#"{"name":"c","shards":2,"replication":1,"dimension":4,
             "index":{"nlist":8,"m":2,"nbits":8,"nprobe":4},"seal_threshold":10,"embedder":"e","placement":[0,1]}"#;
         let rec: CollectionRecord = serde_json::from_str(old).unwrap();
-        assert_eq!(rec.placement[1], vec![ReplicaRef { node: 1, role: ReplicaRole::Active }]);
+        assert_eq!(
+            rec.placement[1],
+            vec![ReplicaRef {
+                node: 1,
+                role: ReplicaRole::Active
+            }]
+        );
         let again: CollectionRecord =
             serde_json::from_str(&serde_json::to_string(&rec).unwrap()).unwrap();
         assert_eq!(again, rec);

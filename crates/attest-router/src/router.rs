@@ -125,7 +125,12 @@ impl Router {
             .into_iter()
             .enumerate()
             .map(|(i, client)| {
-                ReplicaEndpoint::new(i as u64, format!("shard-node-{i}"), client, &config.replicas)
+                ReplicaEndpoint::new(
+                    i as u64,
+                    format!("shard-node-{i}"),
+                    client,
+                    &config.replicas,
+                )
             })
             .collect();
         let topology = Topology::Static {
@@ -144,7 +149,11 @@ impl Router {
         Self::with_topology(config, Topology::Cluster(view), embedder)
     }
 
-    fn with_topology(config: RouterConfig, topology: Topology, embedder: Arc<dyn Embedder>) -> Self {
+    fn with_topology(
+        config: RouterConfig,
+        topology: Topology,
+        embedder: Arc<dyn Embedder>,
+    ) -> Self {
         let query_cache_capacity = config.query_cache_capacity;
         Router {
             config,

@@ -139,7 +139,10 @@ pub fn record_from_meta(c: &pb::CollectionMeta) -> CollectionRecord {
 
 impl ClusterView {
     /// Reads the cluster state once (so the router starts with the shard map) and returns the view.
-    pub async fn connect(meta: MetaClient, policy: ReplicaPolicy) -> Result<Arc<Self>, RouterError> {
+    pub async fn connect(
+        meta: MetaClient,
+        policy: ReplicaPolicy,
+    ) -> Result<Arc<Self>, RouterError> {
         let view = Arc::new(ClusterView {
             meta,
             policy,
@@ -200,8 +203,13 @@ impl ClusterView {
             }
         }
         if changed {
-            info!(version = state.version, collections = snap.collections.len(), nodes = snap.endpoints.len(),
-                event = "shard_map_updated", "cluster state applied");
+            info!(
+                version = state.version,
+                collections = snap.collections.len(),
+                nodes = snap.endpoints.len(),
+                event = "shard_map_updated",
+                "cluster state applied"
+            );
         }
     }
 

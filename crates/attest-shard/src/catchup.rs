@@ -80,7 +80,11 @@ pub async fn catch_up_from(
             let (copied, tombstones) = (fetched.documents.len(), fetched.tombstones.len());
             let engine = Arc::clone(&engine);
             tokio::task::spawn_blocking(move || -> Result<(), Status> {
-                let writes: Vec<_> = fetched.documents.into_iter().map(write_from_proto).collect();
+                let writes: Vec<_> = fetched
+                    .documents
+                    .into_iter()
+                    .map(write_from_proto)
+                    .collect();
                 engine.upsert(writes).map_err(to_status)?;
                 for t in fetched.tombstones {
                     engine
@@ -100,8 +104,14 @@ pub async fn catch_up_from(
         after = page.next_after;
     }
     if report.copied + report.tombstones > 0 {
-        info!(collection, shard, copied = report.copied, tombstones = report.tombstones,
-            event = "replica_caught_up", "copied missed writes from a peer");
+        info!(
+            collection,
+            shard,
+            copied = report.copied,
+            tombstones = report.tombstones,
+            event = "replica_caught_up",
+            "copied missed writes from a peer"
+        );
     }
     Ok(report)
 }

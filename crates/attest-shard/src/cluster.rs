@@ -262,13 +262,7 @@ async fn reconcile(
             let since = state.cursors.get(&cursor_key).copied().unwrap_or(0);
             let pass = tokio::time::timeout(
                 Duration::from_millis(config.peer_timeout_ms),
-                catch_up_from(
-                    Arc::clone(&engine),
-                    &client,
-                    &a.collection,
-                    a.shard,
-                    since,
-                ),
+                catch_up_from(Arc::clone(&engine), &client, &a.collection, a.shard, since),
             )
             .await;
             match pass {
@@ -358,7 +352,10 @@ mod tests {
         let peers: Vec<u64> = mine[0].peers.iter().map(|p| p.0).collect();
         assert_eq!(peers, vec![1, 3]);
         let for_one = assignments(&state, 1);
-        assert_eq!(for_one[0].peers.iter().map(|p| p.0).collect::<Vec<_>>(), vec![3]);
+        assert_eq!(
+            for_one[0].peers.iter().map(|p| p.0).collect::<Vec<_>>(),
+            vec![3]
+        );
         assert!(assignments(&state, 9).is_empty());
     }
 }

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use attest_index::{DocumentWrite, EngineConfig, EngineStats, FetchedDocument, SearchParams, ShardEngine};
+use attest_index::{
+    DocumentWrite, EngineConfig, EngineStats, FetchedDocument, SearchParams, ShardEngine,
+};
 use attest_proto::v1 as pb;
 use attest_proto::v1::shard_service_server::ShardService;
 use attest_telemetry::metrics::{observe_stage, STAGE_SHARD_SEARCH};
@@ -147,13 +149,12 @@ impl ShardServiceImpl {
     ) -> Result<Response<pb::DeleteResponse>, Status> {
         let r = req.into_inner();
         let engine = self.engine(&r.collection, r.shard)?;
-        let deleted =
-            blocking(move || {
-                engine
-                    .delete_versioned(&r.tenant, &r.doc_id, r.version)
-                    .map_err(to_status)
-            })
-            .await?;
+        let deleted = blocking(move || {
+            engine
+                .delete_versioned(&r.tenant, &r.doc_id, r.version)
+                .map_err(to_status)
+        })
+        .await?;
         Ok(Response::new(pb::DeleteResponse { deleted }))
     }
 
@@ -168,12 +169,8 @@ impl ShardServiceImpl {
             n => (n as usize).min(MAX_DOC_VERSIONS_PAGE),
         };
         let after = r.after_doc_id.clone();
-        let (page, last_seq) = blocking(move || {
-            engine
-                .doc_versions_after(&after, limit)
-                .map_err(to_status)
-        })
-        .await?;
+        let (page, last_seq) =
+            blocking(move || engine.doc_versions_after(&after, limit).map_err(to_status)).await?;
         let next_after = if page.len() == limit {
             page.last().map(|(id, _)| id.clone()).unwrap_or_default()
         } else {

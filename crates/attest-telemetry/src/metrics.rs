@@ -54,6 +54,12 @@ pub fn install() -> &'static PrometheusHandle {
         let recorder = PrometheusBuilder::new()
             .set_buckets_for_metric(Matcher::Full(STAGE_LATENCY_SECONDS.into()), LATENCY_BUCKETS)
             .expect("non-empty bucket list")
+            // Every call from a router to a shard replica (attest_router::replicas).
+            .set_buckets_for_metric(
+                Matcher::Full("router_replica_call_seconds".into()),
+                LATENCY_BUCKETS,
+            )
+            .expect("non-empty bucket list")
             .build_recorder();
         let handle = recorder.handle();
         if metrics::set_global_recorder(recorder).is_ok() {
