@@ -84,8 +84,13 @@ enum Mode {
 #[derive(Args)]
 struct Common {
     /// Documents ingested: the squad-sample corpus, then synthetic documents made of its sentences.
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = 3000)]
     docs: usize,
+    /// Let the router embed every document (candle MiniLM on this CPU: ~2–10 chunks/s). Default: each document
+    /// comes with its own vector (a pseudo-random unit vector, fixed seed) over the HTTP API, the ingest path
+    /// without the embedder — search cost does not depend on what the vectors mean.
+    #[arg(long)]
+    embed: bool,
     /// Base port (ATTEST_CLUSTER_PORT).
     #[arg(long, default_value_t = 17600)]
     port: u16,
@@ -387,12 +392,14 @@ async fn router_client(cluster: &Cluster) -> anyhow::Result<RouterServiceClient<
     Ok(RouterServiceClient::new(channel))
 }
 
-/// Creates the collection (retrying while the router learns the shard nodes) and ingests `docs` into it.
+/// Creates the collection (retrying while the router learns the shard nodes) and ingests `common.docs` into it:
+/// over gRPC with the router embedding (`--embed`), else over HTTP with a vector per document.
 async fn create_and_ingest(
+    cluster: &Cluster,
     router: &mut RouterServiceClient<Channel>,
     shards: u32,
     replication: u32,
-    docs: usize,
+    common: &Common,
 ) -> anyhow::Result<(pb::CollectionInfo, Value)> {
     let started = Instant::now();
     let info = loop {
@@ -413,30 +420,74 @@ async fn create_and_ingest(
             Err(e) => bail!("create collection: {e}"),
         }
     };
-    let docs = documents(docs)?;
+    let docs = documents(common.docs)?;
+    let dim = info
+        .spec
+        .as_ref()
+        .map(|s| s.dimension as usize)
+        .unwrap_or(384);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    let http = reqwest::Client::new();
+    let url = format!(
+        "{}/v1/collections/{COLLECTION}/documents",
+        std::fs::read_to_string(cluster.dir.join("router.addr"))?.trim()
+    );
     let started = Instant::now();
     let (mut accepted, mut chunks, mut duplicates) = (0u64, 0u64, 0u64);
-    for batch in docs.chunks(64) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let resp = loop {
-            match router
-                .ingest(pb::IngestRequest {
-                    collection: COLLECTION.into(),
-                    documents: batch.to_vec(),
+    for batch in docs.chunks(if common.embed { 32 } else { 100 }) {
+        let body = (!common.embed).then(|| {
+            let documents: Vec<Value> = batch
+                .iter()
+                .map(|d| {
+                    let mut v: Vec<f32> = (0..dim).map(|_| rng.gen::<f32>() - 0.5).collect();
+                    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+                    v.iter_mut().for_each(|x| *x /= norm);
+                    json!({"id": d.id, "title": d.title, "text": d.text, "vector": v})
                 })
-                .await
-            {
-                Ok(r) => break r.into_inner(),
+                .collect();
+            json!({ "documents": documents })
+        });
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let (a, c, dup) = loop {
+            let result: anyhow::Result<(u64, u64, u64)> = match &body {
+                None => router
+                    .ingest(pb::IngestRequest {
+                        collection: COLLECTION.into(),
+                        documents: batch.to_vec(),
+                    })
+                    .await
+                    .map(|r| {
+                        let r = r.into_inner();
+                        (r.accepted as u64, r.chunks as u64, r.duplicates as u64)
+                    })
+                    .map_err(|e| anyhow::anyhow!("{e}")),
+                Some(body) => {
+                    async {
+                        let resp = http.post(&url).json(body).send().await?;
+                        let status = resp.status();
+                        let b: Value = resp.json().await?;
+                        ensure!(status.is_success(), "HTTP {status}: {b}");
+                        Ok((
+                            b["accepted"].as_u64().unwrap_or(0),
+                            b["chunks"].as_u64().unwrap_or(0),
+                            b["duplicates"].as_u64().unwrap_or(0),
+                        ))
+                    }
+                    .await
+                }
+            };
+            match result {
+                Ok(r) => break r,
                 Err(e) if Instant::now() < deadline => {
-                    eprintln!("ingest: {} (retrying)", e.message());
+                    eprintln!("ingest: {e} (retrying)");
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
                 Err(e) => bail!("ingest: {e}"),
             }
         };
-        accepted += resp.accepted as u64;
-        chunks += resp.chunks as u64;
-        duplicates += resp.duplicates as u64;
+        accepted += a;
+        chunks += c;
+        duplicates += dup;
     }
     let secs = started.elapsed().as_secs_f64();
     eprintln!(
@@ -445,7 +496,8 @@ async fn create_and_ingest(
     Ok((
         info,
         json!({"documents": accepted, "chunks": chunks, "near_duplicates": duplicates,
-               "ingest_seconds": round3(secs)}),
+               "ingest_seconds": round3(secs),
+               "vectors": if common.embed { "router embeds (MiniLM)" } else { "supplied: pseudo-random unit vectors" }}),
     ))
 }
 
@@ -516,7 +568,7 @@ struct Paired {
 async fn overhead(shards: usize, rounds: usize, common: &Common) -> anyhow::Result<()> {
     let cluster = Cluster::up(shards, common)?;
     let mut router = router_client(&cluster).await?;
-    let (info, ingest) = create_and_ingest(&mut router, shards as u32, 1, common.docs).await?;
+    let (info, ingest) = create_and_ingest(&cluster, &mut router, shards as u32, 1, common).await?;
     let nprobe = info
         .spec
         .as_ref()
@@ -782,7 +834,7 @@ async fn resilience(
 ) -> anyhow::Result<()> {
     let cluster = Cluster::up(3, common)?;
     let mut router = router_client(&cluster).await?;
-    let (_, ingest) = create_and_ingest(&mut router, 3, 2, common.docs).await?;
+    let (_, ingest) = create_and_ingest(&cluster, &mut router, 3, 2, common).await?;
     eprintln!("corpus: {ingest}");
     let queries = Arc::new(queries()?);
     for q in queries.iter() {

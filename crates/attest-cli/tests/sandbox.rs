@@ -176,12 +176,12 @@ async fn sandbox_cluster_keeps_acknowledged_writes_through_node_failures_and_reb
 
     let addrs: Vec<String> = (0..4).map(|_| free_addr()).collect();
     let mut shards: Vec<Option<ShardProc>> = Vec::new();
-    for i in 0..3 {
+    for (i, addr) in addrs.iter().take(3).enumerate() {
         shards.push(Some(
             start_shard(
                 &meta,
                 root.join(format!("s{i}")),
-                addrs[i].clone(),
+                addr.clone(),
                 &format!("s{i}"),
             )
             .await,
