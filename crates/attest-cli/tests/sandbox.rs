@@ -107,6 +107,20 @@ fn word(i: usize) -> String {
     format!("zq{w}x")
 }
 
+async fn search_lake(router: &Router) -> pb::SearchResponse {
+    router
+        .search(
+            pb::SearchRequest {
+                collection: "c".into(),
+                query: "sandbox note by the lake".into(),
+                ..Default::default()
+            },
+            "lake".into(),
+        )
+        .await
+        .unwrap()
+}
+
 async fn found(router: &Router, i: usize) -> bool {
     let resp = router
         .search(
@@ -244,17 +258,7 @@ async fn sandbox_cluster_keeps_acknowledged_writes_through_node_failures_and_reb
             .unwrap();
         acked.extend(ids);
     }
-    let resp = router
-        .search(
-            pb::SearchRequest {
-                collection: "c".into(),
-                query: "sandbox note by the lake".into(),
-                ..Default::default()
-            },
-            "q1".into(),
-        )
-        .await
-        .unwrap();
+    let resp = search_lake(&router).await;
     assert!(
         !resp.degraded,
         "one replica down must not degrade: {:?}",
@@ -299,17 +303,7 @@ async fn sandbox_cluster_keeps_acknowledged_writes_through_node_failures_and_reb
         let i = index_of(&state, *id);
         shards[i].take().unwrap().stop().await;
     }
-    let resp = router
-        .search(
-            pb::SearchRequest {
-                collection: "c".into(),
-                query: "sandbox note by the lake".into(),
-                ..Default::default()
-            },
-            "q2".into(),
-        )
-        .await
-        .unwrap();
+    let resp = search_lake(&router).await;
     assert!(resp.degraded);
     assert_eq!(resp.missing_shards, vec![0]);
     for id in &both {

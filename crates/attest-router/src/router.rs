@@ -293,17 +293,17 @@ impl Router {
                 crate::topology::record_from_meta(&created)
             }
         };
-        for shard in 0..record.shards as usize {
-            let replicas = self.topology.write_replicas(&record, shard);
-            let call = ShardCall::EnsureShard {
+        let ensured = self
+            .on_every_replica(&record, |shard| ShardCall::EnsureShard {
                 request_id: request_id.to_string(),
                 req: pb::EnsureShardRequest {
                     collection: record.name.clone(),
-                    shard: shard as u32,
+                    shard,
                     spec: Some(spec.clone()),
                 },
-            };
-            let outcome = call_all(&replicas, call, replicas.len(), &self.config.replicas).await;
+            })
+            .await;
+        for (shard, outcome) in ensured {
             if let Some(e) = outcome.error {
                 if matches!(self.topology, Topology::Static { .. }) {
                     return Err(RouterError::from_status(e));
@@ -339,16 +339,16 @@ impl Router {
                 rec
             }
         };
-        for shard in 0..rec.shards as usize {
-            let replicas = self.topology.write_replicas(&rec, shard);
-            let call = ShardCall::DropShard {
+        let dropped = self
+            .on_every_replica(&rec, |shard| ShardCall::DropShard {
                 request_id: request_id.to_string(),
                 req: pb::DropShardRequest {
                     collection: name.to_string(),
-                    shard: shard as u32,
+                    shard,
                 },
-            };
-            let outcome = call_all(&replicas, call, replicas.len(), &self.config.replicas).await;
+            })
+            .await;
+        for (shard, outcome) in dropped {
             if let Some(e) = outcome.error {
                 warn!(collection = %name, shard, error = %e, event = "drop_shard_failed", "could not drop shard");
             }
@@ -690,23 +690,43 @@ impl Router {
         request_id: &str,
     ) -> Result<(), RouterError> {
         let rec = self.topology.get(collection)?;
-        for shard in 0..rec.shards as usize {
-            let replicas = self.topology.write_replicas(&rec, shard);
-            let call = ShardCall::Maintain {
+        let done = self
+            .on_every_replica(&rec, |shard| ShardCall::Maintain {
                 request_id: request_id.to_string(),
                 req: pb::MaintainRequest {
                     collection: collection.to_string(),
-                    shard: shard as u32,
+                    shard,
                     seal,
                     compact,
                 },
-            };
-            call_all(&replicas, call, replicas.len(), &self.config.replicas)
-                .await
-                .into_result()
-                .map_err(RouterError::from_status)?;
+            })
+            .await;
+        for (_, outcome) in done {
+            outcome.into_result().map_err(RouterError::from_status)?;
         }
         Ok(())
+    }
+
+    /// Sends `call(shard)` to every replica of every shard (an operation that must reach all of them, not a
+    /// quorum), shard by shard; returns each shard's outcome.
+    async fn on_every_replica(
+        &self,
+        rec: &CollectionRecord,
+        call: impl Fn(u32) -> ShardCall,
+    ) -> Vec<(u32, crate::replicas::WriteOutcome)> {
+        let mut out = Vec::with_capacity(rec.shards as usize);
+        for shard in 0..rec.shards {
+            let replicas = self.topology.write_replicas(rec, shard as usize);
+            let outcome = call_all(
+                &replicas,
+                call(shard),
+                replicas.len(),
+                &self.config.replicas,
+            )
+            .await;
+            out.push((shard, outcome));
+        }
+        out
     }
 
     /// Per-shard statistics of a collection (from one replica of each shard).
