@@ -17,8 +17,10 @@ models:
 	scripts/install-model.sh
 	scripts/install-llm.sh
 
+# The whole workspace with every target, so cargo resolves one feature set for the native libraries: building
+# one package alone (`-p attest-cli`) unifies features differently and compiles RocksDB and FAISS a second time.
 build: setup
-	cargo build -p attest-cli
+	cargo build --workspace --all-targets
 
 demo: build
 	ATTEST_BIN=$(ATTEST) scripts/demo.sh
