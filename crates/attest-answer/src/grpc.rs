@@ -10,7 +10,6 @@ use attest_proto::v1::answer_service_server::{AnswerService as AnswerRpc, Answer
 use attest_telemetry::request_id;
 use futures::Stream;
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
@@ -130,6 +129,6 @@ pub async fn serve_grpc(
     tonic::transport::Server::builder()
         .add_service(health)
         .add_service(AnswerGrpc::server(service))
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .serve_with_incoming_shutdown(attest_telemetry::incoming::nodelay(listener), shutdown)
         .await
 }

@@ -40,10 +40,7 @@ async fn serve_grpc_health(
         .await;
     tonic::transport::Server::builder()
         .add_service(health)
-        .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(listener),
-            shutdown,
-        )
+        .serve_with_incoming_shutdown(attest_telemetry::incoming::nodelay(listener), shutdown)
         .await?;
     Ok(())
 }

@@ -133,7 +133,7 @@ impl MetaNode {
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
         let (stop_server, stopped) = oneshot::channel::<()>();
-        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        let incoming = attest_telemetry::incoming::nodelay(listener);
         let server = tokio::spawn(
             tonic::transport::Server::builder()
                 .add_service(health_service)

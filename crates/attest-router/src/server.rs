@@ -6,7 +6,6 @@ use std::sync::Arc;
 use attest_proto::v1::router_service_server::RouterServiceServer;
 use attest_telemetry::ops::MetricsRefresh;
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::grpc::RouterServiceImpl;
 use crate::router::Router;
@@ -55,7 +54,7 @@ pub async fn serve_grpc_with(
     );
     tonic::transport::Server::builder()
         .add_routes(routes)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .serve_with_incoming_shutdown(attest_telemetry::incoming::nodelay(listener), shutdown)
         .await?;
     Ok(())
 }

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use attest_proto::v1::shard_service_server::ShardServiceServer;
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::node::ShardNode;
 use crate::service::ShardServiceImpl;
@@ -30,7 +29,7 @@ pub async fn serve(
     tonic::transport::Server::builder()
         .add_service(health)
         .add_service(svc)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .serve_with_incoming_shutdown(attest_telemetry::incoming::nodelay(listener), shutdown)
         .await?;
     Ok(())
 }

@@ -8,7 +8,9 @@
 //! - [`metrics`]: the metric names of SPEC.md ("names are part of the interface"), the process-wide Prometheus
 //!   recorder and small helpers to record stage latencies.
 //! - [`ops`]: `/healthz`, `/readyz` and `/metrics` as an axum router that every role mounts.
+//! - [`incoming`]: accepted connections with `TCP_NODELAY` for every role's gRPC server.
 
+pub mod incoming;
 pub mod logging;
 pub mod metrics;
 pub mod ops;
