@@ -6,12 +6,12 @@
 #   3. the leader failover printed by the real-process cluster test (cargo test --test cluster);
 #   4. RRF merge time for 8 shards × 1,000 candidates per lane (criterion: cargo bench --bench fuse).
 #
-#   scripts/bench-cluster.sh            # everything (~15 min on 2 cores once built)
+#   scripts/bench-cluster.sh            # everything (~10 min on 2 cores once built)
 #
-# Environment: BENCH_SHARDS ("2 4"), BENCH_THREADS (4), BENCH_SECONDS (10), BENCH_DOCS (2000), BENCH_ROUNDS (2,
+# Environment: BENCH_SHARDS ("2 4"), BENCH_THREADS (4), BENCH_SECONDS (10), BENCH_DOCS (3000), BENCH_ROUNDS (2,
 # i.e. 300 timed queries per case), BENCH_PORT (17600), BENCH_SKIP_TEST=1 (skip 3), BENCH_SKIP_FUSE=1 (skip 4),
 # FUSE_PROFILE (bench: `cargo bench`'s own profile, release settings; `dev`: the test profile),
-# BENCH_OUT (JSON lines of 1–2; default under the work directory), BENCH_KEEP=1 (keep data and logs).
+# BENCH_OUT (JSON lines of 1 and 2; default under the work directory), BENCH_KEEP=1 (keep data and logs).
 # Always builds with --workspace (another package selection changes feature unification and rebuilds the
 # native libraries). Every process a cluster started is stopped at the end, also on failure or Ctrl-C.
 set -euo pipefail
@@ -22,7 +22,7 @@ export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}" OMP_WAIT_POLICY="${OMP_
 shards_list="${BENCH_SHARDS:-2 4}"
 threads="${BENCH_THREADS:-4}"
 seconds="${BENCH_SECONDS:-10}"
-docs="${BENCH_DOCS:-2000}"
+docs="${BENCH_DOCS:-3000}"
 rounds="${BENCH_ROUNDS:-2}"
 port="${BENCH_PORT:-17600}"
 fuse_profile="${FUSE_PROFILE:-bench}"
@@ -67,6 +67,7 @@ echo "== QPS with a shard process killed; meta leader failover" >&2
 "$bench" resilience --threads "$threads" --seconds "$seconds" --failovers 3 --docs "$docs" \
   --port $((port + 200 * n_case)) --dir "$d" | tee -a "$out"
 scripts/local-cluster.sh down "$d" >/dev/null
+n_case=$((n_case + 1))
 
 failover_test=""
 if [[ "${BENCH_SKIP_TEST:-0}" != 1 ]]; then
@@ -84,7 +85,7 @@ if [[ "${BENCH_SKIP_FUSE:-0}" != 1 ]]; then
   else
     cargo bench --workspace --bench fuse --profile "$fuse_profile" 2>&1 | tee "$work/fuse.log" >&2
   fi
-  fuse_out="$(grep -A1 -E "^fuse/" "$work/fuse.log" || true)"
+  fuse_out="$(grep -E "^fuse/" "$work/fuse.log" || true)"
 fi
 
 echo

@@ -15,6 +15,11 @@
 //! As a check that (b) is the request the router sends, the shard answers are fused here with
 //! `attest_router::fanout::fuse` and compared with the routed top 10 (`top10_agreement`).
 //!
+//! Corpus (`--docs`, default 3,000): the squad-sample paragraphs, then synthetic documents of 3–5 of their
+//! sentences; each document comes with a pseudo-random 384-d unit vector over the HTTP API (the ingest path
+//! without the embedder: the local model embeds 2–10 passages/s on 2 cores), so BM25 is real and the dense lane
+//! scans real vectors whose ranking means nothing — search cost is the same. `--embed`: the router embeds.
+//!
 //! `cluster_bench resilience` — 3 shard processes, a collection with 3 shards and replication 2. `--threads`
 //! clients search (hybrid, cached embeddings) back to back for `--seconds`: QPS, failed and degraded answers;
 //! then one shard process is SIGKILLed (its pid file) and the same is measured again right away. Then the
@@ -458,7 +463,7 @@ async fn create_and_ingest(
                     .await
                     .map(|r| {
                         let r = r.into_inner();
-                        (r.accepted as u64, r.chunks as u64, r.duplicates as u64)
+                        (u64::from(r.accepted), r.chunks, u64::from(r.duplicates))
                     })
                     .map_err(|e| anyhow::anyhow!("{e}")),
                 Some(body) => {
@@ -855,11 +860,16 @@ async fn resilience(
                 .unwrap_or(1.0)
     ));
     println!("{j}");
+    if failovers == 0 {
+        return Ok(());
+    }
 
     // Back to three shard nodes, so a new collection's replicas have live nodes to go to.
     cluster.restart(victim)?;
     wait_for(Duration::from_secs(60), "3 live shard nodes", || {
-        Ok(cluster.alive_shards()? == 3)
+        let alive = cluster.alive_shards()?;
+        ensure!(alive == 3, "{alive} alive");
+        Ok(true)
     })?;
 
     // The same metadata write with every meta node up, for comparison.
@@ -872,8 +882,11 @@ async fn resilience(
     let baseline = sorted(baseline);
     let mut times = Vec::new();
     for round in 1..=failovers {
-        let state = cluster.status()?;
-        let leader = state["leader"].as_u64().context("no leader")?;
+        let mut leader = 0;
+        wait_for(Duration::from_secs(30), "a meta leader", || {
+            leader = cluster.status()?["leader"].as_u64().unwrap_or(0);
+            Ok((1..=3).contains(&leader))
+        })?;
         let name = format!("meta-{leader}");
         let killed_at = Instant::now();
         cluster.kill(&name)?;
@@ -914,10 +927,12 @@ async fn resilience(
                 let st = cluster.status()?;
                 let commit = st["commit_index"].as_u64().unwrap_or(u64::MAX);
                 let metas = st["meta"].as_array().context("meta")?;
-                Ok(metas.len() == 3
+                let ok = metas.len() == 3
                     && metas.iter().all(|m| {
                         m["reachable"] == true && m["applied_index"].as_u64().unwrap_or(0) >= commit
-                    }))
+                    });
+                ensure!(ok, "commit index {commit}, meta {}", st["meta"]);
+                Ok(true)
             },
         )?;
         tokio::time::sleep(Duration::from_secs(2)).await;
@@ -957,13 +972,16 @@ fn wait_for(
     mut check: impl FnMut() -> anyhow::Result<bool>,
 ) -> anyhow::Result<()> {
     let started = Instant::now();
+    let mut last = String::from("never checked");
     while started.elapsed() < limit {
-        if check().unwrap_or(false) {
-            return Ok(());
+        match check() {
+            Ok(true) => return Ok(()),
+            Ok(false) => last = "condition false".into(),
+            Err(e) => last = e.to_string(),
         }
         std::thread::sleep(Duration::from_millis(200));
     }
-    bail!("timed out after {limit:?} waiting for {what}")
+    bail!("timed out after {limit:?} waiting for {what} (last check: {last})")
 }
 
 #[tokio::main]

@@ -10,7 +10,8 @@
 //!
 //! Each shard's chunks are its own (chunk ids are unique across shards); within a shard the BM25 list shares
 //! half its chunks with the dense list (ids 500..999 are in both), so fusion sees real overlap. Scores are
-//! pseudo-random (fixed seed) and each shard's list is sorted best first, as a shard returns it.
+//! pseudo-random (fixed seed): 80% a per-chunk relevance shared by both lanes, 20% per-lane noise; each shard's
+//! list is sorted best first, as a shard returns it.
 
 use attest_proto::v1 as pb;
 use attest_router::fanout::{fuse, FanOut, ShardHit};
@@ -29,6 +30,11 @@ impl Rng {
         let x = self.0.wrapping_mul(0x2545_F491_4F6C_DD1D);
         (x >> 40) as f32 / (1u64 << 24) as f32
     }
+}
+
+/// A chunk's relevance in 0..1, the same in both lanes, so the lanes agree in part (as dense and BM25 do).
+fn relevance(shard: u32, i: usize) -> f32 {
+    Rng(((shard as u64) << 32 | i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1).next_f32()
 }
 
 /// One lane of one shard: chunks `first..first + n` of `shard`, scores in `0..scale`, best first.
@@ -57,7 +63,7 @@ fn lane(
                 hit: pb::LaneHit {
                     chunk_id: format!("{doc}#{}", i % 2),
                     doc_id: doc,
-                    score: rng.next_f32() * scale,
+                    score: scale * (0.8 * relevance(shard, i) + 0.2 * rng.next_f32()),
                     title: if payload {
                         format!("Article {shard}-{i}")
                     } else {
