@@ -11,7 +11,9 @@
 # Environment: BENCH_SHARDS ("2 4"), BENCH_THREADS (4), BENCH_SECONDS (10), BENCH_DOCS (3000), BENCH_ROUNDS (2,
 # i.e. 300 timed queries per case), BENCH_PORT (17600), BENCH_SKIP_TEST=1 (skip 3), BENCH_SKIP_FUSE=1 (skip 4),
 # FUSE_PROFILE (bench: `cargo bench`'s own profile, release settings; `dev`: the test profile),
-# BENCH_OUT (JSON lines of 1 and 2; default under the work directory), BENCH_KEEP=1 (keep data and logs).
+# BENCH_OUT (JSON lines of 1 and 2; default under the work directory), BENCH_KEEP=1 (keep data and logs),
+# BENCH_ATTEMPTS (2): a case that fails (e.g. a shard process stops answering) is reported, its logs kept, and
+# run again once on a fresh cluster; the summary lists every failed attempt.
 # Always builds with --workspace (another package selection changes feature unification and rebuilds the
 # native libraries). Every process a cluster started is stopped at the end, also on failure or Ctrl-C.
 set -euo pipefail
@@ -26,16 +28,18 @@ docs="${BENCH_DOCS:-3000}"
 rounds="${BENCH_ROUNDS:-2}"
 port="${BENCH_PORT:-17600}"
 fuse_profile="${FUSE_PROFILE:-bench}"
+attempts="${BENCH_ATTEMPTS:-2}"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/attest-bench-cluster.XXXXXX")"
 out="${BENCH_OUT:-$work/cluster-bench.jsonl}"
 clusters=()
+failures=()
 cleanup() {
   local d
   for d in "${clusters[@]}"; do
     scripts/local-cluster.sh down "$d" >/dev/null 2>&1 || true
   done
-  if [[ "${BENCH_KEEP:-0}" == 1 ]]; then
+  if [[ "${BENCH_KEEP:-0}" == 1 || ${#failures[@]} -gt 0 ]]; then
     echo "bench-cluster: data and logs kept in $work" >&2
   else
     rm -rf "$work"
@@ -50,24 +54,36 @@ export ATTEST_BIN="$CARGO_TARGET_DIR/debug/attest"
 bench="$CARGO_TARGET_DIR/debug/examples/cluster_bench"
 : >"$out"
 
+# run_case NAME PORT ARGS...: cluster_bench ARGS on a fresh cluster under $work/NAME-tryN; its JSON lines go to
+# $out. A failed attempt is reported (its logs stay) and the case is run once more (BENCH_ATTEMPTS).
+run_case() {
+  local name="$1" p="$2" attempt d
+  shift 2
+  for attempt in $(seq 1 "$attempts"); do
+    d="$work/$name-try$attempt"
+    clusters+=("$d")
+    if "$bench" "$@" --port "$p" --dir "$d" >"$d.jsonl"; then
+      tee -a "$out" <"$d.jsonl"
+      scripts/local-cluster.sh down "$d" >/dev/null
+      return 0
+    fi
+    echo "bench-cluster: $name failed (attempt $attempt); logs in $d/logs" >&2
+    failures+=("$name attempt $attempt: $d/logs")
+    scripts/local-cluster.sh down "$d" >/dev/null || true
+  done
+  return 1
+}
+
 n_case=0
 for n in $shards_list; do
-  d="$work/overhead-$n"
-  clusters+=("$d")
   echo "== router overhead, $n shard processes" >&2
-  "$bench" overhead --shards "$n" --rounds "$rounds" --docs "$docs" --port $((port + 200 * n_case)) --dir "$d" |
-    tee -a "$out"
-  scripts/local-cluster.sh down "$d" >/dev/null
+  run_case "overhead-$n" $((port + 200 * n_case)) overhead --shards "$n" --rounds "$rounds" --docs "$docs"
   n_case=$((n_case + 1))
 done
 
-d="$work/resilience"
-clusters+=("$d")
 echo "== QPS with a shard process killed; meta leader failover" >&2
-"$bench" resilience --threads "$threads" --seconds "$seconds" --failovers 3 --docs "$docs" \
-  --port $((port + 200 * n_case)) --dir "$d" | tee -a "$out"
-scripts/local-cluster.sh down "$d" >/dev/null
-n_case=$((n_case + 1))
+run_case resilience $((port + 200 * n_case)) resilience --threads "$threads" --seconds "$seconds" --failovers 3 \
+  --docs "$docs"
 
 failover_test=""
 if [[ "${BENCH_SKIP_TEST:-0}" != 1 ]]; then
@@ -110,4 +126,7 @@ for r in rows:
 EOF
 [[ -n "$failover_test" ]] && echo "cluster test: $(echo "$failover_test" | grep "meta leader failover" || echo "$failover_test")"
 [[ -n "$fuse_out" ]] && echo "$fuse_out"
+for f in "${failures[@]}"; do
+  echo "FAILED ATTEMPT (rerun on a fresh cluster): $f"
+done
 echo "(JSON lines: $out)"

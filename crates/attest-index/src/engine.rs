@@ -650,6 +650,9 @@ impl ShardEngine {
     }
 
     pub fn stats(&self) -> EngineStats {
+        // Lock order is log, then state (as writers take them): read the log position first and let go of it,
+        // or a stats call holding `state` would wait for the log while a writer holding the log waits for `state`.
+        let last_seq = self.log.lock().last_seq();
         let st = self.state.read();
         EngineStats {
             live_documents: st.versions.values().filter(|v| !v.deleted).count() as u64,
@@ -657,7 +660,7 @@ impl ShardEngine {
                 as u64,
             sealed_rows: st.sealed.iter().map(|s| s.meta.rows as u64).sum(),
             sealed_segments: st.sealed.len() as u32,
-            last_seq: self.log.lock().last_seq(),
+            last_seq,
             rebuilt_segments: self.rebuilt.clone(),
         }
     }

@@ -126,7 +126,12 @@ pub async fn run_cluster_agent(
         tokio::select! {
             _ = &mut shutdown => return Ok(()),
             _ = heartbeat.tick() => {
-                if let Err(e) = meta.heartbeat(state.node_id, replica_reports(&node)).await {
+                // Stats take engine locks that a write may hold for an fsync: not on an async worker.
+                let reports = {
+                    let node = Arc::clone(&node);
+                    tokio::task::spawn_blocking(move || replica_reports(&node)).await?
+                };
+                if let Err(e) = meta.heartbeat(state.node_id, reports).await {
                     warn!(error = %e, event = "heartbeat_failed", "heartbeat not delivered");
                 }
             }
