@@ -32,26 +32,61 @@ impl Default for LocalEmbedderConfig {
     }
 }
 
-/// Where the model is looked for by default: `$ATTEST_MODEL_DIR` if set, else
-/// `models/all-minilm-l6-v2` under the current directory if that exists, else the repository's
-/// `models/all-minilm-l6-v2` (a path fixed at compile time, so tests and dev binaries find it).
+/// Where the model is looked for by default: `$ATTEST_MODEL_DIR` if set, else the nearest
+/// `models/all-minilm-l6-v2` in the current directory or one of its parents (so the binary finds it from anywhere
+/// in a checkout, and tests find it from their crate's directory), else the repository's path fixed at compile time.
 pub fn default_model_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os(MODEL_DIR_ENV).filter(|d| !d.is_empty()) {
         return PathBuf::from(dir);
     }
-    let relative = PathBuf::from(RELATIVE_MODEL_DIR);
-    if relative.is_dir() {
-        return relative;
+    locate_repository_dir(RELATIVE_MODEL_DIR)
+}
+
+/// The nearest `relative` directory in the current directory or its parents; else the one beside this crate's
+/// source at compile time. The compile-time path alone is not enough: cargo reuses a build across checkouts that
+/// share a target directory, and then that path names a checkout that may be gone.
+pub fn locate_repository_dir(relative: &str) -> PathBuf {
+    if let Some(found) = std::env::current_dir()
+        .ok()
+        .and_then(|cwd| nearest_in_ancestors(&cwd, relative))
+    {
+        return found;
     }
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("..")
         .join("..")
-        .join(RELATIVE_MODEL_DIR)
+        .join(relative)
+}
+
+/// `start/relative`, or the same under the closest parent of `start` that has it.
+fn nearest_in_ancestors(start: &std::path::Path, relative: &str) -> Option<PathBuf> {
+    start
+        .ancestors()
+        .map(|a| a.join(relative))
+        .find(|d| d.is_dir())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_nearest_models_directory_above_wins() {
+        let root = tempfile::tempdir().unwrap();
+        let deep = root.path().join("crates/attest-cli/tests");
+        std::fs::create_dir_all(&deep).unwrap();
+        assert_eq!(nearest_in_ancestors(&deep, "models/m"), None);
+        std::fs::create_dir_all(root.path().join("models/m")).unwrap();
+        assert_eq!(
+            nearest_in_ancestors(&deep, "models/m"),
+            Some(root.path().join("models/m"))
+        );
+        std::fs::create_dir_all(root.path().join("crates/models/m")).unwrap();
+        assert_eq!(
+            nearest_in_ancestors(&deep, "models/m"),
+            Some(root.path().join("crates/models/m"))
+        );
+    }
 
     #[test]
     fn defaults_and_partial_deserialisation() {

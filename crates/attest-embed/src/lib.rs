@@ -36,7 +36,7 @@ pub mod server;
 
 pub use breaker::{BreakerConfig, BreakerState, CircuitBreaker};
 pub use cache::{CachedEmbedder, DEFAULT_CACHE_CAPACITY};
-pub use config::{default_model_dir, LocalEmbedderConfig, MODEL_DIR_ENV};
+pub use config::{default_model_dir, locate_repository_dir, LocalEmbedderConfig, MODEL_DIR_ENV};
 pub use embedder::{cosine_similarity, Embedder};
 pub use error::EmbedError;
 pub use guarded::GuardedEmbedder;

@@ -33,21 +33,13 @@ pub const LLM_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 const RELATIVE_LLM_DIR: &str = "models/smollm2-135m-instruct";
 
 /// Where the model is looked for by default: `$ATTEST_LLM_DIR/`[`LLM_FILE`] if the variable is set, else
-/// `models/smollm2-135m-instruct/` under the current directory if that exists, else the repository's (a
-/// path fixed at compile time, so tests and dev binaries find it) — as attest-embed finds MiniLM.
+/// the nearest `models/smollm2-135m-instruct/` in the current directory or its parents, else the repository's
+/// (fixed at compile time) — as attest-embed finds MiniLM.
 pub fn default_llm_path() -> PathBuf {
     if let Some(dir) = std::env::var_os(LLM_DIR_ENV).filter(|d| !d.is_empty()) {
         return PathBuf::from(dir).join(LLM_FILE);
     }
-    let relative = PathBuf::from(RELATIVE_LLM_DIR);
-    if relative.is_dir() {
-        return relative.join(LLM_FILE);
-    }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join("..")
-        .join(RELATIVE_LLM_DIR)
-        .join(LLM_FILE)
+    attest_embed::locate_repository_dir(RELATIVE_LLM_DIR).join(LLM_FILE)
 }
 
 /// Settings of the local GGUF generator (the `answer.gguf` config section).
