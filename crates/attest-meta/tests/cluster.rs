@@ -394,3 +394,36 @@ async fn serve_runs_until_shutdown_and_releases_the_store() {
             .unwrap();
     }
 }
+
+/// A meta address that accepts connections and then never answers (a hung process, a peer whose packets are
+/// dropped after the handshake) costs one bounded attempt; the call is answered by the next address, and
+/// the next call does not start at the silent one again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_meta_address_that_never_answers_costs_one_bounded_attempt() {
+    let sb = Sandbox::start(3, Opts::default()).await;
+    sb.wait_leader(Duration::from_secs(10)).await;
+    // Bound and never accepted: the kernel completes the TCP handshake, nobody speaks HTTP/2.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_url = common::url(silent.local_addr().unwrap());
+    let client = attest_proto::meta_client::MetaClient::new(
+        std::iter::once(silent_url).chain((1..=3).map(|id| sb.url(id))),
+    )
+    .unwrap()
+    .with_timeout(Duration::from_secs(10))
+    .with_attempt_timeout(Duration::from_millis(500));
+
+    let (first, took) = timed(client.cluster_state(false)).await;
+    first.expect("answered by a live address after the silent one");
+    assert!(
+        took < Duration::from_secs(3),
+        "the silent address took {took:?}, more than one bounded attempt"
+    );
+    let (second, took) = timed(client.cluster_state(false)).await;
+    second.unwrap();
+    assert!(
+        took < Duration::from_millis(400),
+        "the next call started at the silent address again ({took:?})"
+    );
+    drop(silent);
+    sb.shutdown().await;
+}

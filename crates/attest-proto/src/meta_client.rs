@@ -7,6 +7,11 @@
 //! minority partition) move on to the next address; after a full round it waits briefly and starts over,
 //! until the call's overall timeout (default 10 s). Any other status is the answer and is returned as is.
 //!
+//! One address may use at most `attempt_timeout` (default 4 s, above meta's own 3 s write timeout) of that:
+//! a node that accepts connections but never answers (powered off behind a firewall that drops packets, a
+//! hung process) must not eat the whole budget, and a call that failed on the preferred address moves the
+//! preference on, so the next call does not start there again.
+//!
 //! A write that timed out may still have been committed; retrying it can then answer `AlreadyExists`
 //! (create) or be a no-op (register, put key, caught-up, drop).
 
@@ -38,7 +43,8 @@ pub fn meta_service_client(
         .max_encoding_message_size(MAX_MESSAGE_BYTES))
 }
 
-fn with_scheme(address: &str) -> String {
+/// `host:port` → `http://host:port`; an address with a scheme is kept as it is.
+pub fn with_scheme(address: &str) -> String {
     let a = address.trim();
     if a.contains("://") {
         a.to_string()
@@ -56,6 +62,8 @@ pub struct MetaClient {
     preferred: Arc<AtomicUsize>,
     /// Overall time one call may take, retries included.
     timeout: Duration,
+    /// The most one address may take of it.
+    attempt_timeout: Duration,
 }
 
 fn retry_next(status: &Status) -> bool {
@@ -85,12 +93,19 @@ impl MetaClient {
             clients,
             preferred: Arc::new(AtomicUsize::new(0)),
             timeout: Duration::from_secs(10),
+            attempt_timeout: Duration::from_secs(4),
         })
     }
 
     /// Sets the overall time a call may take (retries included).
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// Sets the most one address may take of a call's time before the next address is tried.
+    pub fn with_attempt_timeout(mut self, attempt_timeout: Duration) -> Self {
+        self.attempt_timeout = attempt_timeout;
         self
     }
 
@@ -117,12 +132,30 @@ impl MetaClient {
                 if remaining.is_zero() {
                     return Err(last);
                 }
-                match f(self.clients[idx].clone(), remaining).await {
+                let budget = remaining.min(self.attempt_timeout);
+                // The gRPC deadline travels to the server; the local timeout also covers a peer that never
+                // answers at all (not even the HTTP/2 handshake).
+                let attempt = tokio::time::timeout(budget, f(self.clients[idx].clone(), budget));
+                let outcome = attempt.await.unwrap_or_else(|_| {
+                    Err(Status::deadline_exceeded(format!(
+                        "meta node {} did not answer within {budget:?}",
+                        self.addresses[idx]
+                    )))
+                });
+                match outcome {
                     Ok(v) => {
                         self.preferred.store(idx, Ordering::Relaxed);
                         return Ok(v);
                     }
-                    Err(status) if retry_next(&status) => last = status,
+                    Err(status) if retry_next(&status) => {
+                        let _ = self.preferred.compare_exchange(
+                            idx,
+                            (idx + 1) % n,
+                            Ordering::Relaxed,
+                            Ordering::Relaxed,
+                        );
+                        last = status;
+                    }
                     Err(status) => return Err(status),
                 }
             }
