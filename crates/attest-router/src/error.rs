@@ -56,7 +56,10 @@ impl RouterError {
                 }
             }
             Code::NotFound => RouterError::NotFound(s.message().to_string()),
-            Code::Unavailable | Code::DeadlineExceeded => {
+            Code::AlreadyExists => RouterError::AlreadyExists(s.message().to_string()),
+            // A call that ran out of time (tonic reports a server-side deadline as `Cancelled`) is the callee
+            // being unavailable now, something to retry, not a fault of the router.
+            Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled => {
                 RouterError::Unavailable(s.message().to_string())
             }
             _ => RouterError::Internal(s.message().to_string()),
@@ -94,5 +97,32 @@ impl IntoResponse for RouterError {
             body["error"]["field"] = json!(field);
         }
         (http_status(code), axum::Json(body)).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn callee_statuses_keep_their_meaning_over_http() {
+        let http = |s: tonic::Status| http_status(RouterError::from_status(s).code());
+        assert_eq!(
+            http(tonic::Status::already_exists("c")),
+            StatusCode::CONFLICT
+        );
+        assert_eq!(
+            http(tonic::Status::cancelled("Timeout expired")),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert_eq!(
+            http(tonic::Status::deadline_exceeded("late")),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert_eq!(http(tonic::Status::not_found("c")), StatusCode::NOT_FOUND);
+        assert_eq!(
+            http(tonic::Status::data_loss("x")),
+            StatusCode::INTERNAL_SERVER_ERROR
+        );
     }
 }
