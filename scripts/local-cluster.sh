@@ -96,6 +96,8 @@ case "$cmd" in
     echo "$metas" >"$dir/meta.addrs"
     echo "http://127.0.0.1:$answer_http" >"$dir/answer.addr"
     if ! wait_http "http://127.0.0.1:$router_http/readyz" 120; then
+      # A process that exited with an error prints it first and a backtrace after: show both ends.
+      grep -H -m 3 -E '^Error|panicked at' "$dir"/logs/*.log >&2 || true
       tail -n 20 "$dir"/logs/*.log >&2 || true
       stop_all
       exit 1
@@ -110,6 +112,16 @@ case "$cmd" in
     if [[ "${ATTEST_CLUSTER_ANSWER:-1}" == 1 ]]; then
       wait_http "http://127.0.0.1:$answer_http/healthz" 60 || true
     fi
+    # A process that exited (a port taken, a bad flag) fails `up` rather than leaving a cluster short of a node.
+    for pidfile in "$dir"/pids/*.pid; do
+      if ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+        role="$(basename "$pidfile" .pid)"
+        echo "local-cluster: $role exited:" >&2
+        tail -n 5 "$dir/logs/$role.log" >&2 || true
+        stop_all
+        exit 1
+      fi
+    done
     echo "local cluster up: router $(cat "$dir/router.addr"), meta $metas (logs in $dir/logs)"
     ;;
   down)

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use attest_proto::meta_client::with_scheme;
 use attest_proto::v1 as pb;
 use attest_proto::MetaClient;
 use attest_router::topology::ClusterView;
@@ -19,14 +20,6 @@ use crate::config::AttestConfig;
 fn meta_client(addresses: &[String]) -> anyhow::Result<MetaClient> {
     anyhow::ensure!(!addresses.is_empty(), "no meta address given (--meta)");
     MetaClient::new(addresses).map_err(|e| anyhow::anyhow!("bad meta address: {e}"))
-}
-
-fn http_url(addr: &str) -> String {
-    if addr.contains("://") {
-        addr.to_string()
-    } else {
-        format!("http://{addr}")
-    }
 }
 
 /// `1=http://127.0.0.1:7601,...` → [(1, "http://127.0.0.1:7601"), ...]
@@ -43,7 +36,7 @@ pub fn parse_meta_peers(peers: &[String]) -> anyhow::Result<Vec<(u64, String)>> 
                 .parse()
                 .with_context(|| format!("--meta-peers entry `{p}`: the id is not a number"))?;
             anyhow::ensure!(id > 0, "--meta-peers entry `{p}`: ids start at 1");
-            Ok((id, http_url(addr.trim())))
+            Ok((id, with_scheme(addr.trim())))
         })
         .collect()
 }
@@ -62,7 +55,7 @@ pub async fn serve_meta(
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
     let advertise = args.advertise.clone().unwrap_or_else(|| {
-        http_url(
+        with_scheme(
             &listener
                 .local_addr()
                 .map(|a| a.to_string())
@@ -74,17 +67,13 @@ pub async fn serve_meta(
         // A single-node group.
         peers.push((id, advertise.clone()));
     }
-    let m = &cfg.meta;
     let config = attest_meta::MetaConfig {
+        id,
+        advertise_address: advertise.clone(),
         peers,
-        join: args.join.clone().map(|j| http_url(&j)),
-        tick_ms: m.tick_ms,
-        election_tick: m.election_tick,
-        heartbeat_tick: m.heartbeat_tick,
-        snapshot_threshold: m.snapshot_threshold,
-        node_timeout_ms: m.node_timeout_ms,
-        write_timeout_ms: m.write_timeout_ms,
-        ..attest_meta::MetaConfig::new(id, advertise.clone(), args.data_dir.clone())
+        join: args.join.as_deref().map(with_scheme),
+        data_dir: args.data_dir.clone(),
+        ..cfg.meta.clone()
     };
     println!(
         "attest meta listening grpc={} id={id} data_dir={}",
@@ -94,8 +83,8 @@ pub async fn serve_meta(
     attest_meta::serve(config, listener, shutdown).await
 }
 
-/// The shard role joined to meta: registers, reconciles with the shard map (creating its replicas, catching up
-/// from peers) and only then starts serving.
+/// The shard role joined to meta: takes its port, registers, reconciles with the shard map (creating its replicas,
+/// catching up from peers) and only then starts serving.
 pub async fn serve_shard_in_cluster(
     args: &ServeArgs,
     node: Arc<ShardNode>,
@@ -107,10 +96,18 @@ pub async fn serve_shard_in_cluster(
             .node_name
             .clone()
             .unwrap_or_else(|| node_name_from(&args.data_dir)),
-        advertise: args.advertise.clone().unwrap_or_else(|| http_url(&listen)),
+        advertise: args
+            .advertise
+            .clone()
+            .unwrap_or_else(|| with_scheme(&listen)),
         zone: args.zone.clone(),
         ..Default::default()
     };
+    // The port is taken before the node registers, so a node that cannot listen never advertises an address
+    // nobody answers on. Until catch-up is done, connections wait in the backlog (callers hedge or time out).
+    let listener = tokio::net::TcpListener::bind(&listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
     let meta = meta_client(&args.meta)?;
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
     let agent_task = tokio::spawn(attest_shard::run_cluster_agent(
@@ -123,9 +120,6 @@ pub async fn serve_shard_in_cluster(
     let node_id = ready_rx
         .await
         .context("the cluster agent stopped before the node was ready")?;
-    let listener = tokio::net::TcpListener::bind(&listen)
-        .await
-        .with_context(|| format!("cannot listen on {listen}"))?;
     println!(
         "attest shard listening grpc={} node_id={node_id} meta={} data_dir={}",
         listener.local_addr()?,

@@ -29,6 +29,9 @@ struct LocalCluster {
 
 impl Drop for LocalCluster {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            keep_logs(self.dir.path());
+        }
         let _ = Command::new(repo_root().join("scripts/local-cluster.sh"))
             .args(["down"])
             .arg(self.dir.path())
@@ -42,6 +45,21 @@ impl Drop for LocalCluster {
     }
 }
 
+/// Copies the processes' logs of a failed run out of the temporary directory (which is removed) and says where.
+fn keep_logs(dir: &Path) {
+    let kept =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cluster-logs-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&kept);
+    for entry in std::fs::read_dir(dir.join("logs"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let _ = std::fs::copy(entry.path(), kept.join(entry.file_name()));
+    }
+    eprintln!("the cluster's logs are kept in {}", kept.display());
+}
+
 fn restarted_pids(dir: &Path) -> Vec<i32> {
     std::fs::read_to_string(dir.join("restarted.pids"))
         .unwrap_or_default()
@@ -53,8 +71,9 @@ fn restarted_pids(dir: &Path) -> Vec<i32> {
 impl LocalCluster {
     fn up() -> LocalCluster {
         let dir = tempfile::tempdir().unwrap();
-        // A port range of our own, so parallel test binaries do not collide.
-        let base = 20_000 + (std::process::id() % 150) as u16 * 200;
+        // A port range of our own, so parallel test binaries do not collide, and below Linux's ephemeral range
+        // (32768..), where any outgoing connection may hold a port.
+        let base = 20_000 + (std::process::id() % 60) as u16 * 200;
         let status = Command::new(repo_root().join("scripts/local-cluster.sh"))
             .arg("up")
             .arg(dir.path())
@@ -443,12 +462,13 @@ fn the_local_cluster_survives_shard_and_meta_failures_and_rebalances() {
     cluster.kill(&format!("meta-{leader}"));
     let mut created = false;
     let mut new_leader = 0;
+    let mut last = (0, Value::Null);
     while killed_at.elapsed() < Duration::from_secs(30) {
-        let (s, _) = post(
+        last = post(
             &format!("{}/v1/collections", cluster.router),
             &json!({"name": "after_failover", "shards": 1, "replication": 2}),
         );
-        if s == 201 {
+        if last.0 == 201 {
             created = true;
             break;
         }
@@ -457,7 +477,8 @@ fn the_local_cluster_survives_shard_and_meta_failures_and_rebalances() {
     let failover = killed_at.elapsed();
     assert!(
         created,
-        "no metadata write succeeded after the leader was killed"
+        "no metadata write succeeded after the leader was killed; last answer {} {}",
+        last.0, last.1
     );
     wait_until(Duration::from_secs(10), "a new leader in status", || {
         let st = cluster.status();
