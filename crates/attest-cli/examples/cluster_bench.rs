@@ -31,6 +31,9 @@
 //! `$CARGO_TARGET_DIR/debug/examples/cluster_bench overhead --shards 2`. `ATTEST_BIN` overrides the `attest`
 //! binary next to the example's directory. `scripts/bench-cluster.sh` runs every case.
 
+mod common;
+
+use common::attest_bin;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -109,24 +112,6 @@ const K: u32 = 10;
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn attest_bin() -> anyhow::Result<PathBuf> {
-    if let Some(p) = std::env::var_os("ATTEST_BIN") {
-        return Ok(PathBuf::from(p));
-    }
-    let exe = std::env::current_exe()?;
-    let bin = exe
-        .parent()
-        .and_then(Path::parent)
-        .context("example directory")?
-        .join("attest");
-    ensure!(
-        bin.exists(),
-        "{} not found: build with `cargo build --workspace --all-targets` or set ATTEST_BIN",
-        bin.display()
-    );
-    Ok(bin)
 }
 
 fn log_level() -> String {

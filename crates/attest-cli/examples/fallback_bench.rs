@@ -8,8 +8,11 @@
 //! `cargo build -p attest-cli --bins --examples && target/debug/examples/fallback_bench [ROUNDS]`
 //! (`ATTEST_BIN` overrides the `attest` binary next to the example's directory). Prints one JSON object.
 
+mod common;
+
+use common::attest_bin;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Instant;
@@ -29,24 +32,6 @@ impl Drop for Embedder {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn attest_bin() -> anyhow::Result<PathBuf> {
-    if let Some(p) = std::env::var_os("ATTEST_BIN") {
-        return Ok(PathBuf::from(p));
-    }
-    let exe = std::env::current_exe()?;
-    let bin = exe
-        .parent()
-        .and_then(Path::parent)
-        .context("example directory")?
-        .join("attest");
-    anyhow::ensure!(
-        bin.exists(),
-        "{} not found: build it with `cargo build -p attest-cli --bins`",
-        bin.display()
-    );
-    Ok(bin)
 }
 
 fn start_embedder(bin: &Path) -> anyhow::Result<(Embedder, String)> {

@@ -24,33 +24,7 @@ pub struct AttestConfig {
     /// Thresholds of the answer tier.
     pub answer: AnswerConfig,
     /// Raft timing, snapshots and liveness of `attest serve --role meta` (ids and peers come from flags).
-    pub meta: MetaSettings,
-}
-
-/// The tunable part of `attest_meta::MetaConfig` (its defaults; ids, addresses and peers come from flags).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(default)]
-pub struct MetaSettings {
-    pub tick_ms: u64,
-    pub election_tick: usize,
-    pub heartbeat_tick: usize,
-    pub snapshot_threshold: u64,
-    pub node_timeout_ms: u64,
-    pub write_timeout_ms: u64,
-}
-
-impl Default for MetaSettings {
-    fn default() -> Self {
-        let d = attest_meta::MetaConfig::new(1, "", "");
-        MetaSettings {
-            tick_ms: d.tick_ms,
-            election_tick: d.election_tick,
-            heartbeat_tick: d.heartbeat_tick,
-            snapshot_threshold: d.snapshot_threshold,
-            node_timeout_ms: d.node_timeout_ms,
-            write_timeout_ms: d.write_timeout_ms,
-        }
-    }
+    pub meta: attest_meta::MetaConfig,
 }
 
 fn set_path(root: &mut Value, path: &[String], value: Value) {

@@ -3,20 +3,29 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Configuration of one meta node.
-#[derive(Debug, Clone)]
+use serde::{Deserialize, Serialize};
+
+/// Configuration of one meta node. The timings come from the `meta` section of the YAML config; the identity
+/// (id, addresses, peers, join, data directory) from flags, so it is not read from or written to YAML.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
 pub struct MetaConfig {
     /// Raft id of this node; unique in the group, never 0.
+    #[serde(skip)]
     pub id: u64,
     /// gRPC address other meta nodes and clients reach this node at (`http://host:port`). Stored in the
     /// replicated voter map, so it must stay stable across restarts.
+    #[serde(skip)]
     pub advertise_address: String,
     /// Initial voters `(id, address)`, identical on every initial node (this node included). Used only when
     /// the data directory is empty and `join` is `None`. A single-node cluster is `[(id, own address)]`.
+    #[serde(skip)]
     pub peers: Vec<(u64, String)>,
     /// Address of an existing member to join through (`AddMetaNode`), used only with an empty data dir.
+    #[serde(skip)]
     pub join: Option<String>,
     /// RocksDB directory of the Raft log and state.
+    #[serde(skip)]
     pub data_dir: PathBuf,
     /// Raft tick interval (default 100 ms).
     pub tick_ms: u64,
@@ -31,6 +40,15 @@ pub struct MetaConfig {
     /// How long a write (leader discovery, forwarding, commit and apply) may take before `Unavailable`
     /// (default 3 s). In a minority partition a proposal never commits, so this is what the caller sees.
     pub write_timeout_ms: u64,
+}
+
+impl Default for MetaConfig {
+    /// The default timings, with no identity yet (id 0 does not validate).
+    fn default() -> Self {
+        let mut c = MetaConfig::new(0, "", "");
+        c.peers.clear();
+        c
+    }
 }
 
 impl MetaConfig {

@@ -289,7 +289,12 @@ impl Router {
                     })
                     .await
                     .map_err(RouterError::from_status)?;
-                view.insert(&created);
+                // A linearizable read moves the view to a version that includes the new collection, so a poll
+                // answered by a lagging meta follower cannot take it away again before the first ingest.
+                if let Err(e) = view.refresh(true).await {
+                    warn!(error = %e, event = "meta_refresh_failed", "using the created collection as returned");
+                    view.insert(&created);
+                }
                 crate::topology::record_from_meta(&created)
             }
         };

@@ -173,14 +173,18 @@ impl ClusterView {
         if state.version < snap.version {
             return; // an older state from a lagging meta follower
         }
-        let changed = state.version != snap.version;
+        // Liveness is soft state outside the Raft log: it can change at the same version, so it is taken from
+        // every poll; the map and the node list change only with the version.
+        snap.alive = state.nodes.iter().map(|n| (n.id, n.alive)).collect();
+        if state.version == snap.version && snap.version != 0 {
+            return;
+        }
         snap.version = state.version;
         snap.collections = state
             .collections
             .iter()
             .map(|c| (c.name.clone(), record_from_meta(c)))
             .collect();
-        snap.alive = state.nodes.iter().map(|n| (n.id, n.alive)).collect();
         for n in state
             .nodes
             .iter()
@@ -202,15 +206,13 @@ impl ClusterView {
                 }
             }
         }
-        if changed {
-            info!(
-                version = state.version,
-                collections = snap.collections.len(),
-                nodes = snap.endpoints.len(),
-                event = "shard_map_updated",
-                "cluster state applied"
-            );
-        }
+        info!(
+            version = state.version,
+            collections = snap.collections.len(),
+            nodes = snap.endpoints.len(),
+            event = "shard_map_updated",
+            "cluster state applied"
+        );
     }
 
     /// Polls meta every `interval` while the view is in use (stops once the router is dropped).

@@ -62,12 +62,21 @@ pub async fn catch_up_from(
             first = false;
         }
         report.listed += page.entries.len() as u64;
-        let newer: Vec<String> = page
-            .entries
-            .into_iter()
-            .filter(|e| e.version > engine.version_of(&e.doc_id))
-            .map(|e| e.doc_id)
-            .collect();
+        // Version look-ups take the engine's state lock, which a write holds across its index commit: off the
+        // async workers.
+        let newer: Vec<String> = {
+            let engine = Arc::clone(&engine);
+            let entries = page.entries;
+            tokio::task::spawn_blocking(move || {
+                entries
+                    .into_iter()
+                    .filter(|e| e.version > engine.version_of(&e.doc_id))
+                    .map(|e| e.doc_id)
+                    .collect()
+            })
+            .await
+            .map_err(|e| Status::internal(format!("catch-up worker failed: {e}")))?
+        };
         for ids in newer.chunks(FETCH_BATCH) {
             let fetched = peer
                 .fetch_documents(pb::FetchDocumentsRequest {

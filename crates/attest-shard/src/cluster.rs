@@ -231,7 +231,10 @@ async fn reconcile(
     }
 
     for a in assigned {
-        let created = {
+        // Only a replica missing here costs a blocking call; the pass runs every second for every replica.
+        let created = if node.get(&a.collection, a.shard).is_some() {
+            false
+        } else {
             let engine_config = engine_config_from_spec(a.spec.as_ref(), node.defaults())?;
             let n = Arc::clone(node);
             let (c, s) = (a.collection.clone(), a.shard);
