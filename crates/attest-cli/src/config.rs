@@ -95,4 +95,21 @@ mod tests {
         let env = vec![("ATTEST__ROUTER__MAX_K".to_string(), "lots".to_string())];
         assert!(load(None, env.into_iter()).is_err());
     }
+
+    #[test]
+    fn meta_timing_comes_from_the_meta_section_and_the_rest_keeps_its_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.yaml");
+        std::fs::write(&f, "meta:\n  snapshot_threshold: 50\n").unwrap();
+        let env = vec![(
+            "ATTEST__META__WRITE_TIMEOUT_MS".to_string(),
+            "900".to_string(),
+        )];
+        let c = load(Some(&f), env.into_iter()).unwrap();
+        let defaults = attest_meta::MetaConfig::default();
+        assert_eq!(c.meta.snapshot_threshold, 50);
+        assert_eq!(c.meta.write_timeout_ms, 900);
+        assert_eq!(c.meta.election_tick, defaults.election_tick);
+        assert_ne!(defaults.snapshot_threshold, 50);
+    }
 }
