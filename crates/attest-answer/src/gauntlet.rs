@@ -9,6 +9,11 @@
 //! Every drop is counted in `citation_dropped_total{why}`. The streaming form holds back only what could still
 //! turn out to be a marker or an id, so text flows as soon as it is safe; fed the same text in any split, it
 //! emits exactly what the batch form returns.
+//!
+//! A drop joins the text on its two sides, and the join may spell what was just filtered (`[[7]7]` would leave
+//! `[7]`, `squad-a00[7]03` a chunk id). So the tail of the text that could begin a marker or an id (and, in turn,
+//! the text before such a tail that could) is held until what follows it is known; after a drop it is filtered
+//! again together with what follows.
 
 use std::collections::HashSet;
 
@@ -68,6 +73,8 @@ pub struct StreamingGauntlet {
     minted: usize,
     ids: Vec<String>,
     pending: String,
+    /// Text already judged to be text whose tail could still join what follows a drop into a marker or an id.
+    held: String,
     in_sentence: HashSet<u32>,
     cited: Vec<u32>,
     dropped: Vec<DropReason>,
@@ -91,6 +98,7 @@ impl StreamingGauntlet {
             minted: footnotes.len(),
             ids: footnotes.internal_ids(),
             pending: String::new(),
+            held: String::new(),
             in_sentence: HashSet::new(),
             cited: Vec::new(),
             dropped: Vec::new(),
@@ -120,6 +128,9 @@ impl StreamingGauntlet {
         let mut out = String::new();
         loop {
             if self.pending.is_empty() {
+                if at_end {
+                    out.push_str(&std::mem::take(&mut self.held));
+                }
                 return out;
             }
             match self.classify(at_end) {
@@ -129,25 +140,63 @@ impl StreamingGauntlet {
                     if text.contains(['.', '!', '?', '\n']) {
                         self.in_sentence.clear();
                     }
-                    out.push_str(&text);
+                    self.held.push_str(&text);
+                    let release = self.held.len() - self.joinable_tail_len();
+                    out.extend(self.held.drain(..release));
                 }
                 Head::Marker(n, len) => {
                     self.pending.drain(..len);
-                    if !self.in_sentence.insert(n) {
-                        self.drop_for(DropReason::Repeated);
+                    if self.in_sentence.contains(&n) {
+                        self.dropped_before_rest(DropReason::Repeated);
                         continue;
                     }
+                    self.in_sentence.insert(n);
                     if !self.cited.contains(&n) {
                         self.cited.push(n);
                     }
+                    out.push_str(&std::mem::take(&mut self.held));
                     out.push_str(&format!("[{n}]"));
                 }
                 Head::Drop(why, len) => {
                     self.pending.drain(..len);
-                    self.drop_for(why);
+                    self.dropped_before_rest(why);
                 }
             }
         }
+    }
+
+    /// After a drop the held tail meets the rest of the text: both are filtered again as one.
+    fn dropped_before_rest(&mut self, why: DropReason) {
+        self.drop_for(why);
+        let held = std::mem::take(&mut self.held);
+        self.pending.insert_str(0, &held);
+    }
+
+    /// How much of the end of `held` must stay held. A tail that could begin a marker (`[`, `[12`) or is a proper
+    /// prefix of an id may be consumed by a later drop; the text before it then meets what follows, so the same
+    /// question is asked again of that text (`squad-a00[` holds everything, `words [` only the `[`).
+    fn joinable_tail_len(&self) -> usize {
+        let held = self.held.as_str();
+        let mut end = held.len();
+        while let Some(start) = self.longest_joinable_suffix(&held[..end]) {
+            end = start;
+        }
+        held.len() - end
+    }
+
+    /// Where the longest non-empty suffix of `text` starts that could begin a marker or an id.
+    fn longest_joinable_suffix(&self, text: &str) -> Option<usize> {
+        text.char_indices().map(|(i, _)| i).find(|&i| {
+            let tail = &text[i..];
+            let opens_marker = tail.len() < MAX_MARKER_LEN
+                && tail.starts_with('[')
+                && tail[1..].bytes().all(|b| b.is_ascii_digit());
+            opens_marker
+                || self
+                    .ids
+                    .iter()
+                    .any(|id| id.len() > tail.len() && id.starts_with(tail))
+        })
     }
 
     fn drop_for(&mut self, why: DropReason) {
@@ -254,6 +303,39 @@ mod tests {
     use crate::footnotes::Passage;
     use proptest::prelude::*;
 
+    /// The numbers of the `[n]` markers in `text`.
+    fn markers_in(text: &str) -> Vec<u32> {
+        text.split('[')
+            .skip(1)
+            .filter_map(|rest| rest.split_once(']'))
+            .filter(|(inner, _)| !inner.is_empty() && inner.bytes().all(|b| b.is_ascii_digit()))
+            .filter_map(|(inner, _)| inner.parse().ok())
+            .collect()
+    }
+
+    #[test]
+    fn a_drop_cannot_join_its_neighbours_into_a_marker_or_an_id() {
+        let f = turn();
+        let out = Gauntlet::run("a [[7]7] b", &f);
+        assert!(!out.text.contains("[7]"), "{:?}", out.text);
+        let out = Gauntlet::run("see squad-a00[7]03-p064#0 now", &f);
+        assert_eq!(out.text, "see  now");
+        // Drops that cascade: each one exposes the text before the last.
+        let out = Gauntlet::run("[2][1[1[2]7]7]", &f);
+        assert_eq!(markers_in(&out.text), vec![2], "{:?}", out.text);
+        let out = Gauntlet::run("squad-a00[[7]7]03-p064 x", &f);
+        assert_eq!(out.text, " x");
+        // `[1` + a dropped marker + `]` is the marker [1], cited like any other.
+        let out = Gauntlet::run("x [1[7]] y", &f);
+        assert_eq!(out.text, "x [1] y");
+        assert_eq!(out.cited, vec![1]);
+        // Text that cannot join anything is not held back.
+        let mut g = StreamingGauntlet::new(&f);
+        assert_eq!(g.push("plain words "), "plain words ");
+        assert_eq!(g.push("squad-a0"), "");
+        assert_eq!(g.push("x"), "squad-a0x");
+    }
+
     fn turn() -> Footnotes {
         Footnotes::mint(
             [
@@ -357,6 +439,9 @@ mod tests {
                     Just("[1, 2]".to_string()), Just("[".to_string()), Just("]".to_string()),
                     Just(". ".to_string()), Just("squad-a0003-p064#0".to_string()),
                     Just("squad-a0003".to_string()), Just("word ".to_string()), Just("[sic]".to_string()),
+                    Just("squad-a00".to_string()), Just("03".to_string()), Just("-p064".to_string()),
+                    Just("7]".to_string()),
+                    Just("[1".to_string()), Just("1".to_string()),
                     "[a-z0-9 ]{0,6}",
                 ],
                 0..20,
@@ -385,6 +470,10 @@ mod tests {
                 prop_assert!(!batch.text.contains(&id), "{} leaked in {:?}", id, batch.text);
             }
             prop_assert!(!batch.text.contains("[7]"));
+            // Every marker left is a minted one that was counted as cited.
+            for marker in markers_in(&batch.text) {
+                prop_assert!(batch.cited.contains(&marker), "[{}] in {:?} not counted", marker, batch.text);
+            }
         }
     }
 }
