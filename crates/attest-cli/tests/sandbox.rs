@@ -34,6 +34,17 @@ impl ShardProc {
     }
 }
 
+/// Starts (or restarts) shard node `i`: name `s{i}`, data under `root/s{i}`, listening on `addrs[i]`.
+async fn start_nth_shard(meta: &MetaClient, root: &Path, addrs: &[String], i: usize) -> ShardProc {
+    start_shard(
+        meta,
+        root.join(format!("s{i}")),
+        addrs[i].clone(),
+        &format!("s{i}"),
+    )
+    .await
+}
+
 async fn start_shard(meta: &MetaClient, dir: PathBuf, addr: String, name: &str) -> ShardProc {
     let node = ShardNode::open(ShardNodeConfig {
         data_dir: dir,
@@ -190,16 +201,8 @@ async fn sandbox_cluster_keeps_acknowledged_writes_through_node_failures_and_reb
 
     let addrs: Vec<String> = (0..4).map(|_| free_addr()).collect();
     let mut shards: Vec<Option<ShardProc>> = Vec::new();
-    for (i, addr) in addrs.iter().take(3).enumerate() {
-        shards.push(Some(
-            start_shard(
-                &meta,
-                root.join(format!("s{i}")),
-                addr.clone(),
-                &format!("s{i}"),
-            )
-            .await,
-        ));
+    for i in 0..3 {
+        shards.push(Some(start_nth_shard(&meta, root, &addrs, i).await));
     }
 
     let embedder: Arc<dyn Embedder> = build_embedder(&EmbedderConfig::default()).unwrap();
@@ -272,15 +275,7 @@ async fn sandbox_cluster_keeps_acknowledged_writes_through_node_failures_and_reb
     }
 
     // Restart it: it copies what it missed before serving; its replicas end equal to their peers'.
-    shards[victim] = Some(
-        start_shard(
-            &meta,
-            root.join(format!("s{victim}")),
-            addrs[victim].clone(),
-            &format!("s{victim}"),
-        )
-        .await,
-    );
+    shards[victim] = Some(start_nth_shard(&meta, root, &addrs, victim).await);
     let state = meta.cluster_state(true).await.unwrap();
     for s in 0..2u32 {
         let reps = replicas_of(&state, s);
@@ -308,21 +303,11 @@ async fn sandbox_cluster_keeps_acknowledged_writes_through_node_failures_and_reb
     assert_eq!(resp.missing_shards, vec![0]);
     for id in &both {
         let i = index_of(&state, *id);
-        shards[i] = Some(
-            start_shard(
-                &meta,
-                root.join(format!("s{i}")),
-                addrs[i].clone(),
-                &format!("s{i}"),
-            )
-            .await,
-        );
+        shards[i] = Some(start_nth_shard(&meta, root, &addrs, i).await);
     }
 
     // A fourth node and a rebalance: replicas move onto it, nothing is lost.
-    shards.push(Some(
-        start_shard(&meta, root.join("s3"), addrs[3].clone(), "s3").await,
-    ));
+    shards.push(Some(start_nth_shard(&meta, root, &addrs, 3).await));
     let plan = meta.rebalance(false).await.unwrap();
     assert!(!plan.is_empty());
     wait_for(

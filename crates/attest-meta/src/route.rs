@@ -27,7 +27,7 @@ use tonic::{Code, Request, Response, Status};
 use crate::error::MetaError;
 use crate::node::{Input, Shared};
 use crate::state::{Command, Output};
-use crate::transport::meta_client;
+use attest_proto::meta_client::meta_service_client as meta_client;
 
 /// Metadata key naming the meta node that forwarded a request.
 pub const FROM_HEADER: &str = "x-attest-meta-from";

@@ -16,7 +16,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use attest_proto::meta_client::meta_service_client as meta_client;
 use attest_proto::v1 as pb;
+use attest_proto::MAX_MESSAGE_BYTES;
 use pb::meta_service_server::MetaServiceServer;
 use raft::prelude::ConfState;
 use tokio::net::TcpListener;
@@ -30,9 +32,7 @@ use crate::route::Core;
 use crate::service::MetaServiceImpl;
 use crate::state::StateMachine;
 use crate::storage::RocksStorage;
-use crate::transport::{
-    meta_client, Filter, Filtered, GrpcTransport, PeerReport, MAX_MESSAGE_BYTES,
-};
+use crate::transport::{Filter, Filtered, GrpcTransport, PeerReport};
 
 /// The Raft status of a node, as `Status` returns it.
 pub(crate) fn status_of(shared: &Shared) -> pb::MetaStatus {

@@ -12,17 +12,12 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use attest_proto::meta_client::meta_service_client as meta_client;
 use attest_proto::v1 as pb;
 use parking_lot::{Mutex, RwLock};
 use protobuf::Message as PbMessage;
 use raft::prelude::{Message, MessageType};
 use tokio::sync::mpsc;
-use tonic::transport::Channel;
-
-use pb::meta_service_client::MetaServiceClient;
-
-/// Largest gRPC message between meta nodes (a snapshot carries the whole state).
-pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
 /// Messages queued per peer before new ones are dropped.
 const PEER_QUEUE: usize = 256;
@@ -181,11 +176,6 @@ impl Transport for GrpcTransport {
         // Dropping a sender ends its task once its queue is drained.
         self.senders.lock().retain(|id, _| peers.contains_key(id));
     }
-}
-
-/// A client for another meta node (lazy connection, generous message limits).
-pub fn meta_client(address: &str) -> Result<MetaServiceClient<Channel>, tonic::transport::Error> {
-    attest_proto::meta_client::meta_service_client(address)
 }
 
 async fn run_peer(to: u64, address: String, mut rx: mpsc::Receiver<Message>, report: Reporter) {

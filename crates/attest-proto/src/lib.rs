@@ -11,6 +11,9 @@ pub mod v1 {
     tonic::include_proto!("attest.v1");
 }
 
+/// Largest gRPC message any role sends or accepts (a cluster state of many collections, a page of documents).
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
 pub mod meta_client;
 
 pub use meta_client::MetaClient;

@@ -25,10 +25,8 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 
 use crate::v1 as pb;
+use crate::MAX_MESSAGE_BYTES;
 use pb::meta_service_client::MetaServiceClient;
-
-/// Largest message exchanged with meta (a cluster state of many collections).
-const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
 /// A lazily connecting client of one meta node at `http://host:port` (a bare `host:port` gets `http://`).
 pub fn meta_service_client(
@@ -113,9 +111,12 @@ impl MetaClient {
         &self.addresses
     }
 
-    async fn call<T, F, Fut>(&self, f: F) -> Result<T, Status>
+    /// Sends `message` through `f` to one address after another (see the module header), each time as a
+    /// request carrying the attempt's deadline.
+    async fn call<M, T, F, Fut>(&self, message: M, f: F) -> Result<T, Status>
     where
-        F: Fn(MetaServiceClient<Channel>, Duration) -> Fut,
+        M: Clone,
+        F: Fn(MetaServiceClient<Channel>, tonic::Request<M>) -> Fut,
         Fut: Future<Output = Result<T, Status>>,
     {
         if self.clients.is_empty() {
@@ -135,7 +136,9 @@ impl MetaClient {
                 let budget = remaining.min(self.attempt_timeout);
                 // The gRPC deadline travels to the server; the local timeout also covers a peer that never
                 // answers at all (not even the HTTP/2 handshake).
-                let attempt = tokio::time::timeout(budget, f(self.clients[idx].clone(), budget));
+                let mut request = tonic::Request::new(message.clone());
+                request.set_timeout(budget);
+                let attempt = tokio::time::timeout(budget, f(self.clients[idx].clone(), request));
                 let outcome = attempt.await.unwrap_or_else(|_| {
                     Err(Status::deadline_exceeded(format!(
                         "meta node {} did not answer within {budget:?}",
@@ -168,9 +171,8 @@ impl MetaClient {
 
     /// The cluster state; `linearizable` makes it a ReadIndex read on the leader.
     pub async fn cluster_state(&self, linearizable: bool) -> Result<pb::ClusterState, Status> {
-        self.call(|mut c, t| async move {
-            let mut r = tonic::Request::new(pb::GetClusterStateRequest { linearizable });
-            r.set_timeout(t);
+        let message = pb::GetClusterStateRequest { linearizable };
+        self.call(message, |mut c, r| async move {
             Ok(c.get_cluster_state(r).await?.into_inner())
         })
         .await
@@ -181,17 +183,12 @@ impl MetaClient {
         &self,
         request: pb::RegisterNodeRequest,
     ) -> Result<pb::NodeInfo, Status> {
-        self.call(|mut c, t| {
-            let request = request.clone();
-            async move {
-                let mut r = tonic::Request::new(request);
-                r.set_timeout(t);
-                c.register_node(r)
-                    .await?
-                    .into_inner()
-                    .node
-                    .ok_or_else(|| Status::internal("register returned no node"))
-            }
+        self.call(request, |mut c, r| async move {
+            c.register_node(r)
+                .await?
+                .into_inner()
+                .node
+                .ok_or_else(|| Status::internal("register returned no node"))
         })
         .await
     }
@@ -202,13 +199,9 @@ impl MetaClient {
         node_id: u64,
         replicas: Vec<pb::ReplicaReport>,
     ) -> Result<pb::HeartbeatResponse, Status> {
-        self.call(|mut c, t| {
-            let replicas = replicas.clone();
-            async move {
-                let mut r = tonic::Request::new(pb::HeartbeatRequest { node_id, replicas });
-                r.set_timeout(t);
-                Ok(c.heartbeat(r).await?.into_inner())
-            }
+        let message = pb::HeartbeatRequest { node_id, replicas };
+        self.call(message, |mut c, r| async move {
+            Ok(c.heartbeat(r).await?.into_inner())
         })
         .await
     }
@@ -217,26 +210,19 @@ impl MetaClient {
         &self,
         request: pb::MetaCreateCollectionRequest,
     ) -> Result<pb::CollectionMeta, Status> {
-        self.call(|mut c, t| {
-            let request = request.clone();
-            async move {
-                let mut r = tonic::Request::new(request);
-                r.set_timeout(t);
-                Ok(c.create_collection(r).await?.into_inner())
-            }
+        self.call(request, |mut c, r| async move {
+            Ok(c.create_collection(r).await?.into_inner())
         })
         .await
     }
 
     /// Returns whether the collection existed.
     pub async fn drop_collection(&self, name: &str) -> Result<bool, Status> {
-        self.call(|mut c, t| {
-            let name = name.to_string();
-            async move {
-                let mut r = tonic::Request::new(pb::MetaDropCollectionRequest { name });
-                r.set_timeout(t);
-                Ok(c.drop_collection(r).await?.into_inner().dropped)
-            }
+        let message = pb::MetaDropCollectionRequest {
+            name: name.to_string(),
+        };
+        self.call(message, |mut c, r| async move {
+            Ok(c.drop_collection(r).await?.into_inner().dropped)
         })
         .await
     }
@@ -247,65 +233,52 @@ impl MetaClient {
         shard: u32,
         node_id: u64,
     ) -> Result<pb::CollectionMeta, Status> {
-        self.call(|mut c, t| {
-            let collection = collection.to_string();
-            async move {
-                let mut r = tonic::Request::new(pb::ReplicaCaughtUpRequest {
-                    collection,
-                    shard,
-                    node_id,
-                });
-                r.set_timeout(t);
-                Ok(c.replica_caught_up(r).await?.into_inner())
-            }
+        let message = pb::ReplicaCaughtUpRequest {
+            collection: collection.to_string(),
+            shard,
+            node_id,
+        };
+        self.call(message, |mut c, r| async move {
+            Ok(c.replica_caught_up(r).await?.into_inner())
         })
         .await
     }
 
     /// Plans (and unless `dry_run`, applies) replica moves; returns them.
     pub async fn rebalance(&self, dry_run: bool) -> Result<Vec<pb::ReplicaMove>, Status> {
-        self.call(|mut c, t| async move {
-            let mut r = tonic::Request::new(pb::RebalanceRequest { dry_run });
-            r.set_timeout(t);
+        let message = pb::RebalanceRequest { dry_run };
+        self.call(message, |mut c, r| async move {
             Ok(c.rebalance(r).await?.into_inner().moves)
         })
         .await
     }
 
     pub async fn put_api_key(&self, key: pb::ApiKeyInfo) -> Result<(), Status> {
-        self.call(|mut c, t| {
-            let key = key.clone();
-            async move {
-                let mut r = tonic::Request::new(pb::PutApiKeyRequest { key: Some(key) });
-                r.set_timeout(t);
-                c.put_api_key(r).await?;
-                Ok(())
-            }
+        let message = pb::PutApiKeyRequest { key: Some(key) };
+        self.call(message, |mut c, r| async move {
+            c.put_api_key(r).await?;
+            Ok(())
         })
         .await
     }
 
     /// Adds a meta voter; returns the voters after the change.
     pub async fn add_meta_node(&self, id: u64, address: &str) -> Result<Vec<pb::MetaPeer>, Status> {
-        self.call(|mut c, t| {
-            let peer = pb::MetaPeer {
-                id,
-                address: address.to_string(),
-            };
-            async move {
-                let mut r = tonic::Request::new(pb::AddMetaNodeRequest { peer: Some(peer) });
-                r.set_timeout(t);
-                Ok(c.add_meta_node(r).await?.into_inner().voters)
-            }
+        let peer = pb::MetaPeer {
+            id,
+            address: address.to_string(),
+        };
+        let message = pb::AddMetaNodeRequest { peer: Some(peer) };
+        self.call(message, |mut c, r| async move {
+            Ok(c.add_meta_node(r).await?.into_inner().voters)
         })
         .await
     }
 
     /// Removes a meta voter; returns the voters after the change.
     pub async fn remove_meta_node(&self, id: u64) -> Result<Vec<pb::MetaPeer>, Status> {
-        self.call(|mut c, t| async move {
-            let mut r = tonic::Request::new(pb::RemoveMetaNodeRequest { id });
-            r.set_timeout(t);
+        let message = pb::RemoveMetaNodeRequest { id };
+        self.call(message, |mut c, r| async move {
             Ok(c.remove_meta_node(r).await?.into_inner().voters)
         })
         .await
@@ -313,9 +286,7 @@ impl MetaClient {
 
     /// The Raft status of the first meta node that answers.
     pub async fn status(&self) -> Result<pb::MetaStatus, Status> {
-        self.call(|mut c, t| async move {
-            let mut r = tonic::Request::new(pb::MetaStatusRequest {});
-            r.set_timeout(t);
+        self.call(pb::MetaStatusRequest {}, |mut c, r| async move {
             Ok(c.status(r).await?.into_inner())
         })
         .await

@@ -10,8 +10,7 @@ use attest_telemetry::request_id::grpc_request;
 use tonic::transport::Channel;
 use tonic::Status;
 
-/// Largest gRPC message exchanged with a shard (an upsert batch with its vectors).
-const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+use attest_proto::MAX_MESSAGE_BYTES;
 
 #[derive(Clone)]
 pub enum ShardClient {

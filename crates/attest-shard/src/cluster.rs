@@ -20,8 +20,8 @@ use tracing::{info, warn};
 
 use crate::catchup::catch_up_from;
 use crate::node::ShardNode;
-use crate::server::MAX_MESSAGE_BYTES;
 use crate::service::engine_config_from_spec;
+use attest_proto::MAX_MESSAGE_BYTES;
 
 /// How the node takes part in the cluster.
 #[derive(Debug, Clone, Deserialize)]

@@ -10,8 +10,7 @@ use tokio::net::TcpListener;
 use crate::node::ShardNode;
 use crate::service::ShardServiceImpl;
 
-/// Largest gRPC message a shard accepts (an upsert batch with its vectors).
-pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+use attest_proto::MAX_MESSAGE_BYTES;
 
 /// Runs until `shutdown` resolves. The caller binds the listener (tests use `127.0.0.1:0`).
 pub async fn serve(
