@@ -33,12 +33,15 @@ lint:
 	cargo clippy --workspace --all-targets -- -D warnings
 
 # The quality gate CI runs after the tests: the bundled squad sample (301 paragraphs, 150 questions) through
-# `attest eval`, failing when accuracy drops by more than 5 points or hallucination rises by more than 1 point
-# against the committed baseline (refresh it with `make eval-baseline` after an intended change).
+# `attest eval`, with 40 adversarial questions (the answer sentence removed from the gold paragraph) and the
+# verifier on the held-out synthetic contrastive pairs, failing against the committed baseline when accuracy drops
+# by more than 5 points, hallucination rises by more than 1 point (adversarial: 5), a citation is invalid, or the
+# verifier's AUROC drops by more than 0.03 (refresh it with `make eval-baseline` after an intended change).
 EVAL_BASELINE := docs/eval/squad-sample.json
+EVAL_GATE_ARGS := --data data/squad-sample --adversarial 40 --verifier-data docs/eval/contrastive-heldout.jsonl --log-level warn
 
 eval-gate: build
-	$(ATTEST) eval --data data/squad-sample --json $(CARGO_TARGET_DIR)/eval-squad-sample.json --baseline $(EVAL_BASELINE) --log-level warn
+	$(ATTEST) eval $(EVAL_GATE_ARGS) --json $(CARGO_TARGET_DIR)/eval-squad-sample.json --baseline $(EVAL_BASELINE)
 
 eval-baseline: build
-	$(ATTEST) eval --data data/squad-sample --json $(EVAL_BASELINE) --log-level warn
+	$(ATTEST) eval $(EVAL_GATE_ARGS) --json $(EVAL_BASELINE)

@@ -44,7 +44,7 @@ pub fn check_claims(
                 .citations
                 .iter()
                 .filter_map(|n| footnotes.get(*n))
-                .map(|p| verifier.support(question, &c.text, &p.text))
+                .map(|p| verifier.support_in(question, &c.text, &p.title, &p.text))
                 .fold(0.0, f64::max);
             CheckedClaim {
                 text: c.text.clone(),

@@ -1,6 +1,8 @@
 //! The built-in extractive composer (SPEC "answer" step 9, the default generator): picks the passage sentences
-//! that best cover the question and cites each with its footnote. It needs no model and cannot invent: every
-//! sentence it writes is a sentence of the passage it cites.
+//! that best answer the question and cites each with its footnote. It cannot invent: every sentence it writes
+//! is a sentence of the passage it cites. When the reader has judged the passages' sentences
+//! (`Passage::sentence_scores`), only judged sentences are quoted, best answerability first; otherwise the
+//! sentences that cover most of the question's words are.
 
 use std::collections::HashSet;
 
@@ -23,15 +25,23 @@ pub fn compose(question: &str, footnotes: &Footnotes, config: &AnswerConfig) -> 
     // (a lexically covering sentence of a weak passage is how a wrong paragraph gets cited).
     let best_passage = footnotes.iter().map(|(_, p)| p.score).fold(0.0, f64::max);
     let passage_floor = best_passage * config.composer_passage_ratio;
+    let read = footnotes.iter().any(|(_, p)| p.sentence_scores.is_some());
     let mut candidates: Vec<Candidate> = Vec::new();
     for (n, p) in footnotes.iter().filter(|(_, p)| p.score >= passage_floor) {
+        if read && p.sentence_scores.is_none() {
+            continue;
+        }
         let title = text::content_set(&p.title);
         for (position, s) in text::sentences(&p.text).into_iter().enumerate() {
+            let relevance = match &p.sentence_scores {
+                Some(scores) => scores.get(position).copied().unwrap_or(0.0),
+                None => sentence_relevance(&q, &title, s),
+            };
             candidates.push(Candidate {
                 footnote: n,
                 position,
                 sentence: s.to_string(),
-                relevance: sentence_relevance(&q, &title, s),
+                relevance,
             });
         }
     }
@@ -96,6 +106,7 @@ mod tests {
             title: title.into(),
             text: text.into(),
             score: 1.0,
+            sentence_scores: None,
         }
     }
 

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::generate::OpenAiChatConfig;
 use crate::local_llm::GgufConfig;
+use crate::reader::ReaderConfig;
 use crate::rerank::RerankConfig;
 use crate::verifier::VerifierConfig;
 
@@ -66,6 +67,8 @@ pub struct AnswerConfig {
     pub verifier: VerifierConfig,
     /// Which reranker scores candidates: the learned one (default), a remote cross-encoder, or lexical.
     pub rerank: RerankConfig,
+    /// The reader (answerability and support model) and how much of a turn it reads.
+    pub reader: ReaderConfig,
     /// Answer only when the answer's confidence is at least this (0: the gates alone decide); a collection's
     /// file in `thresholds_dir` (written by `attest eval --sweep`) overrides it.
     pub min_confidence: f64,
@@ -104,6 +107,7 @@ impl Default for AnswerConfig {
             gguf: GgufConfig::default(),
             verifier: VerifierConfig::default(),
             rerank: RerankConfig::default(),
+            reader: ReaderConfig::default(),
             min_confidence: 0.0,
             thresholds_dir: String::new(),
         }

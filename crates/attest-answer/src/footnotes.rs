@@ -4,15 +4,33 @@
 
 use std::collections::HashSet;
 
+use attest_proto::v1 as pb;
+
 /// A passage retrieved in this turn.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Passage {
     pub chunk_id: String,
     pub doc_id: String,
     pub title: String,
     pub text: String,
-    /// Retrieval / rerank score.
+    /// How well the passage answers the question: the reader's best sentence when it was read, else the
+    /// reranker score.
     pub score: f64,
+    /// The reader's answerability of each sentence (`text::sentences` order), when the passage was read.
+    pub sentence_scores: Option<Vec<f64>>,
+}
+
+/// A chunk's text without the `"Title\n"` line the chunker puts before it for embedding: the title is not a
+/// sentence of the document, so it must never be read, composed from or quoted (a URL title was).
+pub fn body(hit: &pb::Hit) -> &str {
+    let title = hit.title.trim();
+    if title.is_empty() {
+        return &hit.text;
+    }
+    [hit.title.as_str(), title]
+        .iter()
+        .find_map(|t| hit.text.strip_prefix(t)?.strip_prefix('\n'))
+        .unwrap_or(&hit.text)
 }
 
 /// The passages of one turn with their footnote numbers (`[1]` is `passages[0]`).
@@ -101,6 +119,7 @@ mod tests {
             title: "A title".into(),
             text: "Some passage text.".into(),
             score: 1.0,
+            sentence_scores: None,
         }
     }
 
@@ -121,6 +140,7 @@ mod tests {
             title: String::new(),
             text: "The barn owl hunts at night.".into(),
             score: 1.0,
+            sentence_scores: None,
         }]);
         assert_eq!(f.internal_ids(), vec!["owl#0"]);
     }
@@ -138,5 +158,33 @@ mod tests {
             f.internal_ids(),
             vec!["doc-17", "doc-17#3", "doc-18", "doc-18#0"]
         );
+    }
+
+    #[test]
+    fn the_body_drops_the_title_line_and_nothing_else() {
+        let hit = |title: &str, text: &str| pb::Hit {
+            title: title.into(),
+            text: text.into(),
+            ..Default::default()
+        };
+        let url = "https://news.example.com/a.b/c.html";
+        assert_eq!(
+            body(&hit(url, &format!("{url}\nThe bridge opened."))),
+            "The bridge opened."
+        );
+        assert_eq!(
+            body(&hit(" U.S. Dept. ", "U.S. Dept.\nIt ruled.")),
+            "It ruled."
+        );
+        assert_eq!(
+            body(&hit("Café «Ö»", "Café «Ö»\nÖffnete 1921…")),
+            "Öffnete 1921…"
+        );
+        // No title line (the chunker drops a title that would starve the body): the text stays whole.
+        assert_eq!(
+            body(&hit("Tesla", "Tesla lived in New York.")),
+            "Tesla lived in New York."
+        );
+        assert_eq!(body(&hit("", "x\ny")), "x\ny");
     }
 }

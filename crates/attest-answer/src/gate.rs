@@ -34,9 +34,38 @@ pub fn decide(scores: &[f64], config: &AnswerConfig) -> Gate {
     }
 }
 
+/// The gate over the reader's answerability (best sentence per read passage): ground when the best is at least
+/// `reader.ground_threshold`, bail below `reader.bail_threshold`, refine in between. Its thresholds are the
+/// reader's own, chosen on squad-dev held-out articles (the model's scale, not the reranker's).
+pub fn decide_read(scores: &[f64], reader: &crate::reader::ReaderConfig) -> Gate {
+    let best = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if scores.is_empty() {
+        Gate::Refine
+    } else if best >= reader.ground_threshold {
+        Gate::Ground
+    } else if best < reader.bail_threshold {
+        Gate::Bail
+    } else {
+        Gate::Refine
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_reader_gate_holds_its_own_thresholds() {
+        let r = crate::reader::ReaderConfig {
+            bail_threshold: 0.1,
+            ground_threshold: 0.4,
+            ..Default::default()
+        };
+        assert_eq!(decide_read(&[], &r), Gate::Refine);
+        assert_eq!(decide_read(&[0.05, 0.09], &r), Gate::Bail);
+        assert_eq!(decide_read(&[0.05, 0.3], &r), Gate::Refine);
+        assert_eq!(decide_read(&[0.4], &r), Gate::Ground);
+    }
 
     #[test]
     fn thresholds_of_the_seed() {

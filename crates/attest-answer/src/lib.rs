@@ -31,6 +31,8 @@
 //!   [`rewrite`] (rewrites, sub-questions, CRAG refinement), [`structural`] (identifiers resolved exactly),
 //!   [`terminology`] (glossary first, LRU + TTL cache), [`memory`] (curated pins and notes), [`pool`] (candidates,
 //!   noise pre-floor), [`reserves`] (the cut to `passages` with per-kind reserves), [`gate`] (the coverage gate).
+//! - [`reader`]: the trained cross-encoder that reads: answerability of (question, sentence) for the gate,
+//!   the confidence and the composer, support of (claim, evidence) as the default verifier.
 //! - [`cite`]: claims scored against the passages they cite, and the citations of a verified answer.
 
 pub mod cite;
@@ -49,6 +51,7 @@ pub mod local_llm;
 pub mod memory;
 pub mod pipeline;
 pub mod pool;
+pub mod reader;
 pub mod relevance;
 pub mod rerank;
 pub mod reserves;

@@ -304,9 +304,17 @@ pub struct EvalArgs {
     /// Where --sweep writes `<collection>.json` (default: the config's `answer.thresholds_dir`).
     #[arg(long)]
     pub thresholds_dir: Option<PathBuf>,
-    /// HaluEval-QA-style items: also report the verifier's AUROC and balanced accuracy on the held-out split.
+    /// Claim-verification items (HaluEval QA, or claim/evidence like VitaminC; repeatable): also report the
+    /// verifier's AUROC and balanced accuracy on each set's held-out split.
     #[arg(long)]
-    pub verifier_data: Option<PathBuf>,
+    pub verifier_data: Vec<PathBuf>,
+    /// Ask only the questions of held-out articles (`…-aNNNN-…` with NNNN % 5 == 0: never trained on).
+    #[arg(long)]
+    pub heldout: bool,
+    /// Also ask up to N answerable questions against their gold paragraph with the answer sentence removed
+    /// (unanswerable with the topic present), in a second collection; reported apart.
+    #[arg(long)]
+    pub adversarial: Option<usize>,
     /// Keep every N-th question (a fixed sample).
     #[arg(long, default_value_t = 1)]
     pub every: usize,

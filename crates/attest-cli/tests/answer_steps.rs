@@ -77,7 +77,10 @@ async fn stack() -> Stack {
 }
 
 impl Stack {
-    fn service(&self, config: AnswerConfig) -> AnswerService {
+    /// The answer tier on its lexical back ends (reranker, verifier and reader), whose scores these tests set
+    /// the gate's thresholds against; `tests/reader.rs` covers the reader.
+    fn service(&self, mut config: AnswerConfig) -> AnswerService {
+        config.reader.backend = attest_answer::reader::ReaderBackend::Lexical;
         AnswerService::new(
             RouterClient::Local(Arc::new(RouterServiceImpl::new(Arc::clone(&self.router)))),
             Arc::new(LearnedVerifier::bundled()),

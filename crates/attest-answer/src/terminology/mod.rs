@@ -436,12 +436,10 @@ pub fn definition_text(entries: &[GlossaryEntry], max_sentences: usize) -> Strin
     };
     let mut out: Vec<String> = Vec::new();
     for (i, e) in entries.iter().enumerate() {
-        let body = e
-            .hit
-            .text
-            .strip_prefix(&format!("{}\n", e.hit.title))
-            .unwrap_or(&e.hit.text);
-        for s in text::sentences(body).into_iter().take(per_entry) {
+        for s in text::sentences(crate::footnotes::body(&e.hit))
+            .into_iter()
+            .take(per_entry)
+        {
             out.push(crate::cite::render(s, &[i as u32 + 1]));
         }
     }

@@ -55,8 +55,10 @@ pub fn parse_score(reply: &str) -> Option<f64> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum VerifierBackend {
-    /// The learned local classifier (`models/verifier.json`).
+    /// The reader's support head (`models/reader`); the learned classifier when `reader.backend` is lexical.
     #[default]
+    Reader,
+    /// The learned lexical classifier (`models/verifier.json`).
     Learned,
     /// An LLM judge through `answer.verifier.llm`.
     Llm,
@@ -78,7 +80,7 @@ pub struct VerifierConfig {
 impl Default for VerifierConfig {
     fn default() -> Self {
         VerifierConfig {
-            backend: VerifierBackend::Learned,
+            backend: VerifierBackend::Reader,
             llm: OpenAiChatConfig::default(),
             reply_tokens: 16,
         }

@@ -160,7 +160,7 @@ fn the_config_picks_the_back_end() {
     assert_eq!(parsed.backend, VerifierBackend::Llm);
     assert_eq!(parsed.llm.url, "http://judge:8000");
     assert_eq!(parsed.reply_tokens, 16);
-    assert_eq!(VerifierConfig::default().backend, VerifierBackend::Learned);
+    assert_eq!(VerifierConfig::default().backend, VerifierBackend::Reader);
     assert!(serde_json::from_str::<VerifierConfig>(r#"{"backend": "oracle"}"#).is_err());
 }
 
@@ -189,6 +189,13 @@ fn a_missing_local_judge_falls_back() {
 fn verifier_from_config_builds_the_named_back_end() {
     let learned = LearnedVerifier::bundled().support(QUESTION, BAD, PASSAGE);
     let mut config = crate::config::AnswerConfig::default();
+    // The default is the reader's support head, which reads the claim against the passage.
+    let reader = crate::verifier::verifier_from_config(&config);
+    assert!(
+        reader.support(QUESTION, BAD, PASSAGE) < config.claim_support_threshold,
+        "the reader supports {BAD:?}"
+    );
+    config.verifier.backend = VerifierBackend::Learned;
     assert_eq!(
         crate::verifier::verifier_from_config(&config).support(QUESTION, BAD, PASSAGE),
         learned

@@ -17,11 +17,21 @@ use self::features::{features, FEATURE_NAMES};
 pub use self::judge::{GgufJudgeVerifier, LlmJudgeVerifier, VerifierBackend, VerifierConfig};
 use self::logistic::LogisticModel;
 use crate::config::AnswerConfig;
+use crate::reader::{Reader, ReaderVerifier};
 
 /// Scores the support a passage gives a claim made in answer to a question.
 pub trait Verifier: Send + Sync {
     /// 0 = the passage does not support the claim, 1 = it does.
     fn support(&self, question: &str, claim: &str, passage: &str) -> f64;
+    /// The same, with the passage's title (a back end that reads titles overrides this).
+    fn support_in(&self, question: &str, claim: &str, _title: &str, passage: &str) -> f64 {
+        self.support(question, claim, passage)
+    }
+    /// Support of `answer` as the answer to `question` (HaluEval's items). A back end that reads whole
+    /// statements overrides this to read the question and the answer as one.
+    fn support_answer(&self, question: &str, answer: &str, passage: &str) -> f64 {
+        self.support(question, answer, passage)
+    }
 }
 
 /// The committed verifier model.
@@ -89,6 +99,14 @@ impl Verifier for LearnedVerifier {
 pub fn verifier_from_config(config: &AnswerConfig) -> Arc<dyn Verifier> {
     let v = &config.verifier;
     match v.backend {
+        VerifierBackend::Reader => match Reader::from_config(&config.reader) {
+            Ok(Some(reader)) => Arc::new(ReaderVerifier::new(reader)),
+            Ok(None) => Arc::new(LearnedVerifier::bundled()),
+            Err(e) => {
+                tracing::error!(error = %e, event = "verifier_config", "reader not loaded: using the learned verifier");
+                Arc::new(LearnedVerifier::bundled())
+            }
+        },
         VerifierBackend::Learned => Arc::new(LearnedVerifier::bundled()),
         VerifierBackend::Llm if v.llm.url.trim().is_empty() => {
             tracing::warn!(

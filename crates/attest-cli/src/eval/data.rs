@@ -31,6 +31,19 @@ pub struct Query {
     /// The paragraph the question was written from (squad layout); used when there is no qrels file.
     #[serde(default)]
     pub gold_doc: Option<String>,
+    /// For an unanswerable question, the paragraph it was written from (removed from the corpus).
+    #[serde(default)]
+    pub source_doc_removed: Option<String>,
+}
+
+/// Whether a paragraph id `…-aNNNN-pNNN` belongs to an article the reader never trained on (NNNN % 5 == 0,
+/// the split of `scripts/reader` and `attest train reranker`).
+pub fn heldout_article(doc_id: &str) -> bool {
+    doc_id
+        .rsplit_once("-p")
+        .and_then(|(a, _)| a.rsplit_once("-a"))
+        .and_then(|(_, n)| n.parse::<u32>().ok())
+        .is_some_and(|n| n % 5 == 0)
 }
 
 fn answerable_by_default() -> bool {
@@ -125,6 +138,16 @@ impl EvalSet {
         })
     }
 
+    /// Keeps the questions of held-out articles (by `gold_doc`, or `source_doc_removed` when unanswerable).
+    pub fn keep_heldout_articles(&mut self) {
+        self.queries.retain(|q| {
+            q.gold_doc
+                .as_deref()
+                .or(q.source_doc_removed.as_deref())
+                .is_some_and(heldout_article)
+        });
+    }
+
     /// Every `every`-th query, then at most `limit` of them: a fixed, reproducible sample.
     pub fn sample(&mut self, every: usize, limit: Option<usize>) {
         let every = every.max(1);
@@ -150,5 +173,13 @@ mod tests {
         assert_eq!(q["q1"]["d2"], 2);
         assert_eq!(q["q2"].len(), 1);
         assert!(parse_qrels("q1\td1\tx\nq1\td1\ty\n").is_err());
+    }
+
+    #[test]
+    fn held_out_articles_are_every_fifth() {
+        assert!(heldout_article("squad-dev-a0000-p003"));
+        assert!(heldout_article("shift-new_wiki-a0045-p000"));
+        assert!(!heldout_article("squad-dev-a0001-p000"));
+        assert!(!heldout_article("doc-7"));
     }
 }

@@ -5,17 +5,21 @@
 //! sweeps the abstention threshold into a per-collection thresholds file.
 //!
 //! # Layout
+//! - [`adversarial`]: unanswerable questions whose topic is in the corpus (answer sentence removed).
 //! - [`data`]: the data set (corpus, queries with answerable flags, qrels) and its hash.
 //! - [`metrics`]: nDCG / recall / MRR, percentiles, the risk–coverage curve and its operating point.
 //! - [`run`]: running retrieval and questions against the in-process cluster.
 //! - [`report`]: the JSON report, the table, the baseline comparison.
 //! - [`plot`]: the risk–coverage PNG.
+//! - [`verifier_data`]: held-out claim-verification items (HaluEval QA, or claim/evidence like VitaminC).
 
+pub mod adversarial;
 pub mod data;
 pub mod metrics;
 pub mod plot;
 pub mod report;
 pub mod run;
+pub mod verifier_data;
 
 use std::path::{Path, PathBuf};
 
@@ -34,6 +38,9 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<i32> {
     let started = std::time::Instant::now();
     let cfg = config::load(args.config.as_deref(), std::env::vars())?;
     let mut set = EvalSet::load(&args.data)?;
+    if args.heldout {
+        set.keep_heldout_articles();
+    }
     set.sample(args.every, args.limit);
     let scratch;
     let data_dir: PathBuf = match &args.data_dir {
@@ -46,7 +53,7 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<i32> {
     let stack =
         crate::roles::local_stack(&cfg, &data_dir, args.shards, args.model_dir.clone(), None)?;
     let collection = args.collection.clone();
-    run::ingest(&stack, &collection, &set, args.shards).await?;
+    run::ingest(&stack, &collection, &set.corpus, args.shards).await?;
     let retrieval = run::retrieval(&stack, &collection, &set).await?;
     let (answers, latency_ms, risk_coverage) = run::answers(&stack, &collection, &set).await?;
     let mut report = Report {
@@ -56,8 +63,25 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<i32> {
         risk_coverage,
         ..Default::default()
     };
-    if let Some(dir) = &args.verifier_data {
-        report.verifier = Some(run::verifier(&cfg.answer, dir)?);
+    if let Some(n) = args.adversarial.filter(|n| *n > 0) {
+        let adv = adversarial::build(&set, n);
+        let name = format!("{collection}-adversarial");
+        run::ingest(&stack, &name, &adv.corpus, args.shards).await?;
+        report.adversarial = Some(run::adversarial(&stack, &name, &adv.questions).await?);
+    }
+    for path in &args.verifier_data {
+        // The set's name: its directory (`…/vitaminc-train/items.jsonl`, `…/halueval-qa`) or its file stem.
+        let named = if path.ends_with("items.jsonl") {
+            path.parent()
+        } else {
+            Some(path.as_path())
+        };
+        let name = named
+            .and_then(Path::file_stem)
+            .map_or("verifier".into(), |n| n.to_string_lossy().into_owned());
+        report
+            .verifier
+            .insert(name, run::verifier(&cfg.answer, path)?);
     }
     report.meta = report::Meta {
         timestamp: now_rfc3339(),

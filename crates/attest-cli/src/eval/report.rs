@@ -32,6 +32,27 @@ pub struct AnswerScores {
     /// Citations resolving to a passage retrieved in that turn / all citations.
     pub citation_validity: f64,
     pub reasons: BTreeMap<String, usize>,
+    /// Every citation that did not resolve (its quote is not a span of the cited document, or its marker is
+    /// not in the answer).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub invalid_citations: Vec<InvalidCitation>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct InvalidCitation {
+    pub question_id: String,
+    pub n: u32,
+    pub doc_id: String,
+    pub quote: String,
+}
+
+/// Unanswerable questions whose topic IS in the corpus: the gold paragraph with its answer sentences removed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AdversarialScores {
+    pub questions: usize,
+    /// Answered / questions.
+    pub hallucination_rate: f64,
+    pub reasons: BTreeMap<String, usize>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -63,8 +84,11 @@ pub struct Report {
     pub retrieval: BTreeMap<String, LaneScores>,
     pub answers: AnswerScores,
     pub latency_ms: BTreeMap<String, Latency>,
+    /// The verifier on each `--verifier-data` set, by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub verifier: BTreeMap<String, VerifierScores>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub verifier: Option<VerifierScores>,
+    pub adversarial: Option<AdversarialScores>,
     /// The risk–coverage curve (answer only when confidence ≥ threshold).
     #[serde(default)]
     pub risk_coverage: Vec<CurvePoint>,
@@ -78,6 +102,12 @@ pub struct GateLimits {
     pub max_accuracy_drop: f64,
     /// The hallucination rate may rise by at most this (absolute, 0..1).
     pub max_hallucination_rise: f64,
+    /// The adversarial check's hallucination rate may rise by at most this (it asks few questions).
+    pub max_adversarial_rise: f64,
+    /// A verifier's AUROC on a set both reports scored may drop by at most this.
+    pub max_auroc_drop: f64,
+    /// Citation validity must stay at least this.
+    pub min_citation_validity: f64,
 }
 
 impl Default for GateLimits {
@@ -85,6 +115,9 @@ impl Default for GateLimits {
         GateLimits {
             max_accuracy_drop: 0.05,
             max_hallucination_rise: 0.01,
+            max_adversarial_rise: 0.05,
+            max_auroc_drop: 0.03,
+            min_citation_validity: 1.0,
         }
     }
 }
@@ -136,6 +169,45 @@ pub fn compare(now: &Report, base: &Report, limits: GateLimits) -> (Vec<String>,
             limits.max_hallucination_rise * 100.0
         ));
     }
+    if a.citation_validity < limits.min_citation_validity - 1e-12 {
+        failures.push(format!(
+            "citation validity {:.4} is below {:.4} ({} invalid citations)",
+            a.citation_validity,
+            limits.min_citation_validity,
+            a.invalid_citations.len()
+        ));
+    }
+    if let (Some(x), Some(y)) = (&now.adversarial, &base.adversarial) {
+        diff(
+            "adversarial.hallucination_rate",
+            x.hallucination_rate,
+            y.hallucination_rate,
+        );
+        if x.hallucination_rate - y.hallucination_rate > limits.max_adversarial_rise + 1e-12 {
+            failures.push(format!(
+                "adversarial hallucination rate rose by {:.1} points ({:.4} -> {:.4}; limit {:.1})",
+                (x.hallucination_rate - y.hallucination_rate) * 100.0,
+                y.hallucination_rate,
+                x.hallucination_rate,
+                limits.max_adversarial_rise * 100.0
+            ));
+        }
+    }
+    for (name, v) in &now.verifier {
+        let Some(b) = base.verifier.get(name) else {
+            continue;
+        };
+        diff(&format!("verifier.{name}.auroc"), v.auroc, b.auroc);
+        if b.auroc - v.auroc > limits.max_auroc_drop + 1e-12 {
+            failures.push(format!(
+                "verifier AUROC on {name} dropped by {:.3} ({:.4} -> {:.4}; limit {:.3})",
+                b.auroc - v.auroc,
+                b.auroc,
+                v.auroc,
+                limits.max_auroc_drop
+            ));
+        }
+    }
     (lines, failures)
 }
 
@@ -169,9 +241,21 @@ pub fn table(r: &Report) -> String {
     for (stage, l) in &r.latency_ms {
         out.push_str(&format!("{stage:<15} {:>7.1}  {:>8.1}\n", l.p50, l.p95));
     }
-    if let Some(v) = &r.verifier {
+    for c in &a.invalid_citations {
         out.push_str(&format!(
-            "\nverifier: AUROC {:.4}, balanced accuracy {:.4} ({} held-out items)\n",
+            "invalid citation: question {} [{}] {}: {:?}\n",
+            c.question_id, c.n, c.doc_id, c.quote
+        ));
+    }
+    if let Some(adv) = &r.adversarial {
+        out.push_str(&format!(
+            "\nadversarial (answer sentence removed from the gold paragraph): {} questions, hallucination {:.4}\n",
+            adv.questions, adv.hallucination_rate
+        ));
+    }
+    for (name, v) in &r.verifier {
+        out.push_str(&format!(
+            "\nverifier on {name}: AUROC {:.4}, balanced accuracy {:.4} ({} held-out items)\n",
             v.auroc, v.balanced_accuracy, v.heldout_items
         ));
     }
@@ -187,6 +271,7 @@ mod tests {
             answers: AnswerScores {
                 accuracy,
                 hallucination_rate,
+                citation_validity: 1.0,
                 ..Default::default()
             },
             meta: Meta {
@@ -207,6 +292,34 @@ mod tests {
         assert!(f[0].contains("accuracy"));
         let (_, f) = compare(&report(0.80, 0.030), &base, limits);
         assert!(f.len() == 1 && f[0].contains("hallucination"), "{f:?}");
+    }
+
+    #[test]
+    fn the_gate_tracks_invalid_citations_the_adversarial_check_and_the_verifiers() {
+        let mut base = report(0.80, 0.010);
+        base.adversarial = Some(AdversarialScores {
+            questions: 30,
+            hallucination_rate: 0.10,
+            ..Default::default()
+        });
+        let scores = |auroc| VerifierScores {
+            auroc,
+            ..Default::default()
+        };
+        base.verifier.insert("vitaminc-train".into(), scores(0.90));
+        let limits = GateLimits::default();
+        let mut now = base.clone();
+        assert!(compare(&now, &base, limits).1.is_empty());
+        now.answers.citation_validity = 0.99;
+        now.adversarial.as_mut().unwrap().hallucination_rate = 0.20;
+        now.verifier.insert("vitaminc-train".into(), scores(0.80));
+        // A set only one report scored is not compared.
+        now.verifier.insert("other".into(), scores(0.10));
+        let (_, f) = compare(&now, &base, limits);
+        assert_eq!(f.len(), 3, "{f:?}");
+        assert!(f[0].contains("citation validity"));
+        assert!(f[1].contains("adversarial"));
+        assert!(f[2].contains("vitaminc-train"));
     }
 
     #[test]

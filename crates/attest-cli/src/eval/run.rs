@@ -13,11 +13,13 @@ use attest_proto::v1::router_service_server::RouterService;
 use attest_telemetry::request_id::grpc_request;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::data::EvalSet;
+use super::data::{CorpusDoc, EvalSet, Query};
 use super::metrics::{
     dedup_docs, mrr_at, ndcg_at, percentile, recall_at, risk_coverage, CurvePoint, Outcome,
 };
-use super::report::{AnswerScores, LaneScores, Latency, VerifierScores};
+use super::report::{
+    AdversarialScores, AnswerScores, InvalidCitation, LaneScores, Latency, VerifierScores,
+};
 use crate::roles::LocalStack;
 
 /// Candidates per search: recall@100 needs 100.
@@ -40,7 +42,7 @@ fn progress(len: usize, what: &str) -> ProgressBar {
 pub async fn ingest(
     stack: &LocalStack,
     collection: &str,
-    set: &EvalSet,
+    corpus: &[CorpusDoc],
     shards: usize,
 ) -> anyhow::Result<()> {
     let router = &stack.router_service;
@@ -55,8 +57,8 @@ pub async fn ingest(
         ))
         .await
         .context("creating the evaluation collection")?;
-    let bar = progress(set.corpus.len(), "ingest");
-    for (i, batch) in set.corpus.chunks(INGEST_BATCH).enumerate() {
+    let bar = progress(corpus.len(), "ingest");
+    for (i, batch) in corpus.chunks(INGEST_BATCH).enumerate() {
         let resp = router
             .ingest(grpc_request(
                 pb::IngestRequest {
@@ -235,6 +237,33 @@ fn squash(text: &str) -> String {
         .join(" ")
 }
 
+/// Asks the adversarial questions (all unanswerable) against their collection.
+pub async fn adversarial(
+    stack: &LocalStack,
+    collection: &str,
+    questions: &[Query],
+) -> anyhow::Result<AdversarialScores> {
+    let mut scores = AdversarialScores {
+        questions: questions.len(),
+        ..Default::default()
+    };
+    let mut answered = 0usize;
+    let bar = progress(questions.len(), "adversarial");
+    for (i, q) in questions.iter().enumerate() {
+        let a = stack
+            .answer
+            .ask(collection, &q.text, &format!("eval-adversarial-{i}"))
+            .await
+            .with_context(|| format!("asking {:?}", q.text))?;
+        answered += usize::from(a.status == "answered");
+        super::adversarial::count_reason(&mut scores.reasons, a.reason);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    scores.hallucination_rate = answered as f64 / questions.len().max(1) as f64;
+    Ok(scores)
+}
+
 /// Asks every question: the 2×2, accuracy, citation validity, reasons, stage latencies and the risk–coverage
 /// curve (an answer counts at threshold t when its confidence ≥ t).
 pub async fn answers(
@@ -279,6 +308,14 @@ pub async fn answers(
                     .is_some_and(|doc| doc.contains(&squash(&c.quote)))
                     && a.answer.contains(&format!("[{}]", c.n));
                 valid += usize::from(resolves);
+                if !resolves {
+                    scores.invalid_citations.push(InvalidCitation {
+                        question_id: q.id.clone(),
+                        n: c.n,
+                        doc_id: c.doc_id.clone(),
+                        quote: c.quote.clone(),
+                    });
+                }
             }
         }
         if q.answerable {
@@ -325,28 +362,23 @@ pub async fn answers(
 }
 
 /// AUROC and balanced accuracy (threshold: the configured claim-support threshold) of the configured verifier
-/// on the held-out split of a HaluEval-QA-style directory.
-pub fn verifier(config: &AnswerConfig, dir: &Path) -> anyhow::Result<VerifierScores> {
+/// on the held-out items of a HaluEval-QA or claim/evidence (VitaminC) file or directory
+/// ([`super::verifier_data`]).
+pub fn verifier(config: &AnswerConfig, path: &Path) -> anyhow::Result<VerifierScores> {
     use attest_answer::verifier::logistic::{auroc, balanced_accuracy};
-    use attest_answer::verifier::train::load_items;
-    let path = if dir.is_dir() {
-        dir.join("items.jsonl")
-    } else {
-        dir.to_path_buf()
-    };
-    let items = load_items(&path).with_context(|| format!("reading {}", path.display()))?;
+    let path = super::verifier_data::items_path(path);
+    let heldout = super::verifier_data::load_heldout(&path)?;
     let verifier = attest_answer::verifier::verifier_from_config(config);
-    let heldout: Vec<_> = items.iter().filter(|it| it.held_out()).collect();
-    anyhow::ensure!(
-        !heldout.is_empty(),
-        "{} has no held-out items",
-        path.display()
-    );
+    let bar = progress(heldout.len(), "verify");
     let scores: Vec<f64> = heldout
         .iter()
-        .map(|it| verifier.support(&it.question, &it.answer, &it.knowledge))
+        .map(|it| {
+            bar.inc(1);
+            it.score(verifier.as_ref())
+        })
         .collect();
-    let labels: Vec<bool> = heldout.iter().map(|it| it.label == 1).collect();
+    bar.finish_and_clear();
+    let labels: Vec<bool> = heldout.iter().map(|it| it.supported()).collect();
     Ok(VerifierScores {
         auroc: auroc(&scores, &labels),
         balanced_accuracy: balanced_accuracy(&scores, &labels, config.claim_support_threshold),

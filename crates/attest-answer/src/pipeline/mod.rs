@@ -1,0 +1,287 @@
+//! `AnswerService::ask`: the pipeline of SPEC "answer" as an explicit sequence of stages over one [`Turn`]:
+//!
+//! route → rewrite → terminology → lookups (structural, curated memory) → recall (retrieve → rerank → read →
+//! gate ↺, at most `max_hops` retrievals) → cut → generate → gauntlet → verify (one revision pass) → decide.
+//!
+//! Each stage is a method in [`stages`] that either hands the turn on or ends it with a response (an answer or
+//! an abstention with its reason and suggestions), and records its latency, so that swapping a model touches
+//! one stage. The steps themselves live in their own modules (`route`, `rewrite`, `terminology`, `structural`,
+//! `memory`, `pool`, `reserves`, `gate`, `reader`, `generate`, `gauntlet`, `cite`); [`retrieval`] holds the
+//! calls a stage makes to the router, the reranker, the reader and the verifier off the async workers.
+
+mod retrieval;
+mod stages;
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::ControlFlow;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use attest_embed::Embedder;
+use attest_proto::v1 as pb;
+use attest_telemetry::metrics::{observe_stage, RAG_ABSTENTION_TOTAL};
+use serde::Serialize;
+
+pub use crate::cite::{CheckedClaim, Citation};
+use crate::client::RouterClient;
+use crate::config::AnswerConfig;
+use crate::error::AnswerError;
+use crate::footnotes::{body, Passage};
+use crate::generate::GeneratorChain;
+use crate::memory::CuratedMemory;
+use crate::pool::{Candidate, Source};
+use crate::reader::Reader;
+use crate::rerank::Reranker;
+use crate::rewrite::Rewrite;
+use crate::route::Route;
+use crate::structural::IdentifierPatterns;
+use crate::terminology::{Terminology, TerminologyReport};
+use crate::verifier::Verifier;
+
+/// Stage names of `stage_latency_seconds` and of the response's `latency_ms`.
+pub const STAGE_ROUTE: &str = "route";
+pub const STAGE_TERMINOLOGY: &str = "terminology";
+pub const STAGE_STRUCTURAL: &str = "structural";
+pub const STAGE_MEMORY: &str = "memory";
+pub const STAGE_RETRIEVE: &str = "retrieve";
+pub const STAGE_RERANK: &str = "rerank";
+pub const STAGE_READ: &str = "read";
+pub const STAGE_GENERATE: &str = "generate";
+pub const STAGE_GAUNTLET: &str = "gauntlet";
+pub const STAGE_VERIFY: &str = "verify";
+pub const STAGE_ASK_TOTAL: &str = "ask_total";
+
+/// The response of SPEC "HTTP API v1" for `ask`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AskResponse {
+    pub status: &'static str,
+    pub answer: String,
+    pub citations: Vec<Citation>,
+    pub claims: Vec<CheckedClaim>,
+    pub confidence: f64,
+    pub reason: Option<&'static str>,
+    pub suggestions: Vec<String>,
+    pub fallback_mode: bool,
+    pub degraded: bool,
+    pub request_id: String,
+    /// Retrievals made (the CRAG loop).
+    pub hops: usize,
+    /// The back end that wrote the answer (`extractive`, `openai`, `gguf`, `glossary`).
+    pub generator: &'static str,
+    /// `no_retrieval`, `single_hop` or `multi_hop`.
+    pub route: &'static str,
+    /// The glossary lookup of a definition question; absent for other questions.
+    pub terminology: Option<TerminologyReport>,
+    /// The glossary could not be consulted in time: any definition in the answer is not glossary-verified.
+    pub unverified_terminology: bool,
+    /// Curated framing notes for this question: advisory, never cited.
+    pub notes: Vec<String>,
+    /// Identifiers in the question resolved exactly to passages (structural lookup).
+    pub identifiers: Vec<String>,
+    /// Documents forced in as refs of a curated pinned question.
+    pub pinned: Vec<String>,
+    /// The reranker that ranked the candidates.
+    pub reranker: &'static str,
+    pub latency_ms: BTreeMap<&'static str, f64>,
+}
+
+/// Abstention reason codes (SPEC step 12).
+pub const NO_RESULTS: &str = "no_results";
+pub const LOW_CONFIDENCE: &str = "low_confidence";
+pub const UNSUPPORTED_CLAIMS: &str = "unsupported_claims";
+pub const MODEL_ABSTAINED: &str = "model_abstained";
+pub const TERMINOLOGY_NOT_FOUND: &str = "terminology_not_found";
+pub const ROUTED_NO_RETRIEVAL: &str = "routed_no_retrieval";
+
+pub struct AnswerService {
+    router: RouterClient,
+    verifier: Arc<dyn Verifier>,
+    reranker: Arc<dyn Reranker>,
+    embedder: Arc<dyn Embedder>,
+    generators: Arc<GeneratorChain>,
+    identifiers: IdentifierPatterns,
+    terminology: Terminology,
+    memory: Arc<CuratedMemory>,
+    /// Answerability of the best candidates' sentences (None: the lexical back end).
+    reader: Option<Reader>,
+    config: AnswerConfig,
+}
+
+/// The reader's sentence scores of the candidates read so far in a turn, by chunk id.
+type Reads = HashMap<String, Vec<f64>>;
+
+/// What a stage hands on: the turn goes on, or it ends with this response.
+type Flow<T = ()> = ControlFlow<AskResponse, T>;
+
+/// One question on its way through the stages.
+struct Turn<'a> {
+    collection: &'a str,
+    question: &'a str,
+    request_id: &'a str,
+    started: Instant,
+    /// The response being filled in.
+    out: AskResponse,
+    route: Route,
+    /// The queries of the next retrieval.
+    queries: Vec<Rewrite>,
+    /// Passages every later stage must keep (identifiers, curated pins).
+    forced: Vec<(pb::Hit, Source)>,
+    /// The pool, best first, once recalled.
+    ranked: Vec<Candidate>,
+    reads: Reads,
+}
+
+impl Turn<'_> {
+    fn record(&mut self, stage: &'static str, since: Instant) {
+        let elapsed: Duration = since.elapsed();
+        observe_stage(stage, elapsed);
+        *self.out.latency_ms.entry(stage).or_default() += elapsed.as_secs_f64() * 1e3;
+    }
+}
+
+impl AnswerService {
+    /// The answer tier over `router`. `reranker` ranks candidates (and re-judges border pins); `embedder` embeds
+    /// questions for curated memory; the reader is loaded from `config.reader`. Fails on an invalid identifier
+    /// pattern, an unreadable memory file or a reader model that is missing or fails its checksum.
+    pub fn new(
+        router: RouterClient,
+        verifier: Arc<dyn Verifier>,
+        reranker: Arc<dyn Reranker>,
+        embedder: Arc<dyn Embedder>,
+        config: AnswerConfig,
+    ) -> Result<Self, AnswerError> {
+        let identifiers = IdentifierPatterns::new(&config.identifier_patterns)
+            .map_err(|e| AnswerError::invalid("identifier_patterns", e))?;
+        let memory = match &config.memory_file {
+            Some(path) => CuratedMemory::load(path, config.memory.clone())
+                .map_err(|e| AnswerError::invalid("memory_file", e))?,
+            None => CuratedMemory::default(),
+        };
+        let reader = Reader::from_config(&config.reader)
+            .map_err(|e| AnswerError::invalid("reader", e.to_string()))?;
+        Ok(AnswerService {
+            router,
+            verifier,
+            reranker,
+            embedder,
+            generators: Arc::new(GeneratorChain::from_config(&config)),
+            identifiers,
+            terminology: Terminology::new(config.terminology.clone()),
+            memory: Arc::new(memory),
+            reader,
+            config,
+        })
+    }
+
+    pub fn config(&self) -> &AnswerConfig {
+        &self.config
+    }
+
+    /// Glossary lookups answered from the terminology cache so far.
+    pub fn terminology_cache_hits(&self) -> u64 {
+        self.terminology.cache_hits()
+    }
+
+    /// One turn: the stages in order; the first that ends the turn gives the response.
+    pub async fn ask(
+        &self,
+        collection: &str,
+        question: &str,
+        request_id: &str,
+    ) -> Result<AskResponse, AnswerError> {
+        let mut turn = self.begin(collection, question, request_id)?;
+        if let ControlFlow::Break(done) = self.route_and_rewrite(&mut turn) {
+            return Ok(done);
+        }
+        if let ControlFlow::Break(done) = self.terminology_first(&mut turn).await {
+            return Ok(done);
+        }
+        self.lookups(&mut turn).await?;
+        if let ControlFlow::Break(done) = self.recall(&mut turn).await? {
+            return Ok(done);
+        }
+        let footnotes = self.cut(&turn);
+        let composed = match self.generate(&mut turn, &footnotes).await? {
+            ControlFlow::Break(done) => return Ok(done),
+            ControlFlow::Continue(text) => text,
+        };
+        Ok(self
+            .check_and_answer(&mut turn, &composed, &footnotes)
+            .await)
+    }
+
+    /// Validates the question and opens the turn.
+    fn begin<'a>(
+        &self,
+        collection: &'a str,
+        question: &'a str,
+        request_id: &'a str,
+    ) -> Result<Turn<'a>, AnswerError> {
+        let question = question.trim();
+        if question.is_empty() {
+            return Err(AnswerError::invalid("question", "empty"));
+        }
+        if question.len() > self.config.max_question_bytes {
+            return Err(AnswerError::invalid(
+                "question",
+                format!("longer than {} bytes", self.config.max_question_bytes),
+            ));
+        }
+        Ok(Turn {
+            collection,
+            question,
+            request_id,
+            started: Instant::now(),
+            out: AskResponse {
+                status: "abstained",
+                request_id: request_id.to_string(),
+                generator: "none",
+                reranker: self.reranker.name(),
+                ..Default::default()
+            },
+            route: Route::SingleHop,
+            queries: Vec::new(),
+            forced: Vec::new(),
+            ranked: Vec::new(),
+            reads: Reads::new(),
+        })
+    }
+
+    /// Ends the turn with an abstention: its reason (counted), no answer, the suggestions.
+    fn abstain(
+        &self,
+        turn: &mut Turn,
+        reason: &'static str,
+        suggestions: Vec<String>,
+    ) -> AskResponse {
+        metrics::counter!(RAG_ABSTENTION_TOTAL, "reason" => reason).increment(1);
+        tracing::info!(reason, event = "abstained", "answer abstained");
+        let out = &mut turn.out;
+        out.status = "abstained";
+        out.reason = Some(reason);
+        out.answer.clear();
+        out.citations.clear();
+        out.suggestions = suggestions;
+        finish(turn)
+    }
+}
+
+fn passage(hit: &pb::Hit, score: f64) -> Passage {
+    Passage {
+        chunk_id: hit.chunk_id.clone(),
+        doc_id: hit.doc_id.clone(),
+        title: hit.title.clone(),
+        text: body(hit).to_string(),
+        score,
+        sentence_scores: None,
+    }
+}
+
+/// The response of a finished turn, with its total latency.
+fn finish(turn: &mut Turn) -> AskResponse {
+    let total = turn.started.elapsed();
+    observe_stage(STAGE_ASK_TOTAL, total);
+    let mut out = std::mem::take(&mut turn.out);
+    out.latency_ms.insert("total", total.as_secs_f64() * 1e3);
+    out
+}

@@ -1,0 +1,352 @@
+//! The stages of one turn, in their order (see the module header of [`super`]). Each records its latency; a
+//! stage that ends the turn returns `ControlFlow::Break(response)`.
+
+use std::collections::HashSet;
+use std::ops::ControlFlow;
+use std::sync::Arc;
+use std::time::Instant;
+
+use attest_proto::v1 as pb;
+
+use super::{
+    finish, passage, AnswerService, Flow, Turn, LOW_CONFIDENCE, MODEL_ABSTAINED, NO_RESULTS,
+    ROUTED_NO_RETRIEVAL, STAGE_GAUNTLET, STAGE_GENERATE, STAGE_MEMORY, STAGE_READ, STAGE_RERANK,
+    STAGE_RETRIEVE, STAGE_ROUTE, STAGE_STRUCTURAL, STAGE_TERMINOLOGY, STAGE_VERIFY,
+    TERMINOLOGY_NOT_FOUND, UNSUPPORTED_CLAIMS,
+};
+use crate::cite::{citations, render};
+use crate::error::AnswerError;
+use crate::footnotes::{Footnotes, Passage};
+use crate::gate::{self, Gate};
+use crate::gauntlet::Gauntlet;
+use crate::generate::Generated;
+use crate::pool::{merge_round_robin, Candidate, Pool, Source};
+use crate::reserves;
+use crate::rewrite::{self, Rewrite};
+use crate::route::{self, Route};
+use crate::structural;
+use crate::terminology::{self, Lookup, TerminologyReport};
+
+impl AnswerService {
+    /// Steps 1–2: Route, and the rewrites the route asks for; a question that needs no retrieval abstains.
+    pub(super) fn route_and_rewrite(&self, turn: &mut Turn) -> Flow {
+        let t = Instant::now();
+        turn.route = route::route(turn.question);
+        turn.out.route = turn.route.as_str();
+        turn.queries = rewrite::rewrites(turn.question, turn.route, self.config.max_sub_questions);
+        turn.record(STAGE_ROUTE, t);
+        if turn.route == Route::NoRetrieval {
+            return ControlFlow::Break(self.abstain(turn, ROUTED_NO_RETRIEVAL, Vec::new()));
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// Step 4: Terminology first (before any retrieval): a hit or an ambiguous term is answered from the glossary, a
+    /// miss abstains; no glossary, a timeout or an error goes on to retrieval.
+    pub(super) async fn terminology_first(&self, turn: &mut Turn<'_>) -> Flow {
+        let Some(term) = self
+            .config
+            .terminology
+            .enabled
+            .then(|| {
+                terminology::definition_term(turn.question, self.config.terminology.max_term_words)
+            })
+            .flatten()
+        else {
+            return ControlFlow::Continue(());
+        };
+        let t = Instant::now();
+        let looked = self
+            .terminology
+            .lookup(&self.router, turn.collection, &term, turn.request_id)
+            .await;
+        turn.record(STAGE_TERMINOLOGY, t);
+        turn.out.terminology = Some(TerminologyReport::new(&term, &looked));
+        turn.out.unverified_terminology = looked.lookup.unverified();
+        match looked.lookup {
+            Lookup::Miss { mut nearest } => {
+                nearest.truncate(self.config.max_suggestions);
+                ControlFlow::Break(self.abstain(turn, TERMINOLOGY_NOT_FOUND, nearest))
+            }
+            Lookup::Hit(_) | Lookup::Ambiguous(_) => {
+                let entries = looked.lookup.matches();
+                let text = terminology::definition_text(&entries, self.config.max_answer_sentences);
+                let footnotes =
+                    Footnotes::mint(entries.iter().map(|e| passage(&e.hit, 1.0)).collect());
+                turn.out.generator = "glossary";
+                ControlFlow::Break(self.check_and_answer(turn, &text, &footnotes).await)
+            }
+            Lookup::NoGlossary | Lookup::Timeout | Lookup::Unavailable(_) => {
+                ControlFlow::Continue(())
+            }
+        }
+    }
+
+    /// Steps 3 and 5: Lookups that force passages in past the floor: identifiers resolved exactly (structural), and
+    /// the refs of accepted curated pins (their notes frame the answer, never cited).
+    pub(super) async fn lookups(&self, turn: &mut Turn<'_>) -> Result<(), AnswerError> {
+        let t = Instant::now();
+        for id in self.identifiers.find(turn.question) {
+            let hits = structural::resolve(
+                &self.router,
+                turn.collection,
+                &id,
+                self.config.identifier_k.max(1),
+                turn.request_id,
+            )
+            .await
+            .map_err(AnswerError::from_status)?;
+            if !hits.is_empty() {
+                turn.out.identifiers.push(id);
+                turn.forced
+                    .extend(hits.into_iter().map(|h| (h, Source::Identifier)));
+            }
+        }
+        turn.record(STAGE_STRUCTURAL, t);
+        let t = Instant::now();
+        for hit in self.pins(turn).await? {
+            turn.forced.push((hit, Source::Pin));
+        }
+        turn.record(STAGE_MEMORY, t);
+        Ok(())
+    }
+
+    /// Steps 6–8: Retrieval over the rewrites, rerank, read, the coverage gate; refine the query and retrieve again,
+    /// at most `max_hops` retrievals. Ends the turn when nothing was found or the gate does not ground.
+    pub(super) async fn recall(&self, turn: &mut Turn<'_>) -> Result<Flow, AnswerError> {
+        let mut pool = Pool::default();
+        let t = Instant::now();
+        let forced = std::mem::take(&mut turn.forced);
+        for (hit, score, source) in self.score(turn.question, forced).await {
+            pool.insert(Candidate { hit, score, source });
+        }
+        turn.record(STAGE_RERANK, t);
+        let mut issued: HashSet<Rewrite> = turn.queries.iter().cloned().collect();
+        let gate = loop {
+            let t = Instant::now();
+            let queries = std::mem::take(&mut turn.queries);
+            let lists = self.search_all(turn, &queries).await?;
+            let hits = merge_round_robin(
+                lists,
+                self.config.candidates as usize,
+                self.config.noise_floor,
+                &pool.chunk_ids(),
+            );
+            turn.record(STAGE_RETRIEVE, t);
+            let t = Instant::now();
+            let retrieved = hits.into_iter().map(|h| (h, Source::Retrieved)).collect();
+            for (hit, score, source) in self.score(turn.question, retrieved).await {
+                pool.insert(Candidate { hit, score, source });
+            }
+            turn.record(STAGE_RERANK, t);
+            turn.ranked = pool.ranked();
+            let t = Instant::now();
+            let answerability = self.read(turn).await;
+            turn.record(STAGE_READ, t);
+            let gate = match (&answerability, &self.reader) {
+                // A curated pin is sufficient evidence by itself (the seed's `assess_sufficiency`).
+                _ if !turn.out.pinned.is_empty() => Gate::Ground,
+                (Some(scores), Some(reader)) => gate::decide_read(scores, reader.config()),
+                _ => {
+                    let reranked: Vec<f64> = turn.ranked.iter().map(|c| c.score).collect();
+                    gate::decide(&reranked, &self.config)
+                }
+            };
+            if gate != Gate::Refine || turn.out.hops >= self.config.max_hops.max(1) {
+                break gate;
+            }
+            let titles = turn.ranked.iter().map(|c| c.hit.title.as_str());
+            match rewrite::refine(turn.question, turn.out.hops, titles) {
+                Some(query)
+                    if issued.insert(Rewrite {
+                        query: query.clone(),
+                        lanes: Vec::new(),
+                    }) =>
+                {
+                    turn.queries = vec![Rewrite {
+                        query,
+                        lanes: Vec::new(),
+                    }];
+                }
+                // Nothing new to ask: another hop would retrieve the same pool.
+                _ => break gate,
+            }
+        };
+        if turn.ranked.is_empty() {
+            return Ok(ControlFlow::Break(self.abstain(
+                turn,
+                NO_RESULTS,
+                Vec::new(),
+            )));
+        }
+        turn.ranked =
+            super::retrieval::answerable_first(std::mem::take(&mut turn.ranked), &turn.reads);
+        if gate != Gate::Ground {
+            let suggestions = self.titles(turn);
+            return Ok(ControlFlow::Break(self.abstain(
+                turn,
+                LOW_CONFIDENCE,
+                suggestions,
+            )));
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+
+    /// Step 7: The cut: the top `passages`, every forced passage, per-kind reserves; footnotes minted for this turn,
+    /// each read passage with its sentences' answerability.
+    pub(super) fn cut(&self, turn: &Turn) -> Footnotes {
+        let ranked = &turn.ranked;
+        let kinds: Vec<Option<String>> = ranked.iter().map(Candidate::kind).collect();
+        let items: Vec<reserves::Item> = ranked
+            .iter()
+            .zip(&kinds)
+            .map(|(c, k)| reserves::Item {
+                kind: k.as_deref(),
+                forced: c.source.is_forced(),
+            })
+            .collect();
+        let kept = reserves::select(
+            &items,
+            self.config.passages,
+            &self.config.reserve_kinds,
+            self.config.reserve_per_kind,
+        );
+        Footnotes::mint(
+            kept.iter()
+                .map(|&i| {
+                    let c = &ranked[i];
+                    Passage {
+                        sentence_scores: turn.reads.get(&c.hit.chunk_id).cloned(),
+                        ..passage(&c.hit, c.score)
+                    }
+                })
+                .collect(),
+        )
+    }
+
+    /// Step 9: Generate from the footnoted passages (on a blocking thread). A back end that declines ends the turn.
+    pub(super) async fn generate(
+        &self,
+        turn: &mut Turn<'_>,
+        footnotes: &Footnotes,
+    ) -> Result<Flow<String>, AnswerError> {
+        let t = Instant::now();
+        let chain = Arc::clone(&self.generators);
+        let (q, f, rid) = (
+            turn.question.to_string(),
+            footnotes.clone(),
+            turn.request_id.to_string(),
+        );
+        let outcome = tokio::task::spawn_blocking(move || {
+            attest_telemetry::request_id::with_current(&rid, || chain.generate(&q, &f))
+        })
+        .await
+        .map_err(|e| AnswerError::Unavailable(format!("generator task failed: {e}")))?;
+        turn.record(STAGE_GENERATE, t);
+        turn.out.generator = outcome.generator;
+        let reason = match outcome.generated {
+            Generated::Text(text) => return Ok(ControlFlow::Continue(text)),
+            Generated::Declined if matches!(outcome.generator, "extractive" | "none") => {
+                LOW_CONFIDENCE
+            }
+            Generated::Declined => MODEL_ABSTAINED,
+        };
+        let suggestions = self.titles(turn);
+        Ok(ControlFlow::Break(self.abstain(turn, reason, suggestions)))
+    }
+
+    /// Steps 10–12: The gauntlet, verification, one revision pass (unsupported claims dropped) and verification
+    /// again; then the decision: the answer, or an abstention.
+    ///
+    /// Confidence = the weakest claim's support × the score of the best passage it cites (the reader's
+    /// answerability when it read the passage: the claim is only as sure as its evidence), × 0.8 in fallback
+    /// mode; below the collection's minimum confidence the turn abstains with `low_confidence`.
+    pub(super) async fn check_and_answer(
+        &self,
+        turn: &mut Turn<'_>,
+        composed: &str,
+        footnotes: &Footnotes,
+    ) -> crate::AskResponse {
+        let t = Instant::now();
+        let mut text_now = Gauntlet::run(composed, footnotes).text;
+        turn.record(STAGE_GAUNTLET, t);
+        let t = Instant::now();
+        let mut checked = self.verify(turn.question, &text_now, footnotes).await;
+        if checked.iter().any(|c| !c.supported) {
+            let kept: Vec<String> = checked
+                .iter()
+                .filter(|c| c.supported)
+                .map(|c| render(&c.text, &c.citations))
+                .collect();
+            text_now = Gauntlet::run(&kept.join(" "), footnotes).text;
+            checked = self.verify(turn.question, &text_now, footnotes).await;
+        }
+        turn.record(STAGE_VERIFY, t);
+        if checked.is_empty() || checked.iter().any(|c| !c.supported) {
+            turn.out.claims = checked;
+            let suggestions = self.titles(turn);
+            return self.abstain(turn, UNSUPPORTED_CLAIMS, suggestions);
+        }
+        let confidence = checked
+            .iter()
+            .map(|c| {
+                let evidence = c
+                    .citations
+                    .iter()
+                    .filter_map(|n| footnotes.get(*n))
+                    .map(|p| p.score.clamp(0.0, 1.0))
+                    .fold(0.0, f64::max);
+                c.support * evidence
+            })
+            .fold(1.0, f64::min);
+        turn.out.confidence = if turn.out.fallback_mode {
+            confidence * self.config.fallback_confidence_factor
+        } else {
+            confidence
+        };
+        turn.out.claims = checked;
+        if turn.out.confidence < crate::thresholds::min_confidence(&self.config, turn.collection) {
+            let suggestions = self.titles(turn);
+            return self.abstain(turn, LOW_CONFIDENCE, suggestions);
+        }
+        turn.out.citations = citations(&turn.out.claims, footnotes);
+        turn.out.answer = text_now;
+        turn.out.status = "answered";
+        finish(turn)
+    }
+
+    /// "Did you mean" titles: the distinct titles of the best candidates that name something the question
+    /// names (a title sharing no content word with the question is no suggestion, only noise).
+    pub(super) fn titles(&self, turn: &Turn) -> Vec<String> {
+        let asked = crate::text::content_set(turn.question);
+        let mut titles: Vec<String> = Vec::new();
+        for c in &turn.ranked {
+            if titles.len() >= self.config.max_suggestions {
+                break;
+            }
+            let near = crate::text::content_set(&crate::reader::input::title_text(&c.hit.title))
+                .iter()
+                .any(|w| asked.contains(w));
+            if near && !titles.contains(&c.hit.title) {
+                titles.push(c.hit.title.clone());
+            }
+        }
+        titles
+    }
+}
+
+/// The hits of one search request (a helper for the stages above).
+pub(super) fn search_request(
+    collection: &str,
+    query: &str,
+    k: u32,
+    lanes: &[String],
+) -> pb::SearchRequest {
+    pb::SearchRequest {
+        collection: collection.to_string(),
+        query: query.to_string(),
+        k: Some(k),
+        lanes: lanes.to_vec(),
+        ..Default::default()
+    }
+}

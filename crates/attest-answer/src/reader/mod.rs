@@ -1,0 +1,245 @@
+//! The reader: the answer tier's judgement of meaning (issue 13). Two questions decide whether Attest answers,
+//! and both are asked of a cross-encoder that reads the question (or claim) and the passage together:
+//! - *does this sentence answer the question?* ([`Reader::read`]) — the coverage gate, the answer's confidence
+//!   and the sentences the extractive composer quotes come from it;
+//! - *does this passage support this claim?* ([`ReaderVerifier`]) — the local verifier.
+//!
+//! Only what matters is read (inference is the expensive part of a turn): the sentences of the best
+//! `reader.passages` candidates, at most `reader.max_sentences` of them, chosen by question coverage.
+//! `reader.backend: lexical` turns the reader off (word-overlap gate, composer and verifier, as before).
+//!
+//! - [`input`]: the token layout and the text each head reads (mirrors `scripts/reader/`).
+//! - [`model`]: the candle model, checksummed like the embedder.
+
+pub mod input;
+pub mod model;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+pub use self::model::{Head, ReaderError, ReaderModel, RELATIVE_READER_DIR};
+use crate::relevance::sentence_relevance;
+use crate::text;
+use crate::verifier::Verifier;
+
+/// Which judgement back end the answer tier uses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReaderBackend {
+    /// The trained cross-encoder (`models/reader`).
+    #[default]
+    Model,
+    /// No model: question coverage by word overlap, the learned lexical verifier.
+    Lexical,
+}
+
+/// The `answer.reader` config section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReaderConfig {
+    pub backend: ReaderBackend,
+    /// The model directory (default: the nearest `crates/attest-answer/models/reader` of the working
+    /// directory, else the checkout this binary was built from).
+    pub model_dir: Option<PathBuf>,
+    /// Best candidates (by reranker score) whose sentences are read per retrieval hop.
+    pub passages: usize,
+    /// Sentences read per hop at most, those covering most of the question first.
+    pub max_sentences: usize,
+    /// Pairs per forward pass.
+    pub batch: usize,
+    /// The coverage gate on answerability (chosen on squad-dev held-out articles, see docs/BENCHMARKS.md):
+    /// bail below `bail_threshold`, ground at `ground_threshold` or above, else refine.
+    pub bail_threshold: f64,
+    pub ground_threshold: f64,
+    /// The verifier's support = (1 − w) × the support head + w × the learned lexical verifier: the head reads
+    /// one-edit changes word overlap cannot see, the lexical model catches claims carrying words the evidence
+    /// lacks (HaluEval's kind), which this head, trained briefly on a CPU, still misses.
+    pub lexical_weight: f64,
+}
+
+impl Default for ReaderConfig {
+    fn default() -> Self {
+        ReaderConfig {
+            backend: ReaderBackend::Model,
+            model_dir: None,
+            passages: 4,
+            max_sentences: 20,
+            batch: 16,
+            bail_threshold: 0.10,
+            ground_threshold: 0.40,
+            lexical_weight: 0.5,
+        }
+    }
+}
+
+impl ReaderConfig {
+    pub fn model_dir(&self) -> PathBuf {
+        self.model_dir
+            .clone()
+            .unwrap_or_else(|| attest_embed::config::locate_repository_dir(RELATIVE_READER_DIR))
+    }
+}
+
+/// A passage to read.
+#[derive(Debug, Clone, Copy)]
+pub struct ToRead<'a> {
+    pub title: &'a str,
+    pub text: &'a str,
+}
+
+/// One loaded model per directory and batch size in a process: the verifier, the pipeline and every answer
+/// service built in it share it (the weights are 90 MB as f32).
+fn shared_model(dir: &std::path::Path, batch: usize) -> Result<Arc<ReaderModel>, ReaderError> {
+    type Loaded = std::sync::Mutex<std::collections::HashMap<(PathBuf, usize), Arc<ReaderModel>>>;
+    static LOADED: std::sync::OnceLock<Loaded> = std::sync::OnceLock::new();
+    let mut loaded = LOADED
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let key = (dir.to_path_buf(), batch);
+    if let Some(model) = loaded.get(&key) {
+        return Ok(Arc::clone(model));
+    }
+    let model = Arc::new(ReaderModel::load(dir, batch)?);
+    loaded.insert(key, Arc::clone(&model));
+    Ok(model)
+}
+
+/// The reader over a loaded model.
+#[derive(Debug, Clone)]
+pub struct Reader {
+    model: Arc<ReaderModel>,
+    config: ReaderConfig,
+}
+
+impl Reader {
+    /// The reader `config` names, or None for the lexical back end. A model that is missing or does not match
+    /// its checksum is an error (reported at start-up, not per question).
+    pub fn from_config(config: &ReaderConfig) -> Result<Option<Self>, ReaderError> {
+        if config.backend == ReaderBackend::Lexical {
+            return Ok(None);
+        }
+        if config.passages == 0 || config.max_sentences == 0 {
+            return Err(ReaderError::Model(
+                "reader.passages and reader.max_sentences must be at least 1".into(),
+            ));
+        }
+        let unit = 0.0..=1.0;
+        if ![
+            config.bail_threshold,
+            config.ground_threshold,
+            config.lexical_weight,
+        ]
+        .iter()
+        .all(|v| unit.contains(v))
+            || config.bail_threshold > config.ground_threshold
+        {
+            return Err(ReaderError::Model(
+                "reader thresholds and lexical_weight must be in 0..1, bail_threshold ≤ ground_threshold"
+                    .into(),
+            ));
+        }
+        Ok(Some(Reader {
+            model: shared_model(&config.model_dir(), config.batch)?,
+            config: config.clone(),
+        }))
+    }
+
+    pub fn config(&self) -> &ReaderConfig {
+        &self.config
+    }
+
+    /// Answerability of the sentences of each passage (per passage, one score per sentence of
+    /// [`text::sentences`]); sentences not read score 0. At most `max_sentences` are read, those that cover most
+    /// of the question first (ties: the better-ranked passage, the earlier sentence).
+    pub fn read(&self, question: &str, passages: &[ToRead]) -> Result<Vec<Vec<f64>>, ReaderError> {
+        let q = text::content_set(question);
+        let mut out: Vec<Vec<f64>> = Vec::with_capacity(passages.len());
+        let mut candidates: Vec<(f64, usize, usize)> = Vec::new();
+        let split: Vec<Vec<&str>> = passages.iter().map(|p| text::sentences(p.text)).collect();
+        for (p, sentences) in split.iter().enumerate() {
+            out.push(vec![0.0; sentences.len()]);
+            let title = text::content_set(passages[p].title);
+            for (i, s) in sentences.iter().enumerate() {
+                candidates.push((sentence_relevance(&q, &title, s), p, i));
+            }
+        }
+        candidates.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+        candidates.truncate(self.config.max_sentences);
+        let tokenizer = self.model.tokenizer();
+        let pairs = candidates
+            .iter()
+            .map(|&(_, p, i)| {
+                let context = input::answer_context(passages[p].title, &split[p], i);
+                input::pair_ids(tokenizer, question, split[p][i], Some(&context))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let scores = self.model.score(Head::Answerable, &pairs)?;
+        for (&(_, p, i), s) in candidates.iter().zip(scores) {
+            out[p][i] = s;
+        }
+        Ok(out)
+    }
+
+    /// Support of `claim` by a passage, from the sentences of it that share most words with the claim.
+    pub fn support(&self, claim: &str, title: &str, passage: &str) -> Result<f64, ReaderError> {
+        let evidence = input::evidence_window(title, passage, claim);
+        let pair = input::pair_ids(self.model.tokenizer(), claim, &evidence, None)?;
+        Ok(self.model.score(Head::Supported, &[pair])?[0])
+    }
+}
+
+/// The support head as the answer tier's verifier. A model error scores 0 (the claim is not verified, so the
+/// turn abstains rather than answering unchecked), logged.
+#[derive(Debug, Clone)]
+pub struct ReaderVerifier {
+    reader: Reader,
+    lexical: crate::verifier::LearnedVerifier,
+}
+
+impl ReaderVerifier {
+    pub fn new(reader: Reader) -> Self {
+        ReaderVerifier {
+            reader,
+            lexical: crate::verifier::LearnedVerifier::bundled(),
+        }
+    }
+
+    fn blend(&self, head: f64, question: &str, claim: &str, passage: &str) -> f64 {
+        let w = self.reader.config.lexical_weight;
+        if w == 0.0 {
+            return head;
+        }
+        (1.0 - w) * head + w * self.lexical.support(question, claim, passage)
+    }
+}
+
+impl ReaderVerifier {
+    /// The support head alone; a model error scores 0 (logged).
+    fn head(&self, claim: &str, title: &str, passage: &str) -> f64 {
+        self.reader
+            .support(claim, title, passage)
+            .unwrap_or_else(|e| {
+                tracing::warn!(error = %e, event = "verifier_failed", "claim not verified");
+                0.0
+            })
+    }
+}
+
+impl Verifier for ReaderVerifier {
+    fn support(&self, question: &str, claim: &str, passage: &str) -> f64 {
+        self.support_in(question, claim, "", passage)
+    }
+
+    fn support_answer(&self, question: &str, answer: &str, passage: &str) -> f64 {
+        let head = self.head(&format!("{question} {answer}"), "", passage);
+        self.blend(head, question, answer, passage)
+    }
+
+    fn support_in(&self, question: &str, claim: &str, title: &str, passage: &str) -> f64 {
+        let head = self.head(claim, title, passage);
+        self.blend(head, question, claim, passage)
+    }
+}

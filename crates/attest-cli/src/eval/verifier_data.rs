@@ -1,0 +1,185 @@
+//! Claim-verification data for `attest eval --verifier-data`, in either layout, held-out items only:
+//! - HaluEval QA (`knowledge`, `question`, `answer`, `label` 1/0): held out when the id `hqNNNNN` has
+//!   NNNNN % 5 == 0 (the split the verifiers were trained with);
+//! - claim/evidence (`claim`, `evidence`, `label` `True`/`False`/`Neither` or a boolean), the layout of
+//!   VitaminC and of the synthetic contrastive pairs of `scripts/reader`: held out when the item says
+//!   `"split": "heldout"`, else when its 0-based line index % 10 == 9 (VitaminC's held-out slice).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use attest_answer::verifier::Verifier;
+use serde_json::Value;
+
+/// One held-out item: how the verifier is asked, and whether the evidence supports the claim.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Item {
+    Answer {
+        question: String,
+        answer: String,
+        evidence: String,
+        supported: bool,
+    },
+    Claim {
+        claim: String,
+        evidence: String,
+        supported: bool,
+    },
+}
+
+impl Item {
+    pub fn supported(&self) -> bool {
+        match self {
+            Item::Answer { supported, .. } | Item::Claim { supported, .. } => *supported,
+        }
+    }
+
+    /// The verifier's support score for the item.
+    pub fn score(&self, verifier: &dyn Verifier) -> f64 {
+        match self {
+            Item::Answer {
+                question,
+                answer,
+                evidence,
+                ..
+            } => verifier.support_answer(question, answer, evidence),
+            Item::Claim {
+                claim, evidence, ..
+            } => verifier.support_in("", claim, "", evidence),
+        }
+    }
+}
+
+/// `dir/items.jsonl` for a directory, else the file itself.
+pub fn items_path(path: &Path) -> PathBuf {
+    if path.is_dir() {
+        path.join("items.jsonl")
+    } else {
+        path.to_path_buf()
+    }
+}
+
+fn str_field<'a>(v: &'a Value, field: &str) -> Option<&'a str> {
+    v.get(field).and_then(Value::as_str)
+}
+
+fn label(v: &Value) -> Option<bool> {
+    match v.get("label")? {
+        Value::Bool(b) => Some(*b),
+        Value::Number(n) => Some(n.as_i64()? == 1),
+        Value::String(s) => Some(s == "True" || s == "SUPPORTS" || s == "1"),
+        _ => None,
+    }
+}
+
+fn halueval_heldout(id: &str) -> bool {
+    id.strip_prefix("hq")
+        .and_then(|rest| rest.get(..5))
+        .and_then(|n| n.parse::<u32>().ok())
+        .is_some_and(|n| n % 5 == 0)
+}
+
+/// The held-out items of a file in either layout.
+pub fn load_heldout(path: &Path) -> anyhow::Result<Vec<Item>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: Value = serde_json::from_str(line)
+            .with_context(|| format!("{}:{}: not JSON", path.display(), i + 1))?;
+        let bad = || {
+            anyhow::anyhow!(
+                "{}:{}: neither a HaluEval item (knowledge, question, answer, label) nor a claim/evidence item (claim, evidence, label)",
+                path.display(),
+                i + 1
+            )
+        };
+        let supported = label(&v).ok_or_else(bad)?;
+        if let (Some(knowledge), Some(question), Some(answer)) = (
+            str_field(&v, "knowledge"),
+            str_field(&v, "question"),
+            str_field(&v, "answer"),
+        ) {
+            if halueval_heldout(str_field(&v, "_id").unwrap_or("")) {
+                out.push(Item::Answer {
+                    question: question.into(),
+                    answer: answer.into(),
+                    evidence: knowledge.into(),
+                    supported,
+                });
+            }
+        } else if let (Some(claim), Some(evidence)) =
+            (str_field(&v, "claim"), str_field(&v, "evidence"))
+        {
+            let heldout = match str_field(&v, "split") {
+                Some(split) => split == "heldout",
+                None => i % 10 == 9,
+            };
+            if heldout {
+                out.push(Item::Claim {
+                    claim: claim.into(),
+                    evidence: evidence.into(),
+                    supported,
+                });
+            }
+        } else {
+            return Err(bad());
+        }
+    }
+    anyhow::ensure!(!out.is_empty(), "{} has no held-out items", path.display());
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_layouts_and_their_held_out_rules() {
+        let dir = tempfile::tempdir().unwrap();
+        let halu = dir.path().join("h.jsonl");
+        std::fs::write(
+            &halu,
+            r#"{"_id":"hq00005-right","knowledge":"K","question":"Q","answer":"A","label":1}
+{"_id":"hq00006-right","knowledge":"K","question":"Q","answer":"A","label":1}
+{"_id":"hq00010-hallu","knowledge":"K","question":"Q","answer":"B","label":0}
+"#,
+        )
+        .unwrap();
+        let items = load_heldout(&halu).unwrap();
+        assert_eq!(items.len(), 2);
+        assert!(items[0].supported() && !items[1].supported());
+
+        let vc = dir.path().join("v.jsonl");
+        let lines: Vec<String> = (0..20)
+            .map(|i| {
+                let label = if i % 2 == 0 { "True" } else { "Neither" };
+                format!(r#"{{"claim":"c{i}","evidence":"e","label":"{label}"}}"#)
+            })
+            .collect();
+        std::fs::write(&vc, lines.join("\n")).unwrap();
+        let items = load_heldout(&vc).unwrap();
+        // Lines 9 and 19 (0-based): both odd, so not supported.
+        assert_eq!(items.len(), 2);
+        assert!(items.iter().all(|i| !i.supported()));
+
+        let syn = dir.path().join("s.jsonl");
+        std::fs::write(
+            &syn,
+            r#"{"claim":"c","evidence":"e","label":true,"split":"heldout"}
+{"claim":"c","evidence":"e","label":false,"split":"train"}"#,
+        )
+        .unwrap();
+        assert_eq!(load_heldout(&syn).unwrap().len(), 1);
+
+        let bad = dir.path().join("b.jsonl");
+        std::fs::write(&bad, r#"{"text":"x","label":1}"#).unwrap();
+        assert!(load_heldout(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("neither"));
+    }
+}

@@ -1,0 +1,205 @@
+//! The reader (issue 13) through the real in-process router, shard and MiniLM embedder with the committed
+//! reader model: answerability decides (the gold paragraph with its answer sentence removed abstains), the
+//! support head separates a claim from its one-edit twin, every quote is a span of the cited document (never a
+//! URL title, a title with dots or a fragment split inside one), and suggestions only name titles near the
+//! question.
+
+mod common;
+
+use std::sync::Arc;
+
+use attest_answer::reader::ReaderBackend;
+use attest_answer::{AnswerConfig, AnswerService, AskResponse, RouterClient};
+use attest_embed::{build_embedder, Embedder, EmbedderConfig};
+use attest_ingest::SourceDocument;
+use attest_proto::v1 as pb;
+use attest_router::grpc::RouterServiceImpl;
+use attest_router::{IngestDocument, Router};
+
+const BRIDGE_TITLE: &str = "https://news.example.com/2024/05/harbor-bridge.opens.html";
+const BRIDGE: &str = "The Harbor Bridge was designed by the engineer Mara Lindqvist. It opened to traffic on 4 May 2024, two years late. It cost €1.2 billion — more than planned. Engineers said the cables “sing” in strong wind.";
+const BRIDGE_NO_OPENING: &str = "The Harbor Bridge was designed by the engineer Mara Lindqvist. It cost €1.2 billion — more than planned. Engineers said the cables “sing” in strong wind.";
+const COURT_TITLE: &str = "U.S. Dept. of Energy v. Smith";
+const COURT: &str = "The U.S. Supreme Court ruled for Smith in 1998. The Dept. of Energy appealed to Congress, and lost again in 2001.";
+const CAFE_TITLE: &str = "Café «Ölmühle», Wien";
+const CAFE: &str = "Das Café „Ölmühle“ öffnete 1921 in Wien… Its owner, Zoë Brandt, baked apple strudel every morning for forty years.";
+
+async fn ingest(router: &Router, collection: &str, docs: &[(&str, &str, &str)]) {
+    let report = router
+        .ingest(
+            collection,
+            docs.iter()
+                .map(|(id, title, text)| IngestDocument {
+                    vector: None,
+                    source: SourceDocument {
+                        id: id.to_string(),
+                        title: title.to_string(),
+                        text: text.to_string(),
+                        ..Default::default()
+                    },
+                })
+                .collect(),
+            "setup",
+        )
+        .await
+        .unwrap();
+    assert_eq!(report.accepted as usize, docs.len());
+}
+
+struct Stack {
+    _dir: tempfile::TempDir,
+    router: Arc<Router>,
+    embedder: Arc<dyn Embedder>,
+}
+
+async fn stack() -> Stack {
+    attest_telemetry::metrics::install();
+    let dir = tempfile::tempdir().unwrap();
+    let embedder = build_embedder(&EmbedderConfig::default()).unwrap();
+    let router =
+        Arc::new(common::router_with_collection_c(dir.path(), Arc::clone(&embedder)).await);
+    router
+        .create_collection(
+            pb::CreateCollectionRequest {
+                name: "removed".into(),
+                shards: 1,
+                replication: 1,
+                index: None,
+            },
+            "setup",
+        )
+        .await
+        .unwrap();
+    ingest(
+        &router,
+        "c",
+        &[
+            ("bridge", BRIDGE_TITLE, BRIDGE),
+            ("court", COURT_TITLE, COURT),
+            ("cafe", CAFE_TITLE, CAFE),
+        ],
+    )
+    .await;
+    ingest(
+        &router,
+        "removed",
+        &[
+            ("bridge", BRIDGE_TITLE, BRIDGE_NO_OPENING),
+            ("court", COURT_TITLE, COURT),
+            ("cafe", CAFE_TITLE, CAFE),
+        ],
+    )
+    .await;
+    Stack {
+        _dir: dir,
+        router,
+        embedder,
+    }
+}
+
+impl Stack {
+    /// The default answer tier: the reader gates, composes and (as the default verifier) verifies.
+    fn service(&self) -> AnswerService {
+        let config = AnswerConfig::default();
+        assert_eq!(config.reader.backend, ReaderBackend::Model);
+        AnswerService::new(
+            RouterClient::Local(Arc::new(RouterServiceImpl::new(Arc::clone(&self.router)))),
+            attest_answer::verifier::verifier_from_config(&config),
+            Arc::new(attest_answer::rerank::LexicalReranker),
+            Arc::clone(&self.embedder),
+            config,
+        )
+        .unwrap()
+    }
+}
+
+async fn ask(service: &AnswerService, collection: &str, question: &str) -> AskResponse {
+    service.ask(collection, question, "test").await.unwrap()
+}
+
+fn text_of(doc_id: &str) -> &'static str {
+    match doc_id {
+        "bridge" => BRIDGE,
+        "court" => COURT,
+        "cafe" => CAFE,
+        other => panic!("unknown document {other}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reader_answers_from_the_answer_sentence_and_abstains_without_it() {
+    let s = stack().await;
+    let service = s.service();
+
+    let a = ask(&service, "c", "When did the Harbor Bridge open to traffic?").await;
+    assert_eq!(a.status, "answered", "{a:?}");
+    assert!(a.answer.contains("4 May 2024"), "{a:?}");
+    assert!(a.latency_ms.contains_key("read"), "{a:?}");
+    assert!(a.confidence > 0.0 && a.confidence <= 1.0);
+
+    // The topic is there, the answer is not: the case word overlap answered.
+    let a = ask(
+        &service,
+        "removed",
+        "When did the Harbor Bridge open to traffic?",
+    )
+    .await;
+    assert_eq!(a.status, "abstained", "{a:?}");
+
+    // Nothing about the Inca empire: no answer, and no unrelated titles offered as suggestions.
+    let a = ask(&service, "c", "Who founded the Inca empire in Cusco?").await;
+    assert_eq!(a.status, "abstained", "{a:?}");
+    assert!(a.suggestions.is_empty(), "{a:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_quote_is_a_span_of_the_cited_document_never_its_title() {
+    let s = stack().await;
+    let service = s.service();
+    let mut answered = 0;
+    for q in [
+        "When did the Harbor Bridge open to traffic?",
+        "Who designed the Harbor Bridge?",
+        "Who did the Supreme Court rule for in 1998?",
+        "Who baked apple strudel at the Café Ölmühle?",
+    ] {
+        let a = ask(&service, "c", q).await;
+        if a.status != "answered" {
+            continue;
+        }
+        answered += 1;
+        assert!(!a.citations.is_empty(), "{a:?}");
+        for c in &a.citations {
+            let doc = text_of(&c.doc_id);
+            assert!(
+                doc.contains(&c.quote),
+                "{q}: quote {:?} is not in {:?}",
+                c.quote,
+                c.doc_id
+            );
+            assert!(!c.quote.contains("https://"), "{q}: {:?}", c.quote);
+            assert!(!c.quote.trim().is_empty());
+        }
+        for claim in &a.claims {
+            assert!(claim.supported, "{q}: {claim:?}");
+        }
+    }
+    assert!(answered >= 3, "answered {answered} of 4");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_support_head_separates_a_claim_from_its_one_edit_twins() {
+    let config = AnswerConfig::default();
+    let verifier = attest_answer::verifier::verifier_from_config(&config);
+    let support = |claim: &str| verifier.support_in("", claim, BRIDGE_TITLE, BRIDGE);
+    let right = support("The Harbor Bridge opened to traffic on 4 May 2024.");
+    assert!(right >= config.claim_support_threshold, "right {right}");
+    for twin in [
+        "The Harbor Bridge opened to traffic on 4 May 2014.",
+        "The Harbor Bridge was designed by the engineer Anna Svensson.",
+        "The Harbor Bridge cost less than planned.",
+    ] {
+        let s = support(twin);
+        assert!(s < right - 0.2, "{twin}: {s} vs {right}");
+    }
+}

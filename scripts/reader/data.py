@@ -1,0 +1,336 @@
+"""Training and held-out examples for the reader, built reproducibly (seeded) from `../shared/data`.
+
+Split (written down, by article, so nothing learned from is judged on):
+- squad-dev: an article `squad-dev-aNNNN` is held out when NNNN % 5 == 0 (the reranker's split); unanswerable
+  questions by the article of `source_doc_removed`.
+- halueval-qa: items hqNNNNN with NNNNN % 5 == 0 are held out (the lexical verifier's split).
+- vitaminc-train: lines whose 0-based index % 10 == 9 are held out (never trained on).
+- shift-new-wiki is never read here.
+
+Answerability rows: (question, sentence, context = title + previous sentence), label 1 when the sentence holds a
+gold answer. Negatives: the other sentences of the gold paragraph (the topic is there, the answer is not: the
+"answer sentence removed" case), the best-overlapping sentence of another paragraph of the same article and of
+the BM25 top paragraphs of other articles, and the answer sentence against the question with a name swapped for
+a name of another article.
+
+Support rows: (claim, evidence window). FactCC-style from held-in paragraphs: a sentence verbatim or with a
+clause dropped → supported; entity, number, date, pronoun, negation and direction swaps, or a sentence of a
+neighbouring paragraph → not supported. Plus HaluEval QA (claim = question + answer) and VitaminC (True).
+"""
+
+import json
+import math
+import random
+import re
+from collections import Counter, defaultdict
+
+STOPWORDS = set(
+    "a about after all also an and any are as at be been before being between both but by can could did do does "
+    "during each for from had has have he her his how i if in into is it its many more most much of on one or "
+    "other our she so some such than that the their them then there these they this those through to up was we "
+    "were what when where which while who whom whose why will with would you your not no never none neither nor "
+    "nothing without".split()
+)
+
+
+def words(text):
+    out = []
+    for w in re.split(r"[^\w']+", text):
+        w = w.strip("'").lower()
+        if not w:
+            continue
+        if w.endswith("'s"):
+            w = w[:-2]
+        out.append(w)
+    return out
+
+
+def stem(w):
+    if len(w) > 4 and w.endswith("ies"):
+        return w[:-3] + "y"
+    if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
+        return w[:-1]
+    return w
+
+
+def content_set(text):
+    return {stem(w) for w in words(text) if w not in STOPWORDS}
+
+
+def sentences(text):
+    """The answer tier's splitter (crates/attest-answer/src/text.rs `sentences`)."""
+    out, start = [], 0
+    for i, c in enumerate(text):
+        ends = (c in ".!?" and (i + 1 >= len(text) or text[i + 1] in " \t\n\r\x0b\x0c")) or c == "\n"
+        if ends:
+            s = text[start : i + 1].strip()
+            if s:
+                out.append(s)
+            start = i + 1
+    rest = text[start:].strip()
+    if rest:
+        out.append(rest)
+    return out
+
+
+def title_text(title):
+    return title.replace("_", " ")
+
+
+def answer_context(title, sents, i):
+    """The context of sentence i: the title and the sentence before it."""
+    prev = sents[i - 1] if i > 0 else ""
+    return f"{title}. {prev}".strip()
+
+
+def evidence_window(title, passage, claim, max_sentences=3):
+    """The sentences of `passage` that share most content words with `claim` (at most `max_sentences`, in
+    passage order), after the title: what the support head reads (crates/attest-answer/src/reader/input.rs)."""
+    sents = sentences(passage)
+    c = content_set(claim)
+    ranked = sorted(range(len(sents)), key=lambda i: (-len(content_set(sents[i]) & c), i))[:max_sentences]
+    body = " ".join(sents[i] for i in sorted(ranked))
+    return f"{title}: {body}" if title else body
+
+
+def article_of(doc_id):
+    m = re.search(r"-a(\d+)-p", doc_id or "")
+    return int(m.group(1)) if m else None
+
+
+def squad_heldout(doc_id):
+    a = article_of(doc_id)
+    return a is not None and a % 5 == 0
+
+
+def normalise(s):
+    return " ".join(re.sub(r"[^\w ]", " ", s.lower()).split())
+
+
+def holds_answer(sentence, answers):
+    ns = normalise(sentence)
+    return any(a.strip() and (a in sentence or (normalise(a) and normalise(a) in ns)) for a in answers)
+
+
+class Bm25:
+    def __init__(self, docs):
+        self.docs = [Counter(stem(w) for w in words(d)) for d in docs]
+        self.len = [sum(c.values()) for c in self.docs]
+        self.avg = sum(self.len) / max(1, len(self.len))
+        df = Counter(w for c in self.docs for w in c)
+        n = len(self.docs)
+        self.idf = {w: math.log(1 + (n - f + 0.5) / (f + 0.5)) for w, f in df.items()}
+        self.post = defaultdict(list)
+        for i, c in enumerate(self.docs):
+            for w in c:
+                self.post[w].append(i)
+
+    def top(self, query, k):
+        scores = defaultdict(float)
+        for w in {stem(w) for w in words(query) if w not in STOPWORDS}:
+            idf = self.idf.get(w)
+            if idf is None:
+                continue
+            for i in self.post[w]:
+                tf = self.docs[i][w]
+                scores[i] += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * self.len[i] / self.avg))
+        return [i for i, _ in sorted(scores.items(), key=lambda x: -x[1])[:k]]
+
+
+NAME = re.compile(r"(?<!^)(?<![.?!] )\b([A-Z][\w'-]+(?: (?:of |de |the )?[A-Z][\w'-]+)*)")
+NUMBER = re.compile(r"\b\d[\d,.]*\b")
+DIRECTIONS = [
+    ("increased", "decreased"), ("more", "less"), ("larger", "smaller"), ("largest", "smallest"),
+    ("before", "after"), ("first", "last"), ("higher", "lower"), ("highest", "lowest"), ("won", "lost"),
+    ("north", "south"), ("east", "west"), ("early", "late"), ("rise", "fall"), ("gained", "lost"),
+    ("older", "younger"), ("maximum", "minimum"), ("majority", "minority"), ("above", "below"),
+]
+PRONOUNS = [("he", "she"), ("his", "her"), ("him", "her")]
+NEGATABLE = re.compile(r"\b(is|was|were|are|has|had|did|does|can|could|will|would)\b")
+
+
+def names_in(text):
+    return [m.group(1) for m in NAME.finditer(text)]
+
+
+def swap_word(sentence, pairs, rng):
+    hits = []
+    for a, b in pairs:
+        for x, y in ((a, b), (b, a)):
+            if re.search(rf"\b{x}\b", sentence):
+                hits.append((x, y))
+    if not hits:
+        return None
+    x, y = rng.choice(hits)
+    return re.sub(rf"\b{x}\b", y, sentence, count=1)
+
+
+def perturb(sentence, pool_names, pool_numbers, rng):
+    """One meaning-changing edit of the sentence, or None when no edit applies."""
+    edits = ["name", "number", "negation", "direction", "pronoun"]
+    rng.shuffle(edits)
+    for edit in edits:
+        if edit == "name":
+            here = names_in(sentence)
+            others = [n for n in pool_names if n not in sentence]
+            if here and others:
+                return sentence.replace(rng.choice(here), rng.choice(others), 1)
+        elif edit == "number":
+            here = NUMBER.findall(sentence)
+            if here:
+                n = rng.choice(here)
+                others = [m for m in pool_numbers if m != n]
+                if others and rng.random() < 0.5:
+                    new = rng.choice(others)
+                else:
+                    digits = [i for i, ch in enumerate(n) if ch.isdigit()]
+                    i = rng.choice(digits)
+                    new = n[:i] + str((int(n[i]) + rng.randint(1, 8)) % 10) + n[i + 1 :]
+                if new != n:
+                    return re.sub(rf"\b{re.escape(n)}\b", new, sentence, count=1)
+        elif edit == "negation":
+            if re.search(r"\bnot\b", sentence):
+                return re.sub(r"\bnot ", "", sentence, count=1)
+            m = NEGATABLE.search(sentence)
+            if m:
+                return sentence[: m.end()] + " not" + sentence[m.end() :]
+        elif edit == "direction":
+            s = swap_word(sentence, DIRECTIONS, rng)
+            if s:
+                return s
+        elif edit == "pronoun":
+            s = swap_word(sentence, [(a, b) for a, b in PRONOUNS] + [(a.capitalize(), b.capitalize()) for a, b in PRONOUNS], rng)
+            if s:
+                return s
+    return None
+
+
+def compress(sentence):
+    """The sentence with a parenthetical or a trailing clause dropped (still supported), or None."""
+    s = re.sub(r" \([^)]*\)", "", sentence)
+    if s != sentence:
+        return s
+    parts = sentence.rsplit(", ", 1)
+    if len(parts) == 2 and len(parts[0].split()) >= 6:
+        return parts[0].rstrip(",;") + "."
+    return None
+
+
+def load_jsonl(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def answerability_rows(squad_dir, rng):
+    """(split, question, sentence, context, label, kind) rows from squad-dev."""
+    corpus = load_jsonl(f"{squad_dir}/corpus.jsonl")
+    queries = load_jsonl(f"{squad_dir}/queries.jsonl")
+    by_id = {d["_id"]: d for d in corpus}
+    sents = {d["_id"]: sentences(d["text"]) for d in corpus}
+    by_article = defaultdict(list)
+    for d in corpus:
+        by_article[article_of(d["_id"])].append(d["_id"])
+    bm25 = Bm25([f"{title_text(d['title'])} {d['text']}" for d in corpus])
+    all_names = [n for q in queries for n in names_in(q["text"])]
+    rows = []
+
+    def top_docs(question, k):
+        return [corpus[i]["_id"] for i in bm25.top(question, k)]
+
+    def best_sentence(doc_id, question):
+        q = content_set(question)
+        ss = sents[doc_id]
+        i = max(range(len(ss)), key=lambda j: (len(content_set(ss[j]) & q), -j))
+        return i
+
+    def add(split, q, doc_id, i, label, kind):
+        d = by_id[doc_id]
+        t = title_text(d["title"])
+        rows.append((split, q, sents[doc_id][i], answer_context(t, sents[doc_id], i), label, kind))
+
+    for q in queries:
+        text = q["text"]
+        if not q["answerable"]:
+            split = "heldout" if squad_heldout(q["source_doc_removed"]) else "train"
+            for doc_id in top_docs(text, 2):
+                add(split, text, doc_id, best_sentence(doc_id, text), 0, "no_article")
+            continue
+        gold = q["gold_doc"]
+        if gold not in by_id:
+            continue
+        split = "heldout" if squad_heldout(gold) else "train"
+        ss = sents[gold]
+        pos = [i for i, s in enumerate(ss) if holds_answer(s, q["answers"])]
+        if not pos:
+            continue
+        i = pos[0]
+        add(split, text, gold, i, 1, "answer")
+        # The gold paragraph without its answer sentence: its best other sentence, and one at random.
+        others = [j for j in range(len(ss)) if j not in pos]
+        if others:
+            qset = content_set(text)
+            hard = max(others, key=lambda j: (len(content_set(ss[j]) & qset), -j))
+            add(split, text, gold, hard, 0, "answer_removed")
+            rest = [j for j in others if j != hard]
+            if rest and rng.random() < 0.5:
+                add(split, text, gold, rng.choice(rest), 0, "answer_removed")
+        art = article_of(gold)
+        same = [d for d in by_article[art] if d != gold]
+        if same:
+            qset = content_set(text)
+            d = max(same, key=lambda x: (len(content_set(by_id[x]["text"]) & qset), x))
+            j = best_sentence(d, text)
+            if not holds_answer(sents[d][j], q["answers"]):
+                add(split, text, d, j, 0, "same_article")
+        for d in top_docs(text, 4):
+            if article_of(d) != art:
+                j = best_sentence(d, text)
+                if not holds_answer(sents[d][j], q["answers"]):
+                    add(split, text, d, j, 0, "other_article")
+                break
+        here = [n for n in names_in(text) if n in ss[i] or n in title_text(by_id[gold]["title"])]
+        if here and rng.random() < 0.5:
+            swap = rng.choice([n for n in all_names if n not in here][:5000] or ["Mars"])
+            add(split, text.replace(rng.choice(here), swap, 1), gold, i, 0, "entity_swapped")
+    return rows
+
+
+def support_rows(squad_dir, halueval_path, vitaminc_path, rng):
+    """(split, claim, evidence, label, source) rows."""
+    rows = []
+    corpus = load_jsonl(f"{squad_dir}/corpus.jsonl")
+    by_article = defaultdict(list)
+    for d in corpus:
+        by_article[article_of(d["_id"])].append(d)
+    all_names = [n for d in corpus for n in names_in(d["text"])]
+    for art, docs in sorted(by_article.items()):
+        split = "heldout" if art % 5 == 0 else "train"
+        art_names = [n for d in docs for n in names_in(d["text"])] or all_names
+        art_numbers = [n for d in docs for n in NUMBER.findall(d["text"])]
+        for d in docs:
+            t = title_text(d["title"])
+            ss = [s for s in sentences(d["text"]) if len(s.split()) >= 6]
+            for s in rng.sample(ss, min(3, len(ss))):
+                r = rng.random()
+                claim = s if r < 0.5 else (compress(s) or s)
+                rows.append((split, claim, evidence_window(t, d["text"], claim), 1, "synthetic"))
+                neg = perturb(s, art_names, art_numbers, rng)
+                kind = "synthetic"
+                if neg is None or rng.random() < 0.15:
+                    other = [x for x in docs if x is not d]
+                    if not other:
+                        continue
+                    cand = [x for x in sentences(rng.choice(other)["text"]) if len(x.split()) >= 6]
+                    if not cand:
+                        continue
+                    neg = rng.choice(cand)
+                rows.append((split, neg, evidence_window(t, d["text"], neg), 0, kind))
+    for item in load_jsonl(halueval_path):
+        n = int(re.search(r"hq(\d+)", item["_id"]).group(1))
+        split = "heldout" if n % 5 == 0 else "train"
+        claim = f"{item['question']} {item['answer']}"
+        rows.append((split, claim, evidence_window("", item["knowledge"], claim), int(item["label"]), "halueval"))
+    for idx, item in enumerate(load_jsonl(vitaminc_path)):
+        split = "heldout" if idx % 10 == 9 else "train"
+        rows.append((split, item["claim"], item["evidence"], int(item["label"] == "True"), "vitaminc"))
+    return rows

@@ -1,0 +1,149 @@
+"""The reader: all-MiniLM-L6-v2's BERT encoder with a pooler and two heads, as a cross-encoder.
+
+- `answerable`: does this sentence (with a sentence of context) answer the question?
+- `supported`: does this evidence support this claim?
+
+Parameter names are the BERT checkpoint's (so the MiniLM weights load unchanged) plus `reader.*` for the new
+pooler and heads; `crates/attest-answer/src/reader` loads the same names with candle. The input layout (which
+tokens go where, the length limits) is defined once here and once in `reader/input.rs`; both must agree.
+"""
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+CLS, SEP, PAD = 101, 102, 0
+MAX_LEN = 128
+MAX_FIRST = 48
+
+
+def pair_ids(tok, first, second, context=None):
+    """[CLS] first [SEP] second [SEP] (context [SEP]); type 0 for the first part, 1 after.
+
+    `first` is cut to MAX_FIRST tokens, `second` to what is left of MAX_LEN, `context` gets the rest (and is
+    left out when no room is left)."""
+    a = tok.encode(first, add_special_tokens=False).ids[:MAX_FIRST]
+    b = tok.encode(second, add_special_tokens=False).ids
+    c = tok.encode(context, add_special_tokens=False).ids if context else []
+    room = MAX_LEN - 3 - len(a)
+    b = b[:room]
+    room -= len(b)
+    c = c[: max(0, room - 1)]
+    ids = [CLS] + a + [SEP] + b + [SEP]
+    if c:
+        ids += c + [SEP]
+    types = [0] * (len(a) + 2) + [1] * (len(ids) - len(a) - 2)
+    return ids, types
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, h):
+        super().__init__()
+        self.query, self.key, self.value = nn.Linear(h, h), nn.Linear(h, h), nn.Linear(h, h)
+
+
+class Output(nn.Module):
+    def __init__(self, i, h):
+        super().__init__()
+        self.dense = nn.Linear(i, h)
+        self.LayerNorm = nn.LayerNorm(h, eps=1e-12)
+
+
+class Attention(nn.Module):
+    def __init__(self, h):
+        super().__init__()
+        setattr(self, "self", SelfAttention(h))
+        self.output = Output(h, h)
+
+
+class Intermediate(nn.Module):
+    def __init__(self, h, i):
+        super().__init__()
+        self.dense = nn.Linear(h, i)
+
+
+class Layer(nn.Module):
+    def __init__(self, h, i, heads):
+        super().__init__()
+        self.heads = heads
+        self.attention = Attention(h)
+        self.intermediate = Intermediate(h, i)
+        self.output = Output(i, h)
+
+    def forward(self, x, mask_bias):
+        b, t, h = x.shape
+        sa = getattr(self.attention, "self")
+        d = h // self.heads
+
+        def split(y):
+            return y.view(b, t, self.heads, d).transpose(1, 2)
+
+        q, k, v = split(sa.query(x)), split(sa.key(x)), split(sa.value(x))
+        scores = q @ k.transpose(-1, -2) / math.sqrt(d) + mask_bias
+        ctx = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, t, h)
+        a = self.attention.output
+        x = a.LayerNorm(x + a.dense(ctx))
+        inter = F.gelu(self.intermediate.dense(x))
+        o = self.output
+        return o.LayerNorm(x + o.dense(inter))
+
+
+class Embeddings(nn.Module):
+    def __init__(self, vocab, h, positions, types):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(vocab, h)
+        self.position_embeddings = nn.Embedding(positions, h)
+        self.token_type_embeddings = nn.Embedding(types, h)
+        self.LayerNorm = nn.LayerNorm(h, eps=1e-12)
+
+
+class Encoder(nn.Module):
+    def __init__(self, layers, h, i, heads):
+        super().__init__()
+        self.layer = nn.ModuleList([Layer(h, i, heads) for _ in range(layers)])
+
+
+class Heads(nn.Module):
+    def __init__(self, h):
+        super().__init__()
+        self.pooler = nn.Linear(h, h)
+        self.answerable = nn.Linear(h, 1)
+        self.supported = nn.Linear(h, 1)
+
+
+class Reader(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        h, i = config["hidden_size"], config["intermediate_size"]
+        self.embeddings = Embeddings(config["vocab_size"], h, config["max_position_embeddings"], config["type_vocab_size"])
+        self.encoder = Encoder(config["num_hidden_layers"], h, i, config["num_attention_heads"])
+        self.reader = Heads(h)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, ids, types, mask):
+        """Two logits per row: (answerable, supported)."""
+        t = ids.shape[1]
+        e = self.embeddings
+        pos = torch.arange(t, device=ids.device).unsqueeze(0)
+        x = e.LayerNorm(e.word_embeddings(ids) + e.position_embeddings(pos) + e.token_type_embeddings(types))
+        bias = (1.0 - mask[:, None, None, :].float()) * -10000.0
+        for layer in self.encoder.layer:
+            x = layer(x, bias)
+        pooled = torch.tanh(self.reader.pooler(self.dropout(x[:, 0])))
+        pooled = self.dropout(pooled)
+        return torch.cat([self.reader.answerable(pooled), self.reader.supported(pooled)], dim=-1)
+
+
+def collate(rows):
+    """Pads a list of (ids, types) to the longest row."""
+    t = max(len(ids) for ids, _ in rows)
+    ids = torch.zeros(len(rows), t, dtype=torch.long)
+    types = torch.zeros(len(rows), t, dtype=torch.long)
+    mask = torch.zeros(len(rows), t, dtype=torch.long)
+    for r, (i, ty) in enumerate(rows):
+        ids[r, : len(i)] = torch.tensor(i)
+        types[r, : len(ty)] = torch.tensor(ty)
+        mask[r, : len(i)] = 1
+    return ids, types, mask

@@ -1,0 +1,264 @@
+"""Trains the reader (see model.py, data.py) on the CPU and exports one f16 safetensors file and its report.
+
+Reproducible: every choice is seeded (`--seed`); resumable: a checkpoint is written every `--checkpoint-every`
+steps to `--work`, and a rerun with the same arguments continues from it. The lower layers and the embeddings
+stay as in all-MiniLM-L6-v2 (`--frozen-layers`); what fits this CPU is training the top ones and the heads.
+
+Usage (scripts/train-reader.sh wraps it):
+  python scripts/reader/train.py --data ../shared/data --base models/all-minilm-l6-v2 \
+      --out crates/attest-answer/models/reader --work ~/.cache/attest-reader
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import shutil
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from tokenizers import Tokenizer
+
+sys.path.insert(0, os.path.dirname(__file__))
+from data import answerability_rows, support_rows  # noqa: E402
+from model import MAX_FIRST, MAX_LEN, Reader, collate, pair_ids  # noqa: E402
+
+ANSWERABLE, SUPPORTED = 0, 1
+
+
+def auroc(scores, labels):
+    pairs = sorted(zip(scores, labels), key=lambda x: x[0])
+    pos = sum(labels)
+    neg = len(labels) - pos
+    if pos == 0 or neg == 0:
+        return float("nan")
+    rank_sum, i = 0.0, 0
+    while i < len(pairs):
+        j = i
+        while j < len(pairs) and pairs[j][0] == pairs[i][0]:
+            j += 1
+        avg = (i + j + 1) / 2
+        rank_sum += avg * sum(l for _, l in pairs[i:j])
+        i = j
+    return (rank_sum - pos * (pos + 1) / 2) / (pos * neg)
+
+
+def encode(tok, rows):
+    """(ids, types, task, label, kind) per row."""
+    out = []
+    for r in rows:
+        if r[0] == ANSWERABLE:
+            _, q, s, ctx, label, kind = r
+            ids, types = pair_ids(tok, q, s, ctx)
+        else:
+            _, claim, evidence, label, kind = r
+            ids, types = pair_ids(tok, claim, evidence)
+        out.append((ids, types, r[0], label, kind))
+    return out
+
+
+def batches(examples, batch, rng):
+    """Batches of similar length (less padding), in a seeded random order."""
+    order = list(range(len(examples)))
+    rng.shuffle(order)
+    chunks = [order[i : i + batch * 50] for i in range(0, len(order), batch * 50)]
+    out = []
+    for c in chunks:
+        c.sort(key=lambda i: len(examples[i][0]))
+        out += [c[i : i + batch] for i in range(0, len(c), batch)]
+    rng.shuffle(out)
+    return out
+
+
+def predict(model, examples, batch=64):
+    model.eval()
+    scores = []
+    with torch.no_grad():
+        order = sorted(range(len(examples)), key=lambda i: len(examples[i][0]))
+        result = [0.0] * len(examples)
+        for s in range(0, len(order), batch):
+            idx = order[s : s + batch]
+            ids, types, mask = collate([(examples[i][0], examples[i][1]) for i in idx])
+            logits = model(ids, types, mask)
+            for k, i in enumerate(idx):
+                result[i] = torch.sigmoid(logits[k, examples[i][2]]).item()
+        scores = result
+    model.train()
+    return scores
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--data", default="../shared/data")
+    p.add_argument("--base", default="models/all-minilm-l6-v2")
+    p.add_argument("--out", default="crates/attest-answer/models/reader")
+    p.add_argument("--work", default=os.path.expanduser("~/.cache/attest-reader"))
+    p.add_argument("--seed", type=int, default=13)
+    p.add_argument("--answerability", type=int, default=15000, help="answerability rows trained on")
+    p.add_argument("--vitaminc", type=int, default=6000)
+    p.add_argument("--synthetic", type=int, default=4000)
+    p.add_argument("--halueval", type=int, default=3000)
+    p.add_argument("--heldout-per-kind", type=int, default=600)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--lr", type=float, default=5e-5)
+    p.add_argument("--frozen-layers", type=int, default=3)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--checkpoint-every", type=int, default=100)
+    p.add_argument("--export-only", action="store_true", help="export the latest checkpoint as it is")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    rng = random.Random(args.seed)
+    os.makedirs(args.work, exist_ok=True)
+
+    tok = Tokenizer.from_file(f"{args.base}/tokenizer.json")
+    tok.no_truncation()
+    tok.no_padding()
+    quotas = f"{args.answerability}-{args.vitaminc}-{args.synthetic}-{args.halueval}-{args.heldout_per_kind}"
+    cache = f"{args.work}/examples-{args.seed}-{quotas}.json"
+    if os.path.exists(cache):
+        with open(cache) as f:
+            train, heldout = json.load(f)
+    else:
+        print("building examples", flush=True)
+        a = answerability_rows(f"{args.data}/squad-dev", rng)
+        s = support_rows(f"{args.data}/squad-dev", f"{args.data}/halueval-qa/items.jsonl",
+                         f"{args.data}/vitaminc-train/items.jsonl", rng)
+        a_rows = [(ANSWERABLE,) + r[1:] for r in a]
+        s_rows = [(SUPPORTED,) + r[1:] for r in s]
+        split = {"train": [], "heldout": []}
+        for src, rows in ((a, a_rows), (s, s_rows)):
+            for r, enc in zip(src, rows):
+                split[r[0]].append(enc)
+        tr = split["train"]
+        rng.shuffle(tr)
+        quota = {"answerability": args.answerability, "vitaminc": args.vitaminc,
+                 "synthetic": args.synthetic, "halueval": args.halueval}
+        taken = {k: 0 for k in quota}
+        chosen = []
+        for r in tr:
+            key = "answerability" if r[0] == ANSWERABLE else r[-1]
+            if taken[key] < quota[key]:
+                taken[key] += 1
+                chosen.append(r)
+        ho = split["heldout"]
+        rng.shuffle(ho)
+        per = {}
+        held = []
+        for r in ho:
+            key = (r[0], r[-1])
+            if per.get(key, 0) < args.heldout_per_kind:
+                per[key] = per.get(key, 0) + 1
+                held.append(r)
+        train, heldout = encode(tok, chosen), encode(tok, held)
+        with open(cache, "w") as f:
+            json.dump([train, heldout], f)
+    print(f"{len(train)} training rows, {len(heldout)} held-out rows", flush=True)
+
+    config = json.load(open(f"{args.base}/config.json"))
+    model = Reader(config)
+    base = load_file(f"{args.base}/model.safetensors")
+    state = {k: v for k, v in base.items() if not k.startswith("pooler.") and k != "embeddings.position_ids"}
+    state["reader.pooler.weight"] = base["pooler.dense.weight"]
+    state["reader.pooler.bias"] = base["pooler.dense.bias"]
+    missing, _ = model.load_state_dict(state, strict=False)
+    assert all(m.startswith("reader.") for m in missing), missing
+    for prm in model.embeddings.parameters():
+        prm.requires_grad = False
+    for layer in model.encoder.layer[: args.frozen_layers]:
+        for prm in layer.parameters():
+            prm.requires_grad = False
+    trainable = [prm for prm in model.parameters() if prm.requires_grad]
+    opt = torch.optim.AdamW(trainable, lr=args.lr, weight_decay=0.01)
+    plan = batches(train, args.batch, random.Random(args.seed + 1))
+    total = len(plan)
+    warmup = max(1, total // 20)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min((s + 1) / warmup, max(0.0, (total - s) / max(1, total - warmup))))
+    ckpt = f"{args.work}/checkpoint.pt"
+    step = 0
+    if os.path.exists(ckpt):
+        saved = torch.load(ckpt)
+        model.load_state_dict(saved["model"])
+        opt.load_state_dict(saved["opt"])
+        sched.load_state_dict(saved["sched"])
+        step = saved["step"]
+        torch.set_rng_state(saved["rng"])
+        print(f"resumed at step {step}/{total}", flush=True)
+
+    started, seen = time.time(), 0
+    while step < total and not args.export_only:
+        rows = [train[i] for i in plan[step]]
+        ids, types, mask = collate([(r[0], r[1]) for r in rows])
+        task = torch.tensor([r[2] for r in rows])
+        label = torch.tensor([float(r[3]) for r in rows])
+        logits = model(ids, types, mask).gather(1, task[:, None]).squeeze(1)
+        loss = F.binary_cross_entropy_with_logits(logits, label)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(trainable, 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad()
+        step += 1
+        seen += len(rows)
+        if step % 20 == 0 or step == total:
+            rate = seen / (time.time() - started)
+            eta = (total - step) * args.batch / max(rate, 1e-9) / 60
+            print(f"step {step}/{total} loss {loss.item():.3f} {rate:.1f} rows/s eta {eta:.0f} min", flush=True)
+        if step % args.checkpoint_every == 0 or step == total:
+            tmp = ckpt + ".tmp"
+            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
+                        "step": step, "rng": torch.get_rng_state()}, tmp)
+            os.replace(tmp, ckpt)
+
+    # Held-out report.
+    scores = predict(model, heldout)
+    report = {"base": "all-MiniLM-L6-v2", "seed": args.seed, "steps": step, "planned_steps": total,
+              "batch": args.batch, "lr": args.lr, "frozen_layers": args.frozen_layers, "max_len": MAX_LEN,
+              "max_first": MAX_FIRST, "train_rows": len(train),
+              "split": "squad-dev by article (NNNN % 5 == 0 held out); halueval hqNNNNN % 5 == 0 held out; "
+                       "vitaminc line index % 10 == 9 held out; shift-new-wiki never read",
+              "heldout": {}}
+    kinds = sorted({(r[2], r[4]) for r in heldout})
+    for task in (ANSWERABLE, SUPPORTED):
+        idx = [i for i, r in enumerate(heldout) if r[2] == task]
+        name = "answerable" if task == ANSWERABLE else "supported"
+        report["heldout"][f"{name}_auroc"] = auroc([scores[i] for i in idx], [heldout[i][3] for i in idx])
+        if task == SUPPORTED:
+            for _, kind in [k for k in kinds if k[0] == task]:
+                j = [i for i in idx if heldout[i][4] == kind]
+                report["heldout"][f"supported_auroc_{kind}"] = auroc([scores[i] for i in j], [heldout[i][3] for i in j])
+        else:
+            pos = [scores[i] for i in idx if heldout[i][3] == 1]
+            for _, kind in [k for k in kinds if k[0] == task]:
+                neg = [scores[i] for i in idx if heldout[i][4] == kind and heldout[i][3] == 0]
+                if neg:
+                    report["heldout"][f"answerable_auroc_vs_{kind}"] = auroc(pos + neg, [1] * len(pos) + [0] * len(neg))
+    print(json.dumps(report, indent=2), flush=True)
+
+    os.makedirs(args.out, exist_ok=True)
+    tensors = {k: v.detach().to(torch.float16).contiguous() for k, v in model.state_dict().items()}
+    weights = f"{args.out}/reader.safetensors"
+    save_file(tensors, weights + ".tmp", metadata={"format": "attest-reader-1", "max_len": str(MAX_LEN),
+                                                   "max_first": str(MAX_FIRST)})
+    os.replace(weights + ".tmp", weights)
+    for name in ("config.json", "tokenizer.json"):
+        shutil.copyfile(f"{args.base}/{name}", f"{args.out}/{name}")
+    sums = {}
+    for name in ("config.json", "tokenizer.json", "reader.safetensors"):
+        with open(f"{args.out}/{name}", "rb") as f:
+            sums[name] = hashlib.sha256(f.read()).hexdigest()
+    digest = sums["reader.safetensors"]
+    with open(f"{args.out}/reader.sha256", "w") as f:
+        f.writelines(f"{h}  {n}\n" for n, h in sums.items())
+    with open(f"{args.out}/report.json", "w") as f:
+        json.dump(report, f, indent=2)
+    print(f"wrote {weights} ({os.path.getsize(weights) / 1e6:.1f} MB, sha256 {digest})", flush=True)
+
+
+if __name__ == "__main__":
+    main()
