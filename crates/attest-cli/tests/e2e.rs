@@ -273,14 +273,6 @@ fn ask_through_dev(dev: &Dev, root: &Path) {
         "unanswerable answered: {hallucinated}/50"
     );
 
-    // A question word overlap abstained on: the reader finds the sentence that answers it.
-    let a = ask(dev, "Who won Super Bowl 50?");
-    assert_eq!(a["status"], "answered", "{a}");
-    assert!(
-        a["answer"].as_str().unwrap().contains("Denver Broncos"),
-        "{a}"
-    );
-
     // Remove the article a question is about: the question now abstains.
     let question = "Who tackled Ronnie Hillman for a loss of yardage?";
     let before = ask(dev, question);
