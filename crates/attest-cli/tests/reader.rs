@@ -98,10 +98,9 @@ async fn stack() -> Stack {
 }
 
 impl Stack {
-    /// The default answer tier: the reader gates, composes and (as the default verifier) verifies.
+    /// The answer tier with the reader on: it gates, composes and (as the default verifier) verifies.
     fn service(&self) -> AnswerService {
-        let config = AnswerConfig::default();
-        assert_eq!(config.reader.backend, ReaderBackend::Model);
+        let config = reader_config();
         AnswerService::new(
             RouterClient::Local(Arc::new(RouterServiceImpl::new(Arc::clone(&self.router)))),
             attest_answer::verifier::verifier_from_config(&config),
@@ -111,6 +110,12 @@ impl Stack {
         )
         .unwrap()
     }
+}
+
+fn reader_config() -> AnswerConfig {
+    let mut config = AnswerConfig::default();
+    config.reader.backend = ReaderBackend::Model;
+    config
 }
 
 async fn ask(service: &AnswerService, collection: &str, question: &str) -> AskResponse {
@@ -189,7 +194,7 @@ async fn every_quote_is_a_span_of_the_cited_document_never_its_title() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_support_head_separates_a_claim_from_its_one_edit_twins() {
-    let config = AnswerConfig::default();
+    let config = reader_config();
     let verifier = attest_answer::verifier::verifier_from_config(&config);
     let support = |claim: &str| verifier.support_in("", claim, BRIDGE_TITLE, BRIDGE);
     let right = support("The Harbor Bridge opened to traffic on 4 May 2024.");

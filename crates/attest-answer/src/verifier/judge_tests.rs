@@ -189,7 +189,8 @@ fn a_missing_local_judge_falls_back() {
 fn verifier_from_config_builds_the_named_back_end() {
     let learned = LearnedVerifier::bundled().support(QUESTION, BAD, PASSAGE);
     let mut config = crate::config::AnswerConfig::default();
-    // The default is the reader's support head, which reads the claim against the passage.
+    config.reader.backend = crate::reader::ReaderBackend::Model;
+    // The reader's support head (blended with the lexical model) reads the claim against the passage.
     let reader = crate::verifier::verifier_from_config(&config);
     assert!(
         reader.support(QUESTION, BAD, PASSAGE) < config.claim_support_threshold,
