@@ -12,7 +12,6 @@ use attest_answer::rerank::LexicalReranker;
 use attest_answer::{AnswerConfig, AnswerService, AskResponse, LearnedVerifier, RouterClient};
 use attest_embed::{build_embedder, Embedder, EmbedderConfig};
 use attest_ingest::SourceDocument;
-use attest_proto::v1 as pb;
 use attest_router::grpc::RouterServiceImpl;
 use attest_router::{IngestDocument, Router};
 use serde_json::{json, Value};
@@ -40,21 +39,6 @@ async fn ingest(router: &Router, collection: &str, docs: &[Doc<'_>]) {
         .await
         .unwrap();
     assert_eq!(report.accepted as usize, docs.len());
-}
-
-async fn create(router: &Router, name: &str) {
-    router
-        .create_collection(
-            pb::CreateCollectionRequest {
-                name: name.into(),
-                shards: 1,
-                replication: 1,
-                index: None,
-            },
-            "setup",
-        )
-        .await
-        .unwrap();
 }
 
 struct Stack {
@@ -136,7 +120,7 @@ async fn terminology_first_hit_miss_ambiguous_timeout_and_the_cache() {
         ],
     )
     .await;
-    create(&s.router, "plain").await;
+    common::create_collection(&s.router, "plain").await;
     ingest(
         &s.router,
         "plain",
@@ -344,7 +328,7 @@ async fn coverage_gate_hop_limit_and_abstention_reasons() {
         ],
     )
     .await;
-    create(&s.router, "empty").await;
+    common::create_collection(&s.router, "empty").await;
     let service = s.service(AnswerConfig::default());
 
     // Ground at once.

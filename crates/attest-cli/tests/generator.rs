@@ -12,9 +12,7 @@ use std::sync::{Arc, Mutex};
 use attest_answer::generate::SYSTEM_PROMPT;
 use attest_answer::{AnswerConfig, AnswerService, LearnedVerifier, RouterClient};
 use attest_embed::{build_embedder, EmbedderConfig};
-use attest_ingest::SourceDocument;
 use attest_router::grpc::RouterServiceImpl;
-use attest_router::IngestDocument;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -88,27 +86,11 @@ async fn scripted_llm_outputs_go_through_the_gauntlet_and_the_verifier() {
     let router =
         Arc::new(common::router_with_collection_c(dir.path(), Arc::clone(&embedder)).await);
     let docs = [
-        ("doc-owl-01", "The barn owl hunts at night over open fields. It nests in old barns and church towers."),
-        ("doc-fox-02", "The red fox lives at the edge of the forest and hunts small rodents."),
-        ("doc-eel-03", "The European eel migrates to the Sargasso Sea to spawn."),
+        ("doc-owl-01", "", "The barn owl hunts at night over open fields. It nests in old barns and church towers."),
+        ("doc-fox-02", "", "The red fox lives at the edge of the forest and hunts small rodents."),
+        ("doc-eel-03", "", "The European eel migrates to the Sargasso Sea to spawn."),
     ];
-    router
-        .ingest(
-            "c",
-            docs.iter()
-                .map(|(id, text)| IngestDocument {
-                    vector: None,
-                    source: SourceDocument {
-                        id: id.to_string(),
-                        text: text.to_string(),
-                        ..Default::default()
-                    },
-                })
-                .collect(),
-            "setup",
-        )
-        .await
-        .unwrap();
+    common::ingest_texts(&router, "c", &docs).await;
 
     let mut config = AnswerConfig::default();
     config.llm.url = format!("http://{addr}");

@@ -11,10 +11,8 @@ use std::sync::Arc;
 use attest_answer::reader::ReaderBackend;
 use attest_answer::{AnswerConfig, AnswerService, AskResponse, RouterClient};
 use attest_embed::{build_embedder, Embedder, EmbedderConfig};
-use attest_ingest::SourceDocument;
-use attest_proto::v1 as pb;
 use attest_router::grpc::RouterServiceImpl;
-use attest_router::{IngestDocument, Router};
+use attest_router::Router;
 
 const BRIDGE_TITLE: &str = "https://news.example.com/2024/05/harbor-bridge.opens.html";
 const BRIDGE: &str = "The Harbor Bridge was designed by the engineer Mara Lindqvist. It opened to traffic on 4 May 2024, two years late. It cost €1.2 billion — more than planned. Engineers said the cables “sing” in strong wind.";
@@ -23,28 +21,6 @@ const COURT_TITLE: &str = "U.S. Dept. of Energy v. Smith";
 const COURT: &str = "The U.S. Supreme Court ruled for Smith in 1998. The Dept. of Energy appealed to Congress, and lost again in 2001.";
 const CAFE_TITLE: &str = "Café «Ölmühle», Wien";
 const CAFE: &str = "Das Café „Ölmühle“ öffnete 1921 in Wien… Its owner, Zoë Brandt, baked apple strudel every morning for forty years.";
-
-async fn ingest(router: &Router, collection: &str, docs: &[(&str, &str, &str)]) {
-    let report = router
-        .ingest(
-            collection,
-            docs.iter()
-                .map(|(id, title, text)| IngestDocument {
-                    vector: None,
-                    source: SourceDocument {
-                        id: id.to_string(),
-                        title: title.to_string(),
-                        text: text.to_string(),
-                        ..Default::default()
-                    },
-                })
-                .collect(),
-            "setup",
-        )
-        .await
-        .unwrap();
-    assert_eq!(report.accepted as usize, docs.len());
-}
 
 struct Stack {
     _dir: tempfile::TempDir,
@@ -58,19 +34,8 @@ async fn stack() -> Stack {
     let embedder = build_embedder(&EmbedderConfig::default()).unwrap();
     let router =
         Arc::new(common::router_with_collection_c(dir.path(), Arc::clone(&embedder)).await);
-    router
-        .create_collection(
-            pb::CreateCollectionRequest {
-                name: "removed".into(),
-                shards: 1,
-                replication: 1,
-                index: None,
-            },
-            "setup",
-        )
-        .await
-        .unwrap();
-    ingest(
+    common::create_collection(&router, "removed").await;
+    common::ingest_texts(
         &router,
         "c",
         &[
@@ -80,7 +45,7 @@ async fn stack() -> Stack {
         ],
     )
     .await;
-    ingest(
+    common::ingest_texts(
         &router,
         "removed",
         &[

@@ -13,10 +13,8 @@ use std::sync::Arc;
 use attest_answer::local_llm::GgufConfig;
 use attest_answer::{AnswerConfig, AnswerService, LearnedVerifier, RouterClient};
 use attest_embed::{build_embedder, EmbedderConfig};
-use attest_ingest::SourceDocument;
 use attest_proto::v1 as pb;
 use attest_router::grpc::RouterServiceImpl;
-use attest_router::IngestDocument;
 
 const DOCS: [(&str, &str, &str); 5] = [
     (
@@ -70,24 +68,7 @@ async fn every_citation_of_the_local_model_resolves_to_a_passage_retrieved_in_th
     let embedder = build_embedder(&EmbedderConfig::default()).unwrap();
     let router =
         Arc::new(common::router_with_collection_c(dir.path(), Arc::clone(&embedder)).await);
-    router
-        .ingest(
-            "c",
-            DOCS.iter()
-                .map(|(id, title, text)| IngestDocument {
-                    vector: None,
-                    source: SourceDocument {
-                        id: id.to_string(),
-                        title: title.to_string(),
-                        text: text.to_string(),
-                        ..Default::default()
-                    },
-                })
-                .collect(),
-            "setup",
-        )
-        .await
-        .unwrap();
+    common::ingest_texts(&router, "c", &DOCS).await;
 
     let config = AnswerConfig {
         gguf,

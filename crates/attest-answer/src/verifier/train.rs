@@ -25,16 +25,20 @@ pub struct HaluevalItem {
 impl HaluevalItem {
     /// Whether the item belongs to the held-out split.
     pub fn held_out(&self) -> bool {
-        self.id
-            .strip_prefix("hq")
-            .and_then(|rest| rest.get(..5))
-            .and_then(|n| n.parse::<u32>().ok())
-            .is_some_and(|n| n % 5 == 0)
+        halueval_heldout(&self.id)
     }
 
     fn row(&self) -> Vec<f64> {
         features(&self.question, &self.answer, &self.knowledge).to_vec()
     }
+}
+
+/// Whether the HaluEval item `hqNNNNN-…` is held out (NNNNN % 5 == 0).
+pub fn halueval_heldout(id: &str) -> bool {
+    id.strip_prefix("hq")
+        .and_then(|rest| rest.get(..5))
+        .and_then(|n| n.parse::<u32>().ok())
+        .is_some_and(|n| n % 5 == 0)
 }
 
 pub fn load_items(path: &Path) -> std::io::Result<Vec<HaluevalItem>> {

@@ -80,7 +80,7 @@ pub fn build(set: &EvalSet, limit: usize) -> AdversarialSet {
     AdversarialSet { corpus, questions }
 }
 
-/// Reasons histogram helper shared with the report.
+/// Counts an abstention reason (none for an answer) in a histogram.
 pub fn count_reason(reasons: &mut BTreeMap<String, usize>, reason: Option<&str>) {
     if let Some(r) = reason {
         *reasons.entry(r.to_string()).or_default() += 1;

@@ -122,6 +122,28 @@ impl Default for GateLimits {
     }
 }
 
+/// Which way a figure gets worse.
+#[derive(Clone, Copy)]
+enum Worse {
+    Rise,
+    Drop,
+}
+
+/// The failure of a 0..1 rate that moved from `before` to `after` the bad way by more than `limit`, in points.
+fn past_limit(what: &str, worse: Worse, before: f64, after: f64, limit: f64) -> Option<String> {
+    let (moved, verb) = match worse {
+        Worse::Rise => (after - before, "rose"),
+        Worse::Drop => (before - after, "dropped"),
+    };
+    (moved > limit + 1e-12).then(|| {
+        format!(
+            "{what} {verb} by {:.1} points ({before:.4} -> {after:.4}; limit {:.1})",
+            moved * 100.0,
+            limit * 100.0
+        )
+    })
+}
+
 /// The differences from a baseline, and the regressions past the limits (empty: the gate passes).
 pub fn compare(now: &Report, base: &Report, limits: GateLimits) -> (Vec<String>, Vec<String>) {
     let mut lines = Vec::new();
@@ -151,24 +173,20 @@ pub fn compare(now: &Report, base: &Report, limits: GateLimits) -> (Vec<String>,
         a.citation_validity,
         b.citation_validity,
     );
-    if b.accuracy - a.accuracy > limits.max_accuracy_drop + 1e-12 {
-        failures.push(format!(
-            "accuracy dropped by {:.1} points ({:.4} -> {:.4}; limit {:.1})",
-            (b.accuracy - a.accuracy) * 100.0,
-            b.accuracy,
-            a.accuracy,
-            limits.max_accuracy_drop * 100.0
-        ));
-    }
-    if a.hallucination_rate - b.hallucination_rate > limits.max_hallucination_rise + 1e-12 {
-        failures.push(format!(
-            "hallucination rate rose by {:.1} points ({:.4} -> {:.4}; limit {:.1})",
-            (a.hallucination_rate - b.hallucination_rate) * 100.0,
-            b.hallucination_rate,
-            a.hallucination_rate,
-            limits.max_hallucination_rise * 100.0
-        ));
-    }
+    failures.extend(past_limit(
+        "accuracy",
+        Worse::Drop,
+        b.accuracy,
+        a.accuracy,
+        limits.max_accuracy_drop,
+    ));
+    failures.extend(past_limit(
+        "hallucination rate",
+        Worse::Rise,
+        b.hallucination_rate,
+        a.hallucination_rate,
+        limits.max_hallucination_rise,
+    ));
     if a.citation_validity < limits.min_citation_validity - 1e-12 {
         failures.push(format!(
             "citation validity {:.4} is below {:.4} ({} invalid citations)",
@@ -183,15 +201,13 @@ pub fn compare(now: &Report, base: &Report, limits: GateLimits) -> (Vec<String>,
             x.hallucination_rate,
             y.hallucination_rate,
         );
-        if x.hallucination_rate - y.hallucination_rate > limits.max_adversarial_rise + 1e-12 {
-            failures.push(format!(
-                "adversarial hallucination rate rose by {:.1} points ({:.4} -> {:.4}; limit {:.1})",
-                (x.hallucination_rate - y.hallucination_rate) * 100.0,
-                y.hallucination_rate,
-                x.hallucination_rate,
-                limits.max_adversarial_rise * 100.0
-            ));
-        }
+        failures.extend(past_limit(
+            "adversarial hallucination rate",
+            Worse::Rise,
+            y.hallucination_rate,
+            x.hallucination_rate,
+            limits.max_adversarial_rise,
+        ));
     }
     for (name, v) in &now.verifier {
         let Some(b) = base.verifier.get(name) else {

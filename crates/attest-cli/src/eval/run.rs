@@ -296,9 +296,7 @@ pub async fn answers(
             answerable: q.answerable,
             confidence: is_answered.then_some(a.confidence),
         });
-        if let Some(reason) = a.reason {
-            *scores.reasons.entry(reason.to_string()).or_default() += 1;
-        }
+        super::adversarial::count_reason(&mut scores.reasons, a.reason);
         if is_answered {
             for c in &a.citations {
                 citations += 1;

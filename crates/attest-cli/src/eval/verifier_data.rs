@@ -72,13 +72,6 @@ fn label(v: &Value) -> Option<bool> {
     }
 }
 
-fn halueval_heldout(id: &str) -> bool {
-    id.strip_prefix("hq")
-        .and_then(|rest| rest.get(..5))
-        .and_then(|n| n.parse::<u32>().ok())
-        .is_some_and(|n| n % 5 == 0)
-}
-
 /// The held-out items of a file in either layout.
 pub fn load_heldout(path: &Path) -> anyhow::Result<Vec<Item>> {
     let text =
@@ -103,7 +96,8 @@ pub fn load_heldout(path: &Path) -> anyhow::Result<Vec<Item>> {
             str_field(&v, "question"),
             str_field(&v, "answer"),
         ) {
-            if halueval_heldout(str_field(&v, "_id").unwrap_or("")) {
+            if attest_answer::verifier::train::halueval_heldout(str_field(&v, "_id").unwrap_or(""))
+            {
                 out.push(Item::Answer {
                     question: question.into(),
                     answer: answer.into(),

@@ -113,10 +113,16 @@ pub async fn router_with_collection_c(
         embedder,
     )
     .unwrap();
+    create_collection(&router, "c").await;
+    router
+}
+
+/// Creates a one-shard collection `name`.
+pub async fn create_collection(router: &attest_router::Router, name: &str) {
     router
         .create_collection(
             attest_proto::v1::CreateCollectionRequest {
-                name: "c".into(),
+                name: name.into(),
                 shards: 1,
                 replication: 1,
                 index: None,
@@ -125,5 +131,31 @@ pub async fn router_with_collection_c(
         )
         .await
         .unwrap();
-    router
+}
+
+/// Ingests `(id, title, text)` documents into `collection`, all of them accepted.
+pub async fn ingest_texts(
+    router: &attest_router::Router,
+    collection: &str,
+    docs: &[(&str, &str, &str)],
+) {
+    let report = router
+        .ingest(
+            collection,
+            docs.iter()
+                .map(|(id, title, text)| attest_router::IngestDocument {
+                    vector: None,
+                    source: attest_ingest::SourceDocument {
+                        id: id.to_string(),
+                        title: title.to_string(),
+                        text: text.to_string(),
+                        ..Default::default()
+                    },
+                })
+                .collect(),
+            "setup",
+        )
+        .await
+        .unwrap();
+    assert_eq!(report.accepted as usize, docs.len());
 }
