@@ -14,15 +14,14 @@ use common::attest_bin;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
 use attest_embed::{build_embedder, EmbedderConfig};
-use attest_index::EngineConfig;
 use attest_proto::v1 as pb;
-use attest_router::{IngestDocument, Router, RouterConfig, ShardClient};
-use attest_shard::{ShardNode, ShardNodeConfig, ShardServiceImpl};
+use attest_cli::config::AttestConfig;
+use attest_cli::local::ControlPlane;
+use attest_router::{IngestDocument, Router};
 use serde_json::{json, Value};
 
 struct Embedder(Child);
@@ -125,23 +124,13 @@ async fn main() -> anyhow::Result<()> {
     let (mut embedder_proc, url) = start_embedder(&bin)?;
 
     let dir = tempfile::tempdir()?;
-    let node = ShardNode::open(ShardNodeConfig {
-        data_dir: dir.path().join("node"),
-        engine_defaults: EngineConfig::default(),
-    })?;
     let mut embedder_cfg = EmbedderConfig::default();
     embedder_cfg.use_remote_url(&url);
-    let config = RouterConfig {
-        // Every query must reach the embedder, or the cache would hide the service's state.
-        query_cache_capacity: 0,
-        ..Default::default()
-    };
-    let router = Router::new(
-        config,
-        &dir.path().join("router"),
-        vec![ShardClient::Local(Arc::new(ShardServiceImpl::new(node)))],
-        build_embedder(&embedder_cfg)?,
-    )?;
+    let mut cfg = AttestConfig::default();
+    // Every query must reach the embedder, or the cache would hide the service's state.
+    cfg.router.query_cache_capacity = 0;
+    let plane = ControlPlane::start(&cfg, dir.path(), 1, None).await?;
+    let router = plane.router(&cfg, build_embedder(&embedder_cfg)?).await?;
     router
         .create_collection(
             pb::CreateCollectionRequest {

@@ -172,9 +172,6 @@ pub struct ServeArgs {
     /// 127.0.0.1:7900); `/healthz`, `/readyz`, `/metrics` of a shard (none unless given).
     #[arg(long)]
     pub http: Option<String>,
-    /// Shard node gRPC endpoints (router), comma-separated, e.g. http://127.0.0.1:7801,http://127.0.0.1:7802.
-    #[arg(long, value_delimiter = ',')]
-    pub shard_nodes: Vec<String>,
     #[arg(long)]
     pub config: Option<PathBuf>,
     #[arg(long, env = "ATTEST_MODEL_DIR")]
@@ -185,8 +182,8 @@ pub struct ServeArgs {
     /// Answer tier: the router's gRPC endpoint, e.g. http://127.0.0.1:7701.
     #[arg(long)]
     pub router: Option<String>,
-    /// Shard and router roles: join the cluster whose meta nodes are these (comma-separated); the shard map
-    /// then comes from meta instead of --shard-nodes.
+    /// Shard and router roles: join the cluster whose meta nodes are these (comma-separated); a router takes
+    /// its shard map from them (required), a shard without it serves alone.
     #[arg(long, env = "ATTEST_META", value_delimiter = ',')]
     pub meta: Vec<String>,
     /// Shard role in a cluster: the node's stable name (default: its data directory).

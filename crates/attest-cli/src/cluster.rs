@@ -91,23 +91,24 @@ pub async fn serve_shard_in_cluster(
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let listen = args.grpc.as_deref().unwrap_or("127.0.0.1:7801").to_string();
-    let agent = ClusterAgentConfig {
-        name: args
-            .node_name
-            .clone()
-            .unwrap_or_else(|| node_name_from(&args.data_dir)),
-        advertise: args
-            .advertise
-            .clone()
-            .unwrap_or_else(|| with_scheme(&listen)),
-        zone: args.zone.clone(),
-        ..Default::default()
-    };
     // The port is taken before the node registers, so a node that cannot listen never advertises an address
     // nobody answers on. Until catch-up is done, connections wait in the backlog (callers hedge or time out).
     let listener = tokio::net::TcpListener::bind(&listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
+    let agent = ClusterAgentConfig {
+        name: args
+            .node_name
+            .clone()
+            .unwrap_or_else(|| node_name_from(&args.data_dir)),
+        // The bound address, so `--grpc 127.0.0.1:0` advertises the port it got.
+        advertise: args
+            .advertise
+            .clone()
+            .map_or_else(|| listener.local_addr().map(|a| with_scheme(&a.to_string())), Ok)?,
+        zone: args.zone.clone(),
+        ..Default::default()
+    };
     let meta = meta_client(&args.meta)?;
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
     let agent_task = tokio::spawn(attest_shard::run_cluster_agent(
@@ -117,18 +118,44 @@ pub async fn serve_shard_in_cluster(
         ready_tx,
         crate::roles::until(stop.clone()),
     ));
+    let ops = match &args.http {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr}"))?,
+        ),
+        None => None,
+    };
     let node_id = ready_rx
         .await
         .context("the cluster agent stopped before the node was ready")?;
     println!(
-        "attest shard listening grpc={} node_id={node_id} meta={} data_dir={}",
+        "attest shard listening grpc={}{} node_id={node_id} meta={} data_dir={}",
         listener.local_addr()?,
+        match &ops {
+            Some(l) => format!(" http=http://{}", l.local_addr()?),
+            None => String::new(),
+        },
         args.meta.join(","),
         args.data_dir.display()
     );
-    let served = attest_shard::serve(node, listener, crate::roles::until(stop)).await;
+    // `--http`: health, readiness and `/metrics`, as a shard outside a cluster serves them.
+    let serve_ops = async {
+        match ops {
+            Some(l) => {
+                attest_shard::serve_ops(Arc::clone(&node), l, crate::roles::until(stop.clone()))
+                    .await
+            }
+            None => Ok(()),
+        }
+    };
+    let (served, ops_served) = tokio::join!(
+        attest_shard::serve(Arc::clone(&node), listener, crate::roles::until(stop.clone())),
+        serve_ops
+    );
     agent_task.await??;
-    served
+    served?;
+    ops_served
 }
 
 fn node_name_from(dir: &Path) -> String {
@@ -155,7 +182,7 @@ pub async fn cluster_router(
         }
     };
     view.spawn_watch(Duration::from_millis(cfg.router.meta_poll_ms));
-    Ok(Arc::new(Router::with_cluster(
+    Ok(Arc::new(Router::new(
         cfg.router.clone(),
         view,
         embedder,

@@ -1,27 +1,7 @@
-//! `attest`: one binary, one role per process, and the client commands.
-//!
-//! # Layout
-//! - [`cli`]: the command line (clap).
-//! - [`config`]: YAML config, `ATTEST__SECTION__KEY` environment overrides, then flags.
-//! - [`roles`]: `attest dev` (every role in one process) and `attest serve --role ...`.
-//! - [`cluster`]: the cluster roles (`serve --role meta`, shard and router with `--meta`), `attest status`,
-//!   `attest cluster rebalance`.
-//! - [`commands`]: client commands that talk to a running router over HTTP (collection, ingest, search).
-//! - [`eval`]: `attest eval`, the quality gate over a BEIR-layout data set.
-//! - [`bench`]: `attest bench`, the dense index at scale (and the cost model fitted to its runs).
-//! - [`plot_font`]: the font of every PNG plot.
-//! - [`train`]: `attest train verifier`, fitting the answer tier's local models.
+//! `attest`: one binary, one role per process, and the client commands (the modules are in the library,
+//! `lib.rs`).
 
-mod bench;
-mod cli;
-mod cluster;
-mod commands;
-mod config;
-mod eval;
-mod plot_font;
-mod roles;
-mod train;
-
+use attest_cli::{bench, cli, cluster, commands, eval, roles, train};
 use clap::Parser;
 
 /// Thread-pool settings that must be in the environment before libgomp and OpenBLAS initialise (they read it

@@ -1,19 +1,17 @@
-//! Starting roles: `attest dev` wires shard nodes, router and the local embedder in one process;
+//! Starting roles: `attest dev` serves the in-process stack of [`crate::local`] (meta, shard nodes, router,
+//! answer tier and the local embedder in one process);
 //! `attest serve --role meta|shard|router|embedder|answer` runs one role per process (the cluster wiring of
 //! meta, shard and router is in `cluster.rs`). Every role is started through its crate's
 //! `serve(..., listener, shutdown)` function, as the tests do.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
 use attest_answer::rerank::Reranker;
 use attest_answer::{AnswerService, RouterClient};
 use attest_embed::{build_embedder, Embedder, EmbedderBackend, EmbedderConfig};
-use attest_proto::v1::router_service_server::RouterService as RouterServiceApi;
-use attest_router::grpc::RouterServiceImpl;
-use attest_router::{Router, ShardClient};
-use attest_shard::{ShardNode, ShardNodeConfig, ShardServiceImpl};
+use attest_shard::ShardNode;
 use attest_telemetry::ops::MetricsRefresh;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -21,6 +19,7 @@ use tracing::info;
 
 use crate::cli::{DevArgs, Role, ServeArgs};
 use crate::config::{self, AttestConfig};
+use crate::local::LocalStack;
 
 const DEFAULT_ROUTER_HTTP: &str = "127.0.0.1:7700";
 const DEFAULT_GRPC: &str = "127.0.0.1:7701";
@@ -49,7 +48,7 @@ const DEFAULT_ANSWER_HTTP: &str = "127.0.0.1:7750";
 
 /// The answer tier with the configured back ends (defaults: extractive composer, learned verifier, learned
 /// reranker); `embedder` embeds questions for curated memory.
-fn answer_service(
+pub(crate) fn answer_service(
     router: RouterClient,
     embedder: Arc<dyn Embedder>,
     reranker: Arc<dyn Reranker>,
@@ -89,7 +88,7 @@ pub(crate) async fn until(mut rx: watch::Receiver<bool>) {
 
 /// The configured embedder, with the command line's overrides: `--model-dir` for the local model,
 /// `--embedder-url` to use a remote service instead.
-fn load_embedder(
+pub(crate) fn load_embedder(
     config: &EmbedderConfig,
     model_dir: Option<PathBuf>,
     embedder_url: Option<&str>,
@@ -110,14 +109,6 @@ fn load_embedder(
 /// Sets the shard gauges of every node before `/metrics` renders.
 fn shard_metrics(nodes: Vec<Arc<ShardNode>>) -> MetricsRefresh {
     Arc::new(move || nodes.iter().for_each(|n| n.publish_metrics()))
-}
-
-fn open_node(dir: &Path, cfg: &AttestConfig) -> anyhow::Result<Arc<ShardNode>> {
-    ShardNode::open(ShardNodeConfig {
-        data_dir: dir.to_path_buf(),
-        engine_defaults: cfg.engine.clone(),
-    })
-    .with_context(|| format!("opening shard node in {}", dir.display()))
 }
 
 async fn bind_optional(addr: Option<&str>) -> anyhow::Result<Option<TcpListener>> {
@@ -141,97 +132,50 @@ async fn bind(addr: &str) -> anyhow::Result<TcpListener> {
         .with_context(|| format!("binding {addr}"))
 }
 
-/// Every role in one process over local shard nodes: what `attest dev` serves and `attest eval` measures.
-pub struct LocalStack {
-    pub nodes: Vec<Arc<ShardNode>>,
-    pub router: Arc<Router>,
-    /// The router's gRPC service, called in process.
-    pub router_service: Arc<RouterServiceImpl>,
-    pub answer: Arc<AnswerService>,
-    /// The reranker the answer tier ranks candidates with.
-    pub reranker: Arc<dyn Reranker>,
-}
-
-/// Opens `shards` shard nodes under `data_dir`, the router over them and the answer tier over the router.
-pub fn local_stack(
-    cfg: &AttestConfig,
-    data_dir: &Path,
-    shards: usize,
-    model_dir: Option<PathBuf>,
-    embedder_url: Option<&str>,
-) -> anyhow::Result<LocalStack> {
-    anyhow::ensure!(shards >= 1, "--shards must be at least 1");
-    let embedder = load_embedder(&cfg.embedder, model_dir, embedder_url)?;
-    let mut clients = Vec::new();
-    let mut nodes = Vec::new();
-    for i in 0..shards {
-        let node = open_node(&data_dir.join(format!("shard-node-{i}")), cfg)?;
-        nodes.push(Arc::clone(&node));
-        clients.push(ShardClient::Local(Arc::new(ShardServiceImpl::new(node))));
-    }
-    let router = Arc::new(Router::new(
-        cfg.router.clone(),
-        &data_dir.join("router"),
-        clients,
-        Arc::clone(&embedder),
-    )?);
-    let router_service = Arc::new(RouterServiceImpl::new(Arc::clone(&router)));
-    let reranker = attest_answer::rerank::from_config(&cfg.answer.rerank)?;
-    // The router's own embedder embeds questions for curated memory too.
-    let answer = answer_service(
-        RouterClient::Local(Arc::clone(&router_service) as Arc<dyn RouterServiceApi>),
-        embedder,
-        Arc::clone(&reranker),
-        cfg,
-    )?;
-    Ok(LocalStack {
-        nodes,
-        router,
-        router_service,
-        answer,
-        reranker,
-    })
-}
-
 pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     let cfg = config::load(args.config.as_deref(), std::env::vars())?;
-    let LocalStack {
-        nodes,
-        router,
-        answer,
-        ..
-    } = local_stack(
+    let started = std::time::Instant::now();
+    let http = bind(&args.http).await?;
+    let grpc = bind(&args.grpc).await?;
+    let (http_addr, grpc_addr) = (http.local_addr()?, grpc.local_addr()?);
+    // Meta is served on the gRPC listener too, and records it as its address: `attest status --meta` works
+    // against `attest dev`.
+    let stack = LocalStack::start(
         &cfg,
         &args.data_dir,
         args.shards,
         args.model_dir.clone(),
         args.embedder_url.as_deref(),
-    )?;
-    let http = bind(&args.http).await?;
-    let grpc = bind(&args.grpc).await?;
-    let (http_addr, grpc_addr) = (http.local_addr()?, grpc.local_addr()?);
+        Some(format!("http://{grpc_addr}")),
+    )
+    .await?;
     println!(
         "attest dev listening http=http://{http_addr} grpc={grpc_addr} shards={} data_dir={}",
         args.shards,
         args.data_dir.display()
     );
-    info!(http = %http_addr, grpc = %grpc_addr, event = "dev_started", "attest dev started");
+    info!(http = %http_addr, grpc = %grpc_addr, startup_ms = started.elapsed().as_millis() as u64,
+        event = "dev_started", "attest dev started");
     let stop = shutdown_signal();
+    let meta_service = stack.plane.meta_service();
     let (a, b) = tokio::join!(
         attest_router::server::serve_http(
-            Arc::clone(&router),
-            Some(shard_metrics(nodes)),
-            Some(attest_answer::http::routes(Arc::clone(&answer))),
+            Arc::clone(&stack.router),
+            Some(shard_metrics(stack.nodes().to_vec())),
+            Some(attest_answer::http::routes(Arc::clone(&stack.answer))),
             http,
             until(stop.clone())
         ),
         attest_router::server::serve_grpc_with(
-            router,
-            |routes| routes.add_service(attest_answer::grpc::AnswerGrpc::server(answer)),
+            Arc::clone(&stack.router),
+            |routes| routes
+                .add_service(attest_answer::grpc::AnswerGrpc::server(Arc::clone(&stack.answer)))
+                .add_service(meta_service),
             grpc,
             until(stop)
         ),
     );
+    stack.plane.shutdown().await?;
     a?;
     b?;
     Ok(())
@@ -243,11 +187,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     match args.role {
         Role::Meta => crate::cluster::serve_meta(&args, &cfg, until(stop)).await,
         Role::Shard if !args.meta.is_empty() => {
-            let node = open_node(&args.data_dir, &cfg)?;
+            let node = crate::local::open_node(&args.data_dir, &cfg)?;
             crate::cluster::serve_shard_in_cluster(&args, node, stop).await
         }
         Role::Shard => {
-            let node = open_node(&args.data_dir, &cfg)?;
+            let node = crate::local::open_node(&args.data_dir, &cfg)?;
             let listener = bind(args.grpc.as_deref().unwrap_or(DEFAULT_GRPC)).await?;
             let ops = match &args.http {
                 Some(addr) => Some(bind(addr).await?),
@@ -345,29 +289,15 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         Role::Router => {
             anyhow::ensure!(
-                !args.shard_nodes.is_empty() || !args.meta.is_empty(),
-                "the router role needs --meta (a cluster) or --shard-nodes (fixed shard nodes)"
+                !args.meta.is_empty(),
+                "the router role needs --meta (the meta nodes whose shard map it serves)"
             );
             let embedder = load_embedder(
                 &cfg.embedder,
                 args.model_dir.clone(),
                 args.embedder_url.as_deref(),
             )?;
-            let router = if args.meta.is_empty() {
-                let clients = args
-                    .shard_nodes
-                    .iter()
-                    .map(|e| ShardClient::connect_lazy(e))
-                    .collect::<Result<Vec<_>, _>>()?;
-                Arc::new(Router::new(
-                    cfg.router.clone(),
-                    &args.data_dir,
-                    clients,
-                    embedder,
-                )?)
-            } else {
-                crate::cluster::cluster_router(&args, &cfg, embedder).await?
-            };
+            let router = crate::cluster::cluster_router(&args, &cfg, embedder).await?;
             let http = bind(args.http.as_deref().unwrap_or(DEFAULT_ROUTER_HTTP)).await?;
             let grpc = bind(args.grpc.as_deref().unwrap_or(DEFAULT_GRPC)).await?;
             println!(

@@ -42,6 +42,7 @@ async fn ingest(router: &Router, collection: &str, docs: &[Doc<'_>]) {
 }
 
 struct Stack {
+    _plane: attest_cli::local::ControlPlane,
     _dir: tempfile::TempDir,
     router: Arc<Router>,
     embedder: Arc<dyn Embedder>,
@@ -51,9 +52,10 @@ async fn stack() -> Stack {
     attest_telemetry::metrics::install();
     let dir = tempfile::tempdir().unwrap();
     let embedder = build_embedder(&EmbedderConfig::default()).unwrap();
-    let router =
-        Arc::new(common::router_with_collection_c(dir.path(), Arc::clone(&embedder)).await);
+    let (router, plane) = common::router_with_collection_c(dir.path(), Arc::clone(&embedder)).await;
+    let router = Arc::new(router);
     Stack {
+        _plane: plane,
         _dir: dir,
         router,
         embedder,

@@ -174,7 +174,7 @@ async fn breaker_opens_falls_back_to_bm25_probes_and_closes() {
         remote,
         CircuitBreaker::with_clock("embeddings", BreakerConfig::default(), clock.clone()),
     ));
-    let router = common::router_with_collection_c(dir.path(), embedder.clone()).await;
+    let (router, _plane) = common::router_with_collection_c(dir.path(), embedder.clone()).await;
     let animals = ["owl", "fox", "bear", "deer", "heron"];
     let docs: Vec<IngestDocument> = (0..30)
         .map(|i| {

@@ -111,11 +111,19 @@ fn request_ids_cross_every_hop_and_every_role_serves_metrics() {
         Logs::InfoTo(&logs("embedder")),
     );
     let (embedder_url, embedder_grpc) = (value_of(&line, "http="), value_of(&line, "grpc="));
+    let (mut meta, line) = start(
+        &["serve", "--role", "meta", "--meta-id", "1", "--grpc", "127.0.0.1:0"],
+        Some(&dir.path().join("meta")),
+        Logs::InfoTo(&logs("meta")),
+    );
+    let meta_url = format!("http://{}", value_of(&line, "grpc="));
     let (mut shard, line) = start(
         &[
             "serve",
             "--role",
             "shard",
+            "--meta",
+            &meta_url,
             "--grpc",
             "127.0.0.1:0",
             "--http",
@@ -134,8 +142,8 @@ fn request_ids_cross_every_hop_and_every_role_serves_metrics() {
             "127.0.0.1:0",
             "--grpc",
             "127.0.0.1:0",
-            "--shard-nodes",
-            &format!("http://{shard_grpc}"),
+            "--meta",
+            &meta_url,
             "--embedder-url",
             &embedder_url,
         ],
@@ -162,7 +170,7 @@ fn request_ids_cross_every_hop_and_every_role_serves_metrics() {
 
     let (s, b) = post(
         &format!("{router_url}/v1/collections"),
-        &json!({"name": "c", "shards": 1}),
+        &json!({"name": "c", "shards": 1, "replication": 1}),
     );
     assert_eq!(s, 201, "{b}");
     let docs = json!({"documents": [
@@ -244,7 +252,7 @@ fn request_ids_cross_every_hop_and_every_role_serves_metrics() {
     assert!(has_histogram(&e, "embed"));
 
     // The trace id in every hop's logs.
-    for p in [&mut answer, &mut router, &mut shard, &mut embedder] {
+    for p in [&mut answer, &mut router, &mut shard, &mut embedder, &mut meta] {
         p.terminate();
     }
     assert!(

@@ -1,6 +1,6 @@
-//! The same fan-out across processes: two `attest serve --role shard` processes on loopback behind
-//! `attest serve --role router`, reached through the gRPC shard client. Killing a shard gives degraded results
-//! that name it.
+//! The same fan-out across processes: a meta process, two `attest serve --role shard --meta ...` processes on
+//! loopback and `attest serve --role router --meta ...`, the router reaching the shards through the gRPC shard
+//! client. Killing a shard gives degraded results that name the shard it held.
 
 mod common;
 
@@ -13,20 +13,43 @@ fn start_role(args: &[&str], data: &std::path::Path, key: &str) -> (common::Proc
     (proc, value_of(&line, key))
 }
 
+/// The shards of collection `c` that node `node` holds, as `attest status --json` reports them.
+fn shards_on(meta: &str, node: u64) -> Vec<u64> {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_attest"))
+        .args(["status", "--json", "--meta", meta])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    status["collections"][0]["placement"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["replicas"][0]["node"] == node)
+        .map(|p| p["shard"].as_u64().unwrap())
+        .collect()
+}
+
 #[test]
 fn router_fans_out_to_shard_processes_and_reports_missing_shards() {
     let dir = tempfile::tempdir().unwrap();
-    let (shard_a, addr_a) = start_role(
-        &["serve", "--role", "shard", "--grpc", "127.0.0.1:0"],
-        &dir.path().join("a"),
+    let (_meta, meta_addr) = start_role(
+        &["serve", "--role", "meta", "--meta-id", "1", "--grpc", "127.0.0.1:0"],
+        &dir.path().join("meta"),
         "grpc=",
     );
-    let (_shard_b, addr_b) = start_role(
-        &["serve", "--role", "shard", "--grpc", "127.0.0.1:0"],
-        &dir.path().join("b"),
-        "grpc=",
-    );
-    let nodes = format!("http://{addr_a},http://{addr_b}");
+    let meta = format!("http://{meta_addr}");
+    let shard = |name: &str| {
+        let (proc, line) = start(
+            &["serve", "--role", "shard", "--meta", &meta, "--grpc", "127.0.0.1:0"],
+            Some(&dir.path().join(name)),
+            Logs::Quiet,
+        );
+        let id: u64 = value_of(&line, "node_id=").parse().unwrap();
+        (proc, id)
+    };
+    let (shard_a, node_a) = shard("a");
+    let (_shard_b, _) = shard("b");
     let (_router, url) = start_role(
         &[
             "serve",
@@ -36,8 +59,8 @@ fn router_fans_out_to_shard_processes_and_reports_missing_shards() {
             "127.0.0.1:0",
             "--grpc",
             "127.0.0.1:0",
-            "--shard-nodes",
-            &nodes,
+            "--meta",
+            &meta,
         ],
         &dir.path().join("router"),
         "http=",
@@ -45,7 +68,7 @@ fn router_fans_out_to_shard_processes_and_reports_missing_shards() {
     assert_eq!(
         post(
             &format!("{url}/v1/collections"),
-            &json!({"name": "c", "shards": 2})
+            &json!({"name": "c", "shards": 2, "replication": 1})
         )
         .0,
         201
@@ -70,6 +93,9 @@ fn router_fans_out_to_shard_processes_and_reports_missing_shards() {
     assert_eq!(shards.len(), 2, "both shard processes answered: {b}");
     assert_eq!(b["degraded"], false);
 
+    // Meta spreads the two shards over the two nodes: killing node a loses exactly the shard it held.
+    let lost = shards_on(&meta, node_a);
+    assert_eq!(lost.len(), 1, "one shard per node");
     drop(shard_a);
     let (s, b) = post(
         &format!("{url}/v1/collections/c/search"),
@@ -77,13 +103,13 @@ fn router_fans_out_to_shard_processes_and_reports_missing_shards() {
     );
     assert_eq!(s, 200, "{b}");
     assert_eq!(b["degraded"], true);
-    assert_eq!(b["missing_shards"], json!([0]));
+    assert_eq!(b["missing_shards"], json!(lost));
     assert!(
         b["hits"]
             .as_array()
             .unwrap()
             .iter()
-            .all(|h| h["shard"] == 1),
+            .all(|h| h["shard"] != lost[0]),
         "{b}"
     );
 }

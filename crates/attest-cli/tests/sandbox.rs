@@ -206,7 +206,7 @@ async fn sandbox_cluster_keeps_acknowledged_writes_through_node_failures_and_reb
         .await
         .unwrap();
     view.spawn_watch(Duration::from_millis(200));
-    let router = Router::with_cluster(RouterConfig::default(), Arc::clone(&view), embedder);
+    let router = Router::new(RouterConfig::default(), Arc::clone(&view), embedder);
     router
         .create_collection(
             pb::CreateCollectionRequest {

@@ -49,6 +49,12 @@ pub(crate) fn status_of(shared: &Shared) -> pb::MetaStatus {
     }
 }
 
+fn meta_service(core: &Arc<Core>) -> MetaServiceServer<MetaServiceImpl> {
+    MetaServiceServer::new(MetaServiceImpl::new(core.clone()))
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES)
+}
+
 /// A running meta node. Dropping it without [`MetaNode::shutdown`] stops it too, without waiting.
 pub struct MetaNode {
     id: u64,
@@ -129,9 +135,7 @@ impl MetaNode {
         health
             .set_serving::<MetaServiceServer<MetaServiceImpl>>()
             .await;
-        let service = MetaServiceServer::new(MetaServiceImpl::new(core.clone()))
-            .max_decoding_message_size(MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        let service = meta_service(&core);
         let (stop_server, stopped) = oneshot::channel::<()>();
         let incoming = attest_telemetry::incoming::nodelay(listener);
         let server = tokio::spawn(
@@ -169,6 +173,12 @@ impl MetaNode {
 
     pub fn id(&self) -> u64 {
         self.id
+    }
+
+    /// The `attest.v1.MetaService` of this node, to be served on another server too (`attest dev` serves it
+    /// beside the router's services, so `attest status --meta <dev grpc address>` works).
+    pub fn service(&self) -> MetaServiceServer<MetaServiceImpl> {
+        meta_service(&self.core)
     }
 
     /// The socket the gRPC server listens on.

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use attest_proto::v1 as pb;
 use tracing::warn;
 
-use crate::catalog::CollectionRecord;
+use crate::collection::CollectionRecord;
 use crate::error::RouterError;
 use crate::replicas::{call_any, ShardCall};
 use crate::router::Router;
@@ -36,7 +36,7 @@ pub async fn fan_out_search(
     request_id: &str,
 ) -> Result<FanOut, RouterError> {
     let calls = (0..rec.shards as usize).map(|shard| {
-        let replicas = router.topology.read_replicas(rec, shard);
+        let replicas = router.view.read_replicas(rec, shard);
         let mut req = template.clone();
         req.shard = shard as u32;
         let call = ShardCall::Search {

@@ -8,7 +8,7 @@ use attest_proto::v1::router_service_server::RouterService;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
-use crate::catalog::CollectionRecord;
+use crate::collection::CollectionRecord;
 use crate::error::RouterError;
 use crate::router::{IngestDocument, Router};
 

@@ -18,7 +18,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use crate::catalog::CollectionRecord;
+use crate::collection::CollectionRecord;
 use crate::error::RouterError;
 use crate::router::{IngestDocument, Router};
 

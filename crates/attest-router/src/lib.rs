@@ -8,14 +8,14 @@
 //! - [`rrf`]: weighted Reciprocal Rank Fusion, one pure property-tested function.
 //! - [`client`]: `ShardClient { Local, Grpc }`.
 //! - [`replicas`]: replica calls through tower (deadline, retry, hedge, limit, shed); reads and quorum writes.
-//! - [`catalog`]: the collection catalog of a single-process deployment, and replica references.
-//! - [`topology`]: where each shard's replicas live — the static catalog, or meta's shard map (watched).
+//! - [`collection`]: a collection's record (shape, index parameters, replica sets) as meta's map says.
+//! - [`topology`]: [`topology::ClusterView`], meta's shard map watched, and where each shard's replicas live.
 //! - [`http`], [`grpc`], [`server`]: the two fronts and how they are served.
 //! - [`error`]: router errors and their gRPC / HTTP mapping.
 //! - [`config`]: limits and defaults.
 
-pub mod catalog;
 pub mod client;
+pub mod collection;
 pub mod config;
 pub mod error;
 pub mod fanout;

@@ -1,7 +1,6 @@
 //! `Router`: collections, ingest and hybrid search over the shard nodes, shared by the HTTP and gRPC fronts.
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -15,13 +14,12 @@ use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 
-use crate::catalog::{Catalog, CollectionRecord, IndexSettings, ReplicaRef, ReplicaRole};
-use crate::client::ShardClient;
+use crate::collection::{record_from_meta, CollectionRecord, IndexSettings};
 use crate::config::RouterConfig;
 use crate::error::RouterError;
 use crate::fanout::{fan_out_search, fuse};
-use crate::replicas::{call_all, call_any, ReplicaEndpoint, ShardCall};
-use crate::topology::{ClusterView, Topology};
+use crate::replicas::{call_all, call_any, ShardCall};
+use crate::topology::ClusterView;
 
 /// A document to ingest, optionally with its own vector (then it is stored as one chunk, not re-embedded).
 #[derive(Debug, Clone)]
@@ -39,8 +37,8 @@ pub struct IngestReport {
 
 pub struct Router {
     pub(crate) config: RouterConfig,
-    /// Collections and where their replicas live (a local catalog, or meta's shard map).
-    pub(crate) topology: Topology,
+    /// Collections and where their replicas live: meta's shard map, watched.
+    pub(crate) view: Arc<ClusterView>,
     /// Write versions: every replica of a document gets the same one, and the newest wins.
     clock: WriteClock,
     /// Embeds ingested chunks (uncached: each chunk is new).
@@ -109,55 +107,12 @@ fn check_vector(v: &[f32], dim: usize, field: &str) -> Result<(), RouterError> {
 }
 
 impl Router {
-    pub fn new(
-        config: RouterConfig,
-        data_dir: &Path,
-        shards: Vec<ShardClient>,
-        embedder: Arc<dyn Embedder>,
-    ) -> Result<Self, RouterError> {
-        if shards.is_empty() {
-            return Err(RouterError::invalid(
-                "shards",
-                "at least one shard node is required",
-            ));
-        }
-        let nodes = shards
-            .into_iter()
-            .enumerate()
-            .map(|(i, client)| {
-                ReplicaEndpoint::new(
-                    i as u64,
-                    format!("shard-node-{i}"),
-                    client,
-                    &config.replicas,
-                )
-            })
-            .collect();
-        let topology = Topology::Static {
-            catalog: Catalog::open(data_dir)?,
-            nodes,
-        };
-        Ok(Self::with_topology(config, topology, embedder))
-    }
-
-    /// A router of a cluster: collections and replicas from meta's shard map (`view` keeps it fresh).
-    pub fn with_cluster(
-        config: RouterConfig,
-        view: Arc<ClusterView>,
-        embedder: Arc<dyn Embedder>,
-    ) -> Self {
-        Self::with_topology(config, Topology::Cluster(view), embedder)
-    }
-
-    fn with_topology(
-        config: RouterConfig,
-        topology: Topology,
-        embedder: Arc<dyn Embedder>,
-    ) -> Self {
+    /// A router over meta's shard map (`view` keeps it fresh).
+    pub fn new(config: RouterConfig, view: Arc<ClusterView>, embedder: Arc<dyn Embedder>) -> Self {
         let query_cache_capacity = config.query_cache_capacity;
         Router {
             config,
-            topology,
+            view,
             clock: WriteClock::default(),
             query_embedder: Arc::new(CachedEmbedder::with_capacity(
                 Arc::clone(&embedder),
@@ -186,11 +141,11 @@ impl Router {
     }
 
     pub fn collection(&self, name: &str) -> Result<CollectionRecord, RouterError> {
-        self.topology.get(name)
+        self.view.get(name)
     }
 
     pub fn collections(&self) -> Vec<CollectionRecord> {
-        self.topology.list()
+        self.view.list()
     }
 
     pub async fn create_collection(
@@ -204,7 +159,7 @@ impl Router {
                 "use 1-64 characters from [A-Za-z0-9_-]",
             ));
         }
-        if self.topology.get(&req.name).is_ok() {
+        if self.view.get(&req.name).is_ok() {
             return Err(RouterError::AlreadyExists(format!(
                 "collection `{}` already exists",
                 req.name
@@ -247,57 +202,31 @@ impl Router {
             seal_threshold: self.config.seal_threshold,
             embedder: self.embedder.id().to_string(),
         };
-        let record = match &self.topology {
-            Topology::Static { nodes, .. } => {
-                if req.replication > 1 {
-                    return Err(RouterError::invalid("replication", "replicated collections need the cluster (attest serve --role meta); this router has one replica per shard"));
-                }
-                CollectionRecord {
-                    name: req.name.clone(),
-                    shards,
-                    replication: 1,
-                    dimension: spec.dimension,
-                    index,
-                    seal_threshold: spec.seal_threshold,
-                    embedder: spec.embedder.clone(),
-                    placement: (0..shards as usize)
-                        .map(|s| {
-                            vec![ReplicaRef {
-                                node: (s % nodes.len()) as u64,
-                                role: ReplicaRole::Active,
-                            }]
-                        })
-                        .collect(),
-                }
-            }
-            Topology::Cluster(view) => {
-                // Meta places the replicas (distinct nodes, spread over zones) and records the collection.
-                let created = view
-                    .meta()
-                    .create_collection(pb::MetaCreateCollectionRequest {
-                        name: req.name.clone(),
-                        shards,
-                        replication: if req.replication == 0 {
-                            self.config.default_replication
-                        } else {
-                            req.replication
-                        },
-                        spec: Some(spec.clone()),
-                        chunking_json: serde_json::to_string(&self.config.chunking)
-                            .unwrap_or_default(),
-                        thresholds_json: String::new(),
-                    })
-                    .await
-                    .map_err(RouterError::from_status)?;
-                // A linearizable read moves the view to a version that includes the new collection, so a poll
-                // answered by a lagging meta follower cannot take it away again before the first ingest.
-                if let Err(e) = view.refresh(true).await {
-                    warn!(error = %e, event = "meta_refresh_failed", "using the created collection as returned");
-                    view.insert(&created);
-                }
-                crate::topology::record_from_meta(&created)
-            }
-        };
+        // Meta places the replicas (distinct nodes, spread over zones) and records the collection.
+        let view = &self.view;
+        let created = view
+            .meta()
+            .create_collection(pb::MetaCreateCollectionRequest {
+                name: req.name.clone(),
+                shards,
+                replication: if req.replication == 0 {
+                    self.config.default_replication
+                } else {
+                    req.replication
+                },
+                spec: Some(spec.clone()),
+                chunking_json: serde_json::to_string(&self.config.chunking).unwrap_or_default(),
+                thresholds_json: String::new(),
+            })
+            .await
+            .map_err(RouterError::from_status)?;
+        // A linearizable read moves the view to a version that includes the new collection, so a poll
+        // answered by a lagging meta follower cannot take it away again before the first ingest.
+        if let Err(e) = view.refresh(true).await {
+            warn!(error = %e, event = "meta_refresh_failed", "using the created collection as returned");
+            view.insert(&created);
+        }
+        let record = record_from_meta(&created);
         let ensured = self
             .on_every_replica(&record, |shard| ShardCall::EnsureShard {
                 request_id: request_id.to_string(),
@@ -310,40 +239,29 @@ impl Router {
             .await;
         for (shard, outcome) in ensured {
             if let Some(e) = outcome.error {
-                if matches!(self.topology, Topology::Static { .. }) {
-                    return Err(RouterError::from_status(e));
-                }
-                // In a cluster each shard node also creates the replicas the map places on it.
+                // each shard node also creates the replicas the map places on it.
                 warn!(collection = %record.name, shard, error = %e, event = "ensure_shard_deferred",
                     "replica not created yet; its node creates it when it next reads the shard map");
             }
-        }
-        if let Topology::Static { catalog, .. } = &self.topology {
-            catalog.insert(record.clone())?;
         }
         info!(collection = %record.name, shards, replication = record.replication, event = "collection_created", "collection created");
         Ok(record)
     }
 
     pub async fn drop_collection(&self, name: &str, request_id: &str) -> Result<(), RouterError> {
-        let rec = match &self.topology {
-            Topology::Static { catalog, .. } => catalog.remove(name)?,
-            Topology::Cluster(view) => {
-                let rec = self.topology.get(name)?;
-                if !view
-                    .meta()
-                    .drop_collection(name)
-                    .await
-                    .map_err(RouterError::from_status)?
-                {
-                    return Err(RouterError::NotFound(format!(
-                        "collection `{name}` does not exist"
-                    )));
-                }
-                view.remove(name);
-                rec
-            }
-        };
+        let rec = self.view.get(name)?;
+        if !self
+            .view
+            .meta()
+            .drop_collection(name)
+            .await
+            .map_err(RouterError::from_status)?
+        {
+            return Err(RouterError::NotFound(format!(
+                "collection `{name}` does not exist"
+            )));
+        }
+        self.view.remove(name);
         let dropped = self
             .on_every_replica(&rec, |shard| ShardCall::DropShard {
                 request_id: request_id.to_string(),
@@ -371,7 +289,7 @@ impl Router {
         docs: Vec<IngestDocument>,
         request_id: &str,
     ) -> Result<IngestReport, RouterError> {
-        let rec = self.topology.get(collection)?;
+        let rec = self.view.get(collection)?;
         if docs.len() > self.config.max_batch_documents {
             return Err(RouterError::PayloadTooLarge(format!(
                 "at most {} documents per request",
@@ -496,7 +414,7 @@ impl Router {
         // Every replica of a shard gets the same documents at the same versions; the write counts once a
         // quorum of the replica set holds it durably (the others still get it, or catch up from a peer).
         let writes = by_shard.into_iter().map(|(shard, documents)| {
-            let replicas = self.topology.write_replicas(&rec, shard as usize);
+            let replicas = self.view.write_replicas(&rec, shard as usize);
             let quorum = self.write_quorum(replicas.len());
             let call = ShardCall::Upsert {
                 request_id: request_id.to_string(),
@@ -522,13 +440,13 @@ impl Router {
         doc_id: &str,
         request_id: &str,
     ) -> Result<bool, RouterError> {
-        let rec = self.topology.get(collection)?;
+        let rec = self.view.get(collection)?;
         let shard = shard_for(doc_id, rec.shards);
         let tenant = tenant
             .filter(|t| !t.is_empty())
             .unwrap_or(&self.config.default_tenant)
             .to_string();
-        let replicas = self.topology.write_replicas(&rec, shard as usize);
+        let replicas = self.view.write_replicas(&rec, shard as usize);
         let quorum = self.write_quorum(replicas.len());
         let call = ShardCall::Delete {
             request_id: request_id.to_string(),
@@ -555,7 +473,7 @@ impl Router {
         request_id: String,
     ) -> Result<pb::SearchResponse, RouterError> {
         let started = Instant::now();
-        let rec = self.topology.get(&req.collection)?;
+        let rec = self.view.get(&req.collection)?;
         let query = req.query.trim().to_string();
         if query.is_empty() {
             return Err(RouterError::invalid("query", "empty"));
@@ -694,7 +612,7 @@ impl Router {
         compact: bool,
         request_id: &str,
     ) -> Result<(), RouterError> {
-        let rec = self.topology.get(collection)?;
+        let rec = self.view.get(collection)?;
         let done = self
             .on_every_replica(&rec, |shard| ShardCall::Maintain {
                 request_id: request_id.to_string(),
@@ -721,7 +639,7 @@ impl Router {
     ) -> Vec<(u32, crate::replicas::WriteOutcome)> {
         let mut out = Vec::with_capacity(rec.shards as usize);
         for shard in 0..rec.shards {
-            let replicas = self.topology.write_replicas(rec, shard as usize);
+            let replicas = self.view.write_replicas(rec, shard as usize);
             let outcome = call_all(
                 &replicas,
                 call(shard),
@@ -740,10 +658,10 @@ impl Router {
         collection: &str,
         request_id: &str,
     ) -> Result<Vec<pb::ShardStatsResponse>, RouterError> {
-        let rec = self.topology.get(collection)?;
+        let rec = self.view.get(collection)?;
         let mut out = Vec::new();
         for shard in 0..rec.shards as usize {
-            let replicas = self.topology.read_replicas(&rec, shard);
+            let replicas = self.view.read_replicas(&rec, shard);
             let call = ShardCall::Stats {
                 request_id: request_id.to_string(),
                 req: pb::ShardStatsRequest {

@@ -1,9 +1,8 @@
-//! Where each collection's shards live and how to reach their replicas. Two sources:
-//! - `Static`: a single-process deployment (`attest dev`, `attest serve --role router --shard-nodes ...`):
-//!   a fixed list of shard nodes, the collection catalog in `catalog.json`, one replica per shard.
-//! - `Cluster`: the shard map kept by meta under Raft, watched (polled) through the meta proto client. Node
-//!   addresses, liveness and replica roles come from there; one tower stack per node
-//!   ([`crate::replicas::ReplicaEndpoint`]) is kept across refreshes so that its concurrency limit holds.
+//! Where each collection's shards live and how to reach their replicas: the shard map kept by meta under Raft,
+//! watched (polled) through the meta proto client. Node addresses, liveness and replica roles come from there;
+//! one tower stack per node ([`crate::replicas::ReplicaEndpoint`]) is kept across refreshes so that its
+//! concurrency limit holds. A process that hosts some shard nodes itself (`attest dev`) hands their in-process
+//! clients over by address, and calls them without a network hop.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,68 +14,10 @@ use attest_proto::MetaClient;
 use parking_lot::RwLock;
 use tracing::{info, warn};
 
-use crate::catalog::{Catalog, CollectionRecord, IndexSettings, ReplicaRef, ReplicaRole};
+use crate::collection::{record_from_meta, CollectionRecord, ReplicaRef};
 use crate::client::ShardClient;
 use crate::error::RouterError;
 use crate::replicas::{ReplicaEndpoint, ReplicaPolicy};
-
-pub enum Topology {
-    Static {
-        catalog: Catalog,
-        /// Node `i` of every placement is `nodes[i]`.
-        nodes: Vec<ReplicaEndpoint>,
-    },
-    Cluster(Arc<ClusterView>),
-}
-
-impl Topology {
-    pub fn get(&self, name: &str) -> Result<CollectionRecord, RouterError> {
-        match self {
-            Topology::Static { catalog, .. } => catalog.get(name),
-            Topology::Cluster(view) => view.get(name),
-        }
-    }
-
-    pub fn list(&self) -> Vec<CollectionRecord> {
-        match self {
-            Topology::Static { catalog, .. } => catalog.list(),
-            Topology::Cluster(view) => view.snapshot.read().collections.values().cloned().collect(),
-        }
-    }
-
-    /// Replicas that can answer a search of `shard`, in the order to try them: live ones first, and the
-    /// starting replica rotated per call so the load spreads over the replica set.
-    pub fn read_replicas(&self, rec: &CollectionRecord, shard: usize) -> Vec<ReplicaEndpoint> {
-        let refs: Vec<&ReplicaRef> = rec.placement[shard]
-            .iter()
-            .filter(|r| r.role.serves_reads())
-            .collect();
-        match self {
-            Topology::Static { nodes, .. } => refs
-                .iter()
-                .filter_map(|r| nodes.get(r.node as usize).cloned())
-                .collect(),
-            Topology::Cluster(view) => view.ordered(&refs),
-        }
-    }
-
-    /// Every replica a write to `shard` goes to (joining copies included).
-    pub fn write_replicas(&self, rec: &CollectionRecord, shard: usize) -> Vec<ReplicaEndpoint> {
-        let refs: Vec<&ReplicaRef> = rec.placement[shard].iter().collect();
-        match self {
-            Topology::Static { nodes, .. } => refs
-                .iter()
-                .filter_map(|r| nodes.get(r.node as usize).cloned())
-                .collect(),
-            Topology::Cluster(view) => {
-                let snap = view.snapshot.read();
-                refs.iter()
-                    .filter_map(|r| snap.endpoints.get(&r.node).cloned())
-                    .collect()
-            }
-        }
-    }
-}
 
 /// The router's copy of meta's cluster state.
 #[derive(Default)]
@@ -93,48 +34,8 @@ pub struct ClusterView {
     snapshot: RwLock<Snapshot>,
     /// Spreads reads over replicas.
     next_start: AtomicUsize,
-}
-
-fn role_from_proto(state: i32) -> ReplicaRole {
-    match pb::ReplicaState::try_from(state).unwrap_or(pb::ReplicaState::Active) {
-        pb::ReplicaState::Joining => ReplicaRole::Joining,
-        pb::ReplicaState::Leaving => ReplicaRole::Leaving,
-        _ => ReplicaRole::Active,
-    }
-}
-
-/// Meta's collection → the router's record.
-pub fn record_from_meta(c: &pb::CollectionMeta) -> CollectionRecord {
-    let spec = c.spec.clone().unwrap_or_default();
-    let index = spec.index.unwrap_or_default();
-    let mut placement = vec![Vec::new(); c.shards as usize];
-    for p in &c.placement {
-        if let Some(slot) = placement.get_mut(p.shard as usize) {
-            *slot = p
-                .replicas
-                .iter()
-                .map(|r| ReplicaRef {
-                    node: r.node_id,
-                    role: role_from_proto(r.state),
-                })
-                .collect();
-        }
-    }
-    CollectionRecord {
-        name: c.name.clone(),
-        shards: c.shards,
-        replication: c.replication,
-        dimension: spec.dimension,
-        index: IndexSettings {
-            nlist: index.nlist,
-            m: index.m,
-            nbits: index.nbits,
-            nprobe: index.nprobe,
-        },
-        seal_threshold: spec.seal_threshold,
-        embedder: spec.embedder,
-        placement,
-    }
+    /// In-process clients of the shard nodes this process hosts, by the address they registered with.
+    local: HashMap<String, ShardClient>,
 }
 
 impl ClusterView {
@@ -143,11 +44,22 @@ impl ClusterView {
         meta: MetaClient,
         policy: ReplicaPolicy,
     ) -> Result<Arc<Self>, RouterError> {
+        Self::connect_with_local(meta, policy, HashMap::new()).await
+    }
+
+    /// Like [`ClusterView::connect`], with in-process clients for the shard nodes registered at these
+    /// addresses (the others are reached over gRPC).
+    pub async fn connect_with_local(
+        meta: MetaClient,
+        policy: ReplicaPolicy,
+        local: HashMap<String, ShardClient>,
+    ) -> Result<Arc<Self>, RouterError> {
         let view = Arc::new(ClusterView {
             meta,
             policy,
             snapshot: RwLock::new(Snapshot::default()),
             next_start: AtomicUsize::new(0),
+            local,
         });
         view.refresh(false).await?;
         Ok(view)
@@ -195,7 +107,11 @@ impl ClusterView {
                 .get(&n.id)
                 .is_none_or(|e| e.address != n.address);
             if stale {
-                match ShardClient::connect_lazy(&n.address) {
+                let client = match self.local.get(&n.address) {
+                    Some(local) => Ok(local.clone()),
+                    None => ShardClient::connect_lazy(&n.address),
+                };
+                match client {
                     Ok(client) => {
                         let endpoint = ReplicaEndpoint::new(n.id, &n.address, client, &self.policy);
                         snap.endpoints.insert(n.id, endpoint);
@@ -231,7 +147,7 @@ impl ClusterView {
         })
     }
 
-    fn get(&self, name: &str) -> Result<CollectionRecord, RouterError> {
+    pub fn get(&self, name: &str) -> Result<CollectionRecord, RouterError> {
         self.snapshot
             .read()
             .collections
@@ -250,6 +166,29 @@ impl ClusterView {
 
     pub fn remove(&self, name: &str) {
         self.snapshot.write().collections.remove(name);
+    }
+
+    pub fn list(&self) -> Vec<CollectionRecord> {
+        self.snapshot.read().collections.values().cloned().collect()
+    }
+
+    /// Replicas that can answer a search of `shard`, in the order to try them: live ones first, and the
+    /// starting replica rotated per call so the load spreads over the replica set.
+    pub fn read_replicas(&self, rec: &CollectionRecord, shard: usize) -> Vec<ReplicaEndpoint> {
+        let refs: Vec<&ReplicaRef> = rec.placement[shard]
+            .iter()
+            .filter(|r| r.role.serves_reads())
+            .collect();
+        self.ordered(&refs)
+    }
+
+    /// Every replica a write to `shard` goes to (joining copies included).
+    pub fn write_replicas(&self, rec: &CollectionRecord, shard: usize) -> Vec<ReplicaEndpoint> {
+        let snap = self.snapshot.read();
+        rec.placement[shard]
+            .iter()
+            .filter_map(|r| snap.endpoints.get(&r.node).cloned())
+            .collect()
     }
 
     fn ordered(&self, refs: &[&ReplicaRef]) -> Vec<ReplicaEndpoint> {

@@ -50,8 +50,15 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<i32> {
             scratch.path().to_path_buf()
         }
     };
-    let stack =
-        crate::roles::local_stack(&cfg, &data_dir, args.shards, args.model_dir.clone(), None)?;
+    let stack = crate::local::LocalStack::start(
+        &cfg,
+        &data_dir,
+        args.shards,
+        args.model_dir.clone(),
+        None,
+        None,
+    )
+    .await?;
     let collection = args.collection.clone();
     run::ingest(&stack, &collection, &set.corpus, args.shards).await?;
     let retrieval = run::retrieval(&stack, &collection, &set).await?;

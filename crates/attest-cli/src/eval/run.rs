@@ -20,7 +20,7 @@ use super::metrics::{
 use super::report::{
     AdversarialScores, AnswerScores, InvalidCitation, LaneScores, Latency, VerifierScores,
 };
-use crate::roles::LocalStack;
+use crate::local::LocalStack;
 
 /// Candidates per search: recall@100 needs 100.
 const DEPTH: u32 = 100;

@@ -93,28 +93,19 @@ pub fn get_text(url: &str) -> (u16, String) {
 }
 
 /// A router over one in-process shard node in `dir`, with collection `c` (1 shard) created: the smallest real
-/// stack for in-process tests of what sits on top of the router.
+/// stack for in-process tests of what sits on top of the router (the control plane `attest dev` runs: a
+/// one-voter meta and a shard node registered with it). Keep the [`ControlPlane`] alive as long as the router.
 pub async fn router_with_collection_c(
     dir: &Path,
     embedder: std::sync::Arc<dyn attest_embed::Embedder>,
-) -> attest_router::Router {
-    use std::sync::Arc;
-    let node = attest_shard::ShardNode::open(attest_shard::ShardNodeConfig {
-        data_dir: dir.join("node"),
-        engine_defaults: attest_index::EngineConfig::default(),
-    })
-    .unwrap();
-    let router = attest_router::Router::new(
-        attest_router::RouterConfig::default(),
-        &dir.join("router"),
-        vec![attest_router::ShardClient::Local(Arc::new(
-            attest_shard::ShardServiceImpl::new(node),
-        ))],
-        embedder,
-    )
-    .unwrap();
+) -> (attest_router::Router, attest_cli::local::ControlPlane) {
+    let cfg = attest_cli::config::AttestConfig::default();
+    let plane = attest_cli::local::ControlPlane::start(&cfg, dir, 1, None)
+        .await
+        .unwrap();
+    let router = plane.router(&cfg, embedder).await.unwrap();
     create_collection(&router, "c").await;
-    router
+    (router, plane)
 }
 
 /// Creates a one-shard collection `name`.

@@ -1,0 +1,245 @@
+//! The control plane in one process, and the stack over it: what `attest dev` serves, `attest eval` measures and
+//! the in-process tests drive.
+//!
+//! There is one control plane, the cluster's: a single-voter meta (raft-rs on RocksDB under `DATA_DIR/meta`)
+//! and shard nodes that register and reconcile through the same agent as a cluster shard
+//! ([`attest_shard::run_cluster_agent`]). Each shard node serves gRPC on a loopback port (so its registered
+//! address is real: `attest status` and peers reach it), while this process's router calls it in process.
+//! Restarting on the same data directory keeps collections (in meta) and data (in the shard nodes, which
+//! register again under the same names and so keep their node ids).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use attest_answer::rerank::Reranker;
+use attest_answer::{AnswerService, RouterClient};
+use attest_embed::Embedder;
+use attest_meta::{MetaConfig, MetaNode};
+use attest_proto::meta_client::with_scheme;
+use attest_proto::v1::router_service_server::RouterService as RouterServiceApi;
+use attest_proto::MetaClient;
+use attest_router::grpc::RouterServiceImpl;
+use attest_router::topology::ClusterView;
+use attest_router::{Router, ShardClient};
+use attest_shard::{ClusterAgentConfig, ShardNode, ShardNodeConfig, ShardServiceImpl};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::config::AttestConfig;
+
+/// The meta node id of the in-process control plane (its only voter).
+const LOCAL_META_ID: u64 = 1;
+
+/// How long start-up waits for a shard node's first registration and reconcile pass.
+const SHARD_READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Opens a shard node's storage under `dir` with the configured engine defaults.
+pub fn open_node(dir: &Path, cfg: &AttestConfig) -> anyhow::Result<Arc<ShardNode>> {
+    ShardNode::open(ShardNodeConfig {
+        data_dir: dir.to_path_buf(),
+        engine_defaults: cfg.engine.clone(),
+    })
+    .with_context(|| format!("opening shard node in {}", dir.display()))
+}
+
+/// A single-voter meta and `shards` shard nodes joined to it, all in this process.
+pub struct ControlPlane {
+    meta: MetaNode,
+    /// Where this process reaches meta (its own loopback listener).
+    meta_address: String,
+    pub nodes: Vec<Arc<ShardNode>>,
+    /// In-process clients of the shard nodes, by the address each registered with.
+    local_clients: HashMap<String, ShardClient>,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<anyhow::Result<()>>>,
+}
+
+impl ControlPlane {
+    /// Starts meta under `data_dir/meta` and shard nodes under `data_dir/shard-node-I`, and waits until every
+    /// node has registered and reconciled with the shard map. `advertise` is the address meta records for
+    /// itself (the address clients are told; `attest dev` gives its gRPC address, where it serves meta too).
+    pub async fn start(
+        cfg: &AttestConfig,
+        data_dir: &Path,
+        shards: usize,
+        advertise: Option<String>,
+    ) -> anyhow::Result<ControlPlane> {
+        anyhow::ensure!(shards >= 1, "--shards must be at least 1");
+        refuse_pre_meta_layout(data_dir)?;
+        let meta_listener = TcpListener::bind("127.0.0.1:0").await?;
+        let meta_address = with_scheme(&meta_listener.local_addr()?.to_string());
+        let advertise = advertise.unwrap_or_else(|| meta_address.clone());
+        let meta = MetaNode::start(
+            MetaConfig {
+                id: LOCAL_META_ID,
+                advertise_address: advertise.clone(),
+                peers: vec![(LOCAL_META_ID, advertise)],
+                join: None,
+                data_dir: data_dir.join("meta"),
+                ..cfg.meta.clone()
+            },
+            meta_listener,
+        )
+        .await
+        .context("starting the in-process meta")?;
+        let client = MetaClient::new([meta_address.as_str()])?;
+        let (stop, _) = watch::channel(false);
+        let mut plane = ControlPlane {
+            meta,
+            meta_address,
+            nodes: Vec::new(),
+            local_clients: HashMap::new(),
+            stop,
+            tasks: Vec::new(),
+        };
+        let mut ready = Vec::new();
+        for i in 0..shards {
+            let node = open_node(&data_dir.join(format!("shard-node-{i}")), cfg)?;
+            let listener = TcpListener::bind("127.0.0.1:0").await?;
+            let address = with_scheme(&listener.local_addr()?.to_string());
+            plane.tasks.push(tokio::spawn(attest_shard::serve(
+                Arc::clone(&node),
+                listener,
+                crate::roles::until(plane.stop.subscribe()),
+            )));
+            let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+            plane
+                .tasks
+                .push(tokio::spawn(attest_shard::run_cluster_agent(
+                    Arc::clone(&node),
+                    client.clone(),
+                    ClusterAgentConfig {
+                        // Stable across restarts, so meta gives the node its id (and its replicas) back.
+                        name: format!("local-shard-node-{i}"),
+                        advertise: address.clone(),
+                        ..Default::default()
+                    },
+                    ready_tx,
+                    crate::roles::until(plane.stop.subscribe()),
+                )));
+            ready.push(ready_rx);
+            plane.local_clients.insert(
+                address,
+                ShardClient::Local(Arc::new(ShardServiceImpl::new(Arc::clone(&node)))),
+            );
+            plane.nodes.push(node);
+        }
+        for (i, rx) in ready.into_iter().enumerate() {
+            tokio::time::timeout(SHARD_READY_TIMEOUT, rx)
+                .await
+                .with_context(|| format!("shard node {i} did not register with meta in time"))?
+                .with_context(|| format!("shard node {i} stopped before it was ready"))?;
+        }
+        Ok(plane)
+    }
+
+    /// A router over this control plane's shard map, calling the local shard nodes in process.
+    pub async fn router(
+        &self,
+        cfg: &AttestConfig,
+        embedder: Arc<dyn Embedder>,
+    ) -> anyhow::Result<Router> {
+        let view = ClusterView::connect_with_local(
+            self.meta_client()?,
+            cfg.router.replicas.clone(),
+            self.local_clients.clone(),
+        )
+        .await
+        .context("reading the shard map from the in-process meta")?;
+        view.spawn_watch(Duration::from_millis(cfg.router.meta_poll_ms));
+        Ok(Router::new(cfg.router.clone(), view, embedder))
+    }
+
+    pub fn meta_client(&self) -> anyhow::Result<MetaClient> {
+        Ok(MetaClient::new([self.meta_address.as_str()])?)
+    }
+
+    /// The meta service, to be served beside the router's on `attest dev`'s gRPC listener.
+    pub fn meta_service(
+        &self,
+    ) -> attest_proto::v1::meta_service_server::MetaServiceServer<attest_meta::MetaServiceImpl> {
+        self.meta.service()
+    }
+
+    /// Stops the agents and shard servers, then meta (its Raft loop and RocksDB).
+    pub async fn shutdown(self) -> anyhow::Result<()> {
+        let _ = self.stop.send(true);
+        for task in self.tasks {
+            match task.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!(error = %e, "local shard task failed"),
+                Err(e) => tracing::warn!(error = %e, "local shard task panicked"),
+            }
+        }
+        self.meta.shutdown().await
+    }
+}
+
+/// Data directories written before `attest dev` ran meta kept collections in `router/catalog.json`. Their shard
+/// nodes would find no collection in a new meta and drop every replica they hold: refuse instead.
+fn refuse_pre_meta_layout(data_dir: &Path) -> anyhow::Result<()> {
+    let catalog = data_dir.join("router").join("catalog.json");
+    anyhow::ensure!(
+        !catalog.exists() || data_dir.join("meta").exists(),
+        "{} was written by an older `attest dev` (collections in {}); its data would be dropped by the \
+         shard map of the new control plane. Use a new --data-dir and ingest again",
+        data_dir.display(),
+        catalog.display()
+    );
+    Ok(())
+}
+
+/// Every role in one process over the in-process control plane: what `attest dev` serves and `attest eval`
+/// measures.
+pub struct LocalStack {
+    pub plane: ControlPlane,
+    pub router: Arc<Router>,
+    /// The router's gRPC service, called in process.
+    pub router_service: Arc<RouterServiceImpl>,
+    pub answer: Arc<AnswerService>,
+    /// The reranker the answer tier ranks candidates with.
+    pub reranker: Arc<dyn Reranker>,
+}
+
+impl LocalStack {
+    /// Starts the control plane with `shards` shard nodes under `data_dir`, the router over it and the answer
+    /// tier over the router. `attest dev` keeps one replica per shard unless a collection asks for more.
+    pub async fn start(
+        cfg: &AttestConfig,
+        data_dir: &Path,
+        shards: usize,
+        model_dir: Option<PathBuf>,
+        embedder_url: Option<&str>,
+        advertise: Option<String>,
+    ) -> anyhow::Result<LocalStack> {
+        let embedder = crate::roles::load_embedder(&cfg.embedder, model_dir, embedder_url)?;
+        let mut cfg = cfg.clone();
+        cfg.router.default_replication = 1;
+        let plane = ControlPlane::start(&cfg, data_dir, shards, advertise).await?;
+        let router = Arc::new(plane.router(&cfg, Arc::clone(&embedder)).await?);
+        let router_service = Arc::new(RouterServiceImpl::new(Arc::clone(&router)));
+        let reranker = attest_answer::rerank::from_config(&cfg.answer.rerank)?;
+        // The router's own embedder embeds questions for curated memory too.
+        let answer = crate::roles::answer_service(
+            RouterClient::Local(Arc::clone(&router_service) as Arc<dyn RouterServiceApi>),
+            embedder,
+            Arc::clone(&reranker),
+            &cfg,
+        )?;
+        Ok(LocalStack {
+            plane,
+            router,
+            router_service,
+            answer,
+            reranker,
+        })
+    }
+
+    pub fn nodes(&self) -> &[Arc<ShardNode>] {
+        &self.plane.nodes
+    }
+}

@@ -1,0 +1,152 @@
+//! `attest dev` runs the cluster's control plane: a one-voter meta under `DATA_DIR/meta` and shard nodes that
+//! register through the cluster agent. Restarting on the same data directory keeps collections and documents
+//! (and the nodes their ids); `attest status --meta <dev grpc address>` reports the nodes and the shard map.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::{http, post, start, value_of, Logs, Proc};
+use serde_json::{json, Value};
+
+struct Dev {
+    proc: Proc,
+    url: String,
+    grpc: String,
+}
+
+fn start_dev(data: &Path) -> Dev {
+    let (proc, line) = start(
+        &["dev", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"],
+        Some(data),
+        Logs::Quiet,
+    );
+    Dev {
+        proc,
+        url: value_of(&line, "http="),
+        grpc: value_of(&line, "grpc="),
+    }
+}
+
+fn status(dev: &Dev) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_attest"))
+        .args(["status", "--json", "--meta", &dev.grpc])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn top_hit(dev: &Dev, query: &str) -> String {
+    let (s, b) = post(
+        &format!("{}/v1/collections/notes/search", dev.url),
+        &json!({"query": query, "k": 3}),
+    );
+    assert_eq!(s, 200, "{b}");
+    b["hits"][0]["doc_id"].as_str().unwrap_or_default().to_string()
+}
+
+/// (node id, alive) of every shard node meta knows, sorted.
+fn shard_nodes(status: &Value) -> Vec<(u64, bool)> {
+    let mut nodes: Vec<(u64, bool)> = status["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["role"] == "shard")
+        .map(|n| (n["id"].as_u64().unwrap(), n["alive"] == true))
+        .collect();
+    nodes.sort();
+    nodes
+}
+
+#[test]
+fn dev_restart_keeps_collections_and_documents_in_meta() {
+    let data = tempfile::tempdir().unwrap();
+    let mut dev = start_dev(data.path());
+    assert!(
+        data.path().join("meta").is_dir(),
+        "meta keeps its Raft log under DATA_DIR/meta"
+    );
+    let (s, b) = post(
+        &format!("{}/v1/collections", dev.url),
+        &json!({"name": "notes", "shards": 2}),
+    );
+    assert_eq!(s, 201, "{b}");
+    let docs = json!({"documents": [
+        {"id": "d0", "title": "Kestrels", "text": "The kestrel hovers over open fields while it hunts voles."},
+        {"id": "d1", "title": "Beavers", "text": "Beavers build dams of branches and mud across slow streams."},
+        {"id": "d2", "title": "Herons", "text": "A grey heron stands still in shallow water waiting for fish."},
+    ]});
+    let (s, b) = post(
+        &format!("{}/v1/collections/notes/documents", dev.url),
+        &docs,
+    );
+    assert_eq!((s, b["accepted"].as_u64()), (200, Some(3)), "{b}");
+    assert_eq!(top_hit(&dev, "which bird waits in water for fish"), "d2");
+
+    let before = status(&dev);
+    assert_eq!(before["leader"], 1, "{before}");
+    assert_eq!(before["collections"][0]["name"], "notes", "{before}");
+    assert_eq!(before["collections"][0]["shards"], 2, "{before}");
+    assert_eq!(
+        shard_nodes(&before),
+        vec![(1, true), (2, true)],
+        "two shard nodes registered through the agent: {before}"
+    );
+
+    dev.proc.terminate();
+    let dev = start_dev(data.path());
+    let listed: Value = http()
+        .get(format!("{}/v1/collections", dev.url))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(listed["collections"][0]["name"], "notes", "{listed}");
+    assert_eq!(
+        top_hit(&dev, "which bird waits in water for fish"),
+        "d2",
+        "documents survive the restart"
+    );
+    assert_eq!(top_hit(&dev, "dams of mud"), "d1");
+    let after = status(&dev);
+    assert_eq!(
+        shard_nodes(&after),
+        vec![(1, true), (2, true)],
+        "the nodes registered again under their names, keeping their ids: {after}"
+    );
+    assert_eq!(
+        after["collections"][0]["placement"],
+        before["collections"][0]["placement"],
+        "the shard map is the one meta kept"
+    );
+}
+
+#[test]
+fn dev_refuses_a_data_directory_of_the_static_catalog() {
+    let data = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(data.path().join("router")).unwrap();
+    std::fs::write(data.path().join("router/catalog.json"), "{}").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_attest"))
+        .args(["dev", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
+        .arg("--data-dir")
+        .arg(data.path())
+        .env("ATTEST_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("older `attest dev`") && stderr.contains("catalog.json"),
+        "{stderr}"
+    );
+    assert!(
+        !data.path().join("meta").exists(),
+        "nothing was started over the old data"
+    );
+}

@@ -1,0 +1,92 @@
+//! A collection as the router sees it: its shape, index parameters and the replica set of each shard, taken
+//! from meta's shard map (the one control plane, for `attest dev` and the cluster alike).
+
+use attest_proto::v1 as pb;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct IndexSettings {
+    pub nlist: u32,
+    pub m: u32,
+    pub nbits: u32,
+    pub nprobe: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CollectionRecord {
+    pub name: String,
+    pub shards: u32,
+    pub replication: u32,
+    pub dimension: u32,
+    pub index: IndexSettings,
+    pub seal_threshold: u64,
+    pub embedder: String,
+    /// `placement[shard]` = the replicas of that shard (meta's node ids).
+    pub placement: Vec<Vec<ReplicaRef>>,
+}
+
+/// The role of one replica in its shard's replica set, as meta's shard map says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplicaRole {
+    /// Serves reads, takes writes.
+    Active,
+    /// A new copy being filled from a peer: takes writes, serves no reads yet.
+    Joining,
+    /// Being moved away: serves reads and takes writes until its replacement is active.
+    Leaving,
+}
+
+impl ReplicaRole {
+    pub fn serves_reads(self) -> bool {
+        matches!(self, ReplicaRole::Active | ReplicaRole::Leaving)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaRef {
+    pub node: u64,
+    pub role: ReplicaRole,
+}
+
+fn role_from_proto(state: i32) -> ReplicaRole {
+    match pb::ReplicaState::try_from(state).unwrap_or(pb::ReplicaState::Active) {
+        pb::ReplicaState::Joining => ReplicaRole::Joining,
+        pb::ReplicaState::Leaving => ReplicaRole::Leaving,
+        _ => ReplicaRole::Active,
+    }
+}
+
+/// Meta's collection → the router's record.
+pub fn record_from_meta(c: &pb::CollectionMeta) -> CollectionRecord {
+    let spec = c.spec.clone().unwrap_or_default();
+    let index = spec.index.unwrap_or_default();
+    let mut placement = vec![Vec::new(); c.shards as usize];
+    for p in &c.placement {
+        if let Some(slot) = placement.get_mut(p.shard as usize) {
+            *slot = p
+                .replicas
+                .iter()
+                .map(|r| ReplicaRef {
+                    node: r.node_id,
+                    role: role_from_proto(r.state),
+                })
+                .collect();
+        }
+    }
+    CollectionRecord {
+        name: c.name.clone(),
+        shards: c.shards,
+        replication: c.replication,
+        dimension: spec.dimension,
+        index: IndexSettings {
+            nlist: index.nlist,
+            m: index.m,
+            nbits: index.nbits,
+            nprobe: index.nprobe,
+        },
+        seal_threshold: spec.seal_threshold,
+        embedder: spec.embedder,
+        placement,
+    }
+}
