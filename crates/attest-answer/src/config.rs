@@ -1,5 +1,6 @@
 //! Thresholds and limits of the answer pipeline (defaults from SPEC.md "answer" and the seeds).
 
+use attest_core::ConfigProblems;
 use serde::{Deserialize, Serialize};
 
 use crate::generate::OpenAiChatConfig;
@@ -111,5 +112,52 @@ impl Default for AnswerConfig {
             min_confidence: 0.0,
             thresholds_dir: String::new(),
         }
+    }
+}
+
+impl AnswerConfig {
+    /// Values that cannot be right, named as `answer.KEY` (checked at start-up and by `attest config check`).
+    pub fn problems(&self) -> ConfigProblems {
+        let mut p = ConfigProblems::new("answer");
+        for (key, value) in [
+            ("noise_floor", self.noise_floor),
+            ("bail_threshold", self.bail_threshold),
+            ("ground_threshold", self.ground_threshold),
+            (
+                "ground_with_support_threshold",
+                self.ground_with_support_threshold,
+            ),
+            ("companion_ratio", self.companion_ratio),
+            ("composer_passage_ratio", self.composer_passage_ratio),
+            ("claim_support_threshold", self.claim_support_threshold),
+            (
+                "fallback_confidence_factor",
+                self.fallback_confidence_factor,
+            ),
+            ("reader.bail_threshold", self.reader.bail_threshold),
+            ("reader.ground_threshold", self.reader.ground_threshold),
+            ("reader.lexical_weight", self.reader.lexical_weight),
+        ] {
+            p.unit_interval(key, value);
+        }
+        if self.bail_threshold > self.ground_threshold {
+            p.add(
+                "bail_threshold",
+                format!(
+                    "must not exceed answer.ground_threshold ({}; got {})",
+                    self.ground_threshold, self.bail_threshold
+                ),
+            );
+        }
+        p.positive("candidates", self.candidates);
+        p.positive("search_k", self.search_k);
+        p.positive("passages", self.passages);
+        p.positive("max_hops", self.max_hops);
+        p.positive("max_answer_sentences", self.max_answer_sentences);
+        p.positive("max_question_bytes", self.max_question_bytes);
+        p.positive("reader.passages", self.reader.passages);
+        p.positive("reader.max_sentences", self.reader.max_sentences);
+        p.positive("reader.batch", self.reader.batch);
+        p
     }
 }

@@ -17,10 +17,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
 use anyhow::Context;
-use attest_embed::{build_embedder, EmbedderConfig};
-use attest_proto::v1 as pb;
 use attest_cli::config::AttestConfig;
 use attest_cli::local::ControlPlane;
+use attest_embed::{build_embedder, EmbedderConfig};
+use attest_proto::v1 as pb;
 use attest_router::{IngestDocument, Router};
 use serde_json::{json, Value};
 

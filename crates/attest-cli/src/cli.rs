@@ -61,6 +61,19 @@ pub enum Command {
     /// Cluster operations (through meta).
     #[command(subcommand)]
     Cluster(ClusterCommand),
+    /// The configuration as every role would resolve it (file, then `ATTEST__SECTION__KEY` variables).
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+#[derive(Subcommand)]
+pub enum ConfigCommand {
+    /// Prints the resolved configuration as YAML, or every unknown key and invalid value (exit status 1).
+    Check {
+        /// YAML configuration file (default: only the environment and the built-in defaults).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
 }
 
 #[derive(Args)]

@@ -87,6 +87,7 @@ pub async fn serve_meta(
 /// catching up from peers) and only then starts serving.
 pub async fn serve_shard_in_cluster(
     args: &ServeArgs,
+    cfg: &AttestConfig,
     node: Arc<ShardNode>,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
@@ -102,12 +103,12 @@ pub async fn serve_shard_in_cluster(
             .clone()
             .unwrap_or_else(|| node_name_from(&args.data_dir)),
         // The bound address, so `--grpc 127.0.0.1:0` advertises the port it got.
-        advertise: args
-            .advertise
-            .clone()
-            .map_or_else(|| listener.local_addr().map(|a| with_scheme(&a.to_string())), Ok)?,
+        advertise: args.advertise.clone().map_or_else(
+            || listener.local_addr().map(|a| with_scheme(&a.to_string())),
+            Ok,
+        )?,
         zone: args.zone.clone(),
-        ..Default::default()
+        ..cfg.agent.clone()
     };
     let meta = meta_client(&args.meta)?;
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
@@ -150,7 +151,11 @@ pub async fn serve_shard_in_cluster(
         }
     };
     let (served, ops_served) = tokio::join!(
-        attest_shard::serve(Arc::clone(&node), listener, crate::roles::until(stop.clone())),
+        attest_shard::serve(
+            Arc::clone(&node),
+            listener,
+            crate::roles::until(stop.clone())
+        ),
         serve_ops
     );
     agent_task.await??;
@@ -182,11 +187,7 @@ pub async fn cluster_router(
         }
     };
     view.spawn_watch(Duration::from_millis(cfg.router.meta_poll_ms));
-    Ok(Arc::new(Router::new(
-        cfg.router.clone(),
-        view,
-        embedder,
-    )))
+    Ok(Arc::new(Router::new(cfg.router.clone(), view, embedder)))
 }
 
 fn role_name(role: i32) -> &'static str {

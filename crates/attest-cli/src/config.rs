@@ -1,5 +1,7 @@
 //! Configuration: a YAML file, overridden by `ATTEST__SECTION__KEY=value` environment variables (value parsed as
-//! YAML, so numbers and booleans work), overridden by flags.
+//! YAML, so numbers and booleans work), overridden by flags. A config cannot be silently wrong: a key no section
+//! knows is an error naming the key and where it came from (the file or the variable), and every section's values
+//! are checked at load (each crate states its own rules: `RouterConfig::problems`, ...).
 
 use std::path::Path;
 
@@ -25,6 +27,40 @@ pub struct AttestConfig {
     pub answer: AnswerConfig,
     /// Raft timing, snapshots and liveness of `attest serve --role meta` (ids and peers come from flags).
     pub meta: attest_meta::MetaConfig,
+    /// Timings of a shard node's cluster agent: heartbeat, reconcile, repair, peer calls (the identity comes from
+    /// flags).
+    pub agent: attest_shard::ClusterAgentConfig,
+}
+
+impl AttestConfig {
+    /// Every value that cannot be right, each as `section.key: why (got value)`.
+    pub fn problems(&self) -> Vec<String> {
+        let mut all = self.router.problems();
+        all.extend(self.engine.problems());
+        all.extend(self.answer.problems());
+        all.extend(self.meta.timing_problems());
+        all.extend(self.agent.problems(self.meta.node_timeout_ms));
+        all.into_vec()
+    }
+}
+
+/// Keys of `input` that the resolved config does not have (serialising the config writes every key it knows,
+/// so a key missing there is one no section reads), as dotted paths.
+fn unknown_keys(input: &Value, resolved: &Value, prefix: &str, out: &mut Vec<String>) {
+    let (Some(input), Some(resolved)) = (input.as_object(), resolved.as_object()) else {
+        return;
+    };
+    for (key, value) in input {
+        let path = if prefix.is_empty() {
+            key.clone()
+        } else {
+            format!("{prefix}.{key}")
+        };
+        match resolved.get(key) {
+            Some(known) => unknown_keys(value, known, &path, out),
+            None => out.push(path),
+        }
+    }
 }
 
 fn set_path(root: &mut Value, path: &[String], value: Value) {
@@ -61,14 +97,45 @@ pub fn load(
     if root.is_null() {
         root = Value::Object(Default::default());
     }
+    // Where each key path set by the environment came from, to name the variable in an error.
+    let mut from_env: Vec<(String, String)> = Vec::new();
     for (k, v) in env {
         if let Some(rest) = k.strip_prefix("ATTEST__") {
             let path: Vec<String> = rest.split("__").map(|s| s.to_ascii_lowercase()).collect();
             let value: Value = serde_yaml::from_str(&v).unwrap_or(Value::String(v));
+            from_env.push((path.join("."), k.clone()));
             set_path(&mut root, &path, value);
         }
     }
-    serde_json::from_value(root).context("invalid configuration")
+    let source = |key: &str| {
+        from_env
+            .iter()
+            .find(|(path, _)| path == key || path.starts_with(&format!("{key}.")))
+            .map(|(_, var)| format!("environment variable {var}"))
+            .or_else(|| file.map(|f| format!("config file {}", f.display())))
+            .unwrap_or_else(|| "the configuration".to_string())
+    };
+    let config: AttestConfig = serde_path_to_error::deserialize(root.clone()).map_err(|e| {
+        let key = e.path().to_string();
+        anyhow::anyhow!(
+            "invalid configuration:\n  {key}: {} (in {})",
+            e.inner(),
+            source(&key)
+        )
+    })?;
+    let mut unknown = Vec::new();
+    unknown_keys(&root, &serde_json::to_value(&config)?, "", &mut unknown);
+    let mut errors: Vec<String> = unknown
+        .iter()
+        .map(|key| format!("{key}: unknown key (in {})", source(key)))
+        .collect();
+    errors.extend(config.problems());
+    anyhow::ensure!(
+        errors.is_empty(),
+        "invalid configuration:\n  {}",
+        errors.join("\n  ")
+    );
+    Ok(config)
 }
 
 #[cfg(test)]
@@ -93,7 +160,11 @@ mod tests {
     #[test]
     fn unknown_types_are_errors() {
         let env = vec![("ATTEST__ROUTER__MAX_K".to_string(), "lots".to_string())];
-        assert!(load(None, env.into_iter()).is_err());
+        let err = load(None, env.into_iter()).unwrap_err().to_string();
+        assert!(
+            err.contains("router.max_k: invalid type") && err.contains("ATTEST__ROUTER__MAX_K"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -111,5 +182,77 @@ mod tests {
         assert_eq!(c.meta.write_timeout_ms, 900);
         assert_eq!(c.meta.election_tick, defaults.election_tick);
         assert_ne!(defaults.snapshot_threshold, 50);
+    }
+
+    #[test]
+    fn an_unknown_key_is_an_error_naming_it_and_its_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.yaml");
+        std::fs::write(
+            &f,
+            "router:\n  max_kk: 50\nanswer:\n  reader:\n    bakend: model\n",
+        )
+        .unwrap();
+        let err = load(Some(&f), std::iter::empty()).unwrap_err().to_string();
+        assert!(err.contains("router.max_kk: unknown key"), "{err}");
+        assert!(
+            err.contains("answer.reader.bakend") || err.contains("bakend"),
+            "{err}"
+        );
+        assert!(err.contains(&f.display().to_string()), "{err}");
+        let env = vec![("ATTEST__ROUTER__TOPK".to_string(), "5".to_string())];
+        let err = load(None, env.into_iter()).unwrap_err().to_string();
+        assert!(
+            err.contains("router.topk: unknown key (in environment variable ATTEST__ROUTER__TOPK)"),
+            "{err}"
+        );
+        let err = load(
+            None,
+            vec![("ATTEST__ROUTERS__MAX_K".to_string(), "5".to_string())].into_iter(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("routers: unknown key (in environment variable ATTEST__ROUTERS__MAX_K)"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_invalid_value_is_an_error_naming_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.yaml");
+        std::fs::write(
+            &f,
+            "engine:\n  ivfpq:\n    nlist: 16\n    nprobe: 64\nanswer:\n  bail_threshold: 1.5\nmeta:\n  write_timeout_ms: 0\n",
+        )
+        .unwrap();
+        let err = load(Some(&f), std::iter::empty()).unwrap_err().to_string();
+        for expected in [
+            "engine.ivfpq.nprobe: must be at most engine.ivfpq.nlist (16; got 64)",
+            "answer.bail_threshold: must be between 0 and 1 (got 1.5)",
+            "meta.write_timeout_ms: must be greater than 0 (got 0)",
+        ] {
+            assert!(err.contains(expected), "{expected} missing from: {err}");
+        }
+        let env = vec![(
+            "ATTEST__AGENT__HEARTBEAT_INTERVAL_MS".to_string(),
+            "20000".to_string(),
+        )];
+        let err = load(None, env.into_iter()).unwrap_err().to_string();
+        assert!(
+            err.contains("agent.heartbeat_interval_ms: must be less than meta.node_timeout_ms"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_defaults_are_valid_and_every_section_round_trips() {
+        let c = load(None, std::iter::empty()).unwrap();
+        assert!(c.problems().is_empty(), "{:?}", c.problems());
+        let mut unknown = Vec::new();
+        let v = serde_json::to_value(&c).unwrap();
+        unknown_keys(&v, &v, "", &mut unknown);
+        assert!(unknown.is_empty());
     }
 }

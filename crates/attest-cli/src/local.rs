@@ -116,7 +116,7 @@ impl ControlPlane {
                         // Stable across restarts, so meta gives the node its id (and its replicas) back.
                         name: format!("local-shard-node-{i}"),
                         advertise: address.clone(),
-                        ..Default::default()
+                        ..cfg.agent.clone()
                     },
                     ready_tx,
                     crate::roles::until(plane.stop.subscribe()),
@@ -161,7 +161,8 @@ impl ControlPlane {
     /// The meta service, to be served beside the router's on `attest dev`'s gRPC listener.
     pub fn meta_service(
         &self,
-    ) -> attest_proto::v1::meta_service_server::MetaServiceServer<attest_meta::MetaServiceImpl> {
+    ) -> attest_proto::v1::meta_service_server::MetaServiceServer<attest_meta::MetaServiceImpl>
+    {
         self.meta.service()
     }
 

@@ -58,6 +58,18 @@ fn main() -> anyhow::Result<()> {
             }
             cli::Command::Status(args) => cluster::status(args).await,
             cli::Command::Cluster(cmd) => cluster::command(cmd).await,
+            cli::Command::Config(cli::ConfigCommand::Check { config }) => {
+                match attest_cli::config::load(config.as_deref(), std::env::vars()) {
+                    Ok(resolved) => {
+                        print!("{}", serde_yaml::to_string(&resolved)?);
+                        Ok(())
+                    }
+                    Err(e) => {
+                        eprintln!("{e}");
+                        std::process::exit(1);
+                    }
+                }
+            }
             cli::Command::Train(cmd) => {
                 tokio::task::spawn_blocking(move || train::run(cmd)).await?
             }

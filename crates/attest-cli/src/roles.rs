@@ -169,7 +169,9 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         attest_router::server::serve_grpc_with(
             Arc::clone(&stack.router),
             |routes| routes
-                .add_service(attest_answer::grpc::AnswerGrpc::server(Arc::clone(&stack.answer)))
+                .add_service(attest_answer::grpc::AnswerGrpc::server(Arc::clone(
+                    &stack.answer
+                )))
                 .add_service(meta_service),
             grpc,
             until(stop)
@@ -188,7 +190,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Role::Meta => crate::cluster::serve_meta(&args, &cfg, until(stop)).await,
         Role::Shard if !args.meta.is_empty() => {
             let node = crate::local::open_node(&args.data_dir, &cfg)?;
-            crate::cluster::serve_shard_in_cluster(&args, node, stop).await
+            crate::cluster::serve_shard_in_cluster(&args, &cfg, node, stop).await
         }
         Role::Shard => {
             let node = crate::local::open_node(&args.data_dir, &cfg)?;

@@ -1,6 +1,7 @@
 //! `attest dev` runs the cluster's control plane: a one-voter meta under `DATA_DIR/meta` and shard nodes that
 //! register through the cluster agent. Restarting on the same data directory keeps collections and documents
 //! (and the nodes their ids); `attest status --meta <dev grpc address>` reports the nodes and the shard map.
+//! `attest config check` prints the resolved configuration, or names every unknown key and invalid value.
 
 mod common;
 
@@ -48,7 +49,10 @@ fn top_hit(dev: &Dev, query: &str) -> String {
         &json!({"query": query, "k": 3}),
     );
     assert_eq!(s, 200, "{b}");
-    b["hits"][0]["doc_id"].as_str().unwrap_or_default().to_string()
+    b["hits"][0]["doc_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// (node id, alive) of every shard node meta knows, sorted.
@@ -121,8 +125,7 @@ fn dev_restart_keeps_collections_and_documents_in_meta() {
         "the nodes registered again under their names, keeping their ids: {after}"
     );
     assert_eq!(
-        after["collections"][0]["placement"],
-        before["collections"][0]["placement"],
+        after["collections"][0]["placement"], before["collections"][0]["placement"],
         "the shard map is the one meta kept"
     );
 }
@@ -149,4 +152,65 @@ fn dev_refuses_a_data_directory_of_the_static_catalog() {
         !data.path().join("meta").exists(),
         "nothing was started over the old data"
     );
+}
+
+#[test]
+fn config_check_prints_the_resolved_config_or_names_every_mistake() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |file: &Path, env: &[(&str, &str)]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_attest"));
+        cmd.args(["config", "check", "--config"]).arg(file);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    };
+    let good = dir.path().join("good.yaml");
+    std::fs::write(&good, "router:\n  max_k: 50\n").unwrap();
+    let out = run(&good, &[("ATTEST__AGENT__REPAIR_INTERVAL_MS", "5000")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let resolved: serde_yaml::Value = serde_yaml::from_slice(&out.stdout).unwrap();
+    assert_eq!(resolved["router"]["max_k"], 50);
+    assert_eq!(resolved["agent"]["repair_interval_ms"], 5000);
+    assert_eq!(
+        resolved["router"]["default_k"], 10,
+        "defaults are filled in"
+    );
+
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "router:\n  top_k: 5\nanswer:\n  ground_threshold: 2\n",
+    )
+    .unwrap();
+    let out = run(&bad, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("router.top_k: unknown key"), "{stderr}");
+    assert!(
+        stderr.contains("answer.ground_threshold: must be between 0 and 1 (got 2)"),
+        "{stderr}"
+    );
+
+    // A role refuses to start on it, with the same message.
+    let out = Command::new(env!("CARGO_BIN_EXE_attest"))
+        .args([
+            "dev",
+            "--http",
+            "127.0.0.1:0",
+            "--grpc",
+            "127.0.0.1:0",
+            "--config",
+        ])
+        .arg(&bad)
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("router.top_k: unknown key"));
 }

@@ -449,6 +449,102 @@ fn bad_input_gets_clear_errors_and_writes_nothing() {
         "{ids:?}"
     );
 
+    // The same id twice in one request: the first is refused (`duplicate id in batch`), only what is stored is
+    // counted; `index` is the 0-based position in the request (NDJSON adds `line`).
+    let (s, b) = post(
+        &format!("{u}/v1/collections/c/documents"),
+        &json!({"documents": [
+            {"id": "twin", "text": "the first twin text about marmots"},
+            {"id": "other", "text": "badgers dig setts in woodland banks"},
+            {"id": "twin", "text": "the second twin text about lemmings"}
+        ]}),
+    );
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(b["accepted"], 2, "{b}");
+    assert_eq!(
+        b["rejected"],
+        json!([{"index": 0, "reason": "duplicate id in batch"}]),
+        "{b}"
+    );
+    let r = http()
+        .post(format!("{u}/v1/collections/c/documents"))
+        .header("content-type", "application/x-ndjson")
+        .body("{\"id\": \"n1\", \"text\": \"voles nest in tall grass\"}\n\n{\"id\": \"n1\", \"text\": \"shrews eat insects all day\"}\n")
+        .send()
+        .unwrap();
+    let b: Value = r.json().unwrap();
+    assert_eq!(
+        b["rejected"],
+        json!([{"index": 0, "line": 1, "reason": "duplicate id in batch"}]),
+        "{b}"
+    );
+    // JSON sent as text/plain, unknown fields, explicit zeros, all-zero weights and vectors, a query of NULs, a
+    // filter mixing `in` and a range: each a 400 naming the field, nothing done.
+    let r = http()
+        .post(format!("{u}/v1/collections/c/documents"))
+        .header("content-type", "text/plain")
+        .body(r#"{"documents": [{"id": "plain", "text": "sent as text"}]}"#)
+        .send()
+        .unwrap();
+    let (status, b): (u16, Value) = (r.status().as_u16(), r.json().unwrap());
+    assert_eq!(
+        (status, b["error"]["field"].as_str()),
+        (400, Some("content-type")),
+        "{b}"
+    );
+    for (path, body, field) in [
+        ("search", json!({"query": "marmots", "top_k": 3}), "body"),
+        (
+            "search",
+            json!({"query": "marmots", "weights": {"dense": 0.0, "bm25": 0.0}}),
+            "weights",
+        ),
+        ("search", json!({"query": "\u{0}\u{0}"}), "query"),
+        (
+            "search",
+            json!({"query": "marmots", "filter": {"year": {"in": [1], "gte": 2}}}),
+            "filter.year",
+        ),
+        (
+            "documents",
+            json!({"documents": [{"id": "z", "text": "zero vector", "vector": vec![0.0; 384]}]}),
+            "documents[0].vector",
+        ),
+    ] {
+        let (s, b) = post(&format!("{u}/v1/collections/c/{path}"), &body);
+        assert_eq!(
+            (s, b["error"]["field"].as_str()),
+            (400, Some(field)),
+            "{body}: {b}"
+        );
+    }
+    let (s, b) = post(
+        &format!("{u}/v1/collections/c/search"),
+        &json!({"query": "marmots", "top_k": 3}),
+    );
+    assert!(
+        b["error"]["message"].as_str().unwrap().contains("top_k"),
+        "{s} {b}"
+    );
+    for (body, field) in [
+        (json!({"name": "zero-shards", "shards": 0}), "shards"),
+        (
+            json!({"name": "zero-nlist", "index": {"nlist": 0}}),
+            "index.nlist",
+        ),
+        (
+            json!({"name": "wide-probe", "index": {"nlist": 8, "nprobe": 16}}),
+            "index.nprobe",
+        ),
+    ] {
+        let (s, b) = post(&format!("{u}/v1/collections"), &body);
+        assert_eq!(
+            (s, b["error"]["field"].as_str()),
+            (400, Some(field)),
+            "{body}: {b}"
+        );
+    }
+
     // Delete: gone from search; deleting again is NOT_FOUND.
     let r = http()
         .delete(format!("{u}/v1/collections/c/documents/g1"))

@@ -83,7 +83,8 @@ async fn scripted_llm_outputs_go_through_the_gauntlet_and_the_verifier() {
 
     let dir = tempfile::tempdir().unwrap();
     let embedder = build_embedder(&EmbedderConfig::default()).unwrap();
-    let (router, _plane) = common::router_with_collection_c(dir.path(), Arc::clone(&embedder)).await;
+    let (router, _plane) =
+        common::router_with_collection_c(dir.path(), Arc::clone(&embedder)).await;
     let router = Arc::new(router);
     let docs = [
         ("doc-owl-01", "", "The barn owl hunts at night over open fields. It nests in old barns and church towers."),

@@ -112,7 +112,15 @@ fn request_ids_cross_every_hop_and_every_role_serves_metrics() {
     );
     let (embedder_url, embedder_grpc) = (value_of(&line, "http="), value_of(&line, "grpc="));
     let (mut meta, line) = start(
-        &["serve", "--role", "meta", "--meta-id", "1", "--grpc", "127.0.0.1:0"],
+        &[
+            "serve",
+            "--role",
+            "meta",
+            "--meta-id",
+            "1",
+            "--grpc",
+            "127.0.0.1:0",
+        ],
         Some(&dir.path().join("meta")),
         Logs::InfoTo(&logs("meta")),
     );
@@ -252,7 +260,13 @@ fn request_ids_cross_every_hop_and_every_role_serves_metrics() {
     assert!(has_histogram(&e, "embed"));
 
     // The trace id in every hop's logs.
-    for p in [&mut answer, &mut router, &mut shard, &mut embedder, &mut meta] {
+    for p in [
+        &mut answer,
+        &mut router,
+        &mut shard,
+        &mut embedder,
+        &mut meta,
+    ] {
         p.terminate();
     }
     assert!(

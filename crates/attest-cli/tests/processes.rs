@@ -19,7 +19,11 @@ fn shards_on(meta: &str, node: u64) -> Vec<u64> {
         .args(["status", "--json", "--meta", meta])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let status: Value = serde_json::from_slice(&out.stdout).unwrap();
     status["collections"][0]["placement"]
         .as_array()
@@ -34,14 +38,30 @@ fn shards_on(meta: &str, node: u64) -> Vec<u64> {
 fn router_fans_out_to_shard_processes_and_reports_missing_shards() {
     let dir = tempfile::tempdir().unwrap();
     let (_meta, meta_addr) = start_role(
-        &["serve", "--role", "meta", "--meta-id", "1", "--grpc", "127.0.0.1:0"],
+        &[
+            "serve",
+            "--role",
+            "meta",
+            "--meta-id",
+            "1",
+            "--grpc",
+            "127.0.0.1:0",
+        ],
         &dir.path().join("meta"),
         "grpc=",
     );
     let meta = format!("http://{meta_addr}");
     let shard = |name: &str| {
         let (proc, line) = start(
-            &["serve", "--role", "shard", "--meta", &meta, "--grpc", "127.0.0.1:0"],
+            &[
+                "serve",
+                "--role",
+                "shard",
+                "--meta",
+                &meta,
+                "--grpc",
+                "127.0.0.1:0",
+            ],
             Some(&dir.path().join(name)),
             Logs::Quiet,
         );

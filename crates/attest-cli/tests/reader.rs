@@ -32,7 +32,8 @@ async fn stack() -> Stack {
     attest_telemetry::metrics::install();
     let dir = tempfile::tempdir().unwrap();
     let embedder = build_embedder(&EmbedderConfig::default()).unwrap();
-    let (router, _plane) = common::router_with_collection_c(dir.path(), Arc::clone(&embedder)).await;
+    let (router, _plane) =
+        common::router_with_collection_c(dir.path(), Arc::clone(&embedder)).await;
     let router = Arc::new(router);
     common::create_collection(&router, "removed").await;
     common::ingest_texts(

@@ -66,7 +66,8 @@ async fn every_citation_of_the_local_model_resolves_to_a_passage_retrieved_in_th
 
     let dir = tempfile::tempdir().unwrap();
     let embedder = build_embedder(&EmbedderConfig::default()).unwrap();
-    let (router, _plane) = common::router_with_collection_c(dir.path(), Arc::clone(&embedder)).await;
+    let (router, _plane) =
+        common::router_with_collection_c(dir.path(), Arc::clone(&embedder)).await;
     let router = Arc::new(router);
     common::ingest_texts(&router, "c", &DOCS).await;
 

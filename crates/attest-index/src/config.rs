@@ -38,4 +38,32 @@ impl Default for EngineConfig {
 }
 
 /// Metadata, query and batch limits enforced by the engine (SPEC "Limits on every input").
-pub const MAX_TOP_K: usize = 1000;
+pub const MAX_TOP_K: usize = attest_core::limits::MAX_TOP_K;
+
+impl EngineConfig {
+    /// Values that cannot be right, named as `engine.KEY` (checked at start-up and by `attest config check`).
+    pub fn problems(&self) -> attest_core::ConfigProblems {
+        let mut p = attest_core::ConfigProblems::new("engine");
+        if let Err(e) = self.ivfpq.validate() {
+            p.add("ivfpq", e);
+        }
+        p.at_most(
+            "ivfpq.nprobe",
+            self.ivfpq.nprobe,
+            self.ivfpq.nlist,
+            "engine.ivfpq.nlist",
+        );
+        p.at_most(
+            "ivfpq.nlist",
+            self.ivfpq.nlist,
+            attest_core::limits::MAX_NLIST,
+            "the IVF limit",
+        );
+        p.positive("dimension", self.dimension);
+        p.positive("seal_threshold", self.seal_threshold);
+        p.positive("train_sample", self.train_sample);
+        p.positive("max_sealed_segments", self.max_sealed_segments);
+        p.positive("overfetch", self.overfetch);
+        p
+    }
+}

@@ -18,6 +18,7 @@ use crate::config::{EngineConfig, MAX_TOP_K};
 use crate::error::{IndexError, Result};
 use crate::filter::Filter;
 use crate::growing::GrowingSegment;
+use crate::ivfpq::dot;
 use crate::segment::{build_segment, segment_dir, Manifest, SealedSegment, SegmentMeta};
 use crate::text_index::{bm25_search, TextIndex};
 use crate::wal::{DocVersion, IngestLog, LogOp, LoggedChunk};
@@ -181,24 +182,11 @@ impl<'a> SegmentView<'a> {
     }
 }
 
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
-}
-
 fn check_vector(v: &[f32], dim: usize, field: &str) -> Result<()> {
-    if v.len() != dim {
-        return Err(IndexError::invalid(
-            field,
-            format!("dimension {} but the collection has {dim}", v.len()),
-        ));
+    match attest_core::limits::vector_problem(v, dim) {
+        Some(problem) => Err(IndexError::invalid(field, problem)),
+        None => Ok(()),
     }
-    if let Some(i) = v.iter().position(|x| !x.is_finite()) {
-        return Err(IndexError::invalid(
-            field,
-            format!("component {i} is not a finite number"),
-        ));
-    }
-    Ok(())
 }
 
 impl State {

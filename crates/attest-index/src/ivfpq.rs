@@ -46,7 +46,7 @@ const MIN_POINTS_PER_LIST: usize = 39;
 /// `open_mmap` opens one FAISS handle per core, up to this many.
 const MAX_SEARCH_HANDLES: usize = 8;
 /// Beyond 16 bits per code a PQ codebook (2^nbits centroids per sub-quantizer) is not trainable in practice.
-const MAX_NBITS: u32 = 16;
+use attest_core::limits::MAX_NBITS;
 
 const TRAILER_MAGIC: &[u8; 4] = b"ATPQ";
 const TRAILER_VERSION: u32 = 1;
@@ -72,6 +72,7 @@ const TRAILER_HEAD_LEN: usize = 40;
 ///   recall is already flat from nprobe 8 (clusters are well separated); 32 leaves room for real data, where
 ///   neighbours straddle list boundaries more often.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct IvfPqParams {
     pub nlist: u32,
     pub m: u32,
@@ -81,11 +82,12 @@ pub struct IvfPqParams {
 
 impl Default for IvfPqParams {
     fn default() -> Self {
+        use attest_core::limits as l;
         IvfPqParams {
-            nlist: 1024,
-            m: 96,
-            nbits: 8,
-            nprobe: 32,
+            nlist: l::DEFAULT_NLIST,
+            m: l::DEFAULT_M,
+            nbits: l::DEFAULT_NBITS,
+            nprobe: l::DEFAULT_NPROBE,
         }
     }
 }

@@ -31,6 +31,8 @@ impl std::fmt::Display for LineError {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Parsed {
     pub documents: Vec<SourceDocument>,
+    /// The 1-based line of each document (`lines[i]` for `documents[i]`; 1 for a Markdown or text file).
+    pub lines: Vec<usize>,
     pub errors: Vec<LineError>,
 }
 
@@ -50,7 +52,10 @@ pub fn parse_jsonl_with(bytes: &[u8], limits: &DocumentLimits) -> Parsed {
         let line = index + 1;
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
         match parse_jsonl_line(raw, limits) {
-            Ok(Some(doc)) => parsed.documents.push(doc),
+            Ok(Some(doc)) => {
+                parsed.documents.push(doc);
+                parsed.lines.push(line);
+            }
             Ok(None) => {}
             Err(reason) => parsed.errors.push(LineError { line, reason }),
         }
@@ -205,6 +210,7 @@ pub fn parse_file_with(path: &Path, limits: &DocumentLimits) -> Result<Parsed, I
     };
     Ok(Parsed {
         documents: vec![doc],
+        lines: vec![1],
         errors: Vec::new(),
     })
 }

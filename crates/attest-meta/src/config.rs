@@ -101,3 +101,26 @@ impl MetaConfig {
         Ok(())
     }
 }
+
+impl MetaConfig {
+    /// Timings that cannot be right, named as `meta.KEY` (the identity comes from flags and is checked by
+    /// [`MetaConfig::validate`] when the node starts).
+    pub fn timing_problems(&self) -> attest_core::ConfigProblems {
+        let mut p = attest_core::ConfigProblems::new("meta");
+        p.positive("tick_ms", self.tick_ms);
+        p.positive("heartbeat_tick", self.heartbeat_tick);
+        if self.election_tick <= self.heartbeat_tick {
+            p.add(
+                "election_tick",
+                format!(
+                    "must be greater than meta.heartbeat_tick ({}; got {})",
+                    self.heartbeat_tick, self.election_tick
+                ),
+            );
+        }
+        p.positive("snapshot_threshold", self.snapshot_threshold);
+        p.positive("node_timeout_ms", self.node_timeout_ms);
+        p.positive("write_timeout_ms", self.write_timeout_ms);
+        p
+    }
+}

@@ -28,10 +28,6 @@ use crate::placement;
 use crate::route::{now_ms, Core, MAX_HOPS};
 use crate::state::{self, Command, Output};
 
-/// Largest shard count and replication factor accepted.
-const MAX_SHARDS: u32 = 4096;
-const MAX_REPLICATION: u32 = 16;
-
 /// The meta gRPC service of one node.
 #[derive(Clone)]
 pub struct MetaServiceImpl {
@@ -241,15 +237,14 @@ async fn create_collection(
     deadline: Instant,
 ) -> Result<pb::CollectionMeta, MetaError> {
     state::validate_collection_name(&req.name)?;
-    if req.shards == 0 || req.shards > MAX_SHARDS {
-        return Err(MetaError::InvalidArgument(format!(
-            "shards must be 1..={MAX_SHARDS}"
-        )));
+    if let Some(problem) = attest_core::limits::shards_problem(req.shards) {
+        return Err(MetaError::InvalidArgument(format!("shards {problem}")));
     }
-    if req.replication > MAX_REPLICATION {
-        return Err(MetaError::InvalidArgument(format!(
-            "replication must be 0..={MAX_REPLICATION}"
-        )));
+    // 0 asks for meta's default replication.
+    if req.replication != 0 {
+        if let Some(problem) = attest_core::limits::replication_problem(req.replication) {
+            return Err(MetaError::InvalidArgument(format!("replication {problem}")));
+        }
     }
     let cmd = Command::CreateCollection {
         def: convert::collection_def_from_pb(req),

@@ -422,19 +422,13 @@ impl StateMachine {
     }
 }
 
-/// Collection names travel in URLs and file names: 1–128 of `[A-Za-z0-9_-]`.
+/// Collection names travel in URLs and file names (the rule of `attest_core::limits`).
 pub fn validate_collection_name(name: &str) -> Result<(), StateError> {
-    let ok = !name.is_empty()
-        && name.len() <= 128
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    if ok {
-        Ok(())
-    } else {
-        Err(StateError::InvalidArgument(format!(
-            "collection name {name:?}: 1-128 characters of [A-Za-z0-9_-]"
-        )))
+    match attest_core::limits::collection_name_problem(name) {
+        Some(problem) => Err(StateError::InvalidArgument(format!(
+            "collection name {name:?}: {problem}"
+        ))),
+        None => Ok(()),
     }
 }
 

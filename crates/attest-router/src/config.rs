@@ -1,5 +1,6 @@
 //! Router configuration: limits and defaults from SPEC.md, overridable from the YAML config.
 
+use attest_core::{limits, ConfigProblems};
 use attest_ingest::{ChunkingConfig, DocumentLimits, MinHashConfig};
 use serde::{Deserialize, Serialize};
 
@@ -67,5 +68,63 @@ impl Default for RouterConfig {
             default_replication: 2,
             meta_poll_ms: 500,
         }
+    }
+}
+
+impl RouterConfig {
+    /// Values that cannot be right, named as `router.KEY` (checked at start-up and by `attest config check`).
+    pub fn problems(&self) -> ConfigProblems {
+        let mut p = ConfigProblems::new("router");
+        if !(self.rrf_k.is_finite() && self.rrf_k > 0.0) {
+            p.add(
+                "rrf_k",
+                format!("must be a positive number (got {})", self.rrf_k),
+            );
+        }
+        p.positive("default_k", self.default_k);
+        p.positive("max_k", self.max_k);
+        p.at_most("default_k", self.default_k, self.max_k, "router.max_k");
+        p.at_most(
+            "max_k",
+            self.max_k,
+            limits::MAX_TOP_K,
+            "the most hits a lane returns",
+        );
+        p.positive("lane_depth", self.lane_depth);
+        p.positive("max_query_bytes", self.max_query_bytes);
+        p.positive("max_batch_documents", self.max_batch_documents);
+        if let Some(problem) = limits::shards_problem(self.default_shards) {
+            p.add("default_shards", problem);
+        }
+        if let Some(problem) = limits::replication_problem(self.default_replication) {
+            p.add("default_replication", problem);
+        }
+        p.at_most(
+            "write_quorum",
+            self.write_quorum,
+            limits::MAX_REPLICATION,
+            "the largest replica set",
+        );
+        p.positive("seal_threshold", self.seal_threshold);
+        p.positive("chunking.max_tokens", self.chunking.max_tokens);
+        if self.chunking.overlap_tokens >= self.chunking.max_tokens {
+            p.add(
+                "chunking.overlap_tokens",
+                format!(
+                    "must be less than chunking.max_tokens ({}; got {})",
+                    self.chunking.max_tokens, self.chunking.overlap_tokens
+                ),
+            );
+        }
+        p.unit_interval(
+            "fallback_confidence_factor",
+            self.fallback_confidence_factor,
+        );
+        if self.default_tenant.is_empty() {
+            p.add("default_tenant", "must not be empty");
+        }
+        p.positive("replicas.deadline_ms", self.replicas.deadline_ms);
+        p.positive("meta_poll_ms", self.meta_poll_ms);
+        p
     }
 }

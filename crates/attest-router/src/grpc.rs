@@ -128,6 +128,10 @@ impl RouterService for RouterServiceImpl {
                     index: *i as u32,
                     reason: format!("near-duplicate of document `{other}`"),
                 })
+                .chain(report.rejected.iter().map(|(i, why)| pb::Rejected {
+                    index: *i as u32,
+                    reason: why.clone(),
+                }))
                 .collect(),
             duplicates: report.duplicates.len() as u32,
             chunks: report.chunks,

@@ -71,6 +71,7 @@ pub fn collection_json(c: &CollectionRecord) -> Value {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct IndexBody {
     nlist: Option<u32>,
     m: Option<u32>,
@@ -79,6 +80,7 @@ struct IndexBody {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct CreateCollectionBody {
     name: String,
     shards: Option<u32>,
@@ -92,6 +94,21 @@ async fn create_collection(
     b: Result<Json<CreateCollectionBody>, JsonRejection>,
 ) -> Result<impl IntoResponse, RouterError> {
     let b = body(b)?;
+    // Leaving a field out asks for its default; an explicit 0 is a mistake, not a request for the default.
+    let explicit_zero = [
+        ("shards", b.shards),
+        ("replication", b.replication),
+        ("index.nlist", b.index.as_ref().and_then(|i| i.nlist)),
+        ("index.m", b.index.as_ref().and_then(|i| i.m)),
+        ("index.nbits", b.index.as_ref().and_then(|i| i.nbits)),
+        ("index.nprobe", b.index.as_ref().and_then(|i| i.nprobe)),
+    ];
+    if let Some((field, _)) = explicit_zero.iter().find(|(_, v)| *v == Some(0)) {
+        return Err(RouterError::invalid(
+            *field,
+            "must be at least 1 (leave it out for the default)",
+        ));
+    }
     let index = b.index.map(|i| pb::IndexParams {
         nlist: i.nlist.unwrap_or(0),
         m: i.m.unwrap_or(0),
@@ -147,6 +164,7 @@ struct DocumentBody {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct DocumentsBody {
     documents: Vec<DocumentBody>,
 }
@@ -171,19 +189,30 @@ async fn ingest(
     headers: HeaderMap,
     bytes: Bytes,
 ) -> Result<Json<Value>, RouterError> {
-    let ndjson = headers
+    let content_type = headers
         .get("content-type")
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|ct| ct.contains("ndjson") || ct.contains("jsonl"));
+        .unwrap_or("application/json")
+        .to_ascii_lowercase();
+    let ndjson = content_type.contains("ndjson") || content_type.contains("jsonl");
+    if !ndjson && !content_type.contains("json") {
+        return Err(RouterError::invalid(
+            "content-type",
+            format!("`{content_type}`: send application/json ({{\"documents\": [...]}}) or application/x-ndjson"),
+        ));
+    }
+    // `index` is always the 0-based position in the request (for NDJSON the line's, with `line` beside it).
     let mut rejected: Vec<Value> = Vec::new();
+    let mut lines: Option<Vec<usize>> = None;
     let docs: Vec<IngestDocument> = if ndjson {
         let parsed = parse_jsonl(&bytes);
         rejected.extend(
             parsed
                 .errors
                 .iter()
-                .map(|e| json!({"index": e.line, "line": e.line, "reason": e.reason})),
+                .map(|e| json!({"index": e.line - 1, "line": e.line, "reason": e.reason})),
         );
+        lines = Some(parsed.lines);
         parsed
             .documents
             .into_iter()
@@ -213,9 +242,23 @@ async fn ingest(
             .collect::<Result<_, RouterError>>()?
     };
     let report = r.ingest(&name, docs, &rid).await?;
-    rejected.extend(report.duplicates.iter().map(
-        |(i, other)| json!({"index": i, "reason": format!("near-duplicate of document `{other}`")}),
-    ));
+    let refusal = |i: usize, reason: String| match &lines {
+        Some(lines) => json!({"index": lines[i] - 1, "line": lines[i], "reason": reason}),
+        None => json!({"index": i, "reason": reason}),
+    };
+    rejected.extend(
+        report
+            .duplicates
+            .iter()
+            .map(|(i, other)| refusal(*i, format!("near-duplicate of document `{other}`"))),
+    );
+    rejected.extend(
+        report
+            .rejected
+            .iter()
+            .map(|(i, why)| refusal(*i, why.clone())),
+    );
+    rejected.sort_by_key(|r| r["index"].as_u64());
     Ok(Json(
         json!({"accepted": report.accepted, "rejected": rejected, "duplicates": report.duplicates.len(), "chunks": report.chunks}),
     ))
@@ -244,6 +287,7 @@ async fn delete_document(
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct SearchBody {
     query: String,
     k: Option<i64>,
@@ -262,6 +306,9 @@ pub fn filter_from_json(f: &Map<String, Value>) -> Result<pb::Filter, RouterErro
     for (field, v) in f {
         let bad = |why: &str| RouterError::invalid(format!("filter.{field}"), why.to_string());
         let kind = match v {
+            Value::Object(o) if o.contains_key("in") && o.len() > 1 => return Err(bad(
+                "`in` cannot be combined with range keys in one condition (one would be dropped)",
+            )),
             Value::Object(o) if o.contains_key("in") => match &o["in"] {
                 Value::Array(items) => Kind::InJson(pb::JsonList {
                     values: items.iter().map(|i| i.to_string()).collect(),
@@ -358,6 +405,7 @@ async fn search(
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct MaintainBody {
     #[serde(default)]
     seal: bool,

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use attest_core::limits;
 use attest_embed::{CachedEmbedder, Embedder};
 use attest_ingest::{chunk_document, NearDuplicateIndex, SourceDocument, TokenCounter};
 use attest_proto::v1 as pb;
@@ -30,8 +31,13 @@ pub struct IngestDocument {
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct IngestReport {
+    /// Documents stored.
     pub accepted: u32,
+    /// (position in the request, the stored document it nearly duplicates).
     pub duplicates: Vec<(usize, String)>,
+    /// (position in the request, why it was not stored) for the other refusals: an id that occurs again
+    /// later in the same request (the last occurrence wins, as it would in two requests).
+    pub rejected: Vec<(usize, String)>,
     pub chunks: u64,
 }
 
@@ -91,19 +97,10 @@ pub fn shard_for(doc_id: &str, shards: u32) -> u32 {
 }
 
 fn check_vector(v: &[f32], dim: usize, field: &str) -> Result<(), RouterError> {
-    if v.len() != dim {
-        return Err(RouterError::invalid(
-            field,
-            format!("dimension {} but the collection has {dim}", v.len()),
-        ));
+    match limits::vector_problem(v, dim) {
+        Some(problem) => Err(RouterError::invalid(field, problem)),
+        None => Ok(()),
     }
-    if let Some(i) = v.iter().position(|x| !x.is_finite()) {
-        return Err(RouterError::invalid(
-            field,
-            format!("component {i} is not a finite number"),
-        ));
-    }
-    Ok(())
 }
 
 impl Router {
@@ -153,11 +150,8 @@ impl Router {
         req: pb::CreateCollectionRequest,
         request_id: &str,
     ) -> Result<CollectionRecord, RouterError> {
-        if !attest_shard_name_ok(&req.name) {
-            return Err(RouterError::invalid(
-                "name",
-                "use 1-64 characters from [A-Za-z0-9_-]",
-            ));
+        if let Some(problem) = limits::collection_name_problem(&req.name) {
+            return Err(RouterError::invalid("name", problem));
         }
         if self.view.get(&req.name).is_ok() {
             return Err(RouterError::AlreadyExists(format!(
@@ -170,25 +164,39 @@ impl Router {
         } else {
             req.shards
         };
-        if shards > 256 {
-            return Err(RouterError::invalid("shards", "at most 256"));
+        if let Some(problem) = limits::shards_problem(shards) {
+            return Err(RouterError::invalid("shards", problem));
         }
-        if req.replication > 5 {
-            return Err(RouterError::invalid("replication", "at most 5"));
+        if req.replication != 0 {
+            if let Some(problem) = limits::replication_problem(req.replication) {
+                return Err(RouterError::invalid("replication", problem));
+            }
         }
-        let d = attest_index_defaults();
         let p = req.index.unwrap_or_default();
         let pick = |v: u32, dflt: u32| if v == 0 { dflt } else { v };
         let index = IndexSettings {
-            nlist: pick(p.nlist, d.nlist),
-            m: pick(p.m, d.m),
-            nbits: pick(p.nbits, d.nbits),
-            nprobe: pick(p.nprobe, d.nprobe),
+            nlist: pick(p.nlist, limits::DEFAULT_NLIST),
+            m: pick(p.m, limits::DEFAULT_M),
+            nbits: pick(p.nbits, limits::DEFAULT_NBITS),
+            nprobe: pick(p.nprobe, limits::DEFAULT_NPROBE),
         };
-        if index.nbits > 16 || index.m == 0 || index.nlist > 1 << 20 {
+        if index.nbits > limits::MAX_NBITS {
             return Err(RouterError::invalid(
-                "index",
-                "nbits ≤ 16, m ≥ 1, nlist ≤ 1048576",
+                "index.nbits",
+                format!("must be at most {}", limits::MAX_NBITS),
+            ));
+        }
+        if index.nlist > limits::MAX_NLIST {
+            return Err(RouterError::invalid(
+                "index.nlist",
+                format!("must be at most {}", limits::MAX_NLIST),
+            ));
+        }
+        // The default nprobe is clamped to a small nlist by the engine; one the caller chose must fit.
+        if p.nprobe != 0 && index.nprobe > index.nlist {
+            return Err(RouterError::invalid(
+                "index.nprobe",
+                format!("must be at most index.nlist ({})", index.nlist),
             ));
         }
         let spec = pb::CollectionSpec {
@@ -322,6 +330,16 @@ impl Router {
         }
 
         let mut report = IngestReport::default();
+        let mut last_position: HashMap<&str, usize> = HashMap::new();
+        for (i, d) in docs.iter().enumerate() {
+            last_position.insert(d.source.id.as_str(), i);
+        }
+        let superseded: Vec<bool> = docs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| last_position[d.source.id.as_str()] != i)
+            .collect();
+        drop(last_position);
         let mut kept = Vec::with_capacity(docs.len());
         {
             let mut dedup = self.dedup.lock();
@@ -329,6 +347,12 @@ impl Router {
                 .entry(collection.to_string())
                 .or_insert_with(|| NearDuplicateIndex::new(self.config.dedup.clone()));
             for (i, d) in docs.into_iter().enumerate() {
+                if superseded[i] {
+                    report
+                        .rejected
+                        .push((i, "duplicate id in batch".to_string()));
+                    continue;
+                }
                 match index.check_and_insert(&d.source.id, &d.source.text) {
                     Some(other) if other != d.source.id => report.duplicates.push((i, other)),
                     _ => kept.push(d),
@@ -475,8 +499,11 @@ impl Router {
         let started = Instant::now();
         let rec = self.view.get(&req.collection)?;
         let query = req.query.trim().to_string();
-        if query.is_empty() {
-            return Err(RouterError::invalid("query", "empty"));
+        if query.chars().all(|c| c.is_whitespace() || c.is_control()) {
+            return Err(RouterError::invalid(
+                "query",
+                "empty (nothing but whitespace or control characters)",
+            ));
         }
         if query.len() > self.config.max_query_bytes {
             return Err(RouterError::invalid(
@@ -522,6 +549,12 @@ impl Router {
                 ));
             }
         }
+        if !req.weights.is_empty() && req.weights.values().all(|w| *w == 0.0) {
+            return Err(RouterError::invalid(
+                "weights",
+                "all zero: every hit would score 0 (leave weights out for equal lanes)",
+            ));
+        }
         let mut fallback_mode = false;
         let query_vector = if want_dense {
             let embed_started = Instant::now();
@@ -559,7 +592,7 @@ impl Router {
         } else {
             req.tenant.clone()
         };
-        let depth = self.config.lane_depth.max(k).min(attest_index_max_k());
+        let depth = self.config.lane_depth.max(k).min(limits::MAX_TOP_K);
         let shard_req = pb::ShardSearchRequest {
             collection: rec.name.clone(),
             shard: 0,
@@ -676,29 +709,6 @@ impl Router {
         }
         Ok(out)
     }
-}
-
-fn attest_shard_name_ok(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-}
-
-/// Default IVF_PQ parameters (the shard's own defaults, restated so the router need not link the engine).
-fn attest_index_defaults() -> IndexSettings {
-    IndexSettings {
-        nlist: 1024,
-        m: 96,
-        nbits: 8,
-        nprobe: 32,
-    }
-}
-
-/// The most hits a shard returns per lane (`attest_index::MAX_TOP_K`).
-fn attest_index_max_k() -> usize {
-    1000
 }
 
 #[cfg(test)]

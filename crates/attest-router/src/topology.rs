@@ -14,8 +14,8 @@ use attest_proto::MetaClient;
 use parking_lot::RwLock;
 use tracing::{info, warn};
 
-use crate::collection::{record_from_meta, CollectionRecord, ReplicaRef};
 use crate::client::ShardClient;
+use crate::collection::{record_from_meta, CollectionRecord, ReplicaRef};
 use crate::error::RouterError;
 use crate::replicas::{ReplicaEndpoint, ReplicaPolicy};
 

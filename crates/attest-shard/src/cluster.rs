@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use attest_proto::v1 as pb;
 use attest_proto::v1::shard_service_client::ShardServiceClient;
 use attest_proto::MetaClient;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use tonic::transport::Channel;
 use tracing::{info, warn};
 
@@ -23,14 +23,18 @@ use crate::node::ShardNode;
 use crate::service::engine_config_from_spec;
 use attest_proto::MAX_MESSAGE_BYTES;
 
-/// How the node takes part in the cluster.
-#[derive(Debug, Clone, Deserialize)]
+/// How the node takes part in the cluster. The timings are the `agent` section of the YAML config; the identity
+/// (name, address, zone) comes from flags.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ClusterAgentConfig {
     /// Stable node name (meta gives the same id back to the same name after a restart).
+    #[serde(skip)]
     pub name: String,
     /// The gRPC address routers and peers reach this node at.
+    #[serde(skip)]
     pub advertise: String,
+    #[serde(skip)]
     pub zone: String,
     pub heartbeat_interval_ms: u64,
     /// How often the shard map is re-read and applied.
@@ -53,6 +57,28 @@ impl Default for ClusterAgentConfig {
             repair_interval_ms: 10_000,
             peer_timeout_ms: 30_000,
         }
+    }
+}
+
+impl ClusterAgentConfig {
+    /// Timings that cannot be right, named as `agent.KEY`; `node_timeout_ms` is meta's: a heartbeat interval
+    /// at or above it would get a healthy node declared dead.
+    pub fn problems(&self, node_timeout_ms: u64) -> attest_core::ConfigProblems {
+        let mut p = attest_core::ConfigProblems::new("agent");
+        p.positive("heartbeat_interval_ms", self.heartbeat_interval_ms);
+        p.positive("reconcile_interval_ms", self.reconcile_interval_ms);
+        p.positive("repair_interval_ms", self.repair_interval_ms);
+        p.positive("peer_timeout_ms", self.peer_timeout_ms);
+        if self.heartbeat_interval_ms >= node_timeout_ms {
+            p.add(
+                "heartbeat_interval_ms",
+                format!(
+                    "must be less than meta.node_timeout_ms ({node_timeout_ms}; got {})",
+                    self.heartbeat_interval_ms
+                ),
+            );
+        }
+        p
     }
 }
 

@@ -72,10 +72,11 @@ pub fn engine_config_from_spec(
     defaults: &EngineConfig,
 ) -> Result<EngineConfig, Status> {
     let spec = spec.ok_or_else(|| Status::invalid_argument("invalid argument `spec`: missing"))?;
-    if spec.dimension == 0 || spec.dimension > 4096 {
-        return Err(Status::invalid_argument(
-            "invalid argument `spec.dimension`: must be 1..=4096",
-        ));
+    let max = attest_core::limits::MAX_DIMENSION;
+    if spec.dimension == 0 || spec.dimension > max {
+        return Err(Status::invalid_argument(format!(
+            "invalid argument `spec.dimension`: must be 1..={max}"
+        )));
     }
     Ok(EngineConfig {
         dimension: spec.dimension as usize,

@@ -41,7 +41,7 @@ pub enum ReaderBackend {
 
 /// The `answer.reader` config section.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(default)]
 pub struct ReaderConfig {
     pub backend: ReaderBackend,
     /// The model directory (default: the nearest `crates/attest-answer/models/reader` of the working

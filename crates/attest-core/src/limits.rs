@@ -1,0 +1,88 @@
+//! Limits and defaults every role applies the same way: collection names, shard counts and replication, the
+//! most hits a lane returns, vector checks and the IVF_PQ defaults. The router checks a request with these
+//! before it reaches meta or a shard, and meta and the shards check it again with the same rules.
+
+/// Longest collection name (names travel in URLs and directory names).
+pub const MAX_COLLECTION_NAME: usize = 128;
+/// Most shards one collection may have.
+pub const MAX_SHARDS: u32 = 4096;
+/// Most replicas of one shard.
+pub const MAX_REPLICATION: u32 = 16;
+/// The most hits a shard returns per lane, and the most a caller may ask a lane for.
+pub const MAX_TOP_K: usize = 1000;
+/// Widest vector a collection may hold.
+pub const MAX_DIMENSION: u32 = 4096;
+/// Most bits per PQ code FAISS supports here.
+pub const MAX_NBITS: u32 = 16;
+/// Most inverted lists of one IVF index.
+pub const MAX_NLIST: u32 = 1 << 20;
+
+/// IVF_PQ defaults of a new collection (SPEC: nlist 1024, m 96, 8 bits, nprobe 32).
+pub const DEFAULT_NLIST: u32 = 1024;
+pub const DEFAULT_M: u32 = 96;
+pub const DEFAULT_NBITS: u32 = 8;
+pub const DEFAULT_NPROBE: u32 = 32;
+
+/// Why a collection name is refused, or `None` when it is fine: 1–128 characters of `[A-Za-z0-9_-]`.
+pub fn collection_name_problem(name: &str) -> Option<String> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_COLLECTION_NAME
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    (!ok).then(|| format!("use 1-{MAX_COLLECTION_NAME} characters from [A-Za-z0-9_-]"))
+}
+
+/// Why a shard count is refused (0 is refused: "use the default" is said by leaving the field out).
+pub fn shards_problem(shards: u32) -> Option<String> {
+    (shards == 0 || shards > MAX_SHARDS).then(|| format!("must be 1..={MAX_SHARDS}"))
+}
+
+/// Why a replication factor is refused.
+pub fn replication_problem(replication: u32) -> Option<String> {
+    (replication == 0 || replication > MAX_REPLICATION)
+        .then(|| format!("must be 1..={MAX_REPLICATION}"))
+}
+
+/// Why a vector cannot be stored or searched with in a collection of `dimension`: a wrong length, a component
+/// that is not finite, or all zeros (no direction: every cosine with it is undefined).
+pub fn vector_problem(v: &[f32], dimension: usize) -> Option<String> {
+    if v.len() != dimension {
+        return Some(format!(
+            "dimension {} but the collection has {dimension}",
+            v.len()
+        ));
+    }
+    if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+        return Some(format!("component {i} is not a finite number"));
+    }
+    if v.iter().all(|x| *x == 0.0) {
+        return Some("all components are zero".to_string());
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_counts_and_vectors_follow_one_rule() {
+        assert!(collection_name_problem("docs_v2-eu").is_none());
+        assert!(collection_name_problem(&"a".repeat(MAX_COLLECTION_NAME)).is_none());
+        assert!(collection_name_problem(&"a".repeat(MAX_COLLECTION_NAME + 1)).is_some());
+        assert!(collection_name_problem("").is_some());
+        assert!(collection_name_problem("a/b").is_some());
+        assert!(shards_problem(0).is_some());
+        assert!(shards_problem(MAX_SHARDS).is_none());
+        assert!(shards_problem(MAX_SHARDS + 1).is_some());
+        assert!(replication_problem(0).is_some());
+        assert!(replication_problem(MAX_REPLICATION + 1).is_some());
+        assert!(vector_problem(&[0.6, 0.8], 2).is_none());
+        assert!(vector_problem(&[0.6], 2).unwrap().contains("dimension 1"));
+        assert!(vector_problem(&[0.0, f32::NAN], 2)
+            .unwrap()
+            .contains("component 1"));
+        assert!(vector_problem(&[0.0, 0.0], 2).unwrap().contains("zero"));
+    }
+}
