@@ -1,9 +1,10 @@
-//! Errors of the answer tier, their HTTP form (`{error: {code, message, field?}}`, SPEC "HTTP API v1") and
-//! their gRPC status.
+//! Errors of the answer tier and their gRPC and HTTP forms, through the shared vocabulary of
+//! `attest_proto::error` (`{error: {code, message, field?}}`, SPEC "HTTP API v1"): a router's (or a shard's)
+//! code keeps its meaning and its field at the answer tier's callers.
 
-use axum::http::StatusCode;
+use attest_proto::{ApiError, ErrorCode};
+use attest_telemetry::http_error::HttpError;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AnswerError {
@@ -13,6 +14,9 @@ pub enum AnswerError {
     NotFound(String),
     #[error("router unavailable: {0}")]
     Unavailable(String),
+    /// An error the router (or a hop behind it) raised, with the code it raised it with.
+    #[error("{0}")]
+    Callee(ApiError),
 }
 
 impl AnswerError {
@@ -23,43 +27,47 @@ impl AnswerError {
         }
     }
 
-    /// A router status, kept as the same kind of error.
+    /// A router status, kept as the same kind of error with the field the router named.
     pub fn from_status(status: tonic::Status) -> Self {
-        match status.code() {
-            tonic::Code::InvalidArgument => AnswerError::invalid("question", status.message()),
-            tonic::Code::NotFound => AnswerError::NotFound(status.message().to_string()),
-            _ => AnswerError::Unavailable(status.message().to_string()),
-        }
+        AnswerError::Callee(ApiError::from_status(&status))
     }
 
-    fn status_and_code(&self) -> (StatusCode, &'static str) {
+    /// The error as it crosses the next hop.
+    pub fn api(&self) -> ApiError {
+        let message = self.to_string();
         match self {
-            AnswerError::InvalidArgument { .. } => (StatusCode::BAD_REQUEST, "INVALID_ARGUMENT"),
-            AnswerError::NotFound(_) => (StatusCode::NOT_FOUND, "NOT_FOUND"),
-            AnswerError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE"),
+            AnswerError::InvalidArgument { field, .. } => ApiError::invalid(field.clone(), message),
+            AnswerError::NotFound(_) => ApiError::new(ErrorCode::NotFound, message),
+            AnswerError::Unavailable(_) => ApiError::new(ErrorCode::Unavailable, message),
+            AnswerError::Callee(e) => e.clone(),
         }
     }
 }
 
-/// The one place answer-tier errors become gRPC statuses.
 impl From<AnswerError> for tonic::Status {
     fn from(e: AnswerError) -> Self {
-        let message = e.to_string();
-        match e {
-            AnswerError::InvalidArgument { .. } => tonic::Status::invalid_argument(message),
-            AnswerError::NotFound(_) => tonic::Status::not_found(message),
-            AnswerError::Unavailable(_) => tonic::Status::unavailable(message),
-        }
+        e.api().to_status()
     }
 }
 
 impl IntoResponse for AnswerError {
     fn into_response(self) -> Response {
-        let (status, code) = self.status_and_code();
-        let mut body = json!({"error": {"code": code, "message": self.to_string()}});
-        if let AnswerError::InvalidArgument { field, .. } = &self {
-            body["error"]["field"] = json!(field);
-        }
-        (status, axum::Json(body)).into_response()
+        HttpError(self.api()).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_router_error_keeps_its_code_and_field() {
+        let from_router = ApiError::invalid("k", "must be between 1 and 100");
+        let e = AnswerError::from_status(from_router.to_status());
+        assert_eq!(e.api(), from_router);
+        let shed = AnswerError::from_status(tonic::Status::resource_exhausted("busy"));
+        assert_eq!(shed.into_response().status().as_u16(), 429);
+        let missing = AnswerError::from_status(tonic::Status::not_found("no collection"));
+        assert_eq!(missing.into_response().status().as_u16(), 404);
     }
 }

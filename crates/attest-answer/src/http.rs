@@ -38,7 +38,8 @@ async fn ask(
     Path(collection): Path<String>,
     body: Result<Json<AskBody>, JsonRejection>,
 ) -> Result<Response, AnswerError> {
-    let Json(body) = body.map_err(|e| AnswerError::invalid("body", e.body_text()))?;
+    let Json(body) =
+        body.map_err(|e| AnswerError::Callee(attest_telemetry::http_error::json_rejection(e)))?;
     let answer = service
         .ask(&collection, &body.question, &request_id)
         .await?;

@@ -243,8 +243,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 http.local_addr()?,
                 grpc_suffix(&grpc)?
             );
-            let app = attest_answer::http::routes(Arc::clone(&answer)).merge(
-                attest_telemetry::ops::routes(attest_telemetry::ops::always_ready(), None),
+            let app = attest_telemetry::http_error::with_json_errors(
+                attest_answer::http::routes(Arc::clone(&answer)).merge(
+                    attest_telemetry::ops::routes(attest_telemetry::ops::always_ready(), None),
+                ),
             );
             // `--grpc`: the streaming `attest.v1.AnswerService` with the gRPC health service.
             let grpc_stop = until(stop.clone());

@@ -380,7 +380,18 @@ fn bad_input_gets_clear_errors_and_writes_nothing() {
         &format!("{u}/v1/collections/nope/search"),
         &json!({"query": "x"}),
     );
-    assert_eq!((s, b["error"]["code"].as_str()), (404, Some("NOTFOUND")));
+    assert_eq!((s, b["error"]["code"].as_str()), (404, Some("NOT_FOUND")));
+    // Unknown routes and methods answer the same JSON error body as every error (bodies over the limit: the
+    // unit tests of `attest_telemetry::http_error`).
+    let r = http().get(format!("{u}/v1/no-such-route")).send().unwrap();
+    assert_eq!(r.status().as_u16(), 404);
+    assert_eq!(r.json::<Value>().unwrap()["error"]["code"], "NOT_FOUND");
+    let r = http().put(format!("{u}/v1/collections")).send().unwrap();
+    assert_eq!(r.status().as_u16(), 405);
+    assert_eq!(
+        r.json::<Value>().unwrap()["error"]["code"],
+        "INVALID_ARGUMENT"
+    );
     for k in [0, 101] {
         let (s, b) = post(
             &format!("{u}/v1/collections/c/search"),

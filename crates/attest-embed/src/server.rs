@@ -7,11 +7,12 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
+use attest_proto::ErrorCode;
+use attest_telemetry::http_error::HttpError;
 use attest_telemetry::metrics::{observe_stage, EMBED_SERVER_TEXTS_TOTAL, STAGE_EMBED};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::HeaderMap;
 use axum::routing::post;
 use axum::Json;
 use serde::{Deserialize, Serialize};
@@ -61,7 +62,8 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, routes(embedder, config))
+    let app = attest_telemetry::http_error::with_json_errors(routes(embedder, config));
+    axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await
 }
@@ -112,25 +114,20 @@ struct TeiRequest {
     inputs: Texts,
 }
 
-struct ApiError(StatusCode, &'static str, String);
+/// The errors of this server, in the vocabulary every role shares (`attest_proto::error`).
+type ApiError = HttpError;
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let ApiError(status, code, message) = self;
-        (
-            status,
-            Json(json!({"error": {"code": code, "message": message}})),
-        )
-            .into_response()
-    }
+fn error(code: ErrorCode, message: impl Into<String>) -> ApiError {
+    HttpError(attest_proto::ApiError::new(code, message))
 }
 
-fn bad_request(message: impl Into<String>) -> ApiError {
-    ApiError(StatusCode::BAD_REQUEST, "invalid_argument", message.into())
+fn bad_request(field: &str, message: impl Into<String>) -> ApiError {
+    HttpError(attest_proto::ApiError::invalid(field, message))
 }
 
 fn body<T>(r: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
-    r.map(|Json(v)| v).map_err(|e| bad_request(e.body_text()))
+    r.map(|Json(v)| v)
+        .map_err(|e| HttpError(attest_telemetry::http_error::json_rejection(e)))
 }
 
 async fn openai_embeddings(
@@ -172,12 +169,11 @@ async fn embed(
     let span = tracing::info_span!("request", request_id = %request_id);
     async move {
         if texts.is_empty() {
-            return Err(bad_request("no input texts"));
+            return Err(bad_request("input", "no input texts"));
         }
         if texts.len() > state.config.max_batch_texts {
-            return Err(ApiError(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
+            return Err(error(
+                ErrorCode::PayloadTooLarge,
                 format!("at most {} texts per request", state.config.max_batch_texts),
             ));
         }
@@ -185,18 +181,19 @@ async fn embed(
             .iter()
             .position(|t| t.len() > state.config.max_text_bytes)
         {
-            return Err(bad_request(format!(
-                "input {i} is longer than {} bytes",
-                state.config.max_text_bytes
-            )));
+            return Err(bad_request(
+                "input",
+                format!(
+                    "input {i} is longer than {} bytes",
+                    state.config.max_text_bytes
+                ),
+            ));
         }
-        let _permit = state.permits.acquire().await.map_err(|_| {
-            ApiError(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "unavailable",
-                "shutting down".into(),
-            )
-        })?;
+        let _permit = state
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| error(ErrorCode::Unavailable, "shutting down"))?;
         let started = Instant::now();
         let n = texts.len();
         let embedder = Arc::clone(&state.embedder);
@@ -205,7 +202,7 @@ async fn embed(
             embedder.embed(&refs)
         })
         .await
-        .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
+        .map_err(|e| error(ErrorCode::Internal, e.to_string()))?;
         observe_stage(STAGE_EMBED, started.elapsed());
         match result {
             Ok(vectors) => {
@@ -218,14 +215,10 @@ async fn embed(
                 );
                 Ok(vectors)
             }
-            Err(EmbedError::InvalidInput(m)) => Err(bad_request(m)),
+            Err(EmbedError::InvalidInput(m)) => Err(bad_request("input", m)),
             Err(e) => {
                 tracing::error!(error = %e, event = "embed_failed", "embedding failed");
-                Err(ApiError(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "unavailable",
-                    e.to_string(),
-                ))
+                Err(error(ErrorCode::Unavailable, e.to_string()))
             }
         }
     }

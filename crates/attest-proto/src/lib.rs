@@ -5,6 +5,8 @@
 //! - `meta.proto`: the meta service (Raft transport, nodes, collections and shard map, keys, status).
 //! - `answer.proto`: the answer tier (ask, streamed).
 //! - `common.proto`: collection spec, index parameters and metadata filters.
+//!
+//! [`error`] is the one error vocabulary of every role ([`ErrorCode`], its gRPC and HTTP forms).
 
 #[allow(clippy::all, missing_docs)]
 pub mod v1 {
@@ -14,7 +16,9 @@ pub mod v1 {
 /// Largest gRPC message any role sends or accepts (a cluster state of many collections, a page of documents).
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
+pub mod error;
 pub mod meta_client;
 
+pub use error::{ApiError, ErrorCode};
 pub use meta_client::MetaClient;
 pub use v1::*;

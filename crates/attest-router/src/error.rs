@@ -1,9 +1,9 @@
-//! Router errors, and the one place where they become gRPC status codes and HTTP responses.
+//! Router errors, and the one place where they become gRPC statuses and HTTP responses (through the shared
+//! vocabulary of `attest_proto::error`: a shard's or meta's code keeps its meaning at the router's callers).
 
-use axum::http::StatusCode;
+use attest_proto::{ApiError, ErrorCode};
+use attest_telemetry::http_error::HttpError;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
-use tonic::Code;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RouterError {
@@ -19,6 +19,9 @@ pub enum RouterError {
     Unavailable(String),
     #[error("{0}")]
     Internal(String),
+    /// An error another hop (a shard, meta) raised, with the code it raised it with.
+    #[error("{0}")]
+    Callee(ApiError),
 }
 
 impl RouterError {
@@ -29,100 +32,103 @@ impl RouterError {
         }
     }
 
-    pub fn code(&self) -> Code {
+    /// The error as it crosses the next hop.
+    pub fn api(&self) -> ApiError {
+        let message = self.to_string();
         match self {
-            RouterError::InvalidArgument { .. } => Code::InvalidArgument,
-            RouterError::NotFound(_) => Code::NotFound,
-            RouterError::AlreadyExists(_) => Code::AlreadyExists,
-            RouterError::PayloadTooLarge(_) => Code::ResourceExhausted,
-            RouterError::Unavailable(_) => Code::Unavailable,
-            RouterError::Internal(_) => Code::Internal,
+            RouterError::InvalidArgument { field, .. } => ApiError::invalid(field.clone(), message),
+            RouterError::NotFound(_) => ApiError::new(ErrorCode::NotFound, message),
+            RouterError::AlreadyExists(_) => ApiError::new(ErrorCode::AlreadyExists, message),
+            RouterError::PayloadTooLarge(_) => ApiError::new(ErrorCode::PayloadTooLarge, message),
+            RouterError::Unavailable(_) => ApiError::new(ErrorCode::Unavailable, message),
+            RouterError::Internal(_) => ApiError::new(ErrorCode::Internal, message),
+            RouterError::Callee(e) => e.clone(),
         }
     }
 
-    /// A shard's status, seen from the router: argument and lookup errors keep their code.
+    pub fn code(&self) -> ErrorCode {
+        self.api().code
+    }
+
+    /// A shard's or meta's status, seen from the router: every code keeps its meaning, except that a call
+    /// that ran out of time (tonic reports a server-side deadline as `Cancelled`) is the callee being
+    /// unavailable now, something to retry, not a fault of the router.
     pub fn from_status(s: tonic::Status) -> Self {
-        match s.code() {
-            Code::InvalidArgument => {
-                let field = s
-                    .metadata()
-                    .get("x-attest-field")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("request")
-                    .to_string();
-                RouterError::InvalidArgument {
-                    field,
-                    reason: s.message().to_string(),
-                }
+        let e = ApiError::from_status(&s);
+        match e.code {
+            ErrorCode::InvalidArgument => RouterError::InvalidArgument {
+                field: e.field.unwrap_or_else(|| "request".to_string()),
+                reason: e.message,
+            },
+            ErrorCode::DeadlineExceeded | ErrorCode::Cancelled => {
+                RouterError::Unavailable(e.message)
             }
-            Code::NotFound => RouterError::NotFound(s.message().to_string()),
-            Code::AlreadyExists => RouterError::AlreadyExists(s.message().to_string()),
-            // A call that ran out of time (tonic reports a server-side deadline as `Cancelled`) is the callee
-            // being unavailable now, something to retry, not a fault of the router.
-            Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled => {
-                RouterError::Unavailable(s.message().to_string())
-            }
-            _ => RouterError::Internal(s.message().to_string()),
+            _ => RouterError::Callee(e),
         }
-    }
-}
-
-/// gRPC code → HTTP status, as SPEC's HTTP API v1 lists them.
-pub fn http_status(code: Code) -> StatusCode {
-    match code {
-        Code::InvalidArgument | Code::OutOfRange | Code::FailedPrecondition => {
-            StatusCode::BAD_REQUEST
-        }
-        Code::Unauthenticated => StatusCode::UNAUTHORIZED,
-        Code::PermissionDenied => StatusCode::FORBIDDEN,
-        Code::NotFound => StatusCode::NOT_FOUND,
-        Code::AlreadyExists | Code::Aborted => StatusCode::CONFLICT,
-        Code::ResourceExhausted => StatusCode::PAYLOAD_TOO_LARGE,
-        Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-        _ => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 
 impl From<RouterError> for tonic::Status {
     fn from(e: RouterError) -> Self {
-        tonic::Status::new(e.code(), e.to_string())
+        e.api().to_status()
     }
 }
 
 impl IntoResponse for RouterError {
     fn into_response(self) -> Response {
-        let code = self.code();
-        let mut body = json!({"error": {"code": format!("{code:?}").to_uppercase(), "message": self.to_string()}});
-        if let RouterError::InvalidArgument { field, .. } = &self {
-            body["error"]["field"] = json!(field);
-        }
-        (http_status(code), axum::Json(body)).into_response()
+        HttpError(self.api()).into_response()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::StatusCode;
 
+    /// Every code a shard or meta can raise, through the router to both of its fronts.
     #[test]
-    fn callee_statuses_keep_their_meaning_over_http() {
-        let http = |s: tonic::Status| http_status(RouterError::from_status(s).code());
+    fn every_callee_code_keeps_its_meaning_over_http_and_grpc() {
+        for code in ErrorCode::ALL {
+            let mut raised = ApiError::new(code, format!("{code:?} at the shard"));
+            if code == ErrorCode::InvalidArgument {
+                raised.field = Some("query_vector".into());
+            }
+            let routed = RouterError::from_status(raised.to_status());
+            let expected = match code {
+                ErrorCode::DeadlineExceeded | ErrorCode::Cancelled => ErrorCode::Unavailable,
+                other => other,
+            };
+            let grpc = ApiError::from_status(&tonic::Status::from(RouterError::from_status(
+                raised.to_status(),
+            )));
+            assert_eq!(grpc.code, expected, "{code:?} over gRPC");
+            let response = routed.into_response();
+            assert_eq!(
+                response.status(),
+                StatusCode::from_u16(expected.http_status()).unwrap(),
+                "{code:?} over HTTP"
+            );
+            assert_eq!(
+                response.headers().contains_key("retry-after"),
+                expected.retry_after_secs().is_some(),
+                "{code:?}"
+            );
+            if code == ErrorCode::InvalidArgument {
+                assert_eq!(grpc.field.as_deref(), Some("query_vector"));
+            }
+        }
         assert_eq!(
-            http(tonic::Status::already_exists("c")),
-            StatusCode::CONFLICT
+            RouterError::from_status(tonic::Status::failed_precondition("2 live nodes"))
+                .into_response()
+                .status(),
+            StatusCode::BAD_REQUEST,
+            "a meta precondition is not a 500"
         );
         assert_eq!(
-            http(tonic::Status::cancelled("Timeout expired")),
-            StatusCode::SERVICE_UNAVAILABLE
-        );
-        assert_eq!(
-            http(tonic::Status::deadline_exceeded("late")),
-            StatusCode::SERVICE_UNAVAILABLE
-        );
-        assert_eq!(http(tonic::Status::not_found("c")), StatusCode::NOT_FOUND);
-        assert_eq!(
-            http(tonic::Status::data_loss("x")),
-            StatusCode::INTERNAL_SERVER_ERROR
+            RouterError::from_status(tonic::Status::resource_exhausted("shed"))
+                .into_response()
+                .status(),
+            StatusCode::TOO_MANY_REQUESTS
         );
     }
 }

@@ -59,7 +59,7 @@ pub fn routes(router: Arc<Router>, refresh: Option<MetricsRefresh>) -> axum::Rou
 
 fn body<T>(r: Result<Json<T>, JsonRejection>) -> Result<T, RouterError> {
     r.map(|Json(v)| v)
-        .map_err(|e| RouterError::invalid("body", e.body_text()))
+        .map_err(|e| RouterError::Callee(attest_telemetry::http_error::json_rejection(e)))
 }
 
 pub fn collection_json(c: &CollectionRecord) -> Value {

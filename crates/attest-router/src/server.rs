@@ -22,9 +22,12 @@ pub async fn serve_http(
     if let Some(extra) = extra {
         app = app.merge(extra);
     }
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    axum::serve(
+        listener,
+        attest_telemetry::http_error::with_json_errors(app),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await?;
     Ok(())
 }
 

@@ -9,7 +9,9 @@
 //!   recorder and small helpers to record stage latencies.
 //! - [`ops`]: `/healthz`, `/readyz` and `/metrics` as an axum router that every role mounts.
 //! - [`incoming`]: accepted connections with `TCP_NODELAY` for every role's gRPC server.
+//! - [`http_error`]: the one HTTP error body of every role, from `attest_proto::ApiError`.
 
+pub mod http_error;
 pub mod incoming;
 pub mod logging;
 pub mod metrics;

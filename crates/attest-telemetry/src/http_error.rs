@@ -1,0 +1,182 @@
+//! The HTTP form of [`attest_proto::ApiError`], shared by the router, the answer tier and the embedder:
+//! `{"error": {"code", "message", "field"?}}` with the status of its [`attest_proto::ErrorCode`] (and
+//! `Retry-After` where retrying later is the answer), including for bodies axum refuses and for unknown routes
+//! and methods, which would otherwise answer with an empty or plain-text body.
+
+use attest_proto::{ApiError, ErrorCode};
+use axum::extract::rejection::JsonRejection;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// An [`ApiError`] answered over HTTP.
+#[derive(Debug)]
+pub struct HttpError(pub ApiError);
+
+impl From<ApiError> for HttpError {
+    fn from(e: ApiError) -> Self {
+        HttpError(e)
+    }
+}
+
+impl IntoResponse for HttpError {
+    fn into_response(self) -> Response {
+        let e = self.0;
+        let mut body = json!({"error": {"code": e.code.as_str(), "message": e.message}});
+        if let Some(field) = &e.field {
+            body["error"]["field"] = json!(field);
+        }
+        let status =
+            StatusCode::from_u16(e.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut response = (status, axum::Json(body)).into_response();
+        if let Some(secs) = e.code.retry_after_secs() {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
+    }
+}
+
+/// A JSON body axum could not take: over the size limit (413), or not the JSON expected (400 on `body`).
+pub fn json_rejection(e: JsonRejection) -> ApiError {
+    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::new(ErrorCode::PayloadTooLarge, e.body_text())
+    } else {
+        ApiError::invalid("body", e.body_text())
+    }
+}
+
+/// Middleware (`axum::middleware::map_response`): an error response without a body (an unknown route, a method
+/// a route does not have, a body over the size limit refused before any handler) becomes the JSON error body.
+pub async fn json_error_bodies(response: Response) -> Response {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.contains("json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let (code, message) = match status {
+        StatusCode::NOT_FOUND => (ErrorCode::NotFound, "no such route".to_string()),
+        StatusCode::METHOD_NOT_ALLOWED => (
+            ErrorCode::InvalidArgument,
+            "method not allowed on this route".to_string(),
+        ),
+        StatusCode::PAYLOAD_TOO_LARGE => (
+            ErrorCode::PayloadTooLarge,
+            "request body over the size limit".to_string(),
+        ),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => (
+            ErrorCode::InvalidArgument,
+            "unsupported content type (send application/json)".to_string(),
+        ),
+        other => (
+            ErrorCode::from_http_fallback(other.as_u16()),
+            other.canonical_reason().unwrap_or("error").to_string(),
+        ),
+    };
+    let mut out = HttpError(ApiError::new(code, message)).into_response();
+    // The status the route gave stays (405 for a wrong method): only the body changes.
+    *out.status_mut() = status;
+    out
+}
+
+/// The last step of every role's HTTP app: unknown routes answer the JSON `NOT_FOUND` body, and every bodiless
+/// error the framework produces gets the JSON body (see [`json_error_bodies`]).
+pub fn with_json_errors(app: axum::Router) -> axum::Router {
+    app.fallback(|| async { HttpError(ApiError::new(ErrorCode::NotFound, "no such route")) })
+        .layer(axum::middleware::map_response(json_error_bodies))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use axum::extract::DefaultBodyLimit;
+    use axum::http::Request;
+    use axum::routing::post;
+    use serde_json::Value;
+    use tower::ServiceExt;
+
+    async fn echo(b: Result<axum::Json<Value>, JsonRejection>) -> Result<String, HttpError> {
+        let axum::Json(v) = b.map_err(|e| HttpError(json_rejection(e)))?;
+        Ok(v.to_string())
+    }
+
+    fn app() -> axum::Router {
+        with_json_errors(
+            axum::Router::new()
+                .route("/echo", post(echo))
+                .layer(DefaultBodyLimit::max(64)),
+        )
+    }
+
+    async fn call(method: &str, uri: &str, body: &str) -> (u16, Value, Option<String>) {
+        let request = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("content-type", "application/json")
+            .body(Body::from(body.to_string()))
+            .unwrap();
+        let response = app().oneshot(request).await.unwrap();
+        let status = response.status().as_u16();
+        let retry = response
+            .headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap().to_string());
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        (
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+            retry,
+        )
+    }
+
+    #[tokio::test]
+    async fn framework_refusals_answer_the_one_json_error_body() {
+        let (s, b, _) = call(
+            "POST",
+            "/echo",
+            &format!(r#"{{"q": "{}"}}"#, "a".repeat(100)),
+        )
+        .await;
+        assert_eq!(
+            (s, b["error"]["code"].as_str()),
+            (413, Some("PAYLOAD_TOO_LARGE")),
+            "{b}"
+        );
+        let (s, b, _) = call("POST", "/echo", "{not json").await;
+        assert_eq!(
+            (s, b["error"]["field"].as_str()),
+            (400, Some("body")),
+            "{b}"
+        );
+        let (s, b, _) = call("GET", "/nowhere", "").await;
+        assert_eq!(
+            (s, b["error"]["code"].as_str()),
+            (404, Some("NOT_FOUND")),
+            "{b}"
+        );
+        let (s, b, _) = call("GET", "/echo", "").await;
+        assert_eq!(
+            (s, b["error"]["code"].as_str()),
+            (405, Some("INVALID_ARGUMENT")),
+            "{b}"
+        );
+        let (s, _, _) = call("POST", "/echo", r#"{"q": 1}"#).await;
+        assert_eq!(s, 200);
+    }
+
+    #[tokio::test]
+    async fn shed_load_is_429_with_retry_after() {
+        let response =
+            HttpError(ApiError::new(ErrorCode::ResourceExhausted, "busy")).into_response();
+        assert_eq!(response.status().as_u16(), 429);
+        assert_eq!(response.headers()["retry-after"], "1");
+    }
+}
