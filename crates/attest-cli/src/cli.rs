@@ -182,7 +182,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub grpc: Option<String>,
     /// HTTP listen address: the API of the router (default 127.0.0.1:7700) and the embedder (default
-    /// 127.0.0.1:7900); `/healthz`, `/readyz`, `/metrics` of a shard (none unless given).
+    /// 127.0.0.1:7900); `/healthz`, `/readyz`, `/metrics` of a shard or meta node (none unless given).
     #[arg(long)]
     pub http: Option<String>,
     #[arg(long)]

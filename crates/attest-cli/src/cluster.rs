@@ -75,12 +75,50 @@ pub async fn serve_meta(
         data_dir: args.data_dir.clone(),
         ..cfg.meta.clone()
     };
+    let ops = match &args.http {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr}"))?,
+        ),
+        None => None,
+    };
     println!(
-        "attest meta listening grpc={} id={id} data_dir={}",
+        "attest meta listening grpc={}{} id={id} data_dir={}",
         listener.local_addr()?,
+        match &ops {
+            Some(l) => format!(" http=http://{}", l.local_addr()?),
+            None => String::new(),
+        },
         args.data_dir.display()
     );
-    attest_meta::serve(config, listener, shutdown).await
+    // `--http`: `/healthz`, `/readyz` (the node runs; readiness never waits for a quorum, or a cluster that lost
+    // one could not be reached to repair it) and `/metrics` (the Raft gauges and counters). The routes install
+    // the metrics recorder, so they are made before the node records anything.
+    let ops = ops.map(|l| {
+        (
+            l,
+            attest_telemetry::ops::routes(attest_telemetry::ops::always_ready(), None),
+        )
+    });
+    let node = attest_meta::MetaNode::start(config, listener).await?;
+    let ops_stop = tokio::sync::oneshot::channel::<()>();
+    let ops_task = ops.map(|(l, routes)| {
+        let stopped = ops_stop.1;
+        tokio::spawn(async move {
+            axum::serve(l, routes)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await
+        })
+    });
+    shutdown.await;
+    let _ = ops_stop.0.send(());
+    if let Some(task) = ops_task {
+        task.await??;
+    }
+    node.shutdown().await
 }
 
 /// The shard role joined to meta: takes its port, registers, reconciles with the shard map (creating its replicas,

@@ -1,7 +1,7 @@
 //! Observability across real processes: an embedder, a shard, a router and an answer tier
 //! (`attest serve --role ...`) on loopback. One request id given by the caller shows up in the JSON logs of
 //! every hop it crossed (router → embedder over HTTP, router → shard over gRPC, answer → router → shard over
-//! gRPC); `/metrics` parses as Prometheus text on every role and holds that role's metrics; `/healthz`,
+//! gRPC); `/metrics` parses as Prometheus text on every role (meta included) and holds that role's metrics; `/healthz`,
 //! `/readyz` and the gRPC health service answer on every role, `attest dev` included.
 
 mod common;
@@ -120,10 +120,13 @@ fn request_ids_cross_every_hop_and_every_role_serves_metrics() {
             "1",
             "--grpc",
             "127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
         ],
         Some(&dir.path().join("meta")),
         Logs::InfoTo(&logs("meta")),
     );
+    let meta_ops = value_of(&line, "http=");
     let meta_url = format!("http://{}", value_of(&line, "grpc="));
     let (mut shard, line) = start(
         &[
@@ -216,7 +219,13 @@ fn request_ids_cross_every_hop_and_every_role_serves_metrics() {
     assert_eq!(body["citations"][0]["doc_id"], "owl", "{body}");
 
     // Metrics and health on every role.
-    for base in [&router_url, &shard_url, &embedder_url, &answer_url] {
+    for base in [
+        &router_url,
+        &shard_url,
+        &embedder_url,
+        &answer_url,
+        &meta_ops,
+    ] {
         assert_health(base);
     }
     for addr in [&router_grpc, &shard_grpc, &embedder_grpc, &answer_grpc] {
@@ -245,6 +254,19 @@ fn request_ids_cross_every_hop_and_every_role_serves_metrics() {
     for stage in ["embed", "fanout", "fuse", "total"] {
         assert!(has_histogram(&r, stage), "router histogram {stage}");
     }
+    // Meta: term, leader, commit and applied index, proposals (the shard's registration, the collection) and
+    // the election that made it leader.
+    let m = scrape(&meta_ops);
+    assert_eq!(value(&m, "raft_leader", Some(("meta_id", "1"))), Some(1.0));
+    assert!(value(&m, "raft_term", Some(("meta_id", "1"))).unwrap() >= 1.0);
+    let applied = value(&m, "raft_applied_index", Some(("meta_id", "1"))).unwrap();
+    assert!(
+        applied >= 3.0,
+        "registration and collection applied: {applied}"
+    );
+    assert!(value(&m, "raft_commit_index", Some(("meta_id", "1"))).unwrap() >= applied);
+    assert!(value(&m, "raft_proposals_total", Some(("meta_id", "1"))).unwrap() >= 2.0);
+    assert!(value(&m, "raft_elections_total", Some(("meta_id", "1"))).unwrap() >= 1.0);
     let s = scrape(&shard_url);
     assert_eq!(
         value(&s, "shard_chunks", Some(("collection", "c"))),

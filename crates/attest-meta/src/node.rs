@@ -171,7 +171,7 @@ pub(crate) struct RaftLoop {
     next_read_ctx: u64,
     hints: BTreeMap<u64, String>,
     last_led_term: u64,
-    last_metrics: (u64, u64, u64),
+    last_metrics: (u64, u64, u64, u64),
 }
 
 /// The slog logger raft-rs wants, forwarding to `tracing` (target `raft`).
@@ -215,7 +215,7 @@ impl RaftLoop {
             next_read_ctx: 1,
             hints,
             last_led_term: 0,
-            last_metrics: (u64::MAX, u64::MAX, u64::MAX),
+            last_metrics: (u64::MAX, u64::MAX, u64::MAX, u64::MAX),
         };
         this.update_peers();
         // A group whose only voter is this node (`attest dev`, a one-node meta) needs no election timeout to
@@ -290,6 +290,7 @@ impl RaftLoop {
                 }
                 let before = self.raw.raft.raft_log.last_index();
                 let result = self.raw.propose(vec![], cmd.encode());
+                metrics::record_proposal(self.shared.id);
                 self.track(before, result, Reply::Command(reply));
             }
             Input::ConfChange { change, reply } => {
@@ -299,6 +300,7 @@ impl RaftLoop {
                 }
                 let before = self.raw.raft.raft_log.last_index();
                 let result = self.raw.propose_conf_change(vec![], change);
+                metrics::record_proposal(self.shared.id);
                 self.track(before, result, Reply::Conf(reply));
             }
             Input::ReadIndex { reply } => {
@@ -598,9 +600,11 @@ impl RaftLoop {
         status.leader_id = leader;
         status.commit = commit;
         drop(status);
-        if self.last_metrics != (term, leader, commit) {
-            self.last_metrics = (term, leader, commit);
-            metrics::record_raft(self.shared.id, term, leader, commit);
+        let applied = self.shared.applied.read().index;
+        if self.last_metrics != (term, leader, commit, applied) {
+            let new_term = self.last_metrics.0 != term && term > 0;
+            self.last_metrics = (term, leader, commit, applied);
+            metrics::record_raft(self.shared.id, term, leader, commit, applied, new_term);
         }
     }
 }
