@@ -1,5 +1,6 @@
 //! `attest eval` through the real binary on a small fixture cut from the bundled squad sample: the report's
-//! fields, the risk–coverage PNG, the threshold sweep, and the baseline gate's exit code.
+//! fields, the risk–coverage PNG, the threshold sweep, the baseline gate's exit code, and a near-duplicate in
+//! the corpus reported as skipped instead of stopping the run.
 
 mod common;
 
@@ -29,7 +30,11 @@ fn fixture(dir: &Path, docs: usize) {
         .take(40)
         .map(str::to_string)
         .collect();
-    let lines: Vec<String> = corpus.iter().map(Value::to_string).collect();
+    let mut lines: Vec<String> = corpus.iter().map(Value::to_string).collect();
+    // A real corpus holds near-duplicates: a copy of the first paragraph under another id.
+    let mut copy = corpus[0].clone();
+    copy["id"] = "copy-of-first".into();
+    lines.push(copy.to_string());
     std::fs::write(dir.join("corpus.jsonl"), lines.join("\n")).unwrap();
     std::fs::write(dir.join("queries.jsonl"), queries.join("\n")).unwrap();
 }
@@ -82,6 +87,12 @@ fn eval_reports_sweeps_and_gates_against_a_baseline() {
     assert_eq!(a["citation_validity"], 1.0, "{a}");
     assert!(report["latency_ms"]["total"]["p95"].as_f64().unwrap() > 0.0);
     assert_eq!(report["meta"]["data_hash"].as_str().unwrap().len(), 64);
+    assert_eq!(report["skipped"]["documents"], 1, "{}", report["skipped"]);
+    assert_eq!(report["skipped"]["examples"][0][0], "copy-of-first");
+    assert!(report["skipped"]["examples"][0][1]
+        .as_str()
+        .unwrap()
+        .contains("near-duplicate"));
     assert!(report["risk_coverage"].as_array().unwrap().len() > 10);
     let png = std::fs::read(report_path.with_extension("png")).unwrap();
     assert_eq!(&png[1..4], b"PNG");

@@ -60,7 +60,7 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<i32> {
     )
     .await?;
     let collection = args.collection.clone();
-    run::ingest(&stack, &collection, &set.corpus, args.shards).await?;
+    let skipped = run::ingest(&stack, &collection, &set.corpus, args.shards).await?;
     let retrieval = run::retrieval(&stack, &collection, &set).await?;
     let (answers, latency_ms, risk_coverage) = run::answers(&stack, &collection, &set).await?;
     let mut report = Report {
@@ -68,12 +68,20 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<i32> {
         answers,
         latency_ms,
         risk_coverage,
+        skipped: report::Skipped::of(&skipped, &set.qrels),
         ..Default::default()
     };
     if let Some(n) = args.adversarial.filter(|n| *n > 0) {
         let adv = adversarial::build(&set, n);
         let name = format!("{collection}-adversarial");
-        run::ingest(&stack, &name, &adv.corpus, args.shards).await?;
+        let adv_skipped = run::ingest(&stack, &name, &adv.corpus, args.shards).await?;
+        if !adv_skipped.is_empty() {
+            tracing::warn!(
+                skipped = adv_skipped.len(),
+                event = "eval_documents_skipped",
+                "adversarial corpus documents refused at ingest"
+            );
+        }
         report.adversarial = Some(run::adversarial(&stack, &name, &adv.questions).await?);
     }
     for path in &args.verifier_data {
@@ -101,6 +109,14 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<i32> {
     };
 
     println!("{}", table(&report));
+    if let Some(s) = &report.skipped {
+        println!(
+            "skipped at ingest: {} documents ({} relevance judgements point at them), e.g. {:?}",
+            s.documents,
+            s.qrels_pointing_at_skipped,
+            s.examples.first()
+        );
+    }
     if let Some(out) = &args.json {
         write_atomically(out, &serde_json::to_string_pretty(&report)?)?;
         let png = out.with_extension("png");

@@ -89,10 +89,45 @@ pub struct Report {
     pub verifier: BTreeMap<String, VerifierScores>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adversarial: Option<AdversarialScores>,
+    /// Corpus documents the router refused at ingest (near-duplicates, repeated ids), absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<Skipped>,
     /// The risk–coverage curve (answer only when confidence ≥ threshold).
     #[serde(default)]
     pub risk_coverage: Vec<CurvePoint>,
     pub meta: Meta,
+}
+
+/// What ingest left out of the corpus, and how many relevance judgements point at it (those queries cannot find
+/// that document, whatever the lanes do).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Skipped {
+    pub documents: usize,
+    pub qrels_pointing_at_skipped: usize,
+    /// `(document id, reason)`, the first 50.
+    pub examples: Vec<(String, String)>,
+}
+
+impl Skipped {
+    pub fn of(
+        skipped: &[(String, String)],
+        qrels: &std::collections::HashMap<String, std::collections::HashMap<String, u32>>,
+    ) -> Option<Skipped> {
+        if skipped.is_empty() {
+            return None;
+        }
+        let ids: std::collections::HashSet<&str> =
+            skipped.iter().map(|(id, _)| id.as_str()).collect();
+        Some(Skipped {
+            documents: skipped.len(),
+            qrels_pointing_at_skipped: qrels
+                .values()
+                .flat_map(|judged| judged.keys())
+                .filter(|doc| ids.contains(doc.as_str()))
+                .count(),
+            examples: skipped.iter().take(50).cloned().collect(),
+        })
+    }
 }
 
 /// Limits of the quality gate: how far a run may fall behind its baseline.

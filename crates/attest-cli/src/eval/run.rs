@@ -39,12 +39,15 @@ fn progress(len: usize, what: &str) -> ProgressBar {
     bar
 }
 
+/// Ingests the corpus; returns the documents the router refused (near-duplicates of a document already in,
+/// or an id given twice), each with its reason. A real corpus has some: they are reported, not fatal.
 pub async fn ingest(
     stack: &LocalStack,
     collection: &str,
     corpus: &[CorpusDoc],
     shards: usize,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<(String, String)>> {
+    let mut skipped = Vec::new();
     let router = &stack.router_service;
     router
         .create_collection(grpc_request(
@@ -78,15 +81,16 @@ pub async fn ingest(
             .await
             .context("ingesting the corpus")?
             .into_inner();
-        anyhow::ensure!(
-            resp.rejected.is_empty(),
-            "the corpus has rejected documents: {:?}",
-            resp.rejected
-        );
+        for r in resp.rejected {
+            let id = batch
+                .get(r.index as usize)
+                .map_or_else(|| format!("#{}", r.index), |d| d.id.clone());
+            skipped.push((id, r.reason));
+        }
         bar.inc(batch.len() as u64);
     }
     bar.finish_and_clear();
-    Ok(())
+    Ok(skipped)
 }
 
 async fn search(
