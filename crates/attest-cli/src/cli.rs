@@ -222,7 +222,9 @@ pub struct ServeArgs {
 
 #[derive(Args)]
 pub struct AskArgs {
+    /// The question.
     pub question: String,
+    /// The collection to answer from.
     #[arg(long, short, default_value = "default")]
     pub collection: String,
     /// Print the whole response as JSON instead of streaming text.
@@ -261,8 +263,13 @@ pub struct IngestArgs {
     /// Files or directories (searched for .jsonl, .ndjson, .md, .markdown, .txt).
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
+    /// The collection to ingest into.
     #[arg(long, short, default_value = "default")]
     pub collection: String,
+    /// Create the collection (default shards and index) if it does not exist; without it, a missing collection
+    /// is an error, so a typo cannot create one.
+    #[arg(long)]
+    pub create: bool,
     /// Documents per request.
     #[arg(long, default_value_t = 64)]
     pub batch: usize,
@@ -279,15 +286,21 @@ pub enum Lane {
 
 #[derive(Args)]
 pub struct SearchArgs {
+    /// The query text.
     pub query: String,
+    /// The collection to search.
     #[arg(long, short, default_value = "default")]
     pub collection: String,
+    /// Hits to return (1 to the router's `max_k`, 100 by default).
     #[arg(long, short, default_value_t = 10)]
     pub k: u32,
+    /// Which lane ranks the hits: dense vectors, BM25, or both fused with Reciprocal Rank Fusion.
     #[arg(long, value_enum, default_value = "hybrid")]
     pub lane: Lane,
+    /// Search this tenant's documents (default: the router's default tenant).
     #[arg(long)]
     pub tenant: Option<String>,
+    /// Print the router's JSON response instead of a table.
     #[arg(long)]
     pub json: bool,
 }

@@ -9,6 +9,18 @@ use serde_json::{json, Value};
 
 use crate::cli::{AskArgs, CollectionCommand, IngestArgs, Lane, SearchArgs};
 
+/// `--server`, checked before anything is sent: an absolute http(s) URL, without a trailing slash.
+fn server_url(server: &str) -> anyhow::Result<String> {
+    let url = reqwest::Url::parse(server)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
+    anyhow::ensure!(
+        url.is_some(),
+        "--server `{server}` is not a valid URL (expected e.g. http://127.0.0.1:7700)"
+    );
+    Ok(server.trim_end_matches('/').to_string())
+}
+
 async fn call(req: reqwest::RequestBuilder) -> anyhow::Result<Value> {
     let resp = req
         .send()
@@ -24,6 +36,7 @@ async fn call(req: reqwest::RequestBuilder) -> anyhow::Result<Value> {
 }
 
 pub async fn collection(server: &str, cmd: CollectionCommand) -> anyhow::Result<()> {
+    let server = &server_url(server)?;
     let http = reqwest::Client::new();
     match cmd {
         CollectionCommand::Create {
@@ -109,13 +122,22 @@ fn doc_json(d: &SourceDocument) -> Value {
     json!({"id": d.id, "title": d.title, "text": d.text, "metadata": d.metadata, "tenant": d.tenant})
 }
 
-async fn ensure_collection(http: &reqwest::Client, server: &str, name: &str) -> anyhow::Result<()> {
+async fn ensure_collection(
+    http: &reqwest::Client,
+    server: &str,
+    name: &str,
+    create: bool,
+) -> anyhow::Result<()> {
     let resp = http
         .get(format!("{server}/v1/collections/{name}"))
         .send()
         .await
         .context("cannot reach the router")?;
     if resp.status() == reqwest::StatusCode::NOT_FOUND {
+        anyhow::ensure!(
+            create,
+            "collection `{name}` does not exist: create it with `attest collection create {name}`, or pass --create"
+        );
         call(
             http.post(format!("{server}/v1/collections"))
                 .json(&json!({"name": name})),
@@ -128,18 +150,37 @@ async fn ensure_collection(http: &reqwest::Client, server: &str, name: &str) -> 
 
 pub async fn ingest(server: &str, args: IngestArgs) -> anyhow::Result<()> {
     let http = reqwest::Client::new();
+    let server = &server_url(server)?;
     let files = expand(&args.paths)?;
-    ensure_collection(&http, server, &args.collection).await?;
+    anyhow::ensure!(
+        !files.is_empty(),
+        "no files to ingest: the directories hold no .jsonl, .ndjson, .md, .markdown or .txt file"
+    );
     let mut documents: Vec<SourceDocument> = Vec::new();
     let mut malformed = 0usize;
+    let mut unreadable = 0usize;
     for f in &files {
-        let parsed = parse_file(f).with_context(|| format!("reading {}", f.display()))?;
+        // One unreadable file (binary, not UTF-8) is skipped with a warning; the others are ingested.
+        let parsed = match parse_file(f) {
+            Ok(parsed) => parsed,
+            Err(e) => {
+                eprintln!("warning: skipping {}: {e}", f.display());
+                unreadable += 1;
+                continue;
+            }
+        };
         for e in &parsed.errors {
             eprintln!("{}:{}: {}", f.display(), e.line, e.reason);
         }
         malformed += parsed.errors.len();
         documents.extend(parsed.documents);
     }
+    anyhow::ensure!(
+        unreadable < files.len(),
+        "none of the {} files could be read",
+        files.len()
+    );
+    ensure_collection(&http, server, &args.collection, args.create).await?;
     let bar = ProgressBar::new(documents.len() as u64);
     bar.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} documents ({per_sec}, eta {eta}) {msg}")
@@ -163,13 +204,13 @@ pub async fn ingest(server: &str, args: IngestArgs) -> anyhow::Result<()> {
         bar.inc(part.len() as u64);
     }
     bar.finish_and_clear();
-    let summary = json!({"files": files.len(), "accepted": accepted, "chunks": chunks, "duplicates": duplicates, "malformed_lines": malformed});
+    let summary = json!({"files": files.len() - unreadable, "skipped_files": unreadable, "accepted": accepted, "chunks": chunks, "duplicates": duplicates, "malformed_lines": malformed});
     if args.json {
         println!("{summary}");
     } else {
         println!(
-            "ingested {accepted} documents ({chunks} chunks) from {} files into {}; {duplicates} near-duplicates skipped; {malformed} malformed lines",
-            files.len(),
+            "ingested {accepted} documents ({chunks} chunks) from {} files into {}; {duplicates} near-duplicates skipped; {malformed} malformed lines; {unreadable} unreadable files skipped",
+            files.len() - unreadable,
             args.collection
         );
     }
@@ -185,6 +226,7 @@ fn snippet(text: &str, max: usize) -> String {
 }
 
 pub async fn search(server: &str, args: SearchArgs) -> anyhow::Result<()> {
+    let server = &server_url(server)?;
     let lanes: Vec<&str> = match args.lane {
         Lane::Dense => vec!["dense"],
         Lane::Bm25 => vec!["bm25"],
@@ -236,6 +278,7 @@ pub async fn search(server: &str, args: SearchArgs) -> anyhow::Result<()> {
 
 /// Streams an answer over Server-Sent Events: claims as they come, then citations and per-claim support.
 pub async fn ask(server: &str, args: AskArgs) -> anyhow::Result<()> {
+    let server = &server_url(server)?;
     let url = format!("{server}/v1/collections/{}/ask", args.collection);
     let http = reqwest::Client::new();
     if args.json {

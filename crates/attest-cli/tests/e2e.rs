@@ -67,6 +67,7 @@ fn dev_ingest_and_hybrid_search_find_gold_paragraphs() {
             "ingest",
             "--collection",
             "squad",
+            "--create",
             "--json",
             corpus.to_str().unwrap(),
         ],

@@ -1,0 +1,127 @@
+//! The client commands as a new user meets them: a typo in `--collection` creates nothing, a binary file in a
+//! directory is skipped (not fatal), a directory with nothing to ingest is an error, a bad `--server` is named,
+//! and `--help` documents every argument.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use common::{http, start, value_of, Logs};
+use serde_json::Value;
+
+fn attest(server: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_attest"))
+        .args(args)
+        .env("ATTEST_SERVER", server)
+        .env("ATTEST_LOG", "warn")
+        .output()
+        .unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+fn collections(server: &str) -> Vec<String> {
+    let listed: Value = http()
+        .get(format!("{server}/v1/collections"))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    listed["collections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) {
+    std::fs::write(dir.join(name), bytes).unwrap();
+}
+
+#[test]
+fn client_commands_refuse_mistakes_and_skip_what_they_cannot_read() {
+    let data = tempfile::tempdir().unwrap();
+    let (_dev, line) = start(
+        &["dev", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"],
+        Some(data.path()),
+        Logs::Quiet,
+    );
+    let server = value_of(&line, "http=");
+    let files = tempfile::tempdir().unwrap();
+    write(
+        files.path(),
+        "otters.md",
+        b"# Otters\n\nSea otters float on their backs and crack shellfish on a stone.\n",
+    );
+    write(
+        files.path(),
+        "blob.txt",
+        &[0xff, 0xfe, 0x00, 0x81, 0x9f, 0xc3],
+    );
+    let dir = files.path().to_str().unwrap();
+
+    // A collection that does not exist is an error unless --create says to make it.
+    let out = attest(&server, &["ingest", "--collection", "notse", dir]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("--create"), "{}", stderr(&out));
+    assert!(collections(&server).is_empty(), "nothing was created");
+
+    // The binary file is skipped with a warning; the Markdown file is ingested.
+    let out = attest(
+        &server,
+        &["ingest", "--collection", "notes", "--create", "--json", dir],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("skipping") && stderr(&out).contains("blob.txt"),
+        "{}",
+        stderr(&out)
+    );
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["accepted"], 1, "{summary}");
+    assert_eq!(summary["skipped_files"], 1, "{summary}");
+    assert_eq!(collections(&server), vec!["notes".to_string()]);
+
+    // A directory with nothing ingestible is an error, not "0 files".
+    let empty = tempfile::tempdir().unwrap();
+    write(empty.path(), "scan.pdf", b"%PDF-1.4");
+    let out = attest(
+        &server,
+        &[
+            "ingest",
+            "--collection",
+            "notes",
+            empty.path().to_str().unwrap(),
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("no files to ingest"),
+        "{}",
+        stderr(&out)
+    );
+
+    // A --server that is not a URL is named as such.
+    let out = attest("notaurl", &["collection", "list"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("`notaurl` is not a valid URL"),
+        "{}",
+        stderr(&out)
+    );
+
+    // --help documents the arguments.
+    let out = attest(&server, &["search", "--help"]);
+    let help = String::from_utf8_lossy(&out.stdout);
+    for documented in [
+        "The query text",
+        "The collection to search",
+        "Hits to return",
+    ] {
+        assert!(help.contains(documented), "{help}");
+    }
+}
