@@ -1,5 +1,5 @@
 //! The shard node's part in a cluster: it registers with meta, heartbeats (with a report of every replica it
-//! hosts), and reconciles itself with the shard map — creating the replicas placed on it, copying what they
+//! hosts, in a task of its own so no reconcile pass can delay it), and reconciles itself with the shard map — creating the replicas placed on it, copying what they
 //! missed from peers ([`crate::catchup`]), telling meta when a new (JOINING) copy has caught up, and dropping
 //! replicas the map no longer places here (after a rebalance, or a dropped collection).
 //!
@@ -138,34 +138,67 @@ pub async fn run_cluster_agent(
             }
         }
     }
-    if let Err(e) = reconcile(&node, &meta, &config, &mut state).await {
+    // Heartbeats run in their own task from here on: a reconcile pass (a catch-up from a slow peer may take
+    // `peer_timeout_ms`, longer than meta's node timeout) must never make meta declare a live node dead.
+    let heartbeats = tokio::spawn(heartbeat_loop(
+        Arc::clone(&node),
+        meta.clone(),
+        state.node_id,
+        Duration::from_millis(config.heartbeat_interval_ms),
+    ));
+    let _stop_heartbeats = AbortOnDrop(heartbeats);
+    let first = tokio::select! {
+        _ = &mut shutdown => return Ok(()),
+        r = reconcile(&node, &meta, &config, &mut state) => r,
+    };
+    if let Err(e) = first {
         warn!(error = %e, event = "reconcile_failed", "first reconcile pass failed; serving what is here");
     }
     let _ = ready.send(state.node_id);
 
-    let mut heartbeat = tokio::time::interval(Duration::from_millis(config.heartbeat_interval_ms));
     let mut reconcile_tick =
         tokio::time::interval(Duration::from_millis(config.reconcile_interval_ms));
-    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     reconcile_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = &mut shutdown => return Ok(()),
-            _ = heartbeat.tick() => {
-                // Stats take engine locks that a write may hold for an fsync: not on an async worker.
-                let reports = {
-                    let node = Arc::clone(&node);
-                    tokio::task::spawn_blocking(move || replica_reports(&node)).await?
-                };
-                if let Err(e) = meta.heartbeat(state.node_id, reports).await {
-                    warn!(error = %e, event = "heartbeat_failed", "heartbeat not delivered");
-                }
-            }
             _ = reconcile_tick.tick() => {
                 if let Err(e) = reconcile(&node, &meta, &config, &mut state).await {
                     warn!(error = %e, event = "reconcile_failed", "reconcile pass failed");
                 }
             }
+        }
+    }
+}
+
+/// Stops a spawned task when the agent returns.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Sends a heartbeat (with a report of every replica) every `interval` until aborted.
+async fn heartbeat_loop(node: Arc<ShardNode>, meta: MetaClient, node_id: u64, interval: Duration) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        // Stats take engine locks that a write may hold for an fsync: not on an async worker.
+        let reports = {
+            let node = Arc::clone(&node);
+            match tokio::task::spawn_blocking(move || replica_reports(&node)).await {
+                Ok(reports) => reports,
+                Err(e) => {
+                    warn!(error = %e, event = "heartbeat_failed", "replica report failed");
+                    continue;
+                }
+            }
+        };
+        if let Err(e) = meta.heartbeat(node_id, reports).await {
+            warn!(error = %e, event = "heartbeat_failed", "heartbeat not delivered");
         }
     }
 }
