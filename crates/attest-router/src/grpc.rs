@@ -10,7 +10,8 @@ use tracing::Instrument;
 
 use crate::collection::CollectionRecord;
 use crate::error::RouterError;
-use crate::router::{IngestDocument, Router};
+use crate::ingest::IngestDocument;
+use crate::router::Router;
 
 pub struct RouterServiceImpl {
     router: Arc<Router>,

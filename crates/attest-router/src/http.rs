@@ -20,7 +20,8 @@ use serde_json::{json, Map, Value};
 
 use crate::collection::CollectionRecord;
 use crate::error::RouterError;
-use crate::router::{IngestDocument, Router};
+use crate::ingest::IngestDocument;
+use crate::router::Router;
 
 /// Largest request body accepted (SPEC: limits on every input).
 pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;

@@ -2,8 +2,9 @@
 //! It reaches shards only through [`client::ShardClient`] (in process or gRPC), never through the shard crate.
 //!
 //! # Layout
-//! - [`router`]: `Router` — collection lifecycle, the ingest pipeline (validate → dedup → chunk → embed →
-//!   place → write) and search (validate → embed → fan out → fuse).
+//! - [`router`]: `Router`, the state the fronts share (config, shard map, embedders, write clock), split by
+//!   concern into [`collections`] (create, drop, maintain, stats), [`ingest`] (validate → dedup → chunk →
+//!   embed → place → write; delete) and [`search`] (validate → embed → fan out → fuse).
 //! - [`fanout`]: the concurrent shard fan-out, per-lane global merge and fusion into hits with provenance.
 //! - [`rrf`]: weighted Reciprocal Rank Fusion, one pure property-tested function.
 //! - [`client`]: `ShardClient { Local, Grpc }`.
@@ -16,18 +17,22 @@
 
 pub mod client;
 pub mod collection;
+pub mod collections;
 pub mod config;
 pub mod error;
 pub mod fanout;
 pub mod grpc;
 pub mod http;
+pub mod ingest;
 pub mod replicas;
 pub mod router;
 pub mod rrf;
+pub mod search;
 pub mod server;
 pub mod topology;
 
 pub use client::ShardClient;
 pub use config::RouterConfig;
 pub use error::RouterError;
-pub use router::{IngestDocument, IngestReport, Router};
+pub use ingest::{IngestDocument, IngestReport};
+pub use router::Router;

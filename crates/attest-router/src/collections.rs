@@ -1,0 +1,207 @@
+//! Collection lifecycle on the router: create (meta places the replicas, every replica is ensured), drop,
+//! maintain (seal / compact now) and per-shard statistics, with the limits of `attest_core::limits`.
+
+use attest_core::limits;
+use attest_proto::v1 as pb;
+use tracing::{info, warn};
+
+use crate::collection::{record_from_meta, CollectionRecord, IndexSettings};
+use crate::error::RouterError;
+use crate::replicas::{call_any, ShardCall};
+use crate::router::Router;
+
+impl Router {
+    pub async fn create_collection(
+        &self,
+        req: pb::CreateCollectionRequest,
+        request_id: &str,
+    ) -> Result<CollectionRecord, RouterError> {
+        if let Some(problem) = limits::collection_name_problem(&req.name) {
+            return Err(RouterError::invalid("name", problem));
+        }
+        if self.view.get(&req.name).is_ok() {
+            return Err(RouterError::AlreadyExists(format!(
+                "collection `{}` already exists",
+                req.name
+            )));
+        }
+        let shards = if req.shards == 0 {
+            self.config.default_shards
+        } else {
+            req.shards
+        };
+        if let Some(problem) = limits::shards_problem(shards) {
+            return Err(RouterError::invalid("shards", problem));
+        }
+        if req.replication != 0 {
+            if let Some(problem) = limits::replication_problem(req.replication) {
+                return Err(RouterError::invalid("replication", problem));
+            }
+        }
+        let p = req.index.unwrap_or_default();
+        let pick = |v: u32, dflt: u32| if v == 0 { dflt } else { v };
+        let index = IndexSettings {
+            nlist: pick(p.nlist, limits::DEFAULT_NLIST),
+            m: pick(p.m, limits::DEFAULT_M),
+            nbits: pick(p.nbits, limits::DEFAULT_NBITS),
+            nprobe: pick(p.nprobe, limits::DEFAULT_NPROBE),
+        };
+        if index.nbits > limits::MAX_NBITS {
+            return Err(RouterError::invalid(
+                "index.nbits",
+                format!("must be at most {}", limits::MAX_NBITS),
+            ));
+        }
+        if index.nlist > limits::MAX_NLIST {
+            return Err(RouterError::invalid(
+                "index.nlist",
+                format!("must be at most {}", limits::MAX_NLIST),
+            ));
+        }
+        // The default nprobe is clamped to a small nlist by the engine; one the caller chose must fit.
+        if p.nprobe != 0 && index.nprobe > index.nlist {
+            return Err(RouterError::invalid(
+                "index.nprobe",
+                format!("must be at most index.nlist ({})", index.nlist),
+            ));
+        }
+        let spec = pb::CollectionSpec {
+            dimension: self.embedder.dimension() as u32,
+            index: Some(pb::IndexParams {
+                nlist: index.nlist,
+                m: index.m,
+                nbits: index.nbits,
+                nprobe: index.nprobe,
+            }),
+            seal_threshold: self.config.seal_threshold,
+            embedder: self.embedder.id().to_string(),
+        };
+        // Meta places the replicas (distinct nodes, spread over zones) and records the collection.
+        let view = &self.view;
+        let created = view
+            .meta()
+            .create_collection(pb::MetaCreateCollectionRequest {
+                name: req.name.clone(),
+                shards,
+                replication: if req.replication == 0 {
+                    self.config.default_replication
+                } else {
+                    req.replication
+                },
+                spec: Some(spec.clone()),
+                chunking_json: serde_json::to_string(&self.config.chunking).unwrap_or_default(),
+                thresholds_json: String::new(),
+            })
+            .await
+            .map_err(RouterError::from_status)?;
+        // A linearizable read moves the view to a version that includes the new collection, so a poll
+        // answered by a lagging meta follower cannot take it away again before the first ingest.
+        if let Err(e) = view.refresh(true).await {
+            warn!(error = %e, event = "meta_refresh_failed", "using the created collection as returned");
+            view.insert(&created);
+        }
+        let record = record_from_meta(&created);
+        let ensured = self
+            .on_every_replica(&record, |shard| ShardCall::EnsureShard {
+                request_id: request_id.to_string(),
+                req: pb::EnsureShardRequest {
+                    collection: record.name.clone(),
+                    shard,
+                    spec: Some(spec.clone()),
+                },
+            })
+            .await;
+        for (shard, outcome) in ensured {
+            if let Some(e) = outcome.error {
+                // each shard node also creates the replicas the map places on it.
+                warn!(collection = %record.name, shard, error = %e, event = "ensure_shard_deferred",
+                    "replica not created yet; its node creates it when it next reads the shard map");
+            }
+        }
+        info!(collection = %record.name, shards, replication = record.replication, event = "collection_created", "collection created");
+        Ok(record)
+    }
+
+    pub async fn drop_collection(&self, name: &str, request_id: &str) -> Result<(), RouterError> {
+        let rec = self.view.get(name)?;
+        if !self
+            .view
+            .meta()
+            .drop_collection(name)
+            .await
+            .map_err(RouterError::from_status)?
+        {
+            return Err(RouterError::NotFound(format!(
+                "collection `{name}` does not exist"
+            )));
+        }
+        self.view.remove(name);
+        let dropped = self
+            .on_every_replica(&rec, |shard| ShardCall::DropShard {
+                request_id: request_id.to_string(),
+                req: pb::DropShardRequest {
+                    collection: name.to_string(),
+                    shard,
+                },
+            })
+            .await;
+        for (shard, outcome) in dropped {
+            if let Some(e) = outcome.error {
+                warn!(collection = %name, shard, error = %e, event = "drop_shard_failed", "could not drop shard");
+            }
+        }
+        self.dedup.lock().remove(name);
+        Ok(())
+    }
+
+    /// Seals and/or compacts every replica of every shard of a collection now (operators; tests).
+    pub async fn maintain(
+        &self,
+        collection: &str,
+        seal: bool,
+        compact: bool,
+        request_id: &str,
+    ) -> Result<(), RouterError> {
+        let rec = self.view.get(collection)?;
+        let done = self
+            .on_every_replica(&rec, |shard| ShardCall::Maintain {
+                request_id: request_id.to_string(),
+                req: pb::MaintainRequest {
+                    collection: collection.to_string(),
+                    shard,
+                    seal,
+                    compact,
+                },
+            })
+            .await;
+        for (_, outcome) in done {
+            outcome.into_result().map_err(RouterError::from_status)?;
+        }
+        Ok(())
+    }
+
+    /// Per-shard statistics of a collection (from one replica of each shard).
+    pub async fn stats(
+        &self,
+        collection: &str,
+        request_id: &str,
+    ) -> Result<Vec<pb::ShardStatsResponse>, RouterError> {
+        let rec = self.view.get(collection)?;
+        let mut out = Vec::new();
+        for shard in 0..rec.shards as usize {
+            let replicas = self.view.read_replicas(&rec, shard);
+            let call = ShardCall::Stats {
+                request_id: request_id.to_string(),
+                req: pb::ShardStatsRequest {
+                    collection: collection.to_string(),
+                    shard: shard as u32,
+                },
+            };
+            let (resp, _) = call_any(&replicas, call, &self.config.replicas)
+                .await
+                .map_err(RouterError::from_status)?;
+            out.push(resp.try_into().map_err(RouterError::from_status)?);
+        }
+        Ok(out)
+    }
+}

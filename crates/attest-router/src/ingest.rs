@@ -1,0 +1,254 @@
+//! Ingest on the router: validate every document (one bad document fails the request, nothing written), drop
+//! repeated ids and near-duplicates, chunk, embed (one blocking batch), place by document id and write to a
+//! quorum of each shard's replicas at one version; and versioned deletes.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use attest_core::limits;
+use attest_embed::Embedder;
+use attest_ingest::{chunk_document, NearDuplicateIndex, SourceDocument, TokenCounter};
+use attest_proto::v1 as pb;
+
+use crate::error::RouterError;
+use crate::replicas::{call_all, ShardCall};
+use crate::router::{shard_for, Router};
+
+/// A document to ingest, optionally with its own vector (then it is stored as one chunk, not re-embedded).
+#[derive(Debug, Clone)]
+pub struct IngestDocument {
+    pub source: SourceDocument,
+    pub vector: Option<Vec<f32>>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct IngestReport {
+    /// Documents stored.
+    pub accepted: u32,
+    /// (position in the request, the stored document it nearly duplicates).
+    pub duplicates: Vec<(usize, String)>,
+    /// (position in the request, why it was not stored) for the other refusals: an id that occurs again
+    /// later in the same request (the last occurrence wins, as it would in two requests).
+    pub rejected: Vec<(usize, String)>,
+    pub chunks: u64,
+}
+
+/// The embedder's tokenizer counts the chunker's budget, so chunks fit the model's window.
+struct EmbedderTokens<'a>(&'a dyn Embedder);
+
+impl TokenCounter for EmbedderTokens<'_> {
+    fn count_tokens(&self, text: &str) -> usize {
+        self.0.count_tokens(text)
+    }
+}
+
+fn check_vector(v: &[f32], dim: usize, field: &str) -> Result<(), RouterError> {
+    match limits::vector_problem(v, dim) {
+        Some(problem) => Err(RouterError::invalid(field, problem)),
+        None => Ok(()),
+    }
+}
+
+impl Router {
+    /// Validates every document (one bad document fails the whole request and nothing is written), drops near
+    /// duplicates, chunks, embeds and writes each document to its shard. Returns once every shard acknowledged
+    /// durably.
+    pub async fn ingest(
+        &self,
+        collection: &str,
+        docs: Vec<IngestDocument>,
+        request_id: &str,
+    ) -> Result<IngestReport, RouterError> {
+        let rec = self.view.get(collection)?;
+        if docs.len() > self.config.max_batch_documents {
+            return Err(RouterError::PayloadTooLarge(format!(
+                "at most {} documents per request",
+                self.config.max_batch_documents
+            )));
+        }
+        let dim = rec.dimension as usize;
+        let mut docs = docs;
+        for (i, d) in docs.iter_mut().enumerate() {
+            d.source
+                .validate(&self.config.limits)
+                .map_err(|e| match e {
+                    attest_ingest::IngestError::InvalidField { field, reason } => {
+                        RouterError::invalid(format!("documents[{i}].{field}"), reason)
+                    }
+                    other => RouterError::invalid(format!("documents[{i}]"), other.to_string()),
+                })?;
+            if d.source.text.trim().is_empty() {
+                return Err(RouterError::invalid(
+                    format!("documents[{i}].text"),
+                    "empty",
+                ));
+            }
+            if let Some(v) = &d.vector {
+                check_vector(v, dim, &format!("documents[{i}].vector"))?;
+            }
+            if d.source.tenant.as_deref().is_none_or(str::is_empty) {
+                d.source.tenant = Some(self.config.default_tenant.clone());
+            }
+        }
+
+        let mut report = IngestReport::default();
+        let mut last_position: HashMap<&str, usize> = HashMap::new();
+        for (i, d) in docs.iter().enumerate() {
+            last_position.insert(d.source.id.as_str(), i);
+        }
+        let superseded: Vec<bool> = docs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| last_position[d.source.id.as_str()] != i)
+            .collect();
+        drop(last_position);
+        let mut kept = Vec::with_capacity(docs.len());
+        {
+            let mut dedup = self.dedup.lock();
+            let index = dedup
+                .entry(collection.to_string())
+                .or_insert_with(|| NearDuplicateIndex::new(self.config.dedup.clone()));
+            for (i, d) in docs.into_iter().enumerate() {
+                if superseded[i] {
+                    report
+                        .rejected
+                        .push((i, "duplicate id in batch".to_string()));
+                    continue;
+                }
+                match index.check_and_insert(&d.source.id, &d.source.text) {
+                    Some(other) if other != d.source.id => report.duplicates.push((i, other)),
+                    _ => kept.push(d),
+                }
+            }
+        }
+
+        // Chunk, then embed every chunk that did not come with its vector, in one blocking batch.
+        let embedder = Arc::clone(&self.embedder);
+        let chunking = self.config.chunking.clone();
+        let rid = request_id.to_string();
+        let prepared =
+            tokio::task::spawn_blocking(move || -> Result<Vec<pb::DocumentChunks>, RouterError> {
+                attest_telemetry::request_id::with_current(&rid, || {
+                    let counter = EmbedderTokens(embedder.as_ref());
+                    let mut per_doc: Vec<(IngestDocument, Vec<(String, String)>)> =
+                        Vec::with_capacity(kept.len());
+                    let mut to_embed: Vec<String> = Vec::new();
+                    for d in kept {
+                        let chunks: Vec<(String, String)> = if d.vector.is_some() {
+                            let text = if d.source.title.is_empty() {
+                                d.source.text.clone()
+                            } else {
+                                format!("{}\n{}", d.source.title, d.source.text)
+                            };
+                            vec![(format!("{}#0", d.source.id), text)]
+                        } else {
+                            chunk_document(&d.source, &chunking, &counter)
+                                .into_iter()
+                                .map(|c| (format!("{}#{}", d.source.id, c.ordinal), c.text))
+                                .collect()
+                        };
+                        if d.vector.is_none() {
+                            to_embed.extend(chunks.iter().map(|(_, t)| t.clone()));
+                        }
+                        per_doc.push((d, chunks));
+                    }
+                    let refs: Vec<&str> = to_embed.iter().map(String::as_str).collect();
+                    let mut vectors = embedder
+                        .embed(&refs)
+                        .map_err(|e| RouterError::Unavailable(format!("embedding failed: {e}")))?
+                        .into_iter();
+                    let mut out = Vec::with_capacity(per_doc.len());
+                    for (d, chunks) in per_doc {
+                        let metadata_json =
+                            serde_json::Value::Object(d.source.metadata.clone()).to_string();
+                        let records = chunks
+                            .into_iter()
+                            .map(|(chunk_id, text)| pb::ChunkRecord {
+                                chunk_id,
+                                title: d.source.title.clone(),
+                                text,
+                                metadata_json: metadata_json.clone(),
+                                vector: match &d.vector {
+                                    Some(v) => v.clone(),
+                                    None => vectors.next().unwrap_or_default(),
+                                },
+                            })
+                            .collect();
+                        out.push(pb::DocumentChunks {
+                            doc_id: d.source.id.clone(),
+                            tenant: d.source.tenant.clone().unwrap_or_default(),
+                            chunks: records,
+                            version: 0,
+                        });
+                    }
+                    Ok(out)
+                })
+            })
+            .await
+            .map_err(|e| RouterError::Internal(e.to_string()))??;
+
+        report.accepted = prepared.len() as u32;
+        report.chunks = prepared.iter().map(|d| d.chunks.len() as u64).sum();
+        let mut by_shard: HashMap<u32, Vec<pb::DocumentChunks>> = HashMap::new();
+        for mut d in prepared {
+            d.version = self.clock.next();
+            by_shard
+                .entry(shard_for(&d.doc_id, rec.shards))
+                .or_default()
+                .push(d);
+        }
+        // Every replica of a shard gets the same documents at the same versions; the write counts once a
+        // quorum of the replica set holds it durably (the others still get it, or catch up from a peer).
+        let writes = by_shard.into_iter().map(|(shard, documents)| {
+            let replicas = self.view.write_replicas(&rec, shard as usize);
+            let quorum = self.write_quorum(replicas.len());
+            let call = ShardCall::Upsert {
+                request_id: request_id.to_string(),
+                req: pb::UpsertRequest {
+                    collection: collection.to_string(),
+                    shard,
+                    documents,
+                },
+            };
+            let policy = &self.config.replicas;
+            async move { call_all(&replicas, call, quorum, policy).await }
+        });
+        for outcome in futures::future::join_all(writes).await {
+            outcome.into_result().map_err(RouterError::from_status)?;
+        }
+        Ok(report)
+    }
+
+    pub async fn delete_document(
+        &self,
+        collection: &str,
+        tenant: Option<&str>,
+        doc_id: &str,
+        request_id: &str,
+    ) -> Result<bool, RouterError> {
+        let rec = self.view.get(collection)?;
+        let shard = shard_for(doc_id, rec.shards);
+        let tenant = tenant
+            .filter(|t| !t.is_empty())
+            .unwrap_or(&self.config.default_tenant)
+            .to_string();
+        let replicas = self.view.write_replicas(&rec, shard as usize);
+        let quorum = self.write_quorum(replicas.len());
+        let call = ShardCall::Delete {
+            request_id: request_id.to_string(),
+            req: pb::DeleteRequest {
+                collection: collection.to_string(),
+                shard,
+                tenant,
+                doc_id: doc_id.to_string(),
+                version: self.clock.next(),
+            },
+        };
+        let outcome = call_all(&replicas, call, quorum, &self.config.replicas).await;
+        let resp: pb::DeleteResponse = outcome
+            .into_result()
+            .and_then(TryInto::try_into)
+            .map_err(RouterError::from_status)?;
+        Ok(resp.deleted)
+    }
+}
