@@ -75,14 +75,7 @@ pub async fn serve_meta(
         data_dir: args.data_dir.clone(),
         ..cfg.meta.clone()
     };
-    let ops = match &args.http {
-        Some(addr) => Some(
-            tokio::net::TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("cannot listen on {addr}"))?,
-        ),
-        None => None,
-    };
+    let ops = crate::roles::bind_optional(args.http.as_deref()).await?;
     println!(
         "attest meta listening grpc={}{} id={id} data_dir={}",
         listener.local_addr()?,
@@ -157,14 +150,7 @@ pub async fn serve_shard_in_cluster(
         ready_tx,
         crate::roles::until(stop.clone()),
     ));
-    let ops = match &args.http {
-        Some(addr) => Some(
-            tokio::net::TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("cannot listen on {addr}"))?,
-        ),
-        None => None,
-    };
+    let ops = crate::roles::bind_optional(args.http.as_deref()).await?;
     let node_id = ready_rx
         .await
         .context("the cluster agent stopped before the node was ready")?;

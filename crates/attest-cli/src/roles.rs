@@ -111,7 +111,7 @@ fn shard_metrics(nodes: Vec<Arc<ShardNode>>) -> MetricsRefresh {
     Arc::new(move || nodes.iter().for_each(|n| n.publish_metrics()))
 }
 
-async fn bind_optional(addr: Option<&str>) -> anyhow::Result<Option<TcpListener>> {
+pub(crate) async fn bind_optional(addr: Option<&str>) -> anyhow::Result<Option<TcpListener>> {
     match addr {
         Some(a) => Ok(Some(bind(a).await?)),
         None => Ok(None),

@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::{http, start, value_of, Logs};
+use common::http;
 use serde_json::Value;
 
 fn attest(server: &str, args: &[&str]) -> Output {
@@ -45,12 +45,8 @@ fn write(dir: &Path, name: &str, bytes: &[u8]) {
 #[test]
 fn client_commands_refuse_mistakes_and_skip_what_they_cannot_read() {
     let data = tempfile::tempdir().unwrap();
-    let (_dev, line) = start(
-        &["dev", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"],
-        Some(data.path()),
-        Logs::Quiet,
-    );
-    let server = value_of(&line, "http=");
+    let dev = common::start_dev(data.path());
+    let server = dev.url.clone();
     let files = tempfile::tempdir().unwrap();
     write(
         files.path(),

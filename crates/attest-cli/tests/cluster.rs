@@ -155,17 +155,7 @@ impl LocalCluster {
     }
 
     fn status(&self) -> Value {
-        let out = Command::new(BIN)
-            .args(["status", "--json", "--meta", &self.metas])
-            .env("ATTEST_LOG", "error")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "attest status: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
+        common::attest_json(&["status", "--json", "--meta", &self.metas])
     }
 
     fn search(&self, body: &Value) -> (u16, Value) {
@@ -496,17 +486,7 @@ fn the_local_cluster_survives_shard_and_meta_failures_and_rebalances() {
             .iter()
             .any(|n| n["name"] == "shard-4" && n["alive"] == true)
     });
-    let out = Command::new(BIN)
-        .args(["cluster", "rebalance", "--json", "--meta", &cluster.metas])
-        .env("ATTEST_LOG", "error")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let plan = common::attest_json(&["cluster", "rebalance", "--json", "--meta", &cluster.metas]);
     assert!(!plan["moves"].as_array().unwrap().is_empty(), "{plan}");
     wait_until(
         Duration::from_secs(60),

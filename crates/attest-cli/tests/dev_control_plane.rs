@@ -8,39 +8,11 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{http, post, start, value_of, Logs, Proc};
+use common::{http, post, start_dev, Dev};
 use serde_json::{json, Value};
 
-struct Dev {
-    proc: Proc,
-    url: String,
-    grpc: String,
-}
-
-fn start_dev(data: &Path) -> Dev {
-    let (proc, line) = start(
-        &["dev", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"],
-        Some(data),
-        Logs::Quiet,
-    );
-    Dev {
-        proc,
-        url: value_of(&line, "http="),
-        grpc: value_of(&line, "grpc="),
-    }
-}
-
 fn status(dev: &Dev) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_attest"))
-        .args(["status", "--json", "--meta", &dev.grpc])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    common::attest_json(&["status", "--json", "--meta", &dev.grpc])
 }
 
 fn top_hit(dev: &Dev, query: &str) -> String {

@@ -9,27 +9,8 @@ use std::time::Instant;
 
 use attest_proto::v1 as pb;
 use attest_proto::v1::answer_service_client::AnswerServiceClient;
-use common::{http, post, repo_root, start, value_of, Logs, Proc};
+use common::{http, post, repo_root, start_dev, Dev};
 use serde_json::{json, Value};
-
-struct Dev {
-    _proc: Proc,
-    url: String,
-    grpc: String,
-}
-
-fn start_dev(data: &Path) -> Dev {
-    let (proc, line) = start(
-        &["dev", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"],
-        Some(data),
-        Logs::Quiet,
-    );
-    Dev {
-        _proc: proc,
-        url: value_of(&line, "http="),
-        grpc: format!("http://{}", value_of(&line, "grpc=")),
-    }
-}
 
 fn attest(dev: &Dev, args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_attest"))

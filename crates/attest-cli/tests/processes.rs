@@ -15,16 +15,7 @@ fn start_role(args: &[&str], data: &std::path::Path, key: &str) -> (common::Proc
 
 /// The shards of collection `c` that node `node` holds, as `attest status --json` reports them.
 fn shards_on(meta: &str, node: u64) -> Vec<u64> {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_attest"))
-        .args(["status", "--json", "--meta", meta])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let status = common::attest_json(&["status", "--json", "--meta", meta]);
     status["collections"][0]["placement"]
         .as_array()
         .unwrap()

@@ -55,7 +55,8 @@ fn meta_service(core: &Arc<Core>) -> MetaServiceServer<MetaServiceImpl> {
         .max_encoding_message_size(MAX_MESSAGE_BYTES)
 }
 
-/// A running meta node. Dropping it without [`MetaNode::shutdown`] stops it too, without waiting.
+/// A running meta node. Dropping it without [`MetaNode::shutdown`] stops it too (the server without waiting,
+/// the Raft loop and RocksDB waited for).
 pub struct MetaNode {
     id: u64,
     local_addr: SocketAddr,
@@ -259,8 +260,12 @@ impl Drop for MetaNode {
         if let Some(stop) = self.stop_server.take() {
             let _ = stop.send(());
         }
-        if self.raft_thread.is_some() {
+        if let Some(thread) = self.raft_thread.take() {
             let _ = self.core.send(Input::Shutdown);
+            // Wait for the loop to close RocksDB: a process that exits while that thread still holds the
+            // database aborts in RocksDB's destructors ("pthread lock: Invalid argument"). The loop stops at
+            // its next input, so this is short.
+            let _ = thread.join();
         }
     }
 }

@@ -65,6 +65,43 @@ pub fn start(args: &[&str], data: Option<&Path>, logs: Logs<'_>) -> (Proc, Strin
     (Proc(child), line)
 }
 
+/// `attest dev` on loopback ports over `data`, killed when dropped.
+pub struct Dev {
+    pub proc: Proc,
+    /// `http://host:port` of the HTTP API.
+    pub url: String,
+    /// `http://host:port` of the gRPC services (router, answer tier, meta).
+    pub grpc: String,
+}
+
+pub fn start_dev(data: &Path) -> Dev {
+    let (proc, line) = start(
+        &["dev", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"],
+        Some(data),
+        Logs::Quiet,
+    );
+    Dev {
+        proc,
+        url: value_of(&line, "http="),
+        grpc: format!("http://{}", value_of(&line, "grpc=")),
+    }
+}
+
+/// Runs `attest ARGS` (warnings only), requires success and parses its stdout as JSON (`status --json`, ...).
+pub fn attest_json(args: &[&str]) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_attest"))
+        .args(args)
+        .env("ATTEST_LOG", "error")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "attest {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// The value of `key=` in a "listening" line.
 pub fn value_of(line: &str, key: &str) -> String {
     line.split_whitespace()
