@@ -11,34 +11,14 @@ use std::sync::Arc;
 use attest_answer::rerank::LexicalReranker;
 use attest_answer::{AnswerConfig, AnswerService, AskResponse, LearnedVerifier, RouterClient};
 use attest_embed::{build_embedder, Embedder, EmbedderConfig};
-use attest_ingest::SourceDocument;
 use attest_router::grpc::RouterServiceImpl;
-use attest_router::{IngestDocument, Router};
+use attest_router::Router;
 use serde_json::{json, Value};
 
 type Doc<'a> = (&'a str, &'a str, &'a str, Value);
 
 async fn ingest(router: &Router, collection: &str, docs: &[Doc<'_>]) {
-    let report = router
-        .ingest(
-            collection,
-            docs.iter()
-                .map(|(id, title, text, meta)| IngestDocument {
-                    vector: None,
-                    source: SourceDocument {
-                        id: id.to_string(),
-                        title: title.to_string(),
-                        text: text.to_string(),
-                        metadata: meta.as_object().cloned().unwrap_or_default(),
-                        ..Default::default()
-                    },
-                })
-                .collect(),
-            "setup",
-        )
-        .await
-        .unwrap();
-    assert_eq!(report.accepted as usize, docs.len());
+    common::ingest_with_metadata(router, collection, docs).await;
 }
 
 struct Stack {

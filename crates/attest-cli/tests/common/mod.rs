@@ -167,16 +167,30 @@ pub async fn ingest_texts(
     collection: &str,
     docs: &[(&str, &str, &str)],
 ) {
+    let with_metadata: Vec<(&str, &str, &str, Value)> = docs
+        .iter()
+        .map(|(id, title, text)| (*id, *title, *text, Value::Null))
+        .collect();
+    ingest_with_metadata(router, collection, &with_metadata).await;
+}
+
+/// Ingests `(id, title, text, metadata object)` documents into `collection`, all of them accepted.
+pub async fn ingest_with_metadata(
+    router: &attest_router::Router,
+    collection: &str,
+    docs: &[(&str, &str, &str, Value)],
+) {
     let report = router
         .ingest(
             collection,
             docs.iter()
-                .map(|(id, title, text)| attest_router::IngestDocument {
+                .map(|(id, title, text, meta)| attest_router::IngestDocument {
                     vector: None,
                     source: attest_ingest::SourceDocument {
                         id: id.to_string(),
                         title: title.to_string(),
                         text: text.to_string(),
+                        metadata: meta.as_object().cloned().unwrap_or_default(),
                         ..Default::default()
                     },
                 })
