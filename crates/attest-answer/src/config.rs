@@ -71,10 +71,11 @@ pub struct AnswerConfig {
     /// The reader (answerability and support model) and how much of a turn it reads.
     pub reader: ReaderConfig,
     /// Answer only when the answer's confidence is at least this (0: the gates alone decide); a collection's
-    /// file in `thresholds_dir` (written by `attest eval --sweep`) overrides it.
+    /// thresholds in meta (written by `attest eval --sweep` or `PUT /v1/collections/{name}/thresholds`)
+    /// override it.
     pub min_confidence: f64,
-    /// Directory of per-collection thresholds files, `<collection>.json` (empty: none are read).
-    pub thresholds_dir: String,
+    /// How often the answer tier re-reads the collections' thresholds from meta, in milliseconds.
+    pub meta_refresh_ms: u64,
 }
 
 impl Default for AnswerConfig {
@@ -110,7 +111,7 @@ impl Default for AnswerConfig {
             rerank: RerankConfig::default(),
             reader: ReaderConfig::default(),
             min_confidence: 0.0,
-            thresholds_dir: String::new(),
+            meta_refresh_ms: 1000,
         }
     }
 }
@@ -150,6 +151,7 @@ impl AnswerConfig {
             );
         }
         p.positive("candidates", self.candidates);
+        p.positive("meta_refresh_ms", self.meta_refresh_ms);
         p.positive("search_k", self.search_k);
         p.positive("passages", self.passages);
         p.positive("max_hops", self.max_hops);

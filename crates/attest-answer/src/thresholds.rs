@@ -1,50 +1,87 @@
-//! Per-collection abstention thresholds: `attest eval --sweep` writes `<thresholds_dir>/<collection>.json` with
-//! the confidence at the chosen operating point of the risk–coverage curve (most coverage under a hallucination
-//! budget); the pipeline abstains (`low_confidence`) below it. Without a file, `answer.min_confidence` holds.
+//! Per-collection abstention thresholds, read from meta: `attest eval --sweep` and
+//! `PUT /v1/collections/{name}/thresholds` store a collection's operating point of its risk–coverage curve
+//! (most coverage under a hallucination budget) in meta's collection record; every answer replica keeps a copy
+//! of them, refreshed by polling meta's cluster state (a new state version replaces the whole map), and the
+//! pipeline abstains (`low_confidence`) below a collection's `min_confidence`. Without thresholds in meta (or
+//! without meta), `answer.min_confidence` holds. The hot path reads only this in-memory copy.
 
-use std::path::{Path, PathBuf};
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use attest_core::settings::CollectionThresholds;
+use attest_proto::meta_client::MetaClient;
+use attest_proto::v1 as pb;
 
-use crate::config::AnswerConfig;
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ThresholdsFile {
-    pub collection: String,
-    /// Answer only when the answer's confidence is at least this.
-    pub min_confidence: f64,
-    pub hallucination_budget: f64,
-    /// What the sweep measured at this threshold.
-    pub coverage: f64,
-    pub hallucination_rate: f64,
-    pub data_hash: String,
+/// The thresholds of every collection, as of meta's state `version`.
+#[derive(Debug, Default)]
+pub struct ThresholdsCache {
+    inner: RwLock<Snapshot>,
 }
 
-/// Where a collection's file lives (None when no directory is configured).
-pub fn path_for(config: &AnswerConfig, collection: &str) -> Option<PathBuf> {
-    (!config.thresholds_dir.is_empty())
-        .then(|| Path::new(&config.thresholds_dir).join(format!("{collection}.json")))
+#[derive(Debug, Default)]
+struct Snapshot {
+    version: u64,
+    by_collection: HashMap<String, CollectionThresholds>,
 }
 
-/// The minimum confidence for `collection`: its thresholds file when there is a readable one, else the config's.
-/// A file that exists but does not parse is logged and ignored, so a bad file never takes answering down.
-pub fn min_confidence(config: &AnswerConfig, collection: &str) -> f64 {
-    let Some(path) = path_for(config, collection) else {
-        return config.min_confidence;
-    };
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        return config.min_confidence;
-    };
-    match serde_json::from_str::<ThresholdsFile>(&text) {
-        Ok(file) if (0.0..=1.0).contains(&file.min_confidence) => file.min_confidence,
-        Ok(file) => {
-            tracing::warn!(path = %path.display(), value = file.min_confidence, event = "thresholds_ignored", "min_confidence outside 0..1");
-            config.min_confidence
+impl ThresholdsCache {
+    /// The minimum confidence for `collection`: meta's thresholds when it holds some, else `default`.
+    pub fn min_confidence(&self, collection: &str, default: f64) -> f64 {
+        self.get(collection).map_or(default, |t| t.min_confidence)
+    }
+
+    pub fn get(&self, collection: &str) -> Option<CollectionThresholds> {
+        let snap = self.inner.read().unwrap_or_else(|e| e.into_inner());
+        snap.by_collection.get(collection).cloned()
+    }
+
+    /// Takes the thresholds of a cluster state newer than the one held (an older one, answered by a lagging
+    /// meta follower, is ignored). Thresholds that do not parse are logged and left out: the defaults apply.
+    pub fn apply(&self, state: &pb::ClusterState) {
+        if state.version <= self.inner.read().unwrap_or_else(|e| e.into_inner()).version {
+            return;
         }
-        Err(e) => {
-            tracing::warn!(path = %path.display(), error = %e, event = "thresholds_ignored", "unreadable thresholds file");
-            config.min_confidence
+        let mut by_collection = HashMap::new();
+        for c in &state.collections {
+            match CollectionThresholds::from_stored(&c.thresholds_json) {
+                Ok(Some(t)) => {
+                    by_collection.insert(c.name.clone(), t);
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(collection = %c.name, error = %e, event = "thresholds_ignored",
+                    "meta holds thresholds this answer tier cannot read; using answer.min_confidence"),
+            }
         }
+        let mut snap = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        if state.version > snap.version {
+            *snap = Snapshot {
+                version: state.version,
+                by_collection,
+            };
+        }
+    }
+
+    /// Polls meta every `interval` while the cache is in use (stops once every other holder dropped it).
+    pub fn spawn_watch(
+        self: &Arc<Self>,
+        meta: MetaClient,
+        interval: Duration,
+    ) -> tokio::task::JoinHandle<()> {
+        let cache = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(cache) = cache.upgrade() else { return };
+                match meta.cluster_state(false).await {
+                    Ok(state) => cache.apply(&state),
+                    Err(e) => tracing::warn!(error = %e, event = "meta_watch_failed",
+                        "thresholds not refreshed; keeping the last ones"),
+                }
+            }
+        })
     }
 }
 
@@ -52,32 +89,40 @@ pub fn min_confidence(config: &AnswerConfig, collection: &str) -> f64 {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_collections_file_overrides_the_config_and_a_bad_one_is_ignored() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut config = AnswerConfig {
-            min_confidence: 0.3,
+    fn state(version: u64, collections: &[(&str, &str)]) -> pb::ClusterState {
+        pb::ClusterState {
+            version,
+            collections: collections
+                .iter()
+                .map(|(name, json)| pb::CollectionMeta {
+                    name: name.to_string(),
+                    thresholds_json: json.to_string(),
+                    ..Default::default()
+                })
+                .collect(),
             ..Default::default()
-        };
-        assert_eq!(min_confidence(&config, "docs"), 0.3);
-        config.thresholds_dir = dir.path().display().to_string();
-        assert_eq!(min_confidence(&config, "docs"), 0.3, "no file yet");
-        let file = ThresholdsFile {
-            collection: "docs".into(),
-            min_confidence: 0.72,
-            hallucination_budget: 0.02,
-            coverage: 0.8,
-            hallucination_rate: 0.02,
-            data_hash: "x".into(),
-        };
-        std::fs::write(
-            dir.path().join("docs.json"),
-            serde_json::to_string(&file).unwrap(),
-        )
-        .unwrap();
-        assert_eq!(min_confidence(&config, "docs"), 0.72);
-        assert_eq!(min_confidence(&config, "other"), 0.3);
-        std::fs::write(dir.path().join("docs.json"), "{not json").unwrap();
-        assert_eq!(min_confidence(&config, "docs"), 0.3);
+        }
+    }
+
+    #[test]
+    fn meta_thresholds_override_the_default_and_only_newer_states_count() {
+        let cache = ThresholdsCache::default();
+        assert_eq!(cache.min_confidence("docs", 0.3), 0.3);
+        cache.apply(&state(
+            5,
+            &[
+                ("docs", r#"{"min_confidence": 0.72}"#),
+                ("bad", r#"{"min_confidence": 7}"#),
+                ("none", ""),
+            ],
+        ));
+        assert_eq!(cache.min_confidence("docs", 0.3), 0.72);
+        assert_eq!(cache.min_confidence("bad", 0.3), 0.3, "out of range: ignored");
+        assert_eq!(cache.min_confidence("none", 0.3), 0.3);
+        assert_eq!(cache.min_confidence("other", 0.3), 0.3);
+        cache.apply(&state(4, &[("docs", r#"{"min_confidence": 0.1}"#)]));
+        assert_eq!(cache.min_confidence("docs", 0.3), 0.72, "an older state is ignored");
+        cache.apply(&state(6, &[]));
+        assert_eq!(cache.min_confidence("docs", 0.3), 0.3, "cleared");
     }
 }

@@ -399,6 +399,7 @@ async fn create_and_ingest(
                 shards,
                 replication,
                 index: None,
+                ..Default::default()
             })
             .await
         {
@@ -941,6 +942,7 @@ async fn create(router: &mut RouterServiceClient<Channel>, name: &str) -> anyhow
             shards: 1,
             replication: 2,
             index: None,
+                ..Default::default()
         })
         .await
     {

@@ -138,6 +138,7 @@ async fn main() -> anyhow::Result<()> {
                 shards: 1,
                 replication: 1,
                 index: None,
+                ..Default::default()
             },
             "setup",
         )

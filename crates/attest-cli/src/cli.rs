@@ -195,8 +195,9 @@ pub struct ServeArgs {
     /// Answer tier: the router's gRPC endpoint, e.g. http://127.0.0.1:7701.
     #[arg(long)]
     pub router: Option<String>,
-    /// Shard and router roles: join the cluster whose meta nodes are these (comma-separated); a router takes
-    /// its shard map from them (required), a shard without it serves alone.
+    /// Join the cluster whose meta nodes are these (comma-separated): a router takes its shard map from them
+    /// (required), a shard without it serves alone, an answer replica reads the collections' thresholds from
+    /// them (without it, `answer.min_confidence` holds for every collection).
     #[arg(long, env = "ATTEST_META", value_delimiter = ',')]
     pub meta: Vec<String>,
     /// Shard role in a cluster: the node's stable name (default: its data directory).
@@ -318,15 +319,16 @@ pub struct EvalArgs {
     /// the hallucination rate rises by more than 1 point.
     #[arg(long)]
     pub baseline: Option<PathBuf>,
-    /// Sweep the abstention threshold and write the operating point (most coverage within
-    /// --hallucination-budget) to the collection's thresholds file.
+    /// Sweep the abstention threshold and store the operating point (most coverage within
+    /// --hallucination-budget) as the collection's thresholds in meta (this run's; see --apply-to).
     #[arg(long)]
     pub sweep: bool,
     #[arg(long, default_value_t = 0.02)]
     pub hallucination_budget: f64,
-    /// Where --sweep writes `<collection>.json` (default: the config's `answer.thresholds_dir`).
-    #[arg(long)]
-    pub thresholds_dir: Option<PathBuf>,
+    /// With --sweep: also store the thresholds in a running cluster, through this router
+    /// (`PUT /v1/collections/{collection}/thresholds`), e.g. http://127.0.0.1:7700.
+    #[arg(long, requires = "sweep")]
+    pub apply_to: Option<String>,
     /// Claim-verification items (HaluEval QA, or claim/evidence like VitaminC; repeatable): also report the
     /// verifier's AUROC and balanced accuracy on each set's held-out split.
     #[arg(long)]

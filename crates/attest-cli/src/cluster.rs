@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use crate::cli::{ClusterCommand, ServeArgs, StatusArgs};
 use crate::config::AttestConfig;
 
-fn meta_client(addresses: &[String]) -> anyhow::Result<MetaClient> {
+pub(crate) fn meta_client(addresses: &[String]) -> anyhow::Result<MetaClient> {
     anyhow::ensure!(!addresses.is_empty(), "no meta address given (--meta)");
     MetaClient::new(addresses).map_err(|e| anyhow::anyhow!("bad meta address: {e}"))
 }

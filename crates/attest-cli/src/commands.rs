@@ -35,6 +35,18 @@ async fn call(req: reqwest::RequestBuilder) -> anyhow::Result<Value> {
     Ok(body)
 }
 
+/// Stores a collection's answer thresholds in the cluster's meta through a running router.
+pub async fn put_thresholds(
+    server: &str,
+    collection: &str,
+    thresholds: &attest_core::settings::CollectionThresholds,
+) -> anyhow::Result<()> {
+    let server = server_url(server)?;
+    let url = format!("{server}/v1/collections/{collection}/thresholds");
+    call(reqwest::Client::new().put(url).json(thresholds)).await?;
+    Ok(())
+}
+
 pub async fn collection(server: &str, cmd: CollectionCommand) -> anyhow::Result<()> {
     let server = &server_url(server)?;
     let http = reqwest::Client::new();

@@ -231,6 +231,7 @@ impl LocalStack {
             Arc::clone(&reranker),
             &cfg,
         )?;
+        answer.watch_meta(plane.meta_client()?);
         Ok(LocalStack {
             plane,
             router,

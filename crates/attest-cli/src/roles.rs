@@ -236,6 +236,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 reranker,
                 &cfg,
             )?;
+            if !args.meta.is_empty() {
+                answer.watch_meta(crate::cluster::meta_client(&args.meta)?);
+            }
             let http = bind(args.http.as_deref().unwrap_or(DEFAULT_ANSWER_HTTP)).await?;
             let grpc = bind_optional(args.grpc.as_deref()).await?;
             println!(

@@ -1,6 +1,7 @@
 //! `attest dev` runs the cluster's control plane: a one-voter meta under `DATA_DIR/meta` and shard nodes that
-//! register through the cluster agent. Restarting on the same data directory keeps collections and documents
-//! (and the nodes their ids); `attest status --meta <dev grpc address>` reports the nodes and the shard map.
+//! register through the cluster agent. Restarting on the same data directory keeps collections, their chunking
+//! and answer thresholds (kept in meta, applied by the answer tier without a restart) and documents (and the
+//! nodes their ids); `attest status --meta <dev grpc address>` reports the nodes and the shard map.
 //! `attest config check` prints the resolved configuration, or names every unknown key and invalid value.
 
 mod common;
@@ -10,6 +11,44 @@ use std::process::Command;
 
 use common::{http, post, start_dev, Dev};
 use serde_json::{json, Value};
+
+const HERON: &str = "Which bird stands in shallow water waiting for fish?";
+
+fn ask(dev: &Dev, question: &str) -> Value {
+    let (s, b) = post(
+        &format!("{}/v1/collections/notes/ask", dev.url),
+        &json!({"question": question}),
+    );
+    assert_eq!(s, 200, "{b}");
+    b
+}
+
+/// Asks until the answer tier's view of meta's thresholds gives `reason` (None: answered); the answer tier
+/// re-reads meta every `answer.meta_refresh_ms` (1 s), so this waits on the condition, up to 20 s.
+fn ask_until(dev: &Dev, question: &str, reason: Option<&str>) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let b = ask(dev, question);
+        if b["reason"].as_str() == reason || std::time::Instant::now() > deadline {
+            assert_eq!(b["reason"].as_str(), reason, "{b}");
+            return b;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+fn put_thresholds(dev: &Dev, collection: &str, body: &Value) -> (u16, Value) {
+    let r = http()
+        .put(format!(
+            "{}/v1/collections/{collection}/thresholds",
+            dev.url
+        ))
+        .json(body)
+        .send()
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().unwrap_or(Value::Null))
+}
 
 fn status(dev: &Dev) -> Value {
     common::attest_json(&["status", "--json", "--meta", &dev.grpc])
@@ -41,7 +80,7 @@ fn shard_nodes(status: &Value) -> Vec<(u64, bool)> {
 }
 
 #[test]
-fn dev_restart_keeps_collections_and_documents_in_meta() {
+fn dev_restart_keeps_collections_documents_and_thresholds_in_meta() {
     let data = tempfile::tempdir().unwrap();
     let mut dev = start_dev(data.path());
     assert!(
@@ -50,9 +89,11 @@ fn dev_restart_keeps_collections_and_documents_in_meta() {
     );
     let (s, b) = post(
         &format!("{}/v1/collections", dev.url),
-        &json!({"name": "notes", "shards": 2}),
+        &json!({"name": "notes", "shards": 2, "chunking": {"max_tokens": 128}}),
     );
     assert_eq!(s, 201, "{b}");
+    assert_eq!(b["chunking"]["max_tokens"], 128, "{b}");
+    assert_eq!(b["chunking"]["overlap_tokens"], 32, "{b}");
     let docs = json!({"documents": [
         {"id": "d0", "title": "Kestrels", "text": "The kestrel hovers over open fields while it hunts voles."},
         {"id": "d1", "title": "Beavers", "text": "Beavers build dams of branches and mud across slow streams."},
@@ -64,6 +105,25 @@ fn dev_restart_keeps_collections_and_documents_in_meta() {
     );
     assert_eq!((s, b["accepted"].as_u64()), (200, Some(3)), "{b}");
     assert_eq!(top_hit(&dev, "which bird waits in water for fish"), "d2");
+    let answered = ask_until(&dev, HERON, None);
+    assert!(answered["answer"].as_str().unwrap().contains("heron"), "{answered}");
+
+    // Thresholds go to meta through the router; the answer tier applies them without a restart.
+    let (s, b) = put_thresholds(&dev, "notes", &json!({"min_confidence": 1.0}));
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(b["thresholds"]["min_confidence"], 1.0, "{b}");
+    ask_until(&dev, HERON, Some("low_confidence"));
+    for (body, field) in [
+        (json!({"min_confidence": 1.5}), "min_confidence"),
+        (json!({"min_confidence": 0.5, "coverage": -1}), "coverage"),
+    ] {
+        let (s, b) = put_thresholds(&dev, "notes", &body);
+        assert_eq!((s, b["error"]["field"].as_str()), (400, Some(field)), "{b}");
+    }
+    let (s, b) = put_thresholds(&dev, "notes", &json!({"min_confidense": 0.5}));
+    assert_eq!(s, 400, "unknown field: {b}");
+    let (s, b) = put_thresholds(&dev, "nowhere", &json!({"min_confidence": 0.5}));
+    assert_eq!((s, b["error"]["code"].as_str()), (404, Some("NOT_FOUND")), "{b}");
 
     let before = status(&dev);
     assert_eq!(before["leader"], 1, "{before}");
@@ -90,6 +150,17 @@ fn dev_restart_keeps_collections_and_documents_in_meta() {
         "documents survive the restart"
     );
     assert_eq!(top_hit(&dev, "dams of mud"), "d1");
+    assert_eq!(listed["collections"][0]["chunking"]["max_tokens"], 128, "{listed}");
+    assert_eq!(listed["collections"][0]["thresholds"]["min_confidence"], 1.0, "{listed}");
+    ask_until(&dev, HERON, Some("low_confidence"));
+    let cleared: Value = http()
+        .delete(format!("{}/v1/collections/notes/thresholds", dev.url))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(cleared["thresholds"], Value::Null, "{cleared}");
+    ask_until(&dev, HERON, None);
     let after = status(&dev);
     assert_eq!(
         shard_nodes(&after),

@@ -58,8 +58,15 @@ fn eval_reports_sweeps_and_gates_against_a_baseline() {
     fixture(data.path(), 40);
     let out = tempfile::tempdir().unwrap();
     let report_path = out.path().join("report.json");
-    let thresholds = out.path().join("thresholds");
     let d = data.path().to_str().unwrap();
+    // --sweep --apply-to stores the operating point in a running cluster's meta, through its router.
+    let dev_dir = tempfile::tempdir().unwrap();
+    let mut dev = common::start_dev(dev_dir.path());
+    let (status, _) = common::post(
+        &format!("{}/v1/collections", dev.url),
+        &serde_json::json!({"name": "eval"}),
+    );
+    assert_eq!(status, 201);
     let (code, text) = eval(&[
         "--data",
         d,
@@ -68,8 +75,8 @@ fn eval_reports_sweeps_and_gates_against_a_baseline() {
         "--sweep",
         "--hallucination-budget",
         "0.5",
-        "--thresholds-dir",
-        thresholds.to_str().unwrap(),
+        "--apply-to",
+        &dev.url,
     ]);
     assert_eq!(code, 0, "{text}");
     let report: Value =
@@ -96,9 +103,12 @@ fn eval_reports_sweeps_and_gates_against_a_baseline() {
     assert!(report["risk_coverage"].as_array().unwrap().len() > 10);
     let png = std::fs::read(report_path.with_extension("png")).unwrap();
     assert_eq!(&png[1..4], b"PNG");
-    let sweep: Value =
-        serde_json::from_str(&std::fs::read_to_string(thresholds.join("eval.json")).unwrap())
-            .unwrap();
+    let (status, collection) = common::get_text(&format!("{}/v1/collections/eval", dev.url));
+    assert_eq!(status, 200, "{collection}");
+    dev.proc.terminate();
+    let collection: Value = serde_json::from_str(&collection).unwrap();
+    let sweep = &collection["thresholds"];
+    assert_eq!(sweep["hallucination_budget"], 0.5, "{collection}");
     assert!(
         sweep["hallucination_rate"].as_f64().unwrap() <= 0.5,
         "{sweep}"

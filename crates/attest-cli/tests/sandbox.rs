@@ -214,6 +214,7 @@ async fn sandbox_cluster_keeps_acknowledged_writes_through_node_failures_and_reb
                 shards: 2,
                 replication: 2,
                 index: None,
+                ..Default::default()
             },
             "create",
         )

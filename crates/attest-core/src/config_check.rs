@@ -2,6 +2,11 @@
 //! naming the key as it is written in the YAML (`router.max_k`), so `attest config check` and start-up refuse a
 //! config with every mistake listed, not the first one found at run time.
 
+/// A finite number in `0..=1` (the rule of thresholds, ratios and factors everywhere).
+pub fn in_unit_interval(value: f64) -> bool {
+    value.is_finite() && (0.0..=1.0).contains(&value)
+}
+
 /// The problems found in one configuration, each `section.key: what is wrong (got VALUE)`.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct ConfigProblems {
@@ -37,7 +42,7 @@ impl ConfigProblems {
 
     /// Requires a finite `value` in `0..=1` (thresholds, ratios, factors).
     pub fn unit_interval(&mut self, key: &str, value: f64) {
-        if !(value.is_finite() && (0.0..=1.0).contains(&value)) {
+        if !in_unit_interval(value) {
             self.add(key, format!("must be between 0 and 1 (got {value})"));
         }
     }

@@ -1,8 +1,10 @@
-//! The rules every role of Attest shares, with no dependency: limits and defaults ([`limits`]) and how a
-//! configuration section reports what cannot be right ([`config_check`]). Router, meta, shard and engine use
+//! The rules every role of Attest shares, with no heavy dependency: limits and defaults ([`limits`]), how a
+//! configuration section reports what cannot be right ([`config_check`]) and the shape of the per-collection
+//! settings meta stores ([`settings`]). Router, meta, shard and engine use
 //! these instead of restating them.
 
 pub mod config_check;
 pub mod limits;
+pub mod settings;
 
 pub use config_check::ConfigProblems;

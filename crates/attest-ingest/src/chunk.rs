@@ -50,6 +50,25 @@ impl Default for ChunkingConfig {
     }
 }
 
+impl ChunkingConfig {
+    /// The first setting that cannot be right, as (key, problem): a chunk needs a budget, and the overlap
+    /// must leave room for new text.
+    pub fn problem(&self) -> Option<(&'static str, String)> {
+        if self.max_tokens == 0 {
+            return Some(("max_tokens", "must be greater than 0 (got 0)".into()));
+        }
+        (self.overlap_tokens >= self.max_tokens).then(|| {
+            (
+                "overlap_tokens",
+                format!(
+                    "must be less than max_tokens ({}; got {})",
+                    self.max_tokens, self.overlap_tokens
+                ),
+            )
+        })
+    }
+}
+
 /// One passage of a document.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Chunk {

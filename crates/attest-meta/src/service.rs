@@ -399,6 +399,36 @@ impl MetaService for MetaServiceImpl {
             .await
     }
 
+    async fn set_collection_thresholds(
+        &self,
+        request: Request<pb::SetCollectionThresholdsRequest>,
+    ) -> Result<Response<pb::CollectionMeta>, Status> {
+        let local = |core: Arc<Core>, req: pb::SetCollectionThresholdsRequest, deadline: Instant| async move {
+            // Meta keeps the answer tier's shape opaque, but never stores what is not a JSON object.
+            if !req.thresholds_json.is_empty()
+                && !serde_json::from_str::<serde_json::Value>(&req.thresholds_json)
+                    .is_ok_and(|v| v.is_object())
+            {
+                return Err(MetaError::InvalidArgument(
+                    "thresholds_json must be a JSON object".into(),
+                ));
+            }
+            let cmd = Command::SetThresholds {
+                collection: req.name,
+                thresholds_json: req.thresholds_json,
+            };
+            match core.propose(cmd, deadline).await? {
+                Output::Collection(c) => Ok(convert::collection_to_pb(&c)),
+                other => Err(unexpected(other)),
+            }
+        };
+        self.core
+            .on_leader(request, local, |mut c, r| async move {
+                c.set_collection_thresholds(r).await
+            })
+            .await
+    }
+
     async fn rebalance(
         &self,
         request: Request<pb::RebalanceRequest>,

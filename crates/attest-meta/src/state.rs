@@ -133,6 +133,11 @@ pub enum Command {
     ReportManifests {
         manifests: Vec<ManifestRecord>,
     },
+    /// Appended last: the variant index is what bincode writes, so earlier logs still decode.
+    SetThresholds {
+        collection: String,
+        thresholds_json: String,
+    },
 }
 
 impl Command {
@@ -275,6 +280,17 @@ impl StateMachine {
                         .insert((m.collection.clone(), m.shard, m.node_id), m.clone());
                 }
                 Ok(Output::Done)
+            }
+            Command::SetThresholds {
+                collection,
+                thresholds_json,
+            } => {
+                let c = self
+                    .collections
+                    .get_mut(collection)
+                    .ok_or_else(|| StateError::NotFound(format!("collection {collection:?}")))?;
+                c.thresholds_json = thresholds_json.clone();
+                Ok(Output::Collection(c.clone()))
             }
         }
     }

@@ -244,6 +244,22 @@ impl MetaClient {
         .await
     }
 
+    /// Replaces a collection's answer thresholds (a JSON object; empty clears them).
+    pub async fn set_collection_thresholds(
+        &self,
+        name: &str,
+        thresholds_json: &str,
+    ) -> Result<pb::CollectionMeta, Status> {
+        let message = pb::SetCollectionThresholdsRequest {
+            name: name.to_string(),
+            thresholds_json: thresholds_json.to_string(),
+        };
+        self.call(message, |mut c, r| async move {
+            Ok(c.set_collection_thresholds(r).await?.into_inner())
+        })
+        .await
+    }
+
     /// Plans (and unless `dry_run`, applies) replica moves; returns them.
     pub async fn rebalance(&self, dry_run: bool) -> Result<Vec<pb::ReplicaMove>, Status> {
         let message = pb::RebalanceRequest { dry_run };

@@ -1,8 +1,11 @@
 //! A collection as the router sees it: its shape, index parameters and the replica set of each shard, taken
 //! from meta's shard map (the one control plane, for `attest dev` and the cluster alike).
 
+use attest_core::settings::CollectionThresholds;
+use attest_ingest::ChunkingConfig;
 use attest_proto::v1 as pb;
 use serde::{Deserialize, Serialize};
+use tracing::warn;
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct IndexSettings {
@@ -23,6 +26,10 @@ pub struct CollectionRecord {
     pub embedder: String,
     /// `placement[shard]` = the replicas of that shard (meta's node ids).
     pub placement: Vec<Vec<ReplicaRef>>,
+    /// How its documents are chunked (fixed at creation; None: meta holds none, the router's default applies).
+    pub chunking: Option<ChunkingConfig>,
+    /// Its answer thresholds (None: the answer tier's configured defaults).
+    pub thresholds: Option<CollectionThresholds>,
 }
 
 /// The role of one replica in its shard's replica set, as meta's shard map says.
@@ -88,5 +95,34 @@ pub fn record_from_meta(c: &pb::CollectionMeta) -> CollectionRecord {
         seal_threshold: spec.seal_threshold,
         embedder: spec.embedder,
         placement,
+        chunking: stored_setting(&c.name, "chunking_json", &c.chunking_json, |j| {
+            serde_json::from_str(j).map_err(|e| e.to_string())
+        }),
+        thresholds: stored_setting(
+            &c.name,
+            "thresholds_json",
+            &c.thresholds_json,
+            CollectionThresholds::from_stored,
+        )
+        .flatten(),
     }
+}
+
+/// One of the JSON settings meta keeps for a collection; one that does not parse is logged and left out, so
+/// the defaults apply rather than the collection becoming unusable.
+fn stored_setting<T>(
+    collection: &str,
+    field: &str,
+    json: &str,
+    parse: impl FnOnce(&str) -> Result<T, String>,
+) -> Option<T> {
+    if json.trim().is_empty() {
+        return None;
+    }
+    parse(json)
+        .map_err(|e| {
+            warn!(collection, field, error = %e, event = "collection_setting_ignored",
+                "meta holds a setting this router cannot read; using the default");
+        })
+        .ok()
 }

@@ -2,6 +2,8 @@
 //! maintain (seal / compact now) and per-shard statistics, with the limits of `attest_core::limits`.
 
 use attest_core::limits;
+use attest_core::settings::CollectionThresholds;
+use attest_ingest::ChunkingConfig;
 use attest_proto::v1 as pb;
 use tracing::{info, warn};
 
@@ -65,6 +67,9 @@ impl Router {
                 format!("must be at most index.nlist ({})", index.nlist),
             ));
         }
+        let chunking = self.chunking_for_create(&req.chunking_json)?;
+        let thresholds = CollectionThresholds::from_stored(&req.thresholds_json)
+            .map_err(|e| RouterError::invalid("thresholds", e))?;
         let spec = pb::CollectionSpec {
             dimension: self.embedder.dimension() as u32,
             index: Some(pb::IndexParams {
@@ -89,8 +94,8 @@ impl Router {
                     req.replication
                 },
                 spec: Some(spec.clone()),
-                chunking_json: serde_json::to_string(&self.config.chunking).unwrap_or_default(),
-                thresholds_json: String::new(),
+                chunking_json: serde_json::to_string(&chunking).unwrap_or_default(),
+                thresholds_json: thresholds.map(|t| t.to_stored()).unwrap_or_default(),
             })
             .await
             .map_err(RouterError::from_status)?;
@@ -120,6 +125,54 @@ impl Router {
         }
         info!(collection = %record.name, shards, replication = record.replication, event = "collection_created", "collection created");
         Ok(record)
+    }
+
+    /// The chunking a new collection is created with: the request's (validated, unknown keys refused) or the
+    /// router's configured default.
+    fn chunking_for_create(&self, json: &str) -> Result<ChunkingConfig, RouterError> {
+        if json.trim().is_empty() {
+            return Ok(self.config.chunking.clone());
+        }
+        let mut value: serde_json::Value = serde_json::from_str(json)
+            .map_err(|e| RouterError::invalid("chunking", e.to_string()))?;
+        let known = serde_json::to_value(ChunkingConfig::default()).expect("chunking serializes");
+        if let (Some(given), Some(known)) = (value.as_object_mut(), known.as_object()) {
+            if let Some(unknown) = given.keys().find(|k| !known.contains_key(*k)) {
+                return Err(RouterError::invalid(
+                    format!("chunking.{unknown}"),
+                    "unknown field",
+                ));
+            }
+        }
+        let chunking: ChunkingConfig = serde_json::from_value(value)
+            .map_err(|e| RouterError::invalid("chunking", e.to_string()))?;
+        if let Some((key, problem)) = chunking.problem() {
+            return Err(RouterError::invalid(format!("chunking.{key}"), problem));
+        }
+        Ok(chunking)
+    }
+
+    /// Replaces (`Some`) or clears (`None`) a collection's answer thresholds in meta; every answer replica
+    /// picks them up on its next read of the cluster state.
+    pub async fn set_thresholds(
+        &self,
+        name: &str,
+        thresholds: Option<CollectionThresholds>,
+    ) -> Result<CollectionRecord, RouterError> {
+        self.view.get(name)?;
+        if let Some((field, problem)) = thresholds.as_ref().and_then(|t| t.problem()) {
+            return Err(RouterError::invalid(field, problem));
+        }
+        let stored = thresholds.as_ref().map(|t| t.to_stored()).unwrap_or_default();
+        let updated = self
+            .view
+            .meta()
+            .set_collection_thresholds(name, &stored)
+            .await
+            .map_err(RouterError::from_status)?;
+        self.view.insert(&updated);
+        info!(collection = %name, thresholds = %stored, event = "thresholds_set", "collection thresholds set");
+        Ok(record_from_meta(&updated))
     }
 
     pub async fn drop_collection(&self, name: &str, request_id: &str) -> Result<(), RouterError> {

@@ -106,15 +106,8 @@ impl RouterConfig {
             "the largest replica set",
         );
         p.positive("seal_threshold", self.seal_threshold);
-        p.positive("chunking.max_tokens", self.chunking.max_tokens);
-        if self.chunking.overlap_tokens >= self.chunking.max_tokens {
-            p.add(
-                "chunking.overlap_tokens",
-                format!(
-                    "must be less than chunking.max_tokens ({}; got {})",
-                    self.chunking.max_tokens, self.chunking.overlap_tokens
-                ),
-            );
+        if let Some((key, problem)) = self.chunking.problem() {
+            p.add(&format!("chunking.{key}"), problem);
         }
         p.unit_interval(
             "fallback_confidence_factor",

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use attest_core::settings::CollectionThresholds;
 use attest_ingest::{normalize_text, parse_jsonl, SourceDocument};
 use attest_proto::v1 as pb;
 use attest_telemetry::ops::MetricsRefresh;
@@ -12,7 +13,7 @@ use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, put};
 use axum::Extension;
 use axum::Json;
 use serde::Deserialize;
@@ -47,6 +48,10 @@ pub fn routes(router: Arc<Router>, refresh: Option<MetricsRefresh>) -> axum::Rou
         .route("/v1/collections/:name/search", post(search))
         .route("/v1/collections/:name/maintain", post(maintain))
         .route("/v1/collections/:name/stats", get(stats))
+        .route(
+            "/v1/collections/:name/thresholds",
+            put(set_thresholds).delete(clear_thresholds),
+        )
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(router)
         .merge(attest_telemetry::ops::routes(
@@ -68,6 +73,7 @@ pub fn collection_json(c: &CollectionRecord) -> Value {
         "name": c.name, "shards": c.shards, "replication": c.replication, "dimension": c.dimension,
         "index": {"nlist": c.index.nlist, "m": c.index.m, "nbits": c.index.nbits, "nprobe": c.index.nprobe},
         "seal_threshold": c.seal_threshold, "embedder": c.embedder,
+        "chunking": c.chunking, "thresholds": c.thresholds,
     })
 }
 
@@ -87,6 +93,9 @@ struct CreateCollectionBody {
     shards: Option<u32>,
     replication: Option<u32>,
     index: Option<IndexBody>,
+    /// `{"max_tokens", "overlap_tokens", "title_prefix"}`; checked by the router (unknown keys refused).
+    chunking: Option<Value>,
+    thresholds: Option<CollectionThresholds>,
 }
 
 async fn create_collection(
@@ -123,11 +132,31 @@ async fn create_collection(
                 shards: b.shards.unwrap_or(0),
                 replication: b.replication.unwrap_or(1),
                 index,
+                chunking_json: b.chunking.map(|c| c.to_string()).unwrap_or_default(),
+                thresholds_json: b.thresholds.map(|t| t.to_stored()).unwrap_or_default(),
             },
             &rid,
         )
         .await?;
     Ok((StatusCode::CREATED, Json(collection_json(&rec))))
+}
+
+async fn set_thresholds(
+    State(r): State<Arc<Router>>,
+    Path(name): Path<String>,
+    b: Result<Json<CollectionThresholds>, JsonRejection>,
+) -> Result<Json<Value>, RouterError> {
+    let thresholds = body(b)?;
+    let rec = r.set_thresholds(&name, Some(thresholds)).await?;
+    Ok(Json(collection_json(&rec)))
+}
+
+async fn clear_thresholds(
+    State(r): State<Arc<Router>>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, RouterError> {
+    let rec = r.set_thresholds(&name, None).await?;
+    Ok(Json(collection_json(&rec)))
 }
 
 async fn list_collections(State(r): State<Arc<Router>>) -> Json<Value> {

@@ -124,7 +124,10 @@ impl Router {
 
         // Chunk, then embed every chunk that did not come with its vector, in one blocking batch.
         let embedder = Arc::clone(&self.embedder);
-        let chunking = self.config.chunking.clone();
+        let chunking = rec
+            .chunking
+            .clone()
+            .unwrap_or_else(|| self.config.chunking.clone());
         let rid = request_id.to_string();
         let prepared =
             tokio::task::spawn_blocking(move || -> Result<Vec<pb::DocumentChunks>, RouterError> {

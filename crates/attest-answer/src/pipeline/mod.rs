@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use attest_embed::Embedder;
+use attest_proto::meta_client::MetaClient;
 use attest_proto::v1 as pb;
 use attest_telemetry::metrics::{observe_stage, RAG_ABSTENTION_TOTAL};
 use serde::Serialize;
@@ -36,6 +37,7 @@ use crate::rewrite::Rewrite;
 use crate::route::Route;
 use crate::structural::IdentifierPatterns;
 use crate::terminology::{Terminology, TerminologyReport};
+use crate::thresholds::ThresholdsCache;
 use crate::verifier::Verifier;
 
 /// Stage names of `stage_latency_seconds` and of the response's `latency_ms`.
@@ -104,6 +106,8 @@ pub struct AnswerService {
     memory: Arc<CuratedMemory>,
     /// Answerability of the best candidates' sentences (None: the lexical back end).
     reader: Option<Reader>,
+    /// Per-collection thresholds, as meta last said (empty until `watch_meta`).
+    thresholds: Arc<ThresholdsCache>,
     config: AnswerConfig,
 }
 
@@ -169,8 +173,23 @@ impl AnswerService {
             terminology: Terminology::new(config.terminology.clone()),
             memory: Arc::new(memory),
             reader,
+            thresholds: Arc::new(ThresholdsCache::default()),
             config,
         })
+    }
+
+    /// Keeps the collections' thresholds in step with meta (polled every `answer.meta_refresh_ms`; the task
+    /// ends when the service is dropped).
+    pub fn watch_meta(&self, meta: MetaClient) -> tokio::task::JoinHandle<()> {
+        self.thresholds.spawn_watch(
+            meta,
+            Duration::from_millis(self.config.meta_refresh_ms),
+        )
+    }
+
+    /// The thresholds the service holds (what `watch_meta` refreshes).
+    pub fn thresholds(&self) -> &Arc<ThresholdsCache> {
+        &self.thresholds
     }
 
     pub fn config(&self) -> &AnswerConfig {

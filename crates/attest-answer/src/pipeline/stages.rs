@@ -305,7 +305,9 @@ impl AnswerService {
             confidence
         };
         turn.out.claims = checked;
-        if turn.out.confidence < crate::thresholds::min_confidence(&self.config, turn.collection) {
+        if turn.out.confidence < self
+                .thresholds
+                .min_confidence(turn.collection, self.config.min_confidence) {
             let suggestions = self.titles(turn);
             return self.abstain(turn, LOW_CONFIDENCE, suggestions);
         }

@@ -2,7 +2,7 @@
 //! shard nodes, router and answer tier `attest dev` runs), then measures retrieval per lane, the answer tier's
 //! 2×2 (answered/abstained × answerable/unanswerable), stage latencies and, optionally, the claim verifier;
 //! prints a table, writes the JSON report and the risk–coverage plot, compares against a baseline report and
-//! sweeps the abstention threshold into a per-collection thresholds file.
+//! sweeps the abstention threshold into the collection's thresholds in meta.
 //!
 //! # Layout
 //! - [`adversarial`]: unanswerable questions whose topic is in the corpus (answer sentence removed).
@@ -24,7 +24,7 @@ pub mod verifier_data;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use attest_answer::thresholds::ThresholdsFile;
+use attest_core::settings::CollectionThresholds;
 use sha2::{Digest, Sha256};
 
 use crate::cli::EvalArgs;
@@ -130,25 +130,28 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<i32> {
     if args.sweep {
         let point = metrics::operating_point(&report.risk_coverage, args.hallucination_budget)
             .context("no abstention threshold keeps the hallucination rate within the budget")?;
-        let file = ThresholdsFile {
-            collection: collection.clone(),
+        let thresholds = CollectionThresholds {
             min_confidence: point.threshold,
-            hallucination_budget: args.hallucination_budget,
-            coverage: point.coverage,
-            hallucination_rate: point.hallucination_rate,
-            data_hash: set.hash.clone(),
+            hallucination_budget: Some(args.hallucination_budget),
+            coverage: Some(point.coverage),
+            hallucination_rate: Some(point.hallucination_rate),
+            data_hash: Some(set.hash.clone()),
         };
-        let dir = args.thresholds_dir.clone().unwrap_or_else(|| {
-            match cfg.answer.thresholds_dir.as_str() {
-                "" => PathBuf::from("thresholds"),
-                configured => PathBuf::from(configured),
-            }
-        });
-        let path = dir.join(format!("{collection}.json"));
-        write_atomically(&path, &serde_json::to_string_pretty(&file)?)?;
+        // Into this run's meta (kept with --data-dir), and into a running cluster's with --apply-to.
+        stack
+            .router
+            .set_thresholds(&collection, Some(thresholds.clone()))
+            .await?;
+        let mut written = vec![format!("meta under {}", data_dir.display())];
+        if let Some(server) = &args.apply_to {
+            crate::commands::put_thresholds(server, &collection, &thresholds)
+                .await
+                .with_context(|| format!("storing the thresholds through {server}"))?;
+            written.push(server.clone());
+        }
         println!(
             "operating point: min_confidence {:.2} → coverage {:.4}, hallucination {:.4} (budget {:.4}); written to {}",
-            point.threshold, point.coverage, point.hallucination_rate, args.hallucination_budget, path.display()
+            point.threshold, point.coverage, point.hallucination_rate, args.hallucination_budget, written.join(" and ")
         );
     }
     if let Some(base) = &args.baseline {

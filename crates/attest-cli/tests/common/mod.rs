@@ -154,6 +154,7 @@ pub async fn create_collection(router: &attest_router::Router, name: &str) {
                 shards: 1,
                 replication: 1,
                 index: None,
+                ..Default::default()
             },
             "setup",
         )
