@@ -49,8 +49,10 @@ impl ThresholdsCache {
                     by_collection.insert(c.name.clone(), t);
                 }
                 Ok(None) => {}
-                Err(e) => tracing::warn!(collection = %c.name, error = %e, event = "thresholds_ignored",
-                    "meta holds thresholds this answer tier cannot read; using answer.min_confidence"),
+                Err(e) => {
+                    tracing::warn!(collection = %c.name, error = %e, event = "thresholds_ignored",
+                    "meta holds thresholds this answer tier cannot read; using answer.min_confidence")
+                }
             }
         }
         let mut snap = self.inner.write().unwrap_or_else(|e| e.into_inner());
@@ -117,11 +119,19 @@ mod tests {
             ],
         ));
         assert_eq!(cache.min_confidence("docs", 0.3), 0.72);
-        assert_eq!(cache.min_confidence("bad", 0.3), 0.3, "out of range: ignored");
+        assert_eq!(
+            cache.min_confidence("bad", 0.3),
+            0.3,
+            "out of range: ignored"
+        );
         assert_eq!(cache.min_confidence("none", 0.3), 0.3);
         assert_eq!(cache.min_confidence("other", 0.3), 0.3);
         cache.apply(&state(4, &[("docs", r#"{"min_confidence": 0.1}"#)]));
-        assert_eq!(cache.min_confidence("docs", 0.3), 0.72, "an older state is ignored");
+        assert_eq!(
+            cache.min_confidence("docs", 0.3),
+            0.72,
+            "an older state is ignored"
+        );
         cache.apply(&state(6, &[]));
         assert_eq!(cache.min_confidence("docs", 0.3), 0.3, "cleared");
     }

@@ -942,7 +942,7 @@ async fn create(router: &mut RouterServiceClient<Channel>, name: &str) -> anyhow
             shards: 1,
             replication: 2,
             index: None,
-                ..Default::default()
+            ..Default::default()
         })
         .await
     {

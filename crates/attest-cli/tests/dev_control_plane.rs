@@ -106,7 +106,10 @@ fn dev_restart_keeps_collections_documents_and_thresholds_in_meta() {
     assert_eq!((s, b["accepted"].as_u64()), (200, Some(3)), "{b}");
     assert_eq!(top_hit(&dev, "which bird waits in water for fish"), "d2");
     let answered = ask_until(&dev, HERON, None);
-    assert!(answered["answer"].as_str().unwrap().contains("heron"), "{answered}");
+    assert!(
+        answered["answer"].as_str().unwrap().contains("heron"),
+        "{answered}"
+    );
 
     // Thresholds go to meta through the router; the answer tier applies them without a restart.
     let (s, b) = put_thresholds(&dev, "notes", &json!({"min_confidence": 1.0}));
@@ -123,7 +126,11 @@ fn dev_restart_keeps_collections_documents_and_thresholds_in_meta() {
     let (s, b) = put_thresholds(&dev, "notes", &json!({"min_confidense": 0.5}));
     assert_eq!(s, 400, "unknown field: {b}");
     let (s, b) = put_thresholds(&dev, "nowhere", &json!({"min_confidence": 0.5}));
-    assert_eq!((s, b["error"]["code"].as_str()), (404, Some("NOT_FOUND")), "{b}");
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (404, Some("NOT_FOUND")),
+        "{b}"
+    );
 
     let before = status(&dev);
     assert_eq!(before["leader"], 1, "{before}");
@@ -150,8 +157,14 @@ fn dev_restart_keeps_collections_documents_and_thresholds_in_meta() {
         "documents survive the restart"
     );
     assert_eq!(top_hit(&dev, "dams of mud"), "d1");
-    assert_eq!(listed["collections"][0]["chunking"]["max_tokens"], 128, "{listed}");
-    assert_eq!(listed["collections"][0]["thresholds"]["min_confidence"], 1.0, "{listed}");
+    assert_eq!(
+        listed["collections"][0]["chunking"]["max_tokens"], 128,
+        "{listed}"
+    );
+    assert_eq!(
+        listed["collections"][0]["thresholds"]["min_confidence"], 1.0,
+        "{listed}"
+    );
     ask_until(&dev, HERON, Some("low_confidence"));
     let cleared: Value = http()
         .delete(format!("{}/v1/collections/notes/thresholds", dev.url))

@@ -77,7 +77,10 @@ mod tests {
     fn thresholds_round_trip_and_out_of_range_values_are_named() {
         let mut t = CollectionThresholds::min_confidence(0.7);
         t.coverage = Some(0.8);
-        assert_eq!(CollectionThresholds::from_stored(&t.to_stored()), Ok(Some(t.clone())));
+        assert_eq!(
+            CollectionThresholds::from_stored(&t.to_stored()),
+            Ok(Some(t.clone()))
+        );
         assert_eq!(CollectionThresholds::from_stored(""), Ok(None));
         t.min_confidence = 1.5;
         assert_eq!(t.problem().map(|p| p.0), Some("min_confidence"));

@@ -197,7 +197,7 @@ async fn embed(
         let started = Instant::now();
         let n = texts.len();
         let embedder = Arc::clone(&state.embedder);
-        let result = tokio::task::spawn_blocking(move || {
+        let result = attest_telemetry::cpu::run_cpu_intensive(move || {
             let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
             embedder.embed(&refs)
         })

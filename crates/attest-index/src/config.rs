@@ -22,6 +22,9 @@ pub struct EngineConfig {
     /// 0.68 with 4 × k candidates, 0.85 with 8 × k and 0.96 with 16 × k, for +0.1 ms per query — PQ distances
     /// rank near neighbours poorly, so the exact re-score needs a deep candidate list.
     pub overfetch: usize,
+    /// Seals and compactions that may run at once in this process, over all its replicas (node-wide, see
+    /// [`crate::maintenance`]). Default 1.
+    pub max_concurrent_maintenance: usize,
 }
 
 impl Default for EngineConfig {
@@ -33,6 +36,7 @@ impl Default for EngineConfig {
             train_sample: 100_000,
             max_sealed_segments: 8,
             overfetch: 16,
+            max_concurrent_maintenance: crate::maintenance::DEFAULT_MAX_CONCURRENT,
         }
     }
 }
@@ -63,6 +67,10 @@ impl EngineConfig {
         p.positive("seal_threshold", self.seal_threshold);
         p.positive("train_sample", self.train_sample);
         p.positive("max_sealed_segments", self.max_sealed_segments);
+        p.positive(
+            "max_concurrent_maintenance",
+            self.max_concurrent_maintenance,
+        );
         p.positive("overfetch", self.overfetch);
         p
     }

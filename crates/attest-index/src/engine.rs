@@ -19,6 +19,7 @@ use crate::error::{IndexError, Result};
 use crate::filter::Filter;
 use crate::growing::GrowingSegment;
 use crate::ivfpq::dot;
+use crate::near_dup::{NearDupKeys, NearDupMatch};
 use crate::segment::{build_segment, segment_dir, Manifest, SealedSegment, SegmentMeta};
 use crate::text_index::{bm25_search, TextIndex};
 use crate::wal::{DocVersion, IngestLog, LogOp, LoggedChunk};
@@ -31,6 +32,8 @@ pub struct DocumentWrite {
     pub chunks: Vec<LoggedChunk>,
     /// Write version (see [`DocVersion::version`]); 0: this engine picks one newer than what it holds.
     pub version: u64,
+    /// The document's near-duplicate keys, kept with it (None: not tracked).
+    pub near_dup: Option<NearDupKeys>,
 }
 
 /// A search against one shard. `tenant` is mandatory; a lane runs only when its query is given.
@@ -333,6 +336,7 @@ impl ShardEngine {
         // Last writer wins by version: drop writes older than what this replica holds (a retried request, or a
         // catch-up that raced a newer write), and give unversioned writes a version newer than any seen.
         let mut ops: Vec<(LogOp, u64)> = Vec::with_capacity(docs.len());
+        let mut keys: Vec<Option<NearDupKeys>> = Vec::with_capacity(docs.len());
         {
             let st = self.state.read();
             let mut pending: HashMap<String, u64> = HashMap::new();
@@ -351,6 +355,7 @@ impl ShardEngine {
                     continue;
                 }
                 pending.insert(d.doc_id.clone(), version);
+                keys.push(d.near_dup);
                 ops.push((
                     LogOp::Upsert {
                         doc_id: d.doc_id,
@@ -364,7 +369,7 @@ impl ShardEngine {
         if ops.is_empty() {
             return Ok(log.last_seq());
         }
-        let seqs = log.append(&ops)?;
+        let seqs = log.append_with_keys(&ops, &keys)?;
         let mut st = self.state.write();
         for ((op, version), seq) in ops.into_iter().zip(seqs) {
             if let LogOp::Upsert {
@@ -459,6 +464,19 @@ impl ShardEngine {
         Ok(live)
     }
 
+    /// For each query (doc id, keys), the tenant's stored document most similar to it with similarity at least
+    /// `threshold` (documents written with keys only; a query never matches its own id).
+    pub fn near_duplicates(
+        &self,
+        tenant: &str,
+        queries: &[(String, NearDupKeys)],
+        threshold: f64,
+    ) -> Result<Vec<Option<NearDupMatch>>> {
+        // Under the writer lock: the keys of a batch are visible together or not at all.
+        let log = self.log.lock();
+        log.near_duplicates(tenant, queries, threshold)
+    }
+
     /// The version this replica holds of a document (deleted or not); 0 when it never saw it.
     pub fn version_of(&self, doc_id: &str) -> u64 {
         self.state
@@ -500,11 +518,13 @@ impl ShardEngine {
             }
             match log.range(v.seq, v.seq)?.pop() {
                 Some((_, LogOp::Upsert { tenant, chunks, .. })) => {
+                    let near_dup = log.near_dup_keys(&tenant, id)?;
                     out.push(FetchedDocument::Live(DocumentWrite {
                         doc_id: id.clone(),
                         tenant,
                         chunks,
                         version: v.version,
+                        near_dup,
                     }))
                 }
                 _ => {
@@ -684,6 +704,7 @@ impl ShardEngine {
     /// meanwhile, and the frozen rows stay searchable until the sealed segment replaces them.
     pub fn seal(&self) -> Result<()> {
         let _m = self.maintenance.lock();
+        let _slot = crate::maintenance::acquire();
         let (frozen, id) = {
             let log = self.log.lock();
             let mut st = self.state.write();
@@ -742,6 +763,7 @@ impl ShardEngine {
     /// needs any more. Search results do not change.
     pub fn compact(&self) -> Result<()> {
         let _m = self.maintenance.lock();
+        let _slot = crate::maintenance::acquire();
         let (inputs, id) = {
             let mut st = self.state.write();
             if st.sealed.is_empty() {

@@ -3,6 +3,7 @@
 //! # Layout
 //! - [`engine`]: `ShardEngine` — writes, deletes (tombstones), search, sealing, compaction, recovery.
 //! - [`wal`]: the RocksDB write-ahead ingest log and the per-document version map (the tombstones).
+//! - [`near_dup`]: the near-duplicate keys (MinHash signature, LSH bands) of live documents, beside the log.
 //! - [`growing`]: the growing segment — exact vector search and an in-RAM tantivy index.
 //! - [`segment`]: sealed segments on disk and the manifest that lists them with checksums.
 //! - [`ivfpq`]: the FAISS IVF_PQ index of a sealed segment, opened memory-mapped.
@@ -10,6 +11,7 @@
 //! - [`chunk_store`]: chunk texts and metadata archived with rkyv, read zero-copy.
 //! - [`vector_file`]: full vectors on disk for exact re-scoring.
 //! - [`filter`]: metadata filters (equality, membership, range).
+//! - [`maintenance`]: the node-wide limit on concurrent seals and compactions.
 //! - [`config`]: engine configuration and limits.
 //! - [`error`]: the crate's error type.
 
@@ -21,6 +23,8 @@ pub mod filter;
 pub(crate) mod fsutil;
 pub mod growing;
 pub mod ivfpq;
+pub mod maintenance;
+pub mod near_dup;
 pub mod segment;
 pub mod text_index;
 pub mod vector_file;
@@ -34,4 +38,5 @@ pub use engine::{
 pub use error::{IndexError, Result};
 pub use filter::{Condition, Filter};
 pub use ivfpq::IvfPqParams;
+pub use near_dup::{NearDupKeys, NearDupMatch};
 pub use wal::{DocVersion, LoggedChunk};

@@ -6,6 +6,8 @@
 //! - `docs`: document id → its latest [`DocVersion`]. This *is* the tombstone set: a row is live only when it
 //!   carries its document's latest upsert sequence number.
 //! - `meta`: engine bookkeeping (`last_seq`).
+//! - `dedup`: the near-duplicate keys of live documents ([`crate::near_dup`]), changed in the same batch as
+//!   the documents they describe.
 //!
 //! Sync policy: every append is one `WriteBatch` written with `sync = true` (fsync of the RocksDB WAL) before
 //! the call returns, so an acknowledged write survives `kill -9` and power loss. Callers batch whole requests
@@ -18,10 +20,12 @@ use rocksdb::{ColumnFamilyDescriptor, IteratorMode, Options, WriteBatch, WriteOp
 use serde::{Deserialize, Serialize};
 
 use crate::error::{IndexError, Result};
+use crate::near_dup::{self, NearDupKeys, NearDupMatch, NearDupWriter};
 
 const CF_LOG: &str = "log";
 const CF_DOCS: &str = "docs";
 const CF_META: &str = "meta";
+const CF_DEDUP: &str = "dedup";
 const KEY_LAST_SEQ: &[u8] = b"last_seq";
 
 /// One chunk as written to the log: everything needed to rebuild any segment.
@@ -96,8 +100,8 @@ impl IngestLog {
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.create_missing_column_families(true);
-        let cfs =
-            [CF_LOG, CF_DOCS, CF_META].map(|n| ColumnFamilyDescriptor::new(n, Options::default()));
+        let cfs = [CF_LOG, CF_DOCS, CF_META, CF_DEDUP]
+            .map(|n| ColumnFamilyDescriptor::new(n, Options::default()));
         let db = DB::open_cf_descriptors(&opts, path, cfs)?;
         let last_seq = match db.get_cf(db.cf_handle(CF_META).expect("meta cf"), KEY_LAST_SEQ)? {
             Some(b) => u64::from_be_bytes(
@@ -115,18 +119,35 @@ impl IngestLog {
     }
 
     /// Durably appends `ops` (each with its write version) in one synced batch; returns their sequence numbers,
-    /// in order.
+    /// in order. Every document they touch loses its near-duplicate keys (see [`Self::append_with_keys`]).
     pub fn append(&mut self, ops: &[(LogOp, u64)]) -> Result<Vec<u64>> {
+        self.append_with_keys(ops, &[])
+    }
+
+    /// [`Self::append`], where `keys[i]` (when given) are the near-duplicate keys of the document `ops[i]`
+    /// upserts; a delete, or an upsert without keys, removes the document's keys.
+    pub fn append_with_keys(
+        &mut self,
+        ops: &[(LogOp, u64)],
+        keys: &[Option<NearDupKeys>],
+    ) -> Result<Vec<u64>> {
         let log = self.db.cf_handle(CF_LOG).expect("log cf");
         let docs = self.db.cf_handle(CF_DOCS).expect("docs cf");
         let meta = self.db.cf_handle(CF_META).expect("meta cf");
+        let dedup = self.db.cf_handle(CF_DEDUP).expect("dedup cf");
+        let mut near_dups = NearDupWriter::new(&self.db, dedup);
         let mut batch = WriteBatch::default();
         let mut seqs = Vec::with_capacity(ops.len());
         let mut seq = self.last_seq;
-        for (op, write_version) in ops {
+        for (i, (op, write_version)) in ops.iter().enumerate() {
+            let (LogOp::Upsert { tenant, .. } | LogOp::Delete { tenant, .. }) = op;
+            let new_keys = match op {
+                LogOp::Upsert { .. } => keys.get(i).and_then(Option::as_ref),
+                LogOp::Delete { .. } => None,
+            };
+            near_dups.replace(&mut batch, tenant, op.doc_id(), new_keys)?;
             seq += 1;
             batch.put_cf(&log, seq.to_be_bytes(), encode(op)?);
-            let (LogOp::Upsert { tenant, .. } | LogOp::Delete { tenant, .. }) = op;
             let version = DocVersion {
                 seq,
                 deleted: matches!(op, LogOp::Delete { .. }),
@@ -142,6 +163,28 @@ impl IngestLog {
         self.db.write_opt(batch, &wo)?;
         self.last_seq = seq;
         Ok(seqs)
+    }
+
+    /// For each query (doc id, keys), the tenant's most similar stored document at or above `threshold`.
+    pub fn near_duplicates(
+        &self,
+        tenant: &str,
+        queries: &[(String, NearDupKeys)],
+        threshold: f64,
+    ) -> Result<Vec<Option<NearDupMatch>>> {
+        let dedup = self.db.cf_handle(CF_DEDUP).expect("dedup cf");
+        queries
+            .iter()
+            .map(|(doc_id, keys)| {
+                near_dup::best_match(&self.db, dedup, tenant, doc_id, keys, threshold)
+            })
+            .collect()
+    }
+
+    /// The near-duplicate keys stored for a document (None when it has none).
+    pub fn near_dup_keys(&self, tenant: &str, doc_id: &str) -> Result<Option<NearDupKeys>> {
+        let dedup = self.db.cf_handle(CF_DEDUP).expect("dedup cf");
+        near_dup::keys_of(&self.db, dedup, tenant, doc_id)
     }
 
     /// Every document's latest version (the tombstone map), read at start-up.

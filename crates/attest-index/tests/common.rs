@@ -20,6 +20,7 @@ pub fn config(seal_threshold: usize) -> EngineConfig {
         train_sample: 10_000,
         max_sealed_segments: 8,
         overfetch: 4,
+        ..Default::default()
     }
 }
 
@@ -61,5 +62,6 @@ pub fn doc(doc: usize, version: usize) -> DocumentWrite {
             vector: vector_for(doc),
         }],
         version: 0,
+        near_dup: None,
     }
 }

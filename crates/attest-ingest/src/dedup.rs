@@ -41,6 +41,13 @@ impl Default for MinHashConfig {
     }
 }
 
+/// A text's MinHash signature (`bands * rows` minima) and the hash of each of its bands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sketch {
+    pub signature: Vec<u32>,
+    pub bands: Vec<u64>,
+}
+
 /// An in-memory set of documents' MinHash signatures, queried and grown one document at a time.
 #[derive(Debug, Clone)]
 pub struct NearDuplicateIndex {
@@ -96,14 +103,26 @@ impl NearDuplicateIndex {
     /// `text` is at least the threshold (the most similar one, the earliest on ties), or inserts
     /// `text` under `key` and returns `None`.
     pub fn check_and_insert(&mut self, key: &str, text: &str) -> Option<String> {
+        let sketch = self.sketch(text);
+        self.check_and_insert_sketch(key, &sketch)
+    }
+
+    /// A text's MinHash signature and LSH band keys under this index's settings: what a shard stores to
+    /// answer near-duplicate queries for documents it holds.
+    pub fn sketch(&self, text: &str) -> Sketch {
         let signature = self.signature(text);
-        let band_keys: Vec<u64> = signature
+        let bands = signature
             .chunks_exact(self.rows)
             .enumerate()
             .map(|(band, rows)| band_hash(band, rows))
             .collect();
+        Sketch { signature, bands }
+    }
 
-        let mut candidates: Vec<usize> = band_keys
+    /// [`Self::check_and_insert`] for a text already sketched by [`Self::sketch`].
+    pub fn check_and_insert_sketch(&mut self, key: &str, sketch: &Sketch) -> Option<String> {
+        let mut candidates: Vec<usize> = sketch
+            .bands
             .iter()
             .zip(&self.buckets)
             .filter_map(|(k, bucket)| bucket.get(k))
@@ -115,7 +134,7 @@ impl NearDuplicateIndex {
 
         let mut best: Option<(usize, f64)> = None;
         for idx in candidates {
-            let sim = similarity(&signature, self.stored(idx));
+            let sim = similarity(&sketch.signature, self.stored(idx));
             if sim >= self.config.threshold && !matches!(best, Some((_, s)) if s >= sim) {
                 best = Some((idx, sim));
             }
@@ -126,9 +145,9 @@ impl NearDuplicateIndex {
 
         let idx = self.keys.len();
         self.keys.push(key.to_string());
-        self.signatures.extend_from_slice(&signature);
-        for (bucket, k) in self.buckets.iter_mut().zip(band_keys) {
-            bucket.entry(k).or_default().push(idx);
+        self.signatures.extend_from_slice(&sketch.signature);
+        for (bucket, k) in self.buckets.iter_mut().zip(&sketch.bands) {
+            bucket.entry(*k).or_default().push(idx);
         }
         None
     }

@@ -18,7 +18,7 @@ pub mod normalize;
 pub mod parse;
 
 pub use chunk::{chunk_document, Chunk, ChunkingConfig, TokenCounter, WhitespaceTokenCounter};
-pub use dedup::{MinHashConfig, NearDuplicateIndex};
+pub use dedup::{MinHashConfig, NearDuplicateIndex, Sketch};
 pub use document::{DocumentLimits, SourceDocument};
 pub use error::IngestError;
 pub use normalize::normalize_text;

@@ -163,7 +163,10 @@ impl Router {
         if let Some((field, problem)) = thresholds.as_ref().and_then(|t| t.problem()) {
             return Err(RouterError::invalid(field, problem));
         }
-        let stored = thresholds.as_ref().map(|t| t.to_stored()).unwrap_or_default();
+        let stored = thresholds
+            .as_ref()
+            .map(|t| t.to_stored())
+            .unwrap_or_default();
         let updated = self
             .view
             .meta()
@@ -203,7 +206,6 @@ impl Router {
                 warn!(collection = %name, shard, error = %e, event = "drop_shard_failed", "could not drop shard");
             }
         }
-        self.dedup.lock().remove(name);
         Ok(())
     }
 

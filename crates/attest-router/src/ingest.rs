@@ -1,5 +1,5 @@
 //! Ingest on the router: validate every document (one bad document fails the request, nothing written), drop
-//! repeated ids and near-duplicates, chunk, embed (one blocking batch), place by document id and write to a
+//! repeated ids and near-duplicates (asked of the shards, [`crate::near_dups`]), chunk, embed (one blocking batch), place by document id and write to a
 //! quorum of each shard's replicas at one version; and versioned deletes.
 
 use std::collections::HashMap;
@@ -7,10 +7,11 @@ use std::sync::Arc;
 
 use attest_core::limits;
 use attest_embed::Embedder;
-use attest_ingest::{chunk_document, NearDuplicateIndex, SourceDocument, TokenCounter};
+use attest_ingest::{chunk_document, Sketch, SourceDocument, TokenCounter};
 use attest_proto::v1 as pb;
 
 use crate::error::RouterError;
+use crate::near_dups::keys_to_proto;
 use crate::replicas::{call_all, ShardCall};
 use crate::router::{shard_for, Router};
 
@@ -102,23 +103,19 @@ impl Router {
             .map(|(i, d)| last_position[d.source.id.as_str()] != i)
             .collect();
         drop(last_position);
+        let check = self
+            .check_near_duplicates(&rec, &docs, &superseded, request_id)
+            .await?;
         let mut kept = Vec::with_capacity(docs.len());
-        {
-            let mut dedup = self.dedup.lock();
-            let index = dedup
-                .entry(collection.to_string())
-                .or_insert_with(|| NearDuplicateIndex::new(self.config.dedup.clone()));
-            for (i, d) in docs.into_iter().enumerate() {
-                if superseded[i] {
-                    report
-                        .rejected
-                        .push((i, "duplicate id in batch".to_string()));
-                    continue;
-                }
-                match index.check_and_insert(&d.source.id, &d.source.text) {
-                    Some(other) if other != d.source.id => report.duplicates.push((i, other)),
-                    _ => kept.push(d),
-                }
+        for (i, (d, sketch)) in docs.into_iter().zip(check.sketches).enumerate() {
+            if superseded[i] {
+                report
+                    .rejected
+                    .push((i, "duplicate id in batch".to_string()));
+            } else if let Some(other) = &check.duplicate_of[i] {
+                report.duplicates.push((i, other.clone()));
+            } else {
+                kept.push((d, sketch));
             }
         }
 
@@ -129,14 +126,14 @@ impl Router {
             .clone()
             .unwrap_or_else(|| self.config.chunking.clone());
         let rid = request_id.to_string();
-        let prepared =
-            tokio::task::spawn_blocking(move || -> Result<Vec<pb::DocumentChunks>, RouterError> {
+        let prepared = attest_telemetry::cpu::run_cpu_intensive(
+            move || -> Result<Vec<pb::DocumentChunks>, RouterError> {
                 attest_telemetry::request_id::with_current(&rid, || {
                     let counter = EmbedderTokens(embedder.as_ref());
-                    let mut per_doc: Vec<(IngestDocument, Vec<(String, String)>)> =
+                    let mut per_doc: Vec<(IngestDocument, Option<Sketch>, Vec<(String, String)>)> =
                         Vec::with_capacity(kept.len());
                     let mut to_embed: Vec<String> = Vec::new();
-                    for d in kept {
+                    for (d, sketch) in kept {
                         let chunks: Vec<(String, String)> = if d.vector.is_some() {
                             let text = if d.source.title.is_empty() {
                                 d.source.text.clone()
@@ -153,7 +150,7 @@ impl Router {
                         if d.vector.is_none() {
                             to_embed.extend(chunks.iter().map(|(_, t)| t.clone()));
                         }
-                        per_doc.push((d, chunks));
+                        per_doc.push((d, sketch, chunks));
                     }
                     let refs: Vec<&str> = to_embed.iter().map(String::as_str).collect();
                     let mut vectors = embedder
@@ -161,7 +158,7 @@ impl Router {
                         .map_err(|e| RouterError::Unavailable(format!("embedding failed: {e}")))?
                         .into_iter();
                     let mut out = Vec::with_capacity(per_doc.len());
-                    for (d, chunks) in per_doc {
+                    for (d, sketch, chunks) in per_doc {
                         let metadata_json =
                             serde_json::Value::Object(d.source.metadata.clone()).to_string();
                         let records = chunks
@@ -182,13 +179,15 @@ impl Router {
                             tenant: d.source.tenant.clone().unwrap_or_default(),
                             chunks: records,
                             version: 0,
+                            near_dup: sketch.as_ref().map(keys_to_proto),
                         });
                     }
                     Ok(out)
                 })
-            })
-            .await
-            .map_err(|e| RouterError::Internal(e.to_string()))??;
+            },
+        )
+        .await
+        .map_err(|e| RouterError::Internal(e.to_string()))??;
 
         report.accepted = prepared.len() as u32;
         report.chunks = prepared.iter().map(|d| d.chunks.len() as u64).sum();

@@ -4,7 +4,8 @@
 //! # Layout
 //! - [`router`]: `Router`, the state the fronts share (config, shard map, embedders, write clock), split by
 //!   concern into [`collections`] (create, drop, maintain, stats), [`ingest`] (validate → dedup → chunk →
-//!   embed → place → write; delete) and [`search`] (validate → embed → fan out → fuse).
+//!   embed → place → write; delete) and [`search`] (validate → embed → fan out → fuse); [`near_dups`] asks
+//!   the shards whether a batch's documents are already stored (the router keeps no dedup state).
 //! - [`fanout`]: the concurrent shard fan-out, per-lane global merge and fusion into hits with provenance.
 //! - [`rrf`]: weighted Reciprocal Rank Fusion, one pure property-tested function.
 //! - [`client`]: `ShardClient { Local, Grpc }`.
@@ -24,6 +25,7 @@ pub mod fanout;
 pub mod grpc;
 pub mod http;
 pub mod ingest;
+pub mod near_dups;
 pub mod replicas;
 pub mod router;
 pub mod rrf;

@@ -1,14 +1,11 @@
 //! `Router`: the state the HTTP and gRPC fronts share (config, meta's shard map, embedders, the write clock),
 //! and what every concern uses (write quorum, calls to every replica, stable placement). The operations are
 //! split by concern: [`crate::collections`] (create, drop, maintain, stats), [`crate::ingest`] (validate →
-//! dedup → chunk → embed → place → write; delete) and [`crate::search`] (validate → embed → fan out → fuse).
+//! near-duplicates (asked of the shards) → chunk → embed → place → write; delete) and [`crate::search`] (validate → embed → fan out → fuse).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use attest_embed::{CachedEmbedder, Embedder};
-use attest_ingest::NearDuplicateIndex;
-use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
 use crate::collection::CollectionRecord;
@@ -27,8 +24,6 @@ pub struct Router {
     pub(crate) embedder: Arc<dyn Embedder>,
     /// Embeds queries, with an LRU cache in front because users repeat queries.
     pub(crate) query_embedder: Arc<CachedEmbedder<Arc<dyn Embedder>>>,
-    /// Near-duplicate detectors per collection, for documents ingested since this process started.
-    pub(crate) dedup: Mutex<HashMap<String, NearDuplicateIndex>>,
 }
 
 /// Hands out write versions: microseconds since the epoch, strictly increasing within this router.
@@ -76,7 +71,6 @@ impl Router {
                 query_cache_capacity,
             )),
             embedder,
-            dedup: Mutex::new(HashMap::new()),
         }
     }
 

@@ -88,7 +88,7 @@ impl Router {
             let embedder = Arc::clone(&self.query_embedder);
             let q = query.clone();
             let rid = request_id.clone();
-            let embedded = tokio::task::spawn_blocking(move || {
+            let embedded = attest_telemetry::cpu::run_cpu_intensive(move || {
                 attest_telemetry::request_id::with_current(&rid, || embedder.embed(&[q.as_str()]))
             })
             .await;

@@ -125,6 +125,12 @@ impl ShardService for Fake {
     ) -> Result<Response<pb::MaintainResponse>, Status> {
         self.serve(r).await
     }
+    async fn near_duplicates(
+        &self,
+        r: Request<pb::NearDuplicatesRequest>,
+    ) -> Result<Response<pb::NearDuplicatesResponse>, Status> {
+        self.serve(r).await
+    }
     async fn doc_versions(
         &self,
         r: Request<pb::DocVersionsRequest>,

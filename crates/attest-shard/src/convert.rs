@@ -106,6 +106,14 @@ pub fn write_from_proto(d: pb::DocumentChunks) -> attest_index::DocumentWrite {
             })
             .collect(),
         version: d.version,
+        near_dup: d.near_dup.map(near_dup_from_proto),
+    }
+}
+
+pub fn near_dup_from_proto(k: pb::NearDupKeys) -> attest_index::NearDupKeys {
+    attest_index::NearDupKeys {
+        signature: k.signature,
+        bands: k.bands,
     }
 }
 
@@ -126,5 +134,9 @@ pub fn write_to_proto(w: attest_index::DocumentWrite) -> pb::DocumentChunks {
             })
             .collect(),
         version: w.version,
+        near_dup: w.near_dup.map(|k| pb::NearDupKeys {
+            signature: k.signature,
+            bands: k.bands,
+        }),
     }
 }

@@ -24,18 +24,18 @@ pub struct ShardNode {
     replicas: RwLock<HashMap<(String, u32), Arc<ShardEngine>>>,
 }
 
-/// Collection names become directory names: keep them to a safe alphabet.
+/// Collection names become directory names: the one rule of `attest_core::limits` keeps them to a safe
+/// alphabet and length.
 pub fn valid_collection_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    attest_core::limits::collection_name_problem(name).is_none()
 }
 
 impl ShardNode {
     /// Opens every replica found under the data directory (each recovers from its log).
     pub fn open(config: ShardNodeConfig) -> Result<Arc<Self>, IndexError> {
+        attest_index::maintenance::set_max_concurrent(
+            config.engine_defaults.max_concurrent_maintenance,
+        );
         let root = config.data_dir.join("collections");
         std::fs::create_dir_all(&root)?;
         let mut replicas = HashMap::new();

@@ -14,7 +14,8 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use crate::convert::{
-    filter_from_proto, hit_to_proto, params_from_proto, write_from_proto, write_to_proto,
+    filter_from_proto, hit_to_proto, near_dup_from_proto, params_from_proto, write_from_proto,
+    write_to_proto,
 };
 
 /// Catch-up listing page size when the caller names none, and the most it may ask for (also the most
@@ -49,7 +50,7 @@ fn request_span<T>(req: &Request<T>) -> tracing::Span {
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, Status> + Send + 'static,
 ) -> Result<T, Status> {
-    tokio::task::spawn_blocking(f)
+    attest_telemetry::cpu::run_cpu_intensive(f)
         .await
         .map_err(|e| Status::internal(format!("worker failed: {e}")))?
 }
@@ -226,6 +227,66 @@ impl ShardServiceImpl {
         Ok(Response::new(resp))
     }
 
+    async fn handle_near_duplicates(
+        &self,
+        req: Request<pb::NearDuplicatesRequest>,
+    ) -> Result<Response<pb::NearDuplicatesResponse>, Status> {
+        let r = req.into_inner();
+        if !attest_core::config_check::in_unit_interval(r.threshold) {
+            return Err(Status::invalid_argument(format!(
+                "invalid argument `threshold`: must be in 0..1 (got {})",
+                r.threshold
+            )));
+        }
+        if r.queries.len() > MAX_DOC_VERSIONS_PAGE {
+            return Err(Status::invalid_argument(format!(
+                "invalid argument `queries`: at most {MAX_DOC_VERSIONS_PAGE}"
+            )));
+        }
+        let engine = self.engine(&r.collection, r.shard)?;
+        let matches = blocking(move || {
+            let mut out = Vec::new();
+            // Queries are answered per tenant, one engine call each.
+            let mut by_tenant: std::collections::BTreeMap<
+                String,
+                Vec<(u32, String, attest_index::NearDupKeys)>,
+            > = Default::default();
+            for (i, q) in r.queries.into_iter().enumerate() {
+                let keys = q
+                    .keys
+                    .map(near_dup_from_proto)
+                    .unwrap_or(attest_index::NearDupKeys {
+                        signature: Vec::new(),
+                        bands: Vec::new(),
+                    });
+                by_tenant
+                    .entry(q.tenant)
+                    .or_default()
+                    .push((i as u32, q.doc_id, keys));
+            }
+            for (tenant, queries) in by_tenant {
+                let (index, queries): (Vec<u32>, Vec<(String, attest_index::NearDupKeys)>) =
+                    queries.into_iter().map(|(i, d, k)| (i, (d, k))).unzip();
+                let found = engine
+                    .near_duplicates(&tenant, &queries, r.threshold)
+                    .map_err(to_status)?;
+                for (query, m) in index.into_iter().zip(found) {
+                    if let Some(m) = m {
+                        out.push(pb::NearDuplicateMatch {
+                            query,
+                            doc_id: m.doc_id,
+                            similarity: m.similarity,
+                        });
+                    }
+                }
+            }
+            out.sort_by_key(|m| m.query);
+            Ok(out)
+        })
+        .await?;
+        Ok(Response::new(pb::NearDuplicatesResponse { matches }))
+    }
+
     async fn handle_search(
         &self,
         req: Request<pb::ShardSearchRequest>,
@@ -364,6 +425,14 @@ impl ShardService for ShardServiceImpl {
     ) -> Result<Response<pb::DocVersionsResponse>, Status> {
         let span = request_span(&req);
         self.handle_doc_versions(req).instrument(span).await
+    }
+
+    async fn near_duplicates(
+        &self,
+        req: Request<pb::NearDuplicatesRequest>,
+    ) -> Result<Response<pb::NearDuplicatesResponse>, Status> {
+        let span = request_span(&req);
+        self.handle_near_duplicates(req).instrument(span).await
     }
 
     async fn fetch_documents(

@@ -10,7 +10,9 @@
 //! - [`ops`]: `/healthz`, `/readyz` and `/metrics` as an axum router that every role mounts.
 //! - [`incoming`]: accepted connections with `TCP_NODELAY` for every role's gRPC server.
 //! - [`http_error`]: the one HTTP error body of every role, from `attest_proto::ApiError`.
+//! - [`cpu`]: the one bounded pool per process for CPU-heavy work (`run_cpu_intensive`).
 
+pub mod cpu;
 pub mod http_error;
 pub mod incoming;
 pub mod logging;

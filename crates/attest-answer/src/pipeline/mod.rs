@@ -181,10 +181,8 @@ impl AnswerService {
     /// Keeps the collections' thresholds in step with meta (polled every `answer.meta_refresh_ms`; the task
     /// ends when the service is dropped).
     pub fn watch_meta(&self, meta: MetaClient) -> tokio::task::JoinHandle<()> {
-        self.thresholds.spawn_watch(
-            meta,
-            Duration::from_millis(self.config.meta_refresh_ms),
-        )
+        self.thresholds
+            .spawn_watch(meta, Duration::from_millis(self.config.meta_refresh_ms))
     }
 
     /// The thresholds the service holds (what `watch_meta` refreshes).

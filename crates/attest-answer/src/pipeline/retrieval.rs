@@ -55,7 +55,7 @@ impl AnswerService {
         let reranker = Arc::clone(&self.reranker);
         let q = question.to_string();
         let (hits, sources): (Vec<pb::Hit>, Vec<Source>) = hits.into_iter().unzip();
-        let scored = tokio::task::spawn_blocking(move || {
+        let scored = attest_telemetry::cpu::run_cpu_intensive(move || {
             let scores = match reranker.score(&q, &hits) {
                 Ok(s) if s.len() == hits.len() => s,
                 failed => {
@@ -92,7 +92,7 @@ impl AnswerService {
             .collect();
         if !todo.is_empty() {
             let q = turn.question.to_string();
-            let read = tokio::task::spawn_blocking(move || {
+            let read = attest_telemetry::cpu::run_cpu_intensive(move || {
                 let passages: Vec<ToRead> = todo
                     .iter()
                     .map(|(_, title, text)| ToRead { title, text })
@@ -137,7 +137,7 @@ impl AnswerService {
             Arc::clone(&self.reranker),
         );
         let (c, q) = (turn.collection.to_string(), turn.question.to_string());
-        let recalled = tokio::task::spawn_blocking(move || {
+        let recalled = attest_telemetry::cpu::run_cpu_intensive(move || {
             memory.recall(&c, &q, embedder.as_ref(), Some(judge.as_ref()))
         })
         .await
@@ -187,7 +187,7 @@ impl AnswerService {
             self.config.claim_support_threshold,
         );
         let (q, claims, f) = (question.to_string(), split_claims(text), footnotes.clone());
-        tokio::task::spawn_blocking(move || {
+        attest_telemetry::cpu::run_cpu_intensive(move || {
             check_claims(verifier.as_ref(), threshold, &q, &claims, &f)
         })
         .await

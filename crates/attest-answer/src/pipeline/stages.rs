@@ -237,6 +237,7 @@ impl AnswerService {
             footnotes.clone(),
             turn.request_id.to_string(),
         );
+        // Not the CPU pool: the chain waits on a remote LLM first, which must not hold a core's permit.
         let outcome = tokio::task::spawn_blocking(move || {
             attest_telemetry::request_id::with_current(&rid, || chain.generate(&q, &f))
         })
@@ -305,9 +306,11 @@ impl AnswerService {
             confidence
         };
         turn.out.claims = checked;
-        if turn.out.confidence < self
+        if turn.out.confidence
+            < self
                 .thresholds
-                .min_confidence(turn.collection, self.config.min_confidence) {
+                .min_confidence(turn.collection, self.config.min_confidence)
+        {
             let suggestions = self.titles(turn);
             return self.abstain(turn, LOW_CONFIDENCE, suggestions);
         }

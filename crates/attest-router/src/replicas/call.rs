@@ -93,6 +93,7 @@ shard_calls! {
     Maintain => maintain(MaintainRequest) -> MaintainResponse;
     DocVersions => doc_versions(DocVersionsRequest) -> DocVersionsResponse;
     FetchDocuments => fetch_documents(FetchDocumentsRequest) -> FetchDocumentsResponse;
+    NearDuplicates => near_duplicates(NearDuplicatesRequest) -> NearDuplicatesResponse;
 }
 
 /// The innermost service of a replica stack: one [`ShardCall`] to one node, no policy of its own. Always
