@@ -5,6 +5,8 @@
 //! # Layout
 //! - [`config`]: [`MetaConfig`], how a node starts (bootstrap peers or join address, timings).
 //! - [`state`]: the state machine: serde commands, a deterministic `apply`, bincode snapshots.
+//! - [`records`]: the state as one RocksDB record per key (the key scheme), so an apply writes only the
+//!   records its commands changed.
 //! - [`placement`]: replica placement and the rebalance planner (pure, property-tested).
 //! - [`storage`]: [`RocksStorage`], `raft::Storage` on RocksDB with synced batches and log compaction.
 //! - `node`: the Raft loop on its own thread (ready handling, proposals resolved on apply, ReadIndex).
@@ -15,7 +17,7 @@
 //! - `server`: [`MetaNode`], one running node (Raft thread + tonic server), bootstrap and join.
 //! - `MetaClient` (re-exported from attest-proto): the client routers, shard nodes and the CLI use.
 //! - `convert`: proto ⇄ state-machine types. [`error`]: [`MetaError`] and its one mapping to `Status`.
-//! - [`metrics`]: the `raft_term`, `raft_leader`, `raft_commit_index` gauges. `rlog`: raft-rs logs → tracing.
+//! - [`metrics`]: the `raft_term`, `raft_leader`, `raft_commit_index` gauges, apply bytes written. `rlog`: raft-rs logs → tracing.
 
 pub mod config;
 mod convert;
@@ -23,6 +25,7 @@ pub mod error;
 pub mod metrics;
 mod node;
 pub mod placement;
+pub mod records;
 mod rlog;
 mod route;
 mod server;

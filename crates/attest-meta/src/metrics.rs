@@ -1,7 +1,9 @@
 //! Raft metrics of the meta role (SPEC.md names): gauges `raft_term`, `raft_leader` (leader id, 0 when none),
 //! `raft_commit_index` and `raft_applied_index`; counters `raft_proposals_total` (entries this node proposed)
-//! and `raft_elections_total` (terms this node entered). All labelled `meta_id` so that several meta nodes in one
-//! process (tests) stay apart. `attest serve --role meta --http ADDR` serves them on `/metrics`.
+//! and `raft_elections_total` (terms this node entered); counter `attest_meta_apply_bytes_total` (bytes of
+//! state-machine records written by applies: keys and values put, keys deleted; what it costs to persist the
+//! state now that an apply writes only the records it changed). All labelled `meta_id` so that several meta
+//! nodes in one process (tests) stay apart. `attest serve --role meta --http ADDR` serves them on `/metrics`.
 
 use std::sync::Once;
 
@@ -11,6 +13,7 @@ pub const RAFT_COMMIT_INDEX: &str = "raft_commit_index";
 pub const RAFT_APPLIED_INDEX: &str = "raft_applied_index";
 pub const RAFT_PROPOSALS_TOTAL: &str = "raft_proposals_total";
 pub const RAFT_ELECTIONS_TOTAL: &str = "raft_elections_total";
+pub const APPLY_BYTES_TOTAL: &str = "attest_meta_apply_bytes_total";
 
 static DESCRIBE: Once = Once::new();
 
@@ -33,6 +36,12 @@ pub fn record_proposal(id: u64) {
     ::metrics::counter!(RAFT_PROPOSALS_TOTAL, "meta_id" => id.to_string()).increment(1);
 }
 
+/// Counts the state-machine bytes meta node `id` wrote for one batch of applied entries.
+pub fn record_apply_bytes(id: u64, bytes: u64) {
+    describe();
+    ::metrics::counter!(APPLY_BYTES_TOTAL, "meta_id" => id.to_string()).increment(bytes);
+}
+
 fn describe() {
     DESCRIBE.call_once(|| {
         ::metrics::describe_gauge!(RAFT_TERM, "Current Raft term of this meta node.");
@@ -47,5 +56,10 @@ fn describe() {
         );
         ::metrics::describe_counter!(RAFT_PROPOSALS_TOTAL, "Entries this meta node proposed.");
         ::metrics::describe_counter!(RAFT_ELECTIONS_TOTAL, "Raft terms this meta node entered.");
+        ::metrics::describe_counter!(
+            APPLY_BYTES_TOTAL,
+            ::metrics::Unit::Bytes,
+            "State-machine record bytes this meta node wrote when applying entries."
+        );
     });
 }

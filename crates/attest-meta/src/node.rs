@@ -15,7 +15,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 use protobuf::Message as PbMessage;
 use raft::prelude::*;
 use raft::{RawNode, StateRole};
@@ -192,7 +192,7 @@ impl RaftLoop {
             id: config.id,
             election_tick: config.election_tick,
             heartbeat_tick: config.heartbeat_tick,
-            applied: storage.applied_state().index,
+            applied: storage.applied_index(),
             max_size_per_msg: 1024 * 1024,
             max_inflight_msgs: 256,
             check_quorum: true,
@@ -441,8 +441,7 @@ impl RaftLoop {
 
     fn install_snapshot(&mut self, snapshot: Snapshot) -> Result<(), MetaError> {
         let index = snapshot.get_metadata().index;
-        let state = StateMachine::decode(&snapshot.data)?;
-        self.raw.store().apply_snapshot(snapshot)?;
+        let state = self.raw.store().apply_snapshot(snapshot)?;
         *self.shared.applied.write() = Applied { index, state };
         self.shared
             .snapshots_installed
@@ -464,47 +463,53 @@ impl RaftLoop {
         };
         let mut conf_state = None;
         let shared = self.shared.clone();
-        let bytes = {
-            let mut applied = shared.applied.write();
-            for entry in &entries {
-                let effect = match entry.get_entry_type() {
-                    _ if entry.data.is_empty() => Effect::Empty,
-                    EntryType::EntryNormal => Effect::Command(
-                        Command::decode(&entry.data)
-                            .map_err(MetaError::from)
-                            .and_then(|cmd| applied.state.apply(&cmd).map_err(MetaError::from)),
-                    ),
-                    EntryType::EntryConfChange => {
-                        let result = ConfChange::parse_from_bytes(&entry.data)
-                            .map_err(MetaError::from)
-                            .and_then(|cc| {
-                                let cs = self.raw.apply_conf_change(&cc)?;
-                                match cc.get_change_type() {
-                                    ConfChangeType::RemoveNode => {
-                                        applied.state.remove_voter(cc.node_id)
-                                    }
-                                    _ => applied.state.add_voter(
-                                        cc.node_id,
-                                        String::from_utf8_lossy(&cc.context).into_owned(),
-                                    ),
+        let mut applied = shared.applied.write();
+        for entry in &entries {
+            let effect = match entry.get_entry_type() {
+                _ if entry.data.is_empty() => Effect::Empty,
+                EntryType::EntryNormal => Effect::Command(
+                    Command::decode(&entry.data)
+                        .map_err(MetaError::from)
+                        .and_then(|cmd| applied.state.apply(&cmd).map_err(MetaError::from)),
+                ),
+                EntryType::EntryConfChange => {
+                    let result = ConfChange::parse_from_bytes(&entry.data)
+                        .map_err(MetaError::from)
+                        .and_then(|cc| {
+                            let cs = self.raw.apply_conf_change(&cc)?;
+                            match cc.get_change_type() {
+                                ConfChangeType::RemoveNode => {
+                                    applied.state.remove_voter(cc.node_id)
                                 }
-                                conf_state = Some(cs);
-                                Ok(())
-                            });
-                        Effect::Conf(result)
-                    }
-                    EntryType::EntryConfChangeV2 => {
-                        Effect::Conf(Err(MetaError::Dropped("conf change v2 is not used".into())))
-                    }
-                };
-                applied.index = entry.index;
-                self.resolve(entry.index, entry.term, effect);
-            }
-            applied.state.encode()
-        };
-        self.raw
-            .store()
-            .persist_applied(last, bytes, conf_state.as_ref())?;
+                                _ => applied.state.add_voter(
+                                    cc.node_id,
+                                    String::from_utf8_lossy(&cc.context).into_owned(),
+                                ),
+                            }
+                            conf_state = Some(cs);
+                            Ok(())
+                        });
+                    Effect::Conf(result)
+                }
+                EntryType::EntryConfChangeV2 => {
+                    Effect::Conf(Err(MetaError::Dropped("conf change v2 is not used".into())))
+                }
+            };
+            applied.index = entry.index;
+            self.resolve(entry.index, entry.term, effect);
+        }
+        // Only the records these entries touched are written. Readers may see the new state while it is
+        // being written (as before); this thread is its only writer, so the shared guard keeps it still.
+        let changed = applied.state.take_changes();
+        let applied = RwLockWriteGuard::downgrade(applied);
+        let written = self.raw.store().persist_applied(
+            last,
+            &applied.state,
+            &changed,
+            conf_state.as_ref(),
+        )?;
+        drop(applied);
+        metrics::record_apply_bytes(self.shared.id, written.bytes);
         if conf_state.is_some() {
             self.update_peers();
         }

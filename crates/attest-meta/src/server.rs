@@ -90,11 +90,8 @@ impl MetaNode {
                 tracing::info!(meta_id = config.id, peers = ?config.peers, "bootstrapped raft group");
             }
         }
-        let persisted = storage.applied_state();
-        let state = match &persisted.state {
-            Some(bytes) => StateMachine::decode(bytes)?,
-            None => StateMachine::default(),
-        };
+        let persisted = storage.applied_state()?;
+        let state = persisted.state.unwrap_or_default();
         let filter = Arc::new(Filter::default());
         let shared = Arc::new(Shared::new(
             config.id,

@@ -403,7 +403,9 @@ impl MetaService for MetaServiceImpl {
         &self,
         request: Request<pb::SetCollectionThresholdsRequest>,
     ) -> Result<Response<pb::CollectionMeta>, Status> {
-        let local = |core: Arc<Core>, req: pb::SetCollectionThresholdsRequest, deadline: Instant| async move {
+        let local = |core: Arc<Core>,
+                     req: pb::SetCollectionThresholdsRequest,
+                     deadline: Instant| async move {
             // Meta keeps the answer tier's shape opaque, but never stores what is not a JSON object.
             if !req.thresholds_json.is_empty()
                 && !serde_json::from_str::<serde_json::Value>(&req.thresholds_json)

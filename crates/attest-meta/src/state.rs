@@ -5,6 +5,10 @@
 //! nodes into the command before proposing it. A refused command ([`StateError`]) leaves the state unchanged
 //! on every replica. A snapshot is the bincode encoding of the whole state (`BTreeMap`s: byte-identical on
 //! every replica).
+//!
+//! Between snapshots the state is stored as one RocksDB record per node, collection, key and manifest
+//! (`records`): every mutation below marks the record it touched, and after an apply the Raft loop writes
+//! only those ([`StateMachine::take_changes`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -12,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::StateError;
 use crate::placement::{self, Candidate, Move, Replica, ReplicaState, ShardReplicas};
+use crate::records::RecordKey;
 
 /// Default replication factor when a create request says 0.
 pub const DEFAULT_REPLICATION: u32 = 2;
@@ -161,7 +166,7 @@ pub enum Output {
 }
 
 /// The whole replicated metadata.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct StateMachine {
     /// Raft voters (id → gRPC address), from the initial peers and the conf-change contexts.
     pub voters: BTreeMap<u64, String>,
@@ -173,7 +178,36 @@ pub struct StateMachine {
     pub manifests: BTreeMap<(String, u32, u64), ManifestRecord>,
     /// Keyed by the key's sha256 (hex).
     pub api_keys: BTreeMap<String, ApiKeyRecord>,
+    /// Records changed since the last [`StateMachine::take_changes`]: what the next persist writes. Local
+    /// bookkeeping, not part of the replicated value: never serialized (snapshots and the legacy blob keep
+    /// their format) and ignored by `==`.
+    #[serde(skip)]
+    changes: BTreeSet<RecordKey>,
 }
+
+/// Equality of the replicated value only (`changes` is bookkeeping). The destructuring makes a new field a
+/// compile error here until it is compared.
+impl PartialEq for StateMachine {
+    fn eq(&self, other: &Self) -> bool {
+        let StateMachine {
+            voters,
+            nodes,
+            last_node_id,
+            collections,
+            manifests,
+            api_keys,
+            changes: _,
+        } = self;
+        *voters == other.voters
+            && *nodes == other.nodes
+            && *last_node_id == other.last_node_id
+            && *collections == other.collections
+            && *manifests == other.manifests
+            && *api_keys == other.api_keys
+    }
+}
+
+impl Eq for StateMachine {}
 
 impl StateMachine {
     /// A fresh state whose voters are the initial peers.
@@ -192,13 +226,33 @@ impl StateMachine {
         bincode::deserialize(bytes)
     }
 
+    /// The records changed since the last call (each to be put, or deleted when it no longer exists).
+    pub fn take_changes(&mut self) -> BTreeSet<RecordKey> {
+        std::mem::take(&mut self.changes)
+    }
+
     /// Applies a conf change that added a voter (its address from the entry's context).
     pub fn add_voter(&mut self, id: u64, address: String) {
         self.voters.insert(id, address);
+        self.changes.insert(RecordKey::Voter(id));
     }
 
     pub fn remove_voter(&mut self, id: u64) {
         self.voters.remove(&id);
+        self.changes.insert(RecordKey::Voter(id));
+    }
+
+    /// Removes the manifests `gone` selects, marking each removed one.
+    fn remove_manifests(&mut self, gone: impl Fn(&(String, u32, u64)) -> bool) {
+        let changes = &mut self.changes;
+        self.manifests.retain(|key, _| {
+            if gone(key) {
+                changes.insert(RecordKey::Manifest(key.0.clone(), key.1, key.2));
+                false
+            } else {
+                true
+            }
+        });
     }
 
     /// Replicas per node over every collection (LEAVING replicas included: they still hold data).
@@ -252,7 +306,10 @@ impl StateMachine {
             )?)),
             Command::DropCollection { name } => {
                 let dropped = self.collections.remove(name).is_some();
-                self.manifests.retain(|(c, _, _), _| c != name);
+                if dropped {
+                    self.changes.insert(RecordKey::Collection(name.clone()));
+                }
+                self.remove_manifests(|(c, _, _)| c == name);
                 Ok(Output::Dropped(dropped))
             }
             Command::ReplicaCaughtUp {
@@ -266,6 +323,8 @@ impl StateMachine {
             Command::PutApiKey { key } => {
                 validate_key_hash(&key.key_sha256)?;
                 self.api_keys.insert(key.key_sha256.clone(), key.clone());
+                self.changes
+                    .insert(RecordKey::ApiKey(key.key_sha256.clone()));
                 Ok(Output::Done)
             }
             Command::ReportManifests { manifests } => {
@@ -278,6 +337,11 @@ impl StateMachine {
                     }
                     self.manifests
                         .insert((m.collection.clone(), m.shard, m.node_id), m.clone());
+                    self.changes.insert(RecordKey::Manifest(
+                        m.collection.clone(),
+                        m.shard,
+                        m.node_id,
+                    ));
                 }
                 Ok(Output::Done)
             }
@@ -290,7 +354,10 @@ impl StateMachine {
                     .get_mut(collection)
                     .ok_or_else(|| StateError::NotFound(format!("collection {collection:?}")))?;
                 c.thresholds_json = thresholds_json.clone();
-                Ok(Output::Collection(c.clone()))
+                let record = c.clone();
+                self.changes
+                    .insert(RecordKey::Collection(collection.clone()));
+                Ok(Output::Collection(record))
             }
         }
     }
@@ -310,6 +377,7 @@ impl StateMachine {
             Some(id) => id,
             None => {
                 self.last_node_id += 1;
+                self.changes.insert(RecordKey::Meta);
                 self.last_node_id
             }
         };
@@ -321,6 +389,7 @@ impl StateMachine {
             zone: zone.to_string(),
         };
         self.nodes.insert(id, record.clone());
+        self.changes.insert(RecordKey::Node(id));
         Ok(record)
     }
 
@@ -383,6 +452,7 @@ impl StateMachine {
             created_ms,
         };
         self.collections.insert(def.name.clone(), record.clone());
+        self.changes.insert(RecordKey::Collection(def.name.clone()));
         Ok(record)
     }
 
@@ -408,9 +478,13 @@ impl StateMachine {
         }
         // Manifests of replicas that left the map are no longer meaningful.
         let holders: BTreeSet<u64> = s.replicas.iter().map(|r| r.node_id).collect();
-        self.manifests
-            .retain(|(col, sh, n), _| !(col == collection && *sh == shard && !holders.contains(n)));
-        Ok(c.clone())
+        let record = c.clone();
+        self.changes
+            .insert(RecordKey::Collection(collection.to_string()));
+        self.remove_manifests(|(col, sh, n)| {
+            col == collection && *sh == shard && !holders.contains(n)
+        });
+        Ok(record)
     }
 
     /// Applies the legal moves (a stale plan may contain moves that no longer apply) and returns them.
@@ -431,6 +505,8 @@ impl StateMachine {
                 && !s.has_pending_move()
                 && placement::apply_move(s, m.from_node, m.to_node)
             {
+                self.changes
+                    .insert(RecordKey::Collection(m.collection.clone()));
                 applied.push(m.clone());
             }
         }

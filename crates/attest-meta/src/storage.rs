@@ -3,14 +3,19 @@
 //! Keys (one RocksDB, no column families):
 //! - `e/<index, 8 bytes big-endian>` → `eraftpb::Entry` (rust-protobuf encoding)
 //! - `m/hard_state`, `m/conf_state`, `m/snapshot_meta` → the raft-rs messages
-//! - `m/snapshot_data` → the state machine at the snapshot index (bincode)
-//! - `m/applied` + `m/state` → applied index and the state machine at that index, written together
+//! - `m/snapshot_data` → the state machine at the snapshot index (bincode of the whole state)
+//! - `m/applied` + `s/…` → applied index and the state machine at that index, one record per key (the scheme
+//!   is in `records`), written together. An apply writes only the records its commands changed; installing
+//!   a snapshot replaces every `s/` key.
+//! - `m/state` → only in a store written before the records existed: the whole state at `m/applied` as one
+//!   blob. It is read on open, and the next persist writes every record and deletes it.
 //!
 //! Every write is one synced `WriteBatch`, so a crash leaves either the old or the new value of everything a
 //! batch touches. The entries of the log (bounded by `snapshot_threshold` through compaction) are also kept in
-//! memory, so `raft::Storage` reads never touch the disk; RocksDB is what survives a restart.
+//! memory, so `raft::Storage` reads never touch the disk, except `snapshot` (a lagging follower, rare), which
+//! reads the applied records back; RocksDB is what survives a restart.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::path::Path;
 
 use parking_lot::RwLock;
@@ -20,13 +25,16 @@ use raft::{GetEntriesContext, RaftState, StorageError};
 use rocksdb::{Options, WriteBatch, WriteOptions, DB};
 
 use crate::error::MetaError;
+use crate::records::{self, RecordKey};
+use crate::state::StateMachine;
 
 const HARD_STATE: &[u8] = b"m/hard_state";
 const CONF_STATE: &[u8] = b"m/conf_state";
 const SNAPSHOT_META: &[u8] = b"m/snapshot_meta";
 const SNAPSHOT_DATA: &[u8] = b"m/snapshot_data";
 const APPLIED: &[u8] = b"m/applied";
-const STATE: &[u8] = b"m/state";
+/// The whole state as one blob: the format before per-record keys, read for migration only.
+const LEGACY_STATE: &[u8] = b"m/state";
 
 fn entry_key(index: u64) -> [u8; 10] {
     let mut k = [0u8; 10];
@@ -39,8 +47,43 @@ fn entry_key(index: u64) -> [u8; 10] {
 #[derive(Debug, Clone, Default)]
 pub struct AppliedState {
     pub index: u64,
-    /// bincode of the `StateMachine`; `None` on a fresh store.
-    pub state: Option<Vec<u8>>,
+    /// `None` on a fresh store.
+    pub state: Option<StateMachine>,
+}
+
+/// What one persist wrote of the state machine (the `attest_meta_apply_bytes_total` metric, tests, the
+/// `apply_cost` example).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StateWrite {
+    /// Record keys put, in key order.
+    pub put: Vec<Vec<u8>>,
+    /// Keys deleted (records that no longer exist, and the legacy blob when it is migrated).
+    pub deleted: Vec<Vec<u8>>,
+    /// Bytes of those keys and of the values put.
+    pub bytes: u64,
+}
+
+impl StateWrite {
+    fn put(&mut self, batch: &mut WriteBatch, key: Vec<u8>, value: &[u8]) {
+        batch.put(&key, value);
+        self.bytes += (key.len() + value.len()) as u64;
+        self.put.push(key);
+    }
+
+    fn delete(&mut self, batch: &mut WriteBatch, key: Vec<u8>) {
+        batch.delete(&key);
+        self.bytes += key.len() as u64;
+        self.deleted.push(key);
+    }
+
+    /// Replaces every record with those of `state`.
+    fn replace_all(&mut self, batch: &mut WriteBatch, state: &StateMachine) {
+        batch.delete_range(records::START, records::END);
+        for key in state.record_keys() {
+            let value = state.record(&key).expect("listed records exist");
+            self.put(batch, key.to_bytes(), &value);
+        }
+    }
 }
 
 struct Core {
@@ -50,6 +93,10 @@ struct Core {
     snapshot: Snapshot,
     /// The stored log, `entries[0].index == snapshot index + 1` when not empty.
     entries: VecDeque<Entry>,
+    /// Index of the state machine stored under `s/` (or in the legacy blob).
+    applied: u64,
+    /// The state is still the `m/state` blob of the old format: the next persist writes every record.
+    legacy_blob: bool,
 }
 
 impl Core {
@@ -69,8 +116,9 @@ impl Core {
 /// Raft storage on RocksDB. Owned by the Raft loop (inside its `RawNode`).
 pub struct RocksStorage {
     db: DB,
+    /// Every write holds it exclusively, so a reader holding it shared sees the `s/` records and `applied`
+    /// of one persist.
     core: RwLock<Core>,
-    applied: RwLock<AppliedState>,
 }
 
 fn decode<M: PbMessage>(bytes: Option<Vec<u8>>) -> Result<M, MetaError> {
@@ -82,6 +130,29 @@ fn decode<M: PbMessage>(bytes: Option<Vec<u8>>) -> Result<M, MetaError> {
 
 fn encode<M: PbMessage>(m: &M) -> Vec<u8> {
     m.write_to_bytes().expect("raft messages always encode")
+}
+
+/// The stored state machine: the `s/` records, else the legacy blob, else none (fresh store).
+fn load_state(db: &DB) -> Result<Option<StateMachine>, MetaError> {
+    if db.get(records::META_KEY)?.is_some() {
+        let iter = db.iterator(rocksdb::IteratorMode::From(
+            records::START,
+            rocksdb::Direction::Forward,
+        ));
+        let mut records = Vec::new();
+        for item in iter {
+            let (k, v) = item?;
+            if k.as_ref() >= records::END {
+                break;
+            }
+            records.push((k, v));
+        }
+        return Ok(Some(StateMachine::from_records(records)?));
+    }
+    match db.get(LEGACY_STATE)? {
+        Some(blob) => Ok(Some(StateMachine::decode(&blob)?)),
+        None => Ok(None),
+    }
 }
 
 impl RocksStorage {
@@ -110,16 +181,20 @@ impl RocksStorage {
             }
             entries.push_back(Entry::parse_from_bytes(&v)?);
         }
-        let applied = AppliedState {
-            index: db
-                .get(APPLIED)?
-                .map(|b| {
-                    let arr: [u8; 8] = b.as_slice().try_into().unwrap_or_default();
-                    u64::from_be_bytes(arr)
-                })
-                .unwrap_or(0),
-            state: db.get(STATE)?,
-        };
+        let applied = db
+            .get(APPLIED)?
+            .map(|b| {
+                let arr: [u8; 8] = b.as_slice().try_into().unwrap_or_default();
+                u64::from_be_bytes(arr)
+            })
+            .unwrap_or(0);
+        let legacy_blob = db.get(records::META_KEY)?.is_none() && db.get(LEGACY_STATE)?.is_some();
+        if legacy_blob {
+            tracing::info!(
+                path = %path.display(),
+                "meta state stored as one blob (old format): the next apply rewrites it as records"
+            );
+        }
         Ok(RocksStorage {
             db,
             core: RwLock::new(Core {
@@ -127,8 +202,9 @@ impl RocksStorage {
                 conf_state,
                 snapshot,
                 entries,
+                applied,
+                legacy_blob,
             }),
-            applied: RwLock::new(applied),
         })
     }
 
@@ -151,12 +227,21 @@ impl RocksStorage {
         meta.term = 1;
         meta.set_conf_state(conf_state);
         snapshot.data = state.into();
-        self.apply_snapshot(snapshot)
+        self.apply_snapshot(snapshot).map(drop)
     }
 
-    /// The state machine as last persisted.
-    pub fn applied_state(&self) -> AppliedState {
-        self.applied.read().clone()
+    /// The state machine as last persisted, read back from RocksDB (start-up).
+    pub fn applied_state(&self) -> Result<AppliedState, MetaError> {
+        let core = self.core.read();
+        Ok(AppliedState {
+            index: core.applied,
+            state: load_state(&self.db)?,
+        })
+    }
+
+    /// Index of the state machine as last persisted.
+    pub fn applied_index(&self) -> u64 {
+        self.core.read().applied
     }
 
     pub fn snapshot_index(&self) -> u64 {
@@ -232,19 +317,32 @@ impl RocksStorage {
         Ok(())
     }
 
-    /// Persists the state machine after applying entries up to `index`, with the conf state when a conf
-    /// change was among them. The hard state's commit is raised to `index` in the same batch (applied entries
-    /// are committed), so a restart never sees applied > commit.
+    /// Persists the state machine after applying entries up to `index`: the records in `changed` (put, or
+    /// deleted when `state` no longer holds them), or every record when the store still holds the legacy
+    /// blob; with the conf state when a conf change was among the entries. The hard state's commit is raised
+    /// to `index` in the same batch (applied entries are committed), so a restart never sees applied > commit.
     pub fn persist_applied(
         &self,
         index: u64,
-        state: Vec<u8>,
+        state: &StateMachine,
+        changed: &BTreeSet<RecordKey>,
         conf_state: Option<&ConfState>,
-    ) -> Result<(), MetaError> {
+    ) -> Result<StateWrite, MetaError> {
         let mut core = self.core.write();
         let mut batch = WriteBatch::default();
         batch.put(APPLIED, index.to_be_bytes());
-        batch.put(STATE, &state);
+        let mut written = StateWrite::default();
+        if core.legacy_blob {
+            written.replace_all(&mut batch, state);
+            written.delete(&mut batch, LEGACY_STATE.to_vec());
+        } else {
+            for key in changed {
+                match state.record(key) {
+                    Some(value) => written.put(&mut batch, key.to_bytes(), &value),
+                    None => written.delete(&mut batch, key.to_bytes()),
+                }
+            }
+        }
         if let Some(cs) = conf_state {
             batch.put(CONF_STATE, encode(cs));
         }
@@ -258,16 +356,14 @@ impl RocksStorage {
         if let Some(cs) = conf_state {
             core.conf_state = cs.clone();
         }
-        *self.applied.write() = AppliedState {
-            index,
-            state: Some(state),
-        };
-        Ok(())
+        core.applied = index;
+        core.legacy_blob = false;
+        Ok(written)
     }
 
     /// Installs a snapshot (received from the leader, or the bootstrap one): replaces the log, the conf state
-    /// and the state machine.
-    pub fn apply_snapshot(&self, snapshot: Snapshot) -> Result<(), MetaError> {
+    /// and the state machine (every `s/` record), and returns the state it holds.
+    pub fn apply_snapshot(&self, snapshot: Snapshot) -> Result<StateMachine, MetaError> {
         let mut core = self.core.write();
         let meta = snapshot.get_metadata().clone();
         if meta.index < core.snapshot.get_metadata().index {
@@ -275,6 +371,7 @@ impl RocksStorage {
                 StorageError::SnapshotOutOfDate,
             )));
         }
+        let state = StateMachine::decode(&snapshot.data)?;
         let mut hs = core.hard_state.clone();
         hs.term = hs.term.max(meta.term);
         hs.commit = hs.commit.max(meta.index);
@@ -286,17 +383,16 @@ impl RocksStorage {
         batch.put(CONF_STATE, encode(meta.get_conf_state()));
         batch.put(HARD_STATE, encode(&hs));
         batch.put(APPLIED, meta.index.to_be_bytes());
-        batch.put(STATE, &snapshot.data);
+        StateWrite::default().replace_all(&mut batch, &state);
+        batch.delete(LEGACY_STATE);
         self.write(batch)?;
         core.entries.clear();
         core.hard_state = hs;
         core.conf_state = meta.get_conf_state().clone();
-        *self.applied.write() = AppliedState {
-            index: meta.index,
-            state: Some(snapshot.data.to_vec()),
-        };
+        core.applied = meta.index;
+        core.legacy_blob = false;
         core.snapshot = snapshot;
-        Ok(())
+        Ok(state)
     }
 
     /// Log compaction: stores a snapshot of the state machine at `applied` (the caller's current state) and
@@ -381,32 +477,36 @@ impl raft::Storage for RocksStorage {
         Ok(self.core.read().last_index())
     }
 
-    /// A snapshot of the state machine at the applied index, built on demand from the applied state this
-    /// store keeps (not the last compaction snapshot): its conf state then includes every voter added so
+    /// A snapshot of the state machine at the applied index, built on demand from the applied records this
+    /// store holds (not the last compaction snapshot): its conf state then includes every voter added so
     /// far, so a node that just joined accepts it (raft-rs refuses a snapshot whose conf state lacks it).
+    /// The data is the whole state encoded, as every snapshot's.
     fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
         let core = self.core.read();
-        let applied = self.applied.read();
+        let applied = core.applied;
         let unavailable = || raft::Error::Store(StorageError::SnapshotTemporarilyUnavailable);
-        let Some(state) = &applied.state else {
-            return Err(unavailable());
-        };
-        if applied.index < request_index || applied.index < core.snapshot.get_metadata().index {
+        if applied < request_index || applied < core.snapshot.get_metadata().index {
             return Err(unavailable());
         }
-        let term = if applied.index == core.snapshot.get_metadata().index {
+        let term = if applied == core.snapshot.get_metadata().index {
             core.snapshot.get_metadata().term
-        } else if applied.index >= core.first_index() && applied.index <= core.last_index() {
-            core.entries[(applied.index - core.first_index()) as usize].term
+        } else if applied >= core.first_index() && applied <= core.last_index() {
+            core.entries[(applied - core.first_index()) as usize].term
         } else {
             return Err(unavailable());
         };
+        // Holding `core` keeps a persist from running between this read and `applied`.
+        let state = match load_state(&self.db) {
+            Ok(Some(state)) => state,
+            Ok(None) => return Err(unavailable()),
+            Err(e) => return Err(raft::Error::Store(StorageError::Other(Box::new(e)))),
+        };
         let mut snapshot = Snapshot::default();
         let meta = snapshot.mut_metadata();
-        meta.index = applied.index;
+        meta.index = applied;
         meta.term = term;
         meta.set_conf_state(core.conf_state.clone());
-        snapshot.data = state.clone().into();
+        snapshot.data = state.encode().into();
         Ok(snapshot)
     }
 }
@@ -415,6 +515,19 @@ impl raft::Storage for RocksStorage {
 mod tests {
     use super::*;
     use raft::Storage;
+
+    /// A state that differs from the default and from every other `n` (its last node id).
+    fn state(n: u64) -> StateMachine {
+        let mut s = StateMachine::with_voters([(1, "http://m1".to_string())]);
+        s.last_node_id = n;
+        s
+    }
+
+    /// Persists `state` at `index` with only the scalar record marked changed.
+    fn persist(s: &RocksStorage, index: u64, state: &StateMachine) {
+        s.persist_applied(index, state, &BTreeSet::from([RecordKey::Meta]), None)
+            .unwrap();
+    }
 
     fn entry(index: u64, term: u64) -> Entry {
         Entry {
@@ -431,7 +544,7 @@ mod tests {
         {
             let s = RocksStorage::open(dir.path()).unwrap();
             assert!(s.is_empty());
-            s.bootstrap(ConfState::from((vec![1, 2, 3], vec![])), b"state".to_vec())
+            s.bootstrap(ConfState::from((vec![1, 2, 3], vec![])), state(1).encode())
                 .unwrap();
             let ents: Vec<Entry> = (2..=6).map(|i| entry(i, 2)).collect();
             let hs = HardState {
@@ -443,7 +556,7 @@ mod tests {
             // A new leader overwrites 5..6 with a shorter suffix.
             s.append(&[entry(5, 3)], None).unwrap();
             assert_eq!(s.last_index().unwrap(), 5);
-            s.persist_applied(4, b"state4".to_vec(), None).unwrap();
+            persist(&s, 4, &state(4));
         }
         let s = RocksStorage::open(dir.path()).unwrap();
         assert!(!s.is_empty());
@@ -455,9 +568,9 @@ mod tests {
         assert_eq!(rs.hard_state.vote, 1);
         assert_eq!(rs.hard_state.commit, 4);
         assert_eq!(rs.conf_state.voters, vec![1, 2, 3]);
-        let applied = s.applied_state();
+        let applied = s.applied_state().unwrap();
         assert_eq!(applied.index, 4);
-        assert_eq!(applied.state.as_deref(), Some(&b"state4"[..]));
+        assert_eq!(applied.state, Some(state(4)));
         let got = s
             .entries(2, 6, None::<u64>, GetEntriesContext::empty(false))
             .unwrap();
@@ -472,7 +585,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             let s = RocksStorage::open(dir.path()).unwrap();
-            s.bootstrap(ConfState::from((vec![1], vec![])), vec![])
+            s.bootstrap(ConfState::from((vec![1], vec![])), state(1).encode())
                 .unwrap();
             let ents: Vec<Entry> = (2..=10).map(|i| entry(i, 2)).collect();
             s.append(&ents, None).unwrap();
@@ -488,11 +601,11 @@ mod tests {
         assert_eq!(s.last_index().unwrap(), 10);
         assert_eq!(s.term(7).unwrap(), 2);
         // A snapshot sent to a follower is built from the applied state, not the compaction one.
-        s.persist_applied(9, b"at9".to_vec(), None).unwrap();
+        persist(&s, 9, &state(9));
         let snap = s.snapshot(0, 2).unwrap();
         assert_eq!(snap.get_metadata().index, 9);
         assert_eq!(snap.get_metadata().term, 2);
-        assert_eq!(&snap.data[..], b"at9");
+        assert_eq!(&snap.data[..], &state(9).encode()[..]);
         assert_eq!(snap.get_metadata().get_conf_state().voters, vec![1]);
         // A follower installing a later snapshot drops its whole log.
         let mut newer = Snapshot::default();
@@ -501,13 +614,14 @@ mod tests {
         newer
             .mut_metadata()
             .set_conf_state(ConfState::from((vec![1, 2], vec![])));
-        newer.data = b"at20".to_vec().into();
-        s.apply_snapshot(newer).unwrap();
+        newer.data = state(20).encode().into();
+        assert_eq!(s.apply_snapshot(newer).unwrap(), state(20));
         assert_eq!(
             (s.first_index().unwrap(), s.last_index().unwrap()),
             (21, 20)
         );
-        assert_eq!(s.applied_state().index, 20);
+        assert_eq!(s.applied_state().unwrap().index, 20);
+        assert_eq!(s.applied_state().unwrap().state, Some(state(20)));
         assert_eq!(s.initial_state().unwrap().hard_state.commit, 20);
     }
 }

@@ -212,6 +212,51 @@ fn id_string(v: &Value, i: usize) -> Result<String, RouterError> {
 
 /// JSON `{documents: [...]}`: one bad document fails the request. NDJSON: malformed lines are reported by line
 /// number and every other line is ingested.
+/// Parsed documents of an ingest body, the NDJSON lines that did not parse (as refusals) and, for NDJSON, each
+/// document's line number.
+type ParsedBody = (Vec<IngestDocument>, Vec<Value>, Option<Vec<usize>>);
+
+fn parse_documents(bytes: &[u8], ndjson: bool) -> Result<ParsedBody, RouterError> {
+    // `index` is always the 0-based position in the request (for NDJSON the line's, with `line` beside it).
+    if ndjson {
+        let parsed = parse_jsonl(bytes);
+        let rejected = parsed
+            .errors
+            .iter()
+            .map(|e| json!({"index": e.line - 1, "line": e.line, "reason": e.reason}))
+            .collect();
+        let docs = parsed
+            .documents
+            .into_iter()
+            .map(|source| IngestDocument {
+                source,
+                vector: None,
+            })
+            .collect();
+        return Ok((docs, rejected, Some(parsed.lines)));
+    }
+    let b: DocumentsBody =
+        serde_json::from_slice(bytes).map_err(|e| RouterError::invalid("body", e.to_string()))?;
+    let docs = b
+        .documents
+        .into_iter()
+        .enumerate()
+        .map(|(i, d)| {
+            Ok(IngestDocument {
+                source: SourceDocument {
+                    id: id_string(&d.id, i)?,
+                    title: normalize_text(d.title.as_deref().unwrap_or("")),
+                    text: normalize_text(&d.text),
+                    metadata: d.metadata.unwrap_or_default(),
+                    tenant: d.tenant,
+                },
+                vector: d.vector,
+            })
+        })
+        .collect::<Result<_, RouterError>>()?;
+    Ok((docs, Vec::new(), None))
+}
+
 async fn ingest(
     State(r): State<Arc<Router>>,
     Extension(RequestId(rid)): Extension<RequestId>,
@@ -231,46 +276,11 @@ async fn ingest(
             format!("`{content_type}`: send application/json ({{\"documents\": [...]}}) or application/x-ndjson"),
         ));
     }
-    // `index` is always the 0-based position in the request (for NDJSON the line's, with `line` beside it).
-    let mut rejected: Vec<Value> = Vec::new();
-    let mut lines: Option<Vec<usize>> = None;
-    let docs: Vec<IngestDocument> = if ndjson {
-        let parsed = parse_jsonl(&bytes);
-        rejected.extend(
-            parsed
-                .errors
-                .iter()
-                .map(|e| json!({"index": e.line - 1, "line": e.line, "reason": e.reason})),
-        );
-        lines = Some(parsed.lines);
-        parsed
-            .documents
-            .into_iter()
-            .map(|source| IngestDocument {
-                source,
-                vector: None,
-            })
-            .collect()
-    } else {
-        let b: DocumentsBody = serde_json::from_slice(&bytes)
-            .map_err(|e| RouterError::invalid("body", e.to_string()))?;
-        b.documents
-            .into_iter()
-            .enumerate()
-            .map(|(i, d)| {
-                Ok(IngestDocument {
-                    source: SourceDocument {
-                        id: id_string(&d.id, i)?,
-                        title: normalize_text(d.title.as_deref().unwrap_or("")),
-                        text: normalize_text(&d.text),
-                        metadata: d.metadata.unwrap_or_default(),
-                        tenant: d.tenant,
-                    },
-                    vector: d.vector,
-                })
-            })
-            .collect::<Result<_, RouterError>>()?
-    };
+    // Parsing and NFKC normalisation of up to 32 MB run on the CPU pool, not on an async worker.
+    let (docs, mut rejected, lines) =
+        attest_telemetry::cpu::run_cpu_intensive(move || parse_documents(&bytes, ndjson))
+            .await
+            .map_err(|e| RouterError::Internal(e.to_string()))??;
     let report = r.ingest(&name, docs, &rid).await?;
     let refusal = |i: usize, reason: String| match &lines {
         Some(lines) => json!({"index": lines[i] - 1, "line": lines[i], "reason": reason}),

@@ -12,7 +12,7 @@ use attest_proto::v1 as pb;
 
 use crate::error::RouterError;
 use crate::near_dups::keys_to_proto;
-use crate::replicas::{call_all, ShardCall};
+use crate::replicas::{call_all, call_any, ReplicaEndpoint, ShardCall};
 use crate::router::{shard_for, Router};
 
 /// A document to ingest, optionally with its own vector (then it is stored as one chunk, not re-embedded).
@@ -33,6 +33,9 @@ pub struct IngestReport {
     pub rejected: Vec<(usize, String)>,
     pub chunks: u64,
 }
+
+/// A document to write, its near-duplicate sketch and its chunks as (chunk id, text).
+type ChunkedDocument = (IngestDocument, Option<Sketch>, Vec<(String, String)>);
 
 /// The embedder's tokenizer counts the chunker's budget, so chunks fit the model's window.
 struct EmbedderTokens<'a>(&'a dyn Embedder);
@@ -130,8 +133,7 @@ impl Router {
             move || -> Result<Vec<pb::DocumentChunks>, RouterError> {
                 attest_telemetry::request_id::with_current(&rid, || {
                     let counter = EmbedderTokens(embedder.as_ref());
-                    let mut per_doc: Vec<(IngestDocument, Option<Sketch>, Vec<(String, String)>)> =
-                        Vec::with_capacity(kept.len());
+                    let mut per_doc: Vec<ChunkedDocument> = Vec::with_capacity(kept.len());
                     let mut to_embed: Vec<String> = Vec::new();
                     for (d, sketch) in kept {
                         let chunks: Vec<(String, String)> = if d.vector.is_some() {
@@ -235,6 +237,12 @@ impl Router {
             .unwrap_or(&self.config.default_tenant)
             .to_string();
         let replicas = self.view.write_replicas(&rec, shard as usize);
+        if self
+            .held_by_no_replica(collection, shard, &tenant, doc_id, &replicas, request_id)
+            .await
+        {
+            return Ok(false);
+        }
         let quorum = self.write_quorum(replicas.len());
         let call = ShardCall::Delete {
             request_id: request_id.to_string(),
@@ -252,5 +260,40 @@ impl Router {
             .and_then(TryInto::try_into)
             .map_err(RouterError::from_status)?;
         Ok(resp.deleted)
+    }
+
+    /// Whether every replica of the shard answered that it holds no live copy of the tenant's document: then a
+    /// delete has nothing to do and writes nothing (a tombstone per request would let any caller grow the logs
+    /// without bound). When a replica cannot answer, the delete goes ahead: a replica that has not seen the
+    /// document yet must still get the tombstone, or a late copy of the write would bring it back.
+    async fn held_by_no_replica(
+        &self,
+        collection: &str,
+        shard: u32,
+        tenant: &str,
+        doc_id: &str,
+        replicas: &[ReplicaEndpoint],
+        request_id: &str,
+    ) -> bool {
+        let asks = replicas.iter().map(|replica| {
+            let call = ShardCall::FetchDocuments {
+                request_id: request_id.to_string(),
+                req: pb::FetchDocumentsRequest {
+                    collection: collection.to_string(),
+                    shard,
+                    doc_ids: vec![doc_id.to_string()],
+                },
+            };
+            async move {
+                call_any(std::slice::from_ref(replica), call, &self.config.replicas)
+                    .await
+                    .and_then(|(r, _)| pb::FetchDocumentsResponse::try_from(r))
+            }
+        });
+        futures::future::join_all(asks).await.iter().all(|answer| {
+            answer
+                .as_ref()
+                .is_ok_and(|r| !r.documents.iter().any(|d| d.tenant == tenant))
+        })
     }
 }

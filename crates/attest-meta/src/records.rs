@@ -1,0 +1,301 @@
+//! The state machine as RocksDB records: one key per record, so that an apply writes only what it changed
+//! instead of the whole state (with 1,000 collections, a heartbeat's manifest report used to rewrite all of
+//! them).
+//!
+//! Key scheme, all under `s/`:
+//! - `s/meta` → [`MetaRecord`]: the scalar fields (`last_node_id`). Always written with the records, so its
+//!   presence says the store holds records (a store written before them holds one `m/state` blob instead).
+//! - `s/v/<meta id>` → `(id, address)` of a Raft voter
+//! - `s/n/<node id>` → [`NodeRecord`]
+//! - `s/c/<collection>` → [`CollectionRecord`]
+//! - `s/k/<key sha256, hex>` → [`ApiKeyRecord`]
+//! - `s/m/<collection>/<shard>/<node id>` → [`ManifestRecord`]
+//!
+//! Numbers are decimal text, so that a RocksDB dump reads; collection names are `[A-Za-z0-9_-]` and key
+//! hashes hex, so `/` separates the parts unambiguously. Values are bincode and carry their own identity
+//! (id, name, ...): loading never parses a key, its prefix only says which map the value goes to.
+//!
+//! [`StateMachine::take_changes`] says which records a command touched; [`StateMachine::record`] gives a
+//! record's value, or `None` when it no longer exists (the key is deleted).
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::MetaError;
+use crate::state::{ApiKeyRecord, CollectionRecord, ManifestRecord, NodeRecord, StateMachine};
+
+/// First key of the record key space.
+pub const START: &[u8] = b"s/";
+/// First key after it (`'0'` follows `'/'`): `START..END` holds every record and nothing else.
+pub const END: &[u8] = b"s0";
+/// The key whose presence says the records are stored.
+pub const META_KEY: &[u8] = b"s/meta";
+
+const VOTER: &[u8] = b"s/v/";
+const NODE: &[u8] = b"s/n/";
+const COLLECTION: &[u8] = b"s/c/";
+const API_KEY: &[u8] = b"s/k/";
+const MANIFEST: &[u8] = b"s/m/";
+
+/// The scalar fields of the state, in one small record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetaRecord {
+    pub last_node_id: u64,
+}
+
+/// Names one record of the state machine (what a command touched).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RecordKey {
+    Meta,
+    Voter(u64),
+    Node(u64),
+    Collection(String),
+    ApiKey(String),
+    /// (collection, shard, node id), as the manifests map is keyed.
+    Manifest(String, u32, u64),
+}
+
+impl RecordKey {
+    /// The RocksDB key (the scheme in the module header).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let tail = match self {
+            RecordKey::Meta => return META_KEY.to_vec(),
+            RecordKey::Voter(id) => format!("v/{id}"),
+            RecordKey::Node(id) => format!("n/{id}"),
+            RecordKey::Collection(name) => format!("c/{name}"),
+            RecordKey::ApiKey(hash) => format!("k/{hash}"),
+            RecordKey::Manifest(collection, shard, node) => {
+                format!("m/{collection}/{shard}/{node}")
+            }
+        };
+        let mut key = START.to_vec();
+        key.extend_from_slice(tail.as_bytes());
+        key
+    }
+}
+
+fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    bincode::serialize(value).expect("records always serialize")
+}
+
+impl StateMachine {
+    /// The encoded value of `key` in this state; `None` when the record does not exist (delete the key).
+    pub fn record(&self, key: &RecordKey) -> Option<Vec<u8>> {
+        match key {
+            RecordKey::Meta => Some(encode(&MetaRecord {
+                last_node_id: self.last_node_id,
+            })),
+            RecordKey::Voter(id) => self.voters.get(id).map(|a| encode(&(*id, a))),
+            RecordKey::Node(id) => self.nodes.get(id).map(encode),
+            RecordKey::Collection(name) => self.collections.get(name).map(encode),
+            RecordKey::ApiKey(hash) => self.api_keys.get(hash).map(encode),
+            RecordKey::Manifest(c, s, n) => self.manifests.get(&(c.clone(), *s, *n)).map(encode),
+        }
+    }
+
+    /// The key of every record this state holds (`s/meta` included).
+    pub fn record_keys(&self) -> Vec<RecordKey> {
+        let mut keys = vec![RecordKey::Meta];
+        keys.extend(self.voters.keys().map(|id| RecordKey::Voter(*id)));
+        keys.extend(self.nodes.keys().map(|id| RecordKey::Node(*id)));
+        keys.extend(self.collections.keys().cloned().map(RecordKey::Collection));
+        keys.extend(self.api_keys.keys().cloned().map(RecordKey::ApiKey));
+        keys.extend(
+            self.manifests
+                .keys()
+                .map(|(c, s, n)| RecordKey::Manifest(c.clone(), *s, *n)),
+        );
+        keys
+    }
+
+    /// Rebuilds a state from its records (every `s/` key and value, in any order).
+    pub fn from_records<K, V>(
+        records: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<StateMachine, MetaError>
+    where
+        K: AsRef<[u8]>,
+        V: AsRef<[u8]>,
+    {
+        let mut state = StateMachine::default();
+        for (key, value) in records {
+            let (key, value) = (key.as_ref(), value.as_ref());
+            if key == META_KEY {
+                let meta: MetaRecord = bincode::deserialize(value)?;
+                state.last_node_id = meta.last_node_id;
+            } else if key.starts_with(VOTER) {
+                let (id, address): (u64, String) = bincode::deserialize(value)?;
+                state.voters.insert(id, address);
+            } else if key.starts_with(NODE) {
+                let node: NodeRecord = bincode::deserialize(value)?;
+                state.nodes.insert(node.id, node);
+            } else if key.starts_with(COLLECTION) {
+                let c: CollectionRecord = bincode::deserialize(value)?;
+                state.collections.insert(c.name.clone(), c);
+            } else if key.starts_with(API_KEY) {
+                let k: ApiKeyRecord = bincode::deserialize(value)?;
+                state.api_keys.insert(k.key_sha256.clone(), k);
+            } else if key.starts_with(MANIFEST) {
+                let m: ManifestRecord = bincode::deserialize(value)?;
+                state
+                    .manifests
+                    .insert((m.collection.clone(), m.shard, m.node_id), m);
+            } else {
+                return Err(MetaError::Codec(format!(
+                    "unknown state record key {:?}",
+                    String::from_utf8_lossy(key)
+                )));
+            }
+        }
+        Ok(state)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::placement::Move;
+    use crate::state::{CollectionDef, Command, NodeRole};
+
+    /// Every record of `state`, as RocksDB would hold them.
+    fn all_records(state: &StateMachine) -> BTreeMap<Vec<u8>, Vec<u8>> {
+        state
+            .record_keys()
+            .iter()
+            .map(|k| (k.to_bytes(), state.record(k).expect("listed keys exist")))
+            .collect()
+    }
+
+    #[test]
+    fn keys_follow_the_documented_scheme() {
+        let cases = [
+            (RecordKey::Meta, "s/meta"),
+            (RecordKey::Voter(3), "s/v/3"),
+            (RecordKey::Node(17), "s/n/17"),
+            (RecordKey::Collection("docs".into()), "s/c/docs"),
+            (
+                RecordKey::ApiKey("ab".repeat(32)),
+                &format!("s/k/{}", "ab".repeat(32)),
+            ),
+            (RecordKey::Manifest("docs".into(), 2, 17), "s/m/docs/2/17"),
+        ];
+        for (key, want) in cases {
+            let bytes = key.to_bytes();
+            assert_eq!(bytes, want.as_bytes());
+            assert!(bytes.as_slice() >= START && bytes.as_slice() < END);
+        }
+        let unknown = StateMachine::from_records([(b"s/x/1".to_vec(), vec![])]);
+        assert!(matches!(unknown, Err(MetaError::Codec(_))));
+    }
+
+    /// Every kind of command, over few names and ids so that they hit each other's records.
+    fn arb_command() -> impl Strategy<Value = Command> {
+        let name = prop::sample::select(vec!["a", "b", "c"]);
+        let node = prop::sample::select(vec!["n1", "n2", "n3", "n4"]);
+        prop_oneof![
+            (node, "[a-z]{0,2}").prop_map(|(n, z)| Command::RegisterNode {
+                name: n.into(),
+                address: format!("http://{n}"),
+                role: NodeRole::Shard,
+                zone: z,
+            }),
+            (name.clone(), 1u32..3, 1u32..3).prop_map(|(n, sh, r)| Command::CreateCollection {
+                def: CollectionDef {
+                    name: n.into(),
+                    shards: sh,
+                    replication: r,
+                    spec: None,
+                    chunking_json: String::new(),
+                    thresholds_json: String::new(),
+                },
+                live_nodes: vec![1, 2, 3, 4],
+                created_ms: 1,
+            }),
+            name.clone()
+                .prop_map(|n| Command::DropCollection { name: n.into() }),
+            (name.clone(), 0u32..3, 1u64..5).prop_map(|(n, sh, id)| Command::ReplicaCaughtUp {
+                collection: n.into(),
+                shard: sh,
+                node_id: id,
+            }),
+            (name.clone(), 0u32..3, 1u64..5, 1u64..5).prop_map(|(n, sh, from, to)| {
+                Command::ApplyRebalance {
+                    moves: vec![Move {
+                        collection: n.into(),
+                        shard: sh,
+                        from_node: from,
+                        to_node: to,
+                    }],
+                }
+            }),
+            (0u8..3, any::<bool>()).prop_map(|(k, revoked)| Command::PutApiKey {
+                key: crate::state::ApiKeyRecord {
+                    key_sha256: format!("{k:x}").repeat(64),
+                    scopes: vec![1],
+                    tenants: vec![],
+                    revoked,
+                },
+            }),
+            prop::collection::vec((name.clone(), 0u32..3, 1u64..5, 0u64..9), 1..4).prop_map(|ms| {
+                Command::ReportManifests {
+                    manifests: ms
+                        .into_iter()
+                        .map(|(c, shard, node_id, docs)| ManifestRecord {
+                            collection: c.into(),
+                            shard,
+                            node_id,
+                            segments: vec![format!("seg{docs}")],
+                            live_documents: docs,
+                        })
+                        .collect(),
+                }
+            }),
+            (name, "[a-z]{0,3}").prop_map(|(n, t)| Command::SetThresholds {
+                collection: n.into(),
+                thresholds_json: t,
+            }),
+        ]
+    }
+
+    /// A conf change (`None`: a command) on top of the commands.
+    fn arb_step() -> impl Strategy<Value = (Option<(bool, u64)>, Command)> {
+        (
+            prop::option::weighted(0.1, (any::<bool>(), 1u64..4)),
+            arb_command(),
+        )
+    }
+
+    proptest! {
+        /// Writing only the records each command touched keeps the stored records equal to the full state's:
+        /// a mutation site that forgets to mark its record fails here.
+        #[test]
+        fn changed_records_track_the_whole_state(steps in prop::collection::vec(arb_step(), 0..60)) {
+            let mut state = StateMachine::with_voters([(1, "http://m1".to_string())]);
+            state.take_changes();
+            let mut stored = all_records(&state);
+            for (conf, cmd) in &steps {
+                match conf {
+                    Some((true, id)) => state.add_voter(*id, format!("http://m{id}")),
+                    Some((false, id)) => state.remove_voter(*id),
+                    None => {
+                        let before = state.clone();
+                        if state.apply(cmd).is_err() {
+                            prop_assert_eq!(&state, &before);
+                            prop_assert!(state.take_changes().is_empty(), "a refused command touches nothing");
+                        }
+                    }
+                }
+                for key in state.take_changes() {
+                    match state.record(&key) {
+                        Some(value) => stored.insert(key.to_bytes(), value),
+                        None => stored.remove(&key.to_bytes()),
+                    };
+                }
+                prop_assert_eq!(&stored, &all_records(&state));
+            }
+            prop_assert_eq!(StateMachine::from_records(&stored).unwrap(), state);
+        }
+    }
+}
