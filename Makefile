@@ -25,7 +25,9 @@ build: setup
 demo: build
 	ATTEST_BIN=$(ATTEST) scripts/demo.sh
 
-test: setup
+# `build` first: the suites of tests/ run the `attest` binary of the same build, which `cargo test` alone does
+# not build for another package's tests.
+test: build
 	cargo test --workspace --no-fail-fast
 
 lint:

@@ -2,7 +2,7 @@
 # The scale runs of docs/BENCHMARKS.md ("Dense index at scale"): `attest bench` on 100k … 10M synthetic 384-d
 # vectors and on Fashion-MNIST, then the cost model fitted to them with its plots. Writes docs/bench/.
 #
-#   scripts/bench-scale.sh [SIZES...]      # default: 100000 300000 1000000 3000000 10000000
+#   benches/bench-scale.sh [SIZES...]      # default: 100000 300000 1000000 3000000 10000000
 #
 # A release build (`cargo build --release -p attest-cli`); the 10M run needs ~17 GB of free disk under
 # BENCH_DIR (default ~/.cache/attest-bench) and ~20 min on 2 cores. OpenBLAS gets both cores for k-means

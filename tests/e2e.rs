@@ -13,7 +13,7 @@ use common::{http, post, repo_root, start_dev, Dev};
 use serde_json::{json, Value};
 
 fn attest(dev: &Dev, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_attest"))
+    let out = Command::new(common::attest_bin())
         .args(args)
         .env("ATTEST_SERVER", &dev.url)
         .output()
@@ -572,5 +572,9 @@ fn bad_input_gets_clear_errors_and_writes_nothing() {
         let b: Value = r.json().unwrap();
         assert_eq!(b["error"]["code"], "NOT_FOUND", "{b}");
     }
-    assert_eq!(last_seq(&dev), before, "a delete of nothing appends nothing");
+    assert_eq!(
+        last_seq(&dev),
+        before,
+        "a delete of nothing appends nothing"
+    );
 }

@@ -2,13 +2,15 @@
 //! and sane (recall against exact search, exact slower than IVF_PQ, sizes on disk), the nprobe sweep is
 //! monotone in recall, and `--fit` turns two runs into a cost model with plots.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
 
 fn attest(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_attest"))
+    let out = Command::new(common::attest_bin())
         .args(args)
         .arg("--log-level")
         .arg("warn")
@@ -129,13 +131,13 @@ fn bench_reports_every_figure_and_fits_a_cost_model() {
 
 #[test]
 fn bench_rejects_bad_arguments() {
-    let out = Command::new(env!("CARGO_BIN_EXE_attest"))
+    let out = Command::new(common::attest_bin())
         .args(["bench", "--vectors", "0"])
         .output()
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--vectors must be at least 1"));
-    let out = Command::new(env!("CARGO_BIN_EXE_attest"))
+    let out = Command::new(common::attest_bin())
         .args(["bench", "--fit", "/nonexistent/run.json"])
         .output()
         .unwrap();

@@ -191,7 +191,7 @@ fn dev_refuses_a_data_directory_of_the_static_catalog() {
     let data = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(data.path().join("router")).unwrap();
     std::fs::write(data.path().join("router/catalog.json"), "{}").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_attest"))
+    let out = Command::new(common::attest_bin())
         .args(["dev", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
         .arg("--data-dir")
         .arg(data.path())
@@ -214,7 +214,7 @@ fn dev_refuses_a_data_directory_of_the_static_catalog() {
 fn config_check_prints_the_resolved_config_or_names_every_mistake() {
     let dir = tempfile::tempdir().unwrap();
     let run = |file: &Path, env: &[(&str, &str)]| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_attest"));
+        let mut cmd = Command::new(common::attest_bin());
         cmd.args(["config", "check", "--config"]).arg(file);
         for (k, v) in env {
             cmd.env(k, v);
@@ -253,7 +253,7 @@ fn config_check_prints_the_resolved_config_or_names_every_mistake() {
     );
 
     // A role refuses to start on it, with the same message.
-    let out = Command::new(env!("CARGO_BIN_EXE_attest"))
+    let out = Command::new(common::attest_bin())
         .args([
             "dev",
             "--http",

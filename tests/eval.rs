@@ -40,7 +40,7 @@ fn fixture(dir: &Path, docs: usize) {
 }
 
 fn eval(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_attest"))
+    let out = Command::new(common::attest_bin())
         .arg("eval")
         .args(args)
         .env("ATTEST_LOG", "warn")

@@ -11,9 +11,43 @@ use serde_json::Value;
 
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
+        .join("..")
         .canonicalize()
         .unwrap()
+}
+
+/// The `attest` binary of this build. These suites live in their own workspace member, so cargo does not build
+/// another package's binary for them: `make test` builds every target first (`cargo build --workspace
+/// --all-targets`), which puts it beside the test executables' `deps/` directory. A binary older than the
+/// attest-cli library these tests were just linked against would test stale code: refused with the fix.
+pub fn attest_bin() -> PathBuf {
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        let exe = std::env::current_exe().unwrap();
+        let deps = exe.parent().unwrap();
+        let bin = deps.parent().unwrap().join("attest");
+        let built = |p: &Path| p.metadata().and_then(|m| m.modified()).ok();
+        let Some(bin_built) = built(&bin) else {
+            panic!("{} is missing: run `cargo build --workspace --all-targets` (or `make test`) first", bin.display());
+        };
+        let newest_lib = std::fs::read_dir(deps)
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("libattest_cli-") && n.ends_with(".rlib"))
+            })
+            .filter_map(|p| built(&p))
+            .max();
+        assert!(
+            newest_lib.is_none_or(|lib| lib <= bin_built),
+            "{} is older than the attest-cli library: rebuild it with `cargo build --workspace --all-targets`",
+            bin.display()
+        );
+        bin
+    })
+    .clone()
 }
 
 /// A child process killed when dropped, so a failing test leaves nothing running.
@@ -46,7 +80,7 @@ pub enum Logs<'a> {
 
 /// Starts `attest ARGS [--data-dir DATA]` and returns it with its first stdout line (where it listens).
 pub fn start(args: &[&str], data: Option<&Path>, logs: Logs<'_>) -> (Proc, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_attest"));
+    let mut cmd = Command::new(attest_bin());
     cmd.args(args).stdout(Stdio::piped());
     if let Some(data) = data {
         cmd.arg("--data-dir").arg(data);
@@ -89,7 +123,7 @@ pub fn start_dev(data: &Path) -> Dev {
 
 /// Runs `attest ARGS` (warnings only), requires success and parses its stdout as JSON (`status --json`, ...).
 pub fn attest_json(args: &[&str]) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_attest"))
+    let out = Command::new(attest_bin())
         .args(args)
         .env("ATTEST_LOG", "error")
         .output()

@@ -17,8 +17,6 @@ use attest_proto::v1 as pb;
 use common::{http, post, repo_root};
 use serde_json::{json, Value};
 
-const BIN: &str = env!("CARGO_BIN_EXE_attest");
-
 /// The cluster started by the script in a temporary directory; `down` runs when dropped.
 struct LocalCluster {
     dir: tempfile::TempDir,
@@ -77,7 +75,7 @@ impl LocalCluster {
         let status = Command::new(repo_root().join("scripts/local-cluster.sh"))
             .arg("up")
             .arg(dir.path())
-            .env("ATTEST_BIN", BIN)
+            .env("ATTEST_BIN", common::attest_bin())
             .env("ATTEST_CLUSTER_PORT", base.to_string())
             .env("ATTEST_CLUSTER_ANSWER", "0")
             .env("ATTEST_LOG", "info,tantivy=warn")
@@ -129,7 +127,7 @@ impl LocalCluster {
 
     /// Starts shard node `i` (again) with the same data directory and address as the script does.
     fn start_shard(&self, i: u16) {
-        let child = Command::new(BIN)
+        let child = Command::new(common::attest_bin())
             .args(["serve", "--role", "shard", "--meta", &self.metas, "--grpc"])
             .arg(format!("127.0.0.1:{}", self.shard_port(i)))
             .args(["--node-name", &format!("shard-{i}"), "--data-dir"])

@@ -5,7 +5,7 @@
 //! A real `attest serve --role embedder` process (the local MiniLM model behind the OpenAI-compatible API)
 //! serves a router running in this process over one local shard holding `data/squad-sample`.
 //!
-//! `cargo build -p attest-cli --bins --examples && target/debug/examples/fallback_bench [ROUNDS]`
+//! `cargo build --workspace --all-targets && $CARGO_TARGET_DIR/debug/examples/fallback_bench [ROUNDS]`
 //! (`ATTEST_BIN` overrides the `attest` binary next to the example's directory). Prints one JSON object.
 
 mod common;

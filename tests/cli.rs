@@ -11,7 +11,7 @@ use common::http;
 use serde_json::Value;
 
 fn attest(server: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_attest"))
+    Command::new(common::attest_bin())
         .args(args)
         .env("ATTEST_SERVER", server)
         .env("ATTEST_LOG", "warn")

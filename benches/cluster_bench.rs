@@ -29,7 +29,7 @@
 //!
 //! Build with the workspace (`cargo build --workspace --all-targets`), then run
 //! `$CARGO_TARGET_DIR/debug/examples/cluster_bench overhead --shards 2`. `ATTEST_BIN` overrides the `attest`
-//! binary next to the example's directory. `scripts/bench-cluster.sh` runs every case.
+//! binary next to the example's directory. `benches/bench-cluster.sh` runs every case.
 
 mod common;
 

@@ -6,7 +6,7 @@
 #   3. the leader failover printed by the real-process cluster test (cargo test --test cluster);
 #   4. RRF merge time for 8 shards × 1,000 candidates per lane (criterion: cargo bench --bench fuse).
 #
-#   scripts/bench-cluster.sh            # everything (~10 min on 2 cores once built)
+#   benches/bench-cluster.sh            # everything (~10 min on 2 cores once built)
 #
 # Environment: BENCH_SHARDS ("2 4"), BENCH_THREADS (4), BENCH_SECONDS (10), BENCH_DOCS (3000), BENCH_ROUNDS (2,
 # i.e. 300 timed queries per case), BENCH_PORT (17600), BENCH_SKIP_TEST=1 (skip 3), BENCH_SKIP_FUSE=1 (skip 4),

@@ -1,0 +1,3 @@
+//! Attest's cross-role test suites (one `[[test]]` target per file beside this one): `attest dev` and the
+//! cluster roles driven through the real binary, and in-process stacks (control plane, router, answer tier)
+//! for what needs to reach inside. Shared helpers are in `common/`. Nothing here is used outside the tests.
