@@ -154,6 +154,7 @@ fn ask_grpc(dev: &Dev, question: &str) -> (Vec<pb::AnswerDelta>, pb::AskResult) 
             .ask(pb::AskRequest {
                 collection: "squad".into(),
                 question: question.into(),
+                ..Default::default()
             })
             .await
             .unwrap()

@@ -109,6 +109,9 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--checkpoint-every", type=int, default=100)
     p.add_argument("--export-only", action="store_true", help="export the latest checkpoint as it is")
+    p.add_argument("--init", help="start from this reader.safetensors (a further round) instead of the base model")
+    p.add_argument("--kind-weight", default="",
+                   help="loss weight per example kind, e.g. answer_removed=2,halueval=1.5 (default 1 each)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -167,6 +170,10 @@ def main():
     state["reader.pooler.bias"] = base["pooler.dense.bias"]
     missing, _ = model.load_state_dict(state, strict=False)
     assert all(m.startswith("reader.") for m in missing), missing
+    if args.init:
+        model.load_state_dict({k: v.float() for k, v in load_file(args.init).items()}, strict=True)
+        print(f"initialised from {args.init}", flush=True)
+    kind_weight = {k: float(w) for k, w in (x.split("=") for x in args.kind_weight.split(",") if x)}
     for prm in model.embeddings.parameters():
         prm.requires_grad = False
     for layer in model.encoder.layer[: args.frozen_layers]:
@@ -196,8 +203,9 @@ def main():
         ids, types, mask = collate([(r[0], r[1]) for r in rows])
         task = torch.tensor([r[2] for r in rows])
         label = torch.tensor([float(r[3]) for r in rows])
+        weight = torch.tensor([kind_weight.get(r[4], 1.0) for r in rows])
         logits = model(ids, types, mask).gather(1, task[:, None]).squeeze(1)
-        loss = F.binary_cross_entropy_with_logits(logits, label)
+        loss = (F.binary_cross_entropy_with_logits(logits, label, reduction="none") * weight).sum() / weight.sum()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(trainable, 1.0)
         opt.step()
@@ -218,6 +226,7 @@ def main():
     # Held-out report.
     scores = predict(model, heldout)
     report = {"base": "all-MiniLM-L6-v2", "seed": args.seed, "steps": step, "planned_steps": total,
+              "init": os.path.basename(args.init) if args.init else "base", "kind_weight": kind_weight,
               "batch": args.batch, "lr": args.lr, "frozen_layers": args.frozen_layers, "max_len": MAX_LEN,
               "max_first": MAX_FIRST, "train_rows": len(train),
               "split": "squad-dev by article (NNNN % 5 == 0 held out); halueval hqNNNNN % 5 == 0 held out; "

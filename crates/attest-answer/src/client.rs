@@ -1,8 +1,11 @@
 //! How the answer tier reaches the router: in process (`Local`, in `attest dev`) or over gRPC (`Grpc`), always
-//! through the `attest.v1.RouterService` proto, with the request id in the metadata.
+//! through the `attest.v1.RouterService` proto, with the request id in the metadata and, for every search made
+//! for a caller, the caller's tenant and credential ([`Caller`]): the router checks the same key again and its
+//! shards filter by that tenant, so nothing the answer tier reads for a turn is another tenant's text.
 
 use std::sync::Arc;
 
+use attest_auth::Principal;
 use attest_proto::v1 as pb;
 use attest_proto::v1::router_service_client::RouterServiceClient;
 use attest_proto::v1::router_service_server::RouterService;
@@ -11,6 +14,41 @@ use tonic::transport::Channel;
 use tonic::Status;
 
 use crate::error::AnswerError;
+
+/// Who a turn is for: the tenant its key resolved to (empty: the router's default) and the `Authorization`
+/// value to forward (none when authentication is off).
+#[derive(Clone, Default)]
+pub struct Caller {
+    pub tenant: String,
+    pub credential: Option<String>,
+}
+
+impl std::fmt::Debug for Caller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Caller")
+            .field("tenant", &self.tenant)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Caller {
+    /// The caller an authenticated request stands for: its collection must be one the key lists and its tenant
+    /// one the key allows (PERMISSION_DENIED otherwise, before anything is read).
+    pub fn of(
+        principal: &Principal,
+        collection: &str,
+        tenant: Option<&str>,
+    ) -> Result<Caller, AnswerError> {
+        principal
+            .collection(collection)
+            .map_err(AnswerError::Callee)?;
+        let tenant = principal.tenant(tenant, "").map_err(AnswerError::Callee)?;
+        Ok(Caller {
+            tenant,
+            credential: principal.credential().map(str::to_string),
+        })
+    }
+}
 
 #[derive(Clone)]
 pub enum RouterClient {
@@ -27,16 +65,19 @@ impl RouterClient {
         Ok(RouterClient::Grpc(RouterServiceClient::new(channel)))
     }
 
+    /// A search made for `caller`: the request acts as the caller's tenant, with the caller's credential.
     pub async fn search(
         &self,
-        req: pb::SearchRequest,
+        mut req: pb::SearchRequest,
         request_id: &str,
+        caller: &Caller,
     ) -> Result<pb::SearchResponse, Status> {
+        req.tenant = caller.tenant.clone();
+        let mut request = grpc_request(req, request_id);
+        attest_auth::grpc::forward(caller.credential.as_deref(), &mut request);
         match self {
-            RouterClient::Local(svc) => svc.search(grpc_request(req, request_id)).await,
-            RouterClient::Grpc(client) => {
-                client.clone().search(grpc_request(req, request_id)).await
-            }
+            RouterClient::Local(svc) => svc.search(request).await,
+            RouterClient::Grpc(client) => client.clone().search(request).await,
         }
         .map(|r| r.into_inner())
     }

@@ -5,6 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use attest_auth::Scope;
 use attest_proto::v1 as pb;
 use attest_proto::v1::answer_service_server::{AnswerService as AnswerRpc, AnswerServiceServer};
 use attest_telemetry::request_id;
@@ -13,6 +14,7 @@ use tokio::net::TcpListener;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
+use crate::client::Caller;
 use crate::pipeline::{AnswerService, AskResponse};
 
 /// The gRPC face of an [`AnswerService`].
@@ -38,11 +40,13 @@ impl AnswerRpc for AnswerGrpc {
     type AskStream = AskStream;
 
     async fn ask(&self, request: Request<pb::AskRequest>) -> Result<Response<AskStream>, Status> {
+        let principal = attest_auth::grpc::principal(self.service.keys(), &request, Scope::Read)?;
         let request_id = request_id::from_grpc(request.metadata());
         let req = request.into_inner();
+        let caller = Caller::of(&principal, &req.collection, Some(&req.tenant))?;
         let answer = self
             .service
-            .ask(&req.collection, &req.question, &request_id)
+            .ask_as(&caller, &req.collection, &req.question, &request_id)
             .instrument(request_id::span(&request_id))
             .await
             .map_err(Status::from)?;

@@ -1,9 +1,11 @@
-//! `POST /v1/collections/{name}/ask`: `{question, stream?}` → the answer as JSON, or with `stream: true` as
-//! Server-Sent Events: one `delta` event per claim of the answer text, then `done` with the whole response.
+//! `POST /v1/collections/{name}/ask`: `{question, stream?, tenant?}` → the answer as JSON, or with `stream: true`
+//! as Server-Sent Events: one `delta` event per claim of the answer text, then `done` with the whole response.
+//! The route needs the `read` scope; the turn acts as the caller's key (its tenant, its credential).
 
 use std::convert::Infallible;
 use std::sync::Arc;
 
+use attest_auth::{Principal, Scope};
 use attest_telemetry::request_id::{http_middleware, RequestId};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
@@ -15,6 +17,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::claims::split_claims;
+use crate::client::Caller;
 use crate::error::AnswerError;
 use crate::pipeline::AnswerService;
 
@@ -23,11 +26,17 @@ struct AskBody {
     question: String,
     #[serde(default)]
     stream: bool,
+    #[serde(default)]
+    tenant: Option<String>,
 }
 
 pub fn routes(service: Arc<AnswerService>) -> axum::Router {
+    let guard = axum::middleware::from_fn_with_state(
+        (Arc::clone(service.keys()), Scope::Read),
+        attest_auth::http::require,
+    );
     axum::Router::new()
-        .route("/v1/collections/:name/ask", post(ask))
+        .route("/v1/collections/:name/ask", post(ask).route_layer(guard))
         .with_state(service)
         .layer(axum::middleware::from_fn(http_middleware))
 }
@@ -35,13 +44,15 @@ pub fn routes(service: Arc<AnswerService>) -> axum::Router {
 async fn ask(
     State(service): State<Arc<AnswerService>>,
     Extension(RequestId(request_id)): Extension<RequestId>,
+    Extension(principal): Extension<Principal>,
     Path(collection): Path<String>,
     body: Result<Json<AskBody>, JsonRejection>,
 ) -> Result<Response, AnswerError> {
     let Json(body) =
         body.map_err(|e| AnswerError::Callee(attest_telemetry::http_error::json_rejection(e)))?;
+    let caller = Caller::of(&principal, &collection, body.tenant.as_deref())?;
     let answer = service
-        .ask(&collection, &body.question, &request_id)
+        .ask_as(&caller, &collection, &body.question, &request_id)
         .await?;
     if !body.stream {
         return Ok(Json(answer).into_response());

@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 use attest_proto::v1 as pb;
 use regex::Regex;
 
-use crate::client::RouterClient;
+use crate::client::{Caller, RouterClient};
 use crate::rewrite::LANE_BM25;
 
 /// Letters, then separators (or none), then a digit: the spot where `ADR-0012`, `adr 0012` and `ADR0012` differ.
@@ -115,6 +115,7 @@ pub async fn resolve(
     identifier: &str,
     k: u32,
     request_id: &str,
+    caller: &Caller,
 ) -> Result<Vec<pb::Hit>, tonic::Status> {
     let resp = router
         .search(
@@ -126,6 +127,7 @@ pub async fn resolve(
                 ..Default::default()
             },
             request_id,
+            caller,
         )
         .await?;
     Ok(resp

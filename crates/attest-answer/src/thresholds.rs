@@ -6,11 +6,9 @@
 //! without meta), `answer.min_confidence` holds. The hot path reads only this in-memory copy.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::sync::RwLock;
 
 use attest_core::settings::CollectionThresholds;
-use attest_proto::meta_client::MetaClient;
 use attest_proto::v1 as pb;
 
 /// The thresholds of every collection, as of meta's state `version`.
@@ -62,28 +60,6 @@ impl ThresholdsCache {
                 by_collection,
             };
         }
-    }
-
-    /// Polls meta every `interval` while the cache is in use (stops once every other holder dropped it).
-    pub fn spawn_watch(
-        self: &Arc<Self>,
-        meta: MetaClient,
-        interval: Duration,
-    ) -> tokio::task::JoinHandle<()> {
-        let cache = Arc::downgrade(self);
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(interval);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tick.tick().await;
-                let Some(cache) = cache.upgrade() else { return };
-                match meta.cluster_state(false).await {
-                    Ok(state) => cache.apply(&state),
-                    Err(e) => tracing::warn!(error = %e, event = "meta_watch_failed",
-                        "thresholds not refreshed; keeping the last ones"),
-                }
-            }
-        })
     }
 }
 

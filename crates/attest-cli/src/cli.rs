@@ -58,12 +58,44 @@ pub enum Command {
     Bench(BenchArgs),
     /// The cluster as meta sees it: nodes, the Raft leader and term, shards and replica health.
     Status(StatusArgs),
+    /// Creates, lists or revokes API keys (admin scope; the caller's key in `ATTEST_API_KEY`).
+    #[command(subcommand)]
+    Key(KeyCommand),
     /// Cluster operations (through meta).
     #[command(subcommand)]
     Cluster(ClusterCommand),
     /// The configuration as every role would resolve it (file, then `ATTEST__SECTION__KEY` variables).
     #[command(subcommand)]
     Config(ConfigCommand),
+}
+
+#[derive(Subcommand)]
+pub enum KeyCommand {
+    /// Mints a key and prints it (only this once); meta keeps its hash.
+    Create {
+        /// read, write, admin (comma-separated; a higher scope includes the lower ones).
+        #[arg(long, value_delimiter = ',', required = true)]
+        scopes: Vec<String>,
+        /// Tenants the key may act for (comma-separated), or `*`.
+        #[arg(long, value_delimiter = ',', required = true)]
+        tenants: Vec<String>,
+        /// Collections the key may act on (default: all).
+        #[arg(long, value_delimiter = ',')]
+        collections: Vec<String>,
+        /// Expiry: 30d, 12h, 90m, 3600s (default: never).
+        #[arg(long)]
+        expires: Option<String>,
+        /// Print the whole response as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Lists the keys (ids and grants; never the keys).
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revokes a key by id: every router and answer replica refuses it within 2 s.
+    Revoke { id: String },
 }
 
 #[derive(Subcommand)]
@@ -157,6 +189,10 @@ pub struct DevArgs {
     /// text-embeddings-inference `…/embed`; a base URL means OpenAI-compatible), behind the circuit breaker.
     #[arg(long, env = "ATTEST_EMBEDDER_URL")]
     pub embedder_url: Option<String>,
+    /// Turns authentication on: every API request then needs this admin key or a key minted with it
+    /// (`attest key create`). Without it `attest dev` is open (loopback development only).
+    #[arg(long, env = "ATTEST_ADMIN_KEY", hide_env_values = true)]
+    pub admin_key: Option<String>,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
@@ -195,6 +231,10 @@ pub struct ServeArgs {
     /// Answer tier: the router's gRPC endpoint, e.g. http://127.0.0.1:7701.
     #[arg(long)]
     pub router: Option<String>,
+    /// Router and answer tier: turns authentication on with this bootstrap admin key; the keys minted with it
+    /// live in meta (`--meta`).
+    #[arg(long, env = "ATTEST_ADMIN_KEY", hide_env_values = true)]
+    pub admin_key: Option<String>,
     /// Join the cluster whose meta nodes are these (comma-separated): a router takes its shard map from them
     /// (required), a shard without it serves alone, an answer replica reads the collections' thresholds from
     /// them (without it, `answer.min_confidence` holds for every collection).

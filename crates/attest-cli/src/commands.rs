@@ -1,4 +1,5 @@
-//! Client commands: they talk to a running router's HTTP API v1.
+//! Client commands: they talk to a running router's HTTP API v1, with the key in `ATTEST_API_KEY` (if set) as
+//! the bearer token.
 
 use std::path::PathBuf;
 
@@ -10,7 +11,7 @@ use serde_json::{json, Value};
 use crate::cli::{AskArgs, CollectionCommand, IngestArgs, Lane, SearchArgs};
 
 /// `--server`, checked before anything is sent: an absolute http(s) URL, without a trailing slash.
-fn server_url(server: &str) -> anyhow::Result<String> {
+pub fn server_url(server: &str) -> anyhow::Result<String> {
     let url = reqwest::Url::parse(server)
         .ok()
         .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
@@ -21,7 +22,23 @@ fn server_url(server: &str) -> anyhow::Result<String> {
     Ok(server.trim_end_matches('/').to_string())
 }
 
-async fn call(req: reqwest::RequestBuilder) -> anyhow::Result<Value> {
+/// The environment variable client commands take their API key from.
+pub const API_KEY_ENV: &str = "ATTEST_API_KEY";
+
+/// An HTTP client that sends `Authorization: Bearer $ATTEST_API_KEY` when the variable is set.
+pub fn client() -> anyhow::Result<reqwest::Client> {
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Ok(key) = std::env::var(API_KEY_ENV) {
+        let value = reqwest::header::HeaderValue::from_str(&format!("Bearer {}", key.trim()))
+            .with_context(|| format!("{API_KEY_ENV} is not a valid header value"))?;
+        headers.insert(reqwest::header::AUTHORIZATION, value);
+    }
+    Ok(reqwest::Client::builder()
+        .default_headers(headers)
+        .build()?)
+}
+
+pub async fn call(req: reqwest::RequestBuilder) -> anyhow::Result<Value> {
     let resp = req
         .send()
         .await
@@ -43,13 +60,13 @@ pub async fn put_thresholds(
 ) -> anyhow::Result<()> {
     let server = server_url(server)?;
     let url = format!("{server}/v1/collections/{collection}/thresholds");
-    call(reqwest::Client::new().put(url).json(thresholds)).await?;
+    call(client()?.put(url).json(thresholds)).await?;
     Ok(())
 }
 
 pub async fn collection(server: &str, cmd: CollectionCommand) -> anyhow::Result<()> {
     let server = &server_url(server)?;
-    let http = reqwest::Client::new();
+    let http = client()?;
     match cmd {
         CollectionCommand::Create {
             name,
@@ -161,7 +178,7 @@ async fn ensure_collection(
 }
 
 pub async fn ingest(server: &str, args: IngestArgs) -> anyhow::Result<()> {
-    let http = reqwest::Client::new();
+    let http = client()?;
     let server = &server_url(server)?;
     let files = expand(&args.paths)?;
     anyhow::ensure!(
@@ -245,7 +262,7 @@ pub async fn search(server: &str, args: SearchArgs) -> anyhow::Result<()> {
         Lane::Hybrid => vec!["dense", "bm25"],
     };
     let body = json!({"query": args.query, "k": args.k, "lanes": lanes, "tenant": args.tenant});
-    let http = reqwest::Client::new();
+    let http = client()?;
     let out = call(
         http.post(format!(
             "{server}/v1/collections/{}/search",
@@ -292,7 +309,7 @@ pub async fn search(server: &str, args: SearchArgs) -> anyhow::Result<()> {
 pub async fn ask(server: &str, args: AskArgs) -> anyhow::Result<()> {
     let server = &server_url(server)?;
     let url = format!("{server}/v1/collections/{}/ask", args.collection);
-    let http = reqwest::Client::new();
+    let http = client()?;
     if args.json {
         let out = call(http.post(&url).json(&json!({"question": args.question}))).await?;
         println!("{out}");

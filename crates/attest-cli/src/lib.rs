@@ -21,6 +21,7 @@ pub mod cluster;
 pub mod commands;
 pub mod config;
 pub mod eval;
+pub mod keys;
 pub mod local;
 pub mod plot_font;
 pub mod roles;

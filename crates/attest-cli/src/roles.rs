@@ -132,6 +132,30 @@ async fn bind(addr: &str) -> anyhow::Result<TcpListener> {
         .with_context(|| format!("binding {addr}"))
 }
 
+/// Turns authentication on for these key rings when an admin key is given; says which way it went.
+fn enable_auth(
+    rings: &[&Arc<attest_auth::KeyRing>],
+    admin_key: Option<&str>,
+) -> anyhow::Result<()> {
+    match admin_key {
+        Some(key) => {
+            for ring in rings {
+                ring.enable(key)
+                    .map_err(|e| anyhow::anyhow!("--admin-key: {e}"))?;
+            }
+            info!(
+                event = "auth_enabled",
+                "authentication on: every API request needs a key"
+            );
+        }
+        None => {
+            tracing::warn!(event = "auth_disabled",
+            "authentication off: any caller may do anything (give --admin-key / ATTEST_ADMIN_KEY)")
+        }
+    }
+    Ok(())
+}
+
 pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     let cfg = config::load(args.config.as_deref(), std::env::vars())?;
     let started = std::time::Instant::now();
@@ -156,6 +180,10 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     );
     info!(http = %http_addr, grpc = %grpc_addr, startup_ms = started.elapsed().as_millis() as u64,
         event = "dev_started", "attest dev started");
+    enable_auth(
+        &[stack.router.keys(), stack.answer.keys()],
+        args.admin_key.as_deref(),
+    )?;
     let stop = shutdown_signal();
     let meta_service = stack.plane.meta_service();
     let (a, b) = tokio::join!(
@@ -239,6 +267,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             if !args.meta.is_empty() {
                 answer.watch_meta(crate::cluster::meta_client(&args.meta)?);
             }
+            enable_auth(&[answer.keys()], args.admin_key.as_deref())?;
             let http = bind(args.http.as_deref().unwrap_or(DEFAULT_ANSWER_HTTP)).await?;
             let grpc = bind_optional(args.grpc.as_deref()).await?;
             println!(
@@ -305,6 +334,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 args.embedder_url.as_deref(),
             )?;
             let router = crate::cluster::cluster_router(&args, &cfg, embedder).await?;
+            enable_auth(&[router.keys()], args.admin_key.as_deref())?;
             let http = bind(args.http.as_deref().unwrap_or(DEFAULT_ROUTER_HTTP)).await?;
             let grpc = bind(args.grpc.as_deref().unwrap_or(DEFAULT_GRPC)).await?;
             println!(

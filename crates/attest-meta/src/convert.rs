@@ -121,8 +121,12 @@ pub fn collection_to_pb(c: &CollectionRecord) -> pb::CollectionMeta {
 pub fn key_from_pb(k: pb::ApiKeyInfo) -> ApiKeyRecord {
     ApiKeyRecord {
         key_sha256: k.key_sha256.to_ascii_lowercase(),
+        id: k.id,
         scopes: k.scopes,
         tenants: k.tenants,
+        collections: k.collections,
+        expires_at_ms: k.expires_at_ms,
+        created_ms: k.created_ms,
         revoked: k.revoked,
     }
 }
@@ -130,8 +134,12 @@ pub fn key_from_pb(k: pb::ApiKeyInfo) -> ApiKeyRecord {
 pub fn key_to_pb(k: &ApiKeyRecord) -> pb::ApiKeyInfo {
     pb::ApiKeyInfo {
         key_sha256: k.key_sha256.clone(),
+        id: k.id.clone(),
         scopes: k.scopes.clone(),
         tenants: k.tenants.clone(),
+        collections: k.collections.clone(),
+        expires_at_ms: k.expires_at_ms,
+        created_ms: k.created_ms,
         revoked: k.revoked,
     }
 }

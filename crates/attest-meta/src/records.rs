@@ -233,9 +233,11 @@ mod tests {
             (0u8..3, any::<bool>()).prop_map(|(k, revoked)| Command::PutApiKey {
                 key: crate::state::ApiKeyRecord {
                     key_sha256: format!("{k:x}").repeat(64),
+                    id: format!("{k:x}").repeat(12),
                     scopes: vec![1],
-                    tenants: vec![],
+                    tenants: vec!["t".into()],
                     revoked,
+                    ..Default::default()
                 },
             }),
             prop::collection::vec((name.clone(), 0u32..3, 1u64..5, 0u64..9), 1..4).prop_map(|ms| {

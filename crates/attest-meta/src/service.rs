@@ -451,7 +451,7 @@ impl MetaService for MetaServiceImpl {
                 .key
                 .map(convert::key_from_pb)
                 .ok_or_else(|| MetaError::InvalidArgument("key is required".into()))?;
-            state::validate_key_hash(&key.key_sha256)?;
+            state::validate_key(&key)?;
             core.propose(Command::PutApiKey { key }, deadline).await?;
             Ok(pb::PutApiKeyResponse {})
         };

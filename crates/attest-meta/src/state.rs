@@ -84,14 +84,22 @@ pub struct CollectionRecord {
     pub created_ms: u64,
 }
 
-/// A hashed API key.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A hashed API key and its grant (the key itself is never stored; see `attest_core::keys`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApiKeyRecord {
     /// Lowercase hex sha256 of the key.
     pub key_sha256: String,
+    /// The public key id (`attest_core::keys::KEY_ID_HEX` hex digits), unique among keys.
+    pub id: String,
     /// `attest.v1.Scope` values.
     pub scopes: Vec<i32>,
+    /// Tenant names or `*`.
     pub tenants: Vec<String>,
+    /// Collections the key may act on; empty = all.
+    pub collections: Vec<String>,
+    /// Unix ms after which the key is refused; 0 = never.
+    pub expires_at_ms: u64,
+    pub created_ms: u64,
     pub revoked: bool,
 }
 
@@ -321,7 +329,14 @@ impl StateMachine {
             )),
             Command::ApplyRebalance { moves } => Ok(Output::Moves(self.apply_moves(moves))),
             Command::PutApiKey { key } => {
-                validate_key_hash(&key.key_sha256)?;
+                validate_key(key)?;
+                let id_taken = self
+                    .api_keys
+                    .values()
+                    .any(|k| k.id == key.id && k.key_sha256 != key.key_sha256);
+                if id_taken {
+                    return Err(StateError::AlreadyExists(format!("key id {}", key.id)));
+                }
                 self.api_keys.insert(key.key_sha256.clone(), key.clone());
                 self.changes
                     .insert(RecordKey::ApiKey(key.key_sha256.clone()));
@@ -525,6 +540,31 @@ pub fn validate_collection_name(name: &str) -> Result<(), StateError> {
 }
 
 /// A key hash is 64 lowercase hex digits.
+/// A key record meta accepts: its hash, id and grant in the shape `attest_core::keys` defines.
+pub fn validate_key(key: &ApiKeyRecord) -> Result<(), StateError> {
+    validate_key_hash(&key.key_sha256)?;
+    if let Some(p) = attest_core::keys::key_id_problem(&key.id) {
+        return Err(StateError::InvalidArgument(format!("key id: {p}")));
+    }
+    let scopes: Vec<String> = key.scopes.iter().map(|&s| scope_name(s)).collect();
+    match attest_core::keys::grant_problem(&scopes, &key.tenants, &key.collections) {
+        Some((field, p)) => Err(StateError::InvalidArgument(format!("{field}: {p}"))),
+        None => Ok(()),
+    }
+}
+
+/// The `attest_core::keys::Scope` name of an `attest.v1.Scope` value (an unknown value keeps its number, and is
+/// refused by the grant rule).
+pub fn scope_name(scope: i32) -> String {
+    use attest_core::keys::Scope;
+    match scope {
+        1 => Scope::Read.as_str().to_string(),
+        2 => Scope::Write.as_str().to_string(),
+        3 => Scope::Admin.as_str().to_string(),
+        other => format!("scope#{other}"),
+    }
+}
+
 pub fn validate_key_hash(hash: &str) -> Result<(), StateError> {
     let ok = hash.len() == 64
         && hash
@@ -670,13 +710,28 @@ mod tests {
         let key = |h: &str| Command::PutApiKey {
             key: ApiKeyRecord {
                 key_sha256: h.into(),
+                id: "0123456789ab".into(),
                 scopes: vec![1],
                 tenants: vec!["t".into()],
-                revoked: false,
+                ..Default::default()
             },
         };
         assert!(s.apply(&key("nothex")).is_err());
         assert!(s.apply(&key(&"ab".repeat(32))).is_ok());
+        assert_eq!(s.api_keys.len(), 1);
+        // The same id under another secret is refused; an unknown scope or no tenant too.
+        assert!(s.apply(&key(&"cd".repeat(32))).is_err());
+        let mut bad = ApiKeyRecord {
+            key_sha256: "ef".repeat(32),
+            id: "ba9876543210".into(),
+            scopes: vec![7],
+            tenants: vec!["t".into()],
+            ..Default::default()
+        };
+        assert!(s.apply(&Command::PutApiKey { key: bad.clone() }).is_err());
+        bad.scopes = vec![2];
+        bad.tenants.clear();
+        assert!(s.apply(&Command::PutApiKey { key: bad }).is_err());
         assert_eq!(s.api_keys.len(), 1);
     }
 

@@ -200,9 +200,10 @@ async fn heartbeats_drive_liveness_manifests_and_placement() {
     client
         .put_api_key(pb::ApiKeyInfo {
             key_sha256: hash.clone(),
+            id: "0123456789ab".into(),
             scopes: vec![pb::Scope::Read as i32],
             tenants: vec!["t1".into()],
-            revoked: false,
+            ..Default::default()
         })
         .await
         .unwrap();
@@ -292,9 +293,10 @@ async fn restart_all_nodes_keeps_the_state() {
         client
             .put_api_key(pb::ApiKeyInfo {
                 key_sha256: h.repeat(32),
+                id: h.repeat(6),
                 scopes: vec![pb::Scope::Write as i32],
                 tenants: vec!["t".into()],
-                revoked: false,
+                ..Default::default()
             })
             .await
             .unwrap();

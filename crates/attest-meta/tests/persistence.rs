@@ -143,9 +143,10 @@ fn restart_after_applies_and_a_drop_gives_the_same_state() {
         node.step(&Command::PutApiKey {
             key: ApiKeyRecord {
                 key_sha256: "ab".repeat(32),
+                id: "ab".repeat(6),
                 scopes: vec![1, 2],
                 tenants: vec!["t".into()],
-                revoked: false,
+                ..Default::default()
             },
         });
         node.step(&Command::SetThresholds {

@@ -2,15 +2,18 @@
 
 use std::sync::Arc;
 
+use attest_auth::Principal;
 use attest_ingest::SourceDocument;
 use attest_proto::v1 as pb;
 use attest_proto::v1::router_service_server::RouterService;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
+use crate::access::{self, Op};
 use crate::collection::CollectionRecord;
 use crate::error::RouterError;
 use crate::ingest::IngestDocument;
+use crate::keys::KeyGrant;
 use crate::router::Router;
 
 pub struct RouterServiceImpl {
@@ -42,6 +45,35 @@ fn info(c: &CollectionRecord) -> pb::CollectionInfo {
     }
 }
 
+impl RouterServiceImpl {
+    /// The caller, authenticated and holding the operation's scope.
+    fn caller<T>(&self, req: &Request<T>, op: Op) -> Result<Principal, Status> {
+        attest_auth::grpc::principal(self.router.keys(), req, op.scope())
+    }
+
+    fn default_tenant(&self) -> &str {
+        &self.router.config().default_tenant
+    }
+}
+
+/// Writes the audit line of a write or admin call and passes its outcome on.
+fn audited<T>(
+    p: &Principal,
+    action: &str,
+    collection: &str,
+    tenant: &str,
+    outcome: Result<T, RouterError>,
+) -> Result<T, RouterError> {
+    attest_auth::audit::record(
+        p,
+        action,
+        collection,
+        tenant,
+        outcome.as_ref().err().map(RouterError::code),
+    );
+    outcome
+}
+
 /// The caller's request id (or a fresh one) and the span the handler runs in.
 fn request_span<T>(req: &Request<T>) -> (String, tracing::Span) {
     let id = attest_telemetry::request_id::from_grpc(req.metadata());
@@ -55,21 +87,29 @@ impl RouterService for RouterServiceImpl {
         &self,
         req: Request<pb::CreateCollectionRequest>,
     ) -> Result<Response<pb::CollectionInfo>, Status> {
+        let p = self.caller(&req, Op::CreateCollection)?;
         let (id, span) = request_span(&req);
-        let rec = self
-            .router
-            .create_collection(req.into_inner(), &id)
-            .instrument(span)
-            .await?;
+        let r = req.into_inner();
+        access::collection(&p, &r.name)?;
+        let name = r.name.clone();
+        let created = self.router.create_collection(r, &id).instrument(span).await;
+        let rec = audited(&p, "create_collection", &name, "", created)?;
         Ok(Response::new(info(&rec)))
     }
 
     async fn list_collections(
         &self,
-        _req: Request<pb::ListCollectionsRequest>,
+        req: Request<pb::ListCollectionsRequest>,
     ) -> Result<Response<pb::ListCollectionsResponse>, Status> {
+        let p = self.caller(&req, Op::ListCollections)?;
         Ok(Response::new(pb::ListCollectionsResponse {
-            collections: self.router.collections().iter().map(info).collect(),
+            collections: self
+                .router
+                .collections()
+                .iter()
+                .filter(|c| p.sees_collection(&c.name))
+                .map(info)
+                .collect(),
         }))
     }
 
@@ -77,11 +117,16 @@ impl RouterService for RouterServiceImpl {
         &self,
         req: Request<pb::DropCollectionRequest>,
     ) -> Result<Response<pb::DropCollectionResponse>, Status> {
+        let p = self.caller(&req, Op::DropCollection)?;
         let (id, span) = request_span(&req);
-        self.router
-            .drop_collection(&req.into_inner().name, &id)
+        let name = req.into_inner().name;
+        access::collection(&p, &name)?;
+        let dropped = self
+            .router
+            .drop_collection(&name, &id)
             .instrument(span)
-            .await?;
+            .await;
+        audited(&p, "drop_collection", &name, "", dropped)?;
         Ok(Response::new(pb::DropCollectionResponse { dropped: true }))
     }
 
@@ -89,6 +134,7 @@ impl RouterService for RouterServiceImpl {
         &self,
         req: Request<pb::IngestRequest>,
     ) -> Result<Response<pb::IngestResponse>, Status> {
+        let p = self.caller(&req, Op::Ingest)?;
         let (id, span) = request_span(&req);
         let r = req.into_inner();
         let docs = r
@@ -115,11 +161,14 @@ impl RouterService for RouterServiceImpl {
                 })
             })
             .collect::<Result<Vec<_>, RouterError>>()?;
-        let report = self
+        let mut docs = docs;
+        let tenants = access::ingest(&p, &r.collection, &mut docs, self.default_tenant())?;
+        let ingested = self
             .router
             .ingest(&r.collection, docs, &id)
             .instrument(span)
-            .await?;
+            .await;
+        let report = audited(&p, "ingest", &r.collection, &tenants.join(","), ingested)?;
         Ok(Response::new(pb::IngestResponse {
             accepted: report.accepted,
             rejected: report
@@ -143,13 +192,16 @@ impl RouterService for RouterServiceImpl {
         &self,
         req: Request<pb::DeleteDocumentRequest>,
     ) -> Result<Response<pb::DeleteDocumentResponse>, Status> {
+        let p = self.caller(&req, Op::DeleteDocument)?;
         let (id, span) = request_span(&req);
         let r = req.into_inner();
-        let deleted = self
+        let tenant = access::delete(&p, &r.collection, Some(&r.tenant), self.default_tenant())?;
+        let outcome = self
             .router
-            .delete_document(&r.collection, Some(&r.tenant), &r.id, &id)
+            .delete_document(&r.collection, Some(&tenant), &r.id, &id)
             .instrument(span)
-            .await?;
+            .await;
+        let deleted = audited(&p, "delete_document", &r.collection, &tenant, outcome)?;
         Ok(Response::new(pb::DeleteDocumentResponse { deleted }))
     }
 
@@ -157,12 +209,58 @@ impl RouterService for RouterServiceImpl {
         &self,
         req: Request<pb::SearchRequest>,
     ) -> Result<Response<pb::SearchResponse>, Status> {
+        let p = self.caller(&req, Op::Search)?;
         let (id, span) = request_span(&req);
+        let mut r = req.into_inner();
+        access::search(&p, &mut r, self.default_tenant())?;
         Ok(Response::new(
-            self.router
-                .search(req.into_inner(), id)
-                .instrument(span)
-                .await?,
+            self.router.search(r, id).instrument(span).await?,
         ))
+    }
+
+    async fn create_key(
+        &self,
+        req: Request<pb::CreateKeyRequest>,
+    ) -> Result<Response<pb::CreateKeyResponse>, Status> {
+        let p = self.caller(&req, Op::ManageKeys)?;
+        let r = req.into_inner();
+        let tenants = r.tenants.join(",");
+        let grant = KeyGrant {
+            scopes: r.scopes,
+            tenants: r.tenants,
+            collections: r.collections,
+            expires_in: (!r.expires_in.is_empty()).then_some(r.expires_in),
+        };
+        let (key, info) = audited(
+            &p,
+            "create_key",
+            "",
+            &tenants,
+            self.router.create_key(grant).await,
+        )?;
+        Ok(Response::new(pb::CreateKeyResponse {
+            key,
+            info: Some(info),
+        }))
+    }
+
+    async fn list_keys(
+        &self,
+        req: Request<pb::ListKeysRequest>,
+    ) -> Result<Response<pb::ListKeysResponse>, Status> {
+        self.caller(&req, Op::ManageKeys)?;
+        Ok(Response::new(pb::ListKeysResponse {
+            keys: self.router.list_keys().await?,
+        }))
+    }
+
+    async fn revoke_key(
+        &self,
+        req: Request<pb::RevokeKeyRequest>,
+    ) -> Result<Response<pb::ApiKeyInfo>, Status> {
+        let p = self.caller(&req, Op::ManageKeys)?;
+        let id = req.into_inner().id;
+        let key = audited(&p, "revoke_key", "", &id, self.router.revoke_key(&id).await)?;
+        Ok(Response::new(key))
     }
 }

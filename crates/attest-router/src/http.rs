@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use attest_auth::Principal;
 use attest_core::settings::CollectionThresholds;
 use attest_ingest::{normalize_text, parse_jsonl, SourceDocument};
 use attest_proto::v1 as pb;
@@ -19,9 +20,11 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
+use crate::access::{self, Op};
 use crate::collection::CollectionRecord;
 use crate::error::RouterError;
 use crate::ingest::IngestDocument;
+use crate::keys::{key_json, KeyGrant};
 use crate::router::Router;
 
 /// Largest request body accepted (SPEC: limits on every input).
@@ -31,26 +34,62 @@ pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
 /// [`attest_telemetry::request_id::http_middleware`]). `refresh` sets on-demand gauges before `/metrics`
 /// renders (shard sizes in `attest dev`).
 pub fn routes(router: Arc<Router>, refresh: Option<MetricsRefresh>) -> axum::Router {
+    // Every API route carries the guard of its operation's scope (crate::access::Op): the handler gets the
+    // caller's Principal; /healthz, /readyz and /metrics stay open.
+    let guard = |op: Op| {
+        axum::middleware::from_fn_with_state(
+            (Arc::clone(router.keys()), op.scope()),
+            attest_auth::http::require,
+        )
+    };
     axum::Router::new()
         .route(
             "/v1/collections",
-            post(create_collection).get(list_collections),
+            post(create_collection)
+                .route_layer(guard(Op::CreateCollection))
+                .merge(get(list_collections).route_layer(guard(Op::ListCollections))),
         )
         .route(
             "/v1/collections/:name",
-            delete(drop_collection).get(get_collection),
+            delete(drop_collection)
+                .route_layer(guard(Op::DropCollection))
+                .merge(get(get_collection).route_layer(guard(Op::GetCollection))),
         )
-        .route("/v1/collections/:name/documents", post(ingest))
+        .route(
+            "/v1/collections/:name/documents",
+            post(ingest).route_layer(guard(Op::Ingest)),
+        )
         .route(
             "/v1/collections/:name/documents/:id",
-            delete(delete_document),
+            delete(delete_document).route_layer(guard(Op::DeleteDocument)),
         )
-        .route("/v1/collections/:name/search", post(search))
-        .route("/v1/collections/:name/maintain", post(maintain))
-        .route("/v1/collections/:name/stats", get(stats))
+        .route(
+            "/v1/collections/:name/search",
+            post(search).route_layer(guard(Op::Search)),
+        )
+        .route(
+            "/v1/collections/:name/maintain",
+            post(maintain).route_layer(guard(Op::Maintain)),
+        )
+        .route(
+            "/v1/collections/:name/stats",
+            get(stats).route_layer(guard(Op::Stats)),
+        )
         .route(
             "/v1/collections/:name/thresholds",
-            put(set_thresholds).delete(clear_thresholds),
+            put(set_thresholds)
+                .delete(clear_thresholds)
+                .route_layer(guard(Op::SetThresholds)),
+        )
+        .route(
+            "/v1/keys",
+            post(create_key)
+                .get(list_keys)
+                .route_layer(guard(Op::ManageKeys)),
+        )
+        .route(
+            "/v1/keys/:id",
+            delete(revoke_key).route_layer(guard(Op::ManageKeys)),
         )
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(router)
@@ -61,6 +100,53 @@ pub fn routes(router: Arc<Router>, refresh: Option<MetricsRefresh>) -> axum::Rou
         .layer(axum::middleware::from_fn(
             attest_telemetry::request_id::http_middleware,
         ))
+}
+
+/// Writes the audit line of an admin or write action and passes its outcome on.
+fn audited<T>(
+    p: &Principal,
+    action: &str,
+    collection: &str,
+    tenant: &str,
+    outcome: Result<T, RouterError>,
+) -> Result<T, RouterError> {
+    attest_auth::audit::record(
+        p,
+        action,
+        collection,
+        tenant,
+        outcome.as_ref().err().map(RouterError::code),
+    );
+    outcome
+}
+
+async fn create_key(
+    State(r): State<Arc<Router>>,
+    Extension(p): Extension<Principal>,
+    b: Result<Json<KeyGrant>, JsonRejection>,
+) -> Result<impl IntoResponse, RouterError> {
+    let grant = body(b)?;
+    let tenants = grant.tenants.join(",");
+    let (key, info) = audited(&p, "create_key", "", &tenants, r.create_key(grant).await)?;
+    let mut out = key_json(&info);
+    out["key"] = json!(key);
+    Ok((StatusCode::CREATED, Json(out)))
+}
+
+async fn list_keys(State(r): State<Arc<Router>>) -> Result<Json<Value>, RouterError> {
+    let keys = r.list_keys().await?;
+    Ok(Json(
+        json!({"keys": keys.iter().map(key_json).collect::<Vec<_>>()}),
+    ))
+}
+
+async fn revoke_key(
+    State(r): State<Arc<Router>>,
+    Extension(p): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, RouterError> {
+    let key = audited(&p, "revoke_key", "", &id, r.revoke_key(&id).await)?;
+    Ok(Json(key_json(&key)))
 }
 
 fn body<T>(r: Result<Json<T>, JsonRejection>) -> Result<T, RouterError> {
@@ -101,9 +187,11 @@ struct CreateCollectionBody {
 async fn create_collection(
     State(r): State<Arc<Router>>,
     Extension(RequestId(rid)): Extension<RequestId>,
+    Extension(p): Extension<Principal>,
     b: Result<Json<CreateCollectionBody>, JsonRejection>,
 ) -> Result<impl IntoResponse, RouterError> {
     let b = body(b)?;
+    access::collection(&p, &b.name)?;
     // Leaving a field out asks for its default; an explicit 0 is a mistake, not a request for the default.
     let explicit_zero = [
         ("shards", b.shards),
@@ -125,7 +213,8 @@ async fn create_collection(
         nbits: i.nbits.unwrap_or(0),
         nprobe: i.nprobe.unwrap_or(0),
     });
-    let rec = r
+    let name = b.name.clone();
+    let created = r
         .create_collection(
             pb::CreateCollectionRequest {
                 name: b.name,
@@ -137,45 +226,66 @@ async fn create_collection(
             },
             &rid,
         )
-        .await?;
+        .await;
+    let rec = audited(&p, "create_collection", &name, "", created)?;
     Ok((StatusCode::CREATED, Json(collection_json(&rec))))
 }
 
 async fn set_thresholds(
     State(r): State<Arc<Router>>,
+    Extension(p): Extension<Principal>,
     Path(name): Path<String>,
     b: Result<Json<CollectionThresholds>, JsonRejection>,
 ) -> Result<Json<Value>, RouterError> {
+    access::collection(&p, &name)?;
     let thresholds = body(b)?;
-    let rec = r.set_thresholds(&name, Some(thresholds)).await?;
+    let set = r.set_thresholds(&name, Some(thresholds)).await;
+    let rec = audited(&p, "set_thresholds", &name, "", set)?;
     Ok(Json(collection_json(&rec)))
 }
 
 async fn clear_thresholds(
     State(r): State<Arc<Router>>,
+    Extension(p): Extension<Principal>,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, RouterError> {
-    let rec = r.set_thresholds(&name, None).await?;
+    access::collection(&p, &name)?;
+    let cleared = r.set_thresholds(&name, None).await;
+    let rec = audited(&p, "clear_thresholds", &name, "", cleared)?;
     Ok(Json(collection_json(&rec)))
 }
 
-async fn list_collections(State(r): State<Arc<Router>>) -> Json<Value> {
-    Json(json!({"collections": r.collections().iter().map(collection_json).collect::<Vec<_>>()}))
+async fn list_collections(
+    State(r): State<Arc<Router>>,
+    Extension(p): Extension<Principal>,
+) -> Json<Value> {
+    let visible: Vec<Value> = r
+        .collections()
+        .iter()
+        .filter(|c| p.sees_collection(&c.name))
+        .map(collection_json)
+        .collect();
+    Json(json!({ "collections": visible }))
 }
 
 async fn get_collection(
     State(r): State<Arc<Router>>,
+    Extension(p): Extension<Principal>,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, RouterError> {
+    access::collection(&p, &name)?;
     Ok(Json(collection_json(&r.collection(&name)?)))
 }
 
 async fn drop_collection(
     State(r): State<Arc<Router>>,
     Extension(RequestId(rid)): Extension<RequestId>,
+    Extension(p): Extension<Principal>,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, RouterError> {
-    r.drop_collection(&name, &rid).await?;
+    access::collection(&p, &name)?;
+    let dropped = r.drop_collection(&name, &rid).await;
+    audited(&p, "drop_collection", &name, "", dropped)?;
     Ok(Json(json!({"dropped": name})))
 }
 
@@ -260,6 +370,7 @@ fn parse_documents(bytes: &[u8], ndjson: bool) -> Result<ParsedBody, RouterError
 async fn ingest(
     State(r): State<Arc<Router>>,
     Extension(RequestId(rid)): Extension<RequestId>,
+    Extension(p): Extension<Principal>,
     Path(name): Path<String>,
     headers: HeaderMap,
     bytes: Bytes,
@@ -281,7 +392,10 @@ async fn ingest(
         attest_telemetry::cpu::run_cpu_intensive(move || parse_documents(&bytes, ndjson))
             .await
             .map_err(|e| RouterError::Internal(e.to_string()))??;
-    let report = r.ingest(&name, docs, &rid).await?;
+    let mut docs = docs;
+    let tenants = access::ingest(&p, &name, &mut docs, &r.config().default_tenant)?;
+    let ingested = r.ingest(&name, docs, &rid).await;
+    let report = audited(&p, "ingest", &name, &tenants.join(","), ingested)?;
     let refusal = |i: usize, reason: String| match &lines {
         Some(lines) => json!({"index": lines[i] - 1, "line": lines[i], "reason": reason}),
         None => json!({"index": i, "reason": reason}),
@@ -312,12 +426,13 @@ struct TenantQuery {
 async fn delete_document(
     State(r): State<Arc<Router>>,
     Extension(RequestId(rid)): Extension<RequestId>,
+    Extension(p): Extension<Principal>,
     Path((name, id)): Path<(String, String)>,
     q: axum::extract::Query<TenantQuery>,
 ) -> Result<Json<Value>, RouterError> {
-    let deleted = r
-        .delete_document(&name, q.tenant.as_deref(), &id, &rid)
-        .await?;
+    let tenant = access::delete(&p, &name, q.tenant.as_deref(), &r.config().default_tenant)?;
+    let outcome = r.delete_document(&name, Some(&tenant), &id, &rid).await;
+    let deleted = audited(&p, "delete_document", &name, &tenant, outcome)?;
     if !deleted {
         return Err(RouterError::NotFound(format!(
             "document `{id}` does not exist in `{name}`"
@@ -415,6 +530,7 @@ pub fn search_response_json(resp: &pb::SearchResponse) -> Value {
 async fn search(
     State(r): State<Arc<Router>>,
     Extension(RequestId(rid)): Extension<RequestId>,
+    Extension(p): Extension<Principal>,
     Path(name): Path<String>,
     b: Result<Json<SearchBody>, JsonRejection>,
 ) -> Result<Json<Value>, RouterError> {
@@ -429,7 +545,7 @@ async fn search(
             ))
         }
     };
-    let req = pb::SearchRequest {
+    let mut req = pb::SearchRequest {
         collection: name,
         query: b.query,
         k,
@@ -440,6 +556,7 @@ async fn search(
         tenant: b.tenant.unwrap_or_default(),
         nprobe: b.nprobe.unwrap_or(0),
     };
+    access::search(&p, &mut req, &r.config().default_tenant)?;
     let resp = r.search(req, rid).await?;
     Ok(Json(search_response_json(&resp)))
 }
@@ -456,21 +573,30 @@ struct MaintainBody {
 async fn maintain(
     State(r): State<Arc<Router>>,
     Extension(RequestId(rid)): Extension<RequestId>,
+    Extension(p): Extension<Principal>,
     Path(name): Path<String>,
     b: Result<Json<MaintainBody>, JsonRejection>,
 ) -> Result<Json<Value>, RouterError> {
+    access::collection(&p, &name)?;
     let b = body(b)?;
-    r.maintain(&name, b.seal, b.compact, &rid).await?;
-    stats(State(r), Extension(RequestId(rid)), Path(name)).await
+    let done = r.maintain(&name, b.seal, b.compact, &rid).await;
+    audited(&p, "maintain", &name, "", done)?;
+    stats_json(&r, &name, &rid).await
 }
 
 async fn stats(
     State(r): State<Arc<Router>>,
     Extension(RequestId(rid)): Extension<RequestId>,
+    Extension(p): Extension<Principal>,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, RouterError> {
+    access::collection(&p, &name)?;
+    stats_json(&r, &name, &rid).await
+}
+
+async fn stats_json(r: &Router, name: &str, rid: &str) -> Result<Json<Value>, RouterError> {
     let shards: Vec<Value> = r
-        .stats(&name, &rid)
+        .stats(name, rid)
         .await?
         .into_iter()
         .enumerate()

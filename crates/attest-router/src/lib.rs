@@ -13,9 +13,12 @@
 //! - [`collection`]: a collection's record (shape, index parameters, replica sets) as meta's map says.
 //! - [`topology`]: [`topology::ClusterView`], meta's shard map watched, and where each shard's replicas live.
 //! - [`http`], [`grpc`], [`server`]: the two fronts and how they are served.
+//! - [`access`]: the scope each operation needs and the tenant/collection rewrites of a caller's key;
+//!   [`keys`]: API keys minted, listed and revoked through meta.
 //! - [`error`]: router errors and their gRPC / HTTP mapping.
 //! - [`config`]: limits and defaults.
 
+pub mod access;
 pub mod client;
 pub mod collection;
 pub mod collections;
@@ -25,6 +28,7 @@ pub mod fanout;
 pub mod grpc;
 pub mod http;
 pub mod ingest;
+pub mod keys;
 pub mod near_dups;
 pub mod replicas;
 pub mod router;

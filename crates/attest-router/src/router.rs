@@ -87,6 +87,11 @@ impl Router {
         &self.config
     }
 
+    /// The API keys this router accepts (meta's, refreshed with the shard map).
+    pub fn keys(&self) -> &Arc<attest_auth::KeyRing> {
+        self.view.keys()
+    }
+
     pub fn embedder(&self) -> &Arc<dyn Embedder> {
         &self.embedder
     }

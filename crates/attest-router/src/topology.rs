@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use attest_auth::KeyRing;
 use attest_proto::v1 as pb;
 use attest_proto::MetaClient;
 use parking_lot::RwLock;
@@ -30,6 +31,8 @@ struct Snapshot {
 
 pub struct ClusterView {
     meta: MetaClient,
+    /// The API keys of the same state (authentication is off until the node enables it).
+    keys: Arc<KeyRing>,
     policy: ReplicaPolicy,
     snapshot: RwLock<Snapshot>,
     /// Spreads reads over replicas.
@@ -56,6 +59,7 @@ impl ClusterView {
     ) -> Result<Arc<Self>, RouterError> {
         let view = Arc::new(ClusterView {
             meta,
+            keys: KeyRing::open(),
             policy,
             snapshot: RwLock::new(Snapshot::default()),
             next_start: AtomicUsize::new(0),
@@ -67,6 +71,11 @@ impl ClusterView {
 
     pub fn meta(&self) -> &MetaClient {
         &self.meta
+    }
+
+    /// The key ring this view keeps in step with meta.
+    pub fn keys(&self) -> &Arc<KeyRing> {
+        &self.keys
     }
 
     /// Re-reads the cluster state from meta and applies it (keeps the tower stack of every known node).
@@ -81,6 +90,7 @@ impl ClusterView {
     }
 
     fn apply(&self, state: &pb::ClusterState) {
+        self.keys.apply(state);
         let mut snap = self.snapshot.write();
         if state.version < snap.version {
             return; // an older state from a lagging meta follower

@@ -17,6 +17,7 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use attest_auth::KeyRing;
 use attest_embed::Embedder;
 use attest_proto::meta_client::MetaClient;
 use attest_proto::v1 as pb;
@@ -24,7 +25,7 @@ use attest_telemetry::metrics::{observe_stage, RAG_ABSTENTION_TOTAL};
 use serde::Serialize;
 
 pub use crate::cite::{CheckedClaim, Citation};
-use crate::client::RouterClient;
+use crate::client::{Caller, RouterClient};
 use crate::config::AnswerConfig;
 use crate::error::AnswerError;
 use crate::footnotes::{body, Passage};
@@ -108,6 +109,8 @@ pub struct AnswerService {
     reader: Option<Reader>,
     /// Per-collection thresholds, as meta last said (empty until `watch_meta`).
     thresholds: Arc<ThresholdsCache>,
+    /// The API keys callers present (meta's, from the same polls; authentication off until enabled).
+    keys: Arc<KeyRing>,
     config: AnswerConfig,
 }
 
@@ -119,6 +122,8 @@ type Flow<T = ()> = ControlFlow<AskResponse, T>;
 
 /// One question on its way through the stages.
 struct Turn<'a> {
+    /// Whom the turn is for: every search it makes acts as this caller.
+    caller: &'a Caller,
     collection: &'a str,
     question: &'a str,
     request_id: &'a str,
@@ -174,15 +179,39 @@ impl AnswerService {
             memory: Arc::new(memory),
             reader,
             thresholds: Arc::new(ThresholdsCache::default()),
+            keys: KeyRing::open(),
             config,
         })
     }
 
-    /// Keeps the collections' thresholds in step with meta (polled every `answer.meta_refresh_ms`; the task
-    /// ends when the service is dropped).
+    /// Keeps the collections' thresholds and the API keys in step with meta (polled every
+    /// `answer.meta_refresh_ms`; the task ends when the service is dropped).
     pub fn watch_meta(&self, meta: MetaClient) -> tokio::task::JoinHandle<()> {
-        self.thresholds
-            .spawn_watch(meta, Duration::from_millis(self.config.meta_refresh_ms))
+        let (thresholds, keys) = (Arc::downgrade(&self.thresholds), Arc::downgrade(&self.keys));
+        let interval = Duration::from_millis(self.config.meta_refresh_ms);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let (Some(thresholds), Some(keys)) = (thresholds.upgrade(), keys.upgrade()) else {
+                    return;
+                };
+                match meta.cluster_state(false).await {
+                    Ok(state) => {
+                        thresholds.apply(&state);
+                        keys.apply(&state);
+                    }
+                    Err(e) => tracing::warn!(error = %e, event = "meta_watch_failed",
+                        "thresholds and keys not refreshed; keeping the last ones"),
+                }
+            }
+        })
+    }
+
+    /// The API keys this service accepts (see [`AnswerService::watch_meta`]).
+    pub fn keys(&self) -> &Arc<KeyRing> {
+        &self.keys
     }
 
     /// The thresholds the service holds (what `watch_meta` refreshes).
@@ -199,14 +228,27 @@ impl AnswerService {
         self.terminology.cache_hits()
     }
 
-    /// One turn: the stages in order; the first that ends the turn gives the response.
+    /// One turn for the open caller (the router's default tenant, no credential): what `attest eval` and
+    /// in-process callers use.
     pub async fn ask(
         &self,
         collection: &str,
         question: &str,
         request_id: &str,
     ) -> Result<AskResponse, AnswerError> {
-        let mut turn = self.begin(collection, question, request_id)?;
+        self.ask_as(&Caller::default(), collection, question, request_id)
+            .await
+    }
+
+    /// One turn for `caller`: the stages in order; the first that ends the turn gives the response.
+    pub async fn ask_as(
+        &self,
+        caller: &Caller,
+        collection: &str,
+        question: &str,
+        request_id: &str,
+    ) -> Result<AskResponse, AnswerError> {
+        let mut turn = self.begin(caller, collection, question, request_id)?;
         if let ControlFlow::Break(done) = self.route_and_rewrite(&mut turn) {
             return Ok(done);
         }
@@ -230,6 +272,7 @@ impl AnswerService {
     /// Validates the question and opens the turn.
     fn begin<'a>(
         &self,
+        caller: &'a Caller,
         collection: &'a str,
         question: &'a str,
         request_id: &'a str,
@@ -245,6 +288,7 @@ impl AnswerService {
             ));
         }
         Ok(Turn {
+            caller,
             collection,
             question,
             request_id,

@@ -29,6 +29,7 @@ impl AnswerService {
             self.router.search(
                 search_request(turn.collection, &r.query, k, &r.lanes),
                 turn.request_id,
+                turn.caller,
             )
         });
         let mut lists = Vec::with_capacity(queries.len());
@@ -161,7 +162,7 @@ impl AnswerService {
             );
             let resp = self
                 .router
-                .search(request, turn.request_id)
+                .search(request, turn.request_id, turn.caller)
                 .await
                 .map_err(AnswerError::from_status)?;
             for hit in memory::ref_hits(pin, resp.hits) {

@@ -58,7 +58,13 @@ impl AnswerService {
         let t = Instant::now();
         let looked = self
             .terminology
-            .lookup(&self.router, turn.collection, &term, turn.request_id)
+            .lookup(
+                &self.router,
+                turn.collection,
+                &term,
+                turn.request_id,
+                turn.caller,
+            )
             .await;
         turn.record(STAGE_TERMINOLOGY, t);
         turn.out.terminology = Some(TerminologyReport::new(&term, &looked));
@@ -93,6 +99,7 @@ impl AnswerService {
                 &id,
                 self.config.identifier_k.max(1),
                 turn.request_id,
+                turn.caller,
             )
             .await
             .map_err(AnswerError::from_status)?;

@@ -190,7 +190,11 @@ pub async fn retrieve(
                 ..Default::default()
             };
             let response = client
-                .search(request, &format!("train-reranker-{i}"))
+                .search(
+                    request,
+                    &format!("train-reranker-{i}"),
+                    &crate::client::Caller::default(),
+                )
                 .await
                 .map_err(|status| TrainError::Router {
                     query: query.text.clone(),

@@ -23,7 +23,7 @@ use attest_telemetry::metrics::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::client::RouterClient;
+use crate::client::{Caller, RouterClient};
 use crate::pool::metadata_str;
 use crate::text;
 use cache::LruTtl;
@@ -303,9 +303,15 @@ impl Terminology {
         collection: &str,
         term: &str,
         request_id: &str,
+        caller: &Caller,
     ) -> Looked {
         metrics::counter!(TERMINOLOGY_LOOKUP_TOTAL).increment(1);
-        let key = format!("{collection}\u{1f}{}", normalise_term(term));
+        // Keyed by tenant too: one tenant's glossary answer is never served to another.
+        let key = format!(
+            "{collection}\u{1f}{}\u{1f}{}",
+            caller.tenant,
+            normalise_term(term)
+        );
         let cached = self
             .cache
             .lock()
@@ -332,8 +338,8 @@ impl Terminology {
                 ..Default::default()
             },
         );
-        let rid = request_id.to_string();
-        let search = tokio::spawn(async move { router.search(request, &rid).await });
+        let (rid, caller) = (request_id.to_string(), caller.clone());
+        let search = tokio::spawn(async move { router.search(request, &rid, &caller).await });
         let budget = Duration::from_millis(self.config.timeout_ms);
         let started = Instant::now();
         let lookup = match tokio::time::timeout(budget, search).await {

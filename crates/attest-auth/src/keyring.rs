@@ -1,0 +1,387 @@
+//! [`KeyRing`]: the keys meta holds (hashes and grants only), refreshed from each cluster state a node polls, plus
+//! the static admin key an operator starts the node with; and [`Principal`], what an authenticated request may do.
+//!
+//! Authentication is off until [`KeyRing::enable`] is called with the admin key (`--admin-key` /
+//! `ATTEST_ADMIN_KEY`): an open `attest dev` on loopback then acts as a principal that may do everything. Once on,
+//! every request needs a bearer token that is the admin key or a live key of meta's; a key meta marks revoked or
+//! that has expired is refused from the next poll on (the poll interval is 1 s, so within 2 s).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use attest_core::keys::{Scope, ANY_TENANT};
+use attest_proto::v1 as pb;
+use attest_proto::{ApiError, ErrorCode};
+use parking_lot::RwLock;
+use subtle::ConstantTimeEq;
+
+use crate::secret;
+
+/// Shortest admin key accepted: a bootstrap secret, so it must not be guessable.
+pub const MIN_ADMIN_KEY_LEN: usize = 24;
+/// The key id logs show for the admin key.
+pub const ADMIN_KEY_ID: &str = "admin";
+
+/// Counts a refusal in `auth_denied_total{reason}` and makes its error.
+pub fn deny(code: ErrorCode, reason: &'static str, message: impl Into<String>) -> ApiError {
+    metrics::counter!("auth_denied_total", "reason" => reason).increment(1);
+    ApiError::new(code, message)
+}
+
+struct StoredKey {
+    sha256: [u8; 32],
+    scope: Option<Scope>,
+    tenants: Vec<String>,
+    collections: Vec<String>,
+    expires_at_ms: u64,
+    revoked: bool,
+}
+
+#[derive(Default)]
+struct Keys {
+    version: u64,
+    by_id: HashMap<String, StoredKey>,
+}
+
+/// The keys a node accepts. Shared (`Arc`) by the node's HTTP and gRPC fronts and its meta watcher.
+#[derive(Default)]
+pub struct KeyRing {
+    enabled: AtomicBool,
+    admin_sha256: RwLock<Option<[u8; 32]>>,
+    keys: RwLock<Keys>,
+}
+
+impl KeyRing {
+    /// A ring with authentication off (every request is the open principal) until [`KeyRing::enable`].
+    pub fn open() -> Arc<Self> {
+        Arc::new(KeyRing::default())
+    }
+
+    /// Turns authentication on, with `admin_key` as the bootstrap credential (admin scope, every tenant).
+    pub fn enable(&self, admin_key: &str) -> Result<(), String> {
+        if admin_key.len() < MIN_ADMIN_KEY_LEN || admin_key.chars().any(char::is_whitespace) {
+            return Err(format!(
+                "the admin key must be at least {MIN_ADMIN_KEY_LEN} characters without spaces"
+            ));
+        }
+        *self.admin_sha256.write() = Some(secret::digest(admin_key));
+        self.enabled.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.enabled.load(Ordering::SeqCst)
+    }
+
+    /// Takes the keys of a cluster state (an older state than the one held is ignored).
+    pub fn apply(&self, state: &pb::ClusterState) {
+        let mut keys = self.keys.write();
+        if state.version < keys.version {
+            return;
+        }
+        keys.version = state.version;
+        keys.by_id = state
+            .api_keys
+            .iter()
+            .filter_map(|k| {
+                let mut sha256 = [0u8; 32];
+                hex::decode_to_slice(&k.key_sha256, &mut sha256).ok()?;
+                let scope = k.scopes.iter().filter_map(|&s| scope_of(s)).max();
+                Some((
+                    k.id.clone(),
+                    StoredKey {
+                        sha256,
+                        scope,
+                        tenants: k.tenants.clone(),
+                        collections: k.collections.clone(),
+                        expires_at_ms: k.expires_at_ms,
+                        revoked: k.revoked,
+                    },
+                ))
+            })
+            .collect();
+    }
+
+    /// The principal an `Authorization` header value (or gRPC `authorization` metadata) stands for.
+    pub fn authenticate(&self, authorization: Option<&str>) -> Result<Principal, ApiError> {
+        if !self.enabled() {
+            return Ok(Principal::open());
+        }
+        let unauthenticated =
+            |reason, message: &str| deny(ErrorCode::Unauthenticated, reason, message);
+        let Some(header) = authorization else {
+            return Err(unauthenticated(
+                "missing",
+                "an API key is required (Authorization: Bearer <key>)",
+            ));
+        };
+        let Some(token) = secret::bearer(header) else {
+            return Err(unauthenticated(
+                "malformed",
+                "the Authorization header must be `Bearer <key>`",
+            ));
+        };
+        let presented = secret::digest(token);
+        if let Some(admin) = *self.admin_sha256.read() {
+            if bool::from(presented.ct_eq(&admin)) {
+                return Ok(Principal {
+                    key_id: ADMIN_KEY_ID.into(),
+                    scope: Some(Scope::Admin),
+                    tenants: vec![ANY_TENANT.into()],
+                    collections: vec![],
+                    credential: Some(Arc::from(header)),
+                });
+            }
+        }
+        let unknown = || unauthenticated("unknown", "unknown API key");
+        let id = secret::key_id(token).ok_or_else(unknown)?;
+        let keys = self.keys.read();
+        let stored = keys.by_id.get(id).ok_or_else(unknown)?;
+        if !bool::from(presented.ct_eq(&stored.sha256)) {
+            return Err(unknown());
+        }
+        if stored.revoked {
+            return Err(unauthenticated("revoked", "this API key was revoked"));
+        }
+        if stored.expires_at_ms != 0 && now_ms() >= stored.expires_at_ms {
+            return Err(unauthenticated("expired", "this API key has expired"));
+        }
+        Ok(Principal {
+            key_id: id.to_string(),
+            scope: stored.scope,
+            tenants: stored.tenants.clone(),
+            collections: stored.collections.clone(),
+            credential: Some(Arc::from(header)),
+        })
+    }
+}
+
+fn scope_of(value: i32) -> Option<Scope> {
+    match pb::Scope::try_from(value).ok()? {
+        pb::Scope::Read => Some(Scope::Read),
+        pb::Scope::Write => Some(Scope::Write),
+        pb::Scope::Admin => Some(Scope::Admin),
+        pb::Scope::Unspecified => None,
+    }
+}
+
+/// The `attest.v1.Scope` value of a scope.
+pub fn scope_to_pb(scope: Scope) -> pb::Scope {
+    match scope {
+        Scope::Read => pb::Scope::Read,
+        Scope::Write => pb::Scope::Write,
+        Scope::Admin => pb::Scope::Admin,
+    }
+}
+
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// What an authenticated request may do. `Clone` is cheap; `Debug` never shows the credential.
+#[derive(Clone)]
+pub struct Principal {
+    /// The key's public id (`admin` for the bootstrap key, `-` when authentication is off).
+    pub key_id: String,
+    scope: Option<Scope>,
+    tenants: Vec<String>,
+    collections: Vec<String>,
+    /// The `Authorization` value it came with, forwarded on the calls made for it (answer tier → router).
+    credential: Option<Arc<str>>,
+}
+
+impl fmt::Debug for Principal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Principal")
+            .field("key_id", &self.key_id)
+            .field("scope", &self.scope)
+            .field("tenants", &self.tenants)
+            .field("collections", &self.collections)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Principal {
+    /// The caller of a node with authentication off: every scope, tenant and collection.
+    pub fn open() -> Self {
+        Principal {
+            key_id: "-".into(),
+            scope: Some(Scope::Admin),
+            tenants: vec![ANY_TENANT.into()],
+            collections: vec![],
+            credential: None,
+        }
+    }
+
+    /// Refuses (PERMISSION_DENIED) unless the key holds `scope` or a higher one.
+    pub fn require(&self, scope: Scope) -> Result<(), ApiError> {
+        if self.scope.is_some_and(|held| held >= scope) {
+            return Ok(());
+        }
+        Err(deny(
+            ErrorCode::PermissionDenied,
+            "scope",
+            format!("this API key lacks the {} scope", scope.as_str()),
+        ))
+    }
+
+    fn allows_tenant(&self, tenant: &str) -> bool {
+        self.tenants.iter().any(|t| t == ANY_TENANT || t == tenant)
+    }
+
+    /// The tenant a request acts as: the one it names, if the key allows it (else PERMISSION_DENIED); when it
+    /// names none, `default` if the key allows it, else the key's first tenant.
+    pub fn tenant(&self, requested: Option<&str>, default: &str) -> Result<String, ApiError> {
+        match requested.filter(|t| !t.is_empty()) {
+            Some(t) if self.allows_tenant(t) => Ok(t.to_string()),
+            Some(t) => Err(deny(
+                ErrorCode::PermissionDenied,
+                "tenant",
+                format!("this API key may not act for tenant {t:?}"),
+            )),
+            None if self.allows_tenant(default) => Ok(default.to_string()),
+            None => Ok(self
+                .tenants
+                .iter()
+                .find(|t| *t != ANY_TENANT)
+                .cloned()
+                .unwrap_or_else(|| default.to_string())),
+        }
+    }
+
+    /// Whether the key may act on this collection (a key without a collection list may act on all).
+    pub fn sees_collection(&self, name: &str) -> bool {
+        self.collections.is_empty() || self.collections.iter().any(|c| c == name)
+    }
+
+    /// Refuses (PERMISSION_DENIED) a collection the key does not list.
+    pub fn collection(&self, name: &str) -> Result<(), ApiError> {
+        if self.sees_collection(name) {
+            return Ok(());
+        }
+        Err(deny(
+            ErrorCode::PermissionDenied,
+            "collection",
+            format!("this API key may not act on collection {name:?}"),
+        ))
+    }
+
+    /// The `Authorization` value to forward on calls made for this caller (`None` when authentication is off).
+    pub fn credential(&self) -> Option<&str> {
+        self.credential.as_deref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ADMIN: &str = "an-admin-key-of-enough-length";
+
+    fn ring_with(keys: Vec<pb::ApiKeyInfo>, version: u64) -> Arc<KeyRing> {
+        let ring = KeyRing::open();
+        ring.enable(ADMIN).unwrap();
+        ring.apply(&pb::ClusterState {
+            version,
+            api_keys: keys,
+            ..Default::default()
+        });
+        ring
+    }
+
+    fn info(m: &secret::MintedKey, scope: pb::Scope, tenants: &[&str]) -> pb::ApiKeyInfo {
+        pb::ApiKeyInfo {
+            key_sha256: m.sha256_hex.clone(),
+            id: m.id.clone(),
+            scopes: vec![scope as i32],
+            tenants: tenants.iter().map(|t| t.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    fn bearer(key: &str) -> Option<String> {
+        Some(format!("Bearer {key}"))
+    }
+
+    #[test]
+    fn open_ring_lets_everything_through() {
+        let ring = KeyRing::open();
+        let p = ring.authenticate(None).unwrap();
+        p.require(Scope::Admin).unwrap();
+        assert_eq!(p.tenant(Some("x"), "default").unwrap(), "x");
+        assert!(p.credential().is_none());
+        assert!(ring.enable("short").is_err());
+    }
+
+    #[test]
+    fn tokens_are_checked_against_hashes_and_state() {
+        let read = secret::mint();
+        let gone = secret::mint();
+        let mut revoked = info(&gone, pb::Scope::Write, &["a"]);
+        revoked.revoked = true;
+        let old = secret::mint();
+        let mut expired = info(&old, pb::Scope::Write, &["a"]);
+        expired.expires_at_ms = 1;
+        let ring = ring_with(
+            vec![info(&read, pb::Scope::Read, &["a"]), revoked, expired],
+            3,
+        );
+        let code = |h: Option<String>| ring.authenticate(h.as_deref()).unwrap_err().code;
+        assert_eq!(code(None), ErrorCode::Unauthenticated);
+        assert_eq!(code(Some("Basic x".into())), ErrorCode::Unauthenticated);
+        assert_eq!(code(bearer("junk")), ErrorCode::Unauthenticated);
+        // Right id, wrong secret.
+        let forged = format!("attest_{}_{}", read.id, "0".repeat(64));
+        assert_eq!(code(bearer(&forged)), ErrorCode::Unauthenticated);
+        assert_eq!(code(bearer(&gone.key)), ErrorCode::Unauthenticated);
+        assert_eq!(code(bearer(&old.key)), ErrorCode::Unauthenticated);
+        let p = ring.authenticate(bearer(&read.key).as_deref()).unwrap();
+        assert_eq!(p.key_id, read.id);
+        p.require(Scope::Read).unwrap();
+        assert_eq!(
+            p.require(Scope::Write).unwrap_err().code,
+            ErrorCode::PermissionDenied
+        );
+        let admin = ring.authenticate(bearer(ADMIN).as_deref()).unwrap();
+        admin.require(Scope::Admin).unwrap();
+        assert_eq!(admin.credential(), Some(format!("Bearer {ADMIN}").as_str()));
+        // An older state does not bring a key back; a newer one without it removes it.
+        ring.apply(&pb::ClusterState {
+            version: 2,
+            ..Default::default()
+        });
+        assert!(ring.authenticate(bearer(&read.key).as_deref()).is_ok());
+        ring.apply(&pb::ClusterState {
+            version: 4,
+            ..Default::default()
+        });
+        assert!(ring.authenticate(bearer(&read.key).as_deref()).is_err());
+    }
+
+    #[test]
+    fn tenants_and_collections_come_from_the_key() {
+        let k = secret::mint();
+        let mut i = info(&k, pb::Scope::Write, &["acme", "beta"]);
+        i.collections = vec!["docs".into()];
+        let ring = ring_with(vec![i], 1);
+        let p = ring.authenticate(bearer(&k.key).as_deref()).unwrap();
+        assert_eq!(p.tenant(Some("beta"), "default").unwrap(), "beta");
+        assert_eq!(p.tenant(None, "default").unwrap(), "acme");
+        assert_eq!(p.tenant(Some(""), "beta").unwrap(), "beta");
+        assert_eq!(
+            p.tenant(Some("other"), "default").unwrap_err().code,
+            ErrorCode::PermissionDenied
+        );
+        p.collection("docs").unwrap();
+        assert!(!p.sees_collection("wiki"));
+        assert_eq!(
+            p.collection("wiki").unwrap_err().code,
+            ErrorCode::PermissionDenied
+        );
+    }
+}

@@ -1,0 +1,20 @@
+//! Who is calling, and what they may do (SPEC "Security", issue 15): API keys minted here and stored hashed in
+//! meta, the key ring every router and answer replica keeps in step with meta's cluster state, the
+//! [`Principal`] a request acts as (its scope, tenants and collections), and the checks and audit lines the HTTP
+//! and gRPC fronts share.
+//!
+//! - [`secret`]: minting a key (`attest_<id>_<secret>`), hashing it, reading its id.
+//! - [`keyring`]: [`KeyRing`] (authenticates a bearer token in constant time; off in an open `attest dev`) and
+//!   [`Principal`] (scope, tenant and collection checks; refusals counted in `auth_denied_total{reason}`).
+//! - [`http`]: the axum middleware that puts the caller's [`Principal`] on a request, per required scope.
+//! - [`grpc`]: the same for a tonic request's `authorization` metadata.
+//! - [`audit`]: one structured line per authenticated write and admin action.
+
+pub mod audit;
+pub mod grpc;
+pub mod http;
+pub mod keyring;
+pub mod secret;
+
+pub use attest_core::keys::Scope;
+pub use keyring::{KeyRing, Principal};

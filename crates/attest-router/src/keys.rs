@@ -1,0 +1,118 @@
+//! API keys through the router (admin scope): minted here (the key is returned once and never stored), kept
+//! hashed in meta, listed and revoked by id. The router re-reads meta's state after each change so its own key
+//! ring has it at once; every other router and answer replica has it from its next poll (1 s).
+
+use attest_auth::keyring::{now_ms, scope_to_pb};
+use attest_auth::secret;
+use attest_core::keys::{grant_problem, parse_duration_ms, Scope};
+use attest_proto::v1 as pb;
+use serde_json::{json, Value};
+
+use crate::error::RouterError;
+use crate::router::Router;
+
+/// What a new key may do (HTTP `POST /v1/keys`, gRPC `CreateKey`, `attest key create`).
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyGrant {
+    pub scopes: Vec<String>,
+    pub tenants: Vec<String>,
+    #[serde(default)]
+    pub collections: Vec<String>,
+    /// `30d`, `12h`, `90m`, `3600s`; absent = never expires.
+    #[serde(default)]
+    pub expires_in: Option<String>,
+}
+
+impl Router {
+    /// Mints a key with this grant and stores its hash in meta; returns the key (to be shown once) and its record.
+    pub async fn create_key(
+        &self,
+        grant: KeyGrant,
+    ) -> Result<(String, pb::ApiKeyInfo), RouterError> {
+        if let Some((field, problem)) =
+            grant_problem(&grant.scopes, &grant.tenants, &grant.collections)
+        {
+            return Err(RouterError::invalid(field, problem));
+        }
+        let ttl = match grant.expires_in.as_deref() {
+            None | Some("") => None,
+            Some(text) => Some(parse_duration_ms(text).ok_or_else(|| {
+                RouterError::invalid("expires_in", "a duration such as 30d, 12h, 90m or 3600s")
+            })?),
+        };
+        let minted = secret::mint();
+        let created = now_ms();
+        let info = pb::ApiKeyInfo {
+            key_sha256: minted.sha256_hex,
+            id: minted.id,
+            scopes: grant
+                .scopes
+                .iter()
+                .filter_map(|s| Scope::parse(s))
+                .map(|s| scope_to_pb(s) as i32)
+                .collect(),
+            tenants: grant.tenants,
+            collections: grant.collections,
+            expires_at_ms: ttl.map_or(0, |t| created.saturating_add(t)),
+            created_ms: created,
+            revoked: false,
+        };
+        self.view
+            .meta()
+            .put_api_key(info.clone())
+            .await
+            .map_err(RouterError::from_status)?;
+        self.view.refresh(true).await?;
+        Ok((minted.key, info))
+    }
+
+    /// Every key meta holds (hashes, never keys), as of a linearizable read.
+    pub async fn list_keys(&self) -> Result<Vec<pb::ApiKeyInfo>, RouterError> {
+        let state = self
+            .view
+            .meta()
+            .cluster_state(true)
+            .await
+            .map_err(RouterError::from_status)?;
+        let mut keys = state.api_keys;
+        keys.sort_by_key(|k| (k.created_ms, k.id.clone()));
+        Ok(keys)
+    }
+
+    /// Marks the key with this id revoked (NOT_FOUND for an unknown id; revoking twice is fine).
+    pub async fn revoke_key(&self, id: &str) -> Result<pb::ApiKeyInfo, RouterError> {
+        let mut key = self
+            .list_keys()
+            .await?
+            .into_iter()
+            .find(|k| k.id == id)
+            .ok_or_else(|| RouterError::NotFound(format!("no API key with id `{id}`")))?;
+        key.revoked = true;
+        self.view
+            .meta()
+            .put_api_key(key.clone())
+            .await
+            .map_err(RouterError::from_status)?;
+        self.view.refresh(true).await?;
+        Ok(key)
+    }
+}
+
+/// The JSON form of a key's record (no hash: it identifies the key to no one but meta).
+pub fn key_json(k: &pb::ApiKeyInfo) -> Value {
+    let scopes: Vec<&str> = k
+        .scopes
+        .iter()
+        .filter_map(|&s| pb::Scope::try_from(s).ok())
+        .map(|s| match s {
+            pb::Scope::Read => "read",
+            pb::Scope::Write => "write",
+            pb::Scope::Admin => "admin",
+            pb::Scope::Unspecified => "unspecified",
+        })
+        .collect();
+    json!({"id": k.id, "scopes": scopes, "tenants": k.tenants, "collections": k.collections,
+           "expires_at_ms": (k.expires_at_ms != 0).then_some(k.expires_at_ms), "created_ms": k.created_ms,
+           "revoked": k.revoked})
+}
