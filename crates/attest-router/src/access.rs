@@ -41,6 +41,19 @@ impl Op {
     }
 }
 
+/// Writes the audit line of a write or admin action (both fronts) and passes its outcome on.
+pub fn audited<T>(
+    principal: &Principal,
+    action: &str,
+    collection: &str,
+    tenant: &str,
+    outcome: Result<T, RouterError>,
+) -> Result<T, RouterError> {
+    let failed = outcome.as_ref().err().map(RouterError::code);
+    attest_auth::audit::record(principal, action, collection, tenant, failed);
+    outcome
+}
+
 /// A collection the key may act on.
 pub fn collection(principal: &Principal, name: &str) -> Result<(), RouterError> {
     principal.collection(name).map_err(RouterError::Callee)

@@ -9,7 +9,7 @@ use attest_proto::v1::router_service_server::RouterService;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
-use crate::access::{self, Op};
+use crate::access::{self, audited, Op};
 use crate::collection::CollectionRecord;
 use crate::error::RouterError;
 use crate::ingest::IngestDocument;
@@ -54,24 +54,6 @@ impl RouterServiceImpl {
     fn default_tenant(&self) -> &str {
         &self.router.config().default_tenant
     }
-}
-
-/// Writes the audit line of a write or admin call and passes its outcome on.
-fn audited<T>(
-    p: &Principal,
-    action: &str,
-    collection: &str,
-    tenant: &str,
-    outcome: Result<T, RouterError>,
-) -> Result<T, RouterError> {
-    attest_auth::audit::record(
-        p,
-        action,
-        collection,
-        tenant,
-        outcome.as_ref().err().map(RouterError::code),
-    );
-    outcome
 }
 
 /// The caller's request id (or a fresh one) and the span the handler runs in.

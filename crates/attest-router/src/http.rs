@@ -20,7 +20,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use crate::access::{self, Op};
+use crate::access::{self, audited, Op};
 use crate::collection::CollectionRecord;
 use crate::error::RouterError;
 use crate::ingest::IngestDocument;
@@ -100,24 +100,6 @@ pub fn routes(router: Arc<Router>, refresh: Option<MetricsRefresh>) -> axum::Rou
         .layer(axum::middleware::from_fn(
             attest_telemetry::request_id::http_middleware,
         ))
-}
-
-/// Writes the audit line of an admin or write action and passes its outcome on.
-fn audited<T>(
-    p: &Principal,
-    action: &str,
-    collection: &str,
-    tenant: &str,
-    outcome: Result<T, RouterError>,
-) -> Result<T, RouterError> {
-    attest_auth::audit::record(
-        p,
-        action,
-        collection,
-        tenant,
-        outcome.as_ref().err().map(RouterError::code),
-    );
-    outcome
 }
 
 async fn create_key(
