@@ -3,11 +3,14 @@
 # crates/attest-answer/models/reader/{reader.safetensors,reader.sha256,report.json,config.json,tokenizer.json}.
 #   1. a virtual environment with PyTorch (CPU), tokenizers, safetensors from PyPI (ATTEST_TRAIN_VENV,
 #      default ~/.cache/attest-train-venv), 2. the MiniLM base model (scripts/install-model.sh),
-#   3. scripts/reader/train.py: builds the examples (seeded, split by article; see scripts/reader/data.py),
-#      trains with a checkpoint every 100 steps in ATTEST_READER_WORK (default ~/.cache/attest-reader): rerun
-#      the same command to resume, 4. docs/eval/contrastive-heldout.jsonl, the held-out synthetic pairs.
-# On the 2-core machine the default run (35,000 pairs, one pass) takes about 90 minutes.
-# Usage: scripts/train-reader.sh [train.py flags, e.g. --answerability 18000 --vitaminc 9000]
+#   3. scripts/reader/train.py, three rounds, each starting from the previous one's weights (--init) on a fresh
+#      seeded sample of the same held-in data (split by article; see scripts/reader/data.py):
+#        round 1: layers 3-5 trained, 35,000 pairs;  round 2: + HaluEval negatives weighted 1.5, answer-removed 2;
+#        round 3: layers 1-5 trained, more VitaminC, answer-removed weighted 2.
+#      Checkpoints every 100 steps in ATTEST_READER_WORK/rN (default ~/.cache/attest-reader): rerun the same
+#      command to resume; a finished round is not run again. 4. docs/eval/contrastive-heldout.jsonl.
+# On the idle 2-core machine rounds 2 and 3 take about 25 and 35 minutes; round 1 about 90 (shared with a build).
+# Usage: scripts/train-reader.sh [flags added to every round's train.py]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${ATTEST_TRAIN_VENV:-$HOME/.cache/attest-train-venv}
@@ -18,6 +21,21 @@ fi
 "$VENV/bin/python" -c "import torch, tokenizers, safetensors, numpy" 2>/dev/null ||
   "$VENV/bin/pip" install --quiet torch numpy safetensors tokenizers
 scripts/install-model.sh
-"$VENV/bin/python" scripts/reader/train.py --data "$DATA" --base models/all-minilm-l6-v2 \
-  --out crates/attest-answer/models/reader --work "${ATTEST_READER_WORK:-$HOME/.cache/attest-reader}" "$@"
+WORK=${ATTEST_READER_WORK:-$HOME/.cache/attest-reader}
+round() { # round N OUT [flags]
+  local n=$1 out=$2
+  shift 2
+  [ -f "$WORK/r$n/done" ] && [ -f "$out/reader.safetensors" ] && return 0
+  "$VENV/bin/python" scripts/reader/train.py --data "$DATA" --base models/all-minilm-l6-v2 \
+    --out "$out" --work "$WORK/r$n" "$@"
+  touch "$WORK/r$n/done"
+}
+round 1 "$WORK/r1/out" --seed 13 --answerability 18000 --vitaminc 9000 --synthetic 5000 --halueval 3000 \
+  --heldout-per-kind 300 "$@"
+round 2 "$WORK/r2/out" --seed 14 --answerability 12000 --vitaminc 8000 --synthetic 3000 --halueval 7000 \
+  --heldout-per-kind 300 --init "$WORK/r1/out/reader.safetensors" --lr 3e-5 \
+  --kind-weight answer_removed=2,halueval=1.5 "$@"
+round 3 crates/attest-answer/models/reader --seed 15 --answerability 12000 --vitaminc 12000 --synthetic 4000 \
+  --halueval 4000 --heldout-per-kind 300 --init "$WORK/r2/out/reader.safetensors" --lr 3e-5 --frozen-layers 1 \
+  --kind-weight answer_removed=2 "$@"
 "$VENV/bin/python" scripts/reader/export_contrastive.py --data "$DATA" --out docs/eval/contrastive-heldout.jsonl
