@@ -51,8 +51,11 @@ pub struct ReaderConfig {
     pub passages: usize,
     /// Sentences read per hop at most, those covering most of the question first.
     pub max_sentences: usize,
-    /// Pairs per forward pass.
+    /// Pairs per forward pass (small batches: candle's batched attention pads and slows per pair).
     pub batch: usize,
+    /// Threads one read spreads its batches over (a forward pass uses one core; 4 × 2 reads 20 sentences in
+    /// half the time of 16 × 1, see docs/BENCHMARKS.md "Reader latency").
+    pub threads: usize,
     /// The coverage gate on answerability (chosen on squad-dev held-out articles, see docs/BENCHMARKS.md):
     /// bail below `bail_threshold`, ground at `ground_threshold` or above, else refine.
     pub bail_threshold: f64,
@@ -70,7 +73,8 @@ impl Default for ReaderConfig {
             model_dir: None,
             passages: 4,
             max_sentences: 20,
-            batch: 16,
+            batch: 4,
+            threads: 2,
             bail_threshold: 0.10,
             ground_threshold: 0.40,
             lexical_weight: 0.5,
@@ -93,20 +97,25 @@ pub struct ToRead<'a> {
     pub text: &'a str,
 }
 
-/// One loaded model per directory and batch size in a process: the verifier, the pipeline and every answer
-/// service built in it share it (the weights are 90 MB as f32).
-fn shared_model(dir: &std::path::Path, batch: usize) -> Result<Arc<ReaderModel>, ReaderError> {
-    type Loaded = std::sync::Mutex<std::collections::HashMap<(PathBuf, usize), Arc<ReaderModel>>>;
+/// One loaded model per directory, batch size and thread count in a process: the verifier, the pipeline and
+/// every answer service built in it share it (the weights are 90 MB as f32).
+fn shared_model(
+    dir: &std::path::Path,
+    batch: usize,
+    threads: usize,
+) -> Result<Arc<ReaderModel>, ReaderError> {
+    type Key = (PathBuf, usize, usize);
+    type Loaded = std::sync::Mutex<std::collections::HashMap<Key, Arc<ReaderModel>>>;
     static LOADED: std::sync::OnceLock<Loaded> = std::sync::OnceLock::new();
     let mut loaded = LOADED
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let key = (dir.to_path_buf(), batch);
+    let key = (dir.to_path_buf(), batch, threads);
     if let Some(model) = loaded.get(&key) {
         return Ok(Arc::clone(model));
     }
-    let model = Arc::new(ReaderModel::load(dir, batch)?);
+    let model = Arc::new(ReaderModel::load(dir, batch, threads)?);
     loaded.insert(key, Arc::clone(&model));
     Ok(model)
 }
@@ -146,7 +155,7 @@ impl Reader {
             ));
         }
         Ok(Some(Reader {
-            model: shared_model(&config.model_dir(), config.batch)?,
+            model: shared_model(&config.model_dir(), config.batch, config.threads)?,
             config: config.clone(),
         }))
     }

@@ -68,6 +68,8 @@ pub struct ReaderModel {
     device: Device,
     /// Pairs per forward pass.
     batch: usize,
+    /// Threads one `score` call spreads its batches over (candle's CPU forward pass uses one core).
+    threads: usize,
 }
 
 impl std::fmt::Debug for ReaderModel {
@@ -106,8 +108,9 @@ fn read_verified(dir: &Path, name: &str) -> Result<Vec<u8>, ReaderError> {
 }
 
 impl ReaderModel {
-    /// Loads and verifies the model in `dir` on the CPU.
-    pub fn load(dir: &Path, batch: usize) -> Result<Self, ReaderError> {
+    /// Loads and verifies the model in `dir` on the CPU; `score` runs `batch` pairs per forward pass, the batches
+    /// of one call spread over `threads` threads.
+    pub fn load(dir: &Path, batch: usize, threads: usize) -> Result<Self, ReaderError> {
         let started = Instant::now();
         let device = Device::Cpu;
         let config: BertConfig = serde_json::from_slice(&read_verified(dir, "config.json")?)
@@ -136,6 +139,7 @@ impl ReaderModel {
             tokenizer,
             device,
             batch: batch.max(1),
+            threads: threads.max(1),
         })
     }
 
@@ -148,10 +152,35 @@ impl ReaderModel {
         // Similar lengths share a batch, so little is padded.
         let mut order: Vec<usize> = (0..pairs.len()).collect();
         order.sort_by_key(|&i| pairs[i].ids.len());
+        let batches: Vec<&[usize]> = order.chunks(self.batch).collect();
+        let threads = self.threads.min(batches.len()).max(1);
+        // Thread t takes batches t, t + threads, ...: as long as each other, since batches go by length.
+        let run = |t: usize| -> Result<Vec<(usize, f64)>, ReaderError> {
+            let mut scored = Vec::new();
+            for batch in batches.iter().skip(t).step_by(threads) {
+                let probs = self.forward(head, batch.iter().map(|&i| &pairs[i]))?;
+                scored.extend(batch.iter().copied().zip(probs));
+            }
+            Ok(scored)
+        };
+        let parts: Vec<Result<Vec<(usize, f64)>, ReaderError>> = if threads == 1 {
+            vec![run(0)]
+        } else {
+            std::thread::scope(|s| {
+                let handles: Vec<_> = (0..threads).map(|t| s.spawn(move || run(t))).collect();
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join().unwrap_or_else(|_| {
+                            Err(ReaderError::Model("a reader thread panicked".into()))
+                        })
+                    })
+                    .collect()
+            })
+        };
         let mut out = vec![0.0; pairs.len()];
-        for chunk in order.chunks(self.batch) {
-            let probs = self.forward(head, chunk.iter().map(|&i| &pairs[i]))?;
-            for (&i, p) in chunk.iter().zip(probs) {
+        for part in parts {
+            for (i, p) in part? {
                 out[i] = p;
             }
         }

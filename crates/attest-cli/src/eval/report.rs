@@ -53,6 +53,10 @@ pub struct AdversarialScores {
     /// Answered / questions.
     pub hallucination_rate: f64,
     pub reasons: BTreeMap<String, usize>,
+    /// The share answered under each confidence floor (`hallucination_rate` of each point; no coverage here):
+    /// what a collection's `min_confidence` would do to this check.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_threshold: Vec<CurvePoint>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]

@@ -252,6 +252,7 @@ pub async fn adversarial(
         ..Default::default()
     };
     let mut answered = 0usize;
+    let mut outcomes = Vec::with_capacity(questions.len());
     let bar = progress(questions.len(), "adversarial");
     for (i, q) in questions.iter().enumerate() {
         let a = stack
@@ -260,11 +261,16 @@ pub async fn adversarial(
             .await
             .with_context(|| format!("asking {:?}", q.text))?;
         answered += usize::from(a.status == "answered");
+        outcomes.push(Outcome {
+            answerable: false,
+            confidence: (a.status == "answered").then_some(a.confidence),
+        });
         super::adversarial::count_reason(&mut scores.reasons, a.reason);
         bar.inc(1);
     }
     bar.finish_and_clear();
     scores.hallucination_rate = answered as f64 / questions.len().max(1) as f64;
+    scores.by_threshold = risk_coverage(&outcomes, CURVE_STEPS);
     Ok(scores)
 }
 
