@@ -273,14 +273,29 @@ impl Cluster {
         let mut cmd = Command::new(&self.bin);
         match role {
             "meta" => {
-                cmd.args(["serve", "--role", "meta", "--meta-id", &i.to_string()])
-                    .args(["--meta-peers", &self.peers, "--grpc"])
-                    .arg(format!("127.0.0.1:{}", self.base + i));
+                cmd.args([
+                    "serve",
+                    "--insecure",
+                    "--role",
+                    "meta",
+                    "--meta-id",
+                    &i.to_string(),
+                ])
+                .args(["--meta-peers", &self.peers, "--grpc"])
+                .arg(format!("127.0.0.1:{}", self.base + i));
             }
             "shard" => {
-                cmd.args(["serve", "--role", "shard", "--meta", &self.metas, "--grpc"])
-                    .arg(format!("127.0.0.1:{}", self.base + 10 + i))
-                    .args(["--node-name", name]);
+                cmd.args([
+                    "serve",
+                    "--insecure",
+                    "--role",
+                    "shard",
+                    "--meta",
+                    &self.metas,
+                    "--grpc",
+                ])
+                .arg(format!("127.0.0.1:{}", self.base + 10 + i))
+                .args(["--node-name", name]);
             }
             other => bail!("cannot restart role {other}"),
         }

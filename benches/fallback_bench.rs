@@ -35,7 +35,14 @@ impl Drop for Embedder {
 
 fn start_embedder(bin: &Path) -> anyhow::Result<(Embedder, String)> {
     let mut child = Command::new(bin)
-        .args(["serve", "--role", "embedder", "--http", "127.0.0.1:0"])
+        .args([
+            "serve",
+            "--insecure",
+            "--role",
+            "embedder",
+            "--http",
+            "127.0.0.1:0",
+        ])
         .env("ATTEST_LOG", "warn")
         .stdout(Stdio::piped())
         .spawn()?;
@@ -129,7 +136,7 @@ async fn main() -> anyhow::Result<()> {
     let mut cfg = AttestConfig::default();
     // Every query must reach the embedder, or the cache would hide the service's state.
     cfg.router.query_cache_capacity = 0;
-    let plane = ControlPlane::start(&cfg, dir.path(), 1, None).await?;
+    let plane = ControlPlane::start(&cfg, dir.path(), 1, None, Default::default()).await?;
     let router = plane.router(&cfg, build_embedder(&embedder_cfg)?).await?;
     router
         .create_collection(

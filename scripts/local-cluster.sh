@@ -72,22 +72,22 @@ case "$cmd" in
     peers="1=http://127.0.0.1:$(meta_port 1),2=http://127.0.0.1:$(meta_port 2),3=http://127.0.0.1:$(meta_port 3)"
     metas="http://127.0.0.1:$(meta_port 1),http://127.0.0.1:$(meta_port 2),http://127.0.0.1:$(meta_port 3)"
     for i in 1 2 3; do
-      "$bin" serve --role meta --meta-id "$i" --meta-peers "$peers" --grpc "127.0.0.1:$(meta_port "$i")" \
+      "$bin" serve --insecure --role meta --meta-id "$i" --meta-peers "$peers" --grpc "127.0.0.1:$(meta_port "$i")" \
         --data-dir "$dir/meta-$i" --log-level "${ATTEST_LOG:-info,tantivy=warn}" \
         >"$dir/logs/meta-$i.log" 2>&1 &
       echo $! >"$dir/pids/meta-$i.pid"
     done
     for i in $(seq 1 "$shards"); do
-      "$bin" serve --role shard --meta "$metas" --grpc "127.0.0.1:$(shard_port "$i")" --node-name "shard-$i" \
+      "$bin" serve --insecure --role shard --meta "$metas" --grpc "127.0.0.1:$(shard_port "$i")" --node-name "shard-$i" \
         --data-dir "$dir/shard-$i" --log-level "${ATTEST_LOG:-info,tantivy=warn}" \
         >"$dir/logs/shard-$i.log" 2>&1 &
       echo $! >"$dir/pids/shard-$i.pid"
     done
-    "$bin" serve --role router --meta "$metas" --http "127.0.0.1:$router_http" --grpc "127.0.0.1:$router_grpc" \
+    "$bin" serve --insecure --role router --meta "$metas" --http "127.0.0.1:$router_http" --grpc "127.0.0.1:$router_grpc" \
       --data-dir "$dir/router" --log-level "${ATTEST_LOG:-info,tantivy=warn}" >"$dir/logs/router-1.log" 2>&1 &
     echo $! >"$dir/pids/router-1.pid"
     if [[ "${ATTEST_CLUSTER_ANSWER:-1}" == 1 ]]; then
-      "$bin" serve --role answer --router "http://127.0.0.1:$router_grpc" --http "127.0.0.1:$answer_http" \
+      "$bin" serve --insecure --role answer --router "http://127.0.0.1:$router_grpc" --http "127.0.0.1:$answer_http" \
         --data-dir "$dir/answer" --log-level "${ATTEST_LOG:-info,tantivy=warn}" >"$dir/logs/answer-1.log" 2>&1 &
       echo $! >"$dir/pids/answer-1.pid"
     fi

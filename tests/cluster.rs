@@ -128,7 +128,15 @@ impl LocalCluster {
     /// Starts shard node `i` (again) with the same data directory and address as the script does.
     fn start_shard(&self, i: u16) {
         let child = Command::new(common::attest_bin())
-            .args(["serve", "--role", "shard", "--meta", &self.metas, "--grpc"])
+            .args([
+                "serve",
+                "--insecure",
+                "--role",
+                "shard",
+                "--meta",
+                &self.metas,
+                "--grpc",
+            ])
             .arg(format!("127.0.0.1:{}", self.shard_port(i)))
             .args(["--node-name", &format!("shard-{i}"), "--data-dir"])
             .arg(self.dir.path().join(format!("shard-{i}")))

@@ -92,7 +92,7 @@ async fn two_routers_agree_on_near_duplicates_and_a_restart_forgets_nothing() {
     // Every router and the control plane restart: the shards still know.
     drop((router_a, router_b));
     plane.shutdown().await.unwrap();
-    let plane = ControlPlane::start(&cfg, dir.path(), 1, None)
+    let plane = ControlPlane::start(&cfg, dir.path(), 1, None, Default::default())
         .await
         .unwrap();
     let router_c = plane.router(&cfg, Arc::clone(&embedder)).await.unwrap();

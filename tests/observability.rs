@@ -100,6 +100,7 @@ fn request_ids_cross_every_hop_and_every_role_serves_metrics() {
     let (mut embedder, line) = start(
         &[
             "serve",
+            "--insecure",
             "--role",
             "embedder",
             "--http",
@@ -114,6 +115,7 @@ fn request_ids_cross_every_hop_and_every_role_serves_metrics() {
     let (mut meta, line) = start(
         &[
             "serve",
+            "--insecure",
             "--role",
             "meta",
             "--meta-id",
@@ -131,6 +133,7 @@ fn request_ids_cross_every_hop_and_every_role_serves_metrics() {
     let (mut shard, line) = start(
         &[
             "serve",
+            "--insecure",
             "--role",
             "shard",
             "--meta",
@@ -147,6 +150,7 @@ fn request_ids_cross_every_hop_and_every_role_serves_metrics() {
     let (mut router, line) = start(
         &[
             "serve",
+            "--insecure",
             "--role",
             "router",
             "--http",
@@ -165,6 +169,7 @@ fn request_ids_cross_every_hop_and_every_role_serves_metrics() {
     let (mut answer, line) = start(
         &[
             "serve",
+            "--insecure",
             "--role",
             "answer",
             "--http",

@@ -31,6 +31,7 @@ fn router_fans_out_to_shard_processes_and_reports_missing_shards() {
     let (_meta, meta_addr) = start_role(
         &[
             "serve",
+            "--insecure",
             "--role",
             "meta",
             "--meta-id",
@@ -46,6 +47,7 @@ fn router_fans_out_to_shard_processes_and_reports_missing_shards() {
         let (proc, line) = start(
             &[
                 "serve",
+                "--insecure",
                 "--role",
                 "shard",
                 "--meta",
@@ -64,6 +66,7 @@ fn router_fans_out_to_shard_processes_and_reports_missing_shards() {
     let (_router, url) = start_role(
         &[
             "serve",
+            "--insecure",
             "--role",
             "router",
             "--http",

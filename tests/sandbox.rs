@@ -79,7 +79,9 @@ async fn start_shard(meta: &MetaClient, dir: PathBuf, addr: String, name: &str) 
         }
     };
     let server = tokio::spawn(async move {
-        attest_shard::serve(node, listener, shared).await.unwrap();
+        attest_shard::serve(node, listener, Default::default(), shared)
+            .await
+            .unwrap();
     });
     ShardProc {
         stop: Some(stop_tx),

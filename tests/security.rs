@@ -9,13 +9,12 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use attest_proto::v1 as pb;
 use attest_proto::v1::answer_service_client::AnswerServiceClient;
 use attest_proto::v1::router_service_client::RouterServiceClient;
-use common::{attest_bin, http, start, value_of, Logs, Proc};
+use common::{attest_ok, http, start, value_of, Logs, Proc};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
@@ -679,8 +678,8 @@ fn tenants_never_see_each_other_and_revocation_reaches_every_front() {
     create_docs_collection(&dev);
     // Keys through the CLI (ATTEST_API_KEY = the admin key), as an operator would mint them.
     let cli_key = |tenant: &str| -> (String, String) {
-        let out = Command::new(attest_bin())
-            .args([
+        let out = attest_ok(
+            &[
                 "key",
                 "create",
                 "--scopes",
@@ -690,17 +689,10 @@ fn tenants_never_see_each_other_and_revocation_reaches_every_front() {
                 "--json",
                 "--server",
                 &dev.url,
-            ])
-            .env("ATTEST_API_KEY", ADMIN)
-            .env("ATTEST_LOG", "error")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+            ],
+            &[("ATTEST_API_KEY", ADMIN)],
         );
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let v: Value = serde_json::from_slice(&out).unwrap();
         (
             v["id"].as_str().unwrap().into(),
             v["key"].as_str().unwrap().into(),
@@ -797,16 +789,9 @@ fn tenants_never_see_each_other_and_revocation_reaches_every_front() {
     }
 
     // Revoked through the CLI: the router and the answer tier both refuse the key within 2 s.
-    let revoke = Command::new(attest_bin())
-        .args(["key", "revoke", &a_id, "--server", &dev.url])
-        .env("ATTEST_API_KEY", ADMIN)
-        .env("ATTEST_LOG", "error")
-        .output()
-        .unwrap();
-    assert!(
-        revoke.status.success(),
-        "{}",
-        String::from_utf8_lossy(&revoke.stderr)
+    attest_ok(
+        &["key", "revoke", &a_id, "--server", &dev.url],
+        &[("ATTEST_API_KEY", ADMIN)],
     );
     let revoked_at = Instant::now();
     let refused = |path: &str, body: Value| loop {

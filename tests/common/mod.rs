@@ -121,10 +121,12 @@ pub fn start_dev(data: &Path) -> Dev {
     }
 }
 
-/// Runs `attest ARGS` (warnings only), requires success and parses its stdout as JSON (`status --json`, ...).
-pub fn attest_json(args: &[&str]) -> Value {
+/// Runs `attest ARGS` (errors only) with these extra environment variables, requires success and returns its
+/// stdout.
+pub fn attest_ok(args: &[&str], env: &[(&str, &str)]) -> Vec<u8> {
     let out = Command::new(attest_bin())
         .args(args)
+        .envs(env.iter().copied())
         .env("ATTEST_LOG", "error")
         .output()
         .unwrap();
@@ -133,7 +135,12 @@ pub fn attest_json(args: &[&str]) -> Value {
         "attest {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    out.stdout
+}
+
+/// Runs `attest ARGS`, requires success and parses its stdout as JSON (`status --json`, ...).
+pub fn attest_json(args: &[&str]) -> Value {
+    serde_json::from_slice(&attest_ok(args, &[])).unwrap()
 }
 
 /// The value of `key=` in a "listening" line.
@@ -171,7 +178,7 @@ pub async fn router_with_collection_c(
     embedder: std::sync::Arc<dyn attest_embed::Embedder>,
 ) -> (attest_router::Router, attest_cli::local::ControlPlane) {
     let cfg = attest_cli::config::AttestConfig::default();
-    let plane = attest_cli::local::ControlPlane::start(&cfg, dir, 1, None)
+    let plane = attest_cli::local::ControlPlane::start(&cfg, dir, 1, None, Default::default())
         .await
         .unwrap();
     let router = plane.router(&cfg, embedder).await.unwrap();

@@ -57,9 +57,12 @@ pub enum RouterClient {
 }
 
 impl RouterClient {
-    /// A lazily connecting gRPC client for `http://host:port`.
-    pub fn connect_lazy(endpoint: &str) -> Result<Self, AnswerError> {
-        let channel = Channel::from_shared(endpoint.to_string())
+    /// A lazily connecting gRPC client for `http://host:port`, over TLS trusting `tls`'s CA when given.
+    pub fn connect_lazy(
+        endpoint: &str,
+        tls: Option<&attest_proto::tls::ClientTls>,
+    ) -> Result<Self, AnswerError> {
+        let channel = attest_proto::tls::endpoint(endpoint, tls)
             .map_err(|e| AnswerError::invalid("router", e.to_string()))?
             .connect_lazy();
         Ok(RouterClient::Grpc(RouterServiceClient::new(channel)))

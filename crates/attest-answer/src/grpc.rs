@@ -10,7 +10,6 @@ use attest_proto::v1 as pb;
 use attest_proto::v1::answer_service_server::{AnswerService as AnswerRpc, AnswerServiceServer};
 use attest_telemetry::request_id;
 use futures::Stream;
-use tokio::net::TcpListener;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
@@ -123,7 +122,7 @@ pub fn to_proto(answer: &AskResponse) -> pb::AskResult {
 /// Serves the answer tier's gRPC API (with the gRPC health service) until `shutdown` resolves.
 pub async fn serve_grpc(
     service: Arc<AnswerService>,
-    listener: TcpListener,
+    listener: impl Into<attest_telemetry::listener::Listener>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), tonic::transport::Error> {
     let (mut reporter, health) = tonic_health::server::health_reporter();
@@ -133,6 +132,6 @@ pub async fn serve_grpc(
     tonic::transport::Server::builder()
         .add_service(health)
         .add_service(AnswerGrpc::server(service))
-        .serve_with_incoming_shutdown(attest_telemetry::incoming::nodelay(listener), shutdown)
+        .serve_with_incoming_shutdown(listener.into().incoming(), shutdown)
         .await
 }

@@ -79,7 +79,9 @@ impl KeyRing {
     /// Takes the keys of a cluster state (an older state than the one held is ignored).
     pub fn apply(&self, state: &pb::ClusterState) {
         let mut keys = self.keys.write();
-        if state.version < keys.version {
+        // Keys change only with the state's version: a poll of the same version has nothing new (and an older
+        // one comes from a lagging meta follower).
+        if keys.version != 0 && state.version <= keys.version {
             return;
         }
         keys.version = state.version;
@@ -159,7 +161,8 @@ impl KeyRing {
     }
 }
 
-fn scope_of(value: i32) -> Option<Scope> {
+/// The scope of an `attest.v1.Scope` value (`None` for an unknown or unspecified one).
+pub fn scope_of(value: i32) -> Option<Scope> {
     match pb::Scope::try_from(value).ok()? {
         pb::Scope::Read => Some(Scope::Read),
         pb::Scope::Write => Some(Scope::Write),

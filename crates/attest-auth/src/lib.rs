@@ -9,8 +9,11 @@
 //! - [`http`]: the axum middleware that puts the caller's [`Principal`] on a request, per required scope.
 //! - [`grpc`]: the same for a tonic request's `authorization` metadata.
 //! - [`audit`]: one structured line per authenticated write and admin action.
+//! - [`cluster`]: [`cluster::ClusterGuard`], the check in front of the internal services (`ShardService`,
+//!   `MetaService`): the cluster credential only.
 
 pub mod audit;
+pub mod cluster;
 pub mod grpc;
 pub mod http;
 pub mod keyring;

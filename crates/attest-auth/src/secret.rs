@@ -16,15 +16,22 @@ pub struct MintedKey {
     pub sha256_hex: String,
 }
 
+/// `bytes` from the operating system's random source, as hex.
+fn random_hex(bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    rand::rngs::OsRng.fill_bytes(&mut buf);
+    hex::encode(buf)
+}
+
+/// A 32-byte random secret as 64 hex digits (a process's own cluster key, say).
+pub fn random_token() -> String {
+    random_hex(SECRET_BYTES)
+}
+
 /// Mints a key from the operating system's random source.
 pub fn mint() -> MintedKey {
-    let mut rng = rand::rngs::OsRng;
-    let mut id = [0u8; KEY_ID_HEX / 2];
-    let mut secret = [0u8; SECRET_BYTES];
-    rng.fill_bytes(&mut id);
-    rng.fill_bytes(&mut secret);
-    let id = hex::encode(id);
-    let key = format!("{PREFIX}{id}_{}", hex::encode(secret));
+    let id = random_hex(KEY_ID_HEX / 2);
+    let key = format!("{PREFIX}{id}_{}", random_token());
     let sha256_hex = hex::encode(digest(&key));
     MintedKey {
         id,

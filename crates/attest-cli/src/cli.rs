@@ -113,6 +113,10 @@ pub struct StatusArgs {
     /// Meta node addresses, comma-separated (any one answers).
     #[arg(long, env = "ATTEST_META", value_delimiter = ',', required = true)]
     pub meta: Vec<String>,
+    /// The cluster credential: what nodes present to each other's internal services (`ShardService`,
+    /// `MetaService`), which then accept nothing else. The same on every node of a cluster.
+    #[arg(long, env = "ATTEST_CLUSTER_KEY", hide_env_values = true)]
+    pub cluster_key: Option<String>,
     #[arg(long)]
     pub json: bool,
 }
@@ -124,6 +128,9 @@ pub enum ClusterCommand {
     Rebalance {
         #[arg(long, env = "ATTEST_META", value_delimiter = ',', required = true)]
         meta: Vec<String>,
+        /// The cluster credential (see `attest serve --cluster-key`).
+        #[arg(long, env = "ATTEST_CLUSTER_KEY", hide_env_values = true)]
+        cluster_key: Option<String>,
         /// Print the plan without changing anything.
         #[arg(long)]
         dry_run: bool,
@@ -235,6 +242,26 @@ pub struct ServeArgs {
     /// live in meta (`--meta`).
     #[arg(long, env = "ATTEST_ADMIN_KEY", hide_env_values = true)]
     pub admin_key: Option<String>,
+    /// The cluster credential: what nodes present to each other's internal services (`ShardService`,
+    /// `MetaService`), which then accept nothing else. The same on every node of a cluster.
+    #[arg(long, env = "ATTEST_CLUSTER_KEY", hide_env_values = true)]
+    pub cluster_key: Option<String>,
+    /// PEM certificate (chain) served on every listener of this process, and presented to the other nodes
+    /// under mutual TLS; re-read when the file changes.
+    #[arg(long, env = "ATTEST_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of `--tls-cert`.
+    #[arg(long, env = "ATTEST_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// PEM CA of the cluster: calls to other nodes trust it, and the internal services (shard and meta gRPC)
+    /// admit only clients with a certificate it signed (mutual TLS; it then stands for `--cluster-key`).
+    #[arg(long, env = "ATTEST_TLS_CA", requires = "tls_cert")]
+    pub tls_ca: Option<PathBuf>,
+    /// Run without TLS or without keys. Refused otherwise: a role serves only with `--tls-cert`/`--tls-key`, the
+    /// router and answer tier only with `--admin-key`, and meta, shard and router only with the cluster
+    /// credential (`--cluster-key` or `--tls-ca`).
+    #[arg(long)]
+    pub insecure: bool,
     /// Join the cluster whose meta nodes are these (comma-separated): a router takes its shard map from them
     /// (required), a shard without it serves alone, an answer replica reads the collections' thresholds from
     /// them (without it, `answer.min_confidence` holds for every collection).

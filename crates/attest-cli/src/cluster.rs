@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use attest_auth::cluster::ClusterGuard;
 use attest_proto::meta_client::with_scheme;
 use attest_proto::v1 as pb;
-use attest_proto::MetaClient;
+use attest_proto::{ClusterCredential, MetaClient};
 use attest_router::topology::ClusterView;
 use attest_router::Router;
 use attest_shard::{ClusterAgentConfig, ShardNode};
@@ -16,10 +17,23 @@ use serde_json::{json, Value};
 
 use crate::cli::{ClusterCommand, ServeArgs, StatusArgs};
 use crate::config::AttestConfig;
+use crate::security::Security;
 
-pub(crate) fn meta_client(addresses: &[String]) -> anyhow::Result<MetaClient> {
+/// A client of the meta group at `addresses` presenting `credential`.
+pub(crate) fn meta_client(
+    addresses: &[String],
+    credential: ClusterCredential,
+) -> anyhow::Result<MetaClient> {
     anyhow::ensure!(!addresses.is_empty(), "no meta address given (--meta)");
-    MetaClient::new(addresses).map_err(|e| anyhow::anyhow!("bad meta address: {e}"))
+    MetaClient::with_credential(addresses, credential)
+        .map_err(|e| anyhow::anyhow!("bad meta address: {e}"))
+}
+
+/// The credential of `--cluster-key` / `ATTEST_CLUSTER_KEY` (none without one).
+pub(crate) fn cluster_credential(cluster_key: Option<&str>) -> anyhow::Result<ClusterCredential> {
+    cluster_key.map_or(Ok(ClusterCredential::none()), |k| {
+        ClusterCredential::new(k).map_err(|e| anyhow::anyhow!("--cluster-key: {e}"))
+    })
 }
 
 /// `1=http://127.0.0.1:7601,...` → [(1, "http://127.0.0.1:7601"), ...]
@@ -45,6 +59,7 @@ pub fn parse_meta_peers(peers: &[String]) -> anyhow::Result<Vec<(u64, String)>> 
 pub async fn serve_meta(
     args: &ServeArgs,
     cfg: &AttestConfig,
+    security: &Security,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let id = args
@@ -73,14 +88,18 @@ pub async fn serve_meta(
         peers,
         join: args.join.as_deref().map(with_scheme),
         data_dir: args.data_dir.clone(),
+        cluster_credential: security.credential().clone(),
         ..cfg.meta.clone()
     };
-    let ops = crate::roles::bind_optional(args.http.as_deref()).await?;
+    let listener = security.internal(listener);
+    let ops = crate::roles::bind_optional(args.http.as_deref())
+        .await?
+        .map(|l| security.public(l));
     println!(
         "attest meta listening grpc={}{} id={id} data_dir={}",
         listener.local_addr()?,
         match &ops {
-            Some(l) => format!(" http=http://{}", l.local_addr()?),
+            Some(l) => format!(" http={}", crate::roles::url_of(l)?),
             None => String::new(),
         },
         args.data_dir.display()
@@ -99,11 +118,10 @@ pub async fn serve_meta(
     let ops_task = ops.map(|(l, routes)| {
         let stopped = ops_stop.1;
         tokio::spawn(async move {
-            axum::serve(l, routes)
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
-                })
-                .await
+            attest_telemetry::listener::serve_http(l, routes, async {
+                let _ = stopped.await;
+            })
+            .await
         })
     });
     shutdown.await;
@@ -119,6 +137,7 @@ pub async fn serve_meta(
 pub async fn serve_shard_in_cluster(
     args: &ServeArgs,
     cfg: &AttestConfig,
+    security: &Security,
     node: Arc<ShardNode>,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
@@ -141,7 +160,9 @@ pub async fn serve_shard_in_cluster(
         zone: args.zone.clone(),
         ..cfg.agent.clone()
     };
-    let meta = meta_client(&args.meta)?;
+    let meta = meta_client(&args.meta, security.credential().clone())?;
+    let listener = security.internal(listener);
+    let guard = ClusterGuard::for_listener(meta.credential(), &listener);
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
     let agent_task = tokio::spawn(attest_shard::run_cluster_agent(
         Arc::clone(&node),
@@ -150,7 +171,9 @@ pub async fn serve_shard_in_cluster(
         ready_tx,
         crate::roles::until(stop.clone()),
     ));
-    let ops = crate::roles::bind_optional(args.http.as_deref()).await?;
+    let ops = crate::roles::bind_optional(args.http.as_deref())
+        .await?
+        .map(|l| security.public(l));
     let node_id = ready_rx
         .await
         .context("the cluster agent stopped before the node was ready")?;
@@ -158,7 +181,7 @@ pub async fn serve_shard_in_cluster(
         "attest shard listening grpc={}{} node_id={node_id} meta={} data_dir={}",
         listener.local_addr()?,
         match &ops {
-            Some(l) => format!(" http=http://{}", l.local_addr()?),
+            Some(l) => format!(" http={}", crate::roles::url_of(l)?),
             None => String::new(),
         },
         args.meta.join(","),
@@ -178,6 +201,7 @@ pub async fn serve_shard_in_cluster(
         attest_shard::serve(
             Arc::clone(&node),
             listener,
+            guard,
             crate::roles::until(stop.clone())
         ),
         serve_ops
@@ -198,9 +222,10 @@ fn node_name_from(dir: &Path) -> String {
 pub async fn cluster_router(
     args: &ServeArgs,
     cfg: &AttestConfig,
+    security: &Security,
     embedder: Arc<dyn attest_embed::Embedder>,
 ) -> anyhow::Result<Arc<Router>> {
-    let meta = meta_client(&args.meta)?;
+    let meta = meta_client(&args.meta, security.credential().clone())?;
     let view = loop {
         match ClusterView::connect(meta.clone(), cfg.router.replicas.clone()).await {
             Ok(v) => break v,
@@ -304,7 +329,7 @@ pub fn status_json(
 
 /// `attest status`.
 pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
-    let meta = meta_client(&args.meta)?;
+    let meta = meta_client(&args.meta, cluster_credential(args.cluster_key.as_deref())?)?;
     let state = meta
         .cluster_state(true)
         .await
@@ -379,10 +404,11 @@ pub async fn command(cmd: ClusterCommand) -> anyhow::Result<()> {
     match cmd {
         ClusterCommand::Rebalance {
             meta,
+            cluster_key,
             dry_run,
             json,
         } => {
-            let meta = meta_client(&meta)?;
+            let meta = meta_client(&meta, cluster_credential(cluster_key.as_deref())?)?;
             let plan = meta
                 .rebalance(dry_run)
                 .await

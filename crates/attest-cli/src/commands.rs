@@ -25,7 +25,12 @@ pub fn server_url(server: &str) -> anyhow::Result<String> {
 /// The environment variable client commands take their API key from.
 pub const API_KEY_ENV: &str = "ATTEST_API_KEY";
 
-/// An HTTP client that sends `Authorization: Bearer $ATTEST_API_KEY` when the variable is set.
+/// The environment variable naming a PEM CA file that client commands trust for an `https://` server (a
+/// cluster whose certificates a private CA signed).
+pub const CA_CERT_ENV: &str = "ATTEST_CA_CERT";
+
+/// An HTTP client that sends `Authorization: Bearer $ATTEST_API_KEY` when the variable is set, and trusts the CA
+/// of `$ATTEST_CA_CERT` besides the system's.
 pub fn client() -> anyhow::Result<reqwest::Client> {
     let mut headers = reqwest::header::HeaderMap::new();
     if let Ok(key) = std::env::var(API_KEY_ENV) {
@@ -33,9 +38,15 @@ pub fn client() -> anyhow::Result<reqwest::Client> {
             .with_context(|| format!("{API_KEY_ENV} is not a valid header value"))?;
         headers.insert(reqwest::header::AUTHORIZATION, value);
     }
-    Ok(reqwest::Client::builder()
-        .default_headers(headers)
-        .build()?)
+    let mut builder = reqwest::Client::builder().default_headers(headers);
+    if let Ok(path) = std::env::var(CA_CERT_ENV) {
+        let pem =
+            std::fs::read(&path).with_context(|| format!("{CA_CERT_ENV}: cannot read {path}"))?;
+        let ca = reqwest::Certificate::from_pem(&pem)
+            .with_context(|| format!("{CA_CERT_ENV}: {path} is not a PEM certificate"))?;
+        builder = builder.add_root_certificate(ca);
+    }
+    Ok(builder.build()?)
 }
 
 pub async fn call(req: reqwest::RequestBuilder) -> anyhow::Result<Value> {

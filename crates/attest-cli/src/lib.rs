@@ -9,6 +9,8 @@
 //! - [`roles`]: `attest dev` (every role in one process) and `attest serve --role ...`.
 //! - [`cluster`]: the cluster roles (`serve --role meta`, shard and router with `--meta`), `attest status`,
 //!   `attest cluster rebalance`.
+//! - [`security`]: what `attest serve` requires before it serves (TLS, keys, the cluster credential) and its
+//!   listeners, public (TLS) or internal (mutual TLS).
 //! - [`commands`]: client commands that talk to a running router over HTTP (collection, ingest, search).
 //! - [`eval`]: `attest eval`, the quality gate over a BEIR-layout data set.
 //! - [`bench`]: `attest bench`, the dense index at scale (and the cost model fitted to its runs).
@@ -25,4 +27,5 @@ pub mod keys;
 pub mod local;
 pub mod plot_font;
 pub mod roles;
+pub mod security;
 pub mod train;

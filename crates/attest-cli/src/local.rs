@@ -16,11 +16,12 @@ use std::time::Duration;
 use anyhow::Context;
 use attest_answer::rerank::Reranker;
 use attest_answer::{AnswerService, RouterClient};
+use attest_auth::cluster::ClusterGuard;
 use attest_embed::Embedder;
 use attest_meta::{MetaConfig, MetaNode};
 use attest_proto::meta_client::with_scheme;
 use attest_proto::v1::router_service_server::RouterService as RouterServiceApi;
-use attest_proto::MetaClient;
+use attest_proto::{ClusterCredential, MetaClient};
 use attest_router::grpc::RouterServiceImpl;
 use attest_router::topology::ClusterView;
 use attest_router::{Router, ShardClient};
@@ -51,6 +52,8 @@ pub struct ControlPlane {
     meta: MetaNode,
     /// Where this process reaches meta (its own loopback listener).
     meta_address: String,
+    /// What the in-process roles present to meta and the shard nodes' gRPC (none: they are open).
+    credential: ClusterCredential,
     pub nodes: Vec<Arc<ShardNode>>,
     /// In-process clients of the shard nodes, by the address each registered with.
     local_clients: HashMap<String, ShardClient>,
@@ -67,6 +70,7 @@ impl ControlPlane {
         data_dir: &Path,
         shards: usize,
         advertise: Option<String>,
+        credential: ClusterCredential,
     ) -> anyhow::Result<ControlPlane> {
         anyhow::ensure!(shards >= 1, "--shards must be at least 1");
         refuse_pre_meta_layout(data_dir)?;
@@ -80,17 +84,19 @@ impl ControlPlane {
                 peers: vec![(LOCAL_META_ID, advertise)],
                 join: None,
                 data_dir: data_dir.join("meta"),
+                cluster_credential: credential.clone(),
                 ..cfg.meta.clone()
             },
             meta_listener,
         )
         .await
         .context("starting the in-process meta")?;
-        let client = MetaClient::new([meta_address.as_str()])?;
+        let client = MetaClient::with_credential([meta_address.as_str()], credential.clone())?;
         let (stop, _) = watch::channel(false);
         let mut plane = ControlPlane {
             meta,
             meta_address,
+            credential: credential.clone(),
             nodes: Vec::new(),
             local_clients: HashMap::new(),
             stop,
@@ -104,6 +110,7 @@ impl ControlPlane {
             plane.tasks.push(tokio::spawn(attest_shard::serve(
                 Arc::clone(&node),
                 listener,
+                ClusterGuard::new(&credential),
                 crate::roles::until(plane.stop.subscribe()),
             )));
             let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
@@ -155,14 +162,14 @@ impl ControlPlane {
     }
 
     pub fn meta_client(&self) -> anyhow::Result<MetaClient> {
-        Ok(MetaClient::new([self.meta_address.as_str()])?)
+        Ok(MetaClient::with_credential(
+            [self.meta_address.as_str()],
+            self.credential.clone(),
+        )?)
     }
 
     /// The meta service, to be served beside the router's on `attest dev`'s gRPC listener.
-    pub fn meta_service(
-        &self,
-    ) -> attest_proto::v1::meta_service_server::MetaServiceServer<attest_meta::MetaServiceImpl>
-    {
+    pub fn meta_service(&self) -> attest_meta::GuardedMetaService {
         self.meta.service()
     }
 
@@ -216,11 +223,12 @@ impl LocalStack {
         model_dir: Option<PathBuf>,
         embedder_url: Option<&str>,
         advertise: Option<String>,
+        credential: ClusterCredential,
     ) -> anyhow::Result<LocalStack> {
         let embedder = crate::roles::load_embedder(&cfg.embedder, model_dir, embedder_url)?;
         let mut cfg = cfg.clone();
         cfg.router.default_replication = 1;
-        let plane = ControlPlane::start(&cfg, data_dir, shards, advertise).await?;
+        let plane = ControlPlane::start(&cfg, data_dir, shards, advertise, credential).await?;
         let router = Arc::new(plane.router(&cfg, Arc::clone(&embedder)).await?);
         let router_service = Arc::new(RouterServiceImpl::new(Arc::clone(&router)));
         let reranker = attest_answer::rerank::from_config(&cfg.answer.rerank)?;

@@ -12,6 +12,7 @@ use attest_answer::rerank::Reranker;
 use attest_answer::{AnswerService, RouterClient};
 use attest_embed::{build_embedder, Embedder, EmbedderBackend, EmbedderConfig};
 use attest_shard::ShardNode;
+use attest_telemetry::listener::Listener;
 use attest_telemetry::ops::MetricsRefresh;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -26,7 +27,7 @@ const DEFAULT_GRPC: &str = "127.0.0.1:7701";
 
 /// The gRPC health service alone, for roles whose API is HTTP (embedder, answer), when `--grpc` is given.
 async fn serve_grpc_health(
-    listener: Option<TcpListener>,
+    listener: Option<Listener>,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     let Some(listener) = listener else {
@@ -39,7 +40,7 @@ async fn serve_grpc_health(
         .await;
     tonic::transport::Server::builder()
         .add_service(health)
-        .serve_with_incoming_shutdown(attest_telemetry::incoming::nodelay(listener), shutdown)
+        .serve_with_incoming_shutdown(listener.incoming(), shutdown)
         .await?;
     Ok(())
 }
@@ -119,11 +120,20 @@ pub(crate) async fn bind_optional(addr: Option<&str>) -> anyhow::Result<Option<T
 }
 
 /// ` grpc=ADDR` for a "listening" line, or nothing.
-fn grpc_suffix(listener: &Option<TcpListener>) -> anyhow::Result<String> {
+fn grpc_suffix(listener: &Option<Listener>) -> anyhow::Result<String> {
     Ok(match listener {
         Some(l) => format!(" grpc={}", l.local_addr()?),
         None => String::new(),
     })
+}
+
+/// `http://ADDR` or `https://ADDR`: how clients reach `listener`.
+pub(crate) fn url_of(listener: &Listener) -> anyhow::Result<String> {
+    Ok(format!(
+        "{}://{}",
+        listener.scheme(),
+        listener.local_addr()?
+    ))
 }
 
 async fn bind(addr: &str) -> anyhow::Result<TcpListener> {
@@ -156,6 +166,17 @@ fn enable_auth(
     Ok(())
 }
 
+/// With authentication on, `attest dev`'s internal services (meta on its gRPC listener, the shard nodes'
+/// loopback ports) accept only a cluster key made for this run, which its own roles present; without it they
+/// are open like the rest.
+fn dev_credential(auth: bool) -> anyhow::Result<attest_proto::ClusterCredential> {
+    if !auth {
+        return Ok(attest_proto::ClusterCredential::none());
+    }
+    attest_proto::ClusterCredential::new(&attest_auth::secret::random_token())
+        .map_err(|e| anyhow::anyhow!("cluster key: {e}"))
+}
+
 pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     let cfg = config::load(args.config.as_deref(), std::env::vars())?;
     let started = std::time::Instant::now();
@@ -171,6 +192,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         args.model_dir.clone(),
         args.embedder_url.as_deref(),
         Some(format!("http://{grpc_addr}")),
+        dev_credential(args.admin_key.is_some())?,
     )
     .await?;
     println!(
@@ -212,31 +234,46 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
 }
 
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let cfg = config::load(args.config.as_deref(), std::env::vars())?;
+    let mut cfg = config::load(args.config.as_deref(), std::env::vars())?;
+    let security = crate::security::Security::from_args(&args)?;
+    // A remote embedder inside the cluster is an internal service: it has a certificate of the cluster's CA
+    // and admits the cluster credential (this node's certificate under mutual TLS, else the cluster key).
+    let remote = &mut cfg.embedder.remote;
+    if remote.ca_file.is_none() && args.tls_ca.is_some() {
+        remote.ca_file = args.tls_ca.clone();
+        remote.client_cert_file = args.tls_cert.clone();
+        remote.client_key_file = args.tls_key.clone();
+    }
+    if remote.api_key.is_none() {
+        remote.api_key = args.cluster_key.clone();
+    }
     let stop = shutdown_signal();
     match args.role {
-        Role::Meta => crate::cluster::serve_meta(&args, &cfg, until(stop)).await,
+        Role::Meta => crate::cluster::serve_meta(&args, &cfg, &security, until(stop)).await,
         Role::Shard if !args.meta.is_empty() => {
             let node = crate::local::open_node(&args.data_dir, &cfg)?;
-            crate::cluster::serve_shard_in_cluster(&args, &cfg, node, stop).await
+            crate::cluster::serve_shard_in_cluster(&args, &cfg, &security, node, stop).await
         }
         Role::Shard => {
             let node = crate::local::open_node(&args.data_dir, &cfg)?;
-            let listener = bind(args.grpc.as_deref().unwrap_or(DEFAULT_GRPC)).await?;
+            let listener =
+                security.internal(bind(args.grpc.as_deref().unwrap_or(DEFAULT_GRPC)).await?);
             let ops = match &args.http {
-                Some(addr) => Some(bind(addr).await?),
+                Some(addr) => Some(security.public(bind(addr).await?)),
                 None => None,
             };
             println!(
                 "attest shard listening grpc={}{} data_dir={}",
                 listener.local_addr()?,
                 match &ops {
-                    Some(l) => format!(" http=http://{}", l.local_addr()?),
+                    Some(l) => format!(" http={}", url_of(l)?),
                     None => String::new(),
                 },
                 args.data_dir.display()
             );
-            let grpc = attest_shard::serve(Arc::clone(&node), listener, until(stop.clone()));
+            let guard =
+                attest_auth::cluster::ClusterGuard::for_listener(security.credential(), &listener);
+            let grpc = attest_shard::serve(Arc::clone(&node), listener, guard, until(stop.clone()));
             match ops {
                 Some(ops) => {
                     let (a, b) =
@@ -259,20 +296,26 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             )?;
             let reranker = attest_answer::rerank::from_config(&cfg.answer.rerank)?;
             let answer = answer_service(
-                RouterClient::connect_lazy(endpoint)?,
+                RouterClient::connect_lazy(endpoint, security.client_tls())?,
                 embedder,
                 reranker,
                 &cfg,
             )?;
             if !args.meta.is_empty() {
-                answer.watch_meta(crate::cluster::meta_client(&args.meta)?);
+                answer.watch_meta(crate::cluster::meta_client(
+                    &args.meta,
+                    security.credential().clone(),
+                )?);
             }
             enable_auth(&[answer.keys()], args.admin_key.as_deref())?;
-            let http = bind(args.http.as_deref().unwrap_or(DEFAULT_ANSWER_HTTP)).await?;
-            let grpc = bind_optional(args.grpc.as_deref()).await?;
+            let http =
+                security.public(bind(args.http.as_deref().unwrap_or(DEFAULT_ANSWER_HTTP)).await?);
+            let grpc = bind_optional(args.grpc.as_deref())
+                .await?
+                .map(|l| security.public(l));
             println!(
-                "attest answer listening http=http://{}{} router={endpoint}",
-                http.local_addr()?,
+                "attest answer listening http={}{} router={endpoint}",
+                url_of(&http)?,
                 grpc_suffix(&grpc)?
             );
             let app = attest_telemetry::http_error::with_json_errors(
@@ -292,7 +335,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 anyhow::Ok(())
             };
             let (a, b) = tokio::join!(
-                axum::serve(http, app).with_graceful_shutdown(until(stop)),
+                attest_telemetry::listener::serve_http(http, app, until(stop)),
                 serve_answer_grpc,
             );
             a?;
@@ -302,11 +345,18 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             let mut local = cfg.embedder.clone();
             local.backend = EmbedderBackend::Local;
             let embedder = load_embedder(&local, args.model_dir.clone(), None)?;
-            let http = bind(args.http.as_deref().unwrap_or(DEFAULT_EMBEDDER_HTTP)).await?;
-            let health = bind_optional(args.grpc.as_deref()).await?;
+            // The embedding API is internal (the routers and answer replicas call it); the gRPC health
+            // service stays public for probes.
+            let http = security
+                .internal(bind(args.http.as_deref().unwrap_or(DEFAULT_EMBEDDER_HTTP)).await?);
+            let guard =
+                attest_auth::cluster::ClusterGuard::for_listener(security.credential(), &http);
+            let health = bind_optional(args.grpc.as_deref())
+                .await?
+                .map(|l| security.public(l));
             println!(
-                "attest embedder listening http=http://{}{} model={} dimension={}",
-                http.local_addr()?,
+                "attest embedder listening http={}{} model={} dimension={}",
+                url_of(&http)?,
                 grpc_suffix(&health)?,
                 embedder.id(),
                 embedder.dimension()
@@ -315,6 +365,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 attest_embed::server::serve(
                     embedder,
                     cfg.embed_server.clone(),
+                    guard,
                     http,
                     until(stop.clone())
                 ),
@@ -333,13 +384,14 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 args.model_dir.clone(),
                 args.embedder_url.as_deref(),
             )?;
-            let router = crate::cluster::cluster_router(&args, &cfg, embedder).await?;
+            let router = crate::cluster::cluster_router(&args, &cfg, &security, embedder).await?;
             enable_auth(&[router.keys()], args.admin_key.as_deref())?;
-            let http = bind(args.http.as_deref().unwrap_or(DEFAULT_ROUTER_HTTP)).await?;
-            let grpc = bind(args.grpc.as_deref().unwrap_or(DEFAULT_GRPC)).await?;
+            let http =
+                security.public(bind(args.http.as_deref().unwrap_or(DEFAULT_ROUTER_HTTP)).await?);
+            let grpc = security.public(bind(args.grpc.as_deref().unwrap_or(DEFAULT_GRPC)).await?);
             println!(
-                "attest router listening http=http://{} grpc={}",
-                http.local_addr()?,
+                "attest router listening http={} grpc={}",
+                url_of(&http)?,
                 grpc.local_addr()?
             );
             let (a, b) = tokio::join!(

@@ -87,7 +87,7 @@ fn train_reranker(
         "{} has no answerable squad-dev queries in both splits",
         queries_path.display()
     );
-    let client = RouterClient::connect_lazy(router)?;
+    let client = RouterClient::connect_lazy(router, None)?;
     let runtime = tokio::runtime::Handle::current();
     let started = Instant::now();
     let mut pools = Vec::new();

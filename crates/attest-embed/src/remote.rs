@@ -60,6 +60,13 @@ pub struct RemoteEmbedderConfig {
     /// `tokenizer.json` used to count tokens for the chunker; default: the local model's. Without one, tokens
     /// are estimated from words.
     pub tokenizer_path: Option<PathBuf>,
+    /// PEM CA certificates to trust for an `https://` service (a cluster's own CA; `attest serve --tls-ca`
+    /// sets it). Without one, the public roots.
+    pub ca_file: Option<PathBuf>,
+    /// PEM certificate and key presented to a service under mutual TLS (`attest serve --tls-cert/--tls-key`
+    /// with `--tls-ca` set them: an embedder of the cluster admits only its nodes).
+    pub client_cert_file: Option<PathBuf>,
+    pub client_key_file: Option<PathBuf>,
 }
 
 impl Default for RemoteEmbedderConfig {
@@ -78,6 +85,9 @@ impl Default for RemoteEmbedderConfig {
             retry_budget_ratio: 0.2,
             api_key: None,
             tokenizer_path: None,
+            ca_file: None,
+            client_cert_file: None,
+            client_key_file: None,
         }
     }
 }
@@ -173,9 +183,32 @@ impl RemoteEmbedder {
                 "remote embedder dimension and batch_size must be positive".into(),
             ));
         }
-        let agent = ureq::AgentBuilder::new()
-            .timeout_connect(Duration::from_millis(config.connect_timeout_ms.max(1)))
-            .build();
+        let mut agent = ureq::AgentBuilder::new()
+            .timeout_connect(Duration::from_millis(config.connect_timeout_ms.max(1)));
+        if let Some(ca) = &config.ca_file {
+            let roots = attest_telemetry::tls::roots(ca)
+                .map_err(|e| EmbedError::InvalidInput(format!("embedder ca_file: {e}")))?;
+            let tls_error =
+                |e: &dyn std::fmt::Display| EmbedError::InvalidInput(format!("embedder TLS: {e}"));
+            let builder =
+                rustls::ClientConfig::builder_with_provider(attest_telemetry::tls::provider())
+                    .with_safe_default_protocol_versions()
+                    .map_err(|e| tls_error(&e))?
+                    .with_root_certificates(roots);
+            let tls = match (&config.client_cert_file, &config.client_key_file) {
+                (Some(cert), Some(key)) => {
+                    let certs =
+                        attest_telemetry::tls::certificates(cert).map_err(|e| tls_error(&e))?;
+                    let key = attest_telemetry::tls::private_key(key).map_err(|e| tls_error(&e))?;
+                    builder
+                        .with_client_auth_cert(certs, key)
+                        .map_err(|e| tls_error(&e))?
+                }
+                _ => builder.with_no_client_auth(),
+            };
+            agent = agent.tls_config(std::sync::Arc::new(tls));
+        }
+        let agent = agent.build();
         let tokenizer_path = config
             .tokenizer_path
             .clone()

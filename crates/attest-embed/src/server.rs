@@ -17,7 +17,6 @@ use axum::routing::post;
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tracing::Instrument;
 
@@ -59,16 +58,27 @@ struct AppState {
 pub async fn serve(
     embedder: Arc<dyn Embedder>,
     config: EmbedServerConfig,
-    listener: TcpListener,
+    guard: attest_auth::cluster::ClusterGuard,
+    listener: impl Into<attest_telemetry::listener::Listener>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = attest_telemetry::http_error::with_json_errors(routes(embedder, config));
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+    let app =
+        attest_telemetry::http_error::with_json_errors(guarded_routes(embedder, config, guard));
+    attest_telemetry::listener::serve_http(listener.into(), app, shutdown).await
 }
 
+/// The routes without a guard (the embedding APIs open to any caller).
 pub fn routes(embedder: Arc<dyn Embedder>, config: EmbedServerConfig) -> axum::Router {
+    guarded_routes(embedder, config, Default::default())
+}
+
+/// The routes with the embedding APIs behind `guard` (the cluster credential, when one is configured: the
+/// embedder is an internal service of the cluster); health, readiness and metrics stay open for probes.
+pub fn guarded_routes(
+    embedder: Arc<dyn Embedder>,
+    config: EmbedServerConfig,
+    guard: attest_auth::cluster::ClusterGuard,
+) -> axum::Router {
     let state = Arc::new(AppState {
         permits: Semaphore::new(config.max_concurrent_batches.max(1)),
         embedder,
@@ -78,6 +88,10 @@ pub fn routes(embedder: Arc<dyn Embedder>, config: EmbedServerConfig) -> axum::R
         .route("/v1/embeddings", post(openai_embeddings))
         .route("/embed", post(tei_embed))
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
+        .route_layer(axum::middleware::from_fn_with_state(
+            guard,
+            attest_auth::cluster::require,
+        ))
         .with_state(state)
         .merge(attest_telemetry::ops::routes(
             attest_telemetry::ops::always_ready(),

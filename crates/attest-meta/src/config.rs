@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use attest_proto::ClusterCredential;
 use serde::{Deserialize, Serialize};
 
 /// Configuration of one meta node. The timings come from the `meta` section of the YAML config; the identity
@@ -27,6 +28,9 @@ pub struct MetaConfig {
     /// RocksDB directory of the Raft log and state.
     #[serde(skip)]
     pub data_dir: PathBuf,
+    /// What this node presents to other meta nodes and requires of every caller (none: open).
+    #[serde(skip)]
+    pub cluster_credential: ClusterCredential,
     /// Raft tick interval (default 100 ms).
     pub tick_ms: u64,
     /// Ticks without a leader before an election (default 10: a timeout of 1–2 s, randomised).
@@ -65,6 +69,7 @@ impl MetaConfig {
             advertise_address,
             join: None,
             data_dir: data_dir.into(),
+            cluster_credential: ClusterCredential::none(),
             tick_ms: 100,
             election_tick: 10,
             heartbeat_tick: 3,

@@ -39,7 +39,7 @@ use std::future::Future;
 pub use attest_proto::MetaClient;
 pub use config::MetaConfig;
 pub use error::{MetaError, StateError};
-pub use server::MetaNode;
+pub use server::{GuardedMetaService, MetaNode};
 pub use service::MetaServiceImpl;
 pub use storage::RocksStorage;
 pub use transport::{Filter, Transport};
@@ -48,7 +48,7 @@ pub use transport::{Filter, Transport};
 /// RocksDB closed).
 pub async fn serve(
     config: MetaConfig,
-    listener: tokio::net::TcpListener,
+    listener: impl Into<attest_telemetry::listener::Listener>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let node = MetaNode::start(config, listener).await?;

@@ -16,12 +16,12 @@ use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use attest_proto::credential::{ClusterCredential, Stamped};
 use attest_proto::v1 as pb;
 use parking_lot::Mutex;
 use pb::meta_service_client::MetaServiceClient;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
-use tonic::transport::Channel;
 use tonic::{Code, Request, Response, Status};
 
 use crate::error::MetaError;
@@ -48,7 +48,7 @@ pub fn now_ms() -> u64 {
 /// Where a request is served.
 pub(crate) enum Route {
     Local,
-    Forward(MetaServiceClient<Channel>),
+    Forward(MetaServiceClient<Stamped>),
 }
 
 /// Shared by every RPC handler of one node.
@@ -60,7 +60,9 @@ pub(crate) struct Core {
     /// Leader-only soft state: last heartbeat (ms since epoch) per data-plane node.
     pub heartbeats: Mutex<HashMap<u64, u64>>,
     /// gRPC clients of the other meta nodes, by address.
-    clients: Mutex<HashMap<String, MetaServiceClient<Channel>>>,
+    clients: Mutex<HashMap<String, MetaServiceClient<Stamped>>>,
+    /// What this node presents to the others (forwarded writes).
+    credential: ClusterCredential,
 }
 
 impl Core {
@@ -69,6 +71,7 @@ impl Core {
         inbox: Sender<Input>,
         write_timeout: Duration,
         node_timeout: Duration,
+        credential: ClusterCredential,
     ) -> Self {
         Core {
             shared,
@@ -77,6 +80,7 @@ impl Core {
             node_timeout,
             heartbeats: Mutex::new(HashMap::new()),
             clients: Mutex::new(HashMap::new()),
+            credential,
         }
     }
 
@@ -139,13 +143,13 @@ impl Core {
         Some((leader, address))
     }
 
-    pub fn client(&self, address: &str) -> Result<MetaServiceClient<Channel>, MetaError> {
+    pub fn client(&self, address: &str) -> Result<MetaServiceClient<Stamped>, MetaError> {
         let mut clients = self.clients.lock();
         if let Some(c) = clients.get(address) {
             return Ok(c.clone());
         }
-        let c =
-            meta_client(address).map_err(|e| MetaError::Unreachable(format!("{address}: {e}")))?;
+        let c = meta_client(address, &self.credential)
+            .map_err(|e| MetaError::Unreachable(format!("{address}: {e}")))?;
         clients.insert(address.to_string(), c.clone());
         Ok(c)
     }
@@ -214,7 +218,7 @@ impl Core {
         Req: Clone,
         L: Fn(Arc<Core>, Req, Instant) -> LF,
         LF: Future<Output = Result<Resp, MetaError>>,
-        R: Fn(MetaServiceClient<Channel>, Request<Req>) -> RF,
+        R: Fn(MetaServiceClient<Stamped>, Request<Req>) -> RF,
         RF: Future<Output = Result<Response<Resp>, Status>>,
     {
         let hops = self.check_sender(&request)?;

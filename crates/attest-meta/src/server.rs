@@ -16,14 +16,16 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use attest_auth::cluster::ClusterGuard;
+use attest_proto::credential::ClusterCredential;
 use attest_proto::meta_client::meta_service_client as meta_client;
 use attest_proto::v1 as pb;
 use attest_proto::MAX_MESSAGE_BYTES;
 use pb::meta_service_server::MetaServiceServer;
 use raft::prelude::ConfState;
-use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use tonic::service::interceptor::InterceptedService;
 
 use crate::config::MetaConfig;
 use crate::convert;
@@ -49,10 +51,14 @@ pub(crate) fn status_of(shared: &Shared) -> pb::MetaStatus {
     }
 }
 
-fn meta_service(core: &Arc<Core>) -> MetaServiceServer<MetaServiceImpl> {
-    MetaServiceServer::new(MetaServiceImpl::new(core.clone()))
+/// `attest.v1.MetaService` behind the cluster credential check.
+pub type GuardedMetaService = InterceptedService<MetaServiceServer<MetaServiceImpl>, ClusterGuard>;
+
+fn meta_service(core: &Arc<Core>, guard: &ClusterGuard) -> GuardedMetaService {
+    let service = MetaServiceServer::new(MetaServiceImpl::new(core.clone()))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    InterceptedService::new(service, guard.clone())
 }
 
 /// A running meta node. Dropping it without [`MetaNode::shutdown`] stops it too (the server without waiting,
@@ -62,6 +68,7 @@ pub struct MetaNode {
     local_addr: SocketAddr,
     shared: Arc<Shared>,
     core: Arc<Core>,
+    guard: ClusterGuard,
     raft_thread: Option<std::thread::JoinHandle<()>>,
     server: Option<JoinHandle<Result<(), tonic::transport::Error>>>,
     stop_server: Option<oneshot::Sender<()>>,
@@ -70,7 +77,11 @@ pub struct MetaNode {
 
 impl MetaNode {
     /// Opens the storage, starts the Raft loop and serves `MetaService` (and gRPC health) on `listener`.
-    pub async fn start(config: MetaConfig, listener: TcpListener) -> anyhow::Result<MetaNode> {
+    pub async fn start(
+        config: MetaConfig,
+        listener: impl Into<attest_telemetry::listener::Listener>,
+    ) -> anyhow::Result<MetaNode> {
+        let listener = listener.into();
         config.validate()?;
         let local_addr = listener.local_addr()?;
         let storage = RocksStorage::open(&config.data_dir)?;
@@ -107,7 +118,11 @@ impl MetaNode {
             let _ = report_to.send(Input::Report(r));
         });
         let transport = Filtered::new(
-            GrpcTransport::new(tokio::runtime::Handle::current(), report.clone()),
+            GrpcTransport::new(
+                tokio::runtime::Handle::current(),
+                report.clone(),
+                config.cluster_credential.clone(),
+            ),
             filter,
             report,
         );
@@ -128,14 +143,16 @@ impl MetaNode {
             inbox.clone(),
             config.write_timeout(),
             config.node_timeout(),
+            config.cluster_credential.clone(),
         ));
         let (mut health, health_service) = tonic_health::server::health_reporter();
         health
             .set_serving::<MetaServiceServer<MetaServiceImpl>>()
             .await;
-        let service = meta_service(&core);
+        let guard = ClusterGuard::for_listener(&config.cluster_credential, &listener);
+        let service = meta_service(&core, &guard);
         let (stop_server, stopped) = oneshot::channel::<()>();
-        let incoming = attest_telemetry::incoming::nodelay(listener);
+        let incoming = listener.incoming();
         let server = tokio::spawn(
             tonic::transport::Server::builder()
                 .add_service(health_service)
@@ -153,6 +170,7 @@ impl MetaNode {
                     address: config.advertise_address.clone(),
                 },
                 inbox,
+                config.cluster_credential.clone(),
             ))),
             _ => None,
         };
@@ -162,6 +180,7 @@ impl MetaNode {
             local_addr,
             shared,
             core,
+            guard,
             raft_thread: Some(raft_thread),
             server: Some(server),
             stop_server: Some(stop_server),
@@ -175,8 +194,8 @@ impl MetaNode {
 
     /// The `attest.v1.MetaService` of this node, to be served on another server too (`attest dev` serves it
     /// beside the router's services, so `attest status --meta <dev grpc address>` works).
-    pub fn service(&self) -> MetaServiceServer<MetaServiceImpl> {
-        meta_service(&self.core)
+    pub fn service(&self) -> GuardedMetaService {
+        meta_service(&self.core, &self.guard)
     }
 
     /// The socket the gRPC server listens on.
@@ -268,10 +287,15 @@ impl Drop for MetaNode {
 }
 
 /// Asks an existing member to add this node, until it succeeds; then tells the loop the voter addresses.
-async fn join(address: String, me: pb::MetaPeer, inbox: std::sync::mpsc::Sender<Input>) {
+async fn join(
+    address: String,
+    me: pb::MetaPeer,
+    inbox: std::sync::mpsc::Sender<Input>,
+    credential: ClusterCredential,
+) {
     let mut backoff = Duration::from_millis(200);
     loop {
-        let result = match meta_client(&address) {
+        let result = match meta_client(&address, &credential) {
             Ok(mut client) => {
                 let mut request = tonic::Request::new(pb::AddMetaNodeRequest {
                     peer: Some(me.clone()),

@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use attest_proto::credential::ClusterCredential;
 use attest_proto::meta_client::meta_service_client as meta_client;
 use attest_proto::v1 as pb;
 use parking_lot::{Mutex, RwLock};
@@ -122,15 +123,22 @@ struct PeerSender {
 pub struct GrpcTransport {
     runtime: tokio::runtime::Handle,
     report: Reporter,
+    /// What this node presents to its peers.
+    credential: ClusterCredential,
     addresses: RwLock<BTreeMap<u64, String>>,
     senders: Mutex<HashMap<u64, PeerSender>>,
 }
 
 impl GrpcTransport {
-    pub fn new(runtime: tokio::runtime::Handle, report: Reporter) -> Self {
+    pub fn new(
+        runtime: tokio::runtime::Handle,
+        report: Reporter,
+        credential: ClusterCredential,
+    ) -> Self {
         GrpcTransport {
             runtime,
             report,
+            credential,
             addresses: RwLock::new(BTreeMap::new()),
             senders: Mutex::new(HashMap::new()),
         }
@@ -158,8 +166,13 @@ impl Transport for GrpcTransport {
         let stale = senders.get(&to).is_some_and(|s| s.address != address);
         if stale || !senders.contains_key(&to) {
             let (queue, rx) = mpsc::channel(PEER_QUEUE);
-            self.runtime
-                .spawn(run_peer(to, address.clone(), rx, self.report.clone()));
+            self.runtime.spawn(run_peer(
+                to,
+                address.clone(),
+                rx,
+                self.report.clone(),
+                self.credential.clone(),
+            ));
             senders.insert(to, PeerSender { address, queue });
         }
         let sender = &senders[&to];
@@ -178,8 +191,14 @@ impl Transport for GrpcTransport {
     }
 }
 
-async fn run_peer(to: u64, address: String, mut rx: mpsc::Receiver<Message>, report: Reporter) {
-    let mut client = match meta_client(&address) {
+async fn run_peer(
+    to: u64,
+    address: String,
+    mut rx: mpsc::Receiver<Message>,
+    report: Reporter,
+    credential: ClusterCredential,
+) {
+    let mut client = match meta_client(&address, &credential) {
         Ok(c) => c,
         Err(e) => {
             tracing::warn!(to, %address, error = %e, "bad raft peer address");

@@ -6,6 +6,7 @@
 //! - `answer.proto`: the answer tier (ask, streamed).
 //! - `common.proto`: collection spec, index parameters and metadata filters.
 //!
+//! [`credential`] is what nodes present to each other's internal services; [`tls`] the client side of TLS.
 //! [`error`] is the one error vocabulary of every role ([`ErrorCode`], its gRPC and HTTP forms).
 
 #[allow(clippy::all, missing_docs)]
@@ -16,9 +17,12 @@ pub mod v1 {
 /// Largest gRPC message any role sends or accepts (a cluster state of many collections, a page of documents).
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
+pub mod credential;
 pub mod error;
 pub mod meta_client;
+pub mod tls;
 
+pub use credential::ClusterCredential;
 pub use error::{ApiError, ErrorCode};
 pub use meta_client::MetaClient;
 pub use v1::*;

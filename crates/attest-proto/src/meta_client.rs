@@ -21,24 +21,28 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 
+use crate::credential::{ClusterCredential, Stamped};
 use crate::v1 as pb;
 use crate::MAX_MESSAGE_BYTES;
 use pb::meta_service_client::MetaServiceClient;
 
-/// A lazily connecting client of one meta node at `http://host:port` (a bare `host:port` gets `http://`).
+/// A lazily connecting client of one meta node at `http://host:port` (a bare `host:port` gets `http://`),
+/// presenting `credential` on every call.
 pub fn meta_service_client(
     address: &str,
-) -> Result<MetaServiceClient<Channel>, tonic::transport::Error> {
-    let channel = Endpoint::from_shared(with_scheme(address))?
+    credential: &ClusterCredential,
+) -> Result<MetaServiceClient<Stamped>, tonic::transport::Error> {
+    let channel = credential
+        .endpoint(address)?
         .connect_timeout(Duration::from_millis(500))
-        .tcp_nodelay(true)
         .connect_lazy();
-    Ok(MetaServiceClient::new(channel)
-        .max_decoding_message_size(MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_MESSAGE_BYTES))
+    Ok(
+        MetaServiceClient::with_interceptor(channel, credential.clone())
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES),
+    )
 }
 
 /// `host:port` → `http://host:port`; an address with a scheme is kept as it is.
@@ -55,13 +59,15 @@ pub fn with_scheme(address: &str) -> String {
 #[derive(Debug, Clone)]
 pub struct MetaClient {
     addresses: Vec<String>,
-    clients: Vec<MetaServiceClient<Channel>>,
+    clients: Vec<MetaServiceClient<Stamped>>,
     /// Index of the address that answered last.
     preferred: Arc<AtomicUsize>,
     /// Overall time one call may take, retries included.
     timeout: Duration,
     /// The most one address may take of it.
     attempt_timeout: Duration,
+    /// What every call presents (meta accepts only the cluster credential when one is configured).
+    credential: ClusterCredential,
 }
 
 fn retry_next(status: &Status) -> bool {
@@ -72,9 +78,17 @@ fn retry_next(status: &Status) -> bool {
 }
 
 impl MetaClient {
-    /// A client over `addresses` (`http://host:port`); connections are made lazily.
+    /// A client over `addresses` (`http://host:port`) presenting no credential; connections are made lazily.
     pub fn new<S: Into<String>>(
         addresses: impl IntoIterator<Item = S>,
+    ) -> Result<MetaClient, tonic::transport::Error> {
+        Self::with_credential(addresses, ClusterCredential::none())
+    }
+
+    /// A client over `addresses` presenting `credential` on every call.
+    pub fn with_credential<S: Into<String>>(
+        addresses: impl IntoIterator<Item = S>,
+        credential: ClusterCredential,
     ) -> Result<MetaClient, tonic::transport::Error> {
         let addresses: Vec<String> = addresses
             .into_iter()
@@ -84,7 +98,7 @@ impl MetaClient {
             .collect();
         let clients = addresses
             .iter()
-            .map(|a| meta_service_client(a))
+            .map(|a| meta_service_client(a, &credential))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(MetaClient {
             addresses,
@@ -92,6 +106,7 @@ impl MetaClient {
             preferred: Arc::new(AtomicUsize::new(0)),
             timeout: Duration::from_secs(10),
             attempt_timeout: Duration::from_secs(4),
+            credential,
         })
     }
 
@@ -107,6 +122,11 @@ impl MetaClient {
         self
     }
 
+    /// The credential this client presents (the one its owner presents to every internal service).
+    pub fn credential(&self) -> &ClusterCredential {
+        &self.credential
+    }
+
     pub fn addresses(&self) -> &[String] {
         &self.addresses
     }
@@ -116,7 +136,7 @@ impl MetaClient {
     async fn call<M, T, F, Fut>(&self, message: M, f: F) -> Result<T, Status>
     where
         M: Clone,
-        F: Fn(MetaServiceClient<Channel>, tonic::Request<M>) -> Fut,
+        F: Fn(MetaServiceClient<Stamped>, tonic::Request<M>) -> Fut,
         Fut: Future<Output = Result<T, Status>>,
     {
         if self.clients.is_empty() {

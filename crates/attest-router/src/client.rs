@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
+use attest_proto::credential::{ClusterCredential, Stamped};
 use attest_proto::v1 as pb;
 use attest_proto::v1::shard_service_client::ShardServiceClient;
 use attest_proto::v1::shard_service_server::ShardService;
 use attest_telemetry::request_id::grpc_request;
-use tonic::transport::Channel;
 use tonic::Status;
 
 use attest_proto::MAX_MESSAGE_BYTES;
@@ -15,7 +15,8 @@ use attest_proto::MAX_MESSAGE_BYTES;
 #[derive(Clone)]
 pub enum ShardClient {
     Local(Arc<dyn ShardService>),
-    Grpc(ShardServiceClient<Channel>),
+    /// Every request carries the cluster credential (shard nodes accept nothing else once it is configured).
+    Grpc(ShardServiceClient<Stamped>),
 }
 
 /// Calls the same method on either variant, with the request id in the gRPC metadata (both variants, so the
@@ -37,13 +38,17 @@ macro_rules! call {
 }
 
 impl ShardClient {
-    /// A lazily connecting gRPC client for `http://host:port`.
-    pub fn connect_lazy(endpoint: &str) -> Result<Self, crate::error::RouterError> {
-        let channel = Channel::from_shared(endpoint.to_string())
+    /// A lazily connecting gRPC client for `http://host:port`, presenting `credential`.
+    pub fn connect_lazy(
+        endpoint: &str,
+        credential: ClusterCredential,
+    ) -> Result<Self, crate::error::RouterError> {
+        let channel = credential
+            .endpoint(endpoint)
             .map_err(|e| crate::error::RouterError::invalid("endpoint", e.to_string()))?
             .connect_lazy();
         Ok(ShardClient::Grpc(
-            ShardServiceClient::new(channel)
+            ShardServiceClient::with_interceptor(channel, credential)
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)
                 .max_encoding_message_size(MAX_MESSAGE_BYTES),
         ))

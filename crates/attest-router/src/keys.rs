@@ -2,7 +2,7 @@
 //! hashed in meta, listed and revoked by id. The router re-reads meta's state after each change so its own key
 //! ring has it at once; every other router and answer replica has it from its next poll (1 s).
 
-use attest_auth::keyring::{now_ms, scope_to_pb};
+use attest_auth::keyring::{now_ms, scope_of, scope_to_pb};
 use attest_auth::secret;
 use attest_core::keys::{grant_problem, parse_duration_ms, Scope};
 use attest_proto::v1 as pb;
@@ -104,13 +104,8 @@ pub fn key_json(k: &pb::ApiKeyInfo) -> Value {
     let scopes: Vec<&str> = k
         .scopes
         .iter()
-        .filter_map(|&s| pb::Scope::try_from(s).ok())
-        .map(|s| match s {
-            pb::Scope::Read => "read",
-            pb::Scope::Write => "write",
-            pb::Scope::Admin => "admin",
-            pb::Scope::Unspecified => "unspecified",
-        })
+        .filter_map(|&s| scope_of(s))
+        .map(Scope::as_str)
         .collect();
     json!({"id": k.id, "scopes": scopes, "tenants": k.tenants, "collections": k.collections,
            "expires_at_ms": (k.expires_at_ms != 0).then_some(k.expires_at_ms), "created_ms": k.created_ms,

@@ -4,8 +4,8 @@ use std::future::Future;
 use std::sync::Arc;
 
 use attest_proto::v1::router_service_server::RouterServiceServer;
+use attest_telemetry::listener::Listener;
 use attest_telemetry::ops::MetricsRefresh;
-use tokio::net::TcpListener;
 
 use crate::grpc::RouterServiceImpl;
 use crate::router::Router;
@@ -15,25 +15,25 @@ pub async fn serve_http(
     router: Arc<Router>,
     refresh: Option<MetricsRefresh>,
     extra: Option<axum::Router>,
-    listener: TcpListener,
+    listener: impl Into<Listener>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let mut app = crate::http::routes(router, refresh);
     if let Some(extra) = extra {
         app = app.merge(extra);
     }
-    axum::serve(
-        listener,
+    attest_telemetry::listener::serve_http(
+        listener.into(),
         attest_telemetry::http_error::with_json_errors(app),
+        shutdown,
     )
-    .with_graceful_shutdown(shutdown)
     .await?;
     Ok(())
 }
 
 pub async fn serve_grpc(
     router: Arc<Router>,
-    listener: TcpListener,
+    listener: impl Into<Listener>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     serve_grpc_with(router, |routes| routes, listener, shutdown).await
@@ -44,7 +44,7 @@ pub async fn serve_grpc(
 pub async fn serve_grpc_with(
     router: Arc<Router>,
     add_services: impl FnOnce(tonic::service::Routes) -> tonic::service::Routes,
-    listener: TcpListener,
+    listener: impl Into<Listener>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     let (mut reporter, health) = tonic_health::server::health_reporter();
@@ -57,7 +57,7 @@ pub async fn serve_grpc_with(
     );
     tonic::transport::Server::builder()
         .add_routes(routes)
-        .serve_with_incoming_shutdown(attest_telemetry::incoming::nodelay(listener), shutdown)
+        .serve_with_incoming_shutdown(listener.into().incoming(), shutdown)
         .await?;
     Ok(())
 }

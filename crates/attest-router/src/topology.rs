@@ -119,7 +119,7 @@ impl ClusterView {
             if stale {
                 let client = match self.local.get(&n.address) {
                     Some(local) => Ok(local.clone()),
-                    None => ShardClient::connect_lazy(&n.address),
+                    None => ShardClient::connect_lazy(&n.address, self.meta.credential().clone()),
                 };
                 match client {
                     Ok(client) => {

@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use attest_index::ShardEngine;
+use attest_proto::credential::Stamped;
 use attest_proto::v1 as pb;
 use attest_proto::v1::shard_service_client::ShardServiceClient;
-use tonic::transport::Channel;
 use tonic::Status;
 use tracing::info;
 
@@ -36,7 +36,7 @@ pub struct CatchUpReport {
 /// `changed_after_seq` = the `peer_last_seq` of an earlier complete pass against the same peer (0: all).
 pub async fn catch_up_from(
     engine: Arc<ShardEngine>,
-    peer: &ShardServiceClient<Channel>,
+    peer: &ShardServiceClient<Stamped>,
     collection: &str,
     shard: u32,
     changed_after_seq: u64,

@@ -11,11 +11,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use attest_proto::credential::{ClusterCredential, Stamped};
 use attest_proto::v1 as pb;
 use attest_proto::v1::shard_service_client::ShardServiceClient;
 use attest_proto::MetaClient;
 use serde::{Deserialize, Serialize};
-use tonic::transport::Channel;
 use tracing::{info, warn};
 
 use crate::catchup::catch_up_from;
@@ -101,7 +101,7 @@ struct AgentState {
     cursors: HashMap<(String, u32, u64), u64>,
     /// When each replica last ran a repair pass.
     last_repair: HashMap<(String, u32), Instant>,
-    peers: HashMap<String, ShardServiceClient<Channel>>,
+    peers: HashMap<String, ShardServiceClient<Stamped>>,
 }
 
 /// Registers the node, then heartbeats and reconciles until `shutdown`. `ready` fires after the first
@@ -318,7 +318,7 @@ async fn reconcile(
         };
         let mut complete_from_a_peer = false;
         for (peer_id, address) in &a.peers {
-            let client = match peer_client(state, address) {
+            let client = match peer_client(state, address, meta.credential()) {
                 Ok(c) => c,
                 Err(e) => {
                     warn!(peer = peer_id, error = %e, event = "peer_address_bad", "cannot reach peer");
@@ -355,17 +355,20 @@ async fn reconcile(
     Ok(())
 }
 
+/// A peer's client, presenting the credential this node presents to meta (the cluster's).
 fn peer_client(
     state: &mut AgentState,
     address: &str,
-) -> anyhow::Result<ShardServiceClient<Channel>> {
+    credential: &ClusterCredential,
+) -> anyhow::Result<ShardServiceClient<Stamped>> {
     if let Some(c) = state.peers.get(address) {
         return Ok(c.clone());
     }
-    let channel = Channel::from_shared(address.to_string())?
+    let channel = credential
+        .endpoint(address)?
         .connect_timeout(Duration::from_secs(2))
         .connect_lazy();
-    let client = ShardServiceClient::new(channel)
+    let client = ShardServiceClient::with_interceptor(channel, credential.clone())
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     state.peers.insert(address.to_string(), client.clone());

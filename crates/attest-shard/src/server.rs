@@ -4,18 +4,23 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use attest_auth::cluster::ClusterGuard;
 use attest_proto::v1::shard_service_server::ShardServiceServer;
-use tokio::net::TcpListener;
+use attest_telemetry::listener::Listener;
+use tonic::service::interceptor::InterceptedService;
 
 use crate::node::ShardNode;
 use crate::service::ShardServiceImpl;
 
 use attest_proto::MAX_MESSAGE_BYTES;
 
-/// Runs until `shutdown` resolves. The caller binds the listener (tests use `127.0.0.1:0`).
+/// Runs until `shutdown` resolves. The caller binds the listener (tests use `127.0.0.1:0`; plaintext or TLS);
+/// `guard` admits only the cluster credential when one is configured (the health service stays open, for
+/// probes).
 pub async fn serve(
     node: Arc<ShardNode>,
-    listener: TcpListener,
+    listener: impl Into<Listener>,
+    guard: ClusterGuard,
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     let (mut reporter, health) = tonic_health::server::health_reporter();
@@ -25,10 +30,11 @@ pub async fn serve(
     let svc = ShardServiceServer::new(ShardServiceImpl::new(node))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let svc = InterceptedService::new(svc, guard);
     tonic::transport::Server::builder()
         .add_service(health)
         .add_service(svc)
-        .serve_with_incoming_shutdown(attest_telemetry::incoming::nodelay(listener), shutdown)
+        .serve_with_incoming_shutdown(listener.into().incoming(), shutdown)
         .await?;
     Ok(())
 }
@@ -36,15 +42,13 @@ pub async fn serve(
 /// `/healthz`, `/readyz` and `/metrics` (with this node's shard gauges) until `shutdown` resolves.
 pub async fn serve_ops(
     node: Arc<ShardNode>,
-    listener: TcpListener,
+    listener: impl Into<Listener>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let routes = attest_telemetry::ops::routes(
         attest_telemetry::ops::always_ready(),
         Some(Arc::new(move || node.publish_metrics())),
     );
-    axum::serve(listener, routes)
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    attest_telemetry::listener::serve_http(listener.into(), routes, shutdown).await?;
     Ok(())
 }

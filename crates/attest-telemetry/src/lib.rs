@@ -9,13 +9,18 @@
 //!   recorder and small helpers to record stage latencies.
 //! - [`ops`]: `/healthz`, `/readyz` and `/metrics` as an axum router that every role mounts.
 //! - [`incoming`]: accepted connections with `TCP_NODELAY` for every role's gRPC server.
+//! - [`listener`]: a role's bound listener, plaintext or TLS, its accepted connections (tonic) and
+//!   [`listener::serve_http`] (axum).
+//! - [`tls`]: a listener's rustls configuration from PEM files, reloaded when they change; mutual TLS.
 //! - [`http_error`]: the one HTTP error body of every role, from `attest_proto::ApiError`.
 //! - [`cpu`]: the one bounded pool per process for CPU-heavy work (`run_cpu_intensive`).
 
 pub mod cpu;
 pub mod http_error;
 pub mod incoming;
+pub mod listener;
 pub mod logging;
 pub mod metrics;
 pub mod ops;
 pub mod request_id;
+pub mod tls;

@@ -12,6 +12,28 @@ pub type ReadinessCheck = Arc<dyn Fn() -> bool + Send + Sync>;
 /// Runs before `/metrics` renders, to set gauges that are cheaper to read on demand (shard sizes).
 pub type MetricsRefresh = Arc<dyn Fn() + Send + Sync>;
 
+/// Set once when the process was started with `--insecure`: every `/readyz` body says so, so a probe or an
+/// operator reading it sees that the role serves unprotected.
+static INSECURE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Marks this process as serving without TLS or keys (`attest serve --insecure`).
+pub fn mark_insecure() {
+    INSECURE.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The `/readyz` body of a ready or unready process.
+fn readiness_body(ready: bool) -> &'static str {
+    let insecure = INSECURE.load(std::sync::atomic::Ordering::Relaxed);
+    match (ready, insecure) {
+        (true, false) => "ready",
+        (false, false) => "not ready",
+        (true, true) => "ready (insecure: started with --insecure, traffic may be plaintext and unauthenticated)",
+        (false, true) => {
+            "not ready (insecure: started with --insecure, traffic may be plaintext and unauthenticated)"
+        }
+    }
+}
+
 /// `/healthz` (the process is up), `/readyz` (200 when `ready()` holds, else 503) and `/metrics`.
 pub fn routes(ready: ReadinessCheck, refresh: Option<MetricsRefresh>) -> axum::Router {
     crate::metrics::install();
@@ -22,11 +44,12 @@ pub fn routes(ready: ReadinessCheck, refresh: Option<MetricsRefresh>) -> axum::R
             get(move || {
                 let ready = ready();
                 async move {
-                    if ready {
-                        (StatusCode::OK, "ready")
+                    let status = if ready {
+                        StatusCode::OK
                     } else {
-                        (StatusCode::SERVICE_UNAVAILABLE, "not ready")
-                    }
+                        StatusCode::SERVICE_UNAVAILABLE
+                    };
+                    (status, readiness_body(ready))
                 }
             }),
         )

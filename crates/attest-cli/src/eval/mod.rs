@@ -57,6 +57,7 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<i32> {
         args.model_dir.clone(),
         None,
         None,
+        attest_proto::ClusterCredential::none(),
     )
     .await?;
     let collection = args.collection.clone();
