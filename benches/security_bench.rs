@@ -1,10 +1,11 @@
-//! Benchmark: what authentication and TLS add to a search. Two clusters of real processes run side by side on
-//! loopback, each `attest serve --role meta|shard|router` over the same 301 passages of `data/squad-sample`:
-//! *plaintext* (`--insecure`, no keys) and *secured* (TLS on every listener with a CA made here, mutual TLS
-//! between the nodes, API keys on, the search made with a read-only tenant key). The same queries go to both,
-//! alternating one by one so both see the same machine load, over a kept-alive HTTPS/HTTP client as a service
-//! calling the router would use; the secured latency is printed as a ratio of the plaintext one (p50, p95),
-//! for the BM25 lane alone (where the transport is the largest share) and for the default hybrid search.
+//! Benchmark: what authentication and TLS add to a search. Three clusters of real processes run side by side
+//! on loopback, each `attest serve --role meta|shard|router` over the same 301 passages of `data/squad-sample`:
+//! *plaintext* (`--insecure`, no keys), *keys* (API keys and the cluster key, still plaintext) and
+//! *tls_and_keys* (TLS on every listener with a CA made here, mutual TLS between the nodes, API keys). Searches
+//! are made with a read-only tenant key where keys are on. The same queries go to all three, in rotating
+//! order so all see the same machine load, over a kept-alive HTTP(S) client as a service calling the router
+//! would use; each latency is printed as a ratio of the plaintext one (p50, p95), for the BM25 lane alone
+//! (where the transport is the largest share) and for the default hybrid search.
 //!
 //! `cargo build --workspace --all-targets && $CARGO_TARGET_DIR/debug/examples/security_bench [ROUNDS]`
 //! (`ATTEST_BIN` overrides the binary). Prints one JSON object.
@@ -24,6 +25,7 @@ use rcgen::{
 use serde_json::{json, Value};
 
 const ADMIN: &str = "bench-admin-key-0123456789abcdef";
+const CLUSTER_KEY: &str = "bench-cluster-key-0123456789abcdef";
 
 /// Child processes killed when dropped.
 struct Procs(Vec<Child>);
@@ -191,6 +193,17 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
+/// One of the clusters compared: where its router is, how to reach it, what to search with.
+struct Setup {
+    name: &'static str,
+    url: String,
+    client: reqwest::blocking::Client,
+    /// The admin key, for setting up (none: authentication off).
+    admin: Option<&'static str>,
+    /// The read-only tenant key searches are made with.
+    reader: Option<String>,
+}
+
 fn main() -> anyhow::Result<()> {
     let rounds: usize = std::env::args()
         .nth(1)
@@ -201,19 +214,47 @@ fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let (tls_flags, ca_pem) = certificates(dir.path())?;
     let mut procs = Procs(Vec::new());
-    let plain_url = cluster(&mut procs, dir.path(), "plain", &strings(&["--insecure"]))?;
-    let mut secured = tls_flags;
-    secured.extend(strings(&["--admin-key", ADMIN]));
-    let secure_url = cluster(&mut procs, dir.path(), "secure", &secured)?;
-
     let plain = reqwest::blocking::Client::builder()
         .timeout(Duration::from_secs(120))
         .build()?;
-    let secure = reqwest::blocking::Client::builder()
+    let trusting = reqwest::blocking::Client::builder()
         .tls_built_in_root_certs(false)
         .add_root_certificate(reqwest::Certificate::from_pem(ca_pem.as_bytes())?)
         .timeout(Duration::from_secs(120))
         .build()?;
+    // Plaintext and open; keys only (API keys and the cluster key, plaintext); TLS, mutual TLS and API keys.
+    let keys_only = strings(&[
+        "--insecure",
+        "--admin-key",
+        ADMIN,
+        "--cluster-key",
+        CLUSTER_KEY,
+    ]);
+    let mut secured = tls_flags;
+    secured.extend(strings(&["--admin-key", ADMIN]));
+    let mut setups = vec![
+        Setup {
+            name: "plaintext",
+            url: cluster(&mut procs, dir.path(), "plain", &strings(&["--insecure"]))?,
+            client: plain.clone(),
+            admin: None,
+            reader: None,
+        },
+        Setup {
+            name: "keys",
+            url: cluster(&mut procs, dir.path(), "keys", &keys_only)?,
+            client: plain,
+            admin: Some(ADMIN),
+            reader: None,
+        },
+        Setup {
+            name: "tls_and_keys",
+            url: cluster(&mut procs, dir.path(), "secure", &secured)?,
+            client: trusting,
+            admin: Some(ADMIN),
+            reader: None,
+        },
+    ];
 
     let corpus: Vec<Value> = std::fs::read_to_string(root.join("data/squad-sample/corpus.jsonl"))?
         .lines()
@@ -230,102 +271,74 @@ fn main() -> anyhow::Result<()> {
             })
             .collect::<Result<_, _>>()?;
 
-    // The same collection and documents in both; the secured one searched with a read-only tenant key.
-    let create = json!({"name": "bench", "shards": 1, "replication": 1});
-    post(
-        &plain,
-        &format!("{plain_url}/v1/collections"),
-        None,
-        &create,
-    )?;
-    post(
-        &secure,
-        &format!("{secure_url}/v1/collections"),
-        Some(ADMIN),
-        &create,
-    )?;
-    let reader = post(
-        &secure,
-        &format!("{secure_url}/v1/keys"),
-        Some(ADMIN),
-        &json!({"scopes": ["read"], "tenants": ["*"]}),
-    )?["key"]
-        .as_str()
-        .context("minted key")?
-        .to_string();
-    for batch in corpus.chunks(64) {
-        let docs = json!({"documents": batch});
+    // The same collection and documents in each; searched with a read-only tenant key where keys are on.
+    for setup in &mut setups {
+        let url = &setup.url;
+        let create = json!({"name": "bench", "shards": 1, "replication": 1});
         post(
-            &plain,
-            &format!("{plain_url}/v1/collections/bench/documents"),
-            None,
-            &docs,
+            &setup.client,
+            &format!("{url}/v1/collections"),
+            setup.admin,
+            &create,
         )?;
-        post(
-            &secure,
-            &format!("{secure_url}/v1/collections/bench/documents"),
-            Some(ADMIN),
-            &docs,
-        )?;
+        if setup.admin.is_some() {
+            let minted = post(
+                &setup.client,
+                &format!("{url}/v1/keys"),
+                setup.admin,
+                &json!({"scopes": ["read"], "tenants": ["*"]}),
+            )?;
+            setup.reader = Some(minted["key"].as_str().context("minted key")?.to_string());
+        }
+        for batch in corpus.chunks(64) {
+            let docs = json!({"documents": batch});
+            post(
+                &setup.client,
+                &format!("{url}/v1/collections/bench/documents"),
+                setup.admin,
+                &docs,
+            )?;
+        }
     }
-    eprintln!("ingested {} passages into both clusters", corpus.len());
+    eprintln!("ingested {} passages into each cluster", corpus.len());
 
     let mut report = serde_json::Map::new();
     for (case, lanes) in [("bm25", Some(json!(["bm25"]))), ("hybrid", None)] {
-        let (mut plain_ms, mut secure_ms) = (Vec::new(), Vec::new());
-        // Warm-up: connections made, caches and the embedder's first run out of the figures.
+        let mut ms: Vec<Vec<f64>> = vec![Vec::new(); setups.len()];
+        // The first 20 rounds warm connections and caches and are not counted.
         for (i, q) in queries.iter().cycle().take(rounds + 20).enumerate() {
             let mut body = json!({"query": q, "k": 10});
             if let Some(l) = &lanes {
                 body["lanes"] = l.clone();
             }
-            // Alternate which cluster goes first, so neither always runs right after the other.
-            let order: [bool; 2] = if i % 2 == 0 {
-                [false, true]
-            } else {
-                [true, false]
-            };
-            for secured in order {
+            // Rotate which cluster goes first, so none always runs right after another.
+            for j in 0..setups.len() {
+                let at = (i + j) % setups.len();
+                let setup = &setups[at];
+                let url = format!("{}/v1/collections/bench/search", setup.url);
                 let started = Instant::now();
-                if secured {
-                    post(
-                        &secure,
-                        &format!("{secure_url}/v1/collections/bench/search"),
-                        Some(&reader),
-                        &body,
-                    )?;
-                } else {
-                    post(
-                        &plain,
-                        &format!("{plain_url}/v1/collections/bench/search"),
-                        None,
-                        &body,
-                    )?;
-                }
-                let ms = started.elapsed().as_secs_f64() * 1000.0;
+                post(&setup.client, &url, setup.reader.as_deref(), &body)?;
                 if i >= 20 {
-                    if secured {
-                        secure_ms.push(ms)
-                    } else {
-                        plain_ms.push(ms)
-                    }
+                    ms[at].push(started.elapsed().as_secs_f64() * 1000.0);
                 }
             }
         }
-        plain_ms.sort_by(f64::total_cmp);
-        secure_ms.sort_by(f64::total_cmp);
-        let (p50, s50) = (percentile(&plain_ms, 0.5), percentile(&secure_ms, 0.5));
-        let (p95, s95) = (percentile(&plain_ms, 0.95), percentile(&secure_ms, 0.95));
-        report.insert(
-            case.into(),
-            json!({
-                "searches_each": plain_ms.len(),
-                "plaintext_ms": {"p50": p50, "p95": p95},
-                "secured_ms": {"p50": s50, "p95": s95},
-                "ratio_p50": s50 / p50,
-                "ratio_p95": s95 / p95,
-            }),
-        );
+        let mut figures = serde_json::Map::new();
+        let base = {
+            let b = &mut ms[0];
+            b.sort_by(f64::total_cmp);
+            (percentile(b, 0.5), percentile(b, 0.95))
+        };
+        for (setup, times) in setups.iter().zip(ms.iter_mut()) {
+            times.sort_by(f64::total_cmp);
+            let (p50, p95) = (percentile(times, 0.5), percentile(times, 0.95));
+            figures.insert(
+                setup.name.into(),
+                json!({"searches": times.len(), "p50_ms": p50, "p95_ms": p95,
+                       "ratio_p50": p50 / base.0, "ratio_p95": p95 / base.1}),
+            );
+        }
+        report.insert(case.into(), Value::Object(figures));
     }
     println!("{}", serde_json::to_string_pretty(&Value::Object(report))?);
     Ok(())

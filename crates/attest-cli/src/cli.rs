@@ -113,12 +113,28 @@ pub struct StatusArgs {
     /// Meta node addresses, comma-separated (any one answers).
     #[arg(long, env = "ATTEST_META", value_delimiter = ',', required = true)]
     pub meta: Vec<String>,
-    /// The cluster credential: what nodes present to each other's internal services (`ShardService`,
-    /// `MetaService`), which then accept nothing else. The same on every node of a cluster.
-    #[arg(long, env = "ATTEST_CLUSTER_KEY", hide_env_values = true)]
-    pub cluster_key: Option<String>,
+    #[command(flatten)]
+    pub node: NodeCredentialArgs,
     #[arg(long)]
     pub json: bool,
+}
+
+/// What an operator's command presents to meta, as a node would: the cluster key, or under mutual TLS the
+/// cluster CA and a certificate it signed (the flags of `attest serve`, from the same environment variables).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct NodeCredentialArgs {
+    /// The cluster credential (see `attest serve --cluster-key`).
+    #[arg(long, env = "ATTEST_CLUSTER_KEY", hide_env_values = true)]
+    pub cluster_key: Option<String>,
+    /// PEM CA of the cluster, for a meta served over TLS.
+    #[arg(long, env = "ATTEST_TLS_CA")]
+    pub tls_ca: Option<PathBuf>,
+    /// PEM certificate signed by the cluster CA, presented under mutual TLS.
+    #[arg(long, env = "ATTEST_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of `--tls-cert`.
+    #[arg(long, env = "ATTEST_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -128,9 +144,8 @@ pub enum ClusterCommand {
     Rebalance {
         #[arg(long, env = "ATTEST_META", value_delimiter = ',', required = true)]
         meta: Vec<String>,
-        /// The cluster credential (see `attest serve --cluster-key`).
-        #[arg(long, env = "ATTEST_CLUSTER_KEY", hide_env_values = true)]
-        cluster_key: Option<String>,
+        #[command(flatten)]
+        node: NodeCredentialArgs,
         /// Print the plan without changing anything.
         #[arg(long)]
         dry_run: bool,

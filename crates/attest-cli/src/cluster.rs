@@ -329,7 +329,10 @@ pub fn status_json(
 
 /// `attest status`.
 pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
-    let meta = meta_client(&args.meta, cluster_credential(args.cluster_key.as_deref())?)?;
+    let meta = meta_client(
+        &args.meta,
+        crate::security::operator_credential(&args.node)?,
+    )?;
     let state = meta
         .cluster_state(true)
         .await
@@ -404,11 +407,11 @@ pub async fn command(cmd: ClusterCommand) -> anyhow::Result<()> {
     match cmd {
         ClusterCommand::Rebalance {
             meta,
-            cluster_key,
+            node,
             dry_run,
             json,
         } => {
-            let meta = meta_client(&meta, cluster_credential(cluster_key.as_deref())?)?;
+            let meta = meta_client(&meta, crate::security::operator_credential(&node)?)?;
             let plan = meta
                 .rebalance(dry_run)
                 .await

@@ -17,7 +17,7 @@ use attest_telemetry::listener::Listener;
 use attest_telemetry::tls::{ServerTls, ServerTlsFiles};
 use tokio::net::TcpListener;
 
-use crate::cli::{Role, ServeArgs};
+use crate::cli::{NodeCredentialArgs, Role, ServeArgs};
 
 /// The TLS configurations and the cluster credential of one `attest serve` process.
 pub struct Security {
@@ -101,6 +101,18 @@ impl Security {
     pub fn client_tls(&self) -> Option<&ClientTls> {
         self.credential.tls()
     }
+}
+
+/// The credential of an operator's command (`attest status`, `attest cluster rebalance`) reaching meta.
+pub fn operator_credential(args: &NodeCredentialArgs) -> anyhow::Result<ClusterCredential> {
+    let mut credential = crate::cluster::cluster_credential(args.cluster_key.as_deref())?;
+    if let Some(ca) = &args.tls_ca {
+        let identity = args.tls_cert.as_deref().zip(args.tls_key.as_deref());
+        let tls =
+            ClientTls::from_files(ca, identity).map_err(|e| anyhow::anyhow!("--tls-ca: {e}"))?;
+        credential = credential.with_tls(tls);
+    }
+    Ok(credential)
 }
 
 fn role_name(role: Role) -> &'static str {

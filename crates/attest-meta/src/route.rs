@@ -48,7 +48,8 @@ pub fn now_ms() -> u64 {
 /// Where a request is served.
 pub(crate) enum Route {
     Local,
-    Forward(MetaServiceClient<Stamped>),
+    /// Boxed: a client with its credential is large beside `Local`.
+    Forward(Box<MetaServiceClient<Stamped>>),
 }
 
 /// Shared by every RPC handler of one node.
@@ -164,7 +165,7 @@ impl Core {
             if hops < MAX_HOPS {
                 if let Some((leader, address)) = self.remote_leader() {
                     if self.shared.filter.allows(leader) {
-                        return Ok(Route::Forward(self.client(&address)?));
+                        return Ok(Route::Forward(Box::new(self.client(&address)?)));
                     }
                 }
             }
@@ -235,7 +236,7 @@ impl Core {
                 },
                 Route::Forward(client) => {
                     let forwarded = self.forward_request(message.clone(), hops, deadline);
-                    match remote(client, forwarded).await {
+                    match remote(*client, forwarded).await {
                         Ok(response) => return Ok(response),
                         Err(status) if retryable(&status) && Instant::now() + POLL < deadline => {
                             tokio::time::sleep(POLL).await;

@@ -27,6 +27,12 @@ pub const MIN_CLUSTER_KEY_LEN: usize = 24;
 /// auth). Cheap to clone.
 #[derive(Clone, Default)]
 pub struct ClusterCredential {
+    /// Shared: every internal client carries a copy in its interceptor.
+    inner: Arc<Inner>,
+}
+
+#[derive(Clone, Default)]
+struct Inner {
     key: Option<Arc<str>>,
     header: Option<MetadataValue<Ascii>>,
     tls: Option<ClientTls>,
@@ -36,8 +42,8 @@ impl std::fmt::Debug for ClusterCredential {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never the key itself.
         f.debug_struct("ClusterCredential")
-            .field("key", &self.key.is_some())
-            .field("tls", &self.tls)
+            .field("key", &self.inner.key.is_some())
+            .field("tls", &self.inner.tls)
             .finish()
     }
 }
@@ -59,36 +65,38 @@ impl ClusterCredential {
             .parse()
             .map_err(|_| "the cluster key is not valid in a gRPC header".to_string())?;
         Ok(ClusterCredential {
-            key: Some(Arc::from(key)),
-            header: Some(header),
-            tls: None,
+            inner: Arc::new(Inner {
+                key: Some(Arc::from(key)),
+                header: Some(header),
+                tls: None,
+            }),
         })
     }
 
     /// The same credential calling over TLS with `tls`.
     pub fn with_tls(mut self, tls: ClientTls) -> Self {
-        self.tls = Some(tls);
+        Arc::make_mut(&mut self.inner).tls = Some(tls);
         self
     }
 
     /// The client side of TLS, when the cluster speaks it.
     pub fn tls(&self) -> Option<&ClientTls> {
-        self.tls.as_ref()
+        self.inner.tls.as_ref()
     }
 
     /// A gRPC endpoint of another node at `address`, over TLS when the cluster speaks it.
     pub fn endpoint(&self, address: &str) -> Result<Endpoint, tonic::transport::Error> {
-        crate::tls::endpoint(address, self.tls.as_ref())
+        crate::tls::endpoint(address, self.inner.tls.as_ref())
     }
 
     /// The key (for the server-side check).
     pub fn key(&self) -> Option<&str> {
-        self.key.as_deref()
+        self.inner.key.as_deref()
     }
 
     /// Puts the credential on an outgoing request's metadata (nothing when none is configured).
     pub fn stamp(&self, metadata: &mut MetadataMap) {
-        if let Some(header) = &self.header {
+        if let Some(header) = &self.inner.header {
             metadata.insert(AUTHORIZATION, header.clone());
         }
     }

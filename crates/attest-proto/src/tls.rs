@@ -11,7 +11,8 @@ use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 /// The trust (and, for mutual TLS, the identity) of a process's outgoing gRPC calls. Cheap to clone.
 #[derive(Clone)]
 pub struct ClientTls {
-    config: ClientTlsConfig,
+    /// Shared: the configuration is large and travels inside every client's credential.
+    config: Arc<ClientTlsConfig>,
     /// The CA file, to tell operators which one in errors and to build HTTP clients.
     ca: Arc<PathBuf>,
     /// The CA certificates (PEM), for HTTP clients of the same trust.
@@ -41,7 +42,7 @@ impl ClientTls {
             config = config.identity(Identity::from_pem(read(cert)?, read(key)?));
         }
         Ok(ClientTls {
-            config,
+            config: Arc::new(config),
             ca: Arc::new(ca.to_path_buf()),
             ca_pem: Arc::new(ca_pem),
         })
@@ -71,7 +72,7 @@ pub fn endpoint(
     let endpoint =
         Endpoint::from_shared(scheme_for(address.trim(), tls.is_some()))?.tcp_nodelay(true);
     match tls {
-        Some(tls) => endpoint.tls_config(tls.config.clone()),
+        Some(tls) => endpoint.tls_config(ClientTlsConfig::clone(&tls.config)),
         None => Ok(endpoint),
     }
 }
