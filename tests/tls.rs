@@ -358,11 +358,13 @@ fn serve_refuses_to_run_unprotected_unless_told_to() {
         assert!(stderr.contains(needed), "{needed} not named: {stderr}");
     }
 
-    // With --insecure it serves, and says so.
+    // With --insecure it serves, and says so; `/metrics` wants its token when one is set.
     let (_shard, line) = start(
         &[
             "serve",
             "--insecure",
+            "--metrics-token",
+            "scrape-token",
             "--role",
             "shard",
             "--grpc",
@@ -381,4 +383,14 @@ fn serve_refuses_to_run_unprotected_unless_told_to() {
         .text()
         .unwrap();
     assert!(body.starts_with("ready (insecure"), "{body}");
+    let metrics = |token: Option<&str>| {
+        let mut req = common::http().get(format!("{url}/metrics"));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        req.send().unwrap().status().as_u16()
+    };
+    assert_eq!(metrics(None), 401);
+    assert_eq!(metrics(Some("wrong-token")), 401);
+    assert_eq!(metrics(Some("scrape-token")), 200);
 }

@@ -277,6 +277,9 @@ pub struct ServeArgs {
     /// credential (`--cluster-key` or `--tls-ca`).
     #[arg(long)]
     pub insecure: bool,
+    /// A bearer token `/metrics` then wants (open without one, as scrapers inside a cluster usually are).
+    #[arg(long, env = "ATTEST_METRICS_TOKEN", hide_env_values = true)]
+    pub metrics_token: Option<String>,
     /// Join the cluster whose meta nodes are these (comma-separated): a router takes its shard map from them
     /// (required), a shard without it serves alone, an answer replica reads the collections' thresholds from
     /// them (without it, `answer.min_confidence` holds for every collection).

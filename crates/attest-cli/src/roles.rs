@@ -236,6 +236,9 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let mut cfg = config::load(args.config.as_deref(), std::env::vars())?;
     let security = crate::security::Security::from_args(&args)?;
+    if let Some(token) = &args.metrics_token {
+        attest_telemetry::ops::protect_metrics(token);
+    }
     // A remote embedder inside the cluster is an internal service: it has a certificate of the cluster's CA
     // and admits the cluster credential (this node's certificate under mutual TLS, else the cluster key).
     let remote = &mut cfg.embedder.remote;

@@ -16,6 +16,33 @@ pub type MetricsRefresh = Arc<dyn Fn() + Send + Sync>;
 /// operator reading it sees that the role serves unprotected.
 static INSECURE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// The bearer token `/metrics` wants, when the operator set one (`attest serve --metrics-token`); open
+/// otherwise, as Prometheus scrapers usually are inside a cluster.
+static METRICS_TOKEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Makes every `/metrics` of this process want `Authorization: Bearer <token>` (set once, at start-up).
+pub fn protect_metrics(token: &str) {
+    let _ = METRICS_TOKEN.set(token.to_string());
+}
+
+/// Whether `headers` carry the metrics token (always, when none is set). Compared in constant time.
+fn metrics_allowed(headers: &axum::http::HeaderMap) -> bool {
+    let Some(token) = METRICS_TOKEN.get() else {
+        return true;
+    };
+    let expected = format!("Bearer {token}");
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .map(|v| v.as_bytes())
+        .unwrap_or_default();
+    given.len() == expected.len()
+        && given
+            .iter()
+            .zip(expected.as_bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
 /// Marks this process as serving without TLS or keys (`attest serve --insecure`).
 pub fn mark_insecure() {
     INSECURE.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -55,12 +82,24 @@ pub fn routes(ready: ReadinessCheck, refresh: Option<MetricsRefresh>) -> axum::R
         )
         .route(
             "/metrics",
-            get(move || {
-                if let Some(refresh) = &refresh {
-                    refresh();
+            get(move |headers: axum::http::HeaderMap| {
+                let allowed = metrics_allowed(&headers);
+                if allowed {
+                    if let Some(refresh) = &refresh {
+                        refresh();
+                    }
                 }
-                let body = crate::metrics::render();
                 async move {
+                    if !allowed {
+                        ::metrics::counter!("auth_denied_total", "reason" => "metrics_token")
+                            .increment(1);
+                        return (
+                            StatusCode::UNAUTHORIZED,
+                            "/metrics needs the metrics token (Authorization: Bearer <token>)",
+                        )
+                            .into_response();
+                    }
+                    let body = crate::metrics::render();
                     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
                 }
             }),
