@@ -7,33 +7,19 @@
 
 mod common;
 
-use std::path::Path;
-
 use attest_proto::v1 as pb;
 use attest_proto::v1::meta_service_client::MetaServiceClient;
 use attest_proto::v1::shard_service_client::ShardServiceClient;
-use common::{start, value_of, Logs, Proc};
+use common::{start_role, value_of};
 use serde_json::{json, Value};
 use tonic::Code;
 
 const ADMIN: &str = "test-admin-key-0123456789abcdef";
 const CLUSTER: &str = "test-cluster-key-0123456789abcdef";
 
-/// An HTTP call to the router with a bearer token: (status, body).
+/// An HTTP call with a bearer token: (status, body).
 fn call(method: &str, url: &str, token: &str, body: Option<&Value>) -> (u16, Value) {
-    let client = common::http();
-    let mut req = match method {
-        "GET" => client.get(url),
-        "POST" => client.post(url),
-        other => panic!("method {other}"),
-    }
-    .bearer_auth(token);
-    if let Some(b) = body {
-        req = req.json(b);
-    }
-    let r = req.send().unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().unwrap_or(Value::Null))
+    common::call(method, url, Some(token), body)
 }
 
 fn with_token<T>(message: T, token: Option<&str>) -> tonic::Request<T> {
@@ -75,12 +61,6 @@ async fn shard_code(url: &str, token: Option<&str>) -> Code {
         Ok(_) => Code::Ok,
         Err(status) => status.code(),
     }
-}
-
-fn start_role(args: &[&str], dir: &Path, name: &str) -> (Proc, String) {
-    let log = dir.join(format!("{name}.log"));
-    eprintln!("{name} log: {}", log.display());
-    start(args, Some(&dir.join(name)), Logs::InfoTo(&log))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,37 +5,17 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{start, value_of, Logs, Proc};
+use common::{start_role, value_of};
 use serde_json::{json, Value};
 
 const ADMIN: &str = "test-admin-key-0123456789abcdef";
 const CLUSTER: &str = "test-cluster-key-0123456789abcdef";
 
-fn start_role(args: &[&str], dir: &Path, name: &str) -> (Proc, String) {
-    let log = dir.join(format!("{name}.log"));
-    eprintln!("{name} log: {}", log.display());
-    start(args, Some(&dir.join(name)), Logs::InfoTo(&log))
-}
-
 /// (status, body) of an HTTP call with a bearer token.
 fn call(method: &str, url: &str, token: &str, body: Option<&Value>) -> (u16, Value) {
-    let client = common::http();
-    let mut req = match method {
-        "GET" => client.get(url),
-        "POST" => client.post(url),
-        "DELETE" => client.delete(url),
-        other => panic!("method {other}"),
-    }
-    .bearer_auth(token);
-    if let Some(b) = body {
-        req = req.json(b);
-    }
-    let r = req.send().unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().unwrap_or(Value::Null))
+    common::call(method, url, Some(token), body)
 }
 
 #[test]

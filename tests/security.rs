@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use attest_proto::v1 as pb;
 use attest_proto::v1::answer_service_client::AnswerServiceClient;
 use attest_proto::v1::router_service_client::RouterServiceClient;
-use common::{attest_ok, http, start, value_of, Logs, Proc};
+use common::{attest_ok, call, start, value_of, Logs, Proc};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
@@ -51,27 +51,6 @@ fn start_secure_dev(dir: &Path) -> SecureDev {
         grpc: format!("http://{}", value_of(&line, "grpc=")),
         log,
     }
-}
-
-/// An HTTP call with an optional bearer token: (status, body).
-fn call(method: &str, url: &str, token: Option<&str>, body: Option<&Value>) -> (u16, Value) {
-    let client = http();
-    let mut req = match method {
-        "GET" => client.get(url),
-        "POST" => client.post(url),
-        "PUT" => client.put(url),
-        "DELETE" => client.delete(url),
-        other => panic!("method {other}"),
-    };
-    if let Some(t) = token {
-        req = req.bearer_auth(t);
-    }
-    if let Some(b) = body {
-        req = req.json(b);
-    }
-    let r = req.send().unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().unwrap_or(Value::Null))
 }
 
 fn mint(dev: &SecureDev, grant: Value) -> (String, String) {

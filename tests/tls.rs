@@ -91,10 +91,8 @@ fn tls_args(f: &NodeFiles) -> Vec<String> {
 }
 
 fn start_role(args: &[String], dir: &Path, name: &str) -> (Proc, String) {
-    let log = dir.join(format!("{name}.log"));
-    eprintln!("{name} log: {}", log.display());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    start(&args, Some(&dir.join(name)), Logs::InfoTo(&log))
+    common::start_role(&args, dir, name)
 }
 
 fn strings(args: &[&str]) -> Vec<String> {

@@ -158,6 +158,35 @@ pub fn http() -> reqwest::blocking::Client {
         .unwrap()
 }
 
+/// An HTTP call with an optional bearer token: (status, JSON body or null).
+pub fn call(method: &str, url: &str, token: Option<&str>, body: Option<&Value>) -> (u16, Value) {
+    let client = http();
+    let mut req = match method {
+        "GET" => client.get(url),
+        "POST" => client.post(url),
+        "PUT" => client.put(url),
+        "DELETE" => client.delete(url),
+        other => panic!("method {other}"),
+    };
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    if let Some(b) = body {
+        req = req.json(b);
+    }
+    let r = req.send().unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().unwrap_or(Value::Null))
+}
+
+/// Starts `attest ARGS` with its data in `dir/NAME` and its info-level log in `dir/NAME.log` (named on stderr,
+/// so a failed run's logs can be found); returns it with its "listening" line.
+pub fn start_role(args: &[&str], dir: &Path, name: &str) -> (Proc, String) {
+    let log = dir.join(format!("{name}.log"));
+    eprintln!("{name} log: {}", log.display());
+    start(args, Some(&dir.join(name)), Logs::InfoTo(&log))
+}
+
 pub fn post(url: &str, body: &Value) -> (u16, Value) {
     let r = http().post(url).json(body).send().unwrap();
     let status = r.status().as_u16();
