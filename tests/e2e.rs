@@ -392,6 +392,28 @@ fn bad_input_gets_clear_errors_and_writes_nothing() {
         &json!({"query": "x".repeat(5000)}),
     );
     assert_eq!(s, 400);
+    // Filters are bounded too (router.max_filter_conditions 32, router.max_filter_values 1024).
+    let wide: serde_json::Map<String, Value> =
+        (0..33).map(|i| (format!("f{i}"), json!(i))).collect();
+    let (s, b) = post(
+        &format!("{u}/v1/collections/c/search"),
+        &json!({"query": "x", "filter": wide}),
+    );
+    assert_eq!(
+        (s, b["error"]["field"].as_str()),
+        (400, Some("filter")),
+        "{b}"
+    );
+    let many: Vec<u32> = (0..1025).collect();
+    let (s, b) = post(
+        &format!("{u}/v1/collections/c/search"),
+        &json!({"query": "x", "filter": {"tag": {"in": many}}}),
+    );
+    assert_eq!(
+        (s, b["error"]["field"].as_str()),
+        (400, Some("filter.tag")),
+        "{b}"
+    );
 
     // Wrong dimension: the request fails naming the field, and the valid document beside it is not written.
     let docs = json!({"documents": [

@@ -19,6 +19,9 @@ pub struct RouterConfig {
     pub max_query_bytes: usize,
     /// Most documents in one ingest request.
     pub max_batch_documents: usize,
+    /// Most conditions in one search's metadata filter, and most values in one `in` list.
+    pub max_filter_conditions: usize,
+    pub max_filter_values: usize,
     /// Re-score dense candidates with the full vectors kept on disk.
     pub exact_rescore: bool,
     /// Default shards of a new collection (`attest dev` runs 2 shard nodes).
@@ -54,6 +57,8 @@ impl Default for RouterConfig {
             lane_depth: 50,
             max_query_bytes: 4096,
             max_batch_documents: 1000,
+            max_filter_conditions: 32,
+            max_filter_values: 1024,
             exact_rescore: true,
             default_shards: 2,
             seal_threshold: 50_000,
@@ -93,6 +98,8 @@ impl RouterConfig {
         p.positive("lane_depth", self.lane_depth);
         p.positive("max_query_bytes", self.max_query_bytes);
         p.positive("max_batch_documents", self.max_batch_documents);
+        p.positive("max_filter_conditions", self.max_filter_conditions);
+        p.positive("max_filter_values", self.max_filter_values);
         if let Some(problem) = limits::shards_problem(self.default_shards) {
             p.add("default_shards", problem);
         }

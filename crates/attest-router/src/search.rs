@@ -17,6 +17,35 @@ use crate::fanout::{fan_out_search, fuse};
 use crate::router::Router;
 
 impl Router {
+    /// Refuses a filter with more conditions, or an `in` list with more values, than the configured limits (each
+    /// condition is checked against every candidate on the shard).
+    fn check_filter_size(&self, filter: &pb::Filter) -> Result<(), RouterError> {
+        let (most, most_values) = (
+            self.config.max_filter_conditions,
+            self.config.max_filter_values,
+        );
+        if filter.conditions.len() > most {
+            return Err(RouterError::invalid(
+                "filter",
+                format!("{} conditions; at most {most}", filter.conditions.len()),
+            ));
+        }
+        for c in &filter.conditions {
+            if let Some(pb::condition::Kind::InJson(list)) = &c.kind {
+                if list.values.len() > most_values {
+                    return Err(RouterError::invalid(
+                        format!("filter.{}", c.field),
+                        format!(
+                            "{} values in `in`; at most {most_values}",
+                            list.values.len()
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Hybrid search: validate, embed the query (BM25 alone if that fails), fan out, merge each lane, fuse.
     pub async fn search(
         &self,
@@ -44,6 +73,9 @@ impl Router {
                 "k",
                 format!("must be between 1 and {}", self.config.max_k),
             ));
+        }
+        if let Some(filter) = &req.filter {
+            self.check_filter_size(filter)?;
         }
         let rrf_k = req.rrf_k.unwrap_or(self.config.rrf_k);
         if !(rrf_k.is_finite() && rrf_k > 0.0) {
