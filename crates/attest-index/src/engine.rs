@@ -674,6 +674,34 @@ impl ShardEngine {
     }
 
     /// Paths of the sealed segments' directories (for operators and tests).
+    /// A consistent snapshot of this replica in `dest` (absent or empty) while it keeps serving: with seals and
+    /// compactions held off, the log is checkpointed under the writers' lock (every write acknowledged before
+    /// this call is in it), the segment manifest recorded with it, and the sealed segments it names hard-linked
+    /// before a compaction may delete them; then every file is hashed into `SNAPSHOT.json`
+    /// ([`crate::snapshot`]). Searches and writes go on meanwhile; writes wait only for the checkpoint.
+    pub fn snapshot(&self, dest: &Path) -> Result<crate::snapshot::ShardSnapshot> {
+        crate::snapshot::prepare_destination(dest)?;
+        let (last_seq, live_documents) = {
+            let _maintenance = self.maintenance.lock();
+            let (manifest, last_seq, live_documents) = {
+                let log = self.log.lock();
+                let st = self.state.read();
+                log.checkpoint(&dest.join("wal"))?;
+                let live = st.versions.values().filter(|v| !v.deleted).count() as u64;
+                (st.manifest.clone(), log.last_seq(), live)
+            };
+            for meta in &manifest.segments {
+                crate::snapshot::link_tree(
+                    &segment_dir(&self.dir, &meta.id),
+                    &segment_dir(dest, &meta.id),
+                )?;
+            }
+            manifest.store(dest)?;
+            (last_seq, live_documents)
+        };
+        crate::snapshot::seal(dest, last_seq, live_documents)
+    }
+
     pub fn segment_dirs(&self) -> Vec<PathBuf> {
         self.state
             .read()

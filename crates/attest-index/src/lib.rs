@@ -12,6 +12,8 @@
 //! - [`vector_file`]: full vectors on disk for exact re-scoring.
 //! - [`filter`]: metadata filters (equality, membership, range).
 //! - [`maintenance`]: the node-wide limit on concurrent seals and compactions.
+//! - [`snapshot`]: a replica's consistent snapshot (log checkpoint, linked segments, sha256 of every file),
+//!   verified and restored.
 //! - [`config`]: engine configuration and limits.
 //! - [`error`]: the crate's error type.
 
@@ -26,6 +28,7 @@ pub mod ivfpq;
 pub mod maintenance;
 pub mod near_dup;
 pub mod segment;
+pub mod snapshot;
 pub mod text_index;
 pub mod vector_file;
 pub mod wal;

@@ -118,6 +118,13 @@ impl IngestLog {
         self.last_seq
     }
 
+    /// A consistent copy of the whole log at `path` (which must not exist): a RocksDB checkpoint, hard links to
+    /// the immutable table files and a copy of the rest, after the memtables are flushed.
+    pub fn checkpoint(&self, path: &Path) -> Result<()> {
+        rocksdb::checkpoint::Checkpoint::new(&self.db)?.create_checkpoint(path)?;
+        Ok(())
+    }
+
     /// Durably appends `ops` (each with its write version) in one synced batch; returns their sequence numbers,
     /// in order. Every document they touch loses its near-duplicate keys (see [`Self::append_with_keys`]).
     pub fn append(&mut self, ops: &[(LogOp, u64)]) -> Result<Vec<u64>> {
