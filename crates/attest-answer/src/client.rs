@@ -62,9 +62,8 @@ impl RouterClient {
         endpoint: &str,
         tls: Option<&attest_proto::tls::ClientTls>,
     ) -> Result<Self, AnswerError> {
-        let channel = attest_proto::tls::endpoint(endpoint, tls)
-            .map_err(|e| AnswerError::invalid("router", e.to_string()))?
-            .connect_lazy();
+        let channel = attest_proto::tls::channel(endpoint, tls, std::time::Duration::from_secs(5))
+            .map_err(|e| AnswerError::invalid("router", e.to_string()))?;
         Ok(RouterClient::Grpc(RouterServiceClient::new(channel)))
     }
 

@@ -63,7 +63,7 @@ impl Security {
                 let client = match &args.tls_ca {
                     Some(ca) => Some(
                         ClientTls::from_files(ca, Some((cert.as_path(), key.as_path())))
-                            .map_err(|e| anyhow::anyhow!("--tls-ca: {e}"))?,
+                            .context("--tls-ca")?,
                     ),
                     None => None,
                 };
@@ -108,8 +108,7 @@ pub fn operator_credential(args: &NodeCredentialArgs) -> anyhow::Result<ClusterC
     let mut credential = crate::cluster::cluster_credential(args.cluster_key.as_deref())?;
     if let Some(ca) = &args.tls_ca {
         let identity = args.tls_cert.as_deref().zip(args.tls_key.as_deref());
-        let tls =
-            ClientTls::from_files(ca, identity).map_err(|e| anyhow::anyhow!("--tls-ca: {e}"))?;
+        let tls = ClientTls::from_files(ca, identity).context("--tls-ca")?;
         credential = credential.with_tls(tls);
     }
     Ok(credential)

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use tonic::metadata::{Ascii, MetadataMap, MetadataValue};
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 use crate::tls::ClientTls;
 
@@ -84,9 +84,13 @@ impl ClusterCredential {
         self.inner.tls.as_ref()
     }
 
-    /// A gRPC endpoint of another node at `address`, over TLS when the cluster speaks it.
-    pub fn endpoint(&self, address: &str) -> Result<Endpoint, tonic::transport::Error> {
-        crate::tls::endpoint(address, self.inner.tls.as_ref())
+    /// A lazily connecting gRPC channel to another node at `address`, over TLS when the cluster speaks it.
+    pub fn channel(
+        &self,
+        address: &str,
+        connect_timeout: std::time::Duration,
+    ) -> Result<Channel, tonic::transport::Error> {
+        crate::tls::channel(address, self.inner.tls.as_ref(), connect_timeout)
     }
 
     /// The key (for the server-side check).

@@ -34,10 +34,7 @@ pub fn meta_service_client(
     address: &str,
     credential: &ClusterCredential,
 ) -> Result<MetaServiceClient<Stamped>, tonic::transport::Error> {
-    let channel = credential
-        .endpoint(address)?
-        .connect_timeout(Duration::from_millis(500))
-        .connect_lazy();
+    let channel = credential.channel(address, Duration::from_millis(500))?;
     Ok(
         MetaServiceClient::with_interceptor(channel, credential.clone())
             .max_decoding_message_size(MAX_MESSAGE_BYTES)

@@ -43,10 +43,10 @@ impl ShardClient {
         endpoint: &str,
         credential: ClusterCredential,
     ) -> Result<Self, crate::error::RouterError> {
+        // The connect timeout of tonic's own connector (none); calls carry their own deadlines.
         let channel = credential
-            .endpoint(endpoint)
-            .map_err(|e| crate::error::RouterError::invalid("endpoint", e.to_string()))?
-            .connect_lazy();
+            .channel(endpoint, std::time::Duration::from_secs(5))
+            .map_err(|e| crate::error::RouterError::invalid("endpoint", e.to_string()))?;
         Ok(ShardClient::Grpc(
             ShardServiceClient::with_interceptor(channel, credential)
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)

@@ -364,10 +364,7 @@ fn peer_client(
     if let Some(c) = state.peers.get(address) {
         return Ok(c.clone());
     }
-    let channel = credential
-        .endpoint(address)?
-        .connect_timeout(Duration::from_secs(2))
-        .connect_lazy();
+    let channel = credential.channel(address, Duration::from_secs(2))?;
     let client = ShardServiceClient::with_interceptor(channel, credential.clone())
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);

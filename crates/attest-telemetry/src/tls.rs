@@ -3,26 +3,13 @@
 //! for that would drop every connection), optionally requiring a client certificate signed by the cluster CA
 //! (mutual TLS: only nodes of the cluster get in). [`crate::listener`] accepts connections with it.
 
-use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::SystemTime;
 
+pub use attest_proto::tls::{certificates, private_key, provider, roots, FilesStamp, TlsError};
 use parking_lot::Mutex;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
-use rustls::{RootCertStore, ServerConfig};
-
-/// A TLS file that could not be used, named.
-#[derive(Debug, thiserror::Error)]
-pub enum TlsError {
-    #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: io::Error },
-    #[error("{path}: {message}")]
-    Pem { path: PathBuf, message: String },
-    #[error("TLS configuration: {0}")]
-    Config(String),
-}
+use rustls::ServerConfig;
 
 /// Where a listener's certificate, key and (for mutual TLS) client CA are.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,24 +31,12 @@ impl ServerTlsFiles {
     }
 }
 
-/// What the files looked like when they were last read: a change of any modification time or length means
-/// a rotation.
-type Stamp = Vec<Option<(SystemTime, u64)>>;
-
-fn stamp(files: &ServerTlsFiles) -> Stamp {
-    files
-        .paths()
-        .map(|p| {
-            // `metadata` follows symlinks: a Secret volume swaps its `..data` link, which changes the target.
-            std::fs::metadata(p)
-                .ok()
-                .and_then(|m| Some((m.modified().ok()?, m.len())))
-        })
-        .collect()
+fn stamp(files: &ServerTlsFiles) -> FilesStamp {
+    FilesStamp::of(files.paths())
 }
 
 struct Loaded {
-    stamp: Stamp,
+    stamp: FilesStamp,
     config: Arc<ServerConfig>,
 }
 
@@ -117,56 +92,6 @@ impl ServerTls {
         }
         Arc::clone(&loaded.config)
     }
-}
-
-fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
-    std::fs::read(path).map_err(|source| TlsError::Read {
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
-fn pem_error(path: &Path, message: impl Into<String>) -> TlsError {
-    TlsError::Pem {
-        path: path.to_path_buf(),
-        message: message.into(),
-    }
-}
-
-/// The certificates of a PEM file (at least one).
-pub fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let pem = read(path)?;
-    let certs = rustls_pemfile::certs(&mut pem.as_slice())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| pem_error(path, e.to_string()))?;
-    if certs.is_empty() {
-        return Err(pem_error(path, "no PEM certificate in it"));
-    }
-    Ok(certs)
-}
-
-/// The private key of a PEM file.
-pub fn private_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
-    let pem = read(path)?;
-    rustls_pemfile::private_key(&mut pem.as_slice())
-        .map_err(|e| pem_error(path, e.to_string()))?
-        .ok_or_else(|| pem_error(path, "no PEM private key in it"))
-}
-
-/// A root store of the CA certificates in `path`.
-pub fn roots(path: &Path) -> Result<RootCertStore, TlsError> {
-    let mut roots = RootCertStore::empty();
-    for cert in certificates(path)? {
-        roots
-            .add(cert)
-            .map_err(|e| pem_error(path, format!("not a usable CA certificate: {e}")))?;
-    }
-    Ok(roots)
-}
-
-/// The crypto provider of every TLS configuration (ring, as tonic's and reqwest's).
-pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
 }
 
 fn build(files: &ServerTlsFiles) -> Result<ServerConfig, TlsError> {
