@@ -1,5 +1,6 @@
 //! End to end through the real binary: `attest dev` with 2 shard nodes and the local MiniLM embedder, the
-//! bundled squad sample ingested with `attest ingest`, then hybrid search and the bad-input table over HTTP.
+//! bundled squad sample ingested with `attest ingest`, then hybrid search and the bad-input table over HTTP and
+//! gRPC.
 
 mod common;
 
@@ -600,4 +601,165 @@ fn bad_input_gets_clear_errors_and_writes_nothing() {
         before,
         "a delete of nothing appends nothing"
     );
+}
+
+/// The bad-input table of SPEC.md over gRPC, row by row: the code of the HTTP rows, the field in
+/// `x-attest-field`, and nothing written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_over_grpc_gets_the_same_errors_and_writes_nothing() {
+    use attest_proto::v1::router_service_client::RouterServiceClient;
+    use tonic::Code;
+
+    let data = tempfile::tempdir().unwrap();
+    let dev = start_dev(data.path());
+    let mut router = RouterServiceClient::connect(dev.grpc.clone())
+        .await
+        .unwrap();
+    router
+        .create_collection(pb::CreateCollectionRequest {
+            name: "c".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let field = |s: &tonic::Status| {
+        s.metadata()
+            .get("x-attest-field")
+            .map(|v| v.to_str().unwrap().to_string())
+    };
+    let search = |collection: &str, query: &str, k: Option<u32>| pb::SearchRequest {
+        collection: collection.into(),
+        query: query.into(),
+        k,
+        ..Default::default()
+    };
+    let wide = pb::Filter {
+        conditions: (0..33)
+            .map(|i| pb::Condition {
+                field: format!("f{i}"),
+                kind: Some(pb::condition::Kind::EqualsJson(i.to_string())),
+            })
+            .collect(),
+    };
+    let rows: Vec<(&str, pb::SearchRequest, Code, Option<&str>)> = vec![
+        (
+            "unknown collection",
+            search("nope", "x", None),
+            Code::NotFound,
+            None,
+        ),
+        (
+            "k = 0",
+            search("c", "x", Some(0)),
+            Code::InvalidArgument,
+            Some("k"),
+        ),
+        (
+            "k over the limit",
+            search("c", "x", Some(101)),
+            Code::InvalidArgument,
+            Some("k"),
+        ),
+        (
+            "empty query",
+            search("c", " \t", None),
+            Code::InvalidArgument,
+            Some("query"),
+        ),
+        (
+            "oversize query",
+            search("c", &"x".repeat(5000), None),
+            Code::InvalidArgument,
+            Some("query"),
+        ),
+        (
+            "unknown lane",
+            pb::SearchRequest {
+                lanes: vec!["sparse".into()],
+                ..search("c", "x", None)
+            },
+            Code::InvalidArgument,
+            Some("lanes"),
+        ),
+        (
+            "too many filter conditions",
+            pb::SearchRequest {
+                filter: Some(wide),
+                ..search("c", "x", None)
+            },
+            Code::InvalidArgument,
+            Some("filter"),
+        ),
+    ];
+    for (what, request, code, named) in rows {
+        let status = router.search(request).await.unwrap_err();
+        assert_eq!(status.code(), code, "{what}: {status:?}");
+        if let Some(named) = named {
+            assert_eq!(field(&status).as_deref(), Some(named), "{what}: {status:?}");
+        }
+    }
+
+    // A batch over the limit is refused whole; bad documents in a batch are reported by index and skipped.
+    let doc = |id: &str, text: &str| pb::Document {
+        id: id.into(),
+        text: text.into(),
+        ..Default::default()
+    };
+    let too_many = pb::IngestRequest {
+        collection: "c".into(),
+        documents: (0..1001)
+            .map(|i| doc(&format!("d{i}"), "zebras graze"))
+            .collect(),
+    };
+    // (PAYLOAD_TOO_LARGE: 413 over HTTP, RESOURCE_EXHAUSTED over gRPC.)
+    let status = router.ingest(too_many).await.unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert_eq!(
+        status.metadata().get("x-attest-code").unwrap(),
+        "PAYLOAD_TOO_LARGE"
+    );
+    // A bad document refuses the whole request, naming it; the good one beside it is not written either.
+    for (bad, named) in [
+        (doc("", "no id"), "documents[1].id"),
+        (doc("blank", "   "), "documents[1].text"),
+        (
+            doc("ctl\u{7}id", "a control character in the id"),
+            "documents[1].id",
+        ),
+    ] {
+        let request = pb::IngestRequest {
+            collection: "c".into(),
+            documents: vec![doc("ok", "a perfectly fine paragraph about zebras"), bad],
+        };
+        let status = router.ingest(request).await.unwrap_err();
+        assert_eq!(status.code(), Code::InvalidArgument, "{named}: {status:?}");
+        assert_eq!(field(&status).as_deref(), Some(named), "{status:?}");
+    }
+    let nothing = router
+        .search(pb::SearchRequest {
+            lanes: vec!["bm25".into()],
+            ..search("c", "zebras", Some(10))
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .hits;
+    assert!(nothing.is_empty(), "{nothing:?}");
+    let good = pb::IngestRequest {
+        collection: "c".into(),
+        documents: vec![doc("ok", "a perfectly fine paragraph about zebras")],
+    };
+    assert_eq!(router.ingest(good).await.unwrap().into_inner().accepted, 1);
+    // Now it is there, alone.
+    let hits = router
+        .search(pb::SearchRequest {
+            lanes: vec!["bm25".into()],
+            ..search("c", "zebras", Some(10))
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .hits;
+    let ids: Vec<&str> = hits.iter().map(|h| h.doc_id.as_str()).collect();
+    assert_eq!(ids, vec!["ok"], "{hits:?}");
 }
