@@ -4,12 +4,12 @@
 //! A snapshot is a directory laid out like a shard's own — `wal/` (a RocksDB checkpoint of the log),
 //! `segments/<id>/` (the sealed segments, hard links where the filesystem allows) and `MANIFEST.json` (the
 //! segments, as the engine recorded them with that log) — plus `SNAPSHOT.json`: the log position every
-//! acknowledged write up to is in, and the size and sha256 of every file. Restoring verifies every file
-//! against it before anything is written, so a snapshot with a missing, truncated or altered file is refused
-//! naming the file, and then copies the files into an empty shard directory, which opens as a normal replica
-//! (the growing segment is replayed from the log).
+//! acknowledged write up to is in, and the size and sha256 of every file. Restoring checks every file against
+//! it as it copies it into a staging directory, which becomes the shard directory only when all matched: a
+//! snapshot with a missing, truncated or altered file is refused naming the file and leaves nothing behind. The
+//! restored directory opens as a normal replica (the growing segment is replayed from the log).
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -105,16 +105,24 @@ fn files_under(root: &Path) -> Result<Vec<PathBuf>> {
 
 /// sha256 (hex) and length of a file, read in blocks.
 pub fn hash_file(path: &Path) -> Result<(String, u64)> {
-    let mut file = std::fs::File::open(path)?;
+    Ok(hash_through(path, None)?)
+}
+
+/// Reads `from` in blocks, hashing it and writing each block to `to` when given: (sha256 hex, length).
+fn hash_through(from: &Path, mut to: Option<&mut std::fs::File>) -> std::io::Result<(String, u64)> {
+    let mut input = std::fs::File::open(from)?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     let mut bytes = 0u64;
     loop {
-        let n = file.read(&mut buf)?;
+        let n = input.read(&mut buf)?;
         if n == 0 {
             break;
         }
         hasher.update(&buf[..n]);
+        if let Some(out) = to.as_mut() {
+            out.write_all(&buf[..n])?;
+        }
         bytes += n as u64;
     }
     Ok((hex::encode(hasher.finalize()), bytes))
@@ -147,9 +155,8 @@ pub(crate) fn seal(dir: &Path, last_seq: u64, live_documents: u64) -> Result<Sha
     Ok(snapshot)
 }
 
-/// Reads the snapshot in `dir` and checks every file it lists (present, same size, same sha256), naming the
-/// first that is not; a path that would leave the directory is refused too.
-pub fn verify(dir: &Path) -> Result<ShardSnapshot> {
+/// Reads and checks `SNAPSHOT.json` of `dir`: its format, and that no path leaves the directory.
+fn read_manifest(dir: &Path) -> Result<ShardSnapshot> {
     let manifest = dir.join(SNAPSHOT_FILE);
     let bytes = std::fs::read(&manifest)
         .map_err(|e| IndexError::corrupt(&manifest, format!("cannot read: {e}")))?;
@@ -176,36 +183,85 @@ pub fn verify(dir: &Path) -> Result<ShardSnapshot> {
                 format!("`{}` is outside the snapshot", file.path),
             ));
         }
-        let path = dir.join(relative);
+    }
+    Ok(snapshot)
+}
+
+/// The refusal of `path` when what was read of it (`sha256`, `bytes`) is not what the snapshot recorded.
+fn mismatch(path: &Path, file: &SnapshotFile, sha256: &str, bytes: u64) -> Option<IndexError> {
+    if bytes != file.bytes {
+        return Some(IndexError::corrupt(
+            path,
+            format!("{bytes} bytes, the snapshot recorded {}", file.bytes),
+        ));
+    }
+    (sha256 != file.sha256)
+        .then(|| IndexError::corrupt(path, "its sha256 differs from the snapshot's"))
+}
+
+/// Reads the snapshot in `dir` and checks every file it lists (present, same size, same sha256), naming the
+/// first that is not; a path that would leave the directory is refused too.
+pub fn verify(dir: &Path) -> Result<ShardSnapshot> {
+    let snapshot = read_manifest(dir)?;
+    for file in &snapshot.files {
+        let path = dir.join(&file.path);
         let (sha256, bytes) = hash_file(&path)
             .map_err(|e| IndexError::corrupt(&path, format!("missing or unreadable: {e}")))?;
-        if bytes != file.bytes {
-            return Err(IndexError::corrupt(
-                &path,
-                format!("{bytes} bytes, the snapshot recorded {}", file.bytes),
-            ));
-        }
-        if sha256 != file.sha256 {
-            return Err(IndexError::corrupt(
-                &path,
-                "its sha256 differs from the snapshot's",
-            ));
+        if let Some(refusal) = mismatch(&path, file, &sha256, bytes) {
+            return Err(refusal);
         }
     }
     Ok(snapshot)
 }
 
-/// Restores the snapshot in `snapshot_dir` into `target` (absent or empty), after verifying every file; the
-/// caller then opens `target` as a shard engine. Nothing is written when the snapshot is refused.
+/// Restores the snapshot in `snapshot_dir` into `target` (absent or empty); the caller then opens `target` as a
+/// shard engine. Every file is checked as it is copied (one read of each byte) into a staging directory beside
+/// `target`, which becomes `target` only when all of them matched: a refused snapshot leaves nothing behind.
 pub fn restore(snapshot_dir: &Path, target: &Path) -> Result<ShardSnapshot> {
-    let snapshot = verify(snapshot_dir)?;
-    prepare_destination(target)?;
-    for file in &snapshot.files {
-        let to = target.join(&file.path);
-        if let Some(parent) = to.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::copy(snapshot_dir.join(&file.path), &to)?;
+    let snapshot = read_manifest(snapshot_dir)?;
+    if target.exists() && std::fs::read_dir(target)?.next().is_some() {
+        return Err(IndexError::invalid(
+            "target",
+            format!("{} is not empty", target.display()),
+        ));
     }
+    let name = target
+        .file_name()
+        .map_or_else(|| "restore".into(), |n| n.to_string_lossy().into_owned());
+    let staging = target.with_file_name(format!(".{name}.restoring"));
+    if staging.exists() {
+        // Left by a restore that was cut short.
+        std::fs::remove_dir_all(&staging)?;
+    }
+    let copied = (|| {
+        for file in &snapshot.files {
+            let (from, to) = (snapshot_dir.join(&file.path), staging.join(&file.path));
+            if let Some(parent) = to.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            let (sha256, bytes) = copy_hashing(&from, &to)
+                .map_err(|e| IndexError::corrupt(&from, format!("missing or unreadable: {e}")))?;
+            if let Some(refusal) = mismatch(&from, file, &sha256, bytes) {
+                return Err(refusal);
+            }
+        }
+        Ok(())
+    })();
+    if let Err(e) = copied {
+        let _ = std::fs::remove_dir_all(&staging);
+        return Err(e);
+    }
+    if target.exists() {
+        std::fs::remove_dir(target)?;
+    }
+    std::fs::rename(&staging, target)?;
     Ok(snapshot)
+}
+
+/// Copies `from` to `to` (synced), returning the sha256 (hex) and length of what was copied.
+fn copy_hashing(from: &Path, to: &Path) -> std::io::Result<(String, u64)> {
+    let mut output = std::fs::File::create(to)?;
+    let hashed = hash_through(from, Some(&mut output))?;
+    output.sync_all()?;
+    Ok(hashed)
 }

@@ -212,6 +212,17 @@ fn a_missing_truncated_or_altered_file_is_refused_by_name_and_nothing_is_restore
             other => panic!("{what}: {other:?}"),
         }
         assert!(!target.exists(), "{what}: something was restored");
+        let staging = dir.path().join(format!(".restored-{i}.restoring"));
+        assert!(
+            !staging.exists(),
+            "{what}: the staging directory was left behind"
+        );
+        match snapshot::verify(&snap) {
+            Err(IndexError::Corrupt { path, .. }) => {
+                assert!(path.ends_with(&named), "{what}: {path:?}")
+            }
+            other => panic!("{what}: verify said {other:?}"),
+        }
     }
 }
 
