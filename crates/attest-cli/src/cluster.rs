@@ -329,10 +329,7 @@ pub fn status_json(
 
 /// `attest status`.
 pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
-    let meta = meta_client(
-        &args.meta,
-        crate::security::operator_credential(&args.node)?,
-    )?;
+    let meta = meta_client(&args.meta, crate::security::node_credential(&args.node)?)?;
     let state = meta
         .cluster_state(true)
         .await
@@ -411,7 +408,7 @@ pub async fn command(cmd: ClusterCommand) -> anyhow::Result<()> {
             dry_run,
             json,
         } => {
-            let meta = meta_client(&meta, crate::security::operator_credential(&node)?)?;
+            let meta = meta_client(&meta, crate::security::node_credential(&node)?)?;
             let plan = meta
                 .rebalance(dry_run)
                 .await

@@ -44,7 +44,7 @@ impl Security {
                 "started with --insecure: traffic may be plaintext and unauthenticated");
             attest_telemetry::ops::mark_insecure();
         }
-        let (public, internal, client_tls) = match (&args.tls_cert, &args.tls_key) {
+        let (public, internal) = match (&args.tls_cert, &args.tls_key) {
             (Some(cert), Some(key)) => {
                 let files = ServerTlsFiles {
                     cert: cert.clone(),
@@ -60,21 +60,16 @@ impl Security {
                     .context("--tls-ca")?,
                     None => Arc::clone(&public),
                 };
-                let client = match &args.tls_ca {
-                    Some(ca) => Some(
-                        ClientTls::from_files(ca, Some((cert.as_path(), key.as_path())))
-                            .context("--tls-ca")?,
-                    ),
-                    None => None,
-                };
-                (Some(public), Some(internal), client)
+                (Some(public), Some(internal))
             }
-            _ => (None, None, None),
+            _ => (None, None),
         };
-        let mut credential = crate::cluster::cluster_credential(args.cluster_key.as_deref())?;
-        if let Some(tls) = client_tls {
-            credential = credential.with_tls(tls);
-        }
+        let credential = node_credential(&NodeCredentialArgs {
+            cluster_key: args.cluster_key.clone(),
+            tls_ca: args.tls_ca.clone(),
+            tls_cert: args.tls_cert.clone(),
+            tls_key: args.tls_key.clone(),
+        })?;
         Ok(Security {
             public,
             internal,
@@ -103,8 +98,10 @@ impl Security {
     }
 }
 
-/// The credential of an operator's command (`attest status`, `attest cluster rebalance`) reaching meta.
-pub fn operator_credential(args: &NodeCredentialArgs) -> anyhow::Result<ClusterCredential> {
+/// What a process presents to the internal services: the cluster key, and with a cluster CA the client side of
+/// TLS (its certificate, when given, for mutual TLS). A node's and an operator's command (`attest status`,
+/// `attest cluster rebalance`) alike.
+pub fn node_credential(args: &NodeCredentialArgs) -> anyhow::Result<ClusterCredential> {
     let mut credential = crate::cluster::cluster_credential(args.cluster_key.as_deref())?;
     if let Some(ca) = &args.tls_ca {
         let identity = args.tls_cert.as_deref().zip(args.tls_key.as_deref());
