@@ -250,3 +250,12 @@ def test_notes_render():
     notes = render(VALUE_SETS["gpu-embedder"])["attest/templates/NOTES.txt"]
     assert "attest status" in notes and "on GPU nodes" in notes
     assert "WARNING" in render({"insecure": True})["attest/templates/NOTES.txt"]
+
+
+@pytest.mark.parametrize("kube", ["v1.27.0", None])
+def test_helm_lint_strict_is_clean(kube):
+    import helm_python
+
+    report = helm_python.lint(str(CHART), VALUE_SETS["tls-existing-secrets"], strict=True, kube_version=kube)
+    assert report["errors"] == []
+    assert [m for m in report["messages"] if m["severity"] >= 2] == []
