@@ -767,6 +767,60 @@ fn tenants_never_see_each_other_and_revocation_reaches_every_front() {
         );
     }
 
+    // Ids are per tenant: b writing an id that a holds is b's own document (no "belongs to another tenant",
+    // which would confirm a's id), and b's delete of it leaves a's alone.
+    let (s, b) = call(
+        "POST",
+        &format!("{}/v1/collections/docs/documents", dev.url),
+        Some(&key_b),
+        Some(
+            &json!({"documents": [{"id": "a-0", "text": "Quintar ospreys nest on the old pier every spring."}]}),
+        ),
+    );
+    assert_eq!((s, b["accepted"].as_u64()), (200, Some(1)), "{b}");
+    let hits_of = |key: &str, query: &str| -> Vec<String> {
+        let (s, b) = call(
+            "POST",
+            &format!("{}/v1/collections/docs/search", dev.url),
+            Some(key),
+            Some(&json!({"query": query, "k": 20})),
+        );
+        assert_eq!(s, 200, "{b}");
+        b["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["text"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(hits_of(&key_b, "ospreys pier")
+        .iter()
+        .any(|t| t.contains("ospreys")));
+    assert!(!hits_of(&key_a, "ospreys pier")
+        .iter()
+        .any(|t| t.contains("ospreys")));
+    let (s, b) = call(
+        "DELETE",
+        &format!("{}/v1/collections/docs/documents/a-0", dev.url),
+        Some(&key_b),
+        None,
+    );
+    assert_eq!(s, 200, "{b}");
+    assert!(!hits_of(&key_b, "ospreys pier")
+        .iter()
+        .any(|t| t.contains("ospreys")));
+    let a0_title = tenant_docs("a", "Zorblax", &mut rand::rngs::StdRng::seed_from_u64(15))[0]
+        ["title"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        hits_of(&key_a, &a0_title)
+            .iter()
+            .any(|t| t.contains("Zorblax")),
+        "b's delete of its own a-0 removed a's"
+    );
+
     // Revoked through the CLI: the router and the answer tier both refuse the key within 2 s.
     attest_ok(
         &["key", "revoke", &a_id, "--server", &dev.url],

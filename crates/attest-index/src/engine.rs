@@ -22,7 +22,7 @@ use crate::ivfpq::dot;
 use crate::near_dup::{NearDupKeys, NearDupMatch};
 use crate::segment::{build_segment, segment_dir, Manifest, SealedSegment, SegmentMeta};
 use crate::text_index::{bm25_search, TextIndex};
-use crate::wal::{DocVersion, IngestLog, LogOp, LoggedChunk};
+use crate::wal::{doc_key, DocVersion, IngestLog, LogOp, LoggedChunk};
 
 /// One document's new content: it replaces every earlier chunk of `doc_id`.
 #[derive(Debug, Clone)]
@@ -76,6 +76,38 @@ pub struct EngineStats {
     pub rebuilt_segments: Vec<String>,
 }
 
+/// The latest version of every document, by tenant then id: ids are per tenant, and lookups borrow (a search
+/// checks every candidate row).
+#[derive(Default)]
+struct DocVersions(HashMap<String, HashMap<String, DocVersion>>);
+
+impl DocVersions {
+    /// From the log's map by [`doc_key`].
+    fn from_log(by_key: HashMap<String, DocVersion>) -> Self {
+        let mut out = DocVersions::default();
+        for (key, v) in by_key {
+            out.insert(crate::wal::doc_id_of_key(&key).to_string(), v);
+        }
+        out
+    }
+    fn get(&self, tenant: &str, doc_id: &str) -> Option<&DocVersion> {
+        self.0.get(tenant)?.get(doc_id)
+    }
+    fn insert(&mut self, doc_id: String, version: DocVersion) {
+        self.0
+            .entry(version.tenant.clone())
+            .or_default()
+            .insert(doc_id, version);
+    }
+    fn live(&self) -> u64 {
+        self.0
+            .values()
+            .flat_map(HashMap::values)
+            .filter(|v| !v.deleted)
+            .count() as u64
+    }
+}
+
 /// A growing segment that is being sealed; it stays searchable until the sealed one replaces it.
 struct Frozen {
     segment: Arc<GrowingSegment>,
@@ -83,7 +115,7 @@ struct Frozen {
 }
 
 struct State {
-    versions: HashMap<String, DocVersion>,
+    versions: DocVersions,
     growing: GrowingSegment,
     frozen: Option<Frozen>,
     sealed: Vec<Arc<SealedSegment>>,
@@ -193,9 +225,9 @@ fn check_vector(v: &[f32], dim: usize, field: &str) -> Result<()> {
 }
 
 impl State {
-    fn is_live(&self, doc_id: &str, seq: u64) -> bool {
+    fn is_live(&self, tenant: &str, doc_id: &str, seq: u64) -> bool {
         self.versions
-            .get(doc_id)
+            .get(tenant, doc_id)
             .is_some_and(|v| v.is_live_row(seq))
     }
 
@@ -215,7 +247,7 @@ impl ShardEngine {
     pub fn open(dir: &Path, config: EngineConfig) -> Result<Arc<Self>> {
         std::fs::create_dir_all(dir.join("segments"))?;
         let log = IngestLog::open(&dir.join("wal"))?;
-        let versions = log.doc_versions()?;
+        let versions = DocVersions::from_log(log.doc_versions()?);
         let mut manifest = match Manifest::load(dir) {
             Ok(m) => m,
             Err(e) => {
@@ -317,22 +349,8 @@ impl ShardEngine {
                 }
             }
         }
+        // Ids are per tenant: a document of another tenant with the same id is a different document.
         let mut log = self.log.lock();
-        {
-            let st = self.state.read();
-            for (i, d) in docs.iter().enumerate() {
-                if st
-                    .versions
-                    .get(&d.doc_id)
-                    .is_some_and(|v| !v.deleted && v.tenant != d.tenant)
-                {
-                    return Err(IndexError::invalid(
-                        format!("documents[{i}].doc_id"),
-                        "the id belongs to another tenant",
-                    ));
-                }
-            }
-        }
         // Last writer wins by version: drop writes older than what this replica holds (a retried request, or a
         // catch-up that raced a newer write), and give unversioned writes a version newer than any seen.
         let mut ops: Vec<(LogOp, u64)> = Vec::with_capacity(docs.len());
@@ -341,10 +359,11 @@ impl ShardEngine {
             let st = self.state.read();
             let mut pending: HashMap<String, u64> = HashMap::new();
             for d in docs {
+                let key = doc_key(&d.tenant, &d.doc_id);
                 let held = pending
-                    .get(&d.doc_id)
+                    .get(&key)
                     .copied()
-                    .or_else(|| st.versions.get(&d.doc_id).map(|v| v.version))
+                    .or_else(|| st.versions.get(&d.tenant, &d.doc_id).map(|v| v.version))
                     .unwrap_or(0);
                 let version = if d.version == 0 {
                     next_version(held)
@@ -354,7 +373,7 @@ impl ShardEngine {
                 if version <= held {
                     continue;
                 }
-                pending.insert(d.doc_id.clone(), version);
+                pending.insert(key, version);
                 keys.push(d.near_dup);
                 ops.push((
                     LogOp::Upsert {
@@ -412,7 +431,7 @@ impl ShardEngine {
         Ok(last)
     }
 
-    /// Tombstones every chunk of the document. Returns false when it does not exist (or belongs to another tenant).
+    /// Tombstones every chunk of the tenant's document. Returns false when the tenant holds no such document.
     pub fn delete(&self, tenant: &str, doc_id: &str) -> Result<bool> {
         self.delete_versioned(tenant, doc_id, 0)
     }
@@ -425,14 +444,8 @@ impl ShardEngine {
             return Err(IndexError::invalid("doc_id", "empty"));
         }
         let mut log = self.log.lock();
-        let current = self.state.read().versions.get(doc_id).cloned();
+        let current = self.state.read().versions.get(tenant, doc_id).cloned();
         let live = current.as_ref().is_some_and(|v| !v.deleted);
-        if current
-            .as_ref()
-            .is_some_and(|v| !v.deleted && v.tenant != tenant)
-        {
-            return Ok(false);
-        }
         let held = current.as_ref().map_or(0, |v| v.version);
         let version = if version == 0 {
             if !live {
@@ -477,17 +490,18 @@ impl ShardEngine {
         log.near_duplicates(tenant, queries, threshold)
     }
 
-    /// The version this replica holds of a document (deleted or not); 0 when it never saw it.
-    pub fn version_of(&self, doc_id: &str) -> u64 {
+    /// The version this replica holds of the tenant's document (deleted or not); 0 when it never saw it.
+    pub fn version_of(&self, tenant: &str, doc_id: &str) -> u64 {
         self.state
             .read()
             .versions
-            .get(doc_id)
+            .get(tenant, doc_id)
             .map_or(0, |v| v.version)
     }
 
-    /// Up to `limit` document versions after `after` in id order (catch-up listing), with the log position
-    /// they reflect at least.
+    /// Up to `limit` (document id, version) pairs after the cursor `after` (catch-up listing, in [`doc_key`]
+    /// order: the cursor of an entry is `doc_key(&version.tenant, &id)`, "" the first page), with the log
+    /// position they reflect at least.
     pub fn doc_versions_after(
         &self,
         after: &str,
@@ -495,17 +509,22 @@ impl ShardEngine {
     ) -> Result<(Vec<(String, DocVersion)>, u64)> {
         let log = self.log.lock();
         let last_seq = log.last_seq();
-        Ok((log.doc_versions_after(after, limit)?, last_seq))
+        let page = log
+            .doc_versions_after(after, limit)?
+            .into_iter()
+            .map(|(key, v)| (crate::wal::doc_id_of_key(&key).to_string(), v))
+            .collect();
+        Ok((page, last_seq))
     }
 
-    /// The current content of each named document: live ones with every chunk and vector (from the log, which
-    /// keeps every live row), deleted ones as tombstones. Unknown ids are left out.
-    pub fn fetch_documents(&self, doc_ids: &[String]) -> Result<Vec<FetchedDocument>> {
+    /// The current content of each named (tenant, document id): live ones with every chunk and vector (from the
+    /// log, which keeps every live row), deleted ones as tombstones. Unknown documents are left out.
+    pub fn fetch_documents(&self, docs: &[(String, String)]) -> Result<Vec<FetchedDocument>> {
         let log = self.log.lock();
         let st = self.state.read();
-        let mut out = Vec::with_capacity(doc_ids.len());
-        for id in doc_ids {
-            let Some(v) = st.versions.get(id) else {
+        let mut out = Vec::with_capacity(docs.len());
+        for (tenant, id) in docs {
+            let Some(v) = st.versions.get(tenant, id) else {
                 continue;
             };
             if v.deleted {
@@ -555,7 +574,9 @@ impl ShardEngine {
         let st = self.state.read();
         let views = st.views();
         let passes = |r: &RowView<'_>| {
-            r.tenant == p.tenant && st.is_live(r.doc_id, r.seq) && p.filter.matches(r.metadata_json)
+            r.tenant == p.tenant
+                && st.is_live(r.tenant, r.doc_id, r.seq)
+                && p.filter.matches(r.metadata_json)
         };
         let mut out = LaneResults::default();
         if let Some(q) = p.query_vector {
@@ -663,7 +684,7 @@ impl ShardEngine {
         let last_seq = self.log.lock().last_seq();
         let st = self.state.read();
         EngineStats {
-            live_documents: st.versions.values().filter(|v| !v.deleted).count() as u64,
+            live_documents: st.versions.live(),
             growing_rows: (st.growing.len() + st.frozen.as_ref().map_or(0, |f| f.segment.len()))
                 as u64,
             sealed_rows: st.sealed.iter().map(|s| s.meta.rows as u64).sum(),
@@ -687,7 +708,7 @@ impl ShardEngine {
                 let log = self.log.lock();
                 let st = self.state.read();
                 log.checkpoint(&dest.join("wal"))?;
-                let live = st.versions.values().filter(|v| !v.deleted).count() as u64;
+                let live = st.versions.live();
                 (st.manifest.clone(), log.last_seq(), live)
             };
             for meta in &manifest.segments {
@@ -758,7 +779,7 @@ impl ShardEngine {
             let mut rows = Vec::new();
             let mut vectors = Vec::new();
             for (i, r) in segment.rows.iter().enumerate() {
-                if st.is_live(&r.doc_id, r.seq) {
+                if st.is_live(&r.tenant, &r.doc_id, r.seq) {
                     rows.push(r.clone());
                     vectors.extend_from_slice(segment.vector(i));
                 }
@@ -807,7 +828,7 @@ impl ShardEngine {
                 let view = SegmentView::Sealed(seg);
                 for row in 0..seg.meta.rows {
                     let r = view.row(row).expect("row");
-                    if st.is_live(r.doc_id, r.seq) {
+                    if st.is_live(r.tenant, r.doc_id, r.seq) {
                         rows.push(r.to_stored());
                         vectors.extend_from_slice(view.vector(row).expect("vector"));
                     }
@@ -846,7 +867,7 @@ impl ShardEngine {
         let dead: Vec<u64> = records
             .iter()
             .filter(|(seq, op)| match op {
-                LogOp::Upsert { doc_id, .. } => !st.is_live(doc_id, *seq),
+                LogOp::Upsert { doc_id, tenant, .. } => !st.is_live(tenant, doc_id, *seq),
                 LogOp::Delete { .. } => true,
             })
             .map(|(seq, _)| *seq)
@@ -891,7 +912,7 @@ fn top_k(mut hits: Vec<Hit>, k: usize) -> Vec<Hit> {
 /// The live rows (and their vectors, row-major) of upsert records.
 fn live_rows_from_log(
     records: &[(u64, LogOp)],
-    versions: &HashMap<String, DocVersion>,
+    versions: &DocVersions,
 ) -> (Vec<StoredChunk>, Vec<f32>) {
     let mut rows = Vec::new();
     let mut vectors = Vec::new();
@@ -902,7 +923,10 @@ fn live_rows_from_log(
             chunks,
         } = op
         {
-            if !versions.get(doc_id).is_some_and(|v| v.is_live_row(*seq)) {
+            if !versions
+                .get(tenant, doc_id)
+                .is_some_and(|v| v.is_live_row(*seq))
+            {
                 continue;
             }
             for c in chunks {

@@ -42,4 +42,4 @@ pub use error::{IndexError, Result};
 pub use filter::{Condition, Filter};
 pub use ivfpq::IvfPqParams;
 pub use near_dup::{NearDupKeys, NearDupMatch};
-pub use wal::{DocVersion, LoggedChunk};
+pub use wal::{doc_key, DocVersion, LoggedChunk};

@@ -3,8 +3,9 @@
 //! Three column families:
 //! - `log`: sequence number (u64, big-endian) → one [`LogOp`] (bincode). Kept for every live row, so a sealed
 //!   segment that is found corrupt at start-up can be rebuilt from it; compaction drops superseded records.
-//! - `docs`: document id → its latest [`DocVersion`]. This *is* the tombstone set: a row is live only when it
-//!   carries its document's latest upsert sequence number.
+//! - `docs`: [`doc_key`] (tenant, document id) → its latest [`DocVersion`]. This *is* the tombstone set: a row
+//!   is live only when it carries its document's latest upsert sequence number. Ids are per tenant: two tenants
+//!   may each hold a document `a`, and neither can learn from a write that the other holds one.
 //! - `meta`: engine bookkeeping (`last_seq`).
 //! - `dedup`: the near-duplicate keys of live documents ([`crate::near_dup`]), changed in the same batch as
 //!   the documents they describe.
@@ -27,6 +28,25 @@ const CF_DOCS: &str = "docs";
 const CF_META: &str = "meta";
 const CF_DEDUP: &str = "dedup";
 const KEY_LAST_SEQ: &[u8] = b"last_seq";
+
+/// Separates tenant and document id in a [`doc_key`]; tenants never contain it
+/// ([`attest_core::keys::tenant_problem`]).
+const DOC_KEY_SEPARATOR: char = '\0';
+
+/// The key of a document in the `docs` column family and the engine's version map. Keys sort by tenant, then
+/// document id, which is also the order of the catch-up listing (its cursor is a key).
+pub fn doc_key(tenant: &str, doc_id: &str) -> String {
+    let mut key = String::with_capacity(tenant.len() + 1 + doc_id.len());
+    key.push_str(tenant);
+    key.push(DOC_KEY_SEPARATOR);
+    key.push_str(doc_id);
+    key
+}
+
+/// The document id of a [`doc_key`].
+pub fn doc_id_of_key(key: &str) -> &str {
+    key.split_once(DOC_KEY_SEPARATOR).map_or(key, |(_, id)| id)
+}
 
 /// One chunk as written to the log: everything needed to rebuild any segment.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -58,6 +78,17 @@ impl LogOp {
         match self {
             LogOp::Upsert { doc_id, .. } | LogOp::Delete { doc_id, .. } => doc_id,
         }
+    }
+
+    pub fn tenant(&self) -> &str {
+        match self {
+            LogOp::Upsert { tenant, .. } | LogOp::Delete { tenant, .. } => tenant,
+        }
+    }
+
+    /// The [`doc_key`] of the document this operation writes.
+    pub fn doc_key(&self) -> String {
+        doc_key(self.tenant(), self.doc_id())
     }
 }
 
@@ -111,7 +142,38 @@ impl IngestLog {
             ),
             None => 0,
         };
-        Ok(IngestLog { db, last_seq })
+        let log = IngestLog { db, last_seq };
+        log.key_documents_by_tenant()?;
+        Ok(log)
+    }
+
+    /// Logs written before ids were per tenant keyed `docs` by the bare document id: re-key those entries by
+    /// [`doc_key`] (their value names the tenant) in one synced batch, so an upgraded shard keeps every document.
+    fn key_documents_by_tenant(&self) -> Result<()> {
+        let docs = self.db.cf_handle(CF_DOCS).expect("docs cf");
+        let mut batch = WriteBatch::default();
+        for item in self.db.iterator_cf(&docs, IteratorMode::Start) {
+            let (k, v) = item?;
+            if k.contains(&(DOC_KEY_SEPARATOR as u8)) {
+                continue;
+            }
+            let version: DocVersion = decode(&v)?;
+            let doc_id = String::from_utf8_lossy(&k);
+            batch.delete_cf(&docs, &k);
+            batch.put_cf(&docs, doc_key(&version.tenant, &doc_id).as_bytes(), &v);
+        }
+        if batch.is_empty() {
+            return Ok(());
+        }
+        tracing::info!(
+            documents = batch.len() / 2,
+            event = "docs_rekeyed",
+            "document versions re-keyed by tenant"
+        );
+        let mut wo = WriteOptions::default();
+        wo.set_sync(true);
+        self.db.write_opt(batch, &wo)?;
+        Ok(())
     }
 
     pub fn last_seq(&self) -> u64 {
@@ -161,7 +223,7 @@ impl IngestLog {
                 tenant: tenant.clone(),
                 version: *write_version,
             };
-            batch.put_cf(&docs, op.doc_id().as_bytes(), encode(&version)?);
+            batch.put_cf(&docs, op.doc_key().as_bytes(), encode(&version)?);
             seqs.push(seq);
         }
         batch.put_cf(&meta, KEY_LAST_SEQ, seq.to_be_bytes());
@@ -194,7 +256,7 @@ impl IngestLog {
         near_dup::keys_of(&self.db, dedup, tenant, doc_id)
     }
 
-    /// Every document's latest version (the tombstone map), read at start-up.
+    /// Every document's latest version (the tombstone map) by [`doc_key`], read at start-up.
     pub fn doc_versions(&self) -> Result<HashMap<String, DocVersion>> {
         let docs = self.db.cf_handle(CF_DOCS).expect("docs cf");
         let mut out = HashMap::new();
@@ -205,7 +267,8 @@ impl IngestLog {
         Ok(out)
     }
 
-    /// Up to `limit` document versions with ids after `after` (exclusive), in id order: the catch-up listing.
+    /// Up to `limit` (key, version) pairs with [`doc_key`]s after `after` (exclusive), in key order: the
+    /// catch-up listing.
     pub fn doc_versions_after(
         &self,
         after: &str,
@@ -329,8 +392,9 @@ mod tests {
         let log = IngestLog::open(dir.path()).unwrap();
         assert_eq!(log.last_seq(), 3);
         let v = log.doc_versions().unwrap();
+        let (a, b) = (doc_key("default", "a"), doc_key("default", "b"));
         assert_eq!(
-            v["a"],
+            v[&a],
             DocVersion {
                 seq: 3,
                 deleted: true,
@@ -340,12 +404,12 @@ mod tests {
         );
         let page = log.doc_versions_after("", 1).unwrap();
         assert_eq!(page.len(), 1);
-        assert_eq!(page[0].0, "a");
-        let rest = log.doc_versions_after("a", 10).unwrap();
+        assert_eq!(page[0].0, a);
+        let rest = log.doc_versions_after(&a, 10).unwrap();
         assert_eq!(rest.len(), 1);
-        assert_eq!((rest[0].0.as_str(), rest[0].1.version), ("b", 11));
-        assert!(v["b"].is_live_row(2));
-        assert!(!v["a"].is_live_row(1));
+        assert_eq!((rest[0].0.as_str(), rest[0].1.version), (b.as_str(), 11));
+        assert!(v[&b].is_live_row(2));
+        assert!(!v[&a].is_live_row(1));
         let recs = log.range(2, 3).unwrap();
         assert_eq!(recs.len(), 2);
         assert_eq!(recs[0].1, upsert("b", 1));
@@ -363,5 +427,28 @@ mod tests {
         .unwrap();
         log.forget(&[1]).unwrap();
         assert_eq!(log.all_seqs().unwrap(), vec![2, 3]);
+    }
+
+    #[test]
+    fn documents_keyed_by_bare_id_are_rekeyed_by_tenant_on_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let version = DocVersion {
+            seq: 1,
+            deleted: false,
+            tenant: "acme".into(),
+            version: 7,
+        };
+        {
+            let log = IngestLog::open(dir.path()).unwrap();
+            let docs = log.db.cf_handle(CF_DOCS).unwrap();
+            log.db
+                .put_cf(&docs, b"legacy-doc", encode(&version).unwrap())
+                .unwrap();
+        }
+        let log = IngestLog::open(dir.path()).unwrap();
+        let v = log.doc_versions().unwrap();
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(v[&doc_key("acme", "legacy-doc")], version);
+        assert_eq!(doc_id_of_key(&doc_key("acme", "legacy-doc")), "legacy-doc");
     }
 }

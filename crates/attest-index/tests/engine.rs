@@ -2,7 +2,7 @@
 
 mod common;
 
-use attest_index::{Condition, Filter, IndexError, SearchParams, ShardEngine};
+use attest_index::{Condition, DocumentWrite, Filter, IndexError, SearchParams, ShardEngine};
 use common::*;
 use serde_json::json;
 
@@ -301,4 +301,55 @@ fn bad_input_is_rejected_and_writes_nothing() {
         e.search(&p),
         Err(IndexError::InvalidArgument { .. })
     ));
+}
+
+#[test]
+fn ids_are_per_tenant_and_a_write_never_reveals_another_tenants_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let as_tenant = |tenant: &str, d: usize, version: usize| DocumentWrite {
+        tenant: tenant.into(),
+        ..doc(d, version)
+    };
+    let texts = |e: &ShardEngine, tenant: &str, d: usize| -> Vec<String> {
+        let f = Filter::default();
+        let p = SearchParams {
+            tenant,
+            query_vector: None,
+            query_text: Some(&token_for(d)),
+            k: 10,
+            nprobe: None,
+            filter: &f,
+            exact_rescore: true,
+        };
+        e.search(&p)
+            .unwrap()
+            .bm25
+            .into_iter()
+            .map(|h| h.text)
+            .collect()
+    };
+    {
+        let e = ShardEngine::open(dir.path(), config(100_000)).unwrap();
+        e.upsert(vec![as_tenant("t1", 7, 1)]).unwrap();
+        // t2 writes the same id: accepted as its own document, not refused with "belongs to another tenant".
+        e.upsert(vec![as_tenant("t2", 7, 2)]).unwrap();
+        e.seal().unwrap();
+        assert_eq!(e.stats().live_documents, 2);
+        assert_eq!(texts(&e, "t1", 7).len(), 1);
+        assert!(texts(&e, "t1", 7)[0].contains("version 1"));
+        assert!(texts(&e, "t2", 7)[0].contains("version 2"));
+        // One tenant's delete and replacement leave the other's document alone.
+        assert!(e.delete("t2", "doc-7").unwrap());
+        assert!(texts(&e, "t2", 7).is_empty());
+        assert!(texts(&e, "t1", 7)[0].contains("version 1"));
+        e.upsert(vec![as_tenant("t2", 7, 3)]).unwrap();
+        e.seal().unwrap();
+        e.compact().unwrap();
+    }
+    let e = ShardEngine::open(dir.path(), config(100_000)).unwrap();
+    assert!(texts(&e, "t1", 7)[0].contains("version 1"));
+    assert!(texts(&e, "t2", 7)[0].contains("version 3"));
+    assert_eq!(texts(&e, "t2", 7).len(), 1);
+    assert!(e.version_of("t1", "doc-7") < e.version_of("t2", "doc-7"));
+    assert_eq!(e.version_of("t3", "doc-7"), 0);
 }

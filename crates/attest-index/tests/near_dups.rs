@@ -84,7 +84,11 @@ fn near_dup_keys_follow_their_document() {
     assert_eq!(found(&e, "t1", "new", keys(7, 0), 0.5), None);
 
     // Catch-up copies the keys with the document.
-    match e.fetch_documents(&["doc-2".to_string()]).unwrap().pop() {
+    match e
+        .fetch_documents(&[("t1".to_string(), "doc-2".to_string())])
+        .unwrap()
+        .pop()
+    {
         Some(FetchedDocument::Live(w)) => assert_eq!(w.near_dup, Some(keys(2, 0))),
         other => panic!("{other:?}"),
     }

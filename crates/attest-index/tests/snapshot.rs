@@ -122,7 +122,7 @@ fn every_write_acknowledged_before_the_snapshot_is_in_it() {
     let restored = ShardEngine::open(&dir.path().join("restored"), config(64)).unwrap();
     for &d in &before {
         assert!(
-            restored.version_of(&format!("doc-{d}")) > 0,
+            restored.version_of("t1", &format!("doc-{d}")) > 0,
             "doc-{d} was acknowledged before the snapshot began but is not in it"
         );
     }

@@ -3,7 +3,7 @@
 
 mod common;
 
-use attest_index::{DocumentWrite, FetchedDocument, ShardEngine};
+use attest_index::{doc_key, DocumentWrite, FetchedDocument, ShardEngine};
 use common::*;
 
 fn versioned(d: usize, text_version: usize, version: u64) -> DocumentWrite {
@@ -14,7 +14,11 @@ fn versioned(d: usize, text_version: usize, version: u64) -> DocumentWrite {
 }
 
 fn text_of(e: &ShardEngine, d: usize) -> Option<String> {
-    match e.fetch_documents(&[format!("doc-{d}")]).unwrap().pop() {
+    match e
+        .fetch_documents(&[("t1".into(), format!("doc-{d}"))])
+        .unwrap()
+        .pop()
+    {
         Some(FetchedDocument::Live(w)) => Some(w.chunks[0].text.clone()),
         _ => None,
     }
@@ -27,7 +31,7 @@ fn an_older_write_never_replaces_a_newer_one() {
     e.upsert(vec![versioned(1, 2, 200)]).unwrap();
     e.upsert(vec![versioned(1, 1, 100)]).unwrap();
     assert!(text_of(&e, 1).unwrap().contains("version 2"));
-    assert_eq!(e.version_of("doc-1"), 200);
+    assert_eq!(e.version_of("t1", "doc-1"), 200);
     // The same version again (a retried write) is a no-op, not a second row.
     e.upsert(vec![versioned(1, 2, 200)]).unwrap();
     assert_eq!(e.stats().live_documents, 1);
@@ -47,7 +51,11 @@ fn a_versioned_delete_of_an_unseen_document_blocks_older_upserts() {
         text_of(&e, 4).is_none(),
         "an older upsert resurrected a deleted document"
     );
-    match e.fetch_documents(&["doc-4".into()]).unwrap().pop() {
+    match e
+        .fetch_documents(&[("t1".into(), "doc-4".into())])
+        .unwrap()
+        .pop()
+    {
         Some(FetchedDocument::Tombstone {
             version, tenant, ..
         }) => {
@@ -68,16 +76,16 @@ fn unversioned_writes_get_increasing_versions() {
     let dir = tempfile::tempdir().unwrap();
     let e = ShardEngine::open(dir.path(), config(1000)).unwrap();
     e.upsert(vec![doc(1, 1)]).unwrap();
-    let v1 = e.version_of("doc-1");
+    let v1 = e.version_of("t1", "doc-1");
     e.upsert(vec![doc(1, 2)]).unwrap();
-    let v2 = e.version_of("doc-1");
+    let v2 = e.version_of("t1", "doc-1");
     assert!(v2 > v1 && v1 > 0);
     assert!(text_of(&e, 1).unwrap().contains("version 2"));
     assert!(e.delete("t1", "doc-1").unwrap());
-    assert!(e.version_of("doc-1") > v2);
+    assert!(e.version_of("t1", "doc-1") > v2);
     // An unversioned delete of a missing document writes nothing.
     assert!(!e.delete("t1", "doc-99").unwrap());
-    assert_eq!(e.version_of("doc-99"), 0);
+    assert_eq!(e.version_of("t1", "doc-99"), 0);
 }
 
 #[test]
@@ -103,11 +111,12 @@ fn a_replica_copies_everything_it_missed_through_listing_and_fetch() {
         if page.is_empty() {
             break;
         }
-        after = page.last().unwrap().0.clone();
-        let wanted: Vec<String> = page
+        let (last_id, last) = page.last().unwrap();
+        after = doc_key(&last.tenant, last_id);
+        let wanted: Vec<(String, String)> = page
             .into_iter()
-            .filter(|(id, v)| v.version > b.version_of(id))
-            .map(|(id, _)| id)
+            .filter(|(id, v)| v.version > b.version_of(&v.tenant, id))
+            .map(|(id, v)| (v.tenant, id))
             .collect();
         let mut upserts = Vec::new();
         for f in a.fetch_documents(&wanted).unwrap() {
@@ -127,7 +136,7 @@ fn a_replica_copies_everything_it_missed_through_listing_and_fetch() {
     assert_eq!(b.stats().live_documents, a.stats().live_documents);
     for d in 0..70 {
         let id = format!("doc-{d}");
-        assert_eq!(b.version_of(&id), a.version_of(&id), "{id}");
+        assert_eq!(b.version_of("t1", &id), a.version_of("t1", &id), "{id}");
     }
     assert!(text_of(&b, 3).unwrap().contains("version 1"));
     assert!(text_of(&b, 5).is_none());

@@ -281,7 +281,10 @@ impl Router {
                 req: pb::FetchDocumentsRequest {
                     collection: collection.to_string(),
                     shard,
-                    doc_ids: vec![doc_id.to_string()],
+                    docs: vec![pb::DocRef {
+                        tenant: tenant.to_string(),
+                        doc_id: doc_id.to_string(),
+                    }],
                 },
             };
             async move {

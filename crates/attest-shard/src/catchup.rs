@@ -64,25 +64,28 @@ pub async fn catch_up_from(
         report.listed += page.entries.len() as u64;
         // Version look-ups take the engine's state lock, which a write holds across its index commit: off the
         // async workers.
-        let newer: Vec<String> = {
+        let newer: Vec<pb::DocRef> = {
             let engine = Arc::clone(&engine);
             let entries = page.entries;
             tokio::task::spawn_blocking(move || {
                 entries
                     .into_iter()
-                    .filter(|e| e.version > engine.version_of(&e.doc_id))
-                    .map(|e| e.doc_id)
+                    .filter(|e| e.version > engine.version_of(&e.tenant, &e.doc_id))
+                    .map(|e| pb::DocRef {
+                        tenant: e.tenant,
+                        doc_id: e.doc_id,
+                    })
                     .collect()
             })
             .await
             .map_err(|e| Status::internal(format!("catch-up worker failed: {e}")))?
         };
-        for ids in newer.chunks(FETCH_BATCH) {
+        for docs in newer.chunks(FETCH_BATCH) {
             let fetched = peer
                 .fetch_documents(pb::FetchDocumentsRequest {
                     collection: collection.to_string(),
                     shard,
-                    doc_ids: ids.to_vec(),
+                    docs: docs.to_vec(),
                 })
                 .await?
                 .into_inner();

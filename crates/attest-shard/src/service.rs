@@ -174,7 +174,9 @@ impl ShardServiceImpl {
         let (page, last_seq) =
             blocking(move || engine.doc_versions_after(&after, limit).map_err(to_status)).await?;
         let next_after = if page.len() == limit {
-            page.last().map(|(id, _)| id.clone()).unwrap_or_default()
+            page.last()
+                .map(|(id, v)| attest_index::doc_key(&v.tenant, id))
+                .unwrap_or_default()
         } else {
             String::new()
         };
@@ -200,14 +202,15 @@ impl ShardServiceImpl {
         req: Request<pb::FetchDocumentsRequest>,
     ) -> Result<Response<pb::FetchDocumentsResponse>, Status> {
         let r = req.into_inner();
-        if r.doc_ids.len() > MAX_DOC_VERSIONS_PAGE {
+        if r.docs.len() > MAX_DOC_VERSIONS_PAGE {
             return Err(Status::invalid_argument(format!(
-                "invalid argument `doc_ids`: at most {MAX_DOC_VERSIONS_PAGE}"
+                "invalid argument `docs`: at most {MAX_DOC_VERSIONS_PAGE}"
             )));
         }
         let engine = self.engine(&r.collection, r.shard)?;
-        let fetched =
-            blocking(move || engine.fetch_documents(&r.doc_ids).map_err(to_status)).await?;
+        let docs: Vec<(String, String)> =
+            r.docs.into_iter().map(|d| (d.tenant, d.doc_id)).collect();
+        let fetched = blocking(move || engine.fetch_documents(&docs).map_err(to_status)).await?;
         let mut resp = pb::FetchDocumentsResponse::default();
         for f in fetched {
             match f {
