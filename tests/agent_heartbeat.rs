@@ -77,6 +77,7 @@ async fn a_catch_up_longer_than_the_node_timeout_does_not_get_the_node_marked_de
         }),
         chunking_json: String::new(),
         thresholds_json: String::new(),
+        ..Default::default()
     })
     .await
     .unwrap();

@@ -64,6 +64,10 @@ pub enum Command {
     /// Cluster operations (through meta).
     #[command(subcommand)]
     Cluster(ClusterCommand),
+    /// Snapshots of collections to a directory or S3-compatible storage, and restores from them (admin scope;
+    /// through a running router, `--server`).
+    #[command(subcommand)]
+    Snapshot(SnapshotCommand),
     /// The configuration as every role would resolve it (file, then `ATTEST__SECTION__KEY` variables).
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -96,6 +100,57 @@ pub enum KeyCommand {
     },
     /// Revokes a key by id: every router and answer replica refuses it within 2 s.
     Revoke { id: String },
+}
+
+#[derive(Subcommand)]
+pub enum SnapshotCommand {
+    /// Snapshots collections while they serve: meta's state, one replica of every shard, a manifest last.
+    Create {
+        /// A directory every shard node and the router reach, or s3://bucket[/prefix] (credentials and endpoint
+        /// from the nodes' AWS_* environment).
+        #[arg(long)]
+        to: String,
+        /// Collections (comma-separated; default: all).
+        #[arg(long, value_delimiter = ',')]
+        collections: Vec<String>,
+        /// The snapshot's id (default: snapshot-<UTC time>).
+        #[arg(long)]
+        id: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Lists the complete snapshots in a destination (and damaged ones, with why).
+    List {
+        #[arg(long)]
+        from: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Restores collections into the running cluster, whatever its node count; every file is checked first.
+    Restore {
+        #[arg(long)]
+        from: String,
+        /// The snapshot's id (see `attest snapshot list`).
+        id: String,
+        /// Collections (comma-separated; default: all of the snapshot).
+        #[arg(long, value_delimiter = ',')]
+        collections: Vec<String>,
+        /// Restore a collection under another name: old=new (repeatable).
+        #[arg(long, value_parser = parse_rename)]
+        rename: Vec<(String, String)>,
+        /// Replace collections that exist (only once the snapshot's files are checked and staged).
+        #[arg(long)]
+        force: bool,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn parse_rename(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((old, new)) if !old.is_empty() && !new.is_empty() => Ok((old.into(), new.into())),
+        _ => Err(format!("`{s}`: expected old=new")),
+    }
 }
 
 #[derive(Subcommand)]

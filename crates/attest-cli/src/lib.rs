@@ -28,4 +28,5 @@ pub mod local;
 pub mod plot_font;
 pub mod roles;
 pub mod security;
+pub mod snapshots;
 pub mod train;

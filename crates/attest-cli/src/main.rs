@@ -59,6 +59,7 @@ fn main() -> anyhow::Result<()> {
             cli::Command::Status(args) => cluster::status(args).await,
             cli::Command::Cluster(cmd) => cluster::command(cmd).await,
             cli::Command::Key(cmd) => attest_cli::keys::command(&cli.server, cmd).await,
+            cli::Command::Snapshot(cmd) => attest_cli::snapshots::command(&cli.server, cmd).await,
             cli::Command::Config(cli::ConfigCommand::Check { config }) => {
                 match attest_cli::config::load(config.as_deref(), std::env::vars()) {
                     Ok(resolved) => {

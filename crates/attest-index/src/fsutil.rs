@@ -58,7 +58,7 @@ fn remove_if_exists(path: &Path) -> Result<()> {
 
 /// Fsyncs every file and directory under `dir` (recursively), then `dir`'s parent, so that a freshly built
 /// directory (a sealed segment) survives a power cut once this returns. Symlinks are not followed.
-pub(crate) fn sync_tree(dir: &Path) -> Result<()> {
+pub fn sync_tree(dir: &Path) -> Result<()> {
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         for entry in fs::read_dir(&d)? {
@@ -76,7 +76,7 @@ pub(crate) fn sync_tree(dir: &Path) -> Result<()> {
     sync_parent_dir(dir)
 }
 
-pub(crate) fn sync_parent_dir(path: &Path) -> Result<()> {
+pub fn sync_parent_dir(path: &Path) -> Result<()> {
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),

@@ -22,7 +22,7 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod filter;
-pub(crate) mod fsutil;
+pub mod fsutil;
 pub mod growing;
 pub mod ivfpq;
 pub mod maintenance;

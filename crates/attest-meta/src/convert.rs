@@ -6,7 +6,7 @@
 use attest_proto::v1 as pb;
 
 use crate::error::MetaError;
-use crate::placement::{Move, ReplicaState};
+use crate::placement::{Move, Replica, ReplicaState, ShardReplicas};
 use crate::state::{
     ApiKeyRecord, CollectionDef, CollectionRecord, IndexParamsRecord, ManifestRecord, NodeRecord,
     NodeRole, SpecRecord, StateMachine,
@@ -81,6 +81,23 @@ pub fn collection_def_from_pb(r: pb::MetaCreateCollectionRequest) -> CollectionD
         chunking_json: r.chunking_json,
         thresholds_json: r.thresholds_json,
     }
+}
+
+/// A requested placement (replica states are ignored: a created replica starts ACTIVE).
+pub fn placement_from_pb(p: &[pb::ShardPlacement]) -> Vec<ShardReplicas> {
+    p.iter()
+        .map(|s| ShardReplicas {
+            shard: s.shard,
+            replicas: s
+                .replicas
+                .iter()
+                .map(|r| Replica {
+                    node_id: r.node_id,
+                    state: ReplicaState::Active,
+                })
+                .collect(),
+        })
+        .collect()
 }
 
 fn replica_state_to_pb(s: ReplicaState) -> pb::ReplicaState {

@@ -246,10 +246,27 @@ async fn create_collection(
             return Err(MetaError::InvalidArgument(format!("replication {problem}")));
         }
     }
-    let cmd = Command::CreateCollection {
-        def: convert::collection_def_from_pb(req),
-        live_nodes: live_nodes(&core),
-        created_ms: now_ms(),
+    let placement = convert::placement_from_pb(&req.placement);
+    let dry_run = req.dry_run;
+    let def = convert::collection_def_from_pb(req);
+    if dry_run {
+        let live = live_nodes(&core);
+        let applied = core.shared.applied.read();
+        let planned = applied.state.plan_collection(&def, &live, now_ms())?;
+        return Ok(convert::collection_to_pb(&planned));
+    }
+    let cmd = if placement.is_empty() {
+        Command::CreateCollection {
+            def,
+            live_nodes: live_nodes(&core),
+            created_ms: now_ms(),
+        }
+    } else {
+        Command::CreateCollectionPlaced {
+            def,
+            placement,
+            created_ms: now_ms(),
+        }
     };
     match core.propose(cmd, deadline).await? {
         Output::Collection(c) => Ok(convert::collection_to_pb(&c)),

@@ -113,6 +113,24 @@ pub struct ManifestRecord {
     pub live_documents: u64,
 }
 
+fn check_collection_def(def: &CollectionDef) -> Result<(), StateError> {
+    validate_collection_name(&def.name)?;
+    if def.shards == 0 {
+        return Err(StateError::InvalidArgument(
+            "shards must be at least 1".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn replication_of(def: &CollectionDef) -> u32 {
+    if def.replication == 0 {
+        DEFAULT_REPLICATION
+    } else {
+        def.replication
+    }
+}
+
 /// A state-machine command: the data of one normal Raft entry (bincode).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Command {
@@ -150,6 +168,12 @@ pub enum Command {
     SetThresholds {
         collection: String,
         thresholds_json: String,
+    },
+    /// A collection with the placement its creator chose (a restore stages each replica's data first).
+    CreateCollectionPlaced {
+        def: CollectionDef,
+        placement: Vec<ShardReplicas>,
+        created_ms: u64,
     },
 }
 
@@ -312,6 +336,15 @@ impl StateMachine {
                 live_nodes,
                 *created_ms,
             )?)),
+            Command::CreateCollectionPlaced {
+                def,
+                placement,
+                created_ms,
+            } => Ok(Output::Collection(self.create_collection_placed(
+                def,
+                placement,
+                *created_ms,
+            )?)),
             Command::DropCollection { name } => {
                 let dropped = self.collections.remove(name).is_some();
                 if dropped {
@@ -414,23 +447,99 @@ impl StateMachine {
         live_nodes: &[u64],
         created_ms: u64,
     ) -> Result<CollectionRecord, StateError> {
-        validate_collection_name(&def.name)?;
-        if def.shards == 0 {
-            return Err(StateError::InvalidArgument(
-                "shards must be at least 1".into(),
-            ));
+        self.check_new_collection(def)?;
+        let record = self.plan_collection(def, live_nodes, created_ms)?;
+        self.collections.insert(def.name.clone(), record.clone());
+        self.changes.insert(RecordKey::Collection(def.name.clone()));
+        Ok(record)
+    }
+
+    /// [`Self::create_collection`] with the placement given: every shard names `replication` distinct
+    /// registered shard nodes.
+    fn create_collection_placed(
+        &mut self,
+        def: &CollectionDef,
+        placement: &[ShardReplicas],
+        created_ms: u64,
+    ) -> Result<CollectionRecord, StateError> {
+        self.check_new_collection(def)?;
+        let replication = replication_of(def);
+        let placement_problem = if placement.len() != def.shards as usize {
+            Some(format!(
+                "placement names {} shards, the collection has {}",
+                placement.len(),
+                def.shards
+            ))
+        } else {
+            placement.iter().enumerate().find_map(|(i, s)| {
+                let nodes: BTreeSet<u64> = s.replicas.iter().map(|r| r.node_id).collect();
+                if s.shard != i as u32 {
+                    Some(format!("placement entry {i} is for shard {}", s.shard))
+                } else if nodes.len() != s.replicas.len() || nodes.len() != replication as usize {
+                    Some(format!(
+                        "shard {i} needs {replication} distinct nodes, placement names {:?}",
+                        nodes
+                    ))
+                } else {
+                    nodes
+                        .iter()
+                        .find(|id| self.nodes.get(id).is_none_or(|n| n.role != NodeRole::Shard))
+                        .map(|id| format!("shard {i}: node {id} is not a registered shard node"))
+                }
+            })
+        };
+        if let Some(problem) = placement_problem {
+            return Err(StateError::InvalidArgument(problem));
         }
+        let record = CollectionRecord {
+            name: def.name.clone(),
+            shards: def.shards,
+            replication,
+            spec: def.spec.clone(),
+            placement: placement
+                .iter()
+                .map(|s| ShardReplicas {
+                    shard: s.shard,
+                    replicas: s
+                        .replicas
+                        .iter()
+                        .map(|r| Replica {
+                            node_id: r.node_id,
+                            state: ReplicaState::Active,
+                        })
+                        .collect(),
+                })
+                .collect(),
+            chunking_json: def.chunking_json.clone(),
+            thresholds_json: def.thresholds_json.clone(),
+            created_ms,
+        };
+        self.collections.insert(def.name.clone(), record.clone());
+        self.changes.insert(RecordKey::Collection(def.name.clone()));
+        Ok(record)
+    }
+
+    fn check_new_collection(&self, def: &CollectionDef) -> Result<(), StateError> {
+        check_collection_def(def)?;
         if self.collections.contains_key(&def.name) {
             return Err(StateError::AlreadyExists(format!(
                 "collection {:?}",
                 def.name
             )));
         }
-        let replication = if def.replication == 0 {
-            DEFAULT_REPLICATION
-        } else {
-            def.replication
-        };
+        Ok(())
+    }
+
+    /// The collection `create_collection` would record now (placement chosen over the live shard nodes), without
+    /// recording it: a dry run answers this, also for a name in use (a restore plans before it replaces).
+    pub fn plan_collection(
+        &self,
+        def: &CollectionDef,
+        live_nodes: &[u64],
+        created_ms: u64,
+    ) -> Result<CollectionRecord, StateError> {
+        check_collection_def(def)?;
+        let replication = replication_of(def);
         let live: BTreeSet<u64> = live_nodes.iter().copied().collect();
         let loads = self.node_loads();
         let candidates: Vec<Candidate> = self
@@ -466,8 +575,6 @@ impl StateMachine {
             thresholds_json: def.thresholds_json.clone(),
             created_ms,
         };
-        self.collections.insert(def.name.clone(), record.clone());
-        self.changes.insert(RecordKey::Collection(def.name.clone()));
         Ok(record)
     }
 
@@ -660,6 +767,69 @@ mod tests {
             }),
             Ok(Output::Dropped(false))
         );
+    }
+
+    #[test]
+    fn a_given_placement_is_recorded_as_planned_and_checked() {
+        let mut s = StateMachine::default();
+        let ids: Vec<u64> = ["a", "b", "c"]
+            .iter()
+            .map(|n| register(&mut s, n, ""))
+            .collect();
+        let planned = s.plan_collection(&def("docs", 2, 2), &ids, 7).unwrap();
+        assert!(s.collections.is_empty(), "planning records nothing");
+        let placed =
+            |d: CollectionDef, placement: Vec<ShardReplicas>| Command::CreateCollectionPlaced {
+                def: d,
+                placement,
+                created_ms: 7,
+            };
+        let shard = |n: u32, nodes: &[u64]| ShardReplicas {
+            shard: n,
+            replicas: nodes
+                .iter()
+                .map(|&node_id| Replica {
+                    node_id,
+                    state: ReplicaState::Active,
+                })
+                .collect(),
+        };
+        let before = s.clone();
+        for (bad, why) in [
+            (vec![shard(0, &ids[..2])], "too few shards"),
+            (
+                vec![shard(0, &ids[..2]), shard(1, &ids[..1])],
+                "too few replicas",
+            ),
+            (
+                vec![shard(0, &ids[..2]), shard(1, &[ids[0], ids[0]])],
+                "same node twice",
+            ),
+            (
+                vec![shard(0, &ids[..2]), shard(1, &[ids[0], 99])],
+                "unknown node",
+            ),
+            (
+                vec![shard(1, &ids[..2]), shard(0, &ids[1..])],
+                "out of order",
+            ),
+        ] {
+            assert!(
+                matches!(
+                    s.apply(&placed(def("docs", 2, 2), bad)),
+                    Err(StateError::InvalidArgument(_))
+                ),
+                "{why}"
+            );
+        }
+        assert_eq!(s, before, "a refused placement changes nothing");
+        let Output::Collection(c) = s
+            .apply(&placed(def("docs", 2, 2), planned.placement.clone()))
+            .unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(c, planned);
     }
 
     #[test]

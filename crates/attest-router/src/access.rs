@@ -24,6 +24,7 @@ pub enum Op {
     Maintain,
     SetThresholds,
     ManageKeys,
+    Snapshots,
 }
 
 impl Op {
@@ -36,7 +37,8 @@ impl Op {
             | Op::DropCollection
             | Op::Maintain
             | Op::SetThresholds
-            | Op::ManageKeys => Scope::Admin,
+            | Op::ManageKeys
+            | Op::Snapshots => Scope::Admin,
         }
     }
 }

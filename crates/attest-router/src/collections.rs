@@ -93,38 +93,50 @@ impl Router {
                 } else {
                     req.replication
                 },
-                spec: Some(spec.clone()),
+                spec: Some(spec),
                 chunking_json: serde_json::to_string(&chunking).unwrap_or_default(),
                 thresholds_json: thresholds.map(|t| t.to_stored()).unwrap_or_default(),
+                ..Default::default()
             })
             .await
             .map_err(RouterError::from_status)?;
+        let record = self.ensure_replicas(&created, request_id).await;
+        info!(collection = %record.name, shards, replication = record.replication, event = "collection_created", "collection created");
+        Ok(record)
+    }
+
+    /// After meta created a collection: the view moved to it, and every replica created on its node (from a
+    /// staged snapshot restore where there is one). A replica whose node cannot be reached now is created by
+    /// the node itself when it next reads the shard map.
+    pub(crate) async fn ensure_replicas(
+        &self,
+        created: &pb::CollectionMeta,
+        request_id: &str,
+    ) -> CollectionRecord {
         // A linearizable read moves the view to a version that includes the new collection, so a poll
         // answered by a lagging meta follower cannot take it away again before the first ingest.
-        if let Err(e) = view.refresh(true).await {
+        if let Err(e) = self.view.refresh(true).await {
             warn!(error = %e, event = "meta_refresh_failed", "using the created collection as returned");
-            view.insert(&created);
+            self.view.insert(created);
         }
-        let record = record_from_meta(&created);
+        let record = record_from_meta(created);
         let ensured = self
             .on_every_replica(&record, |shard| ShardCall::EnsureShard {
                 request_id: request_id.to_string(),
                 req: pb::EnsureShardRequest {
                     collection: record.name.clone(),
                     shard,
-                    spec: Some(spec.clone()),
+                    spec: created.spec.clone(),
                 },
             })
             .await;
         for (shard, outcome) in ensured {
             if let Some(e) = outcome.error {
-                // each shard node also creates the replicas the map places on it.
                 warn!(collection = %record.name, shard, error = %e, event = "ensure_shard_deferred",
                     "replica not created yet; its node creates it when it next reads the shard map");
             }
         }
-        info!(collection = %record.name, shards, replication = record.replication, event = "collection_created", "collection created");
-        Ok(record)
+        record
     }
 
     /// The chunking a new collection is created with: the request's (validated, unknown keys refused) or the

@@ -91,6 +91,16 @@ pub fn routes(router: Arc<Router>, refresh: Option<MetricsRefresh>) -> axum::Rou
             "/v1/keys/:id",
             delete(revoke_key).route_layer(guard(Op::ManageKeys)),
         )
+        .route(
+            "/v1/snapshots",
+            post(crate::snapshot_http::create)
+                .get(crate::snapshot_http::list)
+                .route_layer(guard(Op::Snapshots)),
+        )
+        .route(
+            "/v1/snapshots/restore",
+            post(crate::snapshot_http::restore).route_layer(guard(Op::Snapshots)),
+        )
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(router)
         .merge(attest_telemetry::ops::routes(
@@ -131,7 +141,7 @@ async fn revoke_key(
     Ok(Json(key_json(&key)))
 }
 
-fn body<T>(r: Result<Json<T>, JsonRejection>) -> Result<T, RouterError> {
+pub(crate) fn body<T>(r: Result<Json<T>, JsonRejection>) -> Result<T, RouterError> {
     r.map(|Json(v)| v)
         .map_err(|e| RouterError::Callee(attest_telemetry::http_error::json_rejection(e)))
 }

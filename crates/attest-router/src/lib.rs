@@ -15,6 +15,8 @@
 //! - [`http`], [`grpc`], [`server`]: the two fronts and how they are served.
 //! - [`access`]: the scope each operation needs and the tenant/collection rewrites of a caller's key;
 //!   [`keys`]: API keys minted, listed and revoked through meta.
+//! - [`snapshots`]: cluster snapshots (create, list, restore) coordinated over meta and the shard nodes;
+//!   [`snapshot_http`]: their HTTP routes.
 //! - [`error`]: router errors and their gRPC / HTTP mapping.
 //! - [`config`]: limits and defaults.
 
@@ -35,6 +37,8 @@ pub mod router;
 pub mod rrf;
 pub mod search;
 pub mod server;
+pub mod snapshot_http;
+pub mod snapshots;
 pub mod topology;
 
 pub use client::ShardClient;

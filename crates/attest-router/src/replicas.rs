@@ -115,6 +115,8 @@ pub struct ReplicaEndpoint {
     pub address: String,
     /// Built once in [`ReplicaEndpoint::new`]; private so that every caller shares the same limit.
     stack: ReplicaStack,
+    /// The node's client without the stack, for long operations the per-attempt timeout would cut short.
+    client: ShardClient,
 }
 
 impl std::fmt::Debug for ReplicaEndpoint {
@@ -137,11 +139,36 @@ impl ReplicaEndpoint {
             .option_layer(policy.load_shed.then(LoadShedLayer::new))
             .concurrency_limit(policy.concurrency_limit.max(1))
             .timeout(policy.attempt_timeout())
-            .service(ShardCallService::new(client));
+            .service(ShardCallService::new(client.clone()));
         ReplicaEndpoint {
             node_id,
             address: address.into(),
             stack,
+            client,
+        }
+    }
+
+    /// One call that may run for minutes (a replica snapshot or restore): outside the stack's concurrency
+    /// limit and per-attempt timeout, bounded by `limit` instead.
+    pub async fn call_long(
+        &self,
+        call: ShardCall,
+        limit: Duration,
+    ) -> Result<ShardResponse, Status> {
+        let name = call.name();
+        match tokio::time::timeout(
+            limit,
+            ShardCallService::new(self.client.clone()).oneshot(call),
+        )
+        .await
+        {
+            Ok(result) => result,
+            Err(_) => Err(Status::deadline_exceeded(format!(
+                "replica node {} ({}): {name} did not finish within {} s",
+                self.node_id,
+                self.address,
+                limit.as_secs()
+            ))),
         }
     }
 

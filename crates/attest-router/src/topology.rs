@@ -192,6 +192,13 @@ impl ClusterView {
         self.ordered(&refs)
     }
 
+    /// The endpoint of a shard node, and whether its last heartbeat is recent.
+    pub fn endpoint(&self, node: u64) -> Option<(ReplicaEndpoint, bool)> {
+        let snap = self.snapshot.read();
+        let alive = snap.alive.get(&node).copied().unwrap_or(true);
+        snap.endpoints.get(&node).map(|e| (e.clone(), alive))
+    }
+
     /// Every replica a write to `shard` goes to (joining copies included).
     pub fn write_replicas(&self, rec: &CollectionRecord, shard: usize) -> Vec<ReplicaEndpoint> {
         let snap = self.snapshot.read();

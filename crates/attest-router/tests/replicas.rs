@@ -143,6 +143,24 @@ impl ShardService for Fake {
     ) -> Result<Response<pb::FetchDocumentsResponse>, Status> {
         self.serve(r).await
     }
+    async fn snapshot_shard(
+        &self,
+        r: Request<pb::SnapshotShardRequest>,
+    ) -> Result<Response<pb::SnapshotShardResponse>, Status> {
+        self.serve(r).await
+    }
+    async fn stage_restore(
+        &self,
+        r: Request<pb::StageRestoreRequest>,
+    ) -> Result<Response<pb::StageRestoreResponse>, Status> {
+        self.serve(r).await
+    }
+    async fn discard_restore(
+        &self,
+        r: Request<pb::DiscardRestoreRequest>,
+    ) -> Result<Response<pb::DiscardRestoreResponse>, Status> {
+        self.serve(r).await
+    }
 }
 
 /// Endpoints for `fakes`, node ids 1, 2, ...

@@ -10,6 +10,7 @@
 //! - [`server`]: `serve(node, listener, shutdown)`, with the gRPC health service; `serve_ops` for
 //!   `/healthz`, `/readyz`, `/metrics`.
 //! - [`metrics`]: the shard gauges, published when `/metrics` is scraped.
+//! - [`snapshot`]: snapshot a replica to a destination; stage a restore from one.
 
 pub mod catchup;
 pub mod cluster;
@@ -18,6 +19,7 @@ pub mod metrics;
 pub mod node;
 pub mod server;
 pub mod service;
+pub mod snapshot;
 pub mod status;
 
 pub use cluster::{run_cluster_agent, ClusterAgentConfig};

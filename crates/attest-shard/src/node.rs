@@ -1,5 +1,9 @@
 //! `ShardNode`: the shard replicas hosted by one node, each a `ShardEngine` in
 //! `<data_dir>/collections/<collection>/shard-<n>/` next to the `engine.json` it was created with.
+//!
+//! A snapshot restore stages a replica's files, verified, in `<data_dir>/restores/<collection>/shard-<n>/`
+//! before the collection exists; creating that replica (`ensure`, from the router or the node's own reconcile)
+//! then adopts the staged files instead of starting empty, so no write can reach an empty replica first.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -11,6 +15,7 @@ use serde_json;
 use tracing::info;
 
 const ENGINE_FILE: &str = "engine.json";
+const RESTORES_DIR: &str = "restores";
 
 #[derive(Debug, Clone)]
 pub struct ShardNodeConfig {
@@ -28,6 +33,13 @@ pub struct ShardNode {
 /// alphabet and length.
 pub fn valid_collection_name(name: &str) -> bool {
     attest_core::limits::collection_name_problem(name).is_none()
+}
+
+fn check_collection_name(name: &str) -> Result<(), IndexError> {
+    match attest_core::limits::collection_name_problem(name) {
+        Some(problem) => Err(IndexError::invalid("collection", problem)),
+        None => Ok(()),
+    }
 }
 
 impl ShardNode {
@@ -84,6 +96,69 @@ impl ShardNode {
             .join(format!("shard-{shard}"))
     }
 
+    /// Where a verified restore of the replica waits to be adopted.
+    fn staged_dir(&self, collection: &str, shard: u32) -> PathBuf {
+        self.config
+            .data_dir
+            .join(RESTORES_DIR)
+            .join(collection)
+            .join(format!("shard-{shard}"))
+    }
+
+    /// An empty directory to download a restore of the replica into (on the data directory's filesystem, so
+    /// [`Self::commit_staged`] is a rename). Anything a cut-short download left there is removed.
+    pub fn restore_download_dir(
+        &self,
+        collection: &str,
+        shard: u32,
+    ) -> Result<PathBuf, IndexError> {
+        check_collection_name(collection)?;
+        let dir = self
+            .staged_dir(collection, shard)
+            .with_extension("downloading");
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)?;
+        }
+        std::fs::create_dir_all(&dir)?;
+        Ok(dir)
+    }
+
+    /// Makes a complete, verified download the replica's staged restore (replacing an earlier one).
+    pub fn commit_staged(
+        &self,
+        collection: &str,
+        shard: u32,
+        downloaded: &Path,
+    ) -> Result<(), IndexError> {
+        let staged = self.staged_dir(collection, shard);
+        if staged.exists() {
+            std::fs::remove_dir_all(&staged)?;
+        }
+        attest_index::fsutil::sync_tree(downloaded)?;
+        std::fs::rename(downloaded, &staged)?;
+        attest_index::fsutil::sync_parent_dir(&staged)?;
+        info!(
+            collection,
+            shard,
+            event = "restore_staged",
+            "replica restore staged"
+        );
+        Ok(())
+    }
+
+    /// Drops a staged restore (a restore that failed elsewhere). Returns whether one was there.
+    pub fn discard_staged(&self, collection: &str, shard: u32) -> Result<bool, IndexError> {
+        let mut found = false;
+        let staged = self.staged_dir(collection, shard);
+        for dir in [staged.with_extension("downloading"), staged] {
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir)?;
+                found = true;
+            }
+        }
+        Ok(found)
+    }
+
     /// Every replica hosted here, as ((collection, shard), engine).
     pub fn replicas(&self) -> Vec<((String, u32), Arc<ShardEngine>)> {
         self.replicas
@@ -100,24 +175,38 @@ impl ShardNode {
             .cloned()
     }
 
-    /// Creates the replica if missing. Returns whether it was created.
+    /// Creates the replica if missing — from its staged restore when there is one, which also replaces a replica
+    /// already here (the restore was staged for the collection being created now). Returns whether it was created.
     pub fn ensure(
         &self,
         collection: &str,
         shard: u32,
         engine_config: EngineConfig,
     ) -> Result<bool, IndexError> {
-        if !valid_collection_name(collection) {
-            return Err(IndexError::invalid(
-                "collection",
-                "use 1-64 characters from [A-Za-z0-9_-]",
-            ));
-        }
+        check_collection_name(collection)?;
         let mut replicas = self.replicas.write();
-        if replicas.contains_key(&(collection.to_string(), shard)) {
+        let staged = self.staged_dir(collection, shard);
+        let restoring = staged.join(attest_index::snapshot::SNAPSHOT_FILE).exists();
+        let key = (collection.to_string(), shard);
+        if replicas.contains_key(&key) && !restoring {
             return Ok(false);
         }
         let dir = self.replica_dir(collection, shard);
+        if restoring {
+            // Searches still holding the old engine keep its open files; the directory goes away with it.
+            replicas.remove(&key);
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir)?;
+            }
+            std::fs::create_dir_all(dir.parent().unwrap_or(&dir))?;
+            std::fs::rename(&staged, &dir)?;
+            info!(
+                collection,
+                shard,
+                event = "restore_adopted",
+                "replica created from its staged restore"
+            );
+        }
         std::fs::create_dir_all(&dir)?;
         let bytes = serde_json::to_vec_pretty(&engine_config)
             .map_err(|e| IndexError::Serialization(e.to_string()))?;

@@ -445,4 +445,42 @@ impl ShardService for ShardServiceImpl {
         let span = request_span(&req);
         self.handle_fetch_documents(req).instrument(span).await
     }
+
+    async fn snapshot_shard(
+        &self,
+        req: Request<pb::SnapshotShardRequest>,
+    ) -> Result<Response<pb::SnapshotShardResponse>, Status> {
+        let span = request_span(&req);
+        let r = req.into_inner();
+        let engine = self.engine(&r.collection, r.shard)?;
+        crate::snapshot::snapshot_shard(&self.node, engine, r)
+            .instrument(span)
+            .await
+            .map(Response::new)
+    }
+
+    async fn stage_restore(
+        &self,
+        req: Request<pb::StageRestoreRequest>,
+    ) -> Result<Response<pb::StageRestoreResponse>, Status> {
+        let span = request_span(&req);
+        crate::snapshot::stage_restore(&self.node, req.into_inner())
+            .instrument(span)
+            .await
+            .map(Response::new)
+    }
+
+    async fn discard_restore(
+        &self,
+        req: Request<pb::DiscardRestoreRequest>,
+    ) -> Result<Response<pb::DiscardRestoreResponse>, Status> {
+        let r = req.into_inner();
+        let node = Arc::clone(&self.node);
+        let discarded = blocking(move || {
+            node.discard_staged(&r.collection, r.shard)
+                .map_err(to_status)
+        })
+        .await?;
+        Ok(Response::new(pb::DiscardRestoreResponse { discarded }))
+    }
 }

@@ -268,6 +268,7 @@ pub fn collection(name: &str, shards: u32, replication: u32) -> pb::MetaCreateCo
         }),
         chunking_json: "{}".into(),
         thresholds_json: "{}".into(),
+        ..Default::default()
     }
 }
 

@@ -94,6 +94,9 @@ shard_calls! {
     DocVersions => doc_versions(DocVersionsRequest) -> DocVersionsResponse;
     FetchDocuments => fetch_documents(FetchDocumentsRequest) -> FetchDocumentsResponse;
     NearDuplicates => near_duplicates(NearDuplicatesRequest) -> NearDuplicatesResponse;
+    SnapshotShard => snapshot_shard(SnapshotShardRequest) -> SnapshotShardResponse;
+    StageRestore => stage_restore(StageRestoreRequest) -> StageRestoreResponse;
+    DiscardRestore => discard_restore(DiscardRestoreRequest) -> DiscardRestoreResponse;
 }
 
 /// The innermost service of a replica stack: one [`ShardCall`] to one node, no policy of its own. Always

@@ -1,0 +1,180 @@
+//! `attest snapshot create | list | restore`: cluster snapshots through a running router (admin scope; the
+//! caller's key is `ATTEST_API_KEY`). The router coordinates; shard nodes move the files themselves, so a
+//! directory destination must be one every shard node and the router reach (shared or mounted).
+
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{json, Value};
+
+use crate::cli::SnapshotCommand;
+use crate::commands::{call, client, server_url};
+
+pub async fn command(server: &str, cmd: SnapshotCommand) -> anyhow::Result<()> {
+    let server = server_url(server)?;
+    let http = client()?;
+    match cmd {
+        SnapshotCommand::Create {
+            to,
+            collections,
+            id,
+            json,
+        } => {
+            let mut body = json!({"destination": absolute(&to)?, "collections": collections});
+            if let Some(id) = id {
+                body["id"] = json!(id);
+            }
+            let started = Instant::now();
+            let manifest = with_spinner(
+                "snapshotting",
+                json,
+                call(http.post(format!("{server}/v1/snapshots")).json(&body)),
+            )
+            .await?;
+            if json {
+                println!("{manifest}");
+            } else {
+                print_manifest(&manifest, Some(started.elapsed()));
+            }
+        }
+        SnapshotCommand::List { from, json } => {
+            let listed = call(
+                http.get(format!("{server}/v1/snapshots"))
+                    .query(&[("from", absolute(&from)?)]),
+            )
+            .await?;
+            if json {
+                println!("{listed}");
+            } else {
+                for s in listed["snapshots"].as_array().into_iter().flatten() {
+                    match s["problem"].as_str() {
+                        Some(problem) => println!("{}  DAMAGED: {problem}", text(&s["id"])),
+                        None => print_manifest(&s["manifest"], None),
+                    }
+                }
+            }
+        }
+        SnapshotCommand::Restore {
+            from,
+            id,
+            collections,
+            rename,
+            force,
+            json,
+        } => {
+            let rename: serde_json::Map<String, Value> = rename
+                .into_iter()
+                .map(|(old, new)| (old, json!(new)))
+                .collect();
+            let body = json!({"source": absolute(&from)?, "id": id, "collections": collections,
+                "rename": rename, "force": force});
+            let started = Instant::now();
+            let restored = with_spinner(
+                "restoring",
+                json,
+                call(
+                    http.post(format!("{server}/v1/snapshots/restore"))
+                        .json(&body),
+                ),
+            )
+            .await?;
+            if json {
+                println!("{restored}");
+            } else {
+                let secs = started.elapsed().as_secs_f64().max(1e-3);
+                for c in restored["collections"].as_array().into_iter().flatten() {
+                    let bytes = c["bytes"].as_u64().unwrap_or(0);
+                    println!(
+                        "restored {} (from {}): {} shards x {} replicas, {} documents, {}",
+                        text(&c["name"]),
+                        text(&c["from"]),
+                        c["shards"],
+                        c["replication"],
+                        c["live_documents"],
+                        size(bytes)
+                    );
+                }
+                eprintln!("done in {secs:.1} s");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A directory destination as an absolute path: the router and the shard nodes resolve it, not this shell.
+fn absolute(location: &str) -> anyhow::Result<String> {
+    if location.contains("://") {
+        return Ok(location.to_string());
+    }
+    Ok(std::path::absolute(location)?
+        .to_string_lossy()
+        .into_owned())
+}
+
+async fn with_spinner<T>(
+    what: &'static str,
+    quiet: bool,
+    work: impl std::future::Future<Output = T>,
+) -> T {
+    if quiet {
+        return work.await;
+    }
+    let bar = ProgressBar::new_spinner().with_style(
+        ProgressStyle::with_template("{spinner} {msg} {elapsed}").expect("static template"),
+    );
+    bar.set_message(what);
+    bar.enable_steady_tick(Duration::from_millis(120));
+    let out = work.await;
+    bar.finish_and_clear();
+    out
+}
+
+fn text(v: &Value) -> &str {
+    v.as_str().unwrap_or_default()
+}
+
+fn size(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+/// The snapshot, one line per shard (bytes and, when it was just made, throughput).
+fn print_manifest(m: &Value, took: Option<Duration>) {
+    let replicas = || {
+        m["collections"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|c| {
+                c["replicas"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(move |r| (c, r))
+            })
+    };
+    let total: u64 = replicas().filter_map(|(_, r)| r["bytes"].as_u64()).sum();
+    println!(
+        "{}  meta index {}  {} collection(s)  {}",
+        text(&m["id"]),
+        m["meta_version"],
+        m["collections"].as_array().map_or(0, Vec::len),
+        size(total)
+    );
+    for (c, r) in replicas() {
+        println!(
+            "  {}/shard-{}  node {}  {} documents  {}",
+            text(&c["name"]),
+            r["shard"],
+            r["node_id"],
+            r["live_documents"],
+            size(r["bytes"].as_u64().unwrap_or(0))
+        );
+    }
+    if let Some(took) = took {
+        let secs = took.as_secs_f64().max(1e-3);
+        eprintln!(
+            "done in {secs:.1} s ({:.1} MiB/s)",
+            total as f64 / (1024.0 * 1024.0) / secs
+        );
+    }
+}

@@ -1,0 +1,204 @@
+//! The shard side of cluster snapshots: `SnapshotShard` (snapshot one replica while it serves, upload it to
+//! the destination) and `StageRestore` / `DiscardRestore` (download a replica's snapshot, checking every file,
+//! into the node's staging area, where creating the replica adopts it — see [`crate::node`]).
+//!
+//! The local snapshot is taken in `<data_dir>/snapshots/` (hard links need the same filesystem) and removed
+//! once uploaded. A re-run of an interrupted upload takes a fresh snapshot and skips the files the destination
+//! already holds whose names are content-unique (RocksDB table files, sealed segment files); the small files
+//! that change under the same name (RocksDB's MANIFEST/CURRENT/OPTIONS, the segment manifest) are always sent.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use attest_index::snapshot::{ShardSnapshot, SNAPSHOT_FILE};
+use attest_index::ShardEngine;
+use attest_proto::v1 as pb;
+use attest_snapshot::{SnapshotStore, StoreError};
+use sha2::{Digest, Sha256};
+use tonic::Status;
+use tracing::info;
+
+use crate::node::ShardNode;
+use crate::status::to_status;
+
+const LOCAL_SNAPSHOTS_DIR: &str = "snapshots";
+
+/// A destination error as a gRPC status: the message names the file (key) it concerns.
+pub fn store_status(e: StoreError) -> Status {
+    match e {
+        StoreError::BadLocation(_) => Status::invalid_argument(e.to_string()),
+        StoreError::Missing { .. } => Status::not_found(e.to_string()),
+        StoreError::Mismatch { .. } => Status::failed_precondition(e.to_string()),
+        StoreError::Io { .. } | StoreError::Store { .. } => Status::unavailable(e.to_string()),
+    }
+}
+
+/// A key prefix the router chose: '/'-separated relative names of `[A-Za-z0-9._-]`, none `.` or `..`.
+fn check_prefix(prefix: &str) -> Result<(), Status> {
+    let ok = !prefix.is_empty()
+        && prefix.split('/').all(|part| {
+            !part.is_empty()
+                && part != "."
+                && part != ".."
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(Status::invalid_argument(format!(
+            "invalid argument `prefix`: {prefix:?} is not a relative path of [A-Za-z0-9._-] names"
+        )))
+    }
+}
+
+/// Files named by their content: the same name in the destination is the same bytes.
+fn content_unique(path: &str) -> bool {
+    path.starts_with("segments/") || (path.starts_with("wal/") && path.ends_with(".sst"))
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Removes a directory tree when dropped (the local copy of a snapshot, whatever happens to the upload).
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub async fn snapshot_shard(
+    node: &ShardNode,
+    engine: Arc<ShardEngine>,
+    r: pb::SnapshotShardRequest,
+) -> Result<pb::SnapshotShardResponse, Status> {
+    check_prefix(&r.prefix)?;
+    let store = SnapshotStore::open(&r.destination).map_err(store_status)?;
+    let local = node
+        .data_dir()
+        .join(LOCAL_SNAPSHOTS_DIR)
+        .join(r.prefix.replace('/', "__"));
+    if local.exists() {
+        std::fs::remove_dir_all(&local).map_err(|e| Status::internal(e.to_string()))?;
+    }
+    let _cleanup = RemoveOnDrop(local.clone());
+    let snapshot = {
+        let local = local.clone();
+        tokio::task::spawn_blocking(move || engine.snapshot(&local))
+            .await
+            .map_err(|e| Status::internal(format!("snapshot worker failed: {e}")))?
+            .map_err(to_status)?
+    };
+    let mut sent = 0;
+    for file in &snapshot.files {
+        let key = format!("{}/{}", r.prefix, file.path);
+        if !content_unique(&file.path) && store.size_of(&key).await.map_err(store_status)?.is_some()
+        {
+            store.delete(&key).await.map_err(store_status)?;
+        }
+        sent += store
+            .upload_file(&local.join(&file.path), &key, &|_| {})
+            .await
+            .map_err(store_status)?;
+    }
+    // Last: a replica snapshot whose manifest is in the destination is complete.
+    let manifest =
+        std::fs::read(local.join(SNAPSHOT_FILE)).map_err(|e| Status::internal(e.to_string()))?;
+    let manifest_sha256 = sha256_hex(&manifest);
+    store
+        .put_bytes(&format!("{}/{SNAPSHOT_FILE}", r.prefix), manifest.clone())
+        .await
+        .map_err(store_status)?;
+    info!(collection = %r.collection, shard = r.shard, prefix = %r.prefix, bytes = snapshot.total_bytes(),
+        sent, last_seq = snapshot.last_seq, event = "replica_snapshot_uploaded", "replica snapshot uploaded");
+    Ok(pb::SnapshotShardResponse {
+        manifest_json: String::from_utf8_lossy(&manifest).into_owned(),
+        manifest_sha256,
+        bytes_sent: sent,
+    })
+}
+
+pub async fn stage_restore(
+    node: &ShardNode,
+    r: pb::StageRestoreRequest,
+) -> Result<pb::StageRestoreResponse, Status> {
+    check_prefix(&r.prefix)?;
+    let store = SnapshotStore::open(&r.source).map_err(store_status)?;
+    let manifest_key = format!("{}/{SNAPSHOT_FILE}", r.prefix);
+    let manifest = store
+        .get_bytes(&manifest_key)
+        .await
+        .map_err(store_status)?
+        .ok_or_else(|| {
+            store_status(StoreError::Missing {
+                key: manifest_key.clone(),
+            })
+        })?;
+    if sha256_hex(&manifest) != r.manifest_sha256 {
+        return Err(Status::failed_precondition(format!(
+            "{manifest_key}: sha256 differs from the cluster manifest's"
+        )));
+    }
+    let snapshot: ShardSnapshot = serde_json::from_slice(&manifest)
+        .map_err(|e| Status::failed_precondition(format!("{manifest_key}: unreadable: {e}")))?;
+    let download = node
+        .restore_download_dir(&r.collection, r.shard)
+        .map_err(to_status)?;
+    let cleanup = RemoveOnDrop(download.clone());
+    for file in &snapshot.files {
+        let dest = safe_join(&download, &file.path).ok_or_else(|| {
+            Status::failed_precondition(format!("{manifest_key}: bad file name {:?}", file.path))
+        })?;
+        store
+            .download_verified(
+                &format!("{}/{}", r.prefix, file.path),
+                &dest,
+                file.bytes,
+                &file.sha256,
+                &|_| {},
+            )
+            .await
+            .map_err(store_status)?;
+    }
+    std::fs::write(download.join(SNAPSHOT_FILE), &manifest)
+        .map_err(|e| Status::internal(e.to_string()))?;
+    node.commit_staged(&r.collection, r.shard, &download)
+        .map_err(to_status)?;
+    drop(cleanup); // the download directory is the staged one now: nothing left to remove
+    info!(collection = %r.collection, shard = r.shard, bytes = snapshot.total_bytes(),
+        event = "replica_restore_staged", "replica snapshot downloaded and verified");
+    Ok(pb::StageRestoreResponse {
+        bytes: snapshot.total_bytes(),
+        live_documents: snapshot.live_documents,
+    })
+}
+
+/// `dir/relative` when `relative` stays inside `dir` (a manifest names files, never `..` or absolute paths).
+fn safe_join(dir: &Path, relative: &str) -> Option<PathBuf> {
+    let path = Path::new(relative);
+    path.components()
+        .all(|c| matches!(c, std::path::Component::Normal(_)))
+        .then(|| dir.join(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_and_file_names_stay_inside() {
+        assert!(check_prefix("snap-1/docs/shard-0").is_ok());
+        for bad in ["", "/abs", "a//b", "a/../b", "a/./b", "a b", "a\\b"] {
+            assert!(check_prefix(bad).is_err(), "{bad:?}");
+        }
+        assert!(safe_join(Path::new("/d"), "wal/000012.sst").is_some());
+        assert!(safe_join(Path::new("/d"), "../x").is_none());
+        assert!(safe_join(Path::new("/d"), "/etc/passwd").is_none());
+        assert!(content_unique("wal/000012.sst") && content_unique("segments/seg-3/vectors.f32"));
+        assert!(!content_unique("wal/CURRENT") && !content_unique("MANIFEST.json"));
+    }
+}

@@ -1,0 +1,378 @@
+//! Issue 17 through the real binary: `attest snapshot create | list | restore` against `attest dev` processes.
+//! A snapshot taken while a writer keeps ingesting and a compaction runs holds every document acknowledged
+//! before `create` started; a snapshot restored into another `attest dev` with a different number of shard
+//! nodes answers 50 fixture queries exactly as the source (ids and order); a snapshot with a corrupted file, a
+//! missing file or a truncated manifest is refused naming the file, and nothing changes; restoring over an
+//! existing collection needs `--force`. Each process's log is kept in the test's temp directory.
+
+mod common;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{call, start_role, value_of, Proc};
+use serde_json::{json, Value};
+
+struct DevNode {
+    _proc: Proc,
+    url: String,
+}
+
+fn dev(dir: &Path, name: &str, shard_nodes: &str) -> DevNode {
+    let (proc, line) = start_role(
+        &[
+            "dev",
+            "--http",
+            "127.0.0.1:0",
+            "--grpc",
+            "127.0.0.1:0",
+            "--shards",
+            shard_nodes,
+        ],
+        dir,
+        name,
+    );
+    DevNode {
+        _proc: proc,
+        url: value_of(&line, "http="),
+    }
+}
+
+/// `attest ARGS --server URL` → (success, stdout, stderr).
+fn attest(url: &str, args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(common::attest_bin())
+        .args(args)
+        .args(["--server", url])
+        .env("ATTEST_LOG", "error")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn attest_json(url: &str, args: &[&str]) -> Value {
+    let (ok, out, err) = attest(url, args);
+    assert!(ok, "attest {args:?}: {err}");
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+/// Ids of the top 10 hybrid hits, in order.
+fn top_ids(url: &str, collection: &str, query: &str) -> Vec<String> {
+    let (s, b) = call(
+        "POST",
+        &format!("{url}/v1/collections/{collection}/search"),
+        None,
+        Some(&json!({"query": query, "k": 10})),
+    );
+    assert_eq!(s, 200, "{b}");
+    b["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["doc_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Whether the "live" tenant's document `id` (its text carries the token `id`) is searchable.
+fn live_doc_present(url: &str, collection: &str, id: &str) -> bool {
+    let (s, b) = call(
+        "POST",
+        &format!("{url}/v1/collections/{collection}/search"),
+        None,
+        Some(&json!({"query": token(id), "k": 3, "tenant": "live", "lanes": ["bm25"]})),
+    );
+    assert_eq!(s, 200, "{b}");
+    b["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|h| h["doc_id"] == id)
+}
+
+fn token(id: &str) -> String {
+    format!("marker{}", id.replace('-', ""))
+}
+
+fn collections(url: &str) -> Vec<String> {
+    let (s, b) = call("GET", &format!("{url}/v1/collections"), None, None);
+    assert_eq!(s, 200, "{b}");
+    let mut names: Vec<String> = b["collections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn snapshots_are_consistent_under_ingest_restore_elsewhere_and_refuse_damage() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let dest = dir.join("backups");
+    let dest_s = dest.to_str().unwrap();
+    let a = dev(dir, "source", "2");
+
+    // A corpus of 120 SQuAD paragraphs, sealed into segments, then more writes left in the growing segment.
+    let corpus: Vec<&str> = include_str!("../data/squad-sample/corpus.jsonl")
+        .lines()
+        .take(120)
+        .collect();
+    let file = dir.join("corpus.jsonl");
+    std::fs::write(&file, corpus[..100].join("\n")).unwrap();
+    let out = attest_json(
+        &a.url,
+        &[
+            "ingest",
+            "--collection",
+            "squad",
+            "--create",
+            "--json",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out["accepted"], 100, "{out}");
+    let (s, b) = call(
+        "POST",
+        &format!("{}/v1/collections/squad/maintain", a.url),
+        None,
+        Some(&json!({"seal": true})),
+    );
+    assert_eq!(s, 200, "{b}");
+    std::fs::write(&file, corpus[100..].join("\n")).unwrap();
+    let out = attest_json(
+        &a.url,
+        &[
+            "ingest",
+            "--collection",
+            "squad",
+            "--json",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out["accepted"], 20, "{out}");
+
+    // A writer keeps ingesting (tenant "live") through the snapshot; a compaction runs beside it.
+    let acked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (url, acked, stop) = (a.url.clone(), Arc::clone(&acked), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut i = 0;
+            while !stop.load(Ordering::SeqCst) {
+                let id = format!("live-{i}");
+                let (s, b) = call(
+                    "POST",
+                    &format!("{url}/v1/collections/squad/documents"),
+                    None,
+                    Some(&json!({"documents": [{"id": id, "tenant": "live",
+                        "text": format!("Entry {i} of the running log carries {}.", token(&id))}]})),
+                );
+                assert_eq!(s, 200, "{b}");
+                acked.lock().unwrap().push(id);
+                i += 1;
+            }
+        })
+    };
+    while acked.lock().unwrap().len() < 10 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let compaction = {
+        let url = a.url.clone();
+        std::thread::spawn(move || {
+            call(
+                "POST",
+                &format!("{url}/v1/collections/squad/maintain"),
+                None,
+                Some(&json!({"seal": true, "compact": true})),
+            )
+        })
+    };
+    let before: Vec<String> = acked.lock().unwrap().clone();
+    let s1 = attest_json(
+        &a.url,
+        &[
+            "snapshot",
+            "create",
+            "--to",
+            dest_s,
+            "--id",
+            "under-load",
+            "--json",
+        ],
+    );
+    let (s, b) = compaction.join().unwrap();
+    assert_eq!(s, 200, "compaction beside the snapshot: {b}");
+    stop.store(true, Ordering::SeqCst);
+    writer.join().unwrap();
+    assert_eq!(s1["id"], "under-load");
+    assert_eq!(
+        s1["collections"][0]["replicas"].as_array().unwrap().len(),
+        2,
+        "{s1}"
+    );
+    eprintln!(
+        "snapshot under load: {} acknowledged before, {} in all",
+        before.len(),
+        acked.lock().unwrap().len()
+    );
+
+    // A quiet snapshot of the same collection, and the source's answers to 50 fixture queries.
+    let s2 = attest_json(
+        &a.url,
+        &[
+            "snapshot", "create", "--to", dest_s, "--id", "quiet", "--json",
+        ],
+    );
+    let queries: Vec<String> = include_str!("../data/squad-sample/queries.jsonl")
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["text"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .take(50)
+        .collect();
+    let expected: Vec<Vec<String>> = queries
+        .iter()
+        .map(|q| top_ids(&a.url, "squad", q))
+        .collect();
+    let listed = attest_json(&a.url, &["snapshot", "list", "--from", dest_s, "--json"]);
+    let ids: Vec<&str> = listed["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["quiet", "under-load"], "{listed}");
+
+    // Restored into another `attest dev` with one shard node instead of two.
+    let b_dev = dev(dir, "target", "1");
+    let restored = attest_json(
+        &b_dev.url,
+        &["snapshot", "restore", "--from", dest_s, "quiet", "--json"],
+    );
+    assert_eq!(restored["collections"][0]["name"], "squad", "{restored}");
+    assert_eq!(restored["collections"][0]["replication"], 1, "{restored}");
+    for (q, want) in queries.iter().zip(&expected) {
+        assert_eq!(&top_ids(&b_dev.url, "squad", q), want, "query {q:?}");
+    }
+    assert_eq!(s2["collections"][0]["shards"], 2);
+
+    // The snapshot taken under load, restored under another name: everything acknowledged before it began.
+    attest_json(
+        &b_dev.url,
+        &[
+            "snapshot",
+            "restore",
+            "--from",
+            dest_s,
+            "under-load",
+            "--rename",
+            "squad=squad_load",
+            "--json",
+        ],
+    );
+    for id in &before {
+        assert!(
+            live_doc_present(&b_dev.url, "squad_load", id),
+            "{id} was acknowledged before the snapshot"
+        );
+    }
+
+    // Over an existing collection: refused without --force, replaced with it.
+    let (ok, _, err) = attest(
+        &b_dev.url,
+        &["snapshot", "restore", "--from", dest_s, "quiet"],
+    );
+    assert!(!ok && err.contains("--force"), "{err}");
+    attest_json(
+        &b_dev.url,
+        &[
+            "snapshot", "restore", "--from", dest_s, "quiet", "--force", "--json",
+        ],
+    );
+    assert_eq!(top_ids(&b_dev.url, "squad", &queries[0]), expected[0]);
+
+    // Damage, each refused naming the file, with nothing changed.
+    let unchanged = collections(&b_dev.url);
+    let quiet = dest.join("quiet");
+    let segment_file =
+        find_file(&quiet.join("squad/shard-0/segments")).expect("a sealed segment file");
+    let relative = segment_file
+        .strip_prefix(&dest)
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let original = std::fs::read(&segment_file).unwrap();
+    let mut flipped = original.clone();
+    flipped[original.len() / 2] ^= 0x40;
+    let refused = |why: &str, names: &str| {
+        let (ok, _, err) = attest(
+            &b_dev.url,
+            &[
+                "snapshot",
+                "restore",
+                "--from",
+                dest_s,
+                "quiet",
+                "--rename",
+                "squad=damaged",
+            ],
+        );
+        assert!(!ok, "{why}: restored");
+        assert!(
+            err.contains(names),
+            "{why}: the error does not name {names}: {err}"
+        );
+        assert_eq!(
+            collections(&b_dev.url),
+            unchanged,
+            "{why}: something changed"
+        );
+    };
+    std::fs::write(&segment_file, &flipped).unwrap();
+    refused("a corrupted file", &relative);
+    std::fs::remove_file(&segment_file).unwrap();
+    refused("a missing file", &relative);
+    std::fs::write(&segment_file, &original).unwrap();
+    let manifest = quiet.join("attest-snapshot.json");
+    let text = std::fs::read(&manifest).unwrap();
+    std::fs::write(&manifest, &text[..text.len() / 2]).unwrap();
+    refused("a truncated manifest", "quiet/attest-snapshot.json");
+    std::fs::write(&manifest, &text).unwrap();
+    // Nothing staged was left behind on the target's shard node.
+    let staged = dir.join("target").join("shard-node-0/restores/damaged");
+    assert!(
+        !staged.exists() || std::fs::read_dir(&staged).unwrap().next().is_none(),
+        "a refused restore left staged files in {}",
+        staged.display()
+    );
+}
+
+/// The largest file under `dir` (a segment's vectors or index).
+fn find_file(dir: &Path) -> Option<std::path::PathBuf> {
+    let mut best: Option<(u64, std::path::PathBuf)> = None;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).ok()?.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let len = e.metadata().ok()?.len();
+                if best.as_ref().is_none_or(|(l, _)| len > *l) {
+                    best = Some((len, p));
+                }
+            }
+        }
+    }
+    best.map(|(_, p)| p)
+}
