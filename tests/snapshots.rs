@@ -376,3 +376,144 @@ fn find_file(dir: &Path) -> Option<std::path::PathBuf> {
     }
     best.map(|(_, p)| p)
 }
+
+/// A moto S3 server on 127.0.0.1 (scripts/s3-test-server.sh makes its environment on first use), killed on drop.
+struct Moto {
+    child: std::process::Child,
+    endpoint: String,
+    log: std::path::PathBuf,
+}
+
+impl Moto {
+    fn start(dir: &Path) -> Moto {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let log = dir.join("moto.log");
+        eprintln!("moto log: {}", log.display());
+        let child = std::process::Command::new("bash")
+            .arg(common::repo_root().join("scripts/s3-test-server.sh"))
+            .arg(port.to_string())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::fs::File::create(&log).unwrap())
+            .stderr(std::fs::File::create(dir.join("moto.err")).unwrap())
+            .spawn()
+            .unwrap();
+        let mut moto = Moto {
+            child,
+            endpoint: format!("http://127.0.0.1:{port}"),
+            log,
+        };
+        // The first run ever makes the virtual environment from PyPI.
+        let deadline = std::time::Instant::now() + Duration::from_secs(300);
+        loop {
+            if let Some(status) = moto.child.try_wait().unwrap() {
+                panic!("moto exited ({status}); see {}", moto.log.display());
+            }
+            if common::http()
+                .get(&moto.endpoint)
+                .send()
+                .is_ok_and(|r| r.status().is_success())
+            {
+                return moto;
+            }
+            assert!(std::time::Instant::now() < deadline, "moto did not answer");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn snapshots_go_to_s3_compatible_storage_and_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let moto = Moto::start(dir);
+    let r = common::http()
+        .put(format!("{}/attest-backups", moto.endpoint))
+        .send()
+        .unwrap();
+    assert!(r.status().is_success(), "creating the bucket: {}", r.status());
+    // The nodes take their credentials and endpoint from the environment, as in a pod.
+    let env = [
+        ("AWS_ENDPOINT_URL", moto.endpoint.as_str()),
+        ("AWS_ALLOW_HTTP", "true"),
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_REGION", "us-east-1"),
+    ];
+    let log = dir.join("dev.log");
+    eprintln!("dev log: {}", log.display());
+    let mut child = std::process::Command::new(common::attest_bin())
+        .args(["dev", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.join("dev"))
+        .envs(env)
+        .env("ATTEST_LOG", "info,tantivy=warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let _dev = Proc(child);
+    let url = value_of(&line, "http=");
+
+    let corpus: Vec<&str> = include_str!("../data/squad-sample/corpus.jsonl")
+        .lines()
+        .take(40)
+        .collect();
+    let file = dir.join("corpus.jsonl");
+    std::fs::write(&file, corpus.join("\n")).unwrap();
+    let out = attest_json(
+        &url,
+        &["ingest", "--collection", "squad", "--create", "--json", file.to_str().unwrap()],
+    );
+    assert_eq!(out["accepted"], 40, "{out}");
+    let (s, b) = call(
+        "POST",
+        &format!("{url}/v1/collections/squad/maintain"),
+        None,
+        Some(&json!({"seal": true})),
+    );
+    assert_eq!(s, 200, "{b}");
+
+    let dest = "s3://attest-backups/cluster-a";
+    let made = attest_json(&url, &["snapshot", "create", "--to", dest, "--id", "nightly", "--json"]);
+    assert!(made["collections"][0]["replicas"][0]["bytes"].as_u64().unwrap() > 0, "{made}");
+    let listed = attest_json(&url, &["snapshot", "list", "--from", dest, "--json"]);
+    assert_eq!(listed["snapshots"][0]["id"], "nightly", "{listed}");
+    // The objects are in the bucket, under the prefix.
+    let objects = common::http()
+        .get(format!("{}/attest-backups?list-type=2&prefix=cluster-a/nightly/", moto.endpoint))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(objects.contains("cluster-a/nightly/attest-snapshot.json"), "{objects}");
+    assert!(objects.contains("cluster-a/nightly/squad/shard-0/SNAPSHOT.json"), "{objects}");
+
+    attest_json(
+        &url,
+        &["snapshot", "restore", "--from", dest, "nightly", "--rename", "squad=squad_copy", "--json"],
+    );
+    let queries: Vec<String> = include_str!("../data/squad-sample/queries.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["text"].as_str().unwrap().to_string())
+        .take(10)
+        .collect();
+    for q in &queries {
+        assert_eq!(top_ids(&url, "squad_copy", q), top_ids(&url, "squad", q), "query {q:?}");
+    }
+}
