@@ -348,6 +348,31 @@ fn snapshots_are_consistent_under_ingest_restore_elsewhere_and_refuse_damage() {
     std::fs::write(&manifest, &text[..text.len() / 2]).unwrap();
     refused("a truncated manifest", "quiet/attest-snapshot.json");
     std::fs::write(&manifest, &text).unwrap();
+    // Retention keeps the newest two complete snapshots; delete removes one.
+    attest_json(
+        &a.url,
+        &[
+            "snapshot", "create", "--to", dest_s, "--id", "latest", "--keep", "2", "--json",
+        ],
+    );
+    let ids = |url: &str| -> Vec<String> {
+        attest_json(url, &["snapshot", "list", "--from", dest_s, "--json"])["snapshots"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(ids(&a.url), ["latest", "quiet"]);
+    assert!(
+        !dest.join("under-load").exists(),
+        "a pruned snapshot left files"
+    );
+    let (ok, _, err) = attest(&a.url, &["snapshot", "delete", "--from", dest_s, "quiet"]);
+    assert!(ok, "{err}");
+    assert_eq!(ids(&a.url), ["latest"]);
+    let (ok, _, err) = attest(&a.url, &["snapshot", "delete", "--from", dest_s, "quiet"]);
+    assert!(!ok && err.contains("no snapshot `quiet`"), "{err}");
     // Nothing staged was left behind on the target's shard node.
     let staged = dir.join("target").join("shard-node-0/restores/damaged");
     assert!(
@@ -441,7 +466,11 @@ fn snapshots_go_to_s3_compatible_storage_and_back() {
         .put(format!("{}/attest-backups", moto.endpoint))
         .send()
         .unwrap();
-    assert!(r.status().is_success(), "creating the bucket: {}", r.status());
+    assert!(
+        r.status().is_success(),
+        "creating the bucket: {}",
+        r.status()
+    );
     // The nodes take their credentials and endpoint from the environment, as in a pod.
     let env = [
         ("AWS_ENDPOINT_URL", moto.endpoint.as_str()),
@@ -453,7 +482,14 @@ fn snapshots_go_to_s3_compatible_storage_and_back() {
     let log = dir.join("dev.log");
     eprintln!("dev log: {}", log.display());
     let mut child = std::process::Command::new(common::attest_bin())
-        .args(["dev", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--data-dir"])
+        .args([
+            "dev",
+            "--http",
+            "127.0.0.1:0",
+            "--grpc",
+            "127.0.0.1:0",
+            "--data-dir",
+        ])
         .arg(dir.join("dev"))
         .envs(env)
         .env("ATTEST_LOG", "info,tantivy=warn")
@@ -478,7 +514,14 @@ fn snapshots_go_to_s3_compatible_storage_and_back() {
     std::fs::write(&file, corpus.join("\n")).unwrap();
     let out = attest_json(
         &url,
-        &["ingest", "--collection", "squad", "--create", "--json", file.to_str().unwrap()],
+        &[
+            "ingest",
+            "--collection",
+            "squad",
+            "--create",
+            "--json",
+            file.to_str().unwrap(),
+        ],
     );
     assert_eq!(out["accepted"], 40, "{out}");
     let (s, b) = call(
@@ -490,30 +533,68 @@ fn snapshots_go_to_s3_compatible_storage_and_back() {
     assert_eq!(s, 200, "{b}");
 
     let dest = "s3://attest-backups/cluster-a";
-    let made = attest_json(&url, &["snapshot", "create", "--to", dest, "--id", "nightly", "--json"]);
-    assert!(made["collections"][0]["replicas"][0]["bytes"].as_u64().unwrap() > 0, "{made}");
+    let made = attest_json(
+        &url,
+        &[
+            "snapshot", "create", "--to", dest, "--id", "nightly", "--json",
+        ],
+    );
+    assert!(
+        made["collections"][0]["replicas"][0]["bytes"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "{made}"
+    );
     let listed = attest_json(&url, &["snapshot", "list", "--from", dest, "--json"]);
     assert_eq!(listed["snapshots"][0]["id"], "nightly", "{listed}");
     // The objects are in the bucket, under the prefix.
     let objects = common::http()
-        .get(format!("{}/attest-backups?list-type=2&prefix=cluster-a/nightly/", moto.endpoint))
+        .get(format!(
+            "{}/attest-backups?list-type=2&prefix=cluster-a/nightly/",
+            moto.endpoint
+        ))
         .send()
         .unwrap()
         .text()
         .unwrap();
-    assert!(objects.contains("cluster-a/nightly/attest-snapshot.json"), "{objects}");
-    assert!(objects.contains("cluster-a/nightly/squad/shard-0/SNAPSHOT.json"), "{objects}");
+    assert!(
+        objects.contains("cluster-a/nightly/attest-snapshot.json"),
+        "{objects}"
+    );
+    assert!(
+        objects.contains("cluster-a/nightly/squad/shard-0/SNAPSHOT.json"),
+        "{objects}"
+    );
 
     attest_json(
         &url,
-        &["snapshot", "restore", "--from", dest, "nightly", "--rename", "squad=squad_copy", "--json"],
+        &[
+            "snapshot",
+            "restore",
+            "--from",
+            dest,
+            "nightly",
+            "--rename",
+            "squad=squad_copy",
+            "--json",
+        ],
     );
     let queries: Vec<String> = include_str!("../data/squad-sample/queries.jsonl")
         .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap()["text"].as_str().unwrap().to_string())
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["text"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .take(10)
         .collect();
     for q in &queries {
-        assert_eq!(top_ids(&url, "squad_copy", q), top_ids(&url, "squad", q), "query {q:?}");
+        assert_eq!(
+            top_ids(&url, "squad_copy", q),
+            top_ids(&url, "squad", q),
+            "query {q:?}"
+        );
     }
 }

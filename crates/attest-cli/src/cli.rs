@@ -116,8 +116,17 @@ pub enum SnapshotCommand {
         /// The snapshot's id (default: snapshot-<UTC time>).
         #[arg(long)]
         id: Option<String>,
+        /// Retention: then delete the oldest complete snapshots of the destination beyond this many.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        keep: Option<u32>,
         #[arg(long)]
         json: bool,
+    },
+    /// Deletes a snapshot from a destination.
+    Delete {
+        #[arg(long)]
+        from: String,
+        id: String,
     },
     /// Lists the complete snapshots in a destination (and damaged ones, with why).
     List {

@@ -18,9 +18,11 @@ pub async fn command(server: &str, cmd: SnapshotCommand) -> anyhow::Result<()> {
             to,
             collections,
             id,
+            keep,
             json,
         } => {
-            let mut body = json!({"destination": absolute(&to)?, "collections": collections});
+            let mut body =
+                json!({"destination": absolute(&to)?, "collections": collections, "keep": keep});
             if let Some(id) = id {
                 body["id"] = json!(id);
             }
@@ -53,6 +55,14 @@ pub async fn command(server: &str, cmd: SnapshotCommand) -> anyhow::Result<()> {
                     }
                 }
             }
+        }
+        SnapshotCommand::Delete { from, id } => {
+            call(
+                http.delete(format!("{server}/v1/snapshots/{id}"))
+                    .query(&[("from", absolute(&from)?)]),
+            )
+            .await?;
+            println!("deleted {id}");
         }
         SnapshotCommand::Restore {
             from,

@@ -98,6 +98,10 @@ pub fn routes(router: Arc<Router>, refresh: Option<MetricsRefresh>) -> axum::Rou
                 .route_layer(guard(Op::Snapshots)),
         )
         .route(
+            "/v1/snapshots/:id",
+            delete(crate::snapshot_http::delete).route_layer(guard(Op::Snapshots)),
+        )
+        .route(
             "/v1/snapshots/restore",
             post(crate::snapshot_http::restore).route_layer(guard(Op::Snapshots)),
         )

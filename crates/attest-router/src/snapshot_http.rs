@@ -1,13 +1,13 @@
 //! HTTP routes of cluster snapshots (admin scope): `POST /v1/snapshots` creates one and answers its manifest,
-//! `GET /v1/snapshots?from=DEST` lists a destination, `POST /v1/snapshots/restore` restores collections. Each
-//! create and restore writes an audit line.
+//! `GET /v1/snapshots?from=DEST` lists a destination, `DELETE /v1/snapshots/{id}?from=DEST` deletes one,
+//! `POST /v1/snapshots/restore` restores collections. Each create, delete and restore writes an audit line.
 
 use std::sync::Arc;
 
 use attest_auth::Principal;
 use attest_telemetry::request_id::RequestId;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{Query, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::{Extension, Json};
@@ -51,6 +51,23 @@ pub async fn list(
     let Query(q) = q.map_err(|e| RouterError::invalid("from", e.body_text()))?;
     let snapshots = r.list_snapshots(&q.from).await?;
     Ok(Json(json!({ "snapshots": snapshots })))
+}
+
+pub async fn delete(
+    State(r): State<Arc<Router>>,
+    Extension(p): Extension<Principal>,
+    Path(id): Path<String>,
+    q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, RouterError> {
+    let Query(q) = q.map_err(|e| RouterError::invalid("from", e.body_text()))?;
+    audited(
+        &p,
+        "delete_snapshot",
+        "",
+        "",
+        r.delete_snapshot(&q.from, &id).await,
+    )?;
+    Ok(Json(json!({ "deleted": id })))
 }
 
 pub async fn restore(

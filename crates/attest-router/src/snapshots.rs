@@ -95,6 +95,10 @@ pub struct CreateSnapshot {
     /// Default: every collection.
     #[serde(default)]
     pub collections: Vec<String>,
+    /// Retention: once this snapshot is complete, delete the oldest complete snapshots of the destination
+    /// beyond this many (this one included). Default: keep all.
+    #[serde(default)]
+    pub keep: Option<u32>,
 }
 
 /// `POST /v1/snapshots/restore`.
@@ -341,7 +345,57 @@ impl Router {
             .await
             .map_err(|e| from_store("destination", e))?;
         info!(snapshot = %id, bytes = manifest.total_bytes(), event = "snapshot_created", "cluster snapshot complete");
+        if let Some(keep) = req.keep {
+            self.prune_snapshots(&store, keep.max(1) as usize).await?;
+        }
         Ok(manifest)
+    }
+
+    /// Deletes the oldest complete snapshots of `store` beyond the newest `keep` (by creation time).
+    async fn prune_snapshots(&self, store: &SnapshotStore, keep: usize) -> Result<(), RouterError> {
+        let mut complete: Vec<ClusterManifest> = Vec::new();
+        for id in store
+            .list_dirs("")
+            .await
+            .map_err(|e| from_store("destination", e))?
+        {
+            if let Ok(m) = read_manifest(store, &id).await {
+                complete.push(m);
+            }
+        }
+        complete.sort_by_key(|m| std::cmp::Reverse((m.created_ms, m.id.clone())));
+        for old in complete.iter().skip(keep) {
+            delete_snapshot_files(store, &old.id).await?;
+            info!(snapshot = %old.id, keep, event = "snapshot_pruned", "snapshot deleted by retention");
+        }
+        Ok(())
+    }
+
+    /// Deletes snapshot `id` from `source` (its manifest first, so a half-deleted snapshot is never listed as
+    /// complete).
+    pub async fn delete_snapshot(&self, source: &str, id: &str) -> Result<(), RouterError> {
+        if let Some(problem) = id_problem(id) {
+            return Err(RouterError::invalid("id", problem));
+        }
+        let store = open_store(source, "from")?;
+        let manifest_key = format!("{id}/{CLUSTER_MANIFEST}");
+        let present = store
+            .size_of(&manifest_key)
+            .await
+            .map_err(|e| from_store("from", e))?
+            .is_some()
+            || store
+                .list_dirs("")
+                .await
+                .map_err(|e| from_store("from", e))?
+                .iter()
+                .any(|d| d == id);
+        if !present {
+            return Err(RouterError::NotFound(format!(
+                "no snapshot `{id}` in {source}"
+            )));
+        }
+        delete_snapshot_files(&store, id).await
     }
 
     /// One replica of the shard snapshotted and uploaded: the first of `nodes` (live ones first) that manages.
@@ -667,6 +721,18 @@ impl Router {
                 "a staged restore could not be discarded; it is replaced by the next restore of this replica");
         }
     }
+}
+
+async fn delete_snapshot_files(store: &SnapshotStore, id: &str) -> Result<(), RouterError> {
+    store
+        .delete(&format!("{id}/{CLUSTER_MANIFEST}"))
+        .await
+        .map_err(|e| from_store("from", e))?;
+    store
+        .delete_prefix(id)
+        .await
+        .map_err(|e| from_store("from", e))?;
+    Ok(())
 }
 
 async fn read_manifest(store: &SnapshotStore, id: &str) -> Result<ClusterManifest, RouterError> {

@@ -187,7 +187,10 @@ impl SnapshotStore {
             }
             std::fs::create_dir_all(&dir)
                 .map_err(|e| bad(&format!("cannot create {}: {e}", dir.display())))?;
-            let fs = LocalFileSystem::new_with_prefix(&dir).map_err(|e| bad(&e.to_string()))?;
+            // Deleting a snapshot (retention) leaves no empty directories behind.
+            let fs = LocalFileSystem::new_with_prefix(&dir)
+                .map_err(|e| bad(&e.to_string()))?
+                .with_automatic_cleanup(true);
             (Arc::new(fs), Vec::new())
         };
         Ok(SnapshotStore {
