@@ -83,6 +83,30 @@ VALUE_SETS: dict[str, dict] = {
             "shard": {"zone": "zone-a", "drain": {"enabled": False}},
         },
     ),
+    "snapshots-s3-tls": merge(
+        SECURE,
+        {
+            "snapshots": {
+                "enabled": True,
+                "destination": "s3://attest-backups/nightly",
+                "collections": ["docs", "faq"],
+                "timeZone": "Europe/Paris",
+                "activeDeadlineSeconds": 7200,
+                "s3": {"existingSecret": "attest-s3", "endpoint": "https://minio.storage.svc:9000", "region": "eu-west-1"},
+            }
+        },
+    ),
+    "snapshots-volume-insecure": {
+        "insecure": True,
+        "router": {"autoscaling": {"enabled": False}},
+        "snapshots": {
+            "enabled": True,
+            "destination": "/var/backups/attest/nightly",
+            "keep": 3,
+            "volume": {"claimName": "attest-backups"},
+            "s3": {"endpoint": "http://minio.storage.svc:9000", "allowHttp": True},
+        },
+    },
     "no-answer-affinity-none": {
         "insecure": True,
         "answer": {"enabled": False},

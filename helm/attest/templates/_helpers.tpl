@@ -494,6 +494,7 @@ spec:
             {{- end }}
           env:
             {{- include "attest.env" (dict "root" $root "role" .role "admin" .admin) | nindent 12 }}
+            {{- with include "attest.snapshotEnv" (dict "root" $root "role" .role) | trim }}{{ . | nindent 12 }}{{ end }}
           ports:
             - name: http
               containerPort: {{ $r.ports.http }}
@@ -508,8 +509,10 @@ spec:
             {{- toYaml $res | nindent 12 }}
           volumeMounts:
             {{- include "attest.volumeMounts" $root | nindent 12 }}
+            {{- with include "attest.snapshotVolumeMounts" (dict "root" $root "role" .role) | trim }}{{ . | nindent 12 }}{{ end }}
       volumes:
         {{- include "attest.volumes" $root | nindent 8 }}
+        {{- with include "attest.snapshotVolumes" (dict "root" $root "role" .role) | trim }}{{ . | nindent 8 }}{{ end }}
 {{- with include "attest.hpa" . | trim }}
 ---
 {{ . }}
