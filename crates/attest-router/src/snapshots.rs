@@ -203,6 +203,17 @@ fn open_store(location: &str, field: &str) -> Result<SnapshotStore, RouterError>
     SnapshotStore::open(location).map_err(|e| from_store(field, e))
 }
 
+/// One shard's replicas, as a snapshot picks one.
+#[derive(Clone, Copy)]
+struct ShardReplicas<'a> {
+    collection: &'a str,
+    shard: u32,
+    /// Every replica's node (peers to catch up from).
+    all: &'a [u64],
+    /// Those that may be snapshotted (not JOINING copies).
+    candidates: &'a [u64],
+}
+
 /// The fields of a replica's `SNAPSHOT.json` the router needs.
 #[derive(Deserialize)]
 struct ReplicaManifest {
@@ -266,35 +277,37 @@ impl Router {
         info!(snapshot = %id, collections = chosen.len(), meta_version = state.version,
             event = "snapshot_started", "cluster snapshot started");
 
-        let jobs: Vec<(String, u32, Vec<u64>)> = chosen
+        // (collection, shard, every replica's node, the ones that may be snapshotted: not JOINING copies).
+        type Job = (String, u32, Vec<u64>, Vec<u64>);
+        let jobs: Vec<Job> = chosen
             .iter()
             .flat_map(|c| {
                 c.placement.iter().map(|p| {
-                    let nodes = p
+                    let all = p.replicas.iter().map(|r| r.node_id).collect();
+                    let candidates = p
                         .replicas
                         .iter()
                         .filter(|r| r.state != pb::ReplicaState::Joining as i32)
                         .map(|r| r.node_id)
                         .collect();
-                    (c.name.clone(), p.shard, nodes)
+                    (c.name.clone(), p.shard, all, candidates)
                 })
             })
             .collect();
         let results: Vec<Result<(String, ReplicaSnapshot), RouterError>> = stream::iter(jobs)
-            .map(|(collection, shard, nodes)| {
+            .map(|(collection, shard, all, candidates)| {
                 let (id, destination) = (id.clone(), req.destination.clone());
                 async move {
                     let prefix = format!("{id}/{collection}/shard-{shard}");
-                    self.snapshot_replica(
-                        &collection,
+                    let replicas = ShardReplicas {
+                        collection: &collection,
                         shard,
-                        &nodes,
-                        &destination,
-                        prefix,
-                        request_id,
-                    )
-                    .await
-                    .map(|r| (collection, r))
+                        all: &all,
+                        candidates: &candidates,
+                    };
+                    self.snapshot_replica(replicas, &destination, prefix, request_id)
+                        .await
+                        .map(|r| (collection, r))
                 }
             })
             .buffer_unordered(PARALLEL_TRANSFERS)
@@ -398,17 +411,24 @@ impl Router {
         delete_snapshot_files(&store, id).await
     }
 
-    /// One replica of the shard snapshotted and uploaded: the first of `nodes` (live ones first) that manages.
+    /// One replica of the shard snapshotted and uploaded: the first candidate (live ones first) that manages.
+    /// A write acknowledged by a quorum smaller than the replica set may be missing on any one replica, so the
+    /// chosen one first catches up from enough of the others to meet every quorum.
     async fn snapshot_replica(
         &self,
-        collection: &str,
-        shard: u32,
-        nodes: &[u64],
+        replicas: ShardReplicas<'_>,
         destination: &str,
         prefix: String,
         request_id: &str,
     ) -> Result<ReplicaSnapshot, RouterError> {
-        let mut candidates: Vec<_> = nodes
+        let ShardReplicas {
+            collection,
+            shard,
+            all,
+            candidates,
+        } = replicas;
+        let catch_up_needed = (all.len() - self.write_quorum(all.len())) as u32;
+        let mut candidates: Vec<_> = candidates
             .iter()
             .filter_map(|n| self.view.endpoint(*n))
             .collect();
@@ -422,6 +442,13 @@ impl Router {
                     shard,
                     destination: destination.to_string(),
                     prefix: prefix.clone(),
+                    peers: all
+                        .iter()
+                        .filter(|n| **n != endpoint.node_id)
+                        .filter_map(|n| self.view.endpoint(*n))
+                        .map(|(e, _)| e.address)
+                        .collect(),
+                    catch_up_needed,
                 },
             };
             let response = endpoint

@@ -115,6 +115,7 @@ pub async fn run_cluster_agent(
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     tokio::pin!(shutdown);
+    node.set_peer_credential(meta.credential().clone());
     let mut state = AgentState::default();
     let registration = pb::RegisterNodeRequest {
         name: config.name.clone(),
@@ -364,12 +365,22 @@ fn peer_client(
     if let Some(c) = state.peers.get(address) {
         return Ok(c.clone());
     }
-    let channel = credential.channel(address, Duration::from_secs(2))?;
-    let client = ShardServiceClient::with_interceptor(channel, credential.clone())
-        .max_decoding_message_size(MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let client = connect_peer(address, credential)?;
     state.peers.insert(address.to_string(), client.clone());
     Ok(client)
+}
+
+/// A client of another shard node, presenting `credential` (the cluster's).
+pub(crate) fn connect_peer(
+    address: &str,
+    credential: &ClusterCredential,
+) -> anyhow::Result<ShardServiceClient<Stamped>> {
+    let channel = credential.channel(address, Duration::from_secs(2))?;
+    Ok(
+        ShardServiceClient::with_interceptor(channel, credential.clone())
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES),
+    )
 }
 
 #[cfg(test)]

@@ -27,6 +27,8 @@ pub struct ShardNodeConfig {
 pub struct ShardNode {
     config: ShardNodeConfig,
     replicas: RwLock<HashMap<(String, u32), Arc<ShardEngine>>>,
+    /// What this node presents to its peers (set by the cluster agent): a snapshot first catches up from them.
+    peer_credential: std::sync::OnceLock<attest_proto::ClusterCredential>,
 }
 
 /// Collection names become directory names: the one rule of `attest_core::limits` keeps them to a safe
@@ -77,7 +79,17 @@ impl ShardNode {
         Ok(Arc::new(ShardNode {
             config,
             replicas: RwLock::new(replicas),
+            peer_credential: std::sync::OnceLock::new(),
         }))
+    }
+
+    /// Sets the credential this node presents to other shard nodes (once; later calls are ignored).
+    pub fn set_peer_credential(&self, credential: attest_proto::ClusterCredential) {
+        let _ = self.peer_credential.set(credential);
+    }
+
+    pub fn peer_credential(&self) -> Option<&attest_proto::ClusterCredential> {
+        self.peer_credential.get()
     }
 
     pub fn data_dir(&self) -> &Path {

@@ -18,6 +18,7 @@ use sha2::{Digest, Sha256};
 use tonic::Status;
 use tracing::info;
 
+use crate::catchup::catch_up_from;
 use crate::node::ShardNode;
 use crate::status::to_status;
 
@@ -86,6 +87,7 @@ pub async fn snapshot_shard(
         std::fs::remove_dir_all(&local).map_err(|e| Status::internal(e.to_string()))?;
     }
     let _cleanup = RemoveOnDrop(local.clone());
+    catch_up_first(node, &engine, &r).await?;
     let snapshot = {
         let local = local.clone();
         tokio::task::spawn_blocking(move || engine.snapshot(&local))
@@ -120,6 +122,49 @@ pub async fn snapshot_shard(
         manifest_sha256,
         bytes_sent: sent,
     })
+}
+
+/// When this replica may lack an acknowledged write (a write quorum smaller than the replica set), copies what
+/// the peers hold newer; at least `catch_up_needed` of them must answer.
+async fn catch_up_first(
+    node: &ShardNode,
+    engine: &Arc<ShardEngine>,
+    r: &pb::SnapshotShardRequest,
+) -> Result<(), Status> {
+    let needed = r.catch_up_needed as usize;
+    if needed == 0 {
+        return Ok(());
+    }
+    let credential = node.peer_credential().ok_or_else(|| {
+        Status::failed_precondition(
+            "this node has no peer credential yet (not registered with meta)",
+        )
+    })?;
+    let mut reached = 0;
+    let mut problems = Vec::new();
+    for peer in &r.peers {
+        let pass = match crate::cluster::connect_peer(peer, credential) {
+            Ok(client) => {
+                catch_up_from(Arc::clone(engine), &client, &r.collection, r.shard, 0).await
+            }
+            Err(e) => Err(Status::unavailable(e.to_string())),
+        };
+        match pass {
+            Ok(report) => {
+                reached += 1;
+                info!(collection = %r.collection, shard = r.shard, peer = %peer, copied = report.copied,
+                    tombstones = report.tombstones, event = "snapshot_caught_up", "caught up from a peer before the snapshot");
+            }
+            Err(e) => problems.push(format!("{peer}: {}", e.message())),
+        }
+    }
+    if reached < needed {
+        return Err(Status::unavailable(format!(
+            "caught up from {reached} of the {needed} peers a consistent snapshot needs ({})",
+            problems.join("; ")
+        )));
+    }
+    Ok(())
 }
 
 pub async fn stage_restore(
