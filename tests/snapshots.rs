@@ -111,6 +111,30 @@ fn collections(url: &str) -> Vec<String> {
     names
 }
 
+/// Creates collection `squad` from these JSONL lines (all accepted) and seals them into segments.
+fn ingest_and_seal(url: &str, file: &Path, lines: &[&str]) {
+    std::fs::write(file, lines.join("\n")).unwrap();
+    let out = attest_json(
+        url,
+        &[
+            "ingest",
+            "--collection",
+            "squad",
+            "--create",
+            "--json",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out["accepted"], lines.len(), "{out}");
+    let (s, b) = call(
+        "POST",
+        &format!("{url}/v1/collections/squad/maintain"),
+        None,
+        Some(&json!({"seal": true})),
+    );
+    assert_eq!(s, 200, "{b}");
+}
+
 #[test]
 fn snapshots_are_consistent_under_ingest_restore_elsewhere_and_refuse_damage() {
     let tmp = tempfile::tempdir().unwrap();
@@ -124,27 +148,8 @@ fn snapshots_are_consistent_under_ingest_restore_elsewhere_and_refuse_damage() {
         .lines()
         .take(120)
         .collect();
-    let file = dir.join("corpus.jsonl");
-    std::fs::write(&file, corpus[..100].join("\n")).unwrap();
-    let out = attest_json(
-        &a.url,
-        &[
-            "ingest",
-            "--collection",
-            "squad",
-            "--create",
-            "--json",
-            file.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(out["accepted"], 100, "{out}");
-    let (s, b) = call(
-        "POST",
-        &format!("{}/v1/collections/squad/maintain", a.url),
-        None,
-        Some(&json!({"seal": true})),
-    );
-    assert_eq!(s, 200, "{b}");
+    ingest_and_seal(&a.url, &dir.join("first.jsonl"), &corpus[..100]);
+    let file = dir.join("more.jsonl");
     std::fs::write(&file, corpus[100..].join("\n")).unwrap();
     let out = attest_json(
         &a.url,
@@ -510,27 +515,7 @@ fn snapshots_go_to_s3_compatible_storage_and_back() {
         .lines()
         .take(40)
         .collect();
-    let file = dir.join("corpus.jsonl");
-    std::fs::write(&file, corpus.join("\n")).unwrap();
-    let out = attest_json(
-        &url,
-        &[
-            "ingest",
-            "--collection",
-            "squad",
-            "--create",
-            "--json",
-            file.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(out["accepted"], 40, "{out}");
-    let (s, b) = call(
-        "POST",
-        &format!("{url}/v1/collections/squad/maintain"),
-        None,
-        Some(&json!({"seal": true})),
-    );
-    assert_eq!(s, 200, "{b}");
+    ingest_and_seal(&url, &dir.join("corpus.jsonl"), &corpus);
 
     let dest = "s3://attest-backups/cluster-a";
     let made = attest_json(

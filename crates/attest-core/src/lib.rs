@@ -1,8 +1,9 @@
 //! The rules every role of Attest shares, with no heavy dependency: limits and defaults ([`limits`]), how a
 //! configuration section reports what cannot be right ([`config_check`]) and the shape of the per-collection
-//! settings meta stores ([`settings`]), and the shape of an API key's grant ([`keys`]). Router, meta, shard and engine use
+//! settings meta stores ([`settings`]), the shape of an API key's grant ([`keys`]), and UTC calendar time ([`clock`]). Router, meta, shard and engine use
 //! these instead of restating them.
 
+pub mod clock;
 pub mod config_check;
 pub mod keys;
 pub mod limits;

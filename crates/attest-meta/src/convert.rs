@@ -6,7 +6,7 @@
 use attest_proto::v1 as pb;
 
 use crate::error::MetaError;
-use crate::placement::{Move, Replica, ReplicaState, ShardReplicas};
+use crate::placement::{Move, ReplicaState, ShardReplicas};
 use crate::state::{
     ApiKeyRecord, CollectionDef, CollectionRecord, IndexParamsRecord, ManifestRecord, NodeRecord,
     NodeRole, SpecRecord, StateMachine,
@@ -86,17 +86,7 @@ pub fn collection_def_from_pb(r: pb::MetaCreateCollectionRequest) -> CollectionD
 /// A requested placement (replica states are ignored: a created replica starts ACTIVE).
 pub fn placement_from_pb(p: &[pb::ShardPlacement]) -> Vec<ShardReplicas> {
     p.iter()
-        .map(|s| ShardReplicas {
-            shard: s.shard,
-            replicas: s
-                .replicas
-                .iter()
-                .map(|r| Replica {
-                    node_id: r.node_id,
-                    state: ReplicaState::Active,
-                })
-                .collect(),
-        })
+        .map(|s| ShardReplicas::active(s.shard, s.replicas.iter().map(|r| r.node_id)))
         .collect()
 }
 

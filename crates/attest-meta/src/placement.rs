@@ -41,6 +41,20 @@ pub struct ShardReplicas {
 }
 
 impl ShardReplicas {
+    /// A new shard's replica set: every replica ACTIVE.
+    pub fn active(shard: u32, nodes: impl IntoIterator<Item = u64>) -> Self {
+        ShardReplicas {
+            shard,
+            replicas: nodes
+                .into_iter()
+                .map(|node_id| Replica {
+                    node_id,
+                    state: ReplicaState::Active,
+                })
+                .collect(),
+        }
+    }
+
     /// Whether `node` holds any replica (in any state) of this shard.
     pub fn has_node(&self, node: u64) -> bool {
         self.replicas.iter().any(|r| r.node_id == node)

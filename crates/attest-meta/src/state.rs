@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::error::StateError;
-use crate::placement::{self, Candidate, Move, Replica, ReplicaState, ShardReplicas};
+use crate::placement::{self, Candidate, Move, ShardReplicas};
 use crate::records::RecordKey;
 
 /// Default replication factor when a create request says 0.
@@ -498,17 +498,7 @@ impl StateMachine {
             spec: def.spec.clone(),
             placement: placement
                 .iter()
-                .map(|s| ShardReplicas {
-                    shard: s.shard,
-                    replicas: s
-                        .replicas
-                        .iter()
-                        .map(|r| Replica {
-                            node_id: r.node_id,
-                            state: ReplicaState::Active,
-                        })
-                        .collect(),
-                })
+                .map(|s| ShardReplicas::active(s.shard, s.replicas.iter().map(|r| r.node_id)))
                 .collect(),
             chunking_json: def.chunking_json.clone(),
             thresholds_json: def.thresholds_json.clone(),
@@ -554,16 +544,7 @@ impl StateMachine {
         let placement = placement::place(&candidates, def.shards, replication)?
             .into_iter()
             .enumerate()
-            .map(|(shard, ids)| ShardReplicas {
-                shard: shard as u32,
-                replicas: ids
-                    .into_iter()
-                    .map(|node_id| Replica {
-                        node_id,
-                        state: ReplicaState::Active,
-                    })
-                    .collect(),
-            })
+            .map(|(shard, ids)| ShardReplicas::active(shard as u32, ids))
             .collect();
         let record = CollectionRecord {
             name: def.name.clone(),
@@ -689,6 +670,7 @@ pub fn validate_key_hash(hash: &str) -> Result<(), StateError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::placement::{Replica, ReplicaState};
     use proptest::prelude::*;
 
     fn register(s: &mut StateMachine, name: &str, zone: &str) -> u64 {
