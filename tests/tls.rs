@@ -2,8 +2,9 @@
 //! cluster CA made here (rcgen) and no `--insecure` works end to end over HTTPS and gRPC with mutual TLS between
 //! its nodes; a client that does not trust the CA is refused; the internal services refuse a client without a
 //! cluster certificate (none, or one of another CA) and admit one with it; a certificate rewritten on disk is
-//! served from the next connection on, without a restart. `attest serve` without TLS or keys refuses to start
-//! unless `--insecure` is given, which `/readyz` then reports.
+//! served from the next connection on, without a restart. The embedder's probe paths need no client certificate
+//! under mutual TLS, its API does. `attest serve` without TLS or keys refuses to start unless `--insecure` is
+//! given, which `/readyz` then reports.
 
 mod common;
 
@@ -337,6 +338,77 @@ async fn a_cluster_speaks_tls_with_mutual_tls_between_nodes_and_rotates_without_
     })
     .await
     .unwrap();
+}
+
+/// The embedder under mutual TLS: kubelet (no client certificate) reaches `/healthz`, `/readyz` and `/metrics`;
+/// the embedding API wants a certificate of the cluster CA (or the cluster key), and a certificate of another CA
+/// is refused at the handshake.
+#[test]
+fn the_embedders_probes_need_no_client_certificate_but_its_api_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("attest test cluster CA");
+    let key = KeyPair::generate().unwrap();
+    let files = write_node(dir.path(), &ca, "embedder", &key);
+    let mut args = strings(&["serve", "--role", "embedder", "--http", "127.0.0.1:0"]);
+    args.extend(tls_args(&files));
+    let (_embedder, line) = start_role(&args, dir.path(), "embedder");
+    let url = value_of(&line, "http=");
+    assert!(url.starts_with("https://"), "{line}");
+    let ca_pem = ca.cert.pem();
+    let body = json!({"input": ["a probe has no certificate"], "model": "all-minilm-l6-v2"});
+
+    let kubelet = https_client(&ca_pem);
+    for path in ["/healthz", "/readyz", "/metrics"] {
+        let r = kubelet.get(format!("{url}{path}")).send().unwrap();
+        assert_eq!(
+            r.status().as_u16(),
+            200,
+            "{path} without a client certificate"
+        );
+    }
+    let r = kubelet
+        .post(format!("{url}/v1/embeddings"))
+        .json(&body)
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401, "the API without a certificate");
+
+    let with_identity = |ca_of_cert: &Ca| {
+        let (cert, _) = ca_of_cert.node_cert("router", &key);
+        let identity =
+            reqwest::Identity::from_pem(format!("{cert}{}", key.serialize_pem()).as_bytes())
+                .unwrap();
+        reqwest::blocking::Client::builder()
+            .tls_built_in_root_certs(false)
+            .add_root_certificate(reqwest::Certificate::from_pem(ca_pem.as_bytes()).unwrap())
+            .identity(identity)
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap()
+    };
+    let node = with_identity(&ca);
+    let r = node
+        .post(format!("{url}/v1/embeddings"))
+        .json(&body)
+        .send()
+        .unwrap();
+    assert_eq!(
+        r.status().as_u16(),
+        200,
+        "the API with a cluster certificate"
+    );
+    let v: Value = r.json().unwrap();
+    assert_eq!(v["data"][0]["embedding"].as_array().unwrap().len(), 384);
+
+    let stranger = with_identity(&Ca::new("another CA"));
+    let refused = stranger
+        .post(format!("{url}/v1/embeddings"))
+        .json(&body)
+        .send();
+    assert!(
+        refused.is_err(),
+        "a certificate of another CA is refused at the handshake: {refused:?}"
+    );
 }
 
 #[test]

@@ -28,7 +28,7 @@ NAMESPACE = "search"
 # Flags the chart renders only where the binary does not have them yet (values that opt in to behaviour the binary
 # still lacks). The flag test fails on any other unknown flag, and on these too once the binary lists them in
 # `--help` ... minus nothing: it then simply accepts them.
-PENDING_SERVE_FLAGS = {"--bootstrap-if-empty"}
+PENDING_SERVE_FLAGS: set[str] = set()
 PENDING_COMMANDS = {("cluster", "drain")}
 
 # Key material for value sets: well-formed placeholders, never real secrets.
@@ -59,6 +59,8 @@ VALUE_SETS: dict[str, dict] = {
     "insecure-3-voters": {"insecure": True},
     "insecure-5-voters": {"insecure": True, "meta": {"replicas": 5, "initialVoters": 5}},
     "scale-up-3-to-5": {"insecure": True, "meta": {"replicas": 5, "initialVoters": 3}},
+    "meta-bootstrap-static": {"insecure": True, "meta": {"bootstrap": "static"}},
+    "scale-up-3-to-5-static": {"insecure": True, "meta": {"replicas": 5, "initialVoters": 3, "bootstrap": "static"}},
     "tls-inline-secrets": SECURE,
     "tls-existing-secrets": {
         "auth": {"existingSecret": "attest-keys"},
@@ -116,7 +118,6 @@ VALUE_SETS: dict[str, dict] = {
 
 # Value sets that render flags or commands the binary does not have yet (see PENDING_*).
 PENDING_VALUE_SETS: dict[str, dict] = {
-    "meta-bootstrap-guard": {"insecure": True, "meta": {"bootstrap": "guard"}},
     "shard-drain": merge(SECURE, {"shard": {"drain": {"enabled": True}}}),
 }
 

@@ -45,22 +45,23 @@ def flags(argv: list[str]) -> dict[str, str]:
 
 
 @pytest.mark.parametrize(
-    "name,voters,initial",
-    [("insecure-1-voter", 1, 1), ("insecure-3-voters", 3, 3), ("insecure-5-voters", 5, 5), ("scale-up-3-to-5", 5, 3)],
+    "name,voters",
+    [("insecure-1-voter", 1), ("insecure-3-voters", 3), ("insecure-5-voters", 5), ("scale-up-3-to-5", 5)],
 )
-def test_meta_peers_match_replica_counts(name, voters, initial):
+def test_meta_peers_match_replica_counts(name, voters):
+    """The default bootstrap guard: no shell around attest, every pod lists every voter, the id from the pod name."""
     objs = objects(VALUE_SETS[name])
     meta = by_kind(objs, "StatefulSet")["demo-attest-meta"]
     assert meta["spec"]["replicas"] == voters
     argv, script = attest_argv(container(objs, "StatefulSet", "demo-attest-meta"))
+    assert script == "", "the guard needs no wrapper script"
     f = flags(argv)
+    assert "--bootstrap-if-empty" in f and "--meta-id-from-hostname" in f
+    assert "--join" not in f and "--meta-id" not in f
     peers = [p.split("=", 1) for p in f["--meta-peers"].split(",")]
-    assert [int(i) for i, _ in peers] == list(range(1, initial + 1))
+    assert [int(i) for i, _ in peers] == list(range(1, voters + 1))
     for i, (pid, addr) in enumerate(peers):
         assert addr == f"http://demo-attest-meta-{i}.demo-attest-meta-headless.search.svc.cluster.local:7601"
-    # The id is the ordinal + 1; ordinals from initialVoters on join instead of bootstrapping.
-    assert '--meta-id="$((ordinal + 1))"' in script
-    assert f'-ge {initial} ]' in script and "--join=http://demo-attest-meta.search.svc.cluster.local:7601" in script
     assert f["--advertise"] == "http://$(POD_NAME).demo-attest-meta-headless.search.svc.cluster.local:7601"
     # Every client lists every voter.
     for w in workloads(objs):
@@ -74,9 +75,40 @@ def test_meta_peers_match_replica_counts(name, voters, initial):
                              for i in range(voters)], role
 
 
+def test_the_binary_takes_the_meta_id_from_the_pod_name(tmp_path):
+    """`--meta-id-from-hostname` as a pod runs it: the id is the ordinal + 1 (a bad host name is refused)."""
+    # A data directory that is a file: the process prints its id, then stops at opening the storage.
+    not_a_dir = tmp_path / "data"
+    not_a_dir.write_text("")
+    for hostname, expect in [("demo-attest-meta-0", "id=1"), ("demo-attest-meta-4", "id=5"), ("no-ordinal", None)]:
+        out = subprocess.run(
+            [str(attest_bin()), "serve", "--insecure", "--role=meta", "--meta-id-from-hostname",
+             "--grpc=127.0.0.1:0", f"--data-dir={not_a_dir}", "--log-level=error"],
+            env={"HOSTNAME": hostname, "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=30,
+        )
+        if expect is None:
+            assert out.returncode != 0 and "does not end in -ORDINAL" in out.stderr, out.stderr
+        else:
+            # It gets as far as printing its id, then cannot open the data directory.
+            assert f" {expect} " in out.stdout, (out.stdout, out.stderr)
+
+
+@pytest.mark.parametrize("name,voters,initial", [("meta-bootstrap-static", 3, 3), ("scale-up-3-to-5-static", 5, 3)])
+def test_static_bootstrap_peers_and_wrapper(name, voters, initial):
+    objs = objects(VALUE_SETS[name])
+    argv, script = attest_argv(container(objs, "StatefulSet", "demo-attest-meta"))
+    f = flags(argv)
+    assert "--bootstrap-if-empty" not in f
+    peers = [p.split("=", 1) for p in f["--meta-peers"].split(",")]
+    assert [int(i) for i, _ in peers] == list(range(1, initial + 1))
+    # The id is the ordinal + 1; ordinals from initialVoters on join instead of bootstrapping.
+    assert '--meta-id="$((ordinal + 1))"' in script
+    assert f'-ge {initial} ]' in script and "--join=http://demo-attest-meta.search.svc.cluster.local:7601" in script
+
+
 def test_meta_script_computes_ids_from_ordinals():
     """Run the wrapper script as the pod would, with `attest` replaced by echo."""
-    c = container(objects(VALUE_SETS["scale-up-3-to-5"]), "StatefulSet", "demo-attest-meta")
+    c = container(objects(VALUE_SETS["scale-up-3-to-5-static"]), "StatefulSet", "demo-attest-meta")
     script = c["args"][2].replace('exec attest "$@"', 'exec echo "$@"')
     for ordinal, expect_join in [(0, False), (2, False), (3, True), (4, True)]:
         out = subprocess.run(
@@ -133,15 +165,13 @@ def test_every_probe_targets_a_served_port(value_set):
                 if "grpc" in probe:
                     assert not tls, "kubelet's gRPC probe cannot speak TLS"
                     assert probe["grpc"]["port"] == served["grpc"], (c["name"], kind)
-                elif "httpGet" in probe:
+                else:
+                    # The embedder's port too: under mutual TLS it asks for a client certificate without requiring
+                    # one, and only its API routes want it (tests/tls.rs probes it without one).
                     assert tls and probe["httpGet"]["scheme"] == "HTTPS"
                     assert probe["httpGet"]["port"] == served["http"], (c["name"], kind)
                     expected = "/healthz" if kind == "livenessProbe" else "/readyz"
                     assert probe["httpGet"]["path"] == expected
-                else:
-                    # The embedder's API under mutual TLS wants a client certificate kubelet does not have.
-                    assert c["name"] == "embedder" and tls
-                    assert probe["tcpSocket"]["port"] == served["http"]
 
 
 def test_every_flag_is_one_the_binary_accepts(value_set):

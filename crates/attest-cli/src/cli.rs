@@ -68,6 +68,9 @@ pub enum Command {
     /// through a running router, `--server`).
     #[command(subcommand)]
     Snapshot(SnapshotCommand),
+    /// The meta Raft group itself (its voters).
+    #[command(subcommand)]
+    Meta(MetaCommand),
     /// The configuration as every role would resolve it (file, then `ATTEST__SECTION__KEY` variables).
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -199,6 +202,24 @@ pub struct NodeCredentialArgs {
     /// PEM private key of `--tls-cert`.
     #[arg(long, env = "ATTEST_TLS_KEY", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+pub enum MetaCommand {
+    /// Removes a voter from the meta Raft group (a configuration change through the leader; a leader asked to
+    /// remove itself hands leadership over first). Do it BEFORE scaling the meta StatefulSet down; the last
+    /// voter cannot be removed.
+    Remove {
+        /// The Raft id of the voter to remove (a StatefulSet pod's ordinal plus one).
+        id: u64,
+        #[arg(long, env = "ATTEST_META", value_delimiter = ',', required = true)]
+        meta: Vec<String>,
+        #[command(flatten)]
+        node: NodeCredentialArgs,
+        /// Print the voters left as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -359,8 +380,17 @@ pub struct ServeArgs {
     #[arg(long, default_value = "")]
     pub zone: String,
     /// Meta role: this node's Raft id (1, 2, ...).
-    #[arg(long)]
+    #[arg(long, env = "ATTEST_META_ID")]
     pub meta_id: Option<u64>,
+    /// Meta role: the Raft id is the trailing ordinal of the host name plus one (`attest-meta-0` → 1), as a
+    /// StatefulSet names its pods; the host name is `$HOSTNAME`, else the kernel's.
+    #[arg(long)]
+    pub meta_id_from_hostname: bool,
+    /// Meta role, with an empty data directory: join the group when any `--meta-peers` node holds one; bootstrap
+    /// (alone, the others then join) only when none answers within `meta.bootstrap_wait_ms` and this node has
+    /// the lowest id of the list. With data on disk the node resumes as always.
+    #[arg(long, conflicts_with = "join")]
+    pub bootstrap_if_empty: bool,
     /// Meta role: the initial voters, `ID=ADDRESS` comma-separated, the same on every initial node, e.g.
     /// 1=http://127.0.0.1:7601,2=http://127.0.0.1:7602,3=http://127.0.0.1:7603.
     #[arg(long, value_delimiter = ',')]

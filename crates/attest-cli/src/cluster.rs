@@ -1,5 +1,5 @@
 //! The cluster side of the binary: `attest serve --role meta`, the shard and router roles joined to meta
-//! (`--meta`), `attest status` and `attest cluster rebalance`. Meta is reached only through the proto client.
+//! (`--meta`), `attest status`, `attest cluster rebalance` and `attest meta remove`. Meta is reached only through the proto client.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use attest_router::Router;
 use attest_shard::{ClusterAgentConfig, ShardNode};
 use serde_json::{json, Value};
 
-use crate::cli::{ClusterCommand, ServeArgs, StatusArgs};
+use crate::cli::{ClusterCommand, MetaCommand, ServeArgs, StatusArgs};
 use crate::config::AttestConfig;
 use crate::security::Security;
 
@@ -55,6 +55,43 @@ pub fn parse_meta_peers(peers: &[String]) -> anyhow::Result<Vec<(u64, String)>> 
         .collect()
 }
 
+/// `host-name-3` → 4: a StatefulSet pod's ordinal plus one (Raft ids start at 1).
+pub fn meta_id_of_hostname(hostname: &str) -> anyhow::Result<u64> {
+    let hostname = hostname.trim();
+    let ordinal = hostname
+        .rsplit_once('-')
+        .map(|(_, n)| n)
+        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        .with_context(|| {
+            format!("--meta-id-from-hostname: host name `{hostname}` does not end in -ORDINAL")
+        })?;
+    let ordinal: u64 = ordinal
+        .parse()
+        .with_context(|| format!("--meta-id-from-hostname: ordinal of `{hostname}`"))?;
+    Ok(ordinal + 1)
+}
+
+/// This meta node's Raft id: `--meta-id` (`ATTEST_META_ID`) or `--meta-id-from-hostname`.
+fn meta_id(args: &ServeArgs) -> anyhow::Result<u64> {
+    match (args.meta_id, args.meta_id_from_hostname) {
+        (Some(_), true) => {
+            anyhow::bail!("give --meta-id (ATTEST_META_ID) or --meta-id-from-hostname, not both")
+        }
+        (Some(id), false) => Ok(id),
+        (None, true) => {
+            let hostname = match std::env::var("HOSTNAME") {
+                Ok(h) if !h.trim().is_empty() => h,
+                _ => std::fs::read_to_string("/proc/sys/kernel/hostname")
+                    .context("--meta-id-from-hostname: reading the host name")?,
+            };
+            meta_id_of_hostname(&hostname)
+        }
+        (None, false) => anyhow::bail!(
+            "the meta role needs --meta-id (or ATTEST_META_ID, or --meta-id-from-hostname)"
+        ),
+    }
+}
+
 /// `attest serve --role meta`.
 pub async fn serve_meta(
     args: &ServeArgs,
@@ -62,9 +99,7 @@ pub async fn serve_meta(
     security: &Security,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let id = args
-        .meta_id
-        .context("--meta-id is required for the meta role")?;
+    let id = meta_id(args)?;
     let listen = args.grpc.as_deref().unwrap_or("127.0.0.1:7601");
     let listener = tokio::net::TcpListener::bind(listen)
         .await
@@ -87,6 +122,7 @@ pub async fn serve_meta(
         advertise_address: advertise.clone(),
         peers,
         join: args.join.as_deref().map(with_scheme),
+        bootstrap_if_empty: args.bootstrap_if_empty,
         data_dir: args.data_dir.clone(),
         cluster_credential: security.credential().clone(),
         ..cfg.meta.clone()
@@ -315,7 +351,7 @@ pub fn status_json(
         "meta": meta.iter().map(|(addr, s)| match s {
             Ok(s) => json!({"address": addr, "id": s.id, "raft_role": s.raft_role, "term": s.term,
                 "leader": s.leader_id, "commit_index": s.commit_index, "applied_index": s.applied_index,
-                "reachable": true}),
+                "voters": s.voters.iter().map(|v| v.id).collect::<Vec<_>>(), "reachable": true}),
             Err(e) => json!({"address": addr, "reachable": false, "error": e.message()}),
         }).collect::<Vec<_>>(),
         "voters": state.meta_voters.iter().map(|v| json!({"id": v.id, "address": v.address})).collect::<Vec<_>>(),
@@ -399,6 +435,40 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `attest meta ...`.
+pub async fn meta_command(cmd: MetaCommand) -> anyhow::Result<()> {
+    match cmd {
+        MetaCommand::Remove {
+            id,
+            meta,
+            node,
+            json,
+        } => {
+            anyhow::ensure!(id > 0, "meta ids start at 1");
+            let meta = meta_client(&meta, crate::security::node_credential(&node)?)?;
+            let voters = meta.remove_meta_node(id).await.map_err(|e| {
+                anyhow::anyhow!("removing meta voter {id} refused: {}", e.message())
+            })?;
+            let voters: Vec<Value> = voters
+                .iter()
+                .map(|v| json!({"id": v.id, "address": v.address}))
+                .collect();
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&json!({"removed": id, "voters": voters}))?
+                );
+            } else {
+                println!("meta voter {id} removed; voters now:");
+                for v in &voters {
+                    println!("  {:<3} {}", v["id"], v["address"].as_str().unwrap_or(""));
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
 /// `attest cluster ...`.
 pub async fn command(cmd: ClusterCommand) -> anyhow::Result<()> {
     match cmd {
@@ -461,5 +531,14 @@ mod tests {
         assert!(parse_meta_peers(&["x=h:1".into()]).is_err());
         assert!(parse_meta_peers(&["h:1".into()]).is_err());
         assert!(parse_meta_peers(&["0=h:1".into()]).is_err());
+    }
+
+    #[test]
+    fn meta_id_is_the_pod_ordinal_plus_one() {
+        assert_eq!(meta_id_of_hostname("demo-attest-meta-0").unwrap(), 1);
+        assert_eq!(meta_id_of_hostname("demo-attest-meta-12\n").unwrap(), 13);
+        for bad in ["meta", "meta-", "meta-x1", "meta-1a", ""] {
+            assert!(meta_id_of_hostname(bad).is_err(), "{bad}");
+        }
     }
 }

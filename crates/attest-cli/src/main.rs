@@ -58,6 +58,7 @@ fn main() -> anyhow::Result<()> {
             }
             cli::Command::Status(args) => cluster::status(args).await,
             cli::Command::Cluster(cmd) => cluster::command(cmd).await,
+            cli::Command::Meta(cmd) => cluster::meta_command(cmd).await,
             cli::Command::Key(cmd) => attest_cli::keys::command(&cli.server, cmd).await,
             cli::Command::Snapshot(cmd) => attest_cli::snapshots::command(&cli.server, cmd).await,
             cli::Command::Config(cli::ConfigCommand::Check { config }) => {

@@ -348,10 +348,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             let mut local = cfg.embedder.clone();
             local.backend = EmbedderBackend::Local;
             let embedder = load_embedder(&local, args.model_dir.clone(), None)?;
-            // The embedding API is internal (the routers and answer replicas call it); the gRPC health
-            // service stays public for probes.
+            // The embedding API is internal (the routers and answer replicas call it); `/healthz`, `/readyz`
+            // and `/metrics` on the same port stay reachable by kubelet, which has no client certificate (the
+            // guard wants one, or the cluster key, on the API routes only); the gRPC health service is public.
             let http = security
-                .internal(bind(args.http.as_deref().unwrap_or(DEFAULT_EMBEDDER_HTTP)).await?);
+                .internal_http(bind(args.http.as_deref().unwrap_or(DEFAULT_EMBEDDER_HTTP)).await?);
             let guard =
                 attest_auth::cluster::ClusterGuard::for_listener(security.credential(), &http);
             let health = bind_optional(args.grpc.as_deref())

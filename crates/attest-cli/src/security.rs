@@ -6,7 +6,8 @@
 //! services) speak TLS without asking for a client certificate — callers prove themselves with API keys, and
 //! kubelet probes have no certificate; *internal* ones (shard and meta gRPC, the embedder's API) additionally
 //! require a certificate of the cluster CA when `--tls-ca` is given (mutual TLS), which then stands for the
-//! cluster key.
+//! cluster key. An internal HTTP API that shares its port with probes (the embedder's) asks for that certificate
+//! without requiring it: its guard wants a verified certificate or the cluster key on the API routes only.
 
 use std::sync::Arc;
 
@@ -23,6 +24,8 @@ use crate::cli::{NodeCredentialArgs, Role, ServeArgs};
 pub struct Security {
     public: Option<Arc<ServerTls>>,
     internal: Option<Arc<ServerTls>>,
+    /// `internal` with the client certificate asked for but optional (probes get in; the guard decides).
+    internal_http: Option<Arc<ServerTls>>,
     credential: ClusterCredential,
 }
 
@@ -44,25 +47,35 @@ impl Security {
                 "started with --insecure: traffic may be plaintext and unauthenticated");
             attest_telemetry::ops::mark_insecure();
         }
-        let (public, internal) = match (&args.tls_cert, &args.tls_key) {
+        let (public, internal, internal_http) = match (&args.tls_cert, &args.tls_key) {
             (Some(cert), Some(key)) => {
                 let files = ServerTlsFiles {
                     cert: cert.clone(),
                     key: key.clone(),
                     client_ca: None,
+                    client_cert_optional: false,
                 };
                 let public = ServerTls::load(files.clone()).context("--tls-cert/--tls-key")?;
-                let internal = match &args.tls_ca {
-                    Some(ca) => ServerTls::load(ServerTlsFiles {
-                        client_ca: Some(ca.clone()),
-                        ..files
-                    })
-                    .context("--tls-ca")?,
-                    None => Arc::clone(&public),
+                let (internal, internal_http) = match &args.tls_ca {
+                    Some(ca) => {
+                        let mutual = ServerTlsFiles {
+                            client_ca: Some(ca.clone()),
+                            ..files
+                        };
+                        let optional = ServerTlsFiles {
+                            client_cert_optional: true,
+                            ..mutual.clone()
+                        };
+                        (
+                            ServerTls::load(mutual).context("--tls-ca")?,
+                            ServerTls::load(optional).context("--tls-ca")?,
+                        )
+                    }
+                    None => (Arc::clone(&public), Arc::clone(&public)),
                 };
-                (Some(public), Some(internal))
+                (Some(public), Some(internal), Some(internal_http))
             }
-            _ => (None, None),
+            _ => (None, None, None),
         };
         let credential = node_credential(&NodeCredentialArgs {
             cluster_key: args.cluster_key.clone(),
@@ -73,6 +86,7 @@ impl Security {
         Ok(Security {
             public,
             internal,
+            internal_http,
             credential,
         })
     }
@@ -85,6 +99,12 @@ impl Security {
     /// A listener for other nodes: mutual TLS when a cluster CA is configured.
     pub fn internal(&self, tcp: TcpListener) -> Listener {
         Listener::new(tcp, self.internal.clone())
+    }
+
+    /// A listener for an internal HTTP API beside open probe routes: under mutual TLS the client certificate is
+    /// asked for but optional, and `ClusterGuard::for_listener` then checks it (or the cluster key) per route.
+    pub fn internal_http(&self, tcp: TcpListener) -> Listener {
+        Listener::new(tcp, self.internal_http.clone())
     }
 
     /// What this process presents to other nodes.

@@ -25,6 +25,11 @@ pub struct MetaConfig {
     /// Address of an existing member to join through (`AddMetaNode`), used only with an empty data dir.
     #[serde(skip)]
     pub join: Option<String>,
+    /// `--bootstrap-if-empty`: with an empty data dir and no `join`, ask the `peers` for the group first and
+    /// join through the one that answers; bootstrap (alone) only when none answers within `bootstrap_wait_ms`
+    /// and this node has the lowest id of `peers` (see `crate::guard`).
+    #[serde(skip)]
+    pub bootstrap_if_empty: bool,
     /// RocksDB directory of the Raft log and state.
     #[serde(skip)]
     pub data_dir: PathBuf,
@@ -44,6 +49,9 @@ pub struct MetaConfig {
     /// How long a write (leader discovery, forwarding, commit and apply) may take before `Unavailable`
     /// (default 3 s). In a minority partition a proposal never commits, so this is what the caller sees.
     pub write_timeout_ms: u64,
+    /// With `bootstrap_if_empty`: how long the lowest-id node waits for a peer to answer before it bootstraps
+    /// (default 5 s). Long enough for running peers to answer, short enough for a first install.
+    pub bootstrap_wait_ms: u64,
 }
 
 impl Default for MetaConfig {
@@ -68,6 +76,7 @@ impl MetaConfig {
             peers: vec![(id, advertise_address.clone())],
             advertise_address,
             join: None,
+            bootstrap_if_empty: false,
             data_dir: data_dir.into(),
             cluster_credential: ClusterCredential::none(),
             tick_ms: 100,
@@ -76,6 +85,7 @@ impl MetaConfig {
             snapshot_threshold: 1000,
             node_timeout_ms: 10_000,
             write_timeout_ms: 3_000,
+            bootstrap_wait_ms: 5_000,
         }
     }
 
@@ -85,6 +95,10 @@ impl MetaConfig {
 
     pub fn write_timeout(&self) -> Duration {
         Duration::from_millis(self.write_timeout_ms.max(1))
+    }
+
+    pub fn bootstrap_wait(&self) -> Duration {
+        Duration::from_millis(self.bootstrap_wait_ms)
     }
 
     pub fn node_timeout(&self) -> Duration {
@@ -126,6 +140,7 @@ impl MetaConfig {
         p.positive("snapshot_threshold", self.snapshot_threshold);
         p.positive("node_timeout_ms", self.node_timeout_ms);
         p.positive("write_timeout_ms", self.write_timeout_ms);
+        p.positive("bootstrap_wait_ms", self.bootstrap_wait_ms);
         p
     }
 }

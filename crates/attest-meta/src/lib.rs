@@ -15,6 +15,7 @@
 //! - `route`: leader routing for the service: propose and wait, forward to the leader, liveness.
 //! - [`service`]: [`MetaServiceImpl`], the `attest.v1.MetaService` gRPC service.
 //! - `server`: [`MetaNode`], one running node (Raft thread + tonic server), bootstrap and join.
+//! - `guard`: `--bootstrap-if-empty`, join a group a peer holds or bootstrap (lowest id, no peer answers).
 //! - `MetaClient` (re-exported from attest-proto): the client routers, shard nodes and the CLI use.
 //! - `convert`: proto ⇄ state-machine types. [`error`]: [`MetaError`] and its one mapping to `Status`.
 //! - [`metrics`]: the `raft_term`, `raft_leader`, `raft_commit_index` gauges, apply bytes written. `rlog`: raft-rs logs → tracing.
@@ -22,6 +23,7 @@
 pub mod config;
 mod convert;
 pub mod error;
+mod guard;
 pub mod metrics;
 mod node;
 pub mod placement;

@@ -3,6 +3,8 @@
 //! Start-up, by what the data directory holds:
 //! - empty, `join: None`: bootstrap as an initial voter. Every initial node writes the same snapshot at
 //!   index 1 (voters = `peers`, state = the voter addresses), so they all start from one identical state.
+//! - empty, `bootstrap_if_empty`: [`crate::guard`] picks one of the other two: join through a peer that holds
+//!   the group, or (lowest id, no peer answered in time) bootstrap as the only initial voter.
 //! - empty, `join: Some(addr)`: start with an empty configuration and call `AddMetaNode { self }` on `addr`
 //!   until it succeeds; the leader adds this node and catches it up, by snapshot first (the log of the
 //!   group starts after index 1).
@@ -29,6 +31,7 @@ use tonic::service::interceptor::InterceptedService;
 
 use crate::config::MetaConfig;
 use crate::convert;
+use crate::guard::Start;
 use crate::node::{Applied, Input, RaftLoop, Shared};
 use crate::route::Core;
 use crate::service::MetaServiceImpl;
@@ -83,10 +86,20 @@ impl MetaNode {
     ) -> anyhow::Result<MetaNode> {
         let listener = listener.into();
         config.validate()?;
+        let mut config = config;
         let local_addr = listener.local_addr()?;
         let storage = RocksStorage::open(&config.data_dir)?;
         let fresh = storage.is_empty();
         let mut hints = BTreeMap::new();
+        if fresh && config.bootstrap_if_empty && config.join.is_none() {
+            hints.extend(config.peers.iter().cloned());
+            match crate::guard::decide(&config).await? {
+                Start::Join(address) => config.join = Some(address),
+                Start::Bootstrap => {
+                    config.peers = vec![(config.id, config.advertise_address.clone())];
+                }
+            }
+        }
         if fresh {
             hints.extend(config.peers.iter().cloned());
             if config.join.is_none() {

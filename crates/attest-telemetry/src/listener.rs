@@ -68,6 +68,14 @@ impl Listener {
             .is_some_and(|t| t.requires_client_certificate())
     }
 
+    /// Whether a client may present a certificate of the cluster CA without having to: then
+    /// [`serve_http`] tells each request whether its connection did ([`ClientCertificate`]).
+    pub fn client_certificate_optional(&self) -> bool {
+        self.tls
+            .as_ref()
+            .is_some_and(|t| t.verifies_client_certificates() && !t.requires_client_certificate())
+    }
+
     /// The accepted connections (`TCP_NODELAY` on), handshaken when TLS is on; for tonic's
     /// `serve_with_incoming*`.
     pub fn incoming(self) -> Pin<Box<dyn Stream<Item = io::Result<Conn>> + Send>> {
@@ -122,6 +130,29 @@ fn tls_incoming(tcp: TcpListener, tls: Arc<ServerTls>) -> impl Stream<Item = io:
         }
     });
     ReceiverStream::new(rx)
+}
+
+/// A request extension [`serve_http`] adds on TLS connections: whether the client presented a certificate that
+/// verified against the listener's client CA (rustls refuses the handshake of one that does not, so a
+/// certificate seen here is a verified one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientCertificate {
+    pub verified: bool,
+}
+
+impl Conn {
+    /// Whether the peer presented a verified client certificate (never on plaintext).
+    pub fn client_certificate(&self) -> ClientCertificate {
+        let verified = match self {
+            Conn::Plain(_) => false,
+            Conn::Tls(s) => s
+                .get_ref()
+                .1
+                .peer_certificates()
+                .is_some_and(|c| !c.is_empty()),
+        };
+        ClientCertificate { verified }
+    }
 }
 
 /// One accepted connection, plaintext or TLS.
@@ -228,7 +259,12 @@ pub async fn serve_http(
         let Some(Ok(conn)) = conn else {
             break;
         };
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        // The guard of an internal API with optional client certificates reads this per request.
+        let identity = axum::Extension(conn.client_certificate());
+        let service = hyper_util::service::TowerToHyperService::new(tower::Layer::layer(
+            &identity,
+            app.clone(),
+        ));
         let connection = builder
             .serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(conn), service)
             .into_owned();

@@ -18,8 +18,13 @@ pub struct ServerTlsFiles {
     pub cert: PathBuf,
     /// PEM private key (PKCS#8, PKCS#1 or SEC1).
     pub key: PathBuf,
-    /// PEM CA certificates: when set, a client must present a certificate signed by one of them.
+    /// PEM CA certificates: when set, a client must present a certificate signed by one of them (unless
+    /// `client_cert_optional`).
     pub client_ca: Option<PathBuf>,
+    /// With `client_ca`: ask for a client certificate but let a client without one in (a certificate that IS
+    /// presented must still verify). For a listener whose probes (kubelet has no certificate) share the port with
+    /// an internal API: the guard then wants a verified certificate or the cluster key on the API's routes.
+    pub client_cert_optional: bool,
 }
 
 impl ServerTlsFiles {
@@ -67,6 +72,11 @@ impl ServerTls {
 
     /// Whether a client must present a certificate of the cluster CA.
     pub fn requires_client_certificate(&self) -> bool {
+        self.files.client_ca.is_some() && !self.files.client_cert_optional
+    }
+
+    /// Whether a client certificate, when presented, is verified against the cluster CA (required or not).
+    pub fn verifies_client_certificates(&self) -> bool {
         self.files.client_ca.is_some()
     }
 
@@ -100,10 +110,14 @@ fn build(files: &ServerTlsFiles) -> Result<ServerConfig, TlsError> {
         .map_err(|e| TlsError::Config(e.to_string()))?;
     let builder = match &files.client_ca {
         Some(ca) => {
-            let verifier =
-                WebPkiClientVerifier::builder_with_provider(Arc::new(roots(ca)?), provider())
-                    .build()
-                    .map_err(|e| TlsError::Config(format!("client CA {}: {e}", ca.display())))?;
+            let mut verifier =
+                WebPkiClientVerifier::builder_with_provider(Arc::new(roots(ca)?), provider());
+            if files.client_cert_optional {
+                verifier = verifier.allow_unauthenticated();
+            }
+            let verifier = verifier
+                .build()
+                .map_err(|e| TlsError::Config(format!("client CA {}: {e}", ca.display())))?;
             builder.with_client_cert_verifier(verifier)
         }
         None => builder.with_no_client_auth(),
@@ -140,6 +154,7 @@ mod tests {
             cert: dir.path().join("tls.crt"),
             key: dir.path().join("tls.key"),
             client_ca: None,
+            client_cert_optional: false,
         };
         let write = |(cert, key): (String, String)| {
             std::fs::write(&files.cert, cert).unwrap();
@@ -171,6 +186,7 @@ mod tests {
             cert: dir.path().join("absent.crt"),
             key: dir.path().join("absent.key"),
             client_ca: None,
+            client_cert_optional: false,
         };
         let e = ServerTls::load(missing).unwrap_err().to_string();
         assert!(e.contains("absent.crt"), "{e}");

@@ -284,10 +284,11 @@ prometheus.io/scheme: https
 {{- end -}}
 
 {{/*
-Probes of one container: (dict "root" $ "grpcPort" N "httpPort" N "httpMutual" bool "startup" map).
+Probes of one container: (dict "root" $ "grpcPort" N "httpPort" N "startup" map).
 TLS off: native gRPC health probes on the gRPC port. TLS on: kubelet's gRPC probe cannot speak TLS, so HTTPS GETs
-of /healthz (liveness) and /readyz (startup, readiness) on the HTTP port; where that port wants a client
-certificate (the embedder's API under mutual TLS), a TCP check of it.
+of /healthz (liveness) and /readyz (startup, readiness) on the HTTP port. The embedder's port under mutual TLS asks
+for a client certificate without requiring one (its API routes want it, or the cluster key; the probe paths not),
+so kubelet, which has none, probes it the same way.
 */}}
 {{- define "attest.probes" -}}
 {{- $p := .root.Values.probes -}}
@@ -297,9 +298,6 @@ certificate (the embedder's API under mutual TLS), a TCP check of it.
   {{- if not $.root.Values.tls.enabled }}
   grpc:
     port: {{ $.grpcPort }}
-  {{- else if $.httpMutual }}
-  tcpSocket:
-    port: {{ $.httpPort }}
   {{- else }}
   httpGet:
     path: {{ if eq $kind "liveness" }}/healthz{{ else }}/readyz{{ end }}
@@ -440,8 +438,8 @@ spec:
 {{- end -}}
 
 {{/*
-A Deployment of a stateless role: (dict "root" $ "role" "router" "values" <role block> "args" <list> "admin" bool
-"httpMutual" bool). Without `replicas` while an HPA owns the count, so `helm upgrade` does not reset it.
+A Deployment of a stateless role: (dict "root" $ "role" "router" "values" <role block> "args" <list> "admin" bool).
+Without `replicas` while an HPA owns the count, so `helm upgrade` does not reset it.
 */}}
 {{- define "attest.deployment" -}}
 {{- $root := .root -}}
@@ -500,7 +498,7 @@ spec:
               containerPort: {{ $r.ports.http }}
             - name: grpc
               containerPort: {{ $r.ports.grpc }}
-          {{- include "attest.probes" (dict "root" $root "grpcPort" $r.ports.grpc "httpPort" $r.ports.http "httpMutual" .httpMutual) | trim | nindent 10 }}
+          {{- include "attest.probes" (dict "root" $root "grpcPort" $r.ports.grpc "httpPort" $r.ports.http) | trim | nindent 10 }}
           resources:
             {{- $res := deepCopy $r.resources }}
             {{- if $gpu }}
