@@ -235,6 +235,26 @@ fn snapshots_are_consistent_under_ingest_restore_elsewhere_and_refuse_damage() {
             "snapshot", "create", "--to", dest_s, "--id", "quiet", "--json",
         ],
     );
+    // Its progress, read from the destination: every replica uploaded, manifest included.
+    let (st, progress) = call(
+        "GET",
+        &format!("{}/v1/snapshots/quiet/progress?from={dest_s}", a.url),
+        None,
+        None,
+    );
+    assert_eq!(st, 200, "{progress}");
+    let replicas = progress["replicas"].as_array().unwrap();
+    assert_eq!(replicas.len(), 2, "{progress}");
+    for (r, m) in replicas
+        .iter()
+        .zip(s2["collections"][0]["replicas"].as_array().unwrap())
+    {
+        assert_eq!(r["complete"], true, "{progress}");
+        assert!(
+            r["bytes"].as_u64().unwrap() > m["bytes"].as_u64().unwrap(),
+            "{progress} vs {m}"
+        );
+    }
     let queries: Vec<String> = include_str!("../data/squad-sample/queries.jsonl")
         .lines()
         .map(|l| {
@@ -353,12 +373,18 @@ fn snapshots_are_consistent_under_ingest_restore_elsewhere_and_refuse_damage() {
     std::fs::write(&manifest, &text[..text.len() / 2]).unwrap();
     refused("a truncated manifest", "quiet/attest-snapshot.json");
     std::fs::write(&manifest, &text).unwrap();
-    // Retention keeps the newest two complete snapshots; delete removes one.
-    attest_json(
+    // Retention keeps the newest two complete snapshots; delete removes one. (Without --json: the progress bars
+    // path, then a line per shard.)
+    let (ok, out, err) = attest(
         &a.url,
         &[
-            "snapshot", "create", "--to", dest_s, "--id", "latest", "--keep", "2", "--json",
+            "snapshot", "create", "--to", dest_s, "--id", "latest", "--keep", "2",
         ],
+    );
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("latest") && out.contains("squad/shard-1"),
+        "{out}"
     );
     let ids = |url: &str| -> Vec<String> {
         attest_json(url, &["snapshot", "list", "--from", dest_s, "--json"])["snapshots"]
@@ -533,6 +559,14 @@ fn snapshots_go_to_s3_compatible_storage_and_back() {
     );
     let listed = attest_json(&url, &["snapshot", "list", "--from", dest, "--json"]);
     assert_eq!(listed["snapshots"][0]["id"], "nightly", "{listed}");
+    let (st, progress) = call(
+        "GET",
+        &format!("{url}/v1/snapshots/nightly/progress?from={dest}"),
+        None,
+        None,
+    );
+    assert_eq!(st, 200, "{progress}");
+    assert_eq!(progress["replicas"][0]["complete"], true, "{progress}");
     // The objects are in the bucket, under the prefix.
     let objects = common::http()
         .get(format!(

@@ -4,7 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressStyle};
+use std::collections::HashMap;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use serde_json::{json, Value};
 
 use crate::cli::SnapshotCommand;
@@ -21,18 +23,19 @@ pub async fn command(server: &str, cmd: SnapshotCommand) -> anyhow::Result<()> {
             keep,
             json,
         } => {
-            let mut body =
-                json!({"destination": absolute(&to)?, "collections": collections, "keep": keep});
-            if let Some(id) = id {
-                body["id"] = json!(id);
-            }
+            // The id is chosen here, so that the progress of this snapshot can be asked for while it runs.
+            let id = id.unwrap_or_else(|| {
+                format!("snapshot-{}", attest_core::clock::UtcTime::now().compact())
+            });
+            let destination = absolute(&to)?;
+            let body = json!({"destination": destination, "collections": collections, "keep": keep, "id": id});
             let started = Instant::now();
-            let manifest = with_spinner(
-                "snapshotting",
-                json,
-                call(http.post(format!("{server}/v1/snapshots")).json(&body)),
-            )
-            .await?;
+            let create = call(http.post(format!("{server}/v1/snapshots")).json(&body));
+            let manifest = if json {
+                create.await?
+            } else {
+                with_progress_bars(&http, &server, &destination, &id, create).await?
+            };
             if json {
                 println!("{manifest}");
             } else {
@@ -119,6 +122,58 @@ fn absolute(location: &str) -> anyhow::Result<String> {
     Ok(std::path::absolute(location)?
         .to_string_lossy()
         .into_owned())
+}
+
+/// Runs `work` (the create call) with a bar per replica showing the bytes it has uploaded and its rate, polled
+/// from the router every 300 ms.
+async fn with_progress_bars<T>(
+    http: &reqwest::Client,
+    server: &str,
+    destination: &str,
+    id: &str,
+    work: impl std::future::Future<Output = T>,
+) -> T {
+    let bars = MultiProgress::new();
+    let style = ProgressStyle::with_template(
+        "{prefix:>24} {spinner} {bytes:>10} {bytes_per_sec:>12} {msg}",
+    )
+    .expect("static template");
+    let mut shown: HashMap<String, ProgressBar> = HashMap::new();
+    tokio::pin!(work);
+    let mut tick = tokio::time::interval(Duration::from_millis(300));
+    loop {
+        tokio::select! {
+            out = &mut work => {
+                for bar in shown.values() {
+                    bar.finish_with_message("done");
+                }
+                return out;
+            }
+            _ = tick.tick() => {
+                let progress = http
+                    .get(format!("{server}/v1/snapshots/{id}/progress"))
+                    .query(&[("from", destination)])
+                    .send()
+                    .await;
+                let Ok(progress) = progress else { continue };
+                let Ok(progress) = progress.json::<Value>().await else { continue };
+                for r in progress["replicas"].as_array().into_iter().flatten() {
+                    let name = format!("{}/shard-{}", text(&r["collection"]), r["shard"]);
+                    let bar = shown.entry(name.clone()).or_insert_with(|| {
+                        let bar = bars.add(ProgressBar::no_length().with_style(style.clone()));
+                        bar.set_prefix(name);
+                        bar
+                    });
+                    bar.set_position(r["bytes"].as_u64().unwrap_or(0));
+                    if r["complete"].as_bool() == Some(true) && !bar.is_finished() {
+                        bar.finish_with_message("uploaded");
+                    } else {
+                        bar.tick();
+                    }
+                }
+            }
+        }
+    }
 }
 
 async fn with_spinner<T>(

@@ -102,6 +102,10 @@ pub fn routes(router: Arc<Router>, refresh: Option<MetricsRefresh>) -> axum::Rou
             delete(crate::snapshot_http::delete).route_layer(guard(Op::Snapshots)),
         )
         .route(
+            "/v1/snapshots/:id/progress",
+            get(crate::snapshot_http::progress).route_layer(guard(Op::Snapshots)),
+        )
+        .route(
             "/v1/snapshots/restore",
             post(crate::snapshot_http::restore).route_layer(guard(Op::Snapshots)),
         )

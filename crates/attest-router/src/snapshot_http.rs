@@ -1,5 +1,7 @@
 //! HTTP routes of cluster snapshots (admin scope): `POST /v1/snapshots` creates one and answers its manifest,
 //! `GET /v1/snapshots?from=DEST` lists a destination, `DELETE /v1/snapshots/{id}?from=DEST` deletes one,
+//! `GET /v1/snapshots/{id}/progress?from=DEST` tells what a snapshot in progress has uploaded per replica,
+//! `GET /v1/snapshots/{id}/progress?from=DEST` tells what a snapshot in progress has uploaded per replica,
 //! `POST /v1/snapshots/restore` restores collections. Each create, delete and restore writes an audit line.
 
 use std::sync::Arc;
@@ -68,6 +70,16 @@ pub async fn delete(
         r.delete_snapshot(&q.from, &id).await,
     )?;
     Ok(Json(json!({ "deleted": id })))
+}
+
+pub async fn progress(
+    State(r): State<Arc<Router>>,
+    Path(id): Path<String>,
+    q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, RouterError> {
+    let Query(q) = q.map_err(|e| RouterError::invalid("from", e.body_text()))?;
+    let replicas = r.snapshot_progress(&q.from, &id).await?;
+    Ok(Json(json!({ "id": id, "replicas": replicas })))
 }
 
 pub async fn restore(

@@ -128,6 +128,17 @@ pub struct RestoredCollection {
     pub bytes: u64,
 }
 
+/// How far one replica's upload of a snapshot has come (`GET /v1/snapshots/{id}/progress`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReplicaProgress {
+    pub collection: String,
+    pub shard: u32,
+    /// Bytes in the destination so far.
+    pub bytes: u64,
+    /// Its `SNAPSHOT.json` is there: the replica's upload finished.
+    pub complete: bool,
+}
+
 /// A snapshot found in a destination: its manifest, or why it cannot be read.
 #[derive(Debug, Clone, Serialize)]
 pub struct ListedSnapshot {
@@ -468,6 +479,47 @@ impl Router {
             }
         }
         Err(RouterError::Unavailable(last_error))
+    }
+
+    /// What snapshot `id` has uploaded to `source` so far, per replica (read from the destination, so it can be
+    /// asked while `create` runs, from any router).
+    pub async fn snapshot_progress(
+        &self,
+        source: &str,
+        id: &str,
+    ) -> Result<Vec<ReplicaProgress>, RouterError> {
+        if let Some(problem) = id_problem(id) {
+            return Err(RouterError::invalid("id", problem));
+        }
+        let store = open_store(source, "from")?;
+        let mut by_replica: BTreeMap<(String, u32), ReplicaProgress> = BTreeMap::new();
+        for (key, size) in store
+            .list_objects(id)
+            .await
+            .map_err(|e| from_store("from", e))?
+        {
+            let mut parts = key.splitn(4, '/');
+            let (_, collection, shard, rest) =
+                (parts.next(), parts.next(), parts.next(), parts.next());
+            let (Some(collection), Some(shard), Some(rest)) = (
+                collection,
+                shard.and_then(|s| s.strip_prefix("shard-")?.parse::<u32>().ok()),
+                rest,
+            ) else {
+                continue;
+            };
+            let entry = by_replica
+                .entry((collection.to_string(), shard))
+                .or_insert_with(|| ReplicaProgress {
+                    collection: collection.to_string(),
+                    shard,
+                    bytes: 0,
+                    complete: false,
+                });
+            entry.bytes += size;
+            entry.complete |= rest == REPLICA_MANIFEST;
+        }
+        Ok(by_replica.into_values().collect())
     }
 
     /// Every snapshot in `source`, newest id last; incomplete ones (no manifest yet) are left out, damaged ones

@@ -523,6 +523,33 @@ impl SnapshotStore {
         Ok(names)
     }
 
+    /// Every object under `prefix`, as (key relative to the location, size), in key order: what a snapshot in
+    /// progress has uploaded so far.
+    pub async fn list_objects(&self, prefix: &str) -> Result<Vec<(String, u64)>, StoreError> {
+        let path = self.path(prefix)?;
+        let skip = self.prefix.len();
+        let listed: Vec<object_store::ObjectMeta> =
+            match self.store.list(Some(&path)).try_collect().await {
+                Ok(listed) => listed,
+                Err(object_store::Error::NotFound { .. }) => return Ok(Vec::new()),
+                Err(e) => return Err(store_err(prefix, e)),
+            };
+        let mut out: Vec<(String, u64)> = listed
+            .into_iter()
+            .map(|m| {
+                let parts: Vec<String> = m
+                    .location
+                    .parts()
+                    .skip(skip)
+                    .map(|p| p.as_ref().to_string())
+                    .collect();
+                (parts.join("/"), m.size)
+            })
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
     /// Deletes the object at `key` (nothing when there is none): a re-run replaces a file whose name does not
     /// tell its content.
     pub async fn delete(&self, key: &str) -> Result<(), StoreError> {
