@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{call, start_role, value_of, Proc};
+use common::{call, start_with_env, value_of, Logs, Proc};
 use serde_json::{json, Value};
 
 struct DevNode {
@@ -20,8 +20,12 @@ struct DevNode {
     url: String,
 }
 
-fn dev(dir: &Path, name: &str, shard_nodes: &str) -> DevNode {
-    let (proc, line) = start_role(
+/// `attest dev` with `shard_nodes` shard nodes and these extra environment variables, its data in `dir/NAME` and
+/// its log in `dir/NAME.log`.
+fn dev(dir: &Path, name: &str, shard_nodes: &str, env: &[(&str, &str)]) -> DevNode {
+    let log = dir.join(format!("{name}.log"));
+    eprintln!("{name} log: {}", log.display());
+    let (proc, line) = start_with_env(
         &[
             "dev",
             "--http",
@@ -31,8 +35,9 @@ fn dev(dir: &Path, name: &str, shard_nodes: &str) -> DevNode {
             "--shards",
             shard_nodes,
         ],
-        dir,
-        name,
+        Some(&dir.join(name)),
+        Logs::InfoTo(&log),
+        env,
     );
     DevNode {
         _proc: proc,
@@ -59,6 +64,20 @@ fn attest_json(url: &str, args: &[&str]) -> Value {
     let (ok, out, err) = attest(url, args);
     assert!(ok, "attest {args:?}: {err}");
     serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+/// The first `n` questions of the bundled SQuAD sample.
+fn fixture_queries(n: usize) -> Vec<String> {
+    include_str!("../data/squad-sample/queries.jsonl")
+        .lines()
+        .take(n)
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["text"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect()
 }
 
 /// Ids of the top 10 hybrid hits, in order.
@@ -141,7 +160,7 @@ fn snapshots_are_consistent_under_ingest_restore_elsewhere_and_refuse_damage() {
     let dir = tmp.path();
     let dest = dir.join("backups");
     let dest_s = dest.to_str().unwrap();
-    let a = dev(dir, "source", "2");
+    let a = dev(dir, "source", "2", &[]);
 
     // A corpus of 120 SQuAD paragraphs, sealed into segments, then more writes left in the growing segment.
     let corpus: Vec<&str> = include_str!("../data/squad-sample/corpus.jsonl")
@@ -255,16 +274,7 @@ fn snapshots_are_consistent_under_ingest_restore_elsewhere_and_refuse_damage() {
             "{progress} vs {m}"
         );
     }
-    let queries: Vec<String> = include_str!("../data/squad-sample/queries.jsonl")
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<Value>(l).unwrap()["text"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        })
-        .take(50)
-        .collect();
+    let queries = fixture_queries(50);
     let expected: Vec<Vec<String>> = queries
         .iter()
         .map(|q| top_ids(&a.url, "squad", q))
@@ -279,7 +289,7 @@ fn snapshots_are_consistent_under_ingest_restore_elsewhere_and_refuse_damage() {
     assert_eq!(ids, ["quiet", "under-load"], "{listed}");
 
     // Restored into another `attest dev` with one shard node instead of two.
-    let b_dev = dev(dir, "target", "1");
+    let b_dev = dev(dir, "target", "1", &[]);
     let restored = attest_json(
         &b_dev.url,
         &["snapshot", "restore", "--from", dest_s, "quiet", "--json"],
@@ -510,32 +520,8 @@ fn snapshots_go_to_s3_compatible_storage_and_back() {
         ("AWS_SECRET_ACCESS_KEY", "testing"),
         ("AWS_REGION", "us-east-1"),
     ];
-    let log = dir.join("dev.log");
-    eprintln!("dev log: {}", log.display());
-    let mut child = std::process::Command::new(common::attest_bin())
-        .args([
-            "dev",
-            "--http",
-            "127.0.0.1:0",
-            "--grpc",
-            "127.0.0.1:0",
-            "--data-dir",
-        ])
-        .arg(dir.join("dev"))
-        .envs(env)
-        .env("ATTEST_LOG", "info,tantivy=warn")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let _dev = Proc(child);
-    let url = value_of(&line, "http=");
+    let node = dev(dir, "dev", "2", &env);
+    let url = node.url.clone();
 
     let corpus: Vec<&str> = include_str!("../data/squad-sample/corpus.jsonl")
         .lines()
@@ -599,16 +585,7 @@ fn snapshots_go_to_s3_compatible_storage_and_back() {
             "--json",
         ],
     );
-    let queries: Vec<String> = include_str!("../data/squad-sample/queries.jsonl")
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<Value>(l).unwrap()["text"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        })
-        .take(10)
-        .collect();
+    let queries = fixture_queries(10);
     for q in &queries {
         assert_eq!(
             top_ids(&url, "squad_copy", q),

@@ -80,8 +80,20 @@ pub enum Logs<'a> {
 
 /// Starts `attest ARGS [--data-dir DATA]` and returns it with its first stdout line (where it listens).
 pub fn start(args: &[&str], data: Option<&Path>, logs: Logs<'_>) -> (Proc, String) {
+    start_with_env(args, data, logs, &[])
+}
+
+/// [`start`] with extra environment variables (what a pod's environment would give it).
+pub fn start_with_env(
+    args: &[&str],
+    data: Option<&Path>,
+    logs: Logs<'_>,
+    env: &[(&str, &str)],
+) -> (Proc, String) {
     let mut cmd = Command::new(attest_bin());
-    cmd.args(args).stdout(Stdio::piped());
+    cmd.args(args)
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped());
     if let Some(data) = data {
         cmd.arg("--data-dir").arg(data);
     }

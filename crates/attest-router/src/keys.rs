@@ -67,14 +67,9 @@ impl Router {
         Ok((minted.key, info))
     }
 
-    /// Every key meta holds (hashes, never keys), as of a linearizable read.
+    /// Every key meta holds (hashes, never keys), as of a linearizable read (which the view applies too).
     pub async fn list_keys(&self) -> Result<Vec<pb::ApiKeyInfo>, RouterError> {
-        let state = self
-            .view
-            .meta()
-            .cluster_state(true)
-            .await
-            .map_err(RouterError::from_status)?;
+        let state = self.view.refresh(true).await?;
         let mut keys = state.api_keys;
         keys.sort_by_key(|k| (k.created_ms, k.id.clone()));
         Ok(keys)

@@ -250,13 +250,7 @@ impl Router {
             )));
         }
         // The state at a known Raft index (linearizable), and the view's endpoints brought up to it.
-        let state = self
-            .view
-            .meta()
-            .cluster_state(true)
-            .await
-            .map_err(RouterError::from_status)?;
-        self.view.refresh(true).await?;
+        let state = self.view.refresh(true).await?;
         let wanted: BTreeSet<&str> = req.collections.iter().map(String::as_str).collect();
         for name in &wanted {
             if !state.collections.iter().any(|c| c.name == *name) {
@@ -629,7 +623,7 @@ impl Router {
                 "two collections would get the same name",
             ));
         }
-        self.view.refresh(true).await?;
+        let state = self.view.refresh(true).await?;
         for (_, _, target) in &picked {
             if self.view.get(target).is_ok() && !req.force {
                 return Err(RouterError::AlreadyExists(format!(
@@ -644,12 +638,6 @@ impl Router {
         }
 
         // Where each restored replica goes: meta's plan over this cluster's live shard nodes.
-        let state = self
-            .view
-            .meta()
-            .cluster_state(true)
-            .await
-            .map_err(RouterError::from_status)?;
         let live_shard_nodes = state
             .nodes
             .iter()

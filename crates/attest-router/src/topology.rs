@@ -78,15 +78,16 @@ impl ClusterView {
         &self.keys
     }
 
-    /// Re-reads the cluster state from meta and applies it (keeps the tower stack of every known node).
-    pub async fn refresh(&self, linearizable: bool) -> Result<(), RouterError> {
+    /// Re-reads the cluster state from meta, applies it (keeps the tower stack of every known node) and returns
+    /// it, for a caller that needs the state at a known Raft index and the view brought up to it in one read.
+    pub async fn refresh(&self, linearizable: bool) -> Result<pb::ClusterState, RouterError> {
         let state = self
             .meta
             .cluster_state(linearizable)
             .await
             .map_err(RouterError::from_status)?;
         self.apply(&state);
-        Ok(())
+        Ok(state)
     }
 
     fn apply(&self, state: &pb::ClusterState) {

@@ -47,7 +47,8 @@ fn request_span<T>(req: &Request<T>) -> tracing::Span {
     attest_telemetry::request_id::span(&attest_telemetry::request_id::from_grpc(req.metadata()))
 }
 
-async fn blocking<T: Send + 'static>(
+/// Runs engine or filesystem work off the async workers (bounded by the CPU pool).
+pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, Status> + Send + 'static,
 ) -> Result<T, Status> {
     attest_telemetry::cpu::run_cpu_intensive(f)
@@ -453,7 +454,7 @@ impl ShardService for ShardServiceImpl {
         let span = request_span(&req);
         let r = req.into_inner();
         let engine = self.engine(&r.collection, r.shard)?;
-        crate::snapshot::snapshot_shard(&self.node, engine, r)
+        crate::snapshot::snapshot_shard(Arc::clone(&self.node), engine, r)
             .instrument(span)
             .await
             .map(Response::new)
@@ -464,7 +465,7 @@ impl ShardService for ShardServiceImpl {
         req: Request<pb::StageRestoreRequest>,
     ) -> Result<Response<pb::StageRestoreResponse>, Status> {
         let span = request_span(&req);
-        crate::snapshot::stage_restore(&self.node, req.into_inner())
+        crate::snapshot::stage_restore(Arc::clone(&self.node), req.into_inner())
             .instrument(span)
             .await
             .map(Response::new)

@@ -20,6 +20,7 @@ use tracing::info;
 
 use crate::catchup::catch_up_from;
 use crate::node::ShardNode;
+use crate::service::blocking;
 use crate::status::to_status;
 
 const LOCAL_SNAPSHOTS_DIR: &str = "snapshots";
@@ -73,7 +74,7 @@ impl Drop for RemoveOnDrop {
 }
 
 pub async fn snapshot_shard(
-    node: &ShardNode,
+    node: Arc<ShardNode>,
     engine: Arc<ShardEngine>,
     r: pb::SnapshotShardRequest,
 ) -> Result<pb::SnapshotShardResponse, Status> {
@@ -83,17 +84,21 @@ pub async fn snapshot_shard(
         .data_dir()
         .join(LOCAL_SNAPSHOTS_DIR)
         .join(r.prefix.replace('/', "__"));
-    if local.exists() {
-        std::fs::remove_dir_all(&local).map_err(|e| Status::internal(e.to_string()))?;
-    }
     let _cleanup = RemoveOnDrop(local.clone());
-    catch_up_first(node, &engine, &r).await?;
-    let snapshot = {
+    catch_up_first(&node, &engine, &r).await?;
+    // The snapshot, and its manifest's bytes as written (what the router checksums), off the async workers.
+    let (snapshot, manifest) = {
         let local = local.clone();
-        tokio::task::spawn_blocking(move || engine.snapshot(&local))
-            .await
-            .map_err(|e| Status::internal(format!("snapshot worker failed: {e}")))?
-            .map_err(to_status)?
+        blocking(move || {
+            let io = |e: std::io::Error| Status::internal(format!("{}: {e}", local.display()));
+            if local.exists() {
+                std::fs::remove_dir_all(&local).map_err(io)?;
+            }
+            let snapshot = engine.snapshot(&local).map_err(to_status)?;
+            let manifest = std::fs::read(local.join(SNAPSHOT_FILE)).map_err(io)?;
+            Ok((snapshot, manifest))
+        })
+        .await?
     };
     let mut sent = 0;
     for file in &snapshot.files {
@@ -108,8 +113,6 @@ pub async fn snapshot_shard(
             .map_err(store_status)?;
     }
     // Last: a replica snapshot whose manifest is in the destination is complete.
-    let manifest =
-        std::fs::read(local.join(SNAPSHOT_FILE)).map_err(|e| Status::internal(e.to_string()))?;
     let manifest_sha256 = sha256_hex(&manifest);
     store
         .put_bytes(&format!("{}/{SNAPSHOT_FILE}", r.prefix), manifest.clone())
@@ -168,7 +171,7 @@ async fn catch_up_first(
 }
 
 pub async fn stage_restore(
-    node: &ShardNode,
+    node: Arc<ShardNode>,
     r: pb::StageRestoreRequest,
 ) -> Result<pb::StageRestoreResponse, Status> {
     check_prefix(&r.prefix)?;
@@ -190,9 +193,14 @@ pub async fn stage_restore(
     }
     let snapshot: ShardSnapshot = serde_json::from_slice(&manifest)
         .map_err(|e| Status::failed_precondition(format!("{manifest_key}: unreadable: {e}")))?;
-    let download = node
-        .restore_download_dir(&r.collection, r.shard)
-        .map_err(to_status)?;
+    let download = {
+        let (node, collection) = (Arc::clone(&node), r.collection.clone());
+        blocking(move || {
+            node.restore_download_dir(&collection, r.shard)
+                .map_err(to_status)
+        })
+        .await?
+    };
     let cleanup = RemoveOnDrop(download.clone());
     for file in &snapshot.files {
         let dest = safe_join(&download, &file.path).ok_or_else(|| {
@@ -209,10 +217,16 @@ pub async fn stage_restore(
             .await
             .map_err(store_status)?;
     }
-    std::fs::write(download.join(SNAPSHOT_FILE), &manifest)
-        .map_err(|e| Status::internal(e.to_string()))?;
-    node.commit_staged(&r.collection, r.shard, &download)
-        .map_err(to_status)?;
+    {
+        let (download, collection) = (download.clone(), r.collection.clone());
+        blocking(move || {
+            std::fs::write(download.join(SNAPSHOT_FILE), &manifest)
+                .map_err(|e| Status::internal(format!("{}: {e}", download.display())))?;
+            node.commit_staged(&collection, r.shard, &download)
+                .map_err(to_status)
+        })
+        .await?;
+    }
     drop(cleanup); // the download directory is the staged one now: nothing left to remove
     info!(collection = %r.collection, shard = r.shard, bytes = snapshot.total_bytes(),
         event = "replica_restore_staged", "replica snapshot downloaded and verified");

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use attest_snapshot::{SnapshotStore, StoreError};
-use common::{sha256_hex, write_file, Progress, MIB};
+use common::{assert_refused_as_altered, sha256_hex, write_file, Progress, MIB};
 
 /// S3's smallest part (all but the last).
 const PART: usize = 5 * MIB;
@@ -237,12 +237,7 @@ async fn s3_round_trip_in_parts_resume_and_corruption() {
         .download_verified(key, &restored, len as u64, &sha256_hex(&data), &|_| {})
         .await
         .unwrap_err();
-    assert!(
-        matches!(&err, StoreError::Mismatch { key: k, reason } if k == key && reason.contains("sha256")),
-        "{err}"
-    );
-    assert!(err.to_string().contains(key), "{err}");
-    assert!(!restored.exists(), "a refused download leaves no file");
+    assert_refused_as_altered(&err, key, &restored);
 
     // Missing.
     let err = store

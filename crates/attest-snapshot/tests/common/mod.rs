@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use attest_snapshot::StoreError;
 use sha2::{Digest, Sha256};
 
 /// `len` deterministic pseudo-random bytes (xorshift64*, seeded).
@@ -52,3 +53,14 @@ impl Progress {
 }
 
 pub const MIB: usize = 1024 * 1024;
+
+/// A download refused because the object's bytes changed (same size, other sha256): the error names the key and
+/// the destination file is gone.
+pub fn assert_refused_as_altered(err: &StoreError, key: &str, restored: &Path) {
+    assert!(
+        matches!(err, StoreError::Mismatch { key: k, reason } if k == key && reason.contains("sha256")),
+        "{err}"
+    );
+    assert!(err.to_string().contains(key), "{err}");
+    assert!(!restored.exists(), "a refused download leaves no file");
+}
