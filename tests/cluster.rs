@@ -2,7 +2,9 @@
 //! loopback; then, under ingest and query load, a shard process is SIGKILLed and restarted (no acknowledged write
 //! lost, no failed query, the replica catches up), both replicas of a shard are killed (degraded results naming
 //! it), the Raft leader is killed (a new leader, metadata writes resume; the failover time is printed), and a
-//! 4th shard node is added and `attest cluster rebalance` moves replicas onto it without losing anything.
+//! 4th shard node is added and `attest cluster rebalance` moves replicas onto it without losing anything; that
+//! node is then drained as a pod's preStop hook does (routers turn to its peers), restarted (the drain ends), and
+//! decommissioned with `attest cluster drain --move` (its replicas move off; it is then killed, nothing lost).
 
 mod common;
 
@@ -125,7 +127,13 @@ impl LocalCluster {
         self.base + 10 + i
     }
 
-    /// Starts shard node `i` (again) with the same data directory and address as the script does.
+    /// The `/metrics` port of shard node `i` once this test has (re)started it.
+    fn shard_http_port(&self, i: u16) -> u16 {
+        self.base + 160 + i
+    }
+
+    /// Starts shard node `i` (again) with the same data directory and address as the script does, and its
+    /// `/metrics` on [`Self::shard_http_port`].
     fn start_shard(&self, i: u16) {
         let child = Command::new(common::attest_bin())
             .args([
@@ -138,6 +146,8 @@ impl LocalCluster {
                 "--grpc",
             ])
             .arg(format!("127.0.0.1:{}", self.shard_port(i)))
+            .arg("--http")
+            .arg(format!("127.0.0.1:{}", self.shard_http_port(i)))
             .args(["--node-name", &format!("shard-{i}"), "--data-dir"])
             .arg(self.dir.path().join(format!("shard-{i}")))
             .env("ATTEST_LOG", "info,tantivy=warn")
@@ -167,6 +177,61 @@ impl LocalCluster {
     fn search(&self, body: &Value) -> (u16, Value) {
         post(&format!("{}/v1/collections/c/search", self.router), body)
     }
+}
+
+/// Searches shard node `i` has served (its `stage_latency_seconds{stage="shard_search"}` count).
+fn shard_searches(cluster: &LocalCluster, i: u16) -> u64 {
+    let text = http()
+        .get(format!(
+            "http://127.0.0.1:{}/metrics",
+            cluster.shard_http_port(i)
+        ))
+        .send()
+        .and_then(|r| r.text())
+        .unwrap();
+    text.lines()
+        .filter(|l| {
+            l.starts_with("stage_latency_seconds_count{") && l.contains("stage=\"shard_search\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+/// What shard node 4 serves of `searches` searches of both collections through the router.
+fn served_by_node_4(cluster: &LocalCluster, searches: usize) -> u64 {
+    let before = shard_searches(cluster, 4);
+    for _ in 0..searches {
+        for collection in ["c", "after_failover"] {
+            let (s, b) = post(
+                &format!("{}/v1/collections/{collection}/search", cluster.router),
+                &json!({"query": "field note near the river", "k": 3, "lanes": ["bm25"]}),
+            );
+            assert_eq!(s, 200, "{b}");
+            assert_eq!(b["degraded"], false, "{b}");
+        }
+    }
+    shard_searches(cluster, 4) - before
+}
+
+fn node_of<'a>(state: &'a Value, name: &str) -> &'a Value {
+    state["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == name)
+        .unwrap()
+}
+
+/// Replicas (any state) the node `id` holds over every collection.
+fn replicas_on(state: &Value, id: u64) -> usize {
+    state["collections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["placement"].as_array().unwrap().iter())
+        .flat_map(|s| s["replicas"].as_array().unwrap().iter())
+        .filter(|r| r["node"].as_u64() == Some(id))
+        .count()
 }
 
 fn now_ms() -> u128 {
@@ -520,14 +585,7 @@ fn the_local_cluster_survives_shard_and_meta_failures_and_rebalances() {
         .unwrap()["id"]
         .as_u64()
         .unwrap();
-    let on_node4 = state["collections"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|c| c["placement"].as_array().unwrap().iter())
-        .flat_map(|s| s["replicas"].as_array().unwrap().iter())
-        .filter(|r| r["node"].as_u64() == Some(node4))
-        .count();
+    let on_node4 = replicas_on(&state, node4);
     assert!(
         on_node4 >= 1,
         "rebalance put nothing on the new node: {state}"
@@ -541,5 +599,72 @@ fn the_local_cluster_survives_shard_and_meta_failures_and_rebalances() {
             .unwrap()
             .iter()
             .all(|s| s["replicas"].as_array().unwrap().len() == 2)));
+    assert_all_found(&cluster, &acked);
+
+    // A restart drain (the shard pod's preStop hook): routers read from the node's peers; nothing moves.
+    let served_before = served_by_node_4(&cluster, 20);
+    assert!(
+        served_before >= 5,
+        "node 4 served {served_before} searches before the drain: too few to compare"
+    );
+    let drained = common::attest_json(&[
+        "cluster",
+        "drain",
+        "--node",
+        "shard-4",
+        "--wait",
+        "--json",
+        "--meta",
+        &cluster.metas,
+    ]);
+    assert_eq!(drained["draining"], "restart", "{drained}");
+    assert_eq!(drained["unserved"], json!([]), "{drained}");
+    let state = cluster.status();
+    assert_eq!(node_of(&state, "shard-4")["draining"], "restart", "{state}");
+    assert_eq!(
+        replicas_on(&state, node4),
+        on_node4,
+        "a restart drain moved replicas"
+    );
+    let served_draining = served_by_node_4(&cluster, 20);
+    eprintln!("node 4 served {served_before} of 40 searches before its drain, {served_draining} while draining");
+    assert!(
+        served_draining * 4 <= served_before,
+        "a draining node still serves reads: {served_draining} of 40 searches, {served_before} before the drain"
+    );
+    // The pod comes back: registering again ends a restart drain.
+    cluster.kill("shard-4");
+    cluster.start_shard(4);
+    wait_until(Duration::from_secs(30), "shard-4 back in service", || {
+        let node = node_of(&cluster.status(), "shard-4").clone();
+        node["alive"] == true && node["draining"] == "none"
+    });
+
+    // Decommission before a scale-in: every replica moves off; then the node can go without losing anything.
+    let drained = common::attest_json(&[
+        "cluster",
+        "drain",
+        "--node",
+        "shard-4",
+        "--move",
+        "--wait",
+        "--timeout-secs",
+        "120",
+        "--json",
+        "--meta",
+        &cluster.metas,
+    ]);
+    assert_eq!(drained["draining"], "decommission", "{drained}");
+    assert_eq!(drained["replicas"], 0, "{drained}");
+    let state = cluster.status();
+    assert_eq!(replicas_on(&state, node4), 0, "{state}");
+    assert_replicas_on_distinct_nodes(&state);
+    assert!(state["collections"].as_array().unwrap().iter().all(|c| {
+        c["placement"].as_array().unwrap().iter().all(|s| {
+            let replicas = s["replicas"].as_array().unwrap();
+            replicas.len() == 2 && replicas.iter().all(|r| r["state"] == "active")
+        })
+    }));
+    cluster.kill("shard-4");
     assert_all_found(&cluster, &acked);
 }

@@ -237,6 +237,40 @@ pub enum ClusterCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Takes a shard node out of service: routers read from its peers first and no replica is placed on it.
+    /// Without --move (a pod's preStop hook) nothing moves and the drain ends when the node registers again;
+    /// with --move (before a scale-in) its replicas are moved onto other nodes, and the drain lasts until --undo.
+    Drain(DrainArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct DrainArgs {
+    /// The shard node's registered name (`--node-name`; a shard pod's name in Kubernetes).
+    #[arg(long)]
+    pub node: String,
+    /// Decommission: move every replica the node holds onto other shard nodes (each new copy catches up
+    /// before the node's copy is retired).
+    #[arg(long = "move", conflicts_with = "undo")]
+    pub move_replicas: bool,
+    /// End the drain: the node serves reads and receives replicas again.
+    #[arg(long)]
+    pub undo: bool,
+    /// Wait until the node's replicas are served by live peers (with --move: until it holds none), then for
+    /// routers to re-read the cluster state (--settle-ms).
+    #[arg(long, conflicts_with = "undo")]
+    pub wait: bool,
+    /// Give up waiting after this long (exit status 1; the drain stays in place).
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout_secs: u64,
+    /// After the wait: time for every router to re-read the cluster state (twice `router.meta_poll_ms`).
+    #[arg(long, default_value_t = 1000)]
+    pub settle_ms: u64,
+    #[arg(long, env = "ATTEST_META", value_delimiter = ',', required = true)]
+    pub meta: Vec<String>,
+    #[command(flatten)]
+    pub node_credential: NodeCredentialArgs,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Subcommand)]

@@ -358,6 +358,7 @@ pub fn status_json(
         "nodes": state.nodes.iter().map(|n| json!({
             "id": n.id, "name": n.name, "address": n.address, "role": role_name(n.role), "zone": n.zone,
             "alive": n.alive, "last_heartbeat_ms": n.last_heartbeat_ms,
+            "draining": crate::drain::drain_name(n.draining),
         })).collect::<Vec<_>>(),
         "collections": collections,
     })
@@ -394,8 +395,12 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
     }
     println!("nodes:");
     for n in report["nodes"].as_array().into_iter().flatten() {
+        let drain = match n["draining"].as_str() {
+            Some("none") | None => String::new(),
+            Some(kind) => format!(" draining ({kind})"),
+        };
         println!(
-            "  {:<4} {:<7} {:<28} {:<6} {}",
+            "  {:<4} {:<7} {:<28} {:<6} {}{drain}",
             n["id"],
             n["role"].as_str().unwrap_or(""),
             n["address"].as_str().unwrap_or(""),
@@ -511,6 +516,7 @@ pub async fn command(cmd: ClusterCommand) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        ClusterCommand::Drain(args) => crate::drain::drain(args).await,
     }
 }
 

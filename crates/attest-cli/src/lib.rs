@@ -9,6 +9,7 @@
 //! - [`roles`]: `attest dev` (every role in one process) and `attest serve --role ...`.
 //! - [`cluster`]: the cluster roles (`serve --role meta`, shard and router with `--meta`), `attest status`,
 //!   `attest cluster rebalance`.
+//! - [`drain`]: `attest cluster drain`, taking a shard node out of service (a pod's preStop, a scale-in).
 //! - [`security`]: what `attest serve` requires before it serves (TLS, keys, the cluster credential) and its
 //!   listeners, public (TLS) or internal (mutual TLS).
 //! - [`commands`]: client commands that talk to a running router over HTTP (collection, ingest, search).
@@ -22,6 +23,7 @@ pub mod cli;
 pub mod cluster;
 pub mod commands;
 pub mod config;
+pub mod drain;
 pub mod eval;
 pub mod keys;
 pub mod local;

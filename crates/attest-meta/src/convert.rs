@@ -5,6 +5,7 @@
 
 use attest_proto::v1 as pb;
 
+use crate::drain::DrainKind;
 use crate::error::MetaError;
 use crate::placement::{Move, ReplicaState, ShardReplicas};
 use crate::state::{
@@ -32,8 +33,14 @@ pub fn role_to_pb(role: NodeRole) -> pb::NodeRole {
 }
 
 /// A node with the liveness the leader computed.
-pub fn node_to_pb(n: &NodeRecord, last_heartbeat_ms: u64, alive: bool) -> pb::NodeInfo {
+pub fn node_to_pb(
+    n: &NodeRecord,
+    drain: Option<DrainKind>,
+    last_heartbeat_ms: u64,
+    alive: bool,
+) -> pb::NodeInfo {
     pb::NodeInfo {
+        draining: drain_to_pb(drain) as i32,
         id: n.id,
         name: n.name.clone(),
         address: n.address.clone(),
@@ -41,6 +48,23 @@ pub fn node_to_pb(n: &NodeRecord, last_heartbeat_ms: u64, alive: bool) -> pb::No
         zone: n.zone.clone(),
         last_heartbeat_ms,
         alive,
+    }
+}
+
+pub fn drain_to_pb(drain: Option<DrainKind>) -> pb::NodeDrain {
+    match drain {
+        None => pb::NodeDrain::None,
+        Some(DrainKind::Restart) => pb::NodeDrain::Restart,
+        Some(DrainKind::Decommission) => pb::NodeDrain::Decommission,
+    }
+}
+
+pub fn drain_from_pb(drain: i32) -> Result<Option<DrainKind>, MetaError> {
+    match pb::NodeDrain::try_from(drain) {
+        Ok(pb::NodeDrain::None) => Ok(None),
+        Ok(pb::NodeDrain::Restart) => Ok(Some(DrainKind::Restart)),
+        Ok(pb::NodeDrain::Decommission) => Ok(Some(DrainKind::Decommission)),
+        Err(_) => Err(MetaError::InvalidArgument(format!("unknown drain {drain}"))),
     }
 }
 
@@ -195,7 +219,7 @@ pub fn cluster_state_to_pb(
             .values()
             .map(|n| {
                 let (hb, alive) = liveness(n.id);
-                node_to_pb(n, hb, alive)
+                node_to_pb(n, state.draining.get(&n.id).copied(), hb, alive)
             })
             .collect(),
         collections: state.collections.values().map(collection_to_pb).collect(),

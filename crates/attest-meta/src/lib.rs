@@ -7,6 +7,7 @@
 //! - [`state`]: the state machine: serde commands, a deterministic `apply`, bincode snapshots.
 //! - [`records`]: the state as one RocksDB record per key (the key scheme), so an apply writes only the
 //!   records its commands changed.
+//! - [`drain`]: draining a shard node (restart or decommission), what placement and rebalance make of it.
 //! - [`placement`]: replica placement and the rebalance planner (pure, property-tested).
 //! - [`storage`]: [`RocksStorage`], `raft::Storage` on RocksDB with synced batches and log compaction.
 //! - `node`: the Raft loop on its own thread (ready handling, proposals resolved on apply, ReadIndex).
@@ -22,6 +23,7 @@
 
 pub mod config;
 mod convert;
+pub mod drain;
 pub mod error;
 mod guard;
 pub mod metrics;

@@ -138,14 +138,21 @@ pub fn place(
     Ok(placement)
 }
 
-/// Plans moves from the most loaded live node to the least loaded one until every pair of live nodes is
-/// within one replica of each other, or no legal move is left. A move never gives a node a second replica of
-/// a shard, and a shard with a move in flight is not touched again.
+/// Plans moves off the `evacuate` nodes (decommissioned: every ACTIVE replica there goes to the least loaded
+/// target without a copy of its shard), then from the most loaded target node to the least loaded one until
+/// every pair of targets is within one replica of each other, or no legal move is left. `live` = the nodes
+/// that may receive replicas. A move never gives a node a second replica of a shard, and a shard with a move
+/// in flight is not touched again (a shard with replicas on two evacuated nodes needs a second rebalance).
 pub fn plan_rebalance<'a>(
     shards: impl IntoIterator<Item = (&'a str, &'a ShardReplicas)>,
     live: &[u64],
+    evacuate: &BTreeSet<u64>,
 ) -> Vec<Move> {
-    let live: BTreeSet<u64> = live.iter().copied().collect();
+    let live: BTreeSet<u64> = live
+        .iter()
+        .filter(|id| !evacuate.contains(id))
+        .copied()
+        .collect();
     let mut work: Vec<(String, ShardReplicas)> = shards
         .into_iter()
         .map(|(c, s)| (c.to_string(), s.clone()))
@@ -161,6 +168,31 @@ pub fn plan_rebalance<'a>(
         }
     }
     let mut moves = Vec::new();
+    for (collection, shard) in &mut work {
+        if shard.has_pending_move() {
+            continue;
+        }
+        let source = shard
+            .replicas
+            .iter()
+            .find(|r| r.state == ReplicaState::Active && evacuate.contains(&r.node_id))
+            .map(|r| r.node_id);
+        let target = load
+            .iter()
+            .filter(|(id, _)| !shard.has_node(**id))
+            .min_by_key(|(id, l)| (**l, **id))
+            .map(|(id, _)| *id);
+        if let (Some(src), Some(tgt)) = (source, target) {
+            apply_move(shard, src, tgt);
+            *load.get_mut(&tgt).expect("live target") += 1;
+            moves.push(Move {
+                collection: collection.clone(),
+                shard: shard.shard,
+                from_node: src,
+                to_node: tgt,
+            });
+        }
+    }
     loop {
         let mut by_load: Vec<u64> = load.keys().copied().collect();
         by_load.sort_by_key(|id| (load[id], *id));
@@ -397,7 +429,7 @@ mod tests {
             // Rounds of plan -> apply -> every joining replica catches up, until nothing is left to move.
             let mut rounds = 0;
             loop {
-                let moves = plan_rebalance(map.iter().map(|(c, s)| (c.as_str(), s)), &live);
+                let moves = plan_rebalance(map.iter().map(|(c, s)| (c.as_str(), s)), &live, &BTreeSet::new());
                 if rounds == 0 && shards * replication >= live.len() as u32 {
                     prop_assert!(!moves.is_empty(), "nothing moved onto the new nodes");
                 }
@@ -422,6 +454,43 @@ mod tests {
                 }
             }
             let l = loads(&map, &live);
+            let (min, max) = (l.values().min().unwrap(), l.values().max().unwrap());
+            prop_assert!(max - min <= 1, "loads {:?}", l);
+        }
+
+        /// Decommissioning nodes empties them (while enough other nodes remain) and leaves the rest balanced.
+        #[test]
+        fn rebalance_empties_decommissioned_nodes(
+            n in 3u64..8, gone in 1u64..3, shards in 1u32..24, replication in 1u32..3,
+        ) {
+            prop_assume!(n as u32 >= replication + gone as u32);
+            let p = place(&nodes(n, 0), shards, replication).unwrap();
+            let mut map = to_map(&p);
+            let live: Vec<u64> = (1..=n).collect();
+            let evacuate: BTreeSet<u64> = (1..=gone).collect();
+            let mut rounds = 0;
+            loop {
+                let moves = plan_rebalance(map.iter().map(|(c, s)| (c.as_str(), s)), &live, &evacuate);
+                if moves.is_empty() {
+                    break;
+                }
+                rounds += 1;
+                prop_assert!(rounds < 64, "the planner does not converge");
+                for m in &moves {
+                    prop_assert!(!evacuate.contains(&m.to_node), "a move onto a decommissioned node {:?}", m);
+                    prop_assert!(apply_move(&mut map[m.shard as usize].1, m.from_node, m.to_node));
+                }
+                for m in &moves {
+                    prop_assert!(caught_up(&mut map[m.shard as usize].1, m.to_node));
+                }
+            }
+            for (_, s) in &map {
+                prop_assert_eq!(s.replicas.len(), replication as usize);
+                prop_assert!(distinct(s));
+                prop_assert!(s.replicas.iter().all(|r| !evacuate.contains(&r.node_id)), "{:?}", s);
+            }
+            let remaining: Vec<u64> = live.iter().copied().filter(|id| !evacuate.contains(id)).collect();
+            let l = loads(&map, &remaining);
             let (min, max) = (l.values().min().unwrap(), l.values().max().unwrap());
             prop_assert!(max - min <= 1, "loads {:?}", l);
         }

@@ -10,6 +10,7 @@
 //! - `s/c/<collection>` → [`CollectionRecord`]
 //! - `s/k/<key sha256, hex>` → [`ApiKeyRecord`]
 //! - `s/m/<collection>/<shard>/<node id>` → [`ManifestRecord`]
+//! - `s/d/<node id>` → `(id, DrainKind)` of a node being drained ([`crate::drain`])
 //!
 //! Numbers are decimal text, so that a RocksDB dump reads; collection names are `[A-Za-z0-9_-]` and key
 //! hashes hex, so `/` separates the parts unambiguously. Values are bincode and carry their own identity
@@ -20,6 +21,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::drain::DrainKind;
 use crate::error::MetaError;
 use crate::state::{ApiKeyRecord, CollectionRecord, ManifestRecord, NodeRecord, StateMachine};
 
@@ -35,6 +37,7 @@ const NODE: &[u8] = b"s/n/";
 const COLLECTION: &[u8] = b"s/c/";
 const API_KEY: &[u8] = b"s/k/";
 const MANIFEST: &[u8] = b"s/m/";
+const DRAIN: &[u8] = b"s/d/";
 
 /// The scalar fields of the state, in one small record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,6 +55,8 @@ pub enum RecordKey {
     ApiKey(String),
     /// (collection, shard, node id), as the manifests map is keyed.
     Manifest(String, u32, u64),
+    /// A drained node's id.
+    Drain(u64),
 }
 
 impl RecordKey {
@@ -66,6 +71,7 @@ impl RecordKey {
             RecordKey::Manifest(collection, shard, node) => {
                 format!("m/{collection}/{shard}/{node}")
             }
+            RecordKey::Drain(id) => format!("d/{id}"),
         };
         let mut key = START.to_vec();
         key.extend_from_slice(tail.as_bytes());
@@ -89,6 +95,7 @@ impl StateMachine {
             RecordKey::Collection(name) => self.collections.get(name).map(encode),
             RecordKey::ApiKey(hash) => self.api_keys.get(hash).map(encode),
             RecordKey::Manifest(c, s, n) => self.manifests.get(&(c.clone(), *s, *n)).map(encode),
+            RecordKey::Drain(id) => self.draining.get(id).map(|kind| encode(&(*id, kind))),
         }
     }
 
@@ -104,6 +111,7 @@ impl StateMachine {
                 .keys()
                 .map(|(c, s, n)| RecordKey::Manifest(c.clone(), *s, *n)),
         );
+        keys.extend(self.draining.keys().map(|id| RecordKey::Drain(*id)));
         keys
     }
 
@@ -138,6 +146,9 @@ impl StateMachine {
                 state
                     .manifests
                     .insert((m.collection.clone(), m.shard, m.node_id), m);
+            } else if key.starts_with(DRAIN) {
+                let (id, kind): (u64, DrainKind) = bincode::deserialize(value)?;
+                state.draining.insert(id, kind);
             } else {
                 return Err(MetaError::Codec(format!(
                     "unknown state record key {:?}",
@@ -180,6 +191,7 @@ mod tests {
                 &format!("s/k/{}", "ab".repeat(32)),
             ),
             (RecordKey::Manifest("docs".into(), 2, 17), "s/m/docs/2/17"),
+            (RecordKey::Drain(17), "s/d/17"),
         ];
         for (key, want) in cases {
             let bytes = key.to_bytes();
@@ -195,7 +207,7 @@ mod tests {
         let name = prop::sample::select(vec!["a", "b", "c"]);
         let node = prop::sample::select(vec!["n1", "n2", "n3", "n4"]);
         prop_oneof![
-            (node, "[a-z]{0,2}").prop_map(|(n, z)| Command::RegisterNode {
+            (node.clone(), "[a-z]{0,2}").prop_map(|(n, z)| Command::RegisterNode {
                 name: n.into(),
                 address: format!("http://{n}"),
                 role: NodeRole::Shard,
@@ -257,6 +269,14 @@ mod tests {
             (name, "[a-z]{0,3}").prop_map(|(n, t)| Command::SetThresholds {
                 collection: n.into(),
                 thresholds_json: t,
+            }),
+            (node, 0u8..3).prop_map(|(n, k)| Command::SetNodeDraining {
+                name: n.into(),
+                drain: [
+                    None,
+                    Some(DrainKind::Restart),
+                    Some(DrainKind::Decommission)
+                ][k as usize],
             }),
         ]
     }

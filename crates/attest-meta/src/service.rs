@@ -182,8 +182,16 @@ async fn register_node(
     // Registering counts as a sign of life.
     let now = now_ms();
     core.heartbeats.lock().insert(node.id, now);
+    let drain = core
+        .shared
+        .applied
+        .read()
+        .state
+        .draining
+        .get(&node.id)
+        .copied();
     Ok(pb::RegisterNodeResponse {
-        node: Some(convert::node_to_pb(&node, now, true)),
+        node: Some(convert::node_to_pb(&node, drain, now, true)),
     })
 }
 
@@ -282,8 +290,12 @@ async fn rebalance(
     let live = live_nodes(&core);
     let moves = {
         let applied = core.shared.applied.read();
-        let live_shard_nodes = applied.state.shard_nodes_among(&live.into_iter().collect());
-        placement::plan_rebalance(applied.state.all_shards(), &live_shard_nodes)
+        let targets = applied.state.placement_targets(&live.into_iter().collect());
+        placement::plan_rebalance(
+            applied.state.all_shards(),
+            &targets,
+            &applied.state.decommissioning(),
+        )
     };
     let moves = if req.dry_run || moves.is_empty() {
         moves
@@ -299,6 +311,30 @@ async fn rebalance(
     Ok(pb::RebalanceResponse {
         moves: moves.iter().map(convert::move_to_pb).collect(),
     })
+}
+
+async fn drain_node(
+    core: Arc<Core>,
+    req: pb::DrainNodeRequest,
+    deadline: Instant,
+) -> Result<pb::NodeInfo, MetaError> {
+    let cmd = Command::SetNodeDraining {
+        name: req.name,
+        drain: convert::drain_from_pb(req.drain)?,
+    };
+    let Output::Node(node) = core.propose(cmd, deadline).await? else {
+        return Err(MetaError::Codec("drain returned no node".into()));
+    };
+    let drain = core
+        .shared
+        .applied
+        .read()
+        .state
+        .draining
+        .get(&node.id)
+        .copied();
+    let (last_heartbeat_ms, alive) = core.liveness()(node.id);
+    Ok(convert::node_to_pb(&node, drain, last_heartbeat_ms, alive))
 }
 
 #[tonic::async_trait]
@@ -455,6 +491,17 @@ impl MetaService for MetaServiceImpl {
         self.core
             .on_leader(request, rebalance, |mut c, r| async move {
                 c.rebalance(r).await
+            })
+            .await
+    }
+
+    async fn drain_node(
+        &self,
+        request: Request<pb::DrainNodeRequest>,
+    ) -> Result<Response<pb::NodeInfo>, Status> {
+        self.core
+            .on_leader(request, drain_node, |mut c, r| async move {
+                c.drain_node(r).await
             })
             .await
     }

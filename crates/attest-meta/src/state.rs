@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::drain::DrainKind;
 use crate::error::StateError;
 use crate::placement::{self, Candidate, Move, ShardReplicas};
 use crate::records::RecordKey;
@@ -175,6 +176,17 @@ pub enum Command {
         placement: Vec<ShardReplicas>,
         created_ms: u64,
     },
+    /// Starts (`Some`) or ends (`None`) the drain of the shard node registered as `name`.
+    SetNodeDraining {
+        name: String,
+        drain: Option<DrainKind>,
+    },
+}
+
+/// The fields of [`StateMachine`] that snapshots carry after its serde fields.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct SnapshotExtension {
+    draining: BTreeMap<u64, DrainKind>,
 }
 
 impl Command {
@@ -210,11 +222,15 @@ pub struct StateMachine {
     pub manifests: BTreeMap<(String, u32, u64), ManifestRecord>,
     /// Keyed by the key's sha256 (hex).
     pub api_keys: BTreeMap<String, ApiKeyRecord>,
+    /// Shard nodes being drained (node id → why; see [`crate::drain`]). Not in the serde derive: snapshots
+    /// carry it after the fields above ([`StateMachine::encode`]), so a snapshot written before it still decodes.
+    #[serde(skip)]
+    pub draining: BTreeMap<u64, DrainKind>,
     /// Records changed since the last [`StateMachine::take_changes`]: what the next persist writes. Local
     /// bookkeeping, not part of the replicated value: never serialized (snapshots and the legacy blob keep
     /// their format) and ignored by `==`.
     #[serde(skip)]
-    changes: BTreeSet<RecordKey>,
+    pub(crate) changes: BTreeSet<RecordKey>,
 }
 
 /// Equality of the replicated value only (`changes` is bookkeeping). The destructuring makes a new field a
@@ -228,6 +244,7 @@ impl PartialEq for StateMachine {
             collections,
             manifests,
             api_keys,
+            draining,
             changes: _,
         } = self;
         *voters == other.voters
@@ -236,6 +253,7 @@ impl PartialEq for StateMachine {
             && *collections == other.collections
             && *manifests == other.manifests
             && *api_keys == other.api_keys
+            && *draining == other.draining
     }
 }
 
@@ -250,12 +268,25 @@ impl StateMachine {
         }
     }
 
+    /// The snapshot encoding: the serde fields, then the fields added after snapshots existed
+    /// ([`SnapshotExtension`]), so that an older snapshot (which ends after the serde fields) still decodes.
     pub fn encode(&self) -> Vec<u8> {
-        bincode::serialize(self).expect("state always serializes")
+        let mut bytes = bincode::serialize(self).expect("state always serializes");
+        let extension = SnapshotExtension {
+            draining: self.draining.clone(),
+        };
+        bytes.extend(bincode::serialize(&extension).expect("state always serializes"));
+        bytes
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Self, bincode::Error> {
-        bincode::deserialize(bytes)
+        let mut rest = bytes;
+        let mut state: StateMachine = bincode::deserialize_from(&mut rest)?;
+        if !rest.is_empty() {
+            let extension: SnapshotExtension = bincode::deserialize(rest)?;
+            state.draining = extension.draining;
+        }
+        Ok(state)
     }
 
     /// The records changed since the last call (each to be put, or deleted when it no longer exists).
@@ -298,15 +329,6 @@ impl StateMachine {
             }
         }
         load
-    }
-
-    /// Shard nodes among `live` (ids of registered shard nodes only).
-    pub fn shard_nodes_among(&self, live: &BTreeSet<u64>) -> Vec<u64> {
-        self.nodes
-            .values()
-            .filter(|n| n.role == NodeRole::Shard && live.contains(&n.id))
-            .map(|n| n.id)
-            .collect()
     }
 
     /// Every shard of every collection, for the rebalance planner.
@@ -393,6 +415,9 @@ impl StateMachine {
                 }
                 Ok(Output::Done)
             }
+            Command::SetNodeDraining { name, drain } => {
+                Ok(Output::Node(self.set_node_draining(name, *drain)?))
+            }
             Command::SetThresholds {
                 collection,
                 thresholds_json,
@@ -438,6 +463,7 @@ impl StateMachine {
         };
         self.nodes.insert(id, record.clone());
         self.changes.insert(RecordKey::Node(id));
+        self.end_drain_on_registration(id);
         Ok(record)
     }
 
@@ -533,7 +559,7 @@ impl StateMachine {
         let live: BTreeSet<u64> = live_nodes.iter().copied().collect();
         let loads = self.node_loads();
         let candidates: Vec<Candidate> = self
-            .shard_nodes_among(&live)
+            .placement_targets(&live)
             .into_iter()
             .map(|id| Candidate {
                 id,
@@ -825,7 +851,8 @@ mod tests {
         })
         .unwrap();
         let c = register(&mut s, "c", "");
-        let moves = placement::plan_rebalance(s.all_shards(), &[ids[0], ids[1], c]);
+        let moves =
+            placement::plan_rebalance(s.all_shards(), &[ids[0], ids[1], c], &BTreeSet::new());
         assert_eq!(moves.len(), 1);
         let Ok(Output::Moves(applied)) = s.apply(&Command::ApplyRebalance {
             moves: moves.clone(),

@@ -286,6 +286,22 @@ impl MetaClient {
         .await
     }
 
+    /// Starts or ends the drain of the shard node registered as `name`; returns the node as meta now sees it.
+    pub async fn drain_node(
+        &self,
+        name: &str,
+        drain: pb::NodeDrain,
+    ) -> Result<pb::NodeInfo, Status> {
+        let message = pb::DrainNodeRequest {
+            name: name.to_string(),
+            drain: drain as i32,
+        };
+        self.call(message, |mut c, r| async move {
+            Ok(c.drain_node(r).await?.into_inner())
+        })
+        .await
+    }
+
     pub async fn put_api_key(&self, key: pb::ApiKeyInfo) -> Result<(), Status> {
         let message = pb::PutApiKeyRequest { key: Some(key) };
         self.call(message, |mut c, r| async move {

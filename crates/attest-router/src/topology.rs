@@ -4,7 +4,7 @@
 //! concurrency limit holds. A process that hosts some shard nodes itself (`attest dev`) hands their in-process
 //! clients over by address, and calls them without a network hop.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -26,6 +26,8 @@ struct Snapshot {
     version: u64,
     collections: BTreeMap<String, CollectionRecord>,
     alive: HashMap<u64, bool>,
+    /// Shard nodes being drained (meta's `NodeInfo.draining`): read from only when no other replica answers.
+    draining: HashSet<u64>,
     endpoints: HashMap<u64, ReplicaEndpoint>,
 }
 
@@ -103,6 +105,12 @@ impl ClusterView {
             return;
         }
         snap.version = state.version;
+        snap.draining = state
+            .nodes
+            .iter()
+            .filter(|n| n.draining != pb::NodeDrain::None as i32)
+            .map(|n| n.id)
+            .collect();
         snap.collections = state
             .collections
             .iter()
@@ -183,8 +191,9 @@ impl ClusterView {
         self.snapshot.read().collections.values().cloned().collect()
     }
 
-    /// Replicas that can answer a search of `shard`, in the order to try them: live ones first, and the
-    /// starting replica rotated per call so the load spreads over the replica set.
+    /// Replicas that can answer a search of `shard`, in the order to try them: live ones first (the starting
+    /// replica rotated per call so the load spreads over the replica set), then live ones being drained (a node
+    /// going away: its peers serve while it stops), then the rest.
     pub fn read_replicas(&self, rec: &CollectionRecord, shard: usize) -> Vec<ReplicaEndpoint> {
         let refs: Vec<&ReplicaRef> = rec.placement[shard]
             .iter()
@@ -212,13 +221,16 @@ impl ClusterView {
     fn ordered(&self, refs: &[&ReplicaRef]) -> Vec<ReplicaEndpoint> {
         let snap = self.snapshot.read();
         let mut live = Vec::new();
+        let mut draining = Vec::new();
         let mut rest = Vec::new();
         for r in refs {
             if let Some(e) = snap.endpoints.get(&r.node) {
-                if snap.alive.get(&r.node).copied().unwrap_or(true) {
-                    live.push(e.clone());
-                } else {
+                if !snap.alive.get(&r.node).copied().unwrap_or(true) {
                     rest.push(e.clone());
+                } else if snap.draining.contains(&r.node) {
+                    draining.push(e.clone());
+                } else {
+                    live.push(e.clone());
                 }
             }
         }
@@ -226,6 +238,7 @@ impl ClusterView {
             let start = self.next_start.fetch_add(1, Ordering::Relaxed) % live.len();
             live.rotate_left(start);
         }
+        live.extend(draining);
         live.extend(rest);
         live
     }
