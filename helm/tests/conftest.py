@@ -25,12 +25,6 @@ CHART = REPO / "helm" / "attest"
 RELEASE = "demo"
 NAMESPACE = "search"
 
-# Flags the chart renders only where the binary does not have them yet (values that opt in to behaviour the binary
-# still lacks). The flag test fails on any other unknown flag, and on these too once the binary lists them in
-# `--help` ... minus nothing: it then simply accepts them.
-PENDING_SERVE_FLAGS: set[str] = set()
-PENDING_COMMANDS = {("cluster", "drain")}
-
 # Key material for value sets: well-formed placeholders, never real secrets.
 ADMIN_KEY = "admin-key-for-chart-tests-0001"
 CLUSTER_KEY = "cluster-key-for-chart-tests-01"
@@ -115,12 +109,6 @@ VALUE_SETS: dict[str, dict] = {
         "router": {"antiAffinity": "none", "topologySpread": {"enabled": False}},
     },
 }
-
-# Value sets that render flags or commands the binary does not have yet (see PENDING_*).
-PENDING_VALUE_SETS: dict[str, dict] = {
-    "shard-drain": merge(SECURE, {"shard": {"drain": {"enabled": True}}}),
-}
-
 
 @functools.lru_cache(maxsize=1)
 def chart() -> helm_python.Chart:

@@ -7,7 +7,8 @@ is replaced: `$(VAR)` expansion, the downward API (pod name, namespace, zone lab
 image's environment, the volume mounts (a directory per pod and volume, the ConfigMap written to a file), and the
 cluster DNS names, which become loopback addresses on ports the OS hands out (one per pod and container port,
 `0.0.0.0:PORT` listeners included). Then the exact commands run as local processes: the cluster becomes ready,
-ingests, searches and answers; meta pod 0 is killed (SIGKILL) and a metadata write must succeed again; pod 0 comes
+ingests, searches and answers; shard pod 2 is stopped as Kubernetes stops it (its preStop drain, then SIGTERM)
+while searches stay whole, and comes back; meta pod 0 is killed (SIGKILL) and a metadata write must succeed again; pod 0 comes
 back with an EMPTY data directory and must join the running group (its guard), not found a second one: it reports
 the same voters, leader and term, it logged a join and no bootstrap, and it carries the quorum once meta pod 1 is
 stopped. Last, `attest meta remove 3` leaves a group of two voters that still takes writes. Everything waits on conditions; nothing sleeps for a fixed time.
@@ -280,6 +281,21 @@ def one_group(cluster: Cluster, voters: int = 3):
     return s
 
 
+def run_pre_stop(pod: Pod, run_dir: Path) -> dict:
+    """Runs the pod's preStop exec hook as the kubelet would (the container's env; `attest` on PATH as in the
+    image), with `--json` added to read its report."""
+    hook = pod.container["lifecycle"]["preStop"]["exec"]["command"]
+    bindir = run_dir / "bin"
+    bindir.mkdir(exist_ok=True)
+    if not (bindir / "attest").exists():
+        (bindir / "attest").symlink_to(attest_bin())
+    command = [*hook[:-1], hook[-1] + " --json"]
+    env = {**pod.env, "PATH": f"{bindir}:{pod.env['PATH']}"}
+    out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, f"preStop of {pod.name} failed: {out.stderr}"
+    return json.loads(out.stdout)
+
+
 def ready(cluster: Cluster):
     for p in cluster.pods:
         assert p.proc.poll() is None, f"{p.name} exited with {p.proc.returncode}: see {p.log()}"
@@ -331,6 +347,28 @@ def test_the_charts_commands_form_a_working_cluster():
         assert code == 200, asked
         assert asked["status"] == "answered", asked
         assert "Clara Voss" in asked["answer"] and asked["citations"][0]["doc_id"] == "zephyr", asked
+
+        # A shard pod stops as Kubernetes stops it: its preStop hook (a restart drain), then SIGTERM. Its shards
+        # stay served by their peers; the recreated pod registers again, which ends the drain.
+        shard2 = cluster.role("shard")[2]
+        drained_at = time.monotonic()
+        hook = run_pre_stop(shard2, run_dir)
+        timings["shard_pre_stop_s"] = time.monotonic() - drained_at
+        assert hook["draining"] == "restart" and hook["unserved"] == [], hook
+        node = next(n for n in status(cluster.meta_addresses())["nodes"] if n["name"] == shard2.name)
+        assert node["draining"] == "restart", node
+        assert shard2.stop() == 0, shard2.log()
+        for _ in range(10):
+            hits = found()
+            assert hits and not hits["degraded"] and not hits["missing_shards"], hits
+        shard2.start()
+
+        def back_in_service():
+            s = status(cluster.meta_addresses())
+            node = s and next((n for n in s["nodes"] if n["name"] == shard2.name), None)
+            return node if node and node["alive"] and node["draining"] == "none" else None
+
+        wait_for("the restarted shard pod back in service", back_in_service, timeout=60)
 
         # Meta pod 0 dies; a metadata write (a collection created through the router) succeeds again.
         killed = time.monotonic()

@@ -9,9 +9,6 @@ import subprocess
 import pytest
 
 from conftest import (
-    PENDING_COMMANDS,
-    PENDING_SERVE_FLAGS,
-    PENDING_VALUE_SETS,
     VALUE_SETS,
     argv_of_shell,
     attest_argv,
@@ -25,7 +22,7 @@ from conftest import (
     workloads,
 )
 
-ALL_SETS = {**VALUE_SETS, **PENDING_VALUE_SETS}
+ALL_SETS = VALUE_SETS
 
 
 def container(objs, kind, name):
@@ -188,30 +185,24 @@ def test_every_flag_is_one_the_binary_accepts(value_set):
             assert all(a.startswith("--") for a in argv[1:]), "every argument is --flag or --flag=value"
 
 
-@pytest.mark.parametrize("name", sorted(PENDING_VALUE_SETS))
-def test_pending_value_sets_need_only_the_listed_missing_features(name):
-    """Value sets that opt in to binary features still to come: anything else they render must exist today, and
-    whatever of the pending list the binary gained is accepted from then on."""
-    serve = known_flags("serve") | PENDING_SERVE_FLAGS
-    for w in workloads(objects(PENDING_VALUE_SETS[name])):
+@pytest.mark.parametrize("name", sorted(VALUE_SETS))
+def test_lifecycle_hooks_run_commands_the_binary_has(name):
+    """A preStop hook that names a subcommand or flag the binary lacks fails at every pod stop, silently."""
+    hooks = 0
+    for w in workloads(objects(VALUE_SETS[name])):
         for c in w["spec"]["template"]["spec"]["containers"]:
-            argv, script = attest_argv(c)
-            given = {flag_name(a) for a in argv[1:] if a.startswith("--")} | set(script_flags(script))
-            assert given <= serve, sorted(given - serve)
             hook = c.get("lifecycle", {}).get("preStop", {}).get("exec")
-            if hook:
-                words = argv_of_shell(hook["command"])
-                assert words[0] == "attest"
-                command = tuple(words[1:3])
-                if command not in PENDING_COMMANDS:
-                    assert command[1] in subcommands(command[0])
-
-
-def test_pending_features_are_reported_as_missing_or_present():
-    """Keeps PENDING_* honest: prints which of them the binary now has (then they can become defaults)."""
-    serve = known_flags("serve")
-    have = sorted(PENDING_SERVE_FLAGS & serve) + [" ".join(c) for c in PENDING_COMMANDS if c[1] in subcommands(c[0])]
-    print(f"pending features now in the binary: {have or 'none'}")
+            if not hook:
+                continue
+            hooks += 1
+            words = argv_of_shell(hook["command"])
+            assert words[0] == "attest", words
+            command = tuple(w for w in words[1:3] if not w.startswith("-"))
+            assert command[-1] in subcommands(*command[:-1]), command
+            given = {flag_name(a) for a in words[3:] if a.startswith("--")}
+            assert given <= known_flags(*command), sorted(given - known_flags(*command))
+    drain = VALUE_SETS[name].get("shard", {}).get("drain", {}).get("enabled", True)
+    assert hooks == (1 if drain else 0), f"{hooks} preStop hooks with shard.drain.enabled={drain}"
 
 
 def test_operator_commands_in_notes_exist():

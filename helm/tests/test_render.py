@@ -14,7 +14,6 @@ from conftest import (
     REPO,
     SECURE,
     VALUE_SETS,
-    PENDING_VALUE_SETS,
     by_kind,
     merge,
     objects,
@@ -29,9 +28,9 @@ CUSTOM_KINDS = {"ServiceMonitor"}
 
 
 @pytest.mark.parametrize("kube", KUBE_VERSIONS)
-@pytest.mark.parametrize("name", sorted(VALUE_SETS) + sorted(PENDING_VALUE_SETS))
+@pytest.mark.parametrize("name", sorted(VALUE_SETS))
 def test_objects_validate_strictly(name, kube):
-    values = {**VALUE_SETS, **PENDING_VALUE_SETS}[name]
+    values = VALUE_SETS[name]
     objs = objects(values)
     assert objs
     for obj in objs:

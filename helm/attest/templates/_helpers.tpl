@@ -124,6 +124,9 @@ workload template, so `helm template` and `helm install` stop before anything is
 {{- if and (lt $voters $initial) (not $v.meta.allowScaleDown) -}}
 {{- fail (printf "meta.replicas (%d) is below meta.initialVoters (%d): removing Raft voters is never implicit. Run `attest meta remove` for each voter above the new count first (README, \"Scale\"), then set meta.allowScaleDown=true. At install, set meta.initialVoters equal to meta.replicas." $voters $initial) -}}
 {{- end -}}
+{{- if and $v.shard.drain.enabled (ge (int $v.shard.drain.timeoutSeconds) (int $v.shard.terminationGracePeriodSeconds)) -}}
+{{- fail (printf "shard.drain.timeoutSeconds (%d) must be below shard.terminationGracePeriodSeconds (%d): the preStop drain counts against the grace period, and the shard needs the rest to finish a seal after SIGTERM" (int $v.shard.drain.timeoutSeconds) (int $v.shard.terminationGracePeriodSeconds)) -}}
+{{- end -}}
 {{- if and $v.embedder.enabled $v.embedder.url -}}
 {{- fail "embedder.enabled and embedder.url are exclusive: either run the embedding service in the cluster, or name an external one" -}}
 {{- end -}}
