@@ -5,7 +5,7 @@
 //! Locking: writers take `log` then `state`; searches take only a read lock on `state`; sealing and compaction
 //! take `maintenance` and hold `state` only briefly to swap segments in, so FAISS training never blocks search.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -553,6 +553,51 @@ impl ShardEngine {
                     ))
                 }
             }
+        }
+        Ok(out)
+    }
+
+    /// The current title, text and metadata of each named (doc id, chunk id) of `tenant`, read from the log (one
+    /// read per document); chunks no longer live are left out. What a search returned ids of, fetched for the few
+    /// hits a router keeps (`score` is 0).
+    pub fn fetch_chunks(&self, tenant: &str, chunks: &[(String, String)]) -> Result<Vec<Hit>> {
+        if tenant.is_empty() {
+            return Err(IndexError::invalid("tenant", "a tenant is required"));
+        }
+        let mut wanted: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (doc_id, chunk_id) in chunks {
+            wanted.entry(doc_id).or_default().push(chunk_id);
+        }
+        let log = self.log.lock();
+        let st = self.state.read();
+        let mut out = Vec::with_capacity(chunks.len());
+        for (doc_id, chunk_ids) in wanted {
+            let Some(v) = st.versions.get(tenant, doc_id).filter(|v| !v.deleted) else {
+                continue;
+            };
+            let Some((_, LogOp::Upsert { chunks: logged, .. })) = log.range(v.seq, v.seq)?.pop()
+            else {
+                return Err(IndexError::corrupt(
+                    self.dir.join("wal"),
+                    format!(
+                        "log record {} of live document `{doc_id}` is missing",
+                        v.seq
+                    ),
+                ));
+            };
+            out.extend(
+                logged
+                    .into_iter()
+                    .filter(|c| chunk_ids.contains(&c.chunk_id.as_str()))
+                    .map(|c| Hit {
+                        chunk_id: c.chunk_id,
+                        doc_id: doc_id.to_string(),
+                        title: c.title,
+                        text: c.text,
+                        metadata_json: c.metadata_json,
+                        score: 0.0,
+                    }),
+            );
         }
         Ok(out)
     }

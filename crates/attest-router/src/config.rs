@@ -46,6 +46,9 @@ pub struct RouterConfig {
     pub default_replication: u32,
     /// How often a cluster router re-reads the shard map from meta.
     pub meta_poll_ms: u64,
+    /// Shards send every candidate's title, text and metadata with the search, instead of the router fetching
+    /// them for the hits it returns only (`crate::payloads`): the behaviour before, kept to measure against.
+    pub payload_in_fanout: bool,
 }
 
 impl Default for RouterConfig {
@@ -72,6 +75,7 @@ impl Default for RouterConfig {
             write_quorum: 0,
             default_replication: 2,
             meta_poll_ms: 500,
+            payload_in_fanout: false,
         }
     }
 }

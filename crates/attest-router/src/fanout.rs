@@ -24,6 +24,8 @@ pub struct FanOut {
     pub dense: Vec<ShardHit>,
     pub bm25: Vec<ShardHit>,
     pub missing_shards: Vec<u32>,
+    /// The replica node that answered each shard's search (where its hits' payloads are).
+    pub answered_by: HashMap<u32, u64>,
 }
 
 /// Sends `template` (with each shard's number) to every shard concurrently. A shard that fails with an
@@ -48,14 +50,15 @@ pub async fn fan_out_search(
             // Deadline, retry on another replica, hedging, concurrency limit and load shedding: replicas.rs.
             let result = call_any(&replicas, call, policy)
                 .await
-                .and_then(|(resp, _node)| pb::ShardSearchResponse::try_from(resp));
+                .and_then(|(resp, node)| Ok((pb::ShardSearchResponse::try_from(resp)?, node)));
             (shard as u32, result)
         }
     });
     let mut out = FanOut::default();
     for (shard, result) in futures::future::join_all(calls).await {
         match result {
-            Ok(resp) => {
+            Ok((resp, node)) => {
+                out.answered_by.insert(shard, node);
                 out.dense
                     .extend(resp.dense.into_iter().map(|hit| ShardHit { shard, hit }));
                 out.bm25
@@ -187,6 +190,7 @@ mod tests {
             dense: vec![sh(0, "a", 0.5), sh(1, "b", 0.9), sh(0, "c", 0.1)],
             bm25: vec![sh(1, "b", 3.0), sh(0, "a", 7.0)],
             missing_shards: vec![],
+            answered_by: HashMap::new(),
         };
         let hits = fuse(&fan, 10, 10, 60.0, 1.0, 1.0);
         let b = hits.iter().find(|h| h.chunk_id == "b").unwrap();
@@ -203,6 +207,7 @@ mod tests {
             dense: vec![sh(0, "a", 0.5)],
             bm25: vec![sh(0, "z", 1.0)],
             missing_shards: vec![],
+            answered_by: HashMap::new(),
         };
         let hits = fuse(&fan, 10, 10, 60.0, 1.0, 0.0);
         assert_eq!(

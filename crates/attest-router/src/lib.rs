@@ -6,7 +6,8 @@
 //!   concern into [`collections`] (create, drop, maintain, stats), [`ingest`] (validate → dedup → chunk →
 //!   embed → place → write; delete) and [`search`] (validate → embed → fan out → fuse); [`near_dups`] asks
 //!   the shards whether a batch's documents are already stored (the router keeps no dedup state).
-//! - [`fanout`]: the concurrent shard fan-out, per-lane global merge and fusion into hits with provenance.
+//! - [`fanout`]: the concurrent shard fan-out, per-lane global merge and fusion into hits with provenance;
+//!   [`payloads`]: the fetch of the returned hits' title, text and metadata after fusion.
 //! - [`rrf`]: weighted Reciprocal Rank Fusion, one pure property-tested function.
 //! - [`client`]: `ShardClient { Local, Grpc }`.
 //! - [`replicas`]: replica calls through tower (deadline, retry, hedge, limit, shed); reads and quorum writes.
@@ -32,6 +33,7 @@ pub mod http;
 pub mod ingest;
 pub mod keys;
 pub mod near_dups;
+pub mod payloads;
 pub mod replicas;
 pub mod router;
 pub mod rrf;

@@ -47,6 +47,8 @@ pub const REPLICA_HEDGE_TOTAL: &str = "router_replica_hedge_total";
 pub const REPLICA_SHED_TOTAL: &str = "router_replica_shed_total";
 /// Latency of one attempt at one replica, labels `call` (the RPC) and `outcome` (ok, error, timeout, shed).
 pub const REPLICA_CALL_SECONDS: &str = "router_replica_call_seconds";
+/// Bytes of the responses replicas sent (their protobuf size), label `call`.
+pub const REPLICA_RESPONSE_BYTES_TOTAL: &str = "router_replica_response_bytes_total";
 
 /// How calls to shard replicas are bounded, retried and hedged. Sits in the router config; every field has a
 /// default, so a config may name only what it changes.
@@ -188,6 +190,10 @@ impl ReplicaEndpoint {
             .record(started.elapsed().as_secs_f64());
         if outcome == "shed" {
             metrics::counter!(REPLICA_SHED_TOTAL, "call" => name).increment(1);
+        }
+        if let Ok(response) = &result {
+            metrics::counter!(REPLICA_RESPONSE_BYTES_TOTAL, "call" => name)
+                .increment(response.encoded_len() as u64);
         }
         result.map_err(|e| {
             let status = status_from_tower(self.node_id, e);

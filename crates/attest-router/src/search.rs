@@ -1,5 +1,6 @@
 //! Hybrid search on the router: validate, embed the query (BM25 alone when that fails, and say so), fan out
-//! to one replica of every shard, merge each lane and fuse with weighted RRF.
+//! to one replica of every shard for ids and scores, merge each lane, fuse with weighted RRF, and fetch the
+//! payloads of the hits returned ([`crate::payloads`]).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -8,12 +9,14 @@ use attest_core::limits;
 use attest_embed::Embedder;
 use attest_proto::v1 as pb;
 use attest_telemetry::metrics::{
-    observe_stage, EMBEDDING_FALLBACK_TOTAL, STAGE_EMBED, STAGE_FANOUT, STAGE_FUSE, STAGE_TOTAL,
+    observe_stage, EMBEDDING_FALLBACK_TOTAL, STAGE_EMBED, STAGE_FANOUT, STAGE_FETCH, STAGE_FUSE,
+    STAGE_TOTAL,
 };
 use tracing::warn;
 
 use crate::error::RouterError;
 use crate::fanout::{fan_out_search, fuse};
+use crate::payloads::fill_payloads;
 use crate::router::Router;
 
 impl Router {
@@ -146,7 +149,7 @@ impl Router {
         if fallback_mode && !want_bm25 {
             want_bm25 = true;
         }
-        let tenant = if req.tenant.is_empty() {
+        let tenant: String = if req.tenant.is_empty() {
             self.config.default_tenant.clone()
         } else {
             req.tenant.clone()
@@ -155,7 +158,7 @@ impl Router {
         let shard_req = pb::ShardSearchRequest {
             collection: rec.name.clone(),
             shard: 0,
-            tenant,
+            tenant: tenant.clone(),
             query_vector: query_vector.unwrap_or_default(),
             query_text: if want_bm25 {
                 query.clone()
@@ -169,16 +172,30 @@ impl Router {
                 req.nprobe
             },
             filter: req.filter.clone(),
-            include_payload: true,
+            include_payload: self.config.payload_in_fanout,
             exact_rescore: self.config.exact_rescore,
         };
         let fanout_started = Instant::now();
-        let fan = fan_out_search(self, &rec, shard_req, &request_id).await?;
+        let mut fan = fan_out_search(self, &rec, shard_req, &request_id).await?;
         observe_stage(STAGE_FANOUT, fanout_started.elapsed());
         let weights = |lane: &str| req.weights.get(lane).copied().unwrap_or(1.0);
         let fuse_started = Instant::now();
         let mut hits = fuse(&fan, depth, k, rrf_k, weights("dense"), weights("bm25"));
         observe_stage(STAGE_FUSE, fuse_started.elapsed());
+        if !self.config.payload_in_fanout {
+            let fetch_started = Instant::now();
+            fill_payloads(
+                self,
+                &rec,
+                &tenant,
+                &mut hits,
+                &fan.answered_by,
+                &mut fan.missing_shards,
+                &request_id,
+            )
+            .await;
+            observe_stage(STAGE_FETCH, fetch_started.elapsed());
+        }
         if fallback_mode {
             // The seed's rule: confidence reduced by 20% when the dense lane is missing.
             for hit in &mut hits {

@@ -113,6 +113,12 @@ impl ShardService for Fake {
     ) -> Result<Response<pb::ShardSearchResponse>, Status> {
         self.serve(r).await
     }
+    async fn fetch_chunks(
+        &self,
+        r: Request<pb::FetchChunksRequest>,
+    ) -> Result<Response<pb::FetchChunksResponse>, Status> {
+        self.serve(r).await
+    }
     async fn stats(
         &self,
         r: Request<pb::ShardStatsRequest>,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use attest_index::{
-    DocumentWrite, EngineConfig, EngineStats, FetchedDocument, SearchParams, ShardEngine,
+    DocumentWrite, EngineConfig, EngineStats, FetchedDocument, SearchParams, ShardEngine, MAX_TOP_K,
 };
 use attest_proto::v1 as pb;
 use attest_proto::v1::shard_service_server::ShardService;
@@ -291,6 +291,38 @@ impl ShardServiceImpl {
         Ok(Response::new(pb::NearDuplicatesResponse { matches }))
     }
 
+    async fn handle_fetch_chunks(
+        &self,
+        req: Request<pb::FetchChunksRequest>,
+    ) -> Result<Response<pb::FetchChunksResponse>, Status> {
+        let r = req.into_inner();
+        if r.chunks.len() > MAX_TOP_K {
+            return Err(Status::invalid_argument(format!(
+                "invalid argument `chunks`: at most {MAX_TOP_K}"
+            )));
+        }
+        let engine = self.engine(&r.collection, r.shard)?;
+        let refs: Vec<(String, String)> = r
+            .chunks
+            .into_iter()
+            .map(|c| (c.doc_id, c.chunk_id))
+            .collect();
+        let tenant = r.tenant;
+        let hits = blocking(move || engine.fetch_chunks(&tenant, &refs).map_err(to_status)).await?;
+        Ok(Response::new(pb::FetchChunksResponse {
+            chunks: hits
+                .into_iter()
+                .map(|h| pb::ChunkPayload {
+                    chunk_id: h.chunk_id,
+                    doc_id: h.doc_id,
+                    title: h.title,
+                    text: h.text,
+                    metadata_json: h.metadata_json,
+                })
+                .collect(),
+        }))
+    }
+
     async fn handle_search(
         &self,
         req: Request<pb::ShardSearchRequest>,
@@ -405,6 +437,14 @@ impl ShardService for ShardServiceImpl {
     ) -> Result<Response<pb::ShardSearchResponse>, Status> {
         let span = request_span(&req);
         self.handle_search(req).instrument(span).await
+    }
+
+    async fn fetch_chunks(
+        &self,
+        req: Request<pb::FetchChunksRequest>,
+    ) -> Result<Response<pb::FetchChunksResponse>, Status> {
+        let span = request_span(&req);
+        self.handle_fetch_chunks(req).instrument(span).await
     }
 
     async fn stats(

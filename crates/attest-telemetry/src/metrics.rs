@@ -35,6 +35,8 @@ pub const STAGE_EMBED: &str = "embed";
 pub const STAGE_FANOUT: &str = "fanout";
 pub const STAGE_SHARD_SEARCH: &str = "shard_search";
 pub const STAGE_FUSE: &str = "fuse";
+/// The router's fetch of the returned hits' payloads from their shards.
+pub const STAGE_FETCH: &str = "fetch";
 pub const STAGE_TOTAL: &str = "total";
 
 /// The `service` label of the embedding circuit breaker.

@@ -48,6 +48,13 @@ macro_rules! shard_calls {
                     $(ShardResponse::$variant(_) => stringify!($method),)*
                 }
             }
+
+            /// The response's size on the wire (protobuf encoding; what a gRPC replica sends).
+            pub fn encoded_len(&self) -> usize {
+                match self {
+                    $(ShardResponse::$variant(r) => prost::Message::encoded_len(r),)*
+                }
+            }
         }
 
         $(
@@ -93,6 +100,7 @@ shard_calls! {
     Maintain => maintain(MaintainRequest) -> MaintainResponse;
     DocVersions => doc_versions(DocVersionsRequest) -> DocVersionsResponse;
     FetchDocuments => fetch_documents(FetchDocumentsRequest) -> FetchDocumentsResponse;
+    FetchChunks => fetch_chunks(FetchChunksRequest) -> FetchChunksResponse;
     NearDuplicates => near_duplicates(NearDuplicatesRequest) -> NearDuplicatesResponse;
     SnapshotShard => snapshot_shard(SnapshotShardRequest) -> SnapshotShardResponse;
     StageRestore => stage_restore(StageRestoreRequest) -> StageRestoreResponse;

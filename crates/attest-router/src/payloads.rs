@@ -1,0 +1,85 @@
+//! Fetch only what is returned: the fan-out carries ids, scores and lane ranks; after fusion the router asks each
+//! shard for the title, text and metadata of the hits it keeps (qdrant's second fetch step, quickwit's fetch of
+//! docs at the root). With `lane_depth` 50, two lanes and S shards, a search used to receive up to 100 × S chunk
+//! payloads to return 10.
+//!
+//! The fetch goes first to the replica that answered the search (it holds exactly those chunks), then to the
+//! others. A hit whose chunk is gone by then (its document deleted or re-written since) is dropped; a shard none
+//! of whose replicas answers the fetch is reported missing like a shard that failed the search.
+
+use std::collections::{BTreeMap, HashMap};
+
+use attest_proto::v1 as pb;
+use tracing::warn;
+
+use crate::collection::CollectionRecord;
+use crate::replicas::{call_any, ShardCall};
+use crate::router::Router;
+
+/// Fills `hits` (fused, without payloads) from their shards; drops hits whose chunk is no longer live and adds
+/// the shards that could not be reached to `missing_shards`.
+pub async fn fill_payloads(
+    router: &Router,
+    rec: &CollectionRecord,
+    tenant: &str,
+    hits: &mut Vec<pb::Hit>,
+    answered_by: &HashMap<u32, u64>,
+    missing_shards: &mut Vec<u32>,
+    request_id: &str,
+) {
+    let mut by_shard: BTreeMap<u32, Vec<pb::ChunkRef>> = BTreeMap::new();
+    for h in hits.iter() {
+        by_shard.entry(h.shard).or_default().push(pb::ChunkRef {
+            doc_id: h.doc_id.clone(),
+            chunk_id: h.chunk_id.clone(),
+        });
+    }
+    let calls = by_shard.into_iter().map(|(shard, chunks)| {
+        let mut replicas = router.view.read_replicas(rec, shard as usize);
+        if let Some(node) = answered_by.get(&shard) {
+            // Stable: the answering replica first, the rest in the view's order.
+            replicas.sort_by_key(|r| r.node_id != *node);
+        }
+        let call = ShardCall::FetchChunks {
+            request_id: request_id.to_string(),
+            req: pb::FetchChunksRequest {
+                collection: rec.name.clone(),
+                shard,
+                tenant: tenant.to_string(),
+                chunks,
+            },
+        };
+        let policy = &router.config.replicas;
+        async move {
+            let result = call_any(&replicas, call, policy)
+                .await
+                .and_then(|(resp, _)| pb::FetchChunksResponse::try_from(resp));
+            (shard, result)
+        }
+    });
+    let mut payloads: HashMap<(u32, String), pb::ChunkPayload> = HashMap::new();
+    for (shard, result) in futures::future::join_all(calls).await {
+        match result {
+            Ok(resp) => payloads.extend(
+                resp.chunks
+                    .into_iter()
+                    .map(|c| ((shard, c.chunk_id.clone()), c)),
+            ),
+            Err(status) => {
+                warn!(shard, error = %status, event = "shard_fetch_failed", "shard's hits left out of results");
+                missing_shards.push(shard);
+            }
+        }
+    }
+    missing_shards.sort_unstable();
+    missing_shards.dedup();
+    hits.retain_mut(|h| match payloads.remove(&(h.shard, h.chunk_id.clone())) {
+        Some(p) => {
+            h.title = p.title;
+            h.text = p.text;
+            h.metadata_json = p.metadata_json;
+            true
+        }
+        None => false,
+    });
+}
