@@ -25,6 +25,8 @@ pub enum Op {
     SetThresholds,
     ManageKeys,
     Snapshots,
+    /// `GET /v1/cluster`: nodes, addresses and placement are the operator's business.
+    Cluster,
 }
 
 impl Op {
@@ -38,7 +40,8 @@ impl Op {
             | Op::Maintain
             | Op::SetThresholds
             | Op::ManageKeys
-            | Op::Snapshots => Scope::Admin,
+            | Op::Snapshots
+            | Op::Cluster => Scope::Admin,
         }
     }
 }
@@ -121,6 +124,7 @@ mod tests {
             Op::Maintain,
             Op::SetThresholds,
             Op::ManageKeys,
+            Op::Cluster,
         ] {
             assert_eq!(op.scope(), Scope::Admin, "{op:?}");
         }
