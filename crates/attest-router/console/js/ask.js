@@ -46,7 +46,7 @@ function jump(n) {
 function latencyBar(latency) {
   const parts = STAGES.filter((s) => latency[s] > 0).map((s) => [s, latency[s]]);
   const sum = parts.reduce((a, [, ms]) => a + ms, 0) || 1;
-  const total = latency.ask_total ?? sum;
+  const total = latency.total ?? latency.ask_total ?? sum;
   return h("figure.latency", { "data-testid": "latency" },
     h("figcaption", {}, `Latency by stage · ${num(total, 1)} ms in all`),
     h("div.bar", { role: "img", "aria-label": parts.map(([s, ms]) => `${s} ${num(ms, 1)} ms`).join(", ") },
