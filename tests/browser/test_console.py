@@ -143,6 +143,7 @@ def test_ask_answerable_shows_verified_claims(page: Page, dev, shots):
     expect(page.get_by_test_id("answer").locator(f"a.fn[href='#cite-{n}']")).to_have_count(1)
     expect(page.get_by_test_id("latency").locator(".seg.s-retrieve")).to_have_count(1)
     expect(page.get_by_test_id("latency").locator(".seg.s-verify")).to_have_count(1)
+    page.evaluate("window.scrollTo(0, 0)")
     shot(page, shots, "ask")
 
 

@@ -162,10 +162,16 @@ mod tests {
                 ("http://m2".into(), Err(tonic::Status::unavailable("down"))),
             ],
         );
-        assert_eq!((out["leader"].as_u64(), out["term"].as_u64()), (Some(1), Some(4)));
+        assert_eq!(
+            (out["leader"].as_u64(), out["term"].as_u64()),
+            (Some(1), Some(4))
+        );
         assert_eq!(out["meta"][1]["reachable"], false);
         let shard = &out["collections"][0]["placement"][0];
-        assert_eq!((shard["health"].as_str(), shard["serving_replicas"].as_u64()), (Some("degraded"), Some(1)));
+        assert_eq!(
+            (shard["health"].as_str(), shard["serving_replicas"].as_u64()),
+            (Some("degraded"), Some(1))
+        );
         assert_eq!(out["rebalancing"][0]["node"], 3);
         assert_eq!(out["nodes"][1]["zone"], "z2");
     }

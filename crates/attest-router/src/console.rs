@@ -80,7 +80,10 @@ fn serve(name: &str) -> Response {
     // The files change with the binary, not while it runs; revalidating keeps an upgraded node's console current.
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert(CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
-    headers.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    headers.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
     resp
 }
 
@@ -116,7 +119,10 @@ mod tests {
 
     #[tokio::test]
     async fn serves_assets_with_their_types() {
-        assert_eq!(get("/console/console.css").await.1, "text/css; charset=utf-8");
+        assert_eq!(
+            get("/console/console.css").await.1,
+            "text/css; charset=utf-8"
+        );
         let (status, ct, body) = get("/console/js/app.js").await;
         assert_eq!((status, ct.as_str()), (StatusCode::OK, JS));
         assert!(body.contains("import"));
@@ -146,7 +152,8 @@ mod tests {
     fn no_external_urls_in_the_console() {
         for asset in ASSETS {
             // The SVG namespace is a name, never fetched.
-            let text = String::from_utf8_lossy(asset.bytes).replace("http://www.w3.org/2000/svg", "");
+            let text =
+                String::from_utf8_lossy(asset.bytes).replace("http://www.w3.org/2000/svg", "");
             assert!(
                 !text.contains("https://") && !text.contains("http://"),
                 "{} refers to another origin",

@@ -137,7 +137,11 @@ export function render(view, ctx) {
       if (!final) throw { code: "stream", message: "the answer stream ended without its result" };
       clear(out, result(collection, final, askAgain));
     } catch (e) {
-      clear(out, errorBox(e));
+      // A router alone has no ask route: the answer tier is another service.
+      const elsewhere = e.status === 404 && /no such route/.test(e.message);
+      clear(out, errorBox(e), elsewhere
+        ? banner("info", "The answer tier is not on this origin:", "serve it beside the router (attest dev does; in a cluster route POST /v1/collections/*/ask to the answer service).", "no-answer-tier")
+        : null);
     }
   }
 
