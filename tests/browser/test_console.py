@@ -113,6 +113,11 @@ def test_search_shows_lanes_and_highlights(page: Page, dev, shots):
     page.check("input[name=lanes][value=bm25]")
     page.click("#search-form button[type=submit]")
     expect(page.locator("li.hit .lane.none", has_text="dense")).to_have_count(5, timeout=TIMEOUT_MS)
+    # A filter that is not JSON is refused before anything is sent.
+    page.fill("textarea[name=filter]", "{lang: en")
+    page.click("#search-form button[type=submit]")
+    expect(page.get_by_test_id("error")).to_contain_text("filter is not JSON")
+    page.fill("textarea[name=filter]", "")
     page.check("input[name=lanes][value=hybrid]")
     page.click("#search-form button[type=submit]")
     expect(hits.first.locator(".lane", has_text="dense #")).to_have_count(1, timeout=TIMEOUT_MS)
@@ -122,7 +127,11 @@ def test_search_shows_lanes_and_highlights(page: Page, dev, shots):
 def test_ask_answerable_shows_verified_claims(page: Page, dev, shots):
     open_page(page, dev, "ask")
     page.fill("#a-question", ANSWERABLE)
-    page.keyboard.press("Enter")
+    with page.expect_response(lambda r: r.url.endswith(f"/v1/collections/{COLLECTION}/ask")) as asked:
+        page.keyboard.press("Enter")
+    # The answer comes as Server-Sent Events, a delta per claim before the whole response.
+    assert asked.value.headers["content-type"].startswith("text/event-stream"), asked.value.headers
+    assert asked.value.text().startswith("event: delta"), asked.value.text()[:200]
     table = page.get_by_test_id("verification")
     expect(table).to_be_visible(timeout=TIMEOUT_MS)
     expect(page.get_by_test_id("answer")).to_contain_text("Levi's Stadium")
@@ -198,9 +207,13 @@ def test_phone_width(browser, dev, shots):
         page.fill("#s-query", "Super Bowl")
         page.keyboard.press("Enter")
         expect(page.get_by_test_id("hits").locator("li.hit").first).to_be_visible(timeout=TIMEOUT_MS)
-        overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
-        assert overflow <= 1, f"the page scrolls sideways by {overflow} px at phone width"
         shot(page, shots, "search-phone")
+        for name in ["search", "collections", "ingest", "ask", "cluster", "quality"]:
+            if name != "search":
+                open_page(page, dev, name)
+                expect(page.locator("main h1")).to_be_visible()
+            overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+            assert overflow <= 1, f"{name} scrolls sideways by {overflow} px at phone width"
     finally:
         context.close()
 
