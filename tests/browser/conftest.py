@@ -101,10 +101,17 @@ def workdir(request):
     shutil.rmtree(root, ignore_errors=True)
 
 
+EVAL_REPORT = REPO / "docs/eval/squad-sample.json"
+
+
 @pytest.fixture(scope="session")
 def dev(workdir):
-    """`attest dev` with the local embedder: the console's main cluster (open, no key)."""
-    d = Dev("dev", workdir, [])
+    """`attest dev` with the local embedder: the console's main cluster (open, no key), keeping the committed
+    squad-sample eval report as the latest report of the collection `console`."""
+    reports = workdir / "eval-reports"
+    reports.mkdir()
+    shutil.copy(EVAL_REPORT, reports / "console.json")
+    d = Dev("dev", workdir, [], env={"ATTEST__ROUTER__EVAL_REPORTS_DIR": str(reports)})
     yield d
     d.stop()
 

@@ -10,7 +10,7 @@ import re
 
 from playwright.sync_api import Page, expect
 
-from conftest import ADMIN_KEY, FIXTURES, REPO
+from conftest import ADMIN_KEY, EVAL_REPORT, FIXTURES
 
 COLLECTION = "console"
 FIXTURE = FIXTURES / "squad-slice.jsonl"
@@ -183,19 +183,20 @@ def test_cluster_page_refreshes(page: Page, dev, shots):
     shot(page, shots, "cluster")
 
 
-def test_quality_renders_an_eval_report(page: Page, dev, shots):
-    open_page(page, dev, "quality")
-    report = REPO / "docs/eval/squad-sample.json"
-    page.set_input_files("#quality-file", str(report))
-    data = json.loads(report.read_text())
+def check_report(page: Page) -> None:
+    data = json.loads(EVAL_REPORT.read_text())
     answered = round(data["answers"]["coverage"] * data["answers"]["answerable"])
     grid = page.get_by_test_id("two-by-two")
-    expect(grid.locator("tbody tr").first.locator("td").first).to_have_text(str(answered))
+    expect(grid.locator("tbody tr").first.locator("td").first).to_have_text(str(answered), timeout=TIMEOUT_MS)
     expect(page.get_by_test_id("lanes").locator("tbody tr")).to_have_count(len(data["retrieval"]))
     expect(page.locator("svg.chart circle")).to_have_count(len(data["risk_coverage"]))
-    # Kept for the collection: a reload shows it again.
-    page.reload()
-    expect(page.get_by_test_id("two-by-two")).to_be_visible()
+
+
+def test_quality_shows_the_report_the_router_keeps(page: Page, dev, shots):
+    open_page(page, dev, "quality")
+    expect(page.get_by_test_id("quality-source")).to_have_attribute("data-source", "router", timeout=TIMEOUT_MS)
+    check_report(page)
+    assert dev.api("GET", f"/v1/collections/{COLLECTION}/eval")["meta"]["data"] == "data/squad-sample"
     shot(page, shots, "quality")
 
 
@@ -272,3 +273,15 @@ def test_key_prompt_when_auth_is_on(page: Page, dev_auth, shots):
     # Kept for the tab only: sessionStorage, never localStorage.
     assert page.evaluate("sessionStorage.getItem('attest.api-key')") == ADMIN_KEY
     assert ADMIN_KEY not in json.dumps(page.evaluate("Object.assign({}, localStorage)"))
+
+
+def test_quality_loads_a_report_file_without_one_on_the_router(page: Page, dev_no_embedder):
+    # Runs after test_fallback_banner_when_the_embedder_is_down, which made the collection on this cluster.
+    open_page(page, dev_no_embedder, "quality")
+    expect(page.locator("#quality")).to_contain_text("No report stored", timeout=TIMEOUT_MS)
+    page.set_input_files("#quality-file", str(EVAL_REPORT))
+    check_report(page)
+    # Kept for the collection in this browser: a reload shows it again.
+    page.reload()
+    expect(page.get_by_test_id("quality-source")).to_have_attribute("data-source", "browser", timeout=TIMEOUT_MS)
+    check_report(page)

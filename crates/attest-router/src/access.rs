@@ -16,6 +16,8 @@ pub enum Op {
     ListCollections,
     GetCollection,
     Stats,
+    /// `GET /v1/collections/{name}/eval`: the collection's latest eval report.
+    EvalReport,
     Search,
     Ingest,
     DeleteDocument,
@@ -33,7 +35,9 @@ impl Op {
     /// The scope an operation needs: reads `read`, document writes `write`, the shape of the cluster `admin`.
     pub fn scope(self) -> Scope {
         match self {
-            Op::ListCollections | Op::GetCollection | Op::Stats | Op::Search => Scope::Read,
+            Op::ListCollections | Op::GetCollection | Op::Stats | Op::EvalReport | Op::Search => {
+                Scope::Read
+            }
             Op::Ingest | Op::DeleteDocument => Scope::Write,
             Op::CreateCollection
             | Op::DropCollection

@@ -46,6 +46,9 @@ pub struct RouterConfig {
     pub default_replication: u32,
     /// How often a cluster router re-reads the shard map from meta.
     pub meta_poll_ms: u64,
+    /// Where `attest eval --json` reports are kept for the console's Quality page (`DIR/{collection}.json` or
+    /// `DIR/{collection}/*.json`, the newest wins); served by `GET /v1/collections/{name}/eval`. None: no reports.
+    pub eval_reports_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for RouterConfig {
@@ -72,6 +75,7 @@ impl Default for RouterConfig {
             write_quorum: 0,
             default_replication: 2,
             meta_poll_ms: 500,
+            eval_reports_dir: None,
         }
     }
 }

@@ -77,6 +77,10 @@ pub fn routes(router: Arc<Router>, refresh: Option<MetricsRefresh>) -> axum::Rou
             get(stats).route_layer(guard(Op::Stats)),
         )
         .route(
+            "/v1/collections/:name/eval",
+            get(crate::eval_reports::latest).route_layer(guard(Op::EvalReport)),
+        )
+        .route(
             "/v1/collections/:name/thresholds",
             put(set_thresholds)
                 .delete(clear_thresholds)

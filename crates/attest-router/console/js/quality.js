@@ -1,8 +1,9 @@
-// Quality: an `attest eval --json` report of the collection — the risk–coverage curve, the 2×2 (answered /
-// abstained × answerable / unanswerable), nDCG@10 per lane. The cluster stores no eval reports, so the report
-// is loaded from a file (`attest eval ... --json report.json`) and kept in this browser (localStorage, per
-// collection): the latest one loaded is what the page shows.
-import { h, clear, table, num, pct, banner } from "./ui.js";
+// Quality: the latest `attest eval --json` report of the collection — the risk–coverage curve, the 2×2 (answered /
+// abstained × answerable / unanswerable), nDCG@10 per lane. The report is the one the router keeps
+// (GET /v1/collections/{name}/eval, from its `router.eval_reports_dir`); without one, a report loaded here from a
+// file, kept in this browser (localStorage, per collection).
+import { api, enc } from "./api.js";
+import { h, clear, table, num, pct, banner, errorBox } from "./ui.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const storeKey = (c) => `attest.eval.${c}`;
@@ -79,11 +80,30 @@ export function render(view, ctx) {
       clear(status, banner("error", "Cannot read the report:", e.message, "error"));
     }
   });
+  const source = h("p#quality-source", { "data-testid": "quality-source" });
   view.append(h("h1", {}, `Quality of ${collection}`),
-    h("p.muted", {}, "Run ", h("code", {}, "attest eval --data DIR --json report.json"),
-      " and load the report here; the latest one stays in this browser for this collection."),
-    h("div.field", {}, h("label", { for: "quality-file" }, "Load an eval report"), input), status, out);
-  const stored = localStorage.getItem(storeKey(collection));
-  if (stored) clear(out, draw(JSON.parse(stored)));
-  else out.append(h("p.muted", {}, "No report stored for this collection yet."));
+    h("p.muted", {}, "Run ", h("code", {}, `attest eval --data DIR --json EVAL_DIR/${collection}.json`),
+      " where the router's ", h("code", {}, "router.eval_reports_dir"), " is EVAL_DIR, or load a report here (it stays in this browser)."),
+    h("div.field", {}, h("label", { for: "quality-file" }, "Load an eval report"), input), status, source, out);
+  input.addEventListener("change", () => {
+    source.textContent = "Loaded from a file in this browser.";
+    source.dataset.source = "browser";
+  });
+  (async () => {
+    try {
+      if (!ctx.collection()) throw { status: 404 };
+      const report = await api("GET", `/v1/collections/${enc(collection)}/eval`);
+      source.textContent = "The latest report stored on the router.";
+      source.dataset.source = "router";
+      return clear(out, draw(report));
+    } catch (e) {
+      if (e.status !== 404) clear(status, errorBox(e));
+    }
+    const stored = localStorage.getItem(storeKey(collection));
+    if (stored) {
+      source.textContent = "Loaded from a file in this browser (the router has no report of this collection).";
+      source.dataset.source = "browser";
+      clear(out, draw(JSON.parse(stored)));
+    } else clear(out, h("p.muted", {}, "No report stored for this collection yet."));
+  })();
 }
