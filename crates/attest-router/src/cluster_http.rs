@@ -1,7 +1,8 @@
 //! `GET /v1/cluster` (admin scope): the shape of the cluster as meta says — the meta voters with the Raft leader
 //! and term (each voter asked directly, so an unreachable one shows), every registered node with its liveness and
 //! zone, each collection's replica sets with their health, and whether a rebalance is moving replicas. It is the
-//! report of `attest status --json`, over HTTP, for the web console and for anyone without the cluster credential.
+//! report of `attest status --json` (the same fields, plus `rebalancing`), over HTTP, for the web console and for
+//! anyone without the cluster credential.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -98,7 +99,7 @@ pub fn cluster_json(
         "meta": meta.iter().map(|(addr, s)| match s {
             Ok(s) => json!({"address": addr, "id": s.id, "raft_role": s.raft_role, "term": s.term,
                 "leader": s.leader_id, "commit_index": s.commit_index, "applied_index": s.applied_index,
-                "reachable": true}),
+                "voters": s.voters.iter().map(|v| v.id).collect::<Vec<_>>(), "reachable": true}),
             Err(e) => json!({"address": addr, "reachable": false, "error": e.message()}),
         }).collect::<Vec<_>>(),
         "voters": state.meta_voters.iter().map(|v| json!({"id": v.id, "address": v.address})).collect::<Vec<_>>(),
