@@ -66,7 +66,9 @@ def test_collections_create_stats_and_drop(page: Page, dev, shots):
     page.click("#create-form button[type=submit]")
     expect(page.get_by_test_id("error")).to_contain_text("already exists")
     page.get_by_test_id("error").evaluate("e => e.remove()")
+    page.fill("#c-name", "")
     row.get_by_role("button", name="Stats").click()
+    expect(page.get_by_test_id("stats-table")).to_be_visible()
     shot(page, shots, "collections")
 
 

@@ -36,14 +36,16 @@ export function render(view, ctx) {
     h("fieldset.lanes", {}, h("legend", {}, "Lanes"),
       ["hybrid", "dense", "bm25"].map((v) =>
         h("label.inline", {}, h("input", { type: "radio", name: "lanes", value: v, checked: v === "hybrid" }), ` ${v}`))),
-    h("div.grid", {},
+    h("details.opts", { open: !window.matchMedia("(max-width: 700px)").matches },
+      h("summary", {}, "Options: k, fusion, weights, filter"),
+      h("div.grid", {},
       field("k", h("input", { name: "k", type: "number", min: 1, value: 10 }), "Hits returned."),
       field("rrf_k", h("input", { name: "rrf_k", type: "number", min: 1, placeholder: "60" }),
         "Reciprocal Rank Fusion constant: a hit scores Σ weight / (rrf_k + rank); larger flattens rank differences."),
       field("dense weight", h("input", { name: "w_dense", type: "number", step: "0.1", min: 0, placeholder: "1" })),
       field("bm25 weight", h("input", { name: "w_bm25", type: "number", step: "0.1", min: 0, placeholder: "1" }))),
     field("Filter (JSON)", h("textarea", { name: "filter", rows: 2, placeholder: '{"lang": "en", "year": {"gte": 2000}}' }),
-      "Metadata conditions: a value, a list, {\"in\": [...]} or a range {\"gte\", \"gt\", \"lte\", \"lt\"}."),
+      "Metadata conditions: a value, a list, {\"in\": [...]} or a range {\"gte\", \"gt\", \"lte\", \"lt\"}.")),
     h("div.row", {}, h("button", { type: "submit" }, "Search")));
 
   form.addEventListener("submit", async (ev) => {
