@@ -50,6 +50,8 @@ class Dev:
         reader.join(START_TIMEOUT_S)
         text = line[0].decode() if line else ""
         (self.dir / "stdout.log").write_text(text)
+        # Whatever it prints later goes on to the log, so a full pipe never blocks it.
+        threading.Thread(target=self._drain, daemon=True).start()
         if "listening" not in text:
             self.stop()
             raise RuntimeError(f"attest dev {self.name} did not start; see {self.dir}/stderr.log: "
@@ -60,6 +62,12 @@ class Dev:
         with urllib.request.urlopen(f"{http}/readyz", timeout=10) as r:
             assert r.status == 200
         return http
+
+    def _drain(self) -> None:
+        with open(self.dir / "stdout.log", "ab") as log:
+            for chunk in iter(lambda: self.proc.stdout.read1(4096), b""):
+                log.write(chunk)
+                log.flush()
 
     def api(self, method: str, path: str, body=None, key: str | None = None):
         data = json.dumps(body).encode() if body is not None else None
