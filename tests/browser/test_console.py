@@ -172,6 +172,19 @@ def test_ask_unanswerable_shows_the_reason(page: Page, dev, shots):
     shot(page, shots, "ask-abstained")
 
 
+def test_abstention_suggestions_are_follow_ups(page: Page, dev):
+    # On this corpus the extractive reader abstains here and suggests the collection's topic instead.
+    open_page(page, dev, "ask")
+    page.fill("#a-question", "Who won Super Bowl 50?")
+    page.click("#ask-form button[type=submit]")
+    suggestion = page.locator("button.suggestion").first
+    expect(suggestion).to_be_visible(timeout=TIMEOUT_MS)
+    text = suggestion.inner_text()
+    with page.expect_request(lambda r: r.url.endswith("/ask") and text in (r.post_data or "")):
+        suggestion.click()
+    expect(page.locator("#a-question")).to_have_value(text)
+    expect(page.get_by_test_id("answer").or_(page.get_by_test_id("abstention"))).to_be_visible(timeout=TIMEOUT_MS)
+
 def test_cluster_page_refreshes(page: Page, dev, shots):
     open_page(page, dev, "cluster", collection=None)
     expect(page.get_by_test_id("cluster-summary")).to_contain_text("Raft leader: 1", timeout=TIMEOUT_MS)
