@@ -8,7 +8,7 @@ ATTEST := $(CARGO_TARGET_DIR)/debug/attest
 export OPENBLAS_NUM_THREADS ?= 1
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: setup build demo test chart-test lint models eval-gate eval-baseline
+.PHONY: setup build demo test chart-test console-test lint models eval-gate eval-baseline
 
 setup:
 	scripts/setup.sh
@@ -27,12 +27,17 @@ demo: build
 
 # `build` first: the suites of tests/ run the `attest` binary of the same build, which `cargo test` alone does
 # not build for another package's tests (and the chart tests check the chart's flags against it).
-test: build chart-test
+test: build chart-test console-test
 	cargo test --workspace --no-fail-fast
 
 # The Helm chart and the image contract, offline (helm/tests; a pinned Python environment in ~/.cache).
 chart-test:
 	ATTEST_BIN=$(ATTEST) scripts/chart-test.sh
+
+# The web console in Debian's headless Chromium against `attest dev` (tests/browser; Playwright in a pinned Python
+# environment in ~/.cache). `scripts/console-test.sh --screenshots docs/console` refreshes the README's screenshots.
+console-test:
+	ATTEST_BIN=$(ATTEST) scripts/console-test.sh
 
 lint:
 	cargo fmt --all -- --check

@@ -298,6 +298,19 @@ fn every_route_answers_each_credential_with_its_status() {
             200,
             true,
         ),
+        ("GET", "/v1/cluster", None, Need::Admin, 200, false),
+        // No `router.eval_reports_dir` here: an allowed caller learns there is no report.
+        (
+            "GET",
+            "/v1/collections/docs/eval",
+            None,
+            Need::Read,
+            404,
+            false,
+        ),
+        // The web console loads without a key (it asks for one and calls the routes above with it).
+        ("GET", "/", None, Need::Open, 200, false),
+        ("GET", "/console/js/app.js", None, Need::Open, 200, false),
         ("GET", "/healthz", None, Need::Open, 200, false),
         ("GET", "/readyz", None, Need::Open, 200, false),
         ("GET", "/metrics", None, Need::Open, 200, false),

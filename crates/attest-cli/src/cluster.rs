@@ -8,7 +8,6 @@ use std::time::Duration;
 use anyhow::Context;
 use attest_auth::cluster::ClusterGuard;
 use attest_proto::meta_client::with_scheme;
-use attest_proto::v1 as pb;
 use attest_proto::{ClusterCredential, MetaClient};
 use attest_router::topology::ClusterView;
 use attest_router::Router;
@@ -275,95 +274,6 @@ pub async fn cluster_router(
     Ok(Arc::new(Router::new(cfg.router.clone(), view, embedder)))
 }
 
-fn role_name(role: i32) -> &'static str {
-    match pb::NodeRole::try_from(role).unwrap_or(pb::NodeRole::Unspecified) {
-        pb::NodeRole::Shard => "shard",
-        pb::NodeRole::Router => "router",
-        pb::NodeRole::Answer => "answer",
-        pb::NodeRole::Unspecified => "unknown",
-    }
-}
-
-fn replica_state_name(state: i32) -> &'static str {
-    match pb::ReplicaState::try_from(state).unwrap_or(pb::ReplicaState::Unspecified) {
-        pb::ReplicaState::Active => "active",
-        pb::ReplicaState::Joining => "joining",
-        pb::ReplicaState::Leaving => "leaving",
-        pb::ReplicaState::Unspecified => "unknown",
-    }
-}
-
-/// The status report as JSON (what `--json` prints and the table is drawn from).
-pub fn status_json(
-    state: &pb::ClusterState,
-    meta: &[(String, Result<pb::MetaStatus, tonic::Status>)],
-) -> Value {
-    let leader_status = meta
-        .iter()
-        .filter_map(|(_, s)| s.as_ref().ok())
-        .filter(|s| s.leader_id != 0)
-        .max_by_key(|s| s.term);
-    let alive: std::collections::HashMap<u64, bool> =
-        state.nodes.iter().map(|n| (n.id, n.alive)).collect();
-    let collections: Vec<Value> = state
-        .collections
-        .iter()
-        .map(|c| {
-            let shards: Vec<Value> = c
-                .placement
-                .iter()
-                .map(|p| {
-                    let serving = p
-                        .replicas
-                        .iter()
-                        .filter(|r| {
-                            r.state != pb::ReplicaState::Joining as i32
-                                && alive.get(&r.node_id).copied().unwrap_or(false)
-                        })
-                        .count();
-                    let health = if serving == 0 {
-                        "down"
-                    } else if serving < c.replication as usize {
-                        "degraded"
-                    } else {
-                        "ok"
-                    };
-                    json!({
-                        "shard": p.shard,
-                        "health": health,
-                        "serving_replicas": serving,
-                        "replicas": p.replicas.iter().map(|r| json!({
-                            "node": r.node_id,
-                            "state": replica_state_name(r.state),
-                            "alive": alive.get(&r.node_id).copied().unwrap_or(false),
-                        })).collect::<Vec<_>>(),
-                    })
-                })
-                .collect();
-            json!({"name": c.name, "shards": c.shards, "replication": c.replication, "placement": shards})
-        })
-        .collect();
-    json!({
-        "leader": leader_status.map(|s| s.leader_id).unwrap_or(state.leader_id),
-        "term": leader_status.map(|s| s.term).unwrap_or(0),
-        "commit_index": leader_status.map(|s| s.commit_index).unwrap_or(0),
-        "state_version": state.version,
-        "meta": meta.iter().map(|(addr, s)| match s {
-            Ok(s) => json!({"address": addr, "id": s.id, "raft_role": s.raft_role, "term": s.term,
-                "leader": s.leader_id, "commit_index": s.commit_index, "applied_index": s.applied_index,
-                "voters": s.voters.iter().map(|v| v.id).collect::<Vec<_>>(), "reachable": true}),
-            Err(e) => json!({"address": addr, "reachable": false, "error": e.message()}),
-        }).collect::<Vec<_>>(),
-        "voters": state.meta_voters.iter().map(|v| json!({"id": v.id, "address": v.address})).collect::<Vec<_>>(),
-        "nodes": state.nodes.iter().map(|n| json!({
-            "id": n.id, "name": n.name, "address": n.address, "role": role_name(n.role), "zone": n.zone,
-            "alive": n.alive, "last_heartbeat_ms": n.last_heartbeat_ms,
-            "draining": crate::drain::drain_name(n.draining),
-        })).collect::<Vec<_>>(),
-        "collections": collections,
-    })
-}
-
 /// `attest status`.
 pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
     let meta = meta_client(&args.meta, crate::security::node_credential(&args.node)?)?;
@@ -372,7 +282,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         .await
         .map_err(|e| anyhow::anyhow!("meta did not answer: {}", e.message()))?;
     let each = meta.status_of_each().await;
-    let report = status_json(&state, &each);
+    let report = attest_router::cluster_http::cluster_json(&state, &each);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());

@@ -13,20 +13,13 @@ use std::time::{Duration, Instant};
 use attest_proto::v1 as pb;
 use serde_json::{json, Value};
 
+use attest_router::cluster_http::drain_name;
+
 use crate::cli::DrainArgs;
 use crate::cluster::meta_client;
 
 /// How often the wait re-reads the cluster state.
 const POLL: Duration = Duration::from_millis(500);
-
-/// The drain's name as `attest status` prints it.
-pub fn drain_name(drain: i32) -> &'static str {
-    match pb::NodeDrain::try_from(drain).unwrap_or(pb::NodeDrain::None) {
-        pb::NodeDrain::None => "none",
-        pb::NodeDrain::Restart => "restart",
-        pb::NodeDrain::Decommission => "decommission",
-    }
-}
 
 /// Where a drained node's replicas stand in one cluster state.
 #[derive(Debug, Default, PartialEq, Eq)]

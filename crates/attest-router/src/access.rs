@@ -16,6 +16,8 @@ pub enum Op {
     ListCollections,
     GetCollection,
     Stats,
+    /// `GET /v1/collections/{name}/eval`: the collection's latest eval report.
+    EvalReport,
     Search,
     Ingest,
     DeleteDocument,
@@ -25,20 +27,25 @@ pub enum Op {
     SetThresholds,
     ManageKeys,
     Snapshots,
+    /// `GET /v1/cluster`: nodes, addresses and placement are the operator's business.
+    Cluster,
 }
 
 impl Op {
     /// The scope an operation needs: reads `read`, document writes `write`, the shape of the cluster `admin`.
     pub fn scope(self) -> Scope {
         match self {
-            Op::ListCollections | Op::GetCollection | Op::Stats | Op::Search => Scope::Read,
+            Op::ListCollections | Op::GetCollection | Op::Stats | Op::EvalReport | Op::Search => {
+                Scope::Read
+            }
             Op::Ingest | Op::DeleteDocument => Scope::Write,
             Op::CreateCollection
             | Op::DropCollection
             | Op::Maintain
             | Op::SetThresholds
             | Op::ManageKeys
-            | Op::Snapshots => Scope::Admin,
+            | Op::Snapshots
+            | Op::Cluster => Scope::Admin,
         }
     }
 }
@@ -121,6 +128,7 @@ mod tests {
             Op::Maintain,
             Op::SetThresholds,
             Op::ManageKeys,
+            Op::Cluster,
         ] {
             assert_eq!(op.scope(), Scope::Admin, "{op:?}");
         }

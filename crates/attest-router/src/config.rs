@@ -49,6 +49,9 @@ pub struct RouterConfig {
     /// Shards send every candidate's title, text and metadata with the search, instead of the router fetching
     /// them for the hits it returns only (`crate::payloads`): the behaviour before, kept to measure against.
     pub payload_in_fanout: bool,
+    /// Where `attest eval --json` reports are kept for the console's Quality page (`DIR/{collection}.json` or
+    /// `DIR/{collection}/*.json`, the newest wins); served by `GET /v1/collections/{name}/eval`. None: no reports.
+    pub eval_reports_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for RouterConfig {
@@ -76,6 +79,7 @@ impl Default for RouterConfig {
             default_replication: 2,
             meta_poll_ms: 500,
             payload_in_fanout: false,
+            eval_reports_dir: None,
         }
     }
 }

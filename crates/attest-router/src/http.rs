@@ -1,4 +1,5 @@
-//! HTTP API v1 (SPEC "HTTP API v1") over axum: collections, documents, search, `/healthz`, `/readyz`.
+//! HTTP API v1 (SPEC "HTTP API v1") over axum: collections, documents, search, `/v1/cluster`, `/healthz`,
+//! `/readyz`, and the web console at `/` ([`crate::console`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -76,6 +77,10 @@ pub fn routes(router: Arc<Router>, refresh: Option<MetricsRefresh>) -> axum::Rou
             get(stats).route_layer(guard(Op::Stats)),
         )
         .route(
+            "/v1/collections/:name/eval",
+            get(crate::eval_reports::latest).route_layer(guard(Op::EvalReport)),
+        )
+        .route(
             "/v1/collections/:name/thresholds",
             put(set_thresholds)
                 .delete(clear_thresholds)
@@ -109,8 +114,14 @@ pub fn routes(router: Arc<Router>, refresh: Option<MetricsRefresh>) -> axum::Rou
             "/v1/snapshots/restore",
             post(crate::snapshot_http::restore).route_layer(guard(Op::Snapshots)),
         )
+        .route(
+            "/v1/cluster",
+            get(crate::cluster_http::cluster).route_layer(guard(Op::Cluster)),
+        )
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(router)
+        // The web console (open: it calls the routes above with the key its user types).
+        .merge(crate::console::routes())
         .merge(attest_telemetry::ops::routes(
             attest_telemetry::ops::always_ready(),
             refresh,

@@ -18,15 +18,21 @@
 //!   [`keys`]: API keys minted, listed and revoked through meta.
 //! - [`snapshots`]: cluster snapshots (create, list, restore) coordinated over meta and the shard nodes;
 //!   [`snapshot_http`]: their HTTP routes.
+//! - [`cluster_http`]: `GET /v1/cluster`, the cluster's shape as meta says (what `attest status` shows).
+//! - [`console`]: the web console's embedded files, served at `/`.
+//! - [`eval_reports`]: `GET /v1/collections/{name}/eval`, the latest `attest eval` report kept beside the router.
 //! - [`error`]: router errors and their gRPC / HTTP mapping.
 //! - [`config`]: limits and defaults.
 
 pub mod access;
 pub mod client;
+pub mod cluster_http;
 pub mod collection;
 pub mod collections;
 pub mod config;
+pub mod console;
 pub mod error;
+pub mod eval_reports;
 pub mod fanout;
 pub mod grpc;
 pub mod http;

@@ -1,0 +1,161 @@
+// Ask: POST /v1/collections/{name}/ask with `stream: true` (Server-Sent Events: a `delta` per verified claim,
+// then `done` with the whole response). The answer's footnote markers link to citation cards, each showing its
+// passage with the quoted span highlighted (the passage is found through the public search API by chunk id);
+// a verification table lists every claim with its citation, quote, support score and verdict; an abstention
+// says why in plain words and offers its suggestions as follow-up questions; a bar shows each stage's latency.
+import { api, stream, enc } from "./api.js";
+import { h, clear, errorBox, banner, table, num, highlightSpan } from "./ui.js";
+import { fallbackBanners } from "./search.js";
+
+const REASONS = {
+  no_results: "Nothing in the collection matched the question, so there is nothing to answer from.",
+  low_confidence: "The passages found do not answer this question confidently enough; Attest would rather not guess.",
+  unsupported_claims: "A draft answer was written, but its claims were not supported by the passages they cite, so it was withheld.",
+  model_abstained: "The answer model found no answer in the passages it was given.",
+  terminology_not_found: "The term asked about is not defined in the collection's glossary or passages.",
+  routed_no_retrieval: "The question was judged not to be about the collection's content (nothing was retrieved).",
+};
+
+const STAGES = ["route", "terminology", "structural", "memory", "retrieve", "rerank", "read", "generate", "gauntlet", "verify"];
+
+// Answer text with each [n] as a link to citation card n.
+function withMarkers(text) {
+  const out = [];
+  let last = 0;
+  for (const m of text.matchAll(/\[(\d+)\]/g)) {
+    out.push(text.slice(last, m.index),
+      h("a.fn", { href: `#cite-${m[1]}`, "aria-label": `citation ${m[1]}`, onclick: jump(m[1]) }, h("sup", {}, `[${m[1]}]`)));
+    last = m.index + m[0].length;
+  }
+  out.push(text.slice(last));
+  return out;
+}
+
+// Hash links drive the page router, so footnotes scroll and focus by hand.
+function jump(n) {
+  return (e) => {
+    e.preventDefault();
+    const card = document.getElementById(`cite-${n}`);
+    if (card) {
+      card.scrollIntoView({ block: "nearest" });
+      card.focus();
+    }
+  };
+}
+
+function latencyBar(latency) {
+  const parts = STAGES.filter((s) => latency[s] > 0).map((s) => [s, latency[s]]);
+  const sum = parts.reduce((a, [, ms]) => a + ms, 0) || 1;
+  const total = latency.total ?? latency.ask_total ?? sum;
+  return h("figure.latency", { "data-testid": "latency" },
+    h("figcaption", {}, `Latency by stage · ${num(total, 1)} ms in all`),
+    h("div.bar", { role: "img", "aria-label": parts.map(([s, ms]) => `${s} ${num(ms, 1)} ms`).join(", ") },
+      parts.map(([s, ms]) => h(`span.seg.s-${s}`, { style: { flexGrow: String(ms / sum) }, title: `${s}: ${num(ms, 1)} ms` }))),
+    h("ul.legend", {}, parts.map(([s, ms]) => h("li", {}, h(`i.s-${s}`), `${s} ${num(ms, 1)} ms`))));
+}
+
+// Finds the cited chunk's passage (a BM25 search for its quote) and shows it with the quote highlighted.
+async function resolve(collection, c, body) {
+  try {
+    const r = await api("POST", `/v1/collections/${enc(collection)}/search`,
+      { query: c.quote.slice(0, 500), k: 20, lanes: ["bm25"] });
+    const hit = r.hits.find((x) => x.chunk_id === c.chunk_id);
+    if (!hit) return clear(body, h("blockquote", {}, c.quote), h("small.muted", {}, "passage not found by search"));
+    const marked = highlightSpan(hit.text, c.quote);
+    clear(body, h("p.passage", {}, marked || [hit.text]), marked ? null : h("small.muted", {}, "quote not found verbatim in the passage"));
+    body.closest(".card").dataset.resolved = marked ? "true" : "partial";
+  } catch (e) {
+    clear(body, h("blockquote", {}, c.quote), errorBox(e));
+  }
+}
+
+function result(collection, r, askAgain) {
+  const parts = [fallbackBanners(r)];
+  if (r.status === "abstained") {
+    parts.push(h("div.abstain", { role: "alert", "data-testid": "abstention" },
+      h("h2", {}, "No answer"),
+      h("p.reason", { "data-testid": "abstention-reason", dataset: { reason: r.reason || "" } },
+        REASONS[r.reason] || `Abstained (${r.reason || "no reason given"}).`),
+      h("p.muted", {}, `reason code: ${r.reason} · confidence ${num(r.confidence)}`),
+      r.suggestions.length
+        ? h("div.suggestions", {}, h("p", {}, "Try asking:"),
+          r.suggestions.map((s) => h("button.ghost.suggestion", { type: "button", onclick: () => askAgain(s) }, s)))
+        : null));
+  } else {
+    parts.push(h("div.answer", { "data-testid": "answer" }, h("h2", {}, "Answer"), h("p", {}, withMarkers(r.answer)),
+      h("p.muted", {}, `confidence ${num(r.confidence)} · ${r.generator} · ${r.route} · ${r.hops} retrieval(s)`)));
+  }
+  const byN = new Map(r.citations.map((c) => [c.n, c]));
+  if (r.claims.length) {
+    const rows = r.claims.map((cl) => {
+      const cites = cl.citations.map((n) => byN.get(n)).filter(Boolean);
+      return h(`tr.${cl.supported ? "supported" : "unsupported"}`, {},
+        h("td", {}, cl.text),
+        h("td", {}, cl.citations.map((n) => h("a.fn", { href: `#cite-${n}`, onclick: jump(n) }, `[${n}]`))),
+        h("td.quote", {}, cites.map((c) => c.quote).join(" … ")),
+        h("td.num", {}, num(cl.support)),
+        h("td", {}, h(`span.badge.${cl.supported ? "ok" : "bad"}.verdict`, {}, cl.supported ? "supported" : "unsupported")));
+    });
+    parts.push(h("h2", {}, "Verification"),
+      table(["claim", "citation", "quote", "support", "verdict"], rows, { "data-testid": "verification" }));
+  }
+  if (r.citations.length) {
+    const cards = r.citations.map((c) => {
+      const body = h("div.card-body", {}, h("blockquote", {}, c.quote));
+      const card = h("article.card", { id: `cite-${c.n}`, tabindex: -1, dataset: { chunk: c.chunk_id } },
+        h("header", {}, h("strong", {}, `[${c.n}] ${c.title || c.doc_id}`),
+          h("span.muted", {}, ` doc ${c.doc_id} · chunk ${c.chunk_id} · score ${num(c.score)}`)),
+        body);
+      resolve(collection, c, body);
+      return card;
+    });
+    parts.push(h("h2", {}, "Citations"), h("div.cards", { "data-testid": "citations" }, cards));
+  }
+  if (r.latency_ms) parts.push(latencyBar(r.latency_ms));
+  parts.push(h("p.muted", {}, `request ${r.request_id}`));
+  return parts;
+}
+
+export function render(view, ctx) {
+  const out = h("section#ask-result", { "aria-live": "polite" });
+  const input = h("input#a-question", { name: "question", type: "search", required: true, autocomplete: "off" });
+  const form = h("form#ask-form", {},
+    h("div.field", {}, h("label", { for: "a-question" }, "Question"), input),
+    h("div.row", {}, h("button", { type: "submit" }, "Ask")));
+
+  async function ask(question) {
+    const collection = ctx.collection();
+    const draft = h("ol.draft", { "data-testid": "draft" });
+    clear(out, h("p.muted", {}, "Retrieving, answering and verifying…"), draft);
+    try {
+      if (!collection) throw { code: "no collection", message: "create or pick a collection first" };
+      let final = null;
+      await stream(`/v1/collections/${enc(collection)}/ask`, { question, stream: true }, (name, data) => {
+        if (name === "delta") draft.append(h("li", {}, withMarkers(data.text)));
+        if (name === "done") final = data;
+      });
+      if (!final) throw { code: "stream", message: "the answer stream ended without its result" };
+      clear(out, result(collection, final, askAgain));
+    } catch (e) {
+      // A router alone has no ask route: the answer tier is another service.
+      const elsewhere = e.status === 404 && /no such route/.test(e.message);
+      clear(out, errorBox(e), elsewhere
+        ? banner("info", "The answer tier is not on this origin:", "serve it beside the router (attest dev does; in a cluster route POST /v1/collections/*/ask to the answer service).", "no-answer-tier")
+        : null);
+    }
+  }
+
+  function askAgain(q) {
+    input.value = q;
+    ask(q);
+  }
+
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    ask(input.value);
+  });
+  view.append(h("h1", {}, "Ask"),
+    h("p.muted", {}, "Every claim of an answer is checked against the passage it cites; without support, Attest abstains."),
+    form, out);
+  input.focus();
+}
