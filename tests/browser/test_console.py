@@ -45,6 +45,10 @@ def test_collections_create_stats_and_drop(page: Page, dev, shots):
     expect(row).to_contain_text("nlist 64 · m 48")
     row.get_by_role("button", name="Stats").click()
     expect(page.get_by_test_id("stats-table").locator("tbody tr")).to_have_count(2)
+    # Size on disk: a new replica already holds its log files.
+    size = page.get_by_test_id("stats-table").locator("tbody tr").first.locator("td").nth(5)
+    expect(size).to_have_text(re.compile(r"^[1-9][0-9.]* (B|KB|MB)$"))
+    assert all(s["disk_bytes"] > 0 for s in dev.api("GET", f"/v1/collections/{COLLECTION}/stats")["shards"])
     assert dev.api("GET", f"/v1/collections/{COLLECTION}")["index"]["nlist"] == 64
 
     # A second collection, dropped through the confirmation dialog (cancel first: nothing happens).

@@ -739,6 +739,12 @@ impl ShardEngine {
         }
     }
 
+    /// Bytes this replica holds on disk (log, segments, manifest): a directory walk, so asked for on demand (the
+    /// Stats RPC), never on the heartbeat's path.
+    pub fn disk_bytes(&self) -> Result<u64> {
+        crate::fsutil::tree_bytes(&self.dir)
+    }
+
     /// Paths of the sealed segments' directories (for operators and tests).
     /// A consistent snapshot of this replica in `dest` (absent or empty) while it keeps serving: with seals and
     /// compactions held off, the log is checkpointed under the writers' lock (every write acknowledged before

@@ -1,5 +1,5 @@
 //! Crash-safe file writes shared by the crate: whole-file replacement for sealed segment files (IVF-PQ
-//! index, chunk store, vector file — the latter also written incrementally by `VectorFileWriter`) and the manifest, and a recursive fsync for freshly built directories.
+//! index, chunk store, vector file — the latter also written incrementally by `VectorFileWriter`) and the manifest, a recursive fsync for freshly built directories, and a directory's size on disk.
 //!
 //! A reader must only ever see either the old file or the complete new one, also after a power cut:
 //! the bytes go to `<path>.tmp`, are fsynced, the tmp file is renamed over `path`, and the directory is
@@ -76,6 +76,31 @@ pub fn sync_tree(dir: &Path) -> Result<()> {
     sync_parent_dir(dir)
 }
 
+/// Bytes of the files under `dir`, recursively (symlinks not followed). Files that vanish during the walk (a
+/// compaction deleting the segments it merged) are not counted.
+pub fn tree_bytes(dir: &Path) -> Result<u64> {
+    let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let entries = match fs::read_dir(&d) {
+            Err(e) if gone(&e) => continue,
+            entries => entries?,
+        };
+        for entry in entries {
+            let entry = entry?;
+            match entry.metadata() {
+                Ok(m) if m.is_dir() => stack.push(entry.path()),
+                Ok(m) if m.is_file() => total += m.len(),
+                Ok(_) => {}
+                Err(e) if gone(&e) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    Ok(total)
+}
+
 pub fn sync_parent_dir(path: &Path) -> Result<()> {
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
@@ -88,6 +113,16 @@ pub fn sync_parent_dir(path: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tree_bytes_sums_every_file_below() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("a/b")).unwrap();
+        fs::write(dir.path().join("x"), [0u8; 10]).unwrap();
+        fs::write(dir.path().join("a/b/y"), [0u8; 32]).unwrap();
+        assert_eq!(tree_bytes(dir.path()).unwrap(), 42);
+        assert_eq!(tree_bytes(&dir.path().join("missing")).unwrap(), 0);
+    }
 
     #[test]
     fn replaces_file_and_leaves_no_tmp() {

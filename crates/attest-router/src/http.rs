@@ -613,7 +613,8 @@ async fn stats_json(r: &Router, name: &str, rid: &str) -> Result<Json<Value>, Ro
         .enumerate()
         .map(|(i, s)| {
             json!({"shard": i, "live_documents": s.live_documents, "growing_rows": s.growing_rows, "sealed_rows": s.sealed_rows,
-                   "sealed_segments": s.sealed_segments, "last_seq": s.last_seq, "rebuilt_segments": s.rebuilt_segments})
+                   "sealed_segments": s.sealed_segments, "last_seq": s.last_seq, "rebuilt_segments": s.rebuilt_segments,
+                   "disk_bytes": s.disk_bytes})
         })
         .collect();
     Ok(Json(json!({"collection": name, "shards": shards})))

@@ -52,17 +52,26 @@ export function render(view, ctx) {
     }
   });
 
+  // Size on disk in the unit that reads best (shards hold from kilobytes to hundreds of gigabytes).
+  const bytes = (n) => {
+    const units = ["B", "KB", "MB", "GB", "TB"];
+    let v = Number(n || 0), u = 0;
+    while (v >= 1024 && u < units.length - 1) { v /= 1024; u += 1; }
+    return `${v.toFixed(u ? 1 : 0)} ${units[u]}`;
+  };
+
   async function showStats(name) {
     clear(stats, h("p", {}, `Loading statistics of ${name}…`));
     try {
       const s = await api("GET", `/v1/collections/${enc(name)}/stats`);
       const rows = s.shards.map((x) =>
         h("tr", {}, h("td", {}, x.shard), h("td", {}, x.live_documents), h("td", {}, x.growing_rows),
-          h("td", {}, x.sealed_rows), h("td", {}, x.sealed_segments), h("td", {}, x.last_seq)));
+          h("td", {}, x.sealed_rows), h("td", {}, x.sealed_segments), h("td", {}, bytes(x.disk_bytes)),
+          h("td", {}, x.last_seq)));
       const total = (k) => s.shards.reduce((a, x) => a + Number(x[k] || 0), 0);
       clear(stats, h("h3", {}, `Shards of ${name}`),
         h("p.muted", {}, `${total("live_documents")} live chunks; ${total("growing_rows")} in growing segments (searched brute force, sealed at the threshold), ${total("sealed_rows")} in sealed IVF_PQ segments.`),
-        table(["shard", "live chunks", "growing rows", "sealed rows", "sealed segments", "last seq"], rows,
+        table(["shard", "live chunks", "growing rows", "sealed rows", "sealed segments", "size on disk", "last seq"], rows,
           { "data-testid": "stats-table" }));
     } catch (e) {
       clear(stats, errorBox(e));
