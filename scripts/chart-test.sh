@@ -25,15 +25,9 @@ die() {
 command -v python3 >/dev/null 2>&1 || die "python3 is required"
 [[ -x "$ATTEST_BIN" ]] || die "no attest binary at $ATTEST_BIN (make build, or set ATTEST_BIN)"
 
-# The environment is current when it holds exactly the pinned versions; the stamp records what it was made from.
-stamp="$VENV/.attest-requirements"
-if [[ ! -x "$VENV/bin/python" ]] || ! cmp -s "$REQUIREMENTS" "$stamp"; then
-    log "making $VENV from $(basename "$REQUIREMENTS")"
-    python3 -m venv "$VENV" || die "python3 -m venv failed (Debian: apt-get install python3-venv)"
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$REQUIREMENTS" ||
-        die "pip install of the pinned chart-test packages failed"
-    cp "$REQUIREMENTS" "$stamp"
-fi
+# shellcheck source=lib/venv.sh
+source "$REPO_ROOT/scripts/lib/venv.sh"
+pinned_venv "$VENV" "$REQUIREMENTS"
 
 cd "$REPO_ROOT/helm/tests"
 # No __pycache__ in the checkout.

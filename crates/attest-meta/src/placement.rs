@@ -183,14 +183,8 @@ pub fn plan_rebalance<'a>(
             .min_by_key(|(id, l)| (**l, **id))
             .map(|(id, _)| *id);
         if let (Some(src), Some(tgt)) = (source, target) {
-            apply_move(shard, src, tgt);
+            moves.push(planned_move(collection, shard, src, tgt));
             *load.get_mut(&tgt).expect("live target") += 1;
-            moves.push(Move {
-                collection: collection.clone(),
-                shard: shard.shard,
-                from_node: src,
-                to_node: tgt,
-            });
         }
     }
     loop {
@@ -214,17 +208,22 @@ pub fn plan_rebalance<'a>(
         }
         let Some((i, src, tgt)) = found else { break };
         let (collection, shard) = &mut work[i];
-        apply_move(shard, src, tgt);
+        moves.push(planned_move(collection, shard, src, tgt));
         *load.get_mut(&src).expect("live source") -= 1;
         *load.get_mut(&tgt).expect("live target") += 1;
-        moves.push(Move {
-            collection: collection.clone(),
-            shard: shard.shard,
-            from_node: src,
-            to_node: tgt,
-        });
     }
     moves
+}
+
+/// Applies a move the planner chose to its working copy of the shard and returns it.
+fn planned_move(collection: &str, shard: &mut ShardReplicas, from: u64, to: u64) -> Move {
+    apply_move(shard, from, to);
+    Move {
+        collection: collection.to_string(),
+        shard: shard.shard,
+        from_node: from,
+        to_node: to,
+    }
 }
 
 /// Applies one move to a shard: a JOINING replica on `to`, the ACTIVE replica on `from` marked LEAVING.

@@ -180,18 +180,9 @@ async fn register_node(
         return Err(MetaError::Codec("register returned no node".into()));
     };
     // Registering counts as a sign of life.
-    let now = now_ms();
-    core.heartbeats.lock().insert(node.id, now);
-    let drain = core
-        .shared
-        .applied
-        .read()
-        .state
-        .draining
-        .get(&node.id)
-        .copied();
+    core.heartbeats.lock().insert(node.id, now_ms());
     Ok(pb::RegisterNodeResponse {
-        node: Some(convert::node_to_pb(&node, drain, now, true)),
+        node: Some(node_info(&core, &node)),
     })
 }
 
@@ -325,6 +316,11 @@ async fn drain_node(
     let Output::Node(node) = core.propose(cmd, deadline).await? else {
         return Err(MetaError::Codec("drain returned no node".into()));
     };
+    Ok(node_info(&core, &node))
+}
+
+/// A node as the leader sees it now: its record, drain and liveness.
+fn node_info(core: &Core, node: &state::NodeRecord) -> pb::NodeInfo {
     let drain = core
         .shared
         .applied
@@ -334,7 +330,7 @@ async fn drain_node(
         .get(&node.id)
         .copied();
     let (last_heartbeat_ms, alive) = core.liveness()(node.id);
-    Ok(convert::node_to_pb(&node, drain, last_heartbeat_ms, alive))
+    convert::node_to_pb(node, drain, last_heartbeat_ms, alive)
 }
 
 #[tonic::async_trait]
