@@ -623,27 +623,34 @@ impl ShardEngine {
                 && st.is_live(r.tenant, r.doc_id, r.seq)
                 && p.filter.matches(r.metadata_json)
         };
+        // Candidates are borrowed rows until the top k of a lane is known: only those k are copied out.
+        let hits = |rows: Vec<(RowView<'_>, f32)>| -> Vec<Hit> {
+            top_k(rows, p.k)
+                .into_iter()
+                .map(|(r, score)| r.to_hit(score))
+                .collect()
+        };
         let mut out = LaneResults::default();
         if let Some(q) = p.query_vector {
-            let mut cands: Vec<Hit> = Vec::new();
+            let mut cands = Vec::new();
             for view in &views {
                 cands.extend(self.dense_candidates(view, q, p, &passes)?);
             }
-            out.dense = top_k(cands, p.k);
+            out.dense = hits(cands);
         }
         if let Some(text) = p.query_text.filter(|t| !t.trim().is_empty()) {
-            out.bm25 = self.bm25(&views, text, p, &passes)?;
+            out.bm25 = hits(self.bm25(&views, text, p, &passes)?);
         }
         Ok(out)
     }
 
-    fn dense_candidates(
+    fn dense_candidates<'v>(
         &self,
-        view: &SegmentView<'_>,
+        view: &SegmentView<'v>,
         q: &[f32],
         p: &SearchParams<'_>,
         passes: &dyn Fn(&RowView<'_>) -> bool,
-    ) -> Result<Vec<Hit>> {
+    ) -> Result<Vec<(RowView<'v>, f32)>> {
         match view {
             SegmentView::Growing(g) => {
                 let mut hits = Vec::new();
@@ -657,7 +664,7 @@ impl ShardEngine {
                 hits.truncate(p.k);
                 Ok(hits
                     .into_iter()
-                    .map(|(row, s)| view.row(row).expect("row").to_hit(s))
+                    .map(|(row, s)| (view.row(row).expect("row"), s))
                     .collect())
             }
             SegmentView::Sealed(seg) => {
@@ -681,7 +688,7 @@ impl ShardEngine {
                             (true, Some(v)) => dot(q, v),
                             _ => score,
                         };
-                        hits.push(r.to_hit(score));
+                        hits.push((r, score));
                     }
                     if hits.len() >= p.k || exhausted {
                         return Ok(top_k(hits, p.k));
@@ -692,13 +699,13 @@ impl ShardEngine {
         }
     }
 
-    fn bm25(
+    fn bm25<'v>(
         &self,
-        views: &[SegmentView<'_>],
+        views: &[SegmentView<'v>],
         text: &str,
         p: &SearchParams<'_>,
         passes: &dyn Fn(&RowView<'_>) -> bool,
-    ) -> Result<Vec<Hit>> {
+    ) -> Result<Vec<(RowView<'v>, f32)>> {
         let indexes: Vec<&TextIndex> = views.iter().map(|v| v.text()).collect();
         let max_rows: usize = views.iter().map(|v| v.len()).sum();
         let mut limit = p.k * self.config.overfetch.max(1);
@@ -711,7 +718,7 @@ impl ShardEngine {
                 for (row, score) in rows {
                     if let Some(r) = view.row(row as usize) {
                         if passes(&r) {
-                            hits.push(r.to_hit(score));
+                            hits.push((r, score));
                         }
                     }
                 }
@@ -949,15 +956,15 @@ pub fn next_version(held: u64) -> u64 {
 }
 
 /// Best `k` by score, ties broken by chunk id so that results are deterministic.
-fn top_k(mut hits: Vec<Hit>, k: usize) -> Vec<Hit> {
-    hits.sort_by(|a, b| {
-        b.score
-            .total_cmp(&a.score)
-            .then_with(|| a.chunk_id.cmp(&b.chunk_id))
+/// Best `k` rows, best first (ties by chunk id), each chunk once.
+fn top_k(mut rows: Vec<(RowView<'_>, f32)>, k: usize) -> Vec<(RowView<'_>, f32)> {
+    rows.sort_by(|a, b| {
+        b.1.total_cmp(&a.1)
+            .then_with(|| a.0.chunk_id.cmp(b.0.chunk_id))
     });
-    hits.dedup_by(|a, b| a.chunk_id == b.chunk_id);
-    hits.truncate(k);
-    hits
+    rows.dedup_by(|a, b| a.0.chunk_id == b.0.chunk_id);
+    rows.truncate(k);
+    rows
 }
 
 /// The live rows (and their vectors, row-major) of upsert records.
