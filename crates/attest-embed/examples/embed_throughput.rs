@@ -1,5 +1,7 @@
 //! Benchmark: local embedding throughput (texts/s) of the candle MiniLM model at batch 1 and batch 32, on the
-//! bundled squad-sample paragraphs (real chunk lengths) and on its questions (real query lengths).
+//! bundled squad-sample paragraphs (real chunk lengths) and on its questions (real query lengths); then the
+//! passages embedded in one call, as an ingest does, for several batch sizes and thread counts against the
+//! default (batch 32, one thread) in the same run.
 //!
 //! `cargo run -p attest-embed --example embed_throughput [TEXTS]` — prints one JSON object.
 
@@ -52,4 +54,28 @@ fn main() {
             "batch_32_texts_per_s": throughput(&model, &questions, 32)},
     });
     println!("{report}");
+    let refs: Vec<&str> = passages.iter().map(String::as_str).collect();
+    let one_call = |batch_size: usize, threads: usize| -> f64 {
+        let config = LocalEmbedderConfig {
+            batch_size,
+            threads,
+            ..LocalEmbedderConfig::default()
+        };
+        let model = MiniLmEmbedder::from_config(&config).expect("model");
+        let started = Instant::now();
+        model.embed(&refs).expect("embedding");
+        refs.len() as f64 / started.elapsed().as_secs_f64()
+    };
+    let baseline = one_call(32, 1);
+    for (batch, threads) in [(32, 1), (8, 1), (4, 1), (1, 1), (8, 2), (4, 2), (1, 2)] {
+        let rate = if (batch, threads) == (32, 1) {
+            baseline
+        } else {
+            one_call(batch, threads)
+        };
+        println!(
+            "{}",
+            json!({"batch": batch, "threads": threads, "passages_per_s": rate, "vs_batch_32_one_thread": rate / baseline})
+        );
+    }
 }

@@ -16,8 +16,11 @@ const RELATIVE_MODEL_DIR: &str = "models/all-minilm-l6-v2";
 pub struct LocalEmbedderConfig {
     /// Directory holding `model.safetensors`, `tokenizer.json` and `config.json`.
     pub model_dir: PathBuf,
-    /// Texts per forward pass.
+    /// Texts per forward pass. Small: candle pads a batch to its longest text and its batched attention is slower
+    /// per text (batch 32 embedded 0.36× the passages per second of 4 × 2 threads, docs/BENCHMARKS.md).
     pub batch_size: usize,
+    /// Threads one call spreads its batches over (a forward pass uses one core).
+    pub threads: usize,
     /// Longer inputs are truncated to this many tokens (special tokens included).
     pub max_seq_len: usize,
 }
@@ -26,7 +29,8 @@ impl Default for LocalEmbedderConfig {
     fn default() -> Self {
         Self {
             model_dir: default_model_dir(),
-            batch_size: 32,
+            batch_size: 4,
+            threads: 2,
             max_seq_len: 256,
         }
     }
@@ -91,7 +95,7 @@ mod tests {
     #[test]
     fn defaults_and_partial_deserialisation() {
         let cfg = LocalEmbedderConfig::default();
-        assert_eq!(cfg.batch_size, 32);
+        assert_eq!((cfg.batch_size, cfg.threads), (4, 2));
         assert_eq!(cfg.max_seq_len, 256);
         let parsed: LocalEmbedderConfig =
             serde_json::from_str(r#"{"model_dir": "/x", "batch_size": 8}"#).unwrap();

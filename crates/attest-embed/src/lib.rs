@@ -11,7 +11,8 @@
 //!   on a blocking thread), plus small vector helpers.
 //! - [`minilm`]: [`MiniLmEmbedder`], the local all-MiniLM-L6-v2 BERT model (tokenize, forward
 //!   with attention mask, mean pooling, L2 normalisation) and the model-file checksum checks.
-//! - [`config`]: [`LocalEmbedderConfig`] (model directory, batch size, max sequence length) and
+//! - [`batches`]: a model over many inputs on a CPU: length-sorted batches spread over threads.
+//! - [`config`]: [`LocalEmbedderConfig`] (model directory, batch size, threads, max sequence length) and
 //!   [`default_model_dir`].
 //! - [`cache`]: [`CachedEmbedder`], a bounded LRU cache of embeddings keyed by exact text, for
 //!   repeated queries.
@@ -23,6 +24,7 @@
 //! - [`server`]: `attest serve --role embedder`, an embedding service speaking both HTTP APIs.
 //! - [`error`]: the [`EmbedError`] enum.
 
+pub mod batches;
 pub mod breaker;
 pub mod cache;
 pub mod config;

@@ -115,9 +115,9 @@ impl MiniLmEmbedder {
         device: Device,
     ) -> Result<Self, EmbedError> {
         let started = Instant::now();
-        if config.batch_size == 0 {
+        if config.batch_size == 0 || config.threads == 0 {
             return Err(EmbedError::InvalidInput(
-                "batch_size must be at least 1".into(),
+                "batch_size and threads must be at least 1".into(),
             ));
         }
         if config.max_seq_len < 2 {
@@ -288,19 +288,15 @@ impl Embedder for MiniLmEmbedder {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        // Batch texts of similar length together so little compute goes to padding; results
-        // are put back in input order. (Padding is masked, so grouping does not change vectors.)
-        let mut order: Vec<usize> = (0..texts.len()).collect();
-        order.sort_by_key(|&i| texts[i].len());
-        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
-        for batch in order.chunks(self.config.batch_size) {
-            let batch_texts: Vec<&str> = batch.iter().map(|&i| texts[i]).collect();
-            let vectors = self.embed_batch(&batch_texts)?;
-            for (&i, vector) in batch.iter().zip(vectors) {
-                out[i] = vector;
-            }
-        }
-        Ok(out)
+        // Padding is masked, so grouping by length does not change a vector.
+        let lengths: Vec<usize> = texts.iter().map(|t| t.len()).collect();
+        crate::batches::by_length(
+            &lengths,
+            self.config.batch_size,
+            self.config.threads,
+            |batch| self.embed_batch(&batch.iter().map(|&i| texts[i]).collect::<Vec<_>>()),
+            || EmbedError::Model("an embedding thread panicked".into()),
+        )
     }
 
     fn count_tokens(&self, text: &str) -> usize {

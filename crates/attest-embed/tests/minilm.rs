@@ -106,9 +106,20 @@ fn batches_larger_than_batch_size_keep_order() {
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let a = small_batches.embed(&refs).unwrap();
     let b = embedder().embed(&refs).unwrap();
-    assert_eq!(a.len(), 8);
-    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+    // Batches of 3 spread over two threads: the same vectors, in input order.
+    let two_threads = MiniLmEmbedder::load(
+        &dir,
+        &LocalEmbedderConfig {
+            threads: 2,
+            ..config.clone()
+        },
+    )
+    .unwrap();
+    let c = two_threads.embed(&refs).unwrap();
+    assert_eq!((a.len(), c.len()), (8, 8));
+    for (i, ((x, y), z)) in a.iter().zip(&b).zip(&c).enumerate() {
         assert!(cosine_similarity(x, y) > 0.999, "text {i}");
+        assert!(cosine_similarity(x, z) > 0.999, "text {i} on two threads");
     }
 }
 

@@ -149,42 +149,14 @@ impl ReaderModel {
 
     /// One probability per pair from `head`, in input order.
     pub fn score(&self, head: Head, pairs: &[PairIds]) -> Result<Vec<f64>, ReaderError> {
-        // Similar lengths share a batch, so little is padded.
-        let mut order: Vec<usize> = (0..pairs.len()).collect();
-        order.sort_by_key(|&i| pairs[i].ids.len());
-        let batches: Vec<&[usize]> = order.chunks(self.batch).collect();
-        let threads = self.threads.min(batches.len()).max(1);
-        // Thread t takes batches t, t + threads, ...: as long as each other, since batches go by length.
-        let run = |t: usize| -> Result<Vec<(usize, f64)>, ReaderError> {
-            let mut scored = Vec::new();
-            for batch in batches.iter().skip(t).step_by(threads) {
-                let probs = self.forward(head, batch.iter().map(|&i| &pairs[i]))?;
-                scored.extend(batch.iter().copied().zip(probs));
-            }
-            Ok(scored)
-        };
-        let parts: Vec<Result<Vec<(usize, f64)>, ReaderError>> = if threads == 1 {
-            vec![run(0)]
-        } else {
-            std::thread::scope(|s| {
-                let handles: Vec<_> = (0..threads).map(|t| s.spawn(move || run(t))).collect();
-                handles
-                    .into_iter()
-                    .map(|h| {
-                        h.join().unwrap_or_else(|_| {
-                            Err(ReaderError::Model("a reader thread panicked".into()))
-                        })
-                    })
-                    .collect()
-            })
-        };
-        let mut out = vec![0.0; pairs.len()];
-        for part in parts {
-            for (i, p) in part? {
-                out[i] = p;
-            }
-        }
-        Ok(out)
+        let lengths: Vec<usize> = pairs.iter().map(|p| p.ids.len()).collect();
+        attest_embed::batches::by_length(
+            &lengths,
+            self.batch,
+            self.threads,
+            |batch| self.forward(head, batch.iter().map(|&i| &pairs[i])),
+            || ReaderError::Model("a reader thread panicked".into()),
+        )
     }
 
     fn forward<'a>(
