@@ -93,33 +93,34 @@ fn batch_matches_single() {
 }
 
 #[test]
-fn batches_larger_than_batch_size_keep_order() {
+fn batches_and_threads_change_no_vector_and_keep_the_order() {
     let dir = default_model_dir();
-    let config = LocalEmbedderConfig {
-        batch_size: 3,
-        ..LocalEmbedderConfig::default()
+    let load = |batch_size, threads| {
+        MiniLmEmbedder::load(
+            &dir,
+            &LocalEmbedderConfig {
+                batch_size,
+                threads,
+                ..LocalEmbedderConfig::default()
+            },
+        )
+        .unwrap()
     };
-    let small_batches = MiniLmEmbedder::load(&dir, &config).unwrap();
     let texts: Vec<String> = (0..8)
         .map(|i| format!("sentence number {i} {}", "word ".repeat(i * 3)))
         .collect();
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let a = small_batches.embed(&refs).unwrap();
-    let b = embedder().embed(&refs).unwrap();
-    // Batches of 3 spread over two threads: the same vectors, in input order.
-    let two_threads = MiniLmEmbedder::load(
-        &dir,
-        &LocalEmbedderConfig {
-            threads: 2,
-            ..config.clone()
-        },
-    )
-    .unwrap();
-    let c = two_threads.embed(&refs).unwrap();
-    assert_eq!((a.len(), c.len()), (8, 8));
-    for (i, ((x, y), z)) in a.iter().zip(&b).zip(&c).enumerate() {
-        assert!(cosine_similarity(x, y) > 0.999, "text {i}");
-        assert!(cosine_similarity(x, z) > 0.999, "text {i} on two threads");
+    // One batch on one thread (the settings before), batches of 3 on one thread, batches of 3 over two threads.
+    let one_batch = load(32, 1).embed(&refs).unwrap();
+    for (batch, threads) in [(3, 1), (3, 2)] {
+        let got = load(batch, threads).embed(&refs).unwrap();
+        assert_eq!(got.len(), 8);
+        for (i, (x, y)) in one_batch.iter().zip(&got).enumerate() {
+            assert!(
+                cosine_similarity(x, y) > 0.999,
+                "text {i}, batch {batch} on {threads} threads"
+            );
+        }
     }
 }
 
