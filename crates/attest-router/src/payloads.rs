@@ -35,11 +35,11 @@ pub async fn fill_payloads(
         });
     }
     let calls = by_shard.into_iter().map(|(shard, chunks)| {
-        let mut replicas = router.view.read_replicas(rec, shard as usize);
-        if let Some(node) = answered_by.get(&shard) {
-            // Stable: the answering replica first, the rest in the view's order.
-            replicas.sort_by_key(|r| r.node_id != *node);
-        }
+        let replicas = router.view.replicas_for_follow_up(
+            rec,
+            shard as usize,
+            answered_by.get(&shard).copied(),
+        );
         let call = ShardCall::FetchChunks {
             request_id: request_id.to_string(),
             req: pb::FetchChunksRequest {

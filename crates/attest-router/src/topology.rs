@@ -5,7 +5,6 @@
 //! clients over by address, and calls them without a network hop.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -37,8 +36,10 @@ pub struct ClusterView {
     keys: Arc<KeyRing>,
     policy: ReplicaPolicy,
     snapshot: RwLock<Snapshot>,
-    /// Spreads reads over replicas.
-    next_start: AtomicUsize,
+    /// Spreads reads over replicas: the next starting replica of each (collection, shard). Per shard, so that each
+    /// shard's replicas take turns exactly; one counter for all shards let a fixed pattern of calls per search
+    /// (shards × fan-outs) keep landing on the same replica of a shard.
+    next_start: parking_lot::Mutex<HashMap<(String, usize), usize>>,
     /// In-process clients of the shard nodes this process hosts, by the address they registered with.
     local: HashMap<String, ShardClient>,
 }
@@ -64,7 +65,7 @@ impl ClusterView {
             keys: KeyRing::open(),
             policy,
             snapshot: RwLock::new(Snapshot::default()),
-            next_start: AtomicUsize::new(0),
+            next_start: parking_lot::Mutex::new(HashMap::new()),
             local,
         });
         view.refresh(false).await?;
@@ -192,14 +193,32 @@ impl ClusterView {
     }
 
     /// Replicas that can answer a search of `shard`, in the order to try them: live ones first (the starting
-    /// replica rotated per call so the load spreads over the replica set), then live ones being drained (a node
-    /// going away: its peers serve while it stops), then the rest.
+    /// replica taking turns per call, so the load spreads over the replica set), then live ones being drained (a
+    /// node going away: its peers serve while it stops), then the rest.
     pub fn read_replicas(&self, rec: &CollectionRecord, shard: usize) -> Vec<ReplicaEndpoint> {
-        let refs: Vec<&ReplicaRef> = rec.placement[shard]
-            .iter()
-            .filter(|r| r.role.serves_reads())
-            .collect();
-        self.ordered(&refs)
+        let turn = {
+            let mut next = self.next_start.lock();
+            let counter = next.entry((rec.name.clone(), shard)).or_default();
+            *counter = counter.wrapping_add(1);
+            *counter
+        };
+        self.ordered(rec, shard, turn)
+    }
+
+    /// The replicas of `shard` for a second call about the same read (fetching the payloads of a search's hits):
+    /// `first` (the replica that answered the search) first, then the order of [`Self::read_replicas`], without
+    /// taking a turn (a turn per call would make every search start on the same replica).
+    pub fn replicas_for_follow_up(
+        &self,
+        rec: &CollectionRecord,
+        shard: usize,
+        first: Option<u64>,
+    ) -> Vec<ReplicaEndpoint> {
+        let mut replicas = self.ordered(rec, shard, 0);
+        if let Some(node) = first {
+            replicas.sort_by_key(|r| r.node_id != node);
+        }
+        replicas
     }
 
     /// The endpoint of a shard node, and whether its last heartbeat is recent.
@@ -218,7 +237,13 @@ impl ClusterView {
             .collect()
     }
 
-    fn ordered(&self, refs: &[&ReplicaRef]) -> Vec<ReplicaEndpoint> {
+    /// The replicas of `shard` that serve reads, live and not draining first (rotated left by `turn`), then
+    /// draining, then dead.
+    fn ordered(&self, rec: &CollectionRecord, shard: usize, turn: usize) -> Vec<ReplicaEndpoint> {
+        let refs: Vec<&ReplicaRef> = rec.placement[shard]
+            .iter()
+            .filter(|r| r.role.serves_reads())
+            .collect();
         let snap = self.snapshot.read();
         let mut live = Vec::new();
         let mut draining = Vec::new();
@@ -235,7 +260,7 @@ impl ClusterView {
             }
         }
         if !live.is_empty() {
-            let start = self.next_start.fetch_add(1, Ordering::Relaxed) % live.len();
+            let start = turn % live.len();
             live.rotate_left(start);
         }
         live.extend(draining);
