@@ -49,8 +49,9 @@ pub struct ReaderConfig {
     pub model_dir: Option<PathBuf>,
     /// Best candidates (by reranker score) whose sentences are read per retrieval hop.
     pub passages: usize,
-    /// Sentences read per hop at most, those covering most of the question first. 12: the same quality as 20
-    /// on squad-dev held-out and shift-new-wiki with a lower ask p95 (docs/BENCHMARKS.md, "Fewer windows").
+    /// Sentences read per hop at most, those covering most of the question first. 8: ask p50 / p95 0.30 / 0.73 s
+    /// on squad-dev held-out (12 gave ~1.3 s p95) at 0.7 points less coverage and the same hallucination, on
+    /// squad-dev held-out and shift-new-wiki alike (docs/BENCHMARKS.md, "Eight windows").
     pub max_sentences: usize,
     /// Pairs per forward pass (small batches: candle's batched attention pads and slows per pair).
     pub batch: usize,
@@ -75,7 +76,7 @@ impl Default for ReaderConfig {
             backend: ReaderBackend::Lexical,
             model_dir: None,
             passages: 4,
-            max_sentences: 12,
+            max_sentences: 8,
             batch: 4,
             threads: 2,
             bail_threshold: 0.05,
