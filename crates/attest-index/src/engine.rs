@@ -535,26 +535,34 @@ impl ShardEngine {
                 });
                 continue;
             }
-            match log.range(v.seq, v.seq)?.pop() {
-                Some((_, LogOp::Upsert { tenant, chunks, .. })) => {
-                    let near_dup = log.near_dup_keys(&tenant, id)?;
-                    out.push(FetchedDocument::Live(DocumentWrite {
-                        doc_id: id.clone(),
-                        tenant,
-                        chunks,
-                        version: v.version,
-                        near_dup,
-                    }))
-                }
-                _ => {
-                    return Err(IndexError::corrupt(
-                        self.dir.join("wal"),
-                        format!("log record {} of live document `{id}` is missing", v.seq),
-                    ))
-                }
-            }
+            let (tenant, chunks) = self.live_chunks(&log, v.seq, id)?;
+            let near_dup = log.near_dup_keys(&tenant, id)?;
+            out.push(FetchedDocument::Live(DocumentWrite {
+                doc_id: id.clone(),
+                tenant,
+                chunks,
+                version: v.version,
+                near_dup,
+            }))
         }
         Ok(out)
+    }
+
+    /// The tenant and chunks of the live document `doc_id` whose upsert is log record `seq`; its absence is
+    /// corruption (the log keeps every live row).
+    fn live_chunks(
+        &self,
+        log: &IngestLog,
+        seq: u64,
+        doc_id: &str,
+    ) -> Result<(String, Vec<LoggedChunk>)> {
+        match log.range(seq, seq)?.pop() {
+            Some((_, LogOp::Upsert { tenant, chunks, .. })) => Ok((tenant, chunks)),
+            _ => Err(IndexError::corrupt(
+                self.dir.join("wal"),
+                format!("log record {seq} of live document `{doc_id}` is missing"),
+            )),
+        }
     }
 
     /// The current title, text and metadata of each named (doc id, chunk id) of `tenant`, read from the log (one
@@ -575,16 +583,7 @@ impl ShardEngine {
             let Some(v) = st.versions.get(tenant, doc_id).filter(|v| !v.deleted) else {
                 continue;
             };
-            let Some((_, LogOp::Upsert { chunks: logged, .. })) = log.range(v.seq, v.seq)?.pop()
-            else {
-                return Err(IndexError::corrupt(
-                    self.dir.join("wal"),
-                    format!(
-                        "log record {} of live document `{doc_id}` is missing",
-                        v.seq
-                    ),
-                ));
-            };
+            let (_, logged) = self.live_chunks(&log, v.seq, doc_id)?;
             out.extend(
                 logged
                     .into_iter()

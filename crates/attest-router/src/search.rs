@@ -149,7 +149,7 @@ impl Router {
         if fallback_mode && !want_bm25 {
             want_bm25 = true;
         }
-        let tenant: String = if req.tenant.is_empty() {
+        let tenant = if req.tenant.is_empty() {
             self.config.default_tenant.clone()
         } else {
             req.tenant.clone()

@@ -117,6 +117,10 @@ impl ClusterView {
             .iter()
             .map(|c| (c.name.clone(), record_from_meta(c)))
             .collect();
+        // Turn counters of dropped collections go with them.
+        self.next_start
+            .lock()
+            .retain(|(collection, _), _| snap.collections.contains_key(collection));
         for n in state
             .nodes
             .iter()
