@@ -1,16 +1,26 @@
 #!/usr/bin/env bash
-# Fetch only what is returned (issue 18): ask latency and bytes the shards send per ask, with the router fetching
-# the payloads of the hits it returns (the default) against shards sending every candidate's payload with the
-# fan-out (`router.payload_in_fanout`, the behaviour before), over the same data directory, one after the other.
+# What an ask costs on the wire between router and shards (issue 18), two modes over the same data directory, one
+# after the other:
+#   payloads (default): the router fetching the payloads of the hits it returns (`late`, the default) against
+#     shards sending every candidate's payload with the fan-out (`fanout`: `router.payload_in_fanout`, before);
+#   batch: each hop's searches as one `SearchBatch` (`batched`, the default) against one `Search` per query
+#     (`single`: `answer.batch_searches: false`, before).
 #
-# Usage: benches/bench-payloads.sh [DATA (default ../shared/data/squad-dev)] [EVERY (default 5)]
-# Prints, per mode, asks, bytes from the shards per ask (router_replica_response_bytes_total, search +
-# fetch_chunks) and the ask p50/p95 from scripts/eval-ask.py, then the ratios late / fan-out.
+# Usage: benches/bench-payloads.sh [DATA (default ../shared/data/squad-dev)] [EVERY (default 5)] [payloads|batch]
+# Prints, per mode, asks, bytes from the shards per ask (router_replica_response_bytes_total), calls to shard
+# replicas per ask (router_replica_call_seconds_count; search, search_batch, fetch_chunks) and the ask p50/p95
+# from scripts/eval-ask.py, then the ratios of the first mode to the second.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DATA="${1:-$REPO/../shared/data/squad-dev}"
 EVERY="${2:-5}"
+COMPARE="${3:-payloads}"
+case "$COMPARE" in
+  payloads) MODES=(late fanout); declare -A ENV=([late]=ATTEST__ROUTER__PAYLOAD_IN_FANOUT=false [fanout]=ATTEST__ROUTER__PAYLOAD_IN_FANOUT=true) ;;
+  batch) MODES=(batched single); declare -A ENV=([batched]=ATTEST__ANSWER__BATCH_SEARCHES=true [single]=ATTEST__ANSWER__BATCH_SEARCHES=false) ;;
+  *) echo "unknown comparison $COMPARE (payloads, batch)" >&2; exit 2 ;;
+esac
 BIN="${ATTEST_BIN:-${CARGO_TARGET_DIR:-$HOME/.cache/attest-target}/debug/attest}"
 STORE="${BENCH_STORE:-$HOME/.cache/attest-bench-payloads}"
 HTTP=127.0.0.1:7720
@@ -37,11 +47,13 @@ start() {  # start ENV...: attest dev over $STORE with these variables, waited f
   exit 1
 }
 
-bytes() {  # bytes the shards sent so far (search + fetch_chunks)
-  curl -sf "$ATTEST_SERVER/metrics" | awk '/^router_replica_response_bytes_total\{/ && /call="(search|fetch_chunks)"/ {s += $NF} END {printf "%.0f\n", s}'
+wire() {  # bytes the shards sent so far and calls made to them (search, search_batch, fetch_chunks)
+  curl -sf "$ATTEST_SERVER/metrics" | awk '/call="(search|search_batch|fetch_chunks)"/ {
+    if ($0 ~ /^router_replica_response_bytes_total\{/) b += $NF; if ($0 ~ /^router_replica_call_seconds_count\{/) c += $NF }
+    END {printf "%.0f %.0f\n", b, c}'
 }
 
-start ATTEST__ROUTER__PAYLOAD_IN_FANOUT=false
+start "${ENV[${MODES[0]}]}"
 want=$(grep -c . "$DATA/corpus.jsonl")
 have=$(curl -sf "$ATTEST_SERVER/v1/collections/$COLLECTION/stats" 2>/dev/null |
   python3 -c 'import json,sys; print(sum(s["live_documents"] for s in json.load(sys.stdin)["shards"]))' 2>/dev/null || echo 0)
@@ -53,26 +65,26 @@ fi
 stop
 
 declare -A RESULT
-for mode in late fanout; do
-  flag=false
-  [ "$mode" = fanout ] && flag=true
-  start ATTEST__ROUTER__PAYLOAD_IN_FANOUT=$flag
-  before=$(bytes)
+for mode in "${MODES[@]}"; do
+  start "${ENV[$mode]}"
+  before=$(wire)
   "$REPO/scripts/eval-ask.py" --server "$ATTEST_SERVER" --collection "$COLLECTION" --data "$DATA" \
     --every "$EVERY" --json "$STORE.$mode.json" >"$STORE.$mode.out"
-  after=$(bytes)
+  after=$(wire)
   stop
-  RESULT[$mode]=$(python3 - "$STORE.$mode.json" "$before" "$after" <<'EOF'
+  RESULT[$mode]=$(python3 - "$STORE.$mode.json" $before $after <<'EOF'
 import json, sys
 report = json.load(open(sys.argv[1]))
 asks = report["answers"]["questions"] if "answers" in report else report["questions"]
 lat = report.get("latency_ms", {}).get("total", {})
-print(asks, (int(sys.argv[3]) - int(sys.argv[2])) / asks, lat.get("p50", 0), lat.get("p95", 0))
+b0, c0, b1, c1 = map(int, sys.argv[2:6])
+print(asks, (b1 - b0) / asks, (c1 - c0) / asks, lat.get("p50", 0), lat.get("p95", 0))
 EOF
   )
-  read -r asks per_ask p50 p95 <<<"${RESULT[$mode]}"
-  printf '%-7s asks %s  bytes from the shards per ask %.0f  ask p50 %.0f ms  p95 %.0f ms\n' "$mode" "$asks" "$per_ask" "$p50" "$p95"
+  read -r asks per_ask calls p50 p95 <<<"${RESULT[$mode]}"
+  printf '%-7s asks %s  bytes from the shards per ask %.0f  shard calls per ask %.1f  ask p50 %.0f ms  p95 %.0f ms\n' \
+    "$mode" "$asks" "$per_ask" "$calls" "$p50" "$p95"
 done
-read -r _ late_bytes late_p50 late_p95 <<<"${RESULT[late]}"
-read -r _ fan_bytes fan_p50 fan_p95 <<<"${RESULT[fanout]}"
-python3 -c "print(f'late / fan-out: bytes per ask {$late_bytes/$fan_bytes:.3f}, ask p50 {$late_p50/$fan_p50:.3f}, p95 {$late_p95/$fan_p95:.3f}')"
+read -r _ a_bytes a_calls a_p50 a_p95 <<<"${RESULT[${MODES[0]}]}"
+read -r _ b_bytes b_calls b_p50 b_p95 <<<"${RESULT[${MODES[1]}]}"
+python3 -c "print(f'${MODES[0]} / ${MODES[1]}: bytes per ask {$a_bytes/$b_bytes:.3f}, shard calls per ask {$a_calls/$b_calls:.3f}, ask p50 {$a_p50/$b_p50:.3f}, p95 {$a_p95/$b_p95:.3f}')"

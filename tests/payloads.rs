@@ -1,15 +1,28 @@
-//! Fetch only what is returned (issue 18): through the binary, a search fans out for ids and scores and the
-//! router fetches the title, text and metadata of the hits it returns. The same searches against `attest dev`
-//! with `router.payload_in_fanout` (the behaviour before) must give the same hits, field for field, while the
-//! shards send a fraction of the bytes (`router_replica_response_bytes_total`).
+//! What crosses the wire between the router and its shards (issue 18), through the binary:
+//! - fetch only what is returned: a search fans out for ids and scores and the router fetches the title, text and
+//!   metadata of the hits it returns. The same searches against `attest dev` with `router.payload_in_fanout` (the
+//!   behaviour before) must give the same hits, field for field, while the shards send a fraction of the bytes
+//!   (`router_replica_response_bytes_total`);
+//! - one fan-out per hop: a `SearchBatch` answers like its searches one by one with one call per shard, and an
+//!   ask (rewrites, identifier lookups) costs one round trip per shard per hop, against `answer.batch_searches`
+//!   off (one `Search` each, the behaviour before) with the same answer
+//!   (`router_replica_call_seconds_count{call}`).
 
 mod common;
 
+use attest_proto::v1 as pb;
+use attest_proto::v1::router_service_client::RouterServiceClient;
 use common::{get_text, post, start_with_env, value_of, Logs, Proc};
 use serde_json::{json, Value};
 
-/// `attest dev` with these environment variables, the collection `c` made and `DOCS` documents ingested.
+/// `attest dev` with these environment variables, the collection `c` made and `DOCS` documents ingested; its
+/// HTTP and gRPC addresses.
 fn dev_with(env: &[(&str, &str)], dir: &std::path::Path) -> (Proc, String) {
+    let (proc, url, _) = dev_with_grpc(env, dir);
+    (proc, url)
+}
+
+fn dev_with_grpc(env: &[(&str, &str)], dir: &std::path::Path) -> (Proc, String, String) {
     let (proc, line) = start_with_env(
         &["dev", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"],
         Some(dir),
@@ -43,7 +56,7 @@ fn dev_with(env: &[(&str, &str)], dir: &std::path::Path) -> (Proc, String) {
     );
     assert_eq!(s, 200, "{b}");
     assert_eq!(b["accepted"], DOCS, "{b}");
-    (proc, url)
+    (proc, url, format!("http://{}", value_of(&line, "grpc=")))
 }
 
 const DOCS: usize = 60;
@@ -71,13 +84,20 @@ fn search_all(url: &str) -> Vec<Value> {
 
 /// Bytes the shard replicas sent for `call` so far.
 fn bytes(url: &str, call: &str) -> f64 {
+    metric_sum(url, "router_replica_response_bytes_total{", call)
+}
+
+/// Calls made to shard replicas for `call` so far.
+fn calls(url: &str, call: &str) -> f64 {
+    metric_sum(url, "router_replica_call_seconds_count{", call)
+}
+
+/// The sum of the samples of `prefix` (a metric name and `{`) labelled `call="CALL"`.
+fn metric_sum(url: &str, prefix: &str, call: &str) -> f64 {
     let (s, text) = get_text(&format!("{url}/metrics"));
     assert_eq!(s, 200);
     text.lines()
-        .filter(|l| {
-            l.starts_with("router_replica_response_bytes_total{")
-                && l.contains(&format!("call=\"{call}\""))
-        })
+        .filter(|l| l.starts_with(prefix) && l.contains(&format!("call=\"{call}\"")))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
 }
@@ -122,4 +142,121 @@ fn the_router_fetches_only_the_payloads_it_returns() {
         late_bytes * 3.0 < fanout_bytes,
         "{late_bytes} bytes with the fetch after fusion, {fanout_bytes} with payloads in the fan-out"
     );
+}
+
+fn search(query: &str, k: u32, lanes: &[&str]) -> pb::SearchRequest {
+    pb::SearchRequest {
+        collection: "c".into(),
+        query: query.into(),
+        k: Some(k),
+        lanes: lanes.iter().map(|l| l.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_search_batch_answers_like_its_searches_with_one_call_per_shard() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_dev, url, grpc) = dev_with_grpc(&[], dir.path());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut router = rt.block_on(RouterServiceClient::connect(grpc)).unwrap();
+    let searches = vec![
+        search(QUERIES[0], 5, &[]),
+        search(QUERIES[1], 3, &["bm25"]),
+        search(QUERIES[2], 7, &["dense"]),
+        search(QUERIES[3], 5, &[]),
+    ];
+    let one_by_one: Vec<pb::SearchResponse> = searches
+        .iter()
+        .map(|r| rt.block_on(router.search(r.clone())).unwrap().into_inner())
+        .collect();
+    let (search_calls, batch_calls) = (calls(&url, "search"), calls(&url, "search_batch"));
+    let batch = rt
+        .block_on(router.search_batch(pb::SearchBatchRequest {
+            searches: searches.clone(),
+        }))
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        calls(&url, "search_batch") - batch_calls,
+        2.0,
+        "one call per shard"
+    );
+    assert_eq!(calls(&url, "search"), search_calls, "no search one by one");
+    assert_eq!(batch.results.len(), searches.len());
+    for ((req, alone), batched) in searches.iter().zip(&one_by_one).zip(&batch.results) {
+        assert_eq!(batched.hits.len(), req.k.unwrap() as usize, "{}", req.query);
+        assert_eq!(alone.hits, batched.hits, "{}", req.query);
+        assert!(!batched.degraded && !batched.fallback_mode);
+    }
+    assert!(batch.results[1].hits.iter().all(|h| h.dense.is_none()));
+    assert!(batch.results[2].hits.iter().all(|h| h.bm25.is_none()));
+
+    let refused = |searches: Vec<pb::SearchRequest>| {
+        rt.block_on(
+            router
+                .clone()
+                .search_batch(pb::SearchBatchRequest { searches }),
+        )
+        .unwrap_err()
+    };
+    let mut other = search("x", 5, &[]);
+    other.collection = "d".into();
+    let e = refused(vec![search("x", 5, &[]), other]);
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+    assert!(e.message().contains("searches[1]"), "{e:?}");
+    let e = refused(vec![
+        search("x", 5, &[]),
+        search("y", 5, &[]),
+        search(" ", 5, &[]),
+    ]);
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+    assert!(e.message().contains("searches[2].query"), "{e:?}");
+    let e = refused((0..33).map(|i| search(&format!("q{i}"), 5, &[])).collect());
+    assert!(e.message().contains("at most 32"), "{e:?}");
+    let e = refused(Vec::new());
+    assert!(e.message().contains("empty batch"), "{e:?}");
+}
+
+#[test]
+fn an_ask_costs_one_round_trip_per_shard_per_hop() {
+    let (batched_dir, single_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (_batched, batched) = dev_with(&[], batched_dir.path());
+    let (_single, single) = dev_with(
+        &[("ATTEST__ANSWER__BATCH_SEARCHES", "false")],
+        single_dir.path(),
+    );
+    // Rewrites (the question, its keywords) and an identifier lookup: three searches in the first hop.
+    let question =
+        "Which ship did the harbour master record arriving with crates of tea in entry ADR-12?";
+    let ask = |url: &str| {
+        let before = (calls(url, "search"), calls(url, "search_batch"));
+        let (s, b) = post(
+            &format!("{url}/v1/collections/c/ask"),
+            &json!({ "question": question }),
+        );
+        assert_eq!(s, 200, "{b}");
+        let after = (calls(url, "search"), calls(url, "search_batch"));
+        (b, after.0 - before.0, after.1 - before.1)
+    };
+    let (b, search_calls, batch_calls) = ask(&batched);
+    let (s, single_search_calls, single_batch_calls) = ask(&single);
+    let hops = b["hops"].as_f64().expect("hops in the response");
+    assert!(hops >= 1.0, "{b}");
+    assert_eq!(
+        (search_calls, batch_calls),
+        (0.0, 2.0 * hops),
+        "batched: one call per shard (2) per hop ({hops}); {b}"
+    );
+    assert_eq!(single_batch_calls, 0.0);
+    assert!(
+        single_search_calls >= 2.0 * (hops + 2.0),
+        "one by one: every search is a call per shard; {single_search_calls} calls for {hops} hops"
+    );
+    for field in ["status", "answer", "citations", "hops", "identifiers"] {
+        assert_eq!(b[field], s[field], "{field} differs:\n{b}\n{s}");
+    }
 }

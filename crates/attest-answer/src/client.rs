@@ -83,4 +83,33 @@ impl RouterClient {
         }
         .map(|r| r.into_inner())
     }
+
+    /// Several searches made for `caller` in one call (one round trip per shard behind the router); answers in
+    /// request order.
+    pub async fn search_batch(
+        &self,
+        mut searches: Vec<pb::SearchRequest>,
+        request_id: &str,
+        caller: &Caller,
+    ) -> Result<Vec<pb::SearchResponse>, Status> {
+        for req in &mut searches {
+            req.tenant = caller.tenant.clone();
+        }
+        let wanted = searches.len();
+        let mut request = grpc_request(pb::SearchBatchRequest { searches }, request_id);
+        attest_auth::grpc::forward(caller.credential.as_deref(), &mut request);
+        let results = match self {
+            RouterClient::Local(svc) => svc.search_batch(request).await,
+            RouterClient::Grpc(client) => client.clone().search_batch(request).await,
+        }?
+        .into_inner()
+        .results;
+        if results.len() != wanted {
+            return Err(Status::internal(format!(
+                "the router answered {} of {wanted} searches",
+                results.len()
+            )));
+        }
+        Ok(results)
+    }
 }

@@ -16,6 +16,9 @@ pub struct AnswerConfig {
     pub candidates: u32,
     /// Hits asked of the router per search (its largest k is 100).
     pub search_k: u32,
+    /// The searches of a hop (rewrites, identifier lookups, curated pins' refs) go to the router as one
+    /// `SearchBatch`: one round trip per shard. Off: one `Search` each (the behaviour before; a baseline).
+    pub batch_searches: bool,
     /// Low noise pre-floor: a hit only the dense lane found, with a cosine below this, is dropped (seed: 0.18).
     pub noise_floor: f64,
     /// Sub-questions retrieved for a multi-hop question, at most.
@@ -83,6 +86,7 @@ impl Default for AnswerConfig {
         AnswerConfig {
             candidates: 150,
             search_k: 100,
+            batch_searches: true,
             noise_floor: 0.18,
             max_sub_questions: 3,
             identifier_patterns: vec![r"\b[A-Z]{2,6}[- ]?\d+(?:[.:]\d+)*\b".to_string()],

@@ -9,7 +9,6 @@ use std::sync::LazyLock;
 use attest_proto::v1 as pb;
 use regex::Regex;
 
-use crate::client::{Caller, RouterClient};
 use crate::rewrite::LANE_BM25;
 
 /// Letters, then separators (or none), then a digit: the spot where `ADR-0012`, `adr 0012` and `ADR0012` differ.
@@ -108,35 +107,24 @@ pub fn bm25_query(identifier: &str) -> String {
     }
 }
 
-/// Resolves one identifier: the hits of a BM25 search (at most `k`) whose title or text contains it.
-pub async fn resolve(
-    router: &RouterClient,
-    collection: &str,
-    identifier: &str,
-    k: u32,
-    request_id: &str,
-    caller: &Caller,
-) -> Result<Vec<pb::Hit>, tonic::Status> {
-    let resp = router
-        .search(
-            pb::SearchRequest {
-                collection: collection.to_string(),
-                query: bm25_query(identifier),
-                k: Some(k),
-                lanes: vec![LANE_BM25.to_string()],
-                ..Default::default()
-            },
-            request_id,
-            caller,
-        )
-        .await?;
-    Ok(resp
-        .hits
-        .into_iter()
+/// The search that resolves one identifier: BM25 alone, at most `k` hits; keep the ones [`matching`] it.
+pub fn search_for(collection: &str, identifier: &str, k: u32) -> pb::SearchRequest {
+    pb::SearchRequest {
+        collection: collection.to_string(),
+        query: bm25_query(identifier),
+        k: Some(k),
+        lanes: vec![LANE_BM25.to_string()],
+        ..Default::default()
+    }
+}
+
+/// The hits of an identifier's search whose title or text really contains it.
+pub fn matching(identifier: &str, hits: Vec<pb::Hit>) -> Vec<pb::Hit> {
+    hits.into_iter()
         .filter(|h| {
             contains_identifier(&h.title, identifier) || contains_identifier(&h.text, identifier)
         })
-        .collect())
+        .collect()
 }
 
 #[cfg(test)]

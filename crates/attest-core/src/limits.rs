@@ -10,6 +10,8 @@ pub const MAX_SHARDS: u32 = 4096;
 pub const MAX_REPLICATION: u32 = 16;
 /// The most hits a shard returns per lane, and the most a caller may ask a lane for.
 pub const MAX_TOP_K: usize = 1000;
+/// Most searches of one batch (router `SearchBatch`, shard `SearchBatch`): a hop's rewrites and pins, with room.
+pub const MAX_BATCH_SEARCHES: usize = 32;
 /// Widest vector a collection may hold.
 pub const MAX_DIMENSION: u32 = 4096;
 /// Most bits per PQ code FAISS supports here.

@@ -1,4 +1,4 @@
-//! Fan-out of one search to every shard of a collection, the global merge of each lane, and fusion by RRF.
+//! Fan-out of one search, or a batch of them, to every shard of a collection, the global merge of each lane, and fusion by RRF.
 
 use std::collections::HashMap;
 
@@ -28,52 +28,109 @@ pub struct FanOut {
     pub answered_by: HashMap<u32, u64>,
 }
 
-/// Sends `template` (with each shard's number) to every shard concurrently. A shard that fails with an
-/// argument error fails the search (the same request would fail everywhere); any other failure leaves the shard
-/// out and is reported in `missing_shards`.
-pub async fn fan_out_search(
+/// Sends `searches` (with each shard's number) to every shard concurrently: one `Search` call per shard for one
+/// search, one `SearchBatch` call per shard for several (a replica too old to know it gets them one by one).
+/// Returns one [`FanOut`] per search, in order; all share `missing_shards` and `answered_by` (a shard's searches
+/// went to one replica together). A shard that fails with an argument error fails the search (the same request
+/// would fail everywhere); any other failure leaves the shard out and is reported in `missing_shards`.
+pub async fn fan_out(
     router: &Router,
     rec: &CollectionRecord,
-    template: pb::ShardSearchRequest,
+    searches: Vec<pb::ShardSearchRequest>,
     request_id: &str,
-) -> Result<FanOut, RouterError> {
+) -> Result<Vec<FanOut>, RouterError> {
+    let searches = &searches;
     let calls = (0..rec.shards as usize).map(|shard| {
         let replicas = router.view.read_replicas(rec, shard);
-        let mut req = template.clone();
-        req.shard = shard as u32;
-        let call = ShardCall::Search {
-            request_id: request_id.to_string(),
-            req,
-        };
         let policy = &router.config.replicas;
+        let for_shard = move |r: &pb::ShardSearchRequest| pb::ShardSearchRequest {
+            shard: shard as u32,
+            ..r.clone()
+        };
         async move {
-            // Deadline, retry on another replica, hedging, concurrency limit and load shedding: replicas.rs.
-            let result = call_any(&replicas, call, policy)
-                .await
-                .and_then(|(resp, node)| Ok((pb::ShardSearchResponse::try_from(resp)?, node)));
+            let one = |req| async {
+                let call = ShardCall::Search {
+                    request_id: request_id.to_string(),
+                    req,
+                };
+                // Deadline, retry on another replica, hedging, concurrency limit, load shedding: replicas.rs.
+                call_any(&replicas, call, policy)
+                    .await
+                    .and_then(|(resp, node)| Ok((pb::ShardSearchResponse::try_from(resp)?, node)))
+            };
+            if let [single] = searches.as_slice() {
+                return (
+                    shard as u32,
+                    one(for_shard(single)).await.map(|(r, n)| (vec![r], n)),
+                );
+            }
+            let call = ShardCall::SearchBatch {
+                request_id: request_id.to_string(),
+                req: pb::ShardSearchBatchRequest {
+                    searches: searches.iter().map(for_shard).collect(),
+                },
+            };
+            let result = match call_any(&replicas, call, policy).await {
+                Ok((resp, node)) => pb::ShardSearchBatchResponse::try_from(resp)
+                    .and_then(|b| answered_in_full(b, searches.len()).map(|r| (r, node))),
+                Err(status) if status.code() == tonic::Code::Unimplemented => {
+                    let each = searches.iter().map(|r| one(for_shard(r)));
+                    futures::future::join_all(each)
+                        .await
+                        .into_iter()
+                        .collect::<Result<Vec<_>, _>>()
+                        .map(|answers| {
+                            let node = answers.first().map_or(0, |(_, node)| *node);
+                            (answers.into_iter().map(|(r, _)| r).collect(), node)
+                        })
+                }
+                Err(status) => Err(status),
+            };
             (shard as u32, result)
         }
     });
-    let mut out = FanOut::default();
+    let mut out: Vec<FanOut> = searches.iter().map(|_| FanOut::default()).collect();
+    let (mut missing_shards, mut answered_by) = (Vec::new(), HashMap::new());
     for (shard, result) in futures::future::join_all(calls).await {
         match result {
-            Ok((resp, node)) => {
-                out.answered_by.insert(shard, node);
-                out.dense
-                    .extend(resp.dense.into_iter().map(|hit| ShardHit { shard, hit }));
-                out.bm25
-                    .extend(resp.bm25.into_iter().map(|hit| ShardHit { shard, hit }));
+            Ok((responses, node)) => {
+                answered_by.insert(shard, node);
+                for (fan, resp) in out.iter_mut().zip(responses) {
+                    fan.dense
+                        .extend(resp.dense.into_iter().map(|hit| ShardHit { shard, hit }));
+                    fan.bm25
+                        .extend(resp.bm25.into_iter().map(|hit| ShardHit { shard, hit }));
+                }
             }
             Err(status) if status.code() == tonic::Code::InvalidArgument => {
                 return Err(RouterError::from_status(status))
             }
             Err(status) => {
                 warn!(shard, error = %status, event = "shard_search_failed", "shard left out of results");
-                out.missing_shards.push(shard);
+                missing_shards.push(shard);
             }
         }
     }
+    for fan in &mut out {
+        fan.missing_shards.clone_from(&missing_shards);
+        fan.answered_by.clone_from(&answered_by);
+    }
     Ok(out)
+}
+
+/// A batch answer with one result per search, or an internal error (a replica must never drop one).
+fn answered_in_full(
+    batch: pb::ShardSearchBatchResponse,
+    searches: usize,
+) -> Result<Vec<pb::ShardSearchResponse>, tonic::Status> {
+    if batch.results.len() == searches {
+        Ok(batch.results)
+    } else {
+        Err(tonic::Status::internal(format!(
+            "the replica answered {} of {searches} searches",
+            batch.results.len()
+        )))
+    }
 }
 
 /// Best `depth` of one lane across shards, best first (ties by chunk id, so the order is deterministic). Works

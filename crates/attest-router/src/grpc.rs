@@ -200,6 +200,24 @@ impl RouterService for RouterServiceImpl {
         ))
     }
 
+    async fn search_batch(
+        &self,
+        req: Request<pb::SearchBatchRequest>,
+    ) -> Result<Response<pb::SearchBatchResponse>, Status> {
+        let p = self.caller(&req, Op::Search)?;
+        let (id, span) = request_span(&req);
+        let mut searches = req.into_inner().searches;
+        for r in &mut searches {
+            access::search(&p, r, self.default_tenant())?;
+        }
+        Ok(Response::new(
+            self.router
+                .search_batch(searches, id)
+                .instrument(span)
+                .await?,
+        ))
+    }
+
     async fn create_key(
         &self,
         req: Request<pb::CreateKeyRequest>,

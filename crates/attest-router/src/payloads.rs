@@ -16,25 +16,34 @@ use crate::collection::CollectionRecord;
 use crate::replicas::{call_any, ShardCall};
 use crate::router::Router;
 
-/// Fills `hits` (fused, without payloads) from their shards; drops hits whose chunk is no longer live and adds
-/// the shards that could not be reached to `missing_shards`.
+/// Fills every list of `lists` (fused hits without payloads, one list per search of a batch) from their
+/// shards, with one fetch per shard for all of them; drops hits whose chunk is no longer live and adds the
+/// shards that could not be reached to `missing_shards`.
 pub async fn fill_payloads(
     router: &Router,
     rec: &CollectionRecord,
     tenant: &str,
-    hits: &mut Vec<pb::Hit>,
+    lists: &mut [Vec<pb::Hit>],
     answered_by: &HashMap<u32, u64>,
     missing_shards: &mut Vec<u32>,
     request_id: &str,
 ) {
-    let mut by_shard: BTreeMap<u32, Vec<pb::ChunkRef>> = BTreeMap::new();
-    for h in hits.iter() {
-        by_shard.entry(h.shard).or_default().push(pb::ChunkRef {
-            doc_id: h.doc_id.clone(),
-            chunk_id: h.chunk_id.clone(),
-        });
+    // Chunk id → doc id per shard: a chunk several searches of a batch returned is fetched once.
+    let mut by_shard: BTreeMap<u32, BTreeMap<&str, &str>> = BTreeMap::new();
+    for h in lists.iter().flatten() {
+        by_shard
+            .entry(h.shard)
+            .or_default()
+            .insert(&h.chunk_id, &h.doc_id);
     }
     let calls = by_shard.into_iter().map(|(shard, chunks)| {
+        let chunks = chunks
+            .into_iter()
+            .map(|(chunk_id, doc_id)| pb::ChunkRef {
+                doc_id: doc_id.to_string(),
+                chunk_id: chunk_id.to_string(),
+            })
+            .collect();
         let replicas = router.view.replicas_for_follow_up(
             rec,
             shard as usize,
@@ -73,13 +82,15 @@ pub async fn fill_payloads(
     }
     missing_shards.sort_unstable();
     missing_shards.dedup();
-    hits.retain_mut(|h| match payloads.remove(&(h.shard, h.chunk_id.clone())) {
-        Some(p) => {
-            h.title = p.title;
-            h.text = p.text;
-            h.metadata_json = p.metadata_json;
-            true
-        }
-        None => false,
-    });
+    for hits in lists.iter_mut() {
+        hits.retain_mut(|h| match payloads.get(&(h.shard, h.chunk_id.clone())) {
+            Some(p) => {
+                h.title.clone_from(&p.title);
+                h.text.clone_from(&p.text);
+                h.metadata_json.clone_from(&p.metadata_json);
+                true
+            }
+            None => false,
+        });
+    }
 }

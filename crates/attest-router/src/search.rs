@@ -1,6 +1,7 @@
 //! Hybrid search on the router: validate, embed the query (BM25 alone when that fails, and say so), fan out
 //! to one replica of every shard for ids and scores, merge each lane, fuse with weighted RRF, and fetch the
-//! payloads of the hits returned ([`crate::payloads`]).
+//! payloads of the hits returned ([`crate::payloads`]). A batch of searches (the answer tier's rewrites and
+//! pins of one hop) shares one embedding call, one round trip per shard and one payload fetch per shard.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -14,8 +15,9 @@ use attest_telemetry::metrics::{
 };
 use tracing::warn;
 
+use crate::collection::CollectionRecord;
 use crate::error::RouterError;
-use crate::fanout::{fan_out_search, fuse};
+use crate::fanout::{fan_out, fuse};
 use crate::payloads::fill_payloads;
 use crate::router::Router;
 
@@ -55,34 +57,103 @@ impl Router {
         req: pb::SearchRequest,
         request_id: String,
     ) -> Result<pb::SearchResponse, RouterError> {
-        let started = Instant::now();
         let rec = self.view.get(&req.collection)?;
+        let checked = self.check_search(req, "")?;
+        let mut answers = self.run_searches(&rec, vec![checked], request_id).await?;
+        Ok(answers.remove(0))
+    }
+
+    /// Several searches of one collection and tenant as one: one embedding call for their query texts, one
+    /// round trip per shard, one payload fetch per shard. An invalid search fails the batch, its field named
+    /// `searches[i].…`.
+    pub async fn search_batch(
+        &self,
+        reqs: Vec<pb::SearchRequest>,
+        request_id: String,
+    ) -> Result<pb::SearchBatchResponse, RouterError> {
+        let started = Instant::now();
+        let Some(first) = reqs.first() else {
+            return Err(RouterError::invalid("searches", "empty batch"));
+        };
+        if reqs.len() > limits::MAX_BATCH_SEARCHES {
+            return Err(RouterError::invalid(
+                "searches",
+                format!(
+                    "{} in one batch; at most {}",
+                    reqs.len(),
+                    limits::MAX_BATCH_SEARCHES
+                ),
+            ));
+        }
+        let (collection, tenant) = (first.collection.clone(), self.tenant_of(first));
+        if let Some(i) = reqs
+            .iter()
+            .position(|r| r.collection != collection || self.tenant_of(r) != tenant)
+        {
+            return Err(RouterError::invalid(
+                format!("searches[{i}]"),
+                "every search of a batch must name the same collection and tenant",
+            ));
+        }
+        let rec = self.view.get(&collection)?;
+        let checked = reqs
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| self.check_search(r, &format!("searches[{i}].")))
+            .collect::<Result<Vec<_>, _>>()?;
+        let results = self.run_searches(&rec, checked, request_id.clone()).await?;
+        Ok(pb::SearchBatchResponse {
+            results,
+            request_id,
+            took_ms: started.elapsed().as_secs_f64() * 1e3,
+        })
+    }
+
+    /// The tenant a search acts as (the router's default when it names none).
+    fn tenant_of(&self, req: &pb::SearchRequest) -> String {
+        if req.tenant.is_empty() {
+            self.config.default_tenant.clone()
+        } else {
+            req.tenant.clone()
+        }
+    }
+
+    /// A search request checked against the limits (`field` prefixes the name of the field an error names).
+    fn check_search(&self, req: pb::SearchRequest, field: &str) -> Result<Checked, RouterError> {
+        let invalid =
+            |name: &str, reason: String| RouterError::invalid(format!("{field}{name}"), reason);
         let query = req.query.trim().to_string();
         if query.chars().all(|c| c.is_whitespace() || c.is_control()) {
-            return Err(RouterError::invalid(
+            return Err(invalid(
                 "query",
-                "empty (nothing but whitespace or control characters)",
+                "empty (nothing but whitespace or control characters)".into(),
             ));
         }
         if query.len() > self.config.max_query_bytes {
-            return Err(RouterError::invalid(
+            return Err(invalid(
                 "query",
                 format!("longer than {} bytes", self.config.max_query_bytes),
             ));
         }
         let k = req.k.unwrap_or(self.config.default_k as u32) as usize;
         if k == 0 || k > self.config.max_k {
-            return Err(RouterError::invalid(
+            return Err(invalid(
                 "k",
                 format!("must be between 1 and {}", self.config.max_k),
             ));
         }
         if let Some(filter) = &req.filter {
-            self.check_filter_size(filter)?;
+            self.check_filter_size(filter).map_err(|e| match e {
+                RouterError::InvalidArgument {
+                    field: name,
+                    reason,
+                } => invalid(&name, reason),
+                other => other,
+            })?;
         }
         let rrf_k = req.rrf_k.unwrap_or(self.config.rrf_k);
         if !(rrf_k.is_finite() && rrf_k > 0.0) {
-            return Err(RouterError::invalid("rrf_k", "must be a positive number"));
+            return Err(invalid("rrf_k", "must be a positive number".into()));
         }
         let (mut want_dense, mut want_bm25) = (req.lanes.is_empty(), req.lanes.is_empty());
         for lane in &req.lanes {
@@ -90,7 +161,7 @@ impl Router {
                 "dense" => want_dense = true,
                 "bm25" => want_bm25 = true,
                 other => {
-                    return Err(RouterError::invalid(
+                    return Err(invalid(
                         "lanes",
                         format!("unknown lane `{other}` (dense, bm25)"),
                     ))
@@ -99,117 +170,190 @@ impl Router {
         }
         for (lane, w) in &req.weights {
             if lane != "dense" && lane != "bm25" {
-                return Err(RouterError::invalid(
-                    "weights",
-                    format!("unknown lane `{lane}`"),
-                ));
+                return Err(invalid("weights", format!("unknown lane `{lane}`")));
             }
             if !(w.is_finite() && *w >= 0.0) {
-                return Err(RouterError::invalid(
+                return Err(invalid(
                     "weights",
                     format!("weight of `{lane}` must be a finite number ≥ 0"),
                 ));
             }
         }
         if !req.weights.is_empty() && req.weights.values().all(|w| *w == 0.0) {
-            return Err(RouterError::invalid(
+            return Err(invalid(
                 "weights",
-                "all zero: every hit would score 0 (leave weights out for equal lanes)",
+                "all zero: every hit would score 0 (leave weights out for equal lanes)".into(),
             ));
         }
-        let mut fallback_mode = false;
-        let query_vector = if want_dense {
-            let embed_started = Instant::now();
-            let embedder = Arc::clone(&self.query_embedder);
-            let q = query.clone();
-            let rid = request_id.clone();
-            let embedded = attest_telemetry::cpu::run_cpu_intensive(move || {
-                attest_telemetry::request_id::with_current(&rid, || embedder.embed(&[q.as_str()]))
-            })
-            .await;
-            observe_stage(STAGE_EMBED, embed_started.elapsed());
-            match embedded {
-                Ok(Ok(mut v)) if v.len() == 1 => Some(v.remove(0)),
-                failed => {
-                    let reason = match failed {
-                        Ok(Err(e)) => e.to_string(),
-                        Err(e) => format!("embedding task failed: {e}"),
-                        Ok(Ok(v)) => format!("embedder returned {} vectors for 1 query", v.len()),
-                    };
-                    // SPEC: never an error; answer from BM25 alone and say so.
-                    metrics::counter!(EMBEDDING_FALLBACK_TOTAL).increment(1);
-                    warn!(request_id = %request_id, reason = %reason, event = "embedding_fallback", "query not embedded; answering from BM25 alone");
-                    fallback_mode = true;
-                    None
-                }
-            }
-        } else {
-            None
+        let weight = |lane: &str| req.weights.get(lane).copied().unwrap_or(1.0);
+        Ok(Checked {
+            tenant: self.tenant_of(&req),
+            k,
+            rrf_k,
+            want_dense,
+            want_bm25,
+            dense_weight: weight("dense"),
+            bm25_weight: weight("bm25"),
+            query,
+            nprobe: req.nprobe,
+            filter: req.filter,
+        })
+    }
+
+    /// The query vectors of `texts` from one embedder call, or `None` when it fails (counted and logged: the
+    /// searches then answer from BM25 alone and say so, never an error).
+    async fn embed_queries(&self, texts: Vec<String>, request_id: &str) -> Option<Vec<Vec<f32>>> {
+        let embed_started = Instant::now();
+        let embedder = Arc::clone(&self.query_embedder);
+        let rid = request_id.to_string();
+        let wanted = texts.len();
+        let embedded = attest_telemetry::cpu::run_cpu_intensive(move || {
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            attest_telemetry::request_id::with_current(&rid, || embedder.embed(&refs))
+        })
+        .await;
+        observe_stage(STAGE_EMBED, embed_started.elapsed());
+        let reason = match embedded {
+            Ok(Ok(v)) if v.len() == wanted => return Some(v),
+            Ok(Err(e)) => e.to_string(),
+            Err(e) => format!("embedding task failed: {e}"),
+            Ok(Ok(v)) => format!("embedder returned {} vectors for {wanted} queries", v.len()),
         };
-        if fallback_mode && !want_bm25 {
-            want_bm25 = true;
+        metrics::counter!(EMBEDDING_FALLBACK_TOTAL).increment(1);
+        warn!(request_id = %request_id, reason = %reason, event = "embedding_fallback", "query not embedded; answering from BM25 alone");
+        None
+    }
+
+    /// Embeds, fans out, fuses and fetches checked searches of `rec` (one tenant); one answer per search.
+    async fn run_searches(
+        &self,
+        rec: &CollectionRecord,
+        searches: Vec<Checked>,
+        request_id: String,
+    ) -> Result<Vec<pb::SearchResponse>, RouterError> {
+        let started = Instant::now();
+        let texts: Vec<String> = searches
+            .iter()
+            .filter(|s| s.want_dense)
+            .map(|s| s.query.clone())
+            .collect();
+        // SPEC: an embedder failure is never an error; the dense searches answer from BM25 alone.
+        let mut vectors = if texts.is_empty() {
+            Some(Vec::new())
+        } else {
+            self.embed_queries(texts, &request_id).await
         }
-        let tenant = if req.tenant.is_empty() {
-            self.config.default_tenant.clone()
-        } else {
-            req.tenant.clone()
-        };
-        let depth = self.config.lane_depth.max(k).min(limits::MAX_TOP_K);
-        let shard_req = pb::ShardSearchRequest {
-            collection: rec.name.clone(),
-            shard: 0,
-            tenant: tenant.clone(),
-            query_vector: query_vector.unwrap_or_default(),
-            query_text: if want_bm25 {
-                query.clone()
-            } else {
-                String::new()
-            },
-            k: depth as u32,
-            nprobe: if req.nprobe == 0 {
-                rec.index.nprobe
-            } else {
-                req.nprobe
-            },
-            filter: req.filter.clone(),
-            include_payload: self.config.payload_in_fanout,
-            exact_rescore: self.config.exact_rescore,
-        };
+        .map(Vec::into_iter);
+        let fallback: Vec<bool> = searches
+            .iter()
+            .map(|s| s.want_dense && vectors.is_none())
+            .collect();
+        let shard_requests = searches
+            .iter()
+            .zip(&fallback)
+            .map(|(s, &fallback)| {
+                let query_vector = match (&mut vectors, s.want_dense) {
+                    (Some(v), true) => v.next().unwrap_or_default(),
+                    _ => Vec::new(),
+                };
+                pb::ShardSearchRequest {
+                    collection: rec.name.clone(),
+                    shard: 0,
+                    tenant: s.tenant.clone(),
+                    query_vector,
+                    query_text: if s.want_bm25 || fallback {
+                        s.query.clone()
+                    } else {
+                        String::new()
+                    },
+                    k: self.depth(s.k) as u32,
+                    nprobe: if s.nprobe == 0 {
+                        rec.index.nprobe
+                    } else {
+                        s.nprobe
+                    },
+                    filter: s.filter.clone(),
+                    include_payload: self.config.payload_in_fanout,
+                    exact_rescore: self.config.exact_rescore,
+                }
+            })
+            .collect();
         let fanout_started = Instant::now();
-        let mut fan = fan_out_search(self, &rec, shard_req, &request_id).await?;
+        let fans = fan_out(self, rec, shard_requests, &request_id).await?;
         observe_stage(STAGE_FANOUT, fanout_started.elapsed());
-        let weights = |lane: &str| req.weights.get(lane).copied().unwrap_or(1.0);
         let fuse_started = Instant::now();
-        let mut hits = fuse(&fan, depth, k, rrf_k, weights("dense"), weights("bm25"));
+        let mut lists: Vec<Vec<pb::Hit>> = searches
+            .iter()
+            .zip(&fans)
+            .map(|(s, fan)| {
+                let depth = self.depth(s.k);
+                fuse(fan, depth, s.k, s.rrf_k, s.dense_weight, s.bm25_weight)
+            })
+            .collect();
         observe_stage(STAGE_FUSE, fuse_started.elapsed());
+        let mut missing_shards = fans
+            .first()
+            .map(|f| f.missing_shards.clone())
+            .unwrap_or_default();
         if !self.config.payload_in_fanout {
             let fetch_started = Instant::now();
+            let answered_by = fans
+                .first()
+                .map(|f| f.answered_by.clone())
+                .unwrap_or_default();
+            let tenant = searches.first().map_or("", |s| s.tenant.as_str());
             fill_payloads(
                 self,
-                &rec,
-                &tenant,
-                &mut hits,
-                &fan.answered_by,
-                &mut fan.missing_shards,
+                rec,
+                tenant,
+                &mut lists,
+                &answered_by,
+                &mut missing_shards,
                 &request_id,
             )
             .await;
             observe_stage(STAGE_FETCH, fetch_started.elapsed());
         }
-        if fallback_mode {
-            // The seed's rule: confidence reduced by 20% when the dense lane is missing.
-            for hit in &mut hits {
-                hit.score *= self.config.fallback_confidence_factor;
-            }
-        }
+        let took_ms = started.elapsed().as_secs_f64() * 1e3;
         observe_stage(STAGE_TOTAL, started.elapsed());
-        Ok(pb::SearchResponse {
-            hits,
-            degraded: !fan.missing_shards.is_empty(),
-            missing_shards: fan.missing_shards,
-            fallback_mode,
-            request_id,
-            took_ms: started.elapsed().as_secs_f64() * 1e3,
-        })
+        Ok(lists
+            .into_iter()
+            .zip(fallback)
+            .map(|(mut hits, fallback_mode)| {
+                if fallback_mode {
+                    // The seed's rule: confidence reduced by 20% when the dense lane is missing.
+                    for hit in &mut hits {
+                        hit.score *= self.config.fallback_confidence_factor;
+                    }
+                }
+                pb::SearchResponse {
+                    hits,
+                    degraded: !missing_shards.is_empty(),
+                    missing_shards: missing_shards.clone(),
+                    fallback_mode,
+                    request_id: request_id.clone(),
+                    took_ms,
+                }
+            })
+            .collect())
     }
+
+    /// How deep each lane is searched for a search returning `k`.
+    fn depth(&self, k: usize) -> usize {
+        self.config.lane_depth.max(k).min(limits::MAX_TOP_K)
+    }
+}
+
+/// A search checked against the limits: what the fan-out, fusion and fetch need.
+struct Checked {
+    query: String,
+    tenant: String,
+    k: usize,
+    rrf_k: f64,
+    want_dense: bool,
+    want_bm25: bool,
+    dense_weight: f64,
+    bm25_weight: f64,
+    nprobe: u32,
+    filter: Option<pb::Filter>,
 }

@@ -113,6 +113,12 @@ impl ShardService for Fake {
     ) -> Result<Response<pb::ShardSearchResponse>, Status> {
         self.serve(r).await
     }
+    async fn search_batch(
+        &self,
+        r: Request<pb::ShardSearchBatchRequest>,
+    ) -> Result<Response<pb::ShardSearchBatchResponse>, Status> {
+        self.serve(r).await
+    }
     async fn fetch_chunks(
         &self,
         r: Request<pb::FetchChunksRequest>,

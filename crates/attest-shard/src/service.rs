@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use attest_core::limits::MAX_BATCH_SEARCHES;
 use attest_index::{
     DocumentWrite, EngineConfig, EngineStats, FetchedDocument, SearchParams, ShardEngine, MAX_TOP_K,
 };
@@ -54,6 +55,42 @@ pub(crate) async fn blocking<T: Send + 'static>(
     attest_telemetry::cpu::run_cpu_intensive(f)
         .await
         .map_err(|e| Status::internal(format!("worker failed: {e}")))?
+}
+
+/// One search of a replica's engine, on the calling (blocking) thread, timed as the `shard_search` stage.
+fn search_one(
+    engine: &ShardEngine,
+    r: &pb::ShardSearchRequest,
+    filter: &attest_index::Filter,
+) -> Result<pb::ShardSearchResponse, Status> {
+    let started = Instant::now();
+    let params = SearchParams {
+        tenant: &r.tenant,
+        query_vector: (!r.query_vector.is_empty()).then_some(r.query_vector.as_slice()),
+        query_text: (!r.query_text.is_empty()).then_some(r.query_text.as_str()),
+        k: r.k as usize,
+        nprobe: (r.nprobe > 0).then_some(r.nprobe),
+        filter,
+        exact_rescore: r.exact_rescore,
+    };
+    let lanes = engine.search(&params).map_err(to_status)?;
+    observe_stage(STAGE_SHARD_SEARCH, started.elapsed());
+    tracing::info!(collection = %r.collection, shard = r.shard, dense = lanes.dense.len(), bm25 = lanes.bm25.len(),
+        took_ms = started.elapsed().as_secs_f64() * 1e3, event = "shard_searched", "shard search done");
+    let payload = r.include_payload;
+    Ok(pb::ShardSearchResponse {
+        dense: lanes
+            .dense
+            .into_iter()
+            .map(|h| hit_to_proto(h, payload))
+            .collect(),
+        bm25: lanes
+            .bm25
+            .into_iter()
+            .map(|h| hit_to_proto(h, payload))
+            .collect(),
+        took_ms: started.elapsed().as_secs_f64() * 1e3,
+    })
 }
 
 /// The engine's counters (`disk_bytes` 0: the Stats RPC adds it, a maintain answer does without the walk).
@@ -329,40 +366,53 @@ impl ShardServiceImpl {
         &self,
         req: Request<pb::ShardSearchRequest>,
     ) -> Result<Response<pb::ShardSearchResponse>, Status> {
-        let started = Instant::now();
         let r = req.into_inner();
         let engine = self.engine(&r.collection, r.shard)?;
         let filter = filter_from_proto(r.filter.as_ref())?;
-        let (collection, shard) = (r.collection.clone(), r.shard);
-        let lanes = blocking(move || {
-            let params = SearchParams {
-                tenant: &r.tenant,
-                query_vector: (!r.query_vector.is_empty()).then_some(r.query_vector.as_slice()),
-                query_text: (!r.query_text.is_empty()).then_some(r.query_text.as_str()),
-                k: r.k as usize,
-                nprobe: (r.nprobe > 0).then_some(r.nprobe),
-                filter: &filter,
-                exact_rescore: r.exact_rescore,
-            };
-            let lanes = engine.search(&params).map_err(to_status)?;
-            Ok((lanes, r.include_payload))
+        let response = blocking(move || search_one(&engine, &r, &filter)).await?;
+        Ok(Response::new(response))
+    }
+
+    /// Several searches of one replica in one blocking task, answered in request order; an invalid search
+    /// (or one naming another shard) fails the batch before anything is searched.
+    async fn handle_search_batch(
+        &self,
+        req: Request<pb::ShardSearchBatchRequest>,
+    ) -> Result<Response<pb::ShardSearchBatchResponse>, Status> {
+        let started = Instant::now();
+        let searches = req.into_inner().searches;
+        let Some(first) = searches.first() else {
+            return Err(Status::invalid_argument("searches: empty batch"));
+        };
+        if searches.len() > MAX_BATCH_SEARCHES {
+            return Err(Status::invalid_argument(format!(
+                "searches: {} in one batch; at most {MAX_BATCH_SEARCHES}",
+                searches.len()
+            )));
+        }
+        if let Some(i) = searches
+            .iter()
+            .position(|r| r.collection != first.collection || r.shard != first.shard)
+        {
+            return Err(Status::invalid_argument(format!(
+                "searches[{i}]: every search of a batch must name the same collection and shard"
+            )));
+        }
+        let engine = self.engine(&first.collection, first.shard)?;
+        let filters = searches
+            .iter()
+            .map(|r| filter_from_proto(r.filter.as_ref()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let results = blocking(move || {
+            searches
+                .iter()
+                .zip(&filters)
+                .map(|(r, filter)| search_one(&engine, r, filter))
+                .collect::<Result<Vec<_>, _>>()
         })
         .await?;
-        let (lanes, payload) = lanes;
-        observe_stage(STAGE_SHARD_SEARCH, started.elapsed());
-        tracing::info!(collection = %collection, shard, dense = lanes.dense.len(), bm25 = lanes.bm25.len(),
-            took_ms = started.elapsed().as_secs_f64() * 1e3, event = "shard_searched", "shard search done");
-        Ok(Response::new(pb::ShardSearchResponse {
-            dense: lanes
-                .dense
-                .into_iter()
-                .map(|h| hit_to_proto(h, payload))
-                .collect(),
-            bm25: lanes
-                .bm25
-                .into_iter()
-                .map(|h| hit_to_proto(h, payload))
-                .collect(),
+        Ok(Response::new(pb::ShardSearchBatchResponse {
+            results,
             took_ms: started.elapsed().as_secs_f64() * 1e3,
         }))
     }
@@ -443,6 +493,14 @@ impl ShardService for ShardServiceImpl {
     ) -> Result<Response<pb::ShardSearchResponse>, Status> {
         let span = request_span(&req);
         self.handle_search(req).instrument(span).await
+    }
+
+    async fn search_batch(
+        &self,
+        req: Request<pb::ShardSearchBatchRequest>,
+    ) -> Result<Response<pb::ShardSearchBatchResponse>, Status> {
+        let span = request_span(&req);
+        self.handle_search_batch(req).instrument(span).await
     }
 
     async fn fetch_chunks(

@@ -133,6 +133,8 @@ struct Turn<'a> {
     route: Route,
     /// The queries of the next retrieval.
     queries: Vec<Rewrite>,
+    /// The first retrieval's hit lists, one per query, when the lookups searched for them in their batch.
+    prefetched: Option<Vec<Vec<pb::Hit>>>,
     /// Passages every later stage must keep (identifiers, curated pins).
     forced: Vec<(pb::Hit, Source)>,
     /// The pool, best first, once recalled.
@@ -302,6 +304,7 @@ impl AnswerService {
             },
             route: Route::SingleHop,
             queries: Vec::new(),
+            prefetched: None,
             forced: Vec::new(),
             ranked: Vec::new(),
             reads: Reads::new(),

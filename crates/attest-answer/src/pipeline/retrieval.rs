@@ -1,8 +1,9 @@
-//! The calls the stages make outside the turn: searches through the router, the reranker, the reader and the
+//! The calls the stages make outside the turn: searches through the router (batched: one round trip per shard), the reranker, the reader and the
 //! verifier (the last three on blocking threads: they may run a model), and curated memory's pins.
 
 use std::sync::Arc;
 
+use attest_core::limits::MAX_BATCH_SEARCHES;
 use attest_proto::v1 as pb;
 
 use super::stages::search_request;
@@ -18,29 +19,51 @@ use crate::rerank::{LexicalReranker, Reranker};
 use crate::rewrite::Rewrite;
 
 impl AnswerService {
-    /// Runs every query concurrently (k = `search_k`, at most `candidates`); one list of hits per query.
-    pub(super) async fn search_all(
+    /// The searches of one retrieval hop: one per query (k = `search_k`, at most `candidates`).
+    pub(super) fn hop_searches(
+        &self,
+        collection: &str,
+        queries: &[Rewrite],
+    ) -> Vec<pb::SearchRequest> {
+        let k = self.config.search_k.min(self.config.candidates).max(1);
+        queries
+            .iter()
+            .map(|r| search_request(collection, &r.query, k, &r.lanes))
+            .collect()
+    }
+
+    /// Runs `searches` for the turn's caller: one `SearchBatch` per `MAX_BATCH_SEARCHES` (one round trip per
+    /// shard), or with `batch_searches` off one `Search` each, concurrently. One answer per search, in order;
+    /// any that fell back to BM25 or missed a shard marks the turn.
+    pub(super) async fn search_many(
         &self,
         turn: &mut Turn<'_>,
-        queries: &[Rewrite],
-    ) -> Result<Vec<Vec<pb::Hit>>, AnswerError> {
-        let k = self.config.search_k.min(self.config.candidates).max(1);
-        let searches = queries.iter().map(|r| {
-            self.router.search(
-                search_request(turn.collection, &r.query, k, &r.lanes),
-                turn.request_id,
-                turn.caller,
-            )
-        });
-        let mut lists = Vec::with_capacity(queries.len());
-        for resp in futures::future::join_all(searches).await {
-            let resp = resp.map_err(AnswerError::from_status)?;
+        searches: Vec<pb::SearchRequest>,
+    ) -> Result<Vec<pb::SearchResponse>, AnswerError> {
+        let (router, request_id, caller) = (&self.router, turn.request_id, turn.caller);
+        let answers: Vec<pb::SearchResponse> = if self.config.batch_searches {
+            let batches = searches
+                .chunks(MAX_BATCH_SEARCHES)
+                .map(|batch| router.search_batch(batch.to_vec(), request_id, caller));
+            futures::future::try_join_all(batches)
+                .await
+                .map_err(AnswerError::from_status)?
+                .into_iter()
+                .flatten()
+                .collect()
+        } else {
+            let each = searches
+                .into_iter()
+                .map(|req| router.search(req, request_id, caller));
+            futures::future::try_join_all(each)
+                .await
+                .map_err(AnswerError::from_status)?
+        };
+        for resp in &answers {
             turn.out.fallback_mode |= resp.fallback_mode;
             turn.out.degraded |= resp.degraded;
-            lists.push(resp.hits);
         }
-        turn.out.hops += 1;
-        Ok(lists)
+        Ok(answers)
     }
 
     /// Reranker scores for `hits` against the question. A failing reranker falls back to the lexical one, so
@@ -125,12 +148,11 @@ impl AnswerService {
         )
     }
 
-    /// Curated memory for the question: notes into the response, and the hits of accepted pins' refs (found by a
-    /// search with the pinned question, keeping the hits of the ref documents). A memory that cannot embed is
-    /// skipped with a warning; a router error is the turn's error.
-    pub(super) async fn pins(&self, turn: &mut Turn<'_>) -> Result<Vec<pb::Hit>, AnswerError> {
+    /// Curated memory for the question: its notes into the response, and the accepted pins (whose refs the
+    /// lookups search for). A memory that cannot embed is skipped with a warning.
+    pub(super) async fn recall_pins(&self, turn: &mut Turn<'_>) -> Vec<memory::Pin> {
         if !self.memory.has(turn.collection) {
-            return Ok(Vec::new());
+            return Vec::new();
         }
         let (memory, embedder, judge) = (
             Arc::clone(&self.memory),
@@ -144,35 +166,16 @@ impl AnswerService {
         .await
         .map_err(|e| e.to_string())
         .and_then(|r| r);
-        let recall = match recalled {
-            Ok(r) => r,
+        match recalled {
+            Ok(recall) => {
+                turn.out.notes = recall.notes;
+                recall.pins
+            }
             Err(e) => {
                 tracing::warn!(error = %e, event = "memory_skipped", "curated memory not consulted");
-                return Ok(Vec::new());
-            }
-        };
-        turn.out.notes = recall.notes;
-        let mut hits = Vec::new();
-        for pin in &recall.pins {
-            let request = search_request(
-                turn.collection,
-                &pin.question,
-                self.config.search_k.max(1),
-                &[],
-            );
-            let resp = self
-                .router
-                .search(request, turn.request_id, turn.caller)
-                .await
-                .map_err(AnswerError::from_status)?;
-            for hit in memory::ref_hits(pin, resp.hits) {
-                if !turn.out.pinned.contains(&hit.doc_id) {
-                    turn.out.pinned.push(hit.doc_id.clone());
-                }
-                hits.push(hit);
+                Vec::new()
             }
         }
-        Ok(hits)
     }
 
     /// Claims of `text` scored against the passages they cite, on a blocking thread (a judge back end may call a

@@ -20,6 +20,7 @@ use crate::footnotes::{Footnotes, Passage};
 use crate::gate::{self, Gate};
 use crate::gauntlet::Gauntlet;
 use crate::generate::Generated;
+use crate::memory;
 use crate::pool::{merge_round_robin, Candidate, Pool, Source};
 use crate::reserves;
 use crate::rewrite::{self, Rewrite};
@@ -89,20 +90,34 @@ impl AnswerService {
     }
 
     /// Steps 3 and 5: Lookups that force passages in past the floor: identifiers resolved exactly (structural), and
-    /// the refs of accepted curated pins (their notes frame the answer, never cited).
+    /// the refs of accepted curated pins (their notes frame the answer, never cited). Their searches and the first
+    /// retrieval's go to the router together, one round trip per shard; the first retrieval's lists wait in the
+    /// turn for [`Self::recall`].
     pub(super) async fn lookups(&self, turn: &mut Turn<'_>) -> Result<(), AnswerError> {
         let t = Instant::now();
-        for id in self.identifiers.find(turn.question) {
-            let hits = structural::resolve(
-                &self.router,
+        let pins = self.recall_pins(turn).await;
+        turn.record(STAGE_MEMORY, t);
+        let t = Instant::now();
+        let identifiers = self.identifiers.find(turn.question);
+        let k = self.config.identifier_k.max(1);
+        let mut searches: Vec<pb::SearchRequest> = identifiers
+            .iter()
+            .map(|id| structural::search_for(turn.collection, id, k))
+            .collect();
+        searches.extend(pins.iter().map(|pin| {
+            search_request(
                 turn.collection,
-                &id,
-                self.config.identifier_k.max(1),
-                turn.request_id,
-                turn.caller,
+                &pin.question,
+                self.config.search_k.max(1),
+                &[],
             )
-            .await
-            .map_err(AnswerError::from_status)?;
+        }));
+        searches.extend(self.hop_searches(turn.collection, &turn.queries));
+        let mut answers = self.search_many(turn, searches).await?.into_iter();
+        turn.record(STAGE_RETRIEVE, t);
+        let t = Instant::now();
+        for (id, resp) in identifiers.into_iter().zip(answers.by_ref()) {
+            let hits = structural::matching(&id, resp.hits);
             if !hits.is_empty() {
                 turn.out.identifiers.push(id);
                 turn.forced
@@ -110,11 +125,15 @@ impl AnswerService {
             }
         }
         turn.record(STAGE_STRUCTURAL, t);
-        let t = Instant::now();
-        for hit in self.pins(turn).await? {
-            turn.forced.push((hit, Source::Pin));
+        for (pin, resp) in pins.iter().zip(answers.by_ref()) {
+            for hit in memory::ref_hits(pin, resp.hits) {
+                if !turn.out.pinned.contains(&hit.doc_id) {
+                    turn.out.pinned.push(hit.doc_id.clone());
+                }
+                turn.forced.push((hit, Source::Pin));
+            }
         }
-        turn.record(STAGE_MEMORY, t);
+        turn.prefetched = Some(answers.map(|r| r.hits).collect());
         Ok(())
     }
 
@@ -132,7 +151,15 @@ impl AnswerService {
         let gate = loop {
             let t = Instant::now();
             let queries = std::mem::take(&mut turn.queries);
-            let lists = self.search_all(turn, &queries).await?;
+            let lists = match turn.prefetched.take() {
+                Some(lists) => lists,
+                None => {
+                    let searches = self.hop_searches(turn.collection, &queries);
+                    let answers = self.search_many(turn, searches).await?;
+                    answers.into_iter().map(|r| r.hits).collect()
+                }
+            };
+            turn.out.hops += 1;
             let hits = merge_round_robin(
                 lists,
                 self.config.candidates as usize,

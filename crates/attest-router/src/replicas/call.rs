@@ -92,6 +92,7 @@ macro_rules! shard_calls {
 
 shard_calls! {
     Search => search(ShardSearchRequest) -> ShardSearchResponse;
+    SearchBatch => search_batch(ShardSearchBatchRequest) -> ShardSearchBatchResponse;
     Upsert => upsert(UpsertRequest) -> UpsertResponse;
     Delete => delete(DeleteRequest) -> DeleteResponse;
     EnsureShard => ensure_shard(EnsureShardRequest) -> EnsureShardResponse;
