@@ -15,8 +15,15 @@ pub struct EngineConfig {
     pub seal_threshold: usize,
     /// At most this many rows are used to train a segment's quantizer (FAISS wants 39–256 per list).
     pub train_sample: usize,
-    /// Sealed segments are merged by compaction once there are more than this many.
+    /// Sealed segments merge in the background by levels of `merge_factor` (see [`crate::merge`]); past this
+    /// many the smallest merge whatever their level.
     pub max_sealed_segments: usize,
+    /// Segments of one level merged together (quickwit's merge factor); each row is rewritten about
+    /// `log_merge_factor(rows / seal_threshold)` times.
+    pub merge_factor: usize,
+    /// The shard's quantizer is trained again when a seal's vectors reconstruct this many times worse than its
+    /// training vectors did (see [`crate::quantizer`]).
+    pub quantizer_drift_bound: f32,
     /// Dense candidates fetched per requested hit before filters and exact re-scoring cut them down.
     /// 16: on 1M clustered 384-d vectors (`attest bench`, docs/BENCHMARKS.md) recall@10 after re-scoring is
     /// 0.68 with 4 × k candidates, 0.85 with 8 × k and 0.96 with 16 × k, for +0.1 ms per query — PQ distances
@@ -34,7 +41,9 @@ impl Default for EngineConfig {
             ivfpq: IvfPqParams::default(),
             seal_threshold: 50_000,
             train_sample: 100_000,
-            max_sealed_segments: 8,
+            max_sealed_segments: 16,
+            merge_factor: 4,
+            quantizer_drift_bound: 1.5,
             overfetch: 16,
             max_concurrent_maintenance: crate::maintenance::DEFAULT_MAX_CONCURRENT,
         }
@@ -67,6 +76,21 @@ impl EngineConfig {
         p.positive("seal_threshold", self.seal_threshold);
         p.positive("train_sample", self.train_sample);
         p.positive("max_sealed_segments", self.max_sealed_segments);
+        if self.merge_factor < 2 {
+            p.add(
+                "merge_factor",
+                format!("must be at least 2, got {}", self.merge_factor),
+            );
+        }
+        if !(self.quantizer_drift_bound.is_finite() && self.quantizer_drift_bound > 1.0) {
+            p.add(
+                "quantizer_drift_bound",
+                format!(
+                    "must be a number above 1, got {}",
+                    self.quantizer_drift_bound
+                ),
+            );
+        }
         p.positive(
             "max_concurrent_maintenance",
             self.max_concurrent_maintenance,

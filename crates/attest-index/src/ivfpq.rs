@@ -407,6 +407,36 @@ impl IvfPqBuilder {
         self.count
     }
 
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    pub(crate) fn from_parts(
+        index: IndexImpl,
+        dim: usize,
+        count: usize,
+        params: IvfPqParams,
+    ) -> Self {
+        IvfPqBuilder {
+            index,
+            dim,
+            count,
+            params,
+        }
+    }
+
+    pub(crate) fn index(&self) -> &IndexImpl {
+        &self.index
+    }
+
+    pub(crate) fn index_mut(&mut self) -> &mut IndexImpl {
+        &mut self.index
+    }
+
+    pub(crate) fn set_len(&mut self, count: usize) {
+        self.count = count;
+    }
+
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }
@@ -559,11 +589,11 @@ fn repeat_rows(data: &[f32], dim: usize, rows: usize) -> Cow<'_, [f32]> {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-struct Trailer {
+pub(crate) struct Trailer {
     faiss_len: u64,
-    count: u64,
-    dim: u32,
-    params: IvfPqParams,
+    pub(crate) count: u64,
+    pub(crate) dim: u32,
+    pub(crate) params: IvfPqParams,
 }
 
 impl Trailer {
@@ -637,7 +667,7 @@ fn append_trailer(tmp: &Path, mut trailer: Trailer) -> Result<()> {
 }
 
 /// Checks length, trailer and checksum of an index file without letting FAISS near it.
-fn verify_file(path: &Path) -> Result<Trailer> {
+pub(crate) fn verify_file(path: &Path) -> Result<Trailer> {
     let file = File::open(path)?;
     // SAFETY: sealed segment files are written once (tmp + rename) and never modified in place. The map is
     // only read here and dropped before FAISS maps the file itself.

@@ -4,7 +4,9 @@
 //! - `dense.faiss`: the IVF_PQ index, opened memory-mapped and read-only;
 //! - `text/`: a tantivy index opened through its mmap directory;
 //! - `chunks.rkyv`: chunk texts and metadata, read zero-copy;
-//! - `vectors.f32`: the full vectors, for exact re-scoring of the top candidates.
+//! - `vectors.f32`: the full vectors, for exact re-scoring of the top candidates;
+//! - `ids.i64`, in a segment encoded with the shard's quantizer: the global id of each row (ascending), which is
+//!   what its IVF_PQ index returns; without it the index returns row numbers.
 //!
 //! `MANIFEST.json` (replaced atomically) lists the segments with the log range each was built from and a CRC-32
 //! of every file, which start-up verifies before serving a segment.
@@ -12,12 +14,13 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use memmap2::Mmap;
 use serde::{Deserialize, Serialize};
 
 use crate::chunk_store::{ChunkStore, StoredChunk};
 use crate::config::EngineConfig;
 use crate::error::{IndexError, Result};
-use crate::ivfpq::{IvfPqIndex, IvfPqParams};
+use crate::ivfpq::{IvfPqBuilder, IvfPqIndex, IvfPqParams};
 use crate::text_index::TextIndex;
 use crate::vector_file::VectorFile;
 
@@ -25,6 +28,8 @@ const DENSE_FILE: &str = "dense.faiss";
 const TEXT_DIR: &str = "text";
 const CHUNKS_FILE: &str = "chunks.rkyv";
 const VECTORS_FILE: &str = "vectors.f32";
+const IDS_FILE: &str = "ids.i64";
+const IDS_MAGIC: &[u8; 8] = b"ATIDS\0\0\x01";
 pub const MANIFEST_FILE: &str = "MANIFEST.json";
 
 /// What the manifest records about one sealed segment.
@@ -37,6 +42,9 @@ pub struct SegmentMeta {
     pub rows: usize,
     /// IVF_PQ parameters actually used (after `IvfPqParams::effective`).
     pub params: Option<IvfPqParams>,
+    /// The shard quantizer version the dense index was encoded with; none: trained on its own rows.
+    #[serde(default)]
+    pub quantizer: Option<u64>,
     /// Relative path → CRC-32 of every file of the segment.
     pub files: BTreeMap<String, u32>,
 }
@@ -48,6 +56,13 @@ pub struct Manifest {
     pub segments: Vec<SegmentMeta>,
     /// Source of fresh segment ids, so that a rebuilt or merged segment never reuses a directory name.
     pub next_segment: u64,
+    /// The shard's quantizer, once trained.
+    #[serde(default)]
+    pub quantizer: Option<crate::quantizer::QuantizerMeta>,
+    /// Quantizer versions issued so far (a damaged quantizer's version is never reused: segments encoded with
+    /// it may still be merged).
+    #[serde(default)]
+    pub quantizer_versions: u64,
 }
 
 impl Manifest {
@@ -77,6 +92,8 @@ impl Manifest {
 pub struct SealedSegment {
     pub meta: SegmentMeta,
     pub dense: Option<IvfPqIndex>,
+    /// The global id of each row when the dense index returns those (see [`Dense::Encoded`]).
+    ids: Option<Mmap>,
     pub text: TextIndex,
     pub chunks: ChunkStore,
     pub vectors: VectorFile,
@@ -114,6 +131,19 @@ fn checksum_files(dir: &Path) -> Result<BTreeMap<String, u32>> {
     Ok(out)
 }
 
+/// How a new segment's dense index is made.
+pub enum Dense {
+    /// Trained on the segment's own rows (no shard quantizer yet); the index returns row numbers.
+    Train,
+    /// Already holding exactly the rows' vectors under `ids` (one per row, ascending), encoded with quantizer
+    /// version `quantizer`: a seal's encoding or a merge's inverted lists.
+    Encoded {
+        index: IvfPqBuilder,
+        ids: Vec<i64>,
+        quantizer: u64,
+    },
+}
+
 /// Builds a sealed segment from rows and their vectors (row-major) into `segments/<id>/`, fsyncs it and returns
 /// its manifest entry. Nothing is visible until the caller stores a manifest that names it.
 pub fn build_segment(
@@ -123,6 +153,7 @@ pub fn build_segment(
     config: &EngineConfig,
     rows: &[StoredChunk],
     vectors: &[f32],
+    dense: Dense,
 ) -> Result<SegmentMeta> {
     let dir = segment_dir(root, id);
     if dir.exists() {
@@ -131,24 +162,33 @@ pub fn build_segment(
     std::fs::create_dir_all(&dir)?;
     let (dim, params, train_sample) = (config.dimension, &config.ivfpq, config.train_sample);
     let n = rows.len();
-    let used = if n > 0 {
-        let ids: Vec<i64> = (0..n as i64).collect();
-        // An evenly spread sample: rows arrive in ingest order, which is often grouped by topic.
-        let step = n.div_ceil(train_sample.max(1)).max(1);
-        let train: Vec<f32> = (0..n)
-            .step_by(step)
-            .flat_map(|r| vectors[r * dim..(r + 1) * dim].iter().copied())
-            .collect();
-        Some(IvfPqIndex::build(
-            &dir.join(DENSE_FILE),
-            dim,
-            params,
-            &train,
-            vectors,
-            &ids,
-        )?)
-    } else {
-        None
+    let (used, quantizer) = match dense {
+        _ if n == 0 => (None, None),
+        Dense::Train => {
+            let ids: Vec<i64> = (0..n as i64).collect();
+            let train = crate::quantizer::spread(vectors, dim, train_sample);
+            let used =
+                IvfPqIndex::build(&dir.join(DENSE_FILE), dim, params, &train, vectors, &ids)?;
+            (Some(used), None)
+        }
+        Dense::Encoded {
+            index,
+            ids,
+            quantizer,
+        } => {
+            if index.len() != n || ids.len() != n || ids.windows(2).any(|w| w[0] >= w[1]) {
+                return Err(IndexError::invalid(
+                    "dense",
+                    format!(
+                        "{} encoded vectors and {} ids (ascending) for {n} rows",
+                        index.len(),
+                        ids.len()
+                    ),
+                ));
+            }
+            write_ids(&dir.join(IDS_FILE), &ids)?;
+            (Some(index.write(&dir.join(DENSE_FILE))?), Some(quantizer))
+        }
     };
     TextIndex::build_on_disk(
         &dir.join(TEXT_DIR),
@@ -170,8 +210,19 @@ pub fn build_segment(
         max_seq: seq_range.1,
         rows: n,
         params: used,
+        quantizer,
         files: checksum_files(&dir)?,
     })
+}
+
+/// `ids.i64`: the magic, then one little-endian i64 per row.
+fn write_ids(path: &Path, ids: &[i64]) -> Result<()> {
+    let mut bytes = Vec::with_capacity(IDS_MAGIC.len() + ids.len() * 8);
+    bytes.extend_from_slice(IDS_MAGIC);
+    for id in ids {
+        bytes.extend_from_slice(&id.to_le_bytes());
+    }
+    crate::fsutil::write_atomically(path, &bytes)
 }
 
 impl SealedSegment {
@@ -196,6 +247,22 @@ impl SealedSegment {
         } else {
             None
         };
+        let ids = match meta.quantizer {
+            Some(_) if meta.rows > 0 => {
+                let path = dir.join(IDS_FILE);
+                let file = std::fs::File::open(&path)?;
+                // SAFETY: segment files are written once (tmp + rename) and never modified in place.
+                let map = unsafe { Mmap::map(&file)? };
+                if map.len() != IDS_MAGIC.len() + meta.rows * 8 || !map.starts_with(IDS_MAGIC) {
+                    return Err(IndexError::corrupt(
+                        &path,
+                        "not the ids of the segment's rows",
+                    ));
+                }
+                Some(map)
+            }
+            _ => None,
+        };
         let text = TextIndex::open_mmap(&dir.join(TEXT_DIR))?;
         let chunks = ChunkStore::open(&dir.join(CHUNKS_FILE))?;
         let vectors = VectorFile::open(&dir.join(VECTORS_FILE))?;
@@ -211,9 +278,47 @@ impl SealedSegment {
         Ok(SealedSegment {
             meta: meta.clone(),
             dense,
+            ids,
             text,
             chunks,
             vectors,
         })
+    }
+}
+
+impl SealedSegment {
+    /// The row an id of the dense index names, if any.
+    pub fn row_of(&self, id: i64) -> Option<usize> {
+        match &self.ids {
+            None => usize::try_from(id).ok().filter(|&row| row < self.meta.rows),
+            Some(_) => {
+                let (mut lo, mut hi) = (0, self.meta.rows);
+                while lo < hi {
+                    let mid = (lo + hi) / 2;
+                    match self.id_of(mid).cmp(&id) {
+                        std::cmp::Ordering::Less => lo = mid + 1,
+                        std::cmp::Ordering::Greater => hi = mid,
+                        std::cmp::Ordering::Equal => return Some(mid),
+                    }
+                }
+                None
+            }
+        }
+    }
+
+    /// The id the dense index holds row `row` under (its row number in a segment trained on its own rows).
+    pub fn id_of(&self, row: usize) -> i64 {
+        match &self.ids {
+            None => row as i64,
+            Some(map) => {
+                let at = IDS_MAGIC.len() + row * 8;
+                i64::from_le_bytes(map[at..at + 8].try_into().expect("8 bytes"))
+            }
+        }
+    }
+
+    /// The dense index file (a merge reads its inverted lists).
+    pub fn dense_path(&self, root: &Path) -> PathBuf {
+        segment_dir(root, &self.meta.id).join(DENSE_FILE)
     }
 }

@@ -1,0 +1,155 @@
+//! Which sealed segments the background merges, and how a merged segment's dense index is made.
+//!
+//! The policy is tiered (quickwit's `StableLogMergePolicy`, simplified): a segment's level is
+//! `floor(log_f(rows / base))` with `f = merge_factor` and `base = seal_threshold` (a freshly sealed segment is
+//! level 0), and the `f` smallest segments of the lowest level holding `f` of them merge into one of the next
+//! level. Every row is rewritten at most once per level — `log_f(rows / seal_threshold)` times in all — instead
+//! of once per compaction of the whole shard, as merging everything did. `max_sealed_segments` stays a hard cap:
+//! past it the smallest segments merge whatever their level.
+//!
+//! With the shard's quantizer ([`crate::quantizer`]) a merge moves the inputs' inverted lists into one index and
+//! removes the ids of dead rows; an input encoded with an older version (or trained on its own rows) is
+//! re-encoded with the current one, without training.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::quantizer::ShardQuantizer;
+use crate::segment::SealedSegment;
+
+/// Indices into `rows` (the sealed segments' row counts) of the segments to merge now, or `None`.
+pub fn plan(
+    rows: &[usize],
+    merge_factor: usize,
+    base: usize,
+    max_segments: usize,
+) -> Option<Vec<usize>> {
+    let f = merge_factor.max(2);
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    order.sort_by_key(|&i| (rows[i], i));
+    let level = |r: usize| {
+        let (mut level, mut bound) = (0u32, base.max(1).saturating_mul(f));
+        while r >= bound {
+            level += 1;
+            bound = bound.saturating_mul(f);
+        }
+        level
+    };
+    let mut i = 0;
+    while i < order.len() {
+        let l = level(rows[order[i]]);
+        let same: Vec<usize> = order[i..]
+            .iter()
+            .copied()
+            .take_while(|&j| level(rows[j]) == l)
+            .collect();
+        if same.len() >= f {
+            return Some(same.into_iter().take(f).collect());
+        }
+        i += same.len();
+    }
+    (rows.len() > max_segments).then(|| {
+        let take = (rows.len() - max_segments + 1).max(f.min(rows.len()));
+        order.into_iter().take(take).collect()
+    })
+}
+
+/// One input of a merge: the segment, and which of its rows are still live.
+pub struct MergeInput {
+    pub segment: Arc<SealedSegment>,
+    pub live: Vec<bool>,
+}
+
+/// The merged dense index over the live rows of `inputs` (their vectors row-major in `vectors`, under `ids`, in
+/// input order; the caller sorts rows by id afterwards, which leaves the index as it is): the inverted lists of
+/// inputs encoded with `quantizer`'s version moved over, the others re-encoded; dead ids removed.
+pub fn merged_dense(
+    root: &Path,
+    quantizer: &ShardQuantizer,
+    inputs: &[MergeInput],
+    vectors: &[f32],
+    ids: &[i64],
+) -> Result<crate::ivfpq::IvfPqBuilder> {
+    let dim = vectors.len() / ids.len().max(1);
+    let mut index = quantizer.encoder()?;
+    let mut dead = Vec::new();
+    let mut at = 0;
+    for input in inputs {
+        let seg = &input.segment;
+        let live = input.live.iter().filter(|l| **l).count();
+        if seg.meta.quantizer == Some(quantizer.meta.version) && seg.dense.is_some() {
+            index.merge_file(&seg.dense_path(root))?;
+            dead.extend(
+                (0..seg.meta.rows)
+                    .filter(|&row| !input.live[row])
+                    .map(|row| seg.id_of(row)),
+            );
+        } else if live > 0 {
+            index.add(&vectors[at * dim..(at + live) * dim], &ids[at..at + live])?;
+        }
+        at += live;
+    }
+    index.remove_ids(&dead)?;
+    Ok(index)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn the_smallest_full_level_merges() {
+        // base 100, factor 4: level 0 below 400, level 1 below 1,600.
+        assert_eq!(plan(&[100, 90, 100], 4, 100, 16), None);
+        assert_eq!(
+            plan(&[100, 90, 100, 80], 4, 100, 16),
+            Some(vec![3, 1, 0, 2])
+        );
+        // A full level 1 and a full level 0: level 0 first.
+        let rows = [400, 500, 450, 600, 10, 20, 30, 40];
+        assert_eq!(plan(&rows, 4, 100, 16), Some(vec![4, 5, 6, 7]));
+        assert_eq!(plan(&rows[..4], 4, 100, 16), Some(vec![0, 2, 1, 3]));
+    }
+
+    #[test]
+    fn past_the_cap_the_smallest_merge() {
+        let rows = [100, 500, 2_000, 9_000];
+        assert_eq!(plan(&rows, 4, 100, 3), Some(vec![0, 1, 2, 3]));
+        assert_eq!(plan(&rows, 4, 100, 4), None);
+        assert_eq!(plan(&[5, 7], 4, 100, 1), Some(vec![0, 1]));
+    }
+
+    proptest! {
+        /// Sealing segments of `base` rows and merging as planned: the segment count stays within the cap and
+        /// every row is rewritten at most once per level (plus the cap's merges, which the default never needs).
+        #[test]
+        fn write_amplification_is_logarithmic(seals in 1usize..400, f in 2usize..8) {
+            let base = 1000;
+            let mut segments: Vec<usize> = Vec::new();
+            let mut written = 0usize;
+            for _ in 0..seals {
+                segments.push(base);
+                written += base;
+                while let Some(pick) = plan(&segments, f, base, 64) {
+                    let merged: usize = pick.iter().map(|&i| segments[i]).sum();
+                    written += merged;
+                    let mut keep: Vec<usize> = segments
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| !pick.contains(i))
+                        .map(|(_, r)| *r)
+                        .collect();
+                    keep.push(merged);
+                    segments = keep;
+                }
+                prop_assert!(segments.len() <= 64);
+            }
+            let total = seals * base;
+            let levels = ((total as f64 / base as f64).ln() / (f as f64).ln()).ceil() as usize + 1;
+            prop_assert!(written <= total * (levels + 1), "{written} bytes written for {total} ({levels} levels)");
+            prop_assert_eq!(segments.iter().sum::<usize>(), total);
+        }
+    }
+}

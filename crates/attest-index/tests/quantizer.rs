@@ -1,0 +1,248 @@
+//! The shard's own quantizer (issue 18): once a seal has enough vectors for the configured IVF_PQ parameters the
+//! shard trains one quantizer, every later segment encodes with it, merges move inverted lists instead of
+//! training again, drift past the bound trains a new version while the old segments keep serving, and the
+//! quantizer survives restarts, damage and snapshots.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use attest_index::{
+    DocumentWrite, EngineConfig, Filter, IvfPqParams, LoggedChunk, SearchParams, ShardEngine,
+};
+use common::DIM;
+use rand::{Rng, SeedableRng};
+use serde_json::Value;
+
+/// 16 lists, 4 × 8-bit codes: 624 rows train it in full.
+fn config() -> EngineConfig {
+    EngineConfig {
+        dimension: DIM,
+        ivfpq: IvfPqParams {
+            nlist: 16,
+            m: 4,
+            nbits: 8,
+            nprobe: 16,
+        },
+        seal_threshold: 1_000_000, // sealed by hand
+        train_sample: 10_000,
+        merge_factor: 3,
+        // Half the dimensions hold 800 unit vectors densely: PQ alone ranks near neighbours loosely, so the exact
+        // re-score looks at 64 candidates.
+        overfetch: 64,
+        ..Default::default()
+    }
+}
+
+/// A unit vector of document `doc` with its weight in dimensions `dims` only (the data the quantizer is
+/// trained on, or a shift away from it).
+fn vector(doc: usize, dims: std::ops::Range<usize>) -> Vec<f32> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(doc as u64 * 7919 + 1);
+    let mut v = vec![0f32; DIM];
+    for d in dims {
+        v[d] = rng.gen_range(-1.0..1.0);
+    }
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.into_iter().map(|x| x / n).collect()
+}
+
+fn write(engine: &Arc<ShardEngine>, docs: std::ops::Range<usize>, dims: std::ops::Range<usize>) {
+    let batch: Vec<DocumentWrite> = docs
+        .map(|d| DocumentWrite {
+            doc_id: format!("doc-{d}"),
+            tenant: "t1".into(),
+            chunks: (0..2)
+                .map(|c| LoggedChunk {
+                    chunk_id: format!("doc-{d}#{c}"),
+                    title: format!("Title {d}"),
+                    text: format!("document {d} chunk {c}"),
+                    metadata_json: "{}".into(),
+                    // The second chunk a little off the first: both distinct, the first the nearest to its vector.
+                    vector: if c == 0 {
+                        vector(d, dims.clone())
+                    } else {
+                        vector(d + 1_000_000, dims.clone())
+                    },
+                })
+                .collect(),
+            version: 0,
+            near_dup: None,
+        })
+        .collect();
+    engine.upsert(batch).unwrap();
+}
+
+/// The nearest chunk to `q` (dense lane, exact re-score).
+fn nearest(engine: &ShardEngine, q: &[f32]) -> Option<String> {
+    let filter = Filter::default();
+    let lanes = engine
+        .search(&SearchParams {
+            tenant: "t1",
+            query_vector: Some(q),
+            query_text: None,
+            k: 1,
+            nprobe: None,
+            filter: &filter,
+            exact_rescore: true,
+        })
+        .unwrap();
+    lanes.dense.first().map(|h| h.chunk_id.clone())
+}
+
+fn manifest(dir: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(dir.join("MANIFEST.json")).unwrap()).unwrap()
+}
+
+/// The quantizer version of every segment, in manifest order.
+fn segment_versions(dir: &Path) -> Vec<Value> {
+    manifest(dir)["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["quantizer"].clone())
+        .collect()
+}
+
+/// Every document of `docs` (vectors in `dims`) is its own vector's nearest chunk.
+fn all_found(engine: &ShardEngine, docs: std::ops::Range<usize>, dims: std::ops::Range<usize>) {
+    for d in docs {
+        assert_eq!(
+            nearest(engine, &vector(d, dims.clone())).as_deref(),
+            Some(format!("doc-{d}#0").as_str()),
+            "doc {d}"
+        );
+    }
+}
+
+#[test]
+fn segments_share_one_quantizer_and_merge_without_retraining() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = ShardEngine::open(dir.path(), config()).unwrap();
+    // 200 documents (400 rows) are too few to train 16 lists in full: that segment trains its own.
+    write(&engine, 0..200, 0..DIM);
+    engine.seal().unwrap();
+    assert!(manifest(dir.path())["quantizer"].is_null());
+    assert_eq!(segment_versions(dir.path()), vec![Value::Null]);
+    // 400 documents (800 rows) train the shard's quantizer, and every later seal encodes with it.
+    write(&engine, 200..600, 0..DIM);
+    engine.seal().unwrap();
+    assert_eq!(manifest(dir.path())["quantizer"]["version"], 1);
+    write(&engine, 600..900, 0..DIM);
+    for d in [0, 250, 610] {
+        assert!(engine.delete("t1", &format!("doc-{d}")).unwrap());
+    }
+    write(&engine, 300..310, 0..DIM); // rewritten: their old rows are dead
+    engine.seal().unwrap();
+    assert_eq!(
+        segment_versions(dir.path()),
+        vec![Value::Null, Value::from(1), Value::from(1)]
+    );
+    let found = |engine: &ShardEngine| {
+        (0..900)
+            .filter(|&d| {
+                nearest(engine, &vector(d, 0..DIM)).as_deref()
+                    == Some(format!("doc-{d}#0").as_str())
+            })
+            .collect::<Vec<_>>()
+    };
+    let live: Vec<usize> = (0..900).filter(|d| ![0, 250, 610].contains(d)).collect();
+    assert_eq!(found(&engine), live);
+
+    // Three segments are a full level (merge factor 3): they merge, the quantizer is not trained again.
+    engine.merge_as_planned().unwrap();
+    let m = manifest(dir.path());
+    assert_eq!(m["quantizer"]["version"], 1);
+    assert_eq!(m["quantizer_versions"], 1, "merging trained nothing");
+    assert_eq!(segment_versions(dir.path()), vec![Value::from(1)]);
+    let stats = engine.stats();
+    assert_eq!(stats.sealed_segments, 1);
+    assert_eq!(stats.sealed_rows, 2 * (900 - 3), "the dead rows are gone");
+    assert_eq!(
+        found(&engine),
+        live,
+        "every live document found, no dead one"
+    );
+
+    // A restart opens the same quantizer; a damaged one is refused, segments keep serving and the next seal
+    // trains version 2 (never 1 again: segments encoded with version 1 are still there).
+    drop(engine);
+    let engine = ShardEngine::open(dir.path(), config()).unwrap();
+    all_found(&engine, 1..250, 0..DIM);
+    drop(engine);
+    let qfile = dir.path().join("quantizer/v000001.faiss");
+    let mut bytes = std::fs::read(&qfile).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(&qfile, bytes).unwrap();
+    let engine = ShardEngine::open(dir.path(), config()).unwrap();
+    assert!(manifest(dir.path())["quantizer"].is_null());
+    all_found(&engine, 1..250, 0..DIM);
+    write(&engine, 900..1300, 0..DIM);
+    engine.seal().unwrap();
+    assert_eq!(manifest(dir.path())["quantizer"]["version"], 2);
+    engine.compact().unwrap();
+    assert_eq!(segment_versions(dir.path()), vec![Value::from(2)]);
+    all_found(&engine, 900..1300, 0..DIM);
+    all_found(&engine, 1..250, 0..DIM);
+}
+
+#[test]
+fn drift_trains_a_new_version_while_the_old_segments_keep_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = ShardEngine::open(dir.path(), config()).unwrap();
+    // Trained on vectors in the first half of the dimensions ...
+    write(&engine, 0..400, 0..DIM / 2);
+    engine.seal().unwrap();
+    all_found(&engine, 0..400, 0..DIM / 2);
+    write(&engine, 400..800, 0..DIM / 2);
+    engine.seal().unwrap();
+    all_found(&engine, 0..800, 0..DIM / 2);
+    assert_eq!(
+        manifest(dir.path())["quantizer_versions"],
+        1,
+        "same data: no drift"
+    );
+    // ... then the data moves to the other half: that seal is encoded with version 1, then version 2 is trained.
+    write(&engine, 800..1200, DIM / 2..DIM);
+    engine.seal().unwrap();
+    let m = manifest(dir.path());
+    assert_eq!(m["quantizer"]["version"], 2, "{m}");
+    assert_eq!(
+        segment_versions(dir.path()),
+        vec![Value::from(1), 1.into(), 1.into()]
+    );
+    all_found(&engine, 0..800, 0..DIM / 2);
+    write(&engine, 1200..1600, DIM / 2..DIM);
+    engine.seal().unwrap();
+    assert_eq!(
+        manifest(dir.path())["quantizer_versions"],
+        2,
+        "the new data fits version 2"
+    );
+    assert_eq!(
+        segment_versions(dir.path()),
+        vec![Value::from(1), 1.into(), 1.into(), 2.into()]
+    );
+    assert!(dir.path().join("quantizer/v000002.faiss").exists());
+    assert!(!dir.path().join("quantizer/v000001.faiss").exists());
+
+    // Merging re-encodes the version-1 segments with version 2 (no training) and moves version 2's lists.
+    engine.compact().unwrap();
+    assert_eq!(segment_versions(dir.path()), vec![Value::from(2)]);
+    assert_eq!(manifest(dir.path())["quantizer_versions"], 2);
+    all_found(&engine, 0..800, 0..DIM / 2);
+    all_found(&engine, 800..1600, DIM / 2..DIM);
+
+    // A snapshot carries the quantizer: the restored replica opens with it.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let (snap, target) = (
+        elsewhere.path().join("snapshot"),
+        elsewhere.path().join("replica"),
+    );
+    engine.snapshot(&snap).unwrap();
+    attest_index::snapshot::restore(&snap, &target).unwrap();
+    let reopened = ShardEngine::open(&target, config()).unwrap();
+    assert_eq!(manifest(&target)["quantizer"]["version"], 2);
+    all_found(&reopened, 800..1000, DIM / 2..DIM);
+}
