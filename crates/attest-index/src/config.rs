@@ -18,6 +18,10 @@ pub struct EngineConfig {
     /// Sealed segments merge in the background by levels of `merge_factor` (see [`crate::merge`]); past this
     /// many the smallest merge whatever their level.
     pub max_sealed_segments: usize,
+    /// Train one quantizer for the shard once it has enough rows and encode every later segment with it, merging
+    /// segments' inverted lists (see [`crate::quantizer`]). Off: every segment trains its own and a merge trains
+    /// again (the behaviour before; a baseline for `benches/engine_ingest.rs`).
+    pub shard_quantizer: bool,
     /// Segments of one level merged together (quickwit's merge factor); each row is rewritten about
     /// `log_merge_factor(rows / seal_threshold)` times.
     pub merge_factor: usize,
@@ -42,6 +46,7 @@ impl Default for EngineConfig {
             seal_threshold: 50_000,
             train_sample: 100_000,
             max_sealed_segments: 16,
+            shard_quantizer: true,
             merge_factor: 4,
             quantizer_drift_bound: 1.5,
             overfetch: 16,

@@ -1,0 +1,273 @@
+//! Sustained ingest into one shard through the engine (issue 18), against the one-shot build of the same vectors.
+//!
+//! `$CARGO_TARGET_DIR/debug/examples/engine_ingest --vectors 1000000 [--batch 1000] [--dir DIR]`
+//!
+//! The vectors are `attest bench`'s clustered mixture (384-d, `vectors / 500` clusters, spread 0.5, seed 7).
+//! Three runs, one after the other, each timed and with the bytes the process wrote to storage
+//! (`/proc/self/io` `write_bytes`):
+//! - `one-shot`: train IVF_PQ on a spread sample of `train_sample` rows, add every vector, write the index and
+//!   the vector file — what a bulk build does, the floor for the dense index alone;
+//! - `engine`: the vectors upserted in batches (one chunk per document) into a `ShardEngine` with the default
+//!   configuration — the WAL, the growing segment, a seal every `seal_threshold` rows encoding with the shard's
+//!   quantizer, tiered merges moving inverted lists — until everything is sealed and merged as planned;
+//! - `engine-before`: the same with `shard_quantizer: false`, `merge_factor` unbounded and
+//!   `max_sealed_segments: 8` — every segment training its own quantizer and a compaction of every segment
+//!   whenever there are more than 8, the engine before issue 18.
+//!
+//! Each engine run ends with recall@10 of 200 queries (the mixture's query stream; dense lane, default nprobe and
+//! over-fetch, exact re-score) against the exact top 10 over all vectors, so a faster ingest is not bought with
+//! worse segments. Prints each run's time, bytes written, segments and recall, then the ratios.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use attest_cli::bench::mixture::Mixture;
+use attest_index::ivfpq::IvfPqBuilder;
+use attest_index::vector_file::VectorFileWriter;
+use attest_index::{DocumentWrite, EngineConfig, LoggedChunk, ShardEngine};
+use clap::Parser;
+
+#[derive(Parser)]
+struct Args {
+    #[arg(long, default_value_t = 1_000_000)]
+    vectors: usize,
+    /// Documents per upsert.
+    #[arg(long, default_value_t = 1000)]
+    batch: usize,
+    /// Where the runs write (removed after each); default a directory under ~/.cache.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Skip the engine before issue 18 (it trains on every seal and merge: the slow one).
+    #[arg(long)]
+    skip_before: bool,
+}
+
+const DIM: usize = 384;
+/// Rows generated at a time for the one-shot build.
+const BATCH: usize = 50_000;
+
+/// The rows of `rows` (the batch starting at row `start`) whose global number is a multiple of `step`.
+fn spread_from(rows: &[f32], start: usize, step: usize) -> Vec<f32> {
+    rows.chunks_exact(DIM)
+        .enumerate()
+        .filter(|(i, _)| (start + i).is_multiple_of(step))
+        .flat_map(|(_, v)| v.iter().copied())
+        .collect()
+}
+
+/// Bytes this process has caused to be written to storage so far.
+fn write_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/io")
+        .ok()
+        .and_then(|io| {
+            io.lines().find_map(|l| {
+                l.strip_prefix("write_bytes: ")
+                    .and_then(|v| v.trim().parse().ok())
+            })
+        })
+        .unwrap_or(0)
+}
+
+struct Run {
+    name: &'static str,
+    seconds: f64,
+    bytes: u64,
+    segments: u32,
+    recall: Option<f64>,
+}
+
+const QUERIES: usize = 200;
+
+/// The exact top 10 (document numbers) of each query over all `n` vectors, generated batch by batch.
+fn exact_top10(mixture: &Mixture, n: usize, queries: &[f32]) -> anyhow::Result<Vec<Vec<usize>>> {
+    let mut best: Vec<Vec<(usize, f32)>> = vec![Vec::new(); QUERIES];
+    for start in (0..n).step_by(BATCH) {
+        let rows = mixture.rows(0, start, BATCH.min(n - start), 2);
+        let found = attest_index::ivfpq::exact_search_batch(&rows, DIM, queries, 10)?;
+        for (b, f) in best.iter_mut().zip(found) {
+            b.extend(f.into_iter().map(|(row, s)| (start + row, s)));
+            b.sort_by(|x, y| y.1.total_cmp(&x.1));
+            b.truncate(10);
+        }
+    }
+    Ok(best
+        .into_iter()
+        .map(|b| b.into_iter().map(|(r, _)| r).collect())
+        .collect())
+}
+
+/// Recall@10 of the engine's dense lane against `truth`.
+fn recall(engine: &ShardEngine, queries: &[f32], truth: &[Vec<usize>]) -> anyhow::Result<f64> {
+    let filter = attest_index::Filter::default();
+    let mut hit = 0;
+    for (q, want) in queries.chunks_exact(DIM).zip(truth) {
+        let lanes = engine.search(&attest_index::SearchParams {
+            tenant: "t",
+            query_vector: Some(q),
+            query_text: None,
+            k: 10,
+            nprobe: None,
+            filter: &filter,
+            exact_rescore: true,
+        })?;
+        hit += lanes
+            .dense
+            .iter()
+            .filter(|h| want.iter().any(|w| h.doc_id == format!("d{w}")))
+            .count();
+    }
+    Ok(hit as f64 / (truth.len() * 10) as f64)
+}
+
+fn one_shot(dir: &Path, mixture: &Mixture, n: usize, config: &EngineConfig) -> anyhow::Result<Run> {
+    let (started, bytes) = (Instant::now(), write_bytes());
+    // The training sample spread over all rows, as the engine's is (generated batch by batch, then picked).
+    let step = n.div_ceil(config.train_sample).max(1);
+    let mut train = Vec::new();
+    for start in (0..n).step_by(BATCH) {
+        let rows = mixture.rows(0, start, BATCH.min(n - start), 2);
+        train.extend(spread_from(&rows, start, step));
+    }
+    let mut builder = IvfPqBuilder::train(DIM, &config.ivfpq, &train)?;
+    drop(train);
+    let mut vectors = VectorFileWriter::create(&dir.join("vectors.f32"), DIM)?;
+    for start in (0..n).step_by(BATCH) {
+        let count = BATCH.min(n - start);
+        let rows = mixture.rows(0, start, count, 2);
+        let ids: Vec<i64> = (start as i64..(start + count) as i64).collect();
+        builder.add(&rows, &ids)?;
+        vectors.append(&rows)?;
+    }
+    builder.write(&dir.join("dense.faiss"))?;
+    vectors.finish()?;
+    Ok(Run {
+        name: "one-shot",
+        seconds: started.elapsed().as_secs_f64(),
+        bytes: write_bytes() - bytes,
+        segments: 1,
+        recall: None,
+    })
+}
+
+fn sustained(
+    name: &'static str,
+    dir: &Path,
+    mixture: &Mixture,
+    n: usize,
+    batch: usize,
+    config: EngineConfig,
+    truth: (&[f32], &[Vec<usize>]),
+) -> anyhow::Result<Run> {
+    let (started, bytes) = (Instant::now(), write_bytes());
+    let engine: Arc<ShardEngine> = ShardEngine::open(dir, config)?;
+    for start in (0..n).step_by(batch) {
+        let count = batch.min(n - start);
+        let rows = mixture.rows(0, start, count, 2);
+        let docs = (0..count)
+            .map(|i| DocumentWrite {
+                doc_id: format!("d{}", start + i),
+                tenant: "t".into(),
+                chunks: vec![LoggedChunk {
+                    chunk_id: format!("d{}#0", start + i),
+                    title: String::new(),
+                    text: format!("vector {}", start + i),
+                    metadata_json: "{}".into(),
+                    vector: rows[i * DIM..(i + 1) * DIM].to_vec(),
+                }],
+                version: 0,
+                near_dup: None,
+            })
+            .collect();
+        engine.upsert(docs)?;
+    }
+    // Whatever the background has not sealed yet, then the merges the policy asks for.
+    engine.seal()?;
+    engine.merge_as_planned()?;
+    let (seconds, bytes) = (started.elapsed().as_secs_f64(), write_bytes() - bytes);
+    Ok(Run {
+        name,
+        seconds,
+        bytes,
+        segments: engine.stats().sealed_segments,
+        recall: Some(recall(&engine, truth.0, truth.1)?),
+    })
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let root = args.dir.unwrap_or_else(|| {
+        PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| ".".into()))
+            .join(".cache/attest-engine-ingest")
+    });
+    let n = args.vectors;
+    let mixture = Mixture::new(DIM, (n / 500).max(10), 0.5, 7);
+    let config = EngineConfig::default();
+    let before = EngineConfig {
+        shard_quantizer: false,
+        merge_factor: usize::MAX,
+        max_sealed_segments: 8,
+        ..EngineConfig::default()
+    };
+    let mut runs = Vec::new();
+    let fresh = |name: &str| -> anyhow::Result<PathBuf> {
+        let dir = root.join(name);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        Ok(dir)
+    };
+    let queries = mixture.rows(1, 0, QUERIES, 2);
+    let truth = exact_top10(&mixture, n, &queries)?;
+    let truth = (queries.as_slice(), truth.as_slice());
+    runs.push(one_shot(&fresh("one-shot")?, &mixture, n, &config)?);
+    runs.push(sustained(
+        "engine",
+        &fresh("engine")?,
+        &mixture,
+        n,
+        args.batch,
+        config,
+        truth,
+    )?);
+    if !args.skip_before {
+        let dir = fresh("engine-before")?;
+        runs.push(sustained(
+            "engine-before",
+            &dir,
+            &mixture,
+            n,
+            args.batch,
+            before,
+            truth,
+        )?);
+    }
+    let _ = std::fs::remove_dir_all(&root);
+    for r in &runs {
+        println!(
+            "{:<14} {n} vectors  {:>8.1} s  {:>8.0} MB written  {} segment(s){}",
+            r.name,
+            r.seconds,
+            r.bytes as f64 / 1e6,
+            r.segments,
+            r.recall
+                .map_or(String::new(), |x| format!("  recall@10 {x:.3}"))
+        );
+    }
+    let base = &runs[0];
+    for r in &runs[1..] {
+        println!(
+            "{} / one-shot: time {:.2}x, bytes written {:.2}x",
+            r.name,
+            r.seconds / base.seconds,
+            r.bytes as f64 / base.bytes.max(1) as f64
+        );
+    }
+    if let [_, now, before] = runs.as_slice() {
+        println!(
+            "engine / engine-before: time {:.2}x, bytes written {:.2}x",
+            now.seconds / before.seconds,
+            now.bytes as f64 / before.bytes.max(1) as f64
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,360 @@
+//! Sealing and merging a shard's segments: the background seal of the growing segment, the shard quantizer's
+//! training and drift check ([`crate::quantizer`]), the tiered merges ([`crate::merge`]) and full compaction.
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use tracing::{info, warn};
+
+use super::{Frozen, SegmentView, ShardEngine};
+use crate::chunk_store::StoredChunk;
+use crate::error::Result;
+use crate::growing::GrowingSegment;
+use crate::merge::MergeInput;
+use crate::quantizer::{
+    enough_to_train, global_ids, quantizer_path, split_for_training, ShardQuantizer,
+};
+use crate::segment::{build_segment, segment_dir, Dense, Manifest, SealedSegment};
+use crate::wal::LogOp;
+
+impl ShardEngine {
+    pub(super) fn seal_in_background(self: &Arc<Self>) {
+        if self.background_seal.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let engine = Arc::clone(self);
+        std::thread::spawn(move || {
+            if let Err(e) = engine.seal() {
+                warn!(error = %e, event = "seal_failed", "sealing failed; rows stay in the growing segment");
+            } else if let Err(e) = engine.merge_as_planned() {
+                warn!(error = %e, event = "compaction_failed", "compaction failed; segments stay as they are");
+            }
+            engine.background_seal.store(false, Ordering::SeqCst);
+        });
+    }
+
+    /// Seals the growing segment into an IVF_PQ segment now. Writes continue into a fresh growing segment
+    /// meanwhile, and the frozen rows stay searchable until the sealed segment replaces them.
+    pub fn seal(&self) -> Result<()> {
+        let _m = self.maintenance.lock();
+        let _slot = crate::maintenance::acquire();
+        let (frozen, id) = {
+            let log = self.log.lock();
+            let mut st = self.state.write();
+            if st.frozen.is_none() {
+                if st.growing.is_empty() {
+                    return Ok(());
+                }
+                let fresh = GrowingSegment::new(self.config.dimension)?;
+                let old = std::mem::replace(&mut st.growing, fresh);
+                let range = (st.manifest.sealed_through_seq + 1, log.last_seq());
+                st.frozen = Some(Frozen {
+                    segment: Arc::new(old),
+                    seq_range: range,
+                });
+            }
+            let f = st.frozen.as_ref().expect("frozen");
+            let frozen = (Arc::clone(&f.segment), f.seq_range);
+            (frozen, st.manifest.allocate_id())
+        };
+        let (segment, range) = frozen;
+        let (rows, vectors) = {
+            let st = self.state.read();
+            let mut rows = Vec::new();
+            let mut vectors = Vec::new();
+            for (i, r) in segment.rows.iter().enumerate() {
+                if st.is_live(&r.tenant, &r.doc_id, r.seq) {
+                    rows.push(r.clone());
+                    vectors.extend_from_slice(segment.vector(i));
+                }
+            }
+            (rows, vectors)
+        };
+        let before = self.state.read().quantizer.clone();
+        let quantizer = self.ensure_quantizer(&vectors, rows.len())?;
+        let dense = encoded(quantizer.as_deref(), &rows, &vectors)?;
+        let meta = build_segment(&self.dir, &id, range, &self.config, &rows, &vectors, dense)?;
+        let opened = Arc::new(SealedSegment::open(&self.dir, &meta)?);
+        {
+            let mut st = self.state.write();
+            st.sealed.push(opened);
+            st.manifest.segments.push(meta);
+            st.manifest.sealed_through_seq = range.1;
+            st.manifest.store(&self.dir)?;
+            st.frozen = None;
+        }
+        info!(segment = %id, rows = rows.len(), event = "segment_sealed", "sealed growing segment");
+        if let Some(q) = before.filter(|_| !rows.is_empty()) {
+            let drift = q.drift(&vectors)?;
+            if drift > self.config.quantizer_drift_bound {
+                info!(
+                    version = q.meta.version,
+                    drift,
+                    event = "quantizer_drift",
+                    "recent vectors drifted from the shard quantizer; training a new one"
+                );
+                self.train_quantizer(&vectors)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The shard's quantizer, trained now on `vectors` if there is none yet and `rows` are enough for the
+    /// configured parameters; none while the shard is smaller than that (segments train their own).
+    fn ensure_quantizer(
+        &self,
+        vectors: &[f32],
+        rows: usize,
+    ) -> Result<Option<Arc<ShardQuantizer>>> {
+        if let Some(q) = self.state.read().quantizer.clone() {
+            return Ok(Some(q));
+        }
+        if !self.config.shard_quantizer
+            || !enough_to_train(&self.config.ivfpq, rows, self.config.dimension)
+        {
+            return Ok(None);
+        }
+        self.train_quantizer(vectors).map(Some)
+    }
+
+    /// Trains a new quantizer version on (a sample of) `vectors` and makes it the one new segments and merges
+    /// encode with. Runs under the maintenance lock, beside searches and writes; the replaced version's file goes
+    /// (every segment carries its own copy of the centroids and codebooks it was encoded with).
+    fn train_quantizer(&self, vectors: &[f32]) -> Result<Arc<ShardQuantizer>> {
+        let dim = self.config.dimension;
+        let (version, sealed) = {
+            let st = self.state.read();
+            (st.manifest.quantizer_versions + 1, st.sealed.clone())
+        };
+        // The new version will encode the whole shard as its segments merge: train it on all of it, the new
+        // rows and the sealed ones, evenly spread (the held-out tenth measures its baseline).
+        let most = self.config.train_sample + self.config.train_sample / 9;
+        let mixed = shard_sample(vectors, dim, &sealed, most);
+        let (sample, held_out) =
+            split_for_training(&mixed, dim, self.config.train_sample, &self.config.ivfpq);
+        let q = Arc::new(ShardQuantizer::train(
+            &self.dir,
+            version,
+            dim,
+            &self.config.ivfpq,
+            &sample,
+            &held_out,
+        )?);
+        let replaced = {
+            let mut st = self.state.write();
+            let replaced = st.manifest.quantizer.replace(q.meta.clone());
+            st.manifest.quantizer_versions = version;
+            st.manifest.store(&self.dir)?;
+            st.quantizer = Some(Arc::clone(&q));
+            replaced
+        };
+        if let Some(old) = replaced {
+            let _ = std::fs::remove_file(quantizer_path(&self.dir, old.version));
+        }
+        info!(
+            version,
+            rows = q.meta.trained_rows,
+            baseline_error = q.meta.baseline_error,
+            event = "quantizer_trained",
+            "trained the shard quantizer"
+        );
+        Ok(q)
+    }
+
+    /// Merges segments as the tiered policy asks ([`crate::merge::plan`]) until it asks for nothing.
+    pub fn merge_as_planned(&self) -> Result<()> {
+        loop {
+            let pick = {
+                let st = self.state.read();
+                let rows: Vec<usize> = st.sealed.iter().map(|s| s.meta.rows).collect();
+                crate::merge::plan(
+                    &rows,
+                    self.config.merge_factor,
+                    self.config.seal_threshold,
+                    self.config.max_sealed_segments,
+                )
+                .map(|p| {
+                    p.into_iter()
+                        .map(|i| Arc::clone(&st.sealed[i]))
+                        .collect::<Vec<_>>()
+                })
+            };
+            match pick {
+                Some(inputs) => self.merge_segments(inputs)?,
+                None => return Ok(()),
+            }
+        }
+    }
+
+    /// Merges every sealed segment into one without tombstoned rows, then drops log records that no segment
+    /// needs any more. Search results do not change.
+    pub fn compact(&self) -> Result<()> {
+        let inputs = self.state.read().sealed.clone();
+        self.merge_segments(inputs)
+    }
+
+    /// Merges `inputs` into one segment of their live rows (in global id order when encoded with the shard's
+    /// quantizer: the inputs' inverted lists are moved, not rebuilt), swaps it in, removes theirs.
+    fn merge_segments(&self, inputs: Vec<Arc<SealedSegment>>) -> Result<()> {
+        let _m = self.maintenance.lock();
+        let _slot = crate::maintenance::acquire();
+        if inputs.is_empty() {
+            return Ok(());
+        }
+        let id = self.state.write().manifest.allocate_id();
+        let (mut rows, mut vectors, mut ids, merging, range) = {
+            let st = self.state.read();
+            let (mut rows, mut vectors, mut ids, mut merging) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for seg in &inputs {
+                let view = SegmentView::Sealed(seg);
+                let own_ids = match seg.meta.quantizer {
+                    Some(_) => (0..seg.meta.rows).map(|row| seg.id_of(row)).collect(),
+                    None => {
+                        global_ids((0..seg.meta.rows).map(|row| view.row(row).expect("row").seq))?
+                    }
+                };
+                let mut live = Vec::with_capacity(seg.meta.rows);
+                for (row, id) in own_ids.into_iter().enumerate() {
+                    let r = view.row(row).expect("row");
+                    let is_live = st.is_live(r.tenant, r.doc_id, r.seq);
+                    if is_live {
+                        rows.push(r.to_stored());
+                        vectors.extend_from_slice(view.vector(row).expect("vector"));
+                        ids.push(id);
+                    }
+                    live.push(is_live);
+                }
+                merging.push(MergeInput {
+                    segment: Arc::clone(seg),
+                    live,
+                });
+            }
+            let lo = inputs.iter().map(|s| s.meta.min_seq).min().unwrap_or(0);
+            let hi = inputs.iter().map(|s| s.meta.max_seq).max().unwrap_or(0);
+            (rows, vectors, ids, merging, (lo, hi))
+        };
+        let dense = match self.ensure_quantizer(&vectors, rows.len())? {
+            Some(q) => {
+                let index = crate::merge::merged_dense(&self.dir, &q, &merging, &vectors, &ids)?;
+                // Rows in id order, as the segment's id file must be; the index does not care.
+                let dim = self.config.dimension;
+                let mut order: Vec<usize> = (0..ids.len()).collect();
+                order.sort_unstable_by_key(|&i| ids[i]);
+                rows = order.iter().map(|&i| rows[i].clone()).collect();
+                vectors = order
+                    .iter()
+                    .flat_map(|&i| vectors[i * dim..(i + 1) * dim].iter().copied())
+                    .collect();
+                ids = order.iter().map(|&i| ids[i]).collect();
+                Dense::Encoded {
+                    index,
+                    ids,
+                    quantizer: q.meta.version,
+                }
+            }
+            None => Dense::Train,
+        };
+        drop(merging);
+        let meta = build_segment(&self.dir, &id, range, &self.config, &rows, &vectors, dense)?;
+        let opened = Arc::new(SealedSegment::open(&self.dir, &meta)?);
+        let merged: Vec<String> = inputs.iter().map(|s| s.meta.id.clone()).collect();
+        let sealed_through = {
+            let mut st = self.state.write();
+            st.sealed.retain(|s| !merged.contains(&s.meta.id));
+            st.sealed.push(opened);
+            st.manifest.segments.retain(|m| !merged.contains(&m.id));
+            st.manifest.segments.push(meta);
+            st.manifest.store(&self.dir)?;
+            st.manifest.sealed_through_seq
+        };
+        for old in &merged {
+            // Searches still holding the old Arc keep their mmaps; unlinking is safe on POSIX.
+            let _ = std::fs::remove_dir_all(segment_dir(&self.dir, old));
+        }
+        self.forget_superseded(sealed_through)?;
+        info!(segment = %id, rows = rows.len(), merged = merged.len(), event = "segments_compacted", "compaction done");
+        Ok(())
+    }
+
+    /// Removes sealed-range log records whose rows are dead (superseded or deleted documents).
+    fn forget_superseded(&self, sealed_through: u64) -> Result<()> {
+        let mut log = self.log.lock();
+        let records = log.range(1, sealed_through)?;
+        let st = self.state.read();
+        let dead: Vec<u64> = records
+            .iter()
+            .filter(|(seq, op)| match op {
+                LogOp::Upsert { doc_id, tenant, .. } => !st.is_live(tenant, doc_id, *seq),
+                LogOp::Delete { .. } => true,
+            })
+            .map(|(seq, _)| *seq)
+            .collect();
+        drop(st);
+        log.forget(&dead)
+    }
+}
+
+/// The dense index of new rows (a seal, or a damaged segment rebuilt): encoded with the shard's quantizer under
+/// the rows' global ids when it has one, else trained on the rows themselves.
+pub(super) fn encoded(
+    quantizer: Option<&ShardQuantizer>,
+    rows: &[StoredChunk],
+    vectors: &[f32],
+) -> Result<Dense> {
+    let Some(q) = quantizer else {
+        return Ok(Dense::Train);
+    };
+    let ids = global_ids(rows.iter().map(|r| r.seq))?;
+    let mut index = q.encoder()?;
+    index.add(vectors, &ids)?;
+    Ok(Dense::Encoded {
+        index,
+        ids,
+        quantizer: q.meta.version,
+    })
+}
+
+/// Quantizer files the manifest does not name: a training cut short by a crash, or a replaced version.
+pub(super) fn remove_orphan_quantizers(dir: &Path, manifest: &Manifest) -> Result<()> {
+    let Ok(entries) = std::fs::read_dir(dir.join("quantizer")) else {
+        return Ok(());
+    };
+    let keep = manifest
+        .quantizer
+        .as_ref()
+        .map(|q| quantizer_path(dir, q.version));
+    for entry in entries {
+        let path = entry?.path();
+        if Some(&path) != keep.as_ref() {
+            warn!(path = %path.display(), event = "orphan_quantizer_removed", "removing a quantizer file the manifest does not name");
+            std::fs::remove_file(&path)?;
+        }
+    }
+    Ok(())
+}
+
+/// At most `most` rows spread evenly over `fresh` (row-major) followed by every row of `sealed`, copied.
+fn shard_sample(fresh: &[f32], dim: usize, sealed: &[Arc<SealedSegment>], most: usize) -> Vec<f32> {
+    let fresh_rows = fresh.len() / dim;
+    let total = fresh_rows + sealed.iter().map(|s| s.meta.rows).sum::<usize>();
+    let step = total.div_ceil(most.max(1)).max(1);
+    let mut out = Vec::with_capacity(total.div_ceil(step) * dim);
+    let mut next = 0;
+    for r in (0..fresh_rows).step_by(step) {
+        out.extend_from_slice(&fresh[r * dim..(r + 1) * dim]);
+        next = r + step;
+    }
+    let mut offset = fresh_rows;
+    for seg in sealed {
+        while next < offset + seg.meta.rows {
+            if let Some(v) = seg.vectors.get(next - offset) {
+                out.extend_from_slice(v);
+            }
+            next += step;
+        }
+        offset += seg.meta.rows;
+    }
+    out
+}
