@@ -20,7 +20,7 @@ use crate::filter::Filter;
 use crate::growing::GrowingSegment;
 use crate::ivfpq::dot;
 use crate::near_dup::{NearDupKeys, NearDupMatch};
-use crate::quantizer::{quantizer_path, ShardQuantizer};
+use crate::quantizer::{quantizer_path, ShardQuantizer, MAX_CHUNKS_PER_DOCUMENT};
 use crate::segment::{build_segment, segment_dir, Manifest, SealedSegment};
 use crate::text_index::{bm25_search, TextIndex};
 use crate::wal::{doc_key, DocVersion, IngestLog, LogOp, LoggedChunk};
@@ -355,6 +355,15 @@ impl ShardEngine {
                 return Err(IndexError::invalid(
                     format!("documents[{i}].tenant"),
                     "empty",
+                ));
+            }
+            if d.chunks.len() > MAX_CHUNKS_PER_DOCUMENT {
+                return Err(IndexError::invalid(
+                    format!("documents[{i}].chunks"),
+                    format!(
+                        "{} chunks; at most {MAX_CHUNKS_PER_DOCUMENT} per document",
+                        d.chunks.len()
+                    ),
                 ));
             }
             for (j, c) in d.chunks.iter().enumerate() {

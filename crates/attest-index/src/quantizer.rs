@@ -28,6 +28,8 @@ use crate::ivfpq::{verify_file, IvfPqBuilder, IvfPqParams};
 
 /// Bits of a global row id that number the chunks of one log record (a document write).
 const CHUNK_BITS: u32 = 16;
+/// Most chunks one document may have: a chunk's position in its document must fit its global id.
+pub const MAX_CHUNKS_PER_DOCUMENT: usize = 1 << CHUNK_BITS;
 /// Most vectors whose reconstruction error is measured (a sample of the training set or of a seal).
 const ERROR_SAMPLE: usize = 2_000;
 

@@ -256,10 +256,19 @@ fn bad_input_is_rejected_and_writes_nothing() {
     nan.chunks[0].vector[3] = f32::NAN;
     let mut inf = doc(3, 0);
     inf.chunks[0].vector[0] = f32::INFINITY;
+    // One chunk more than a global row id can number (attest_index::quantizer).
+    let mut huge = doc(4, 0);
+    huge.chunks = (0..=attest_index::quantizer::MAX_CHUNKS_PER_DOCUMENT)
+        .map(|i| attest_index::LoggedChunk {
+            chunk_id: format!("doc-4#{i}"),
+            ..huge.chunks[0].clone()
+        })
+        .collect();
     for (bad, field) in [
         (wrong_dim, "documents[1].chunks[0].vector"),
         (nan, "documents[1].chunks[0].vector"),
         (inf, "documents[1].chunks[0].vector"),
+        (huge, "documents[1].chunks"),
     ] {
         match e.upsert(vec![doc(10, 0), bad]) {
             Err(IndexError::InvalidArgument { field: f, .. }) => assert_eq!(f, field),
