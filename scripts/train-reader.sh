@@ -6,10 +6,12 @@
 #   3. scripts/reader/train.py, three rounds, each starting from the previous one's weights (--init) on a fresh
 #      seeded sample of the same held-in data (split by article; see scripts/reader/data.py):
 #        round 1: layers 3-5 trained, 35,000 pairs;  round 2: + HaluEval negatives weighted 1.5, answer-removed 2;
-#        round 3: layers 1-5 trained, more VitaminC, answer-removed weighted 2.
+#        round 3: layers 1-5 trained, more VitaminC, answer-removed weighted 2;
+#        round 4: layers 1-5, lr 2e-5, 14,000 VitaminC pairs, answer-removed weighted 3.
 #      Checkpoints every 100 steps in ATTEST_READER_WORK/rN (default ~/.cache/attest-reader): rerun the same
 #      command to resume; a finished round is not run again. 4. docs/eval/contrastive-heldout.jsonl.
-# On the idle 2-core machine rounds 2 and 3 take about 25 and 35 minutes; round 1 about 90 (shared with a build).
+# On the idle 2-core machine rounds 2 and 3 take about 25 and 35 minutes; round 1 about 90 (shared with a build),
+# round 4 about 35 (beside builds).
 # Usage: scripts/train-reader.sh [flags added to every round's train.py]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,7 +37,10 @@ round 1 "$WORK/r1/out" --seed 13 --answerability 18000 --vitaminc 9000 --synthet
 round 2 "$WORK/r2/out" --seed 14 --answerability 12000 --vitaminc 8000 --synthetic 3000 --halueval 7000 \
   --heldout-per-kind 300 --init "$WORK/r1/out/reader.safetensors" --lr 3e-5 \
   --kind-weight answer_removed=2,halueval=1.5 "$@"
-round 3 crates/attest-answer/models/reader --seed 15 --answerability 12000 --vitaminc 12000 --synthetic 4000 \
+round 3 "$WORK/r3/out" --seed 15 --answerability 12000 --vitaminc 12000 --synthetic 4000 \
   --halueval 4000 --heldout-per-kind 300 --init "$WORK/r2/out/reader.safetensors" --lr 3e-5 --frozen-layers 1 \
   --kind-weight answer_removed=2 "$@"
+round 4 crates/attest-answer/models/reader --seed 16 --answerability 12000 --vitaminc 14000 --synthetic 2000 \
+  --halueval 2000 --heldout-per-kind 300 --init "$WORK/r3/out/reader.safetensors" --lr 2e-5 --frozen-layers 1 \
+  --kind-weight answer_removed=3 "$@"
 "$VENV/bin/python" scripts/reader/export_contrastive.py --data "$DATA" --out docs/eval/contrastive-heldout.jsonl
