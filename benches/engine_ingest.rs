@@ -8,8 +8,9 @@
 //! - `one-shot`: train IVF_PQ on a spread sample of `train_sample` rows, add every vector, write the index and
 //!   the vector file — what a bulk build does, the floor for the dense index alone;
 //! - `engine`: the vectors upserted in batches (one chunk per document) into a `ShardEngine` with the default
-//!   configuration — the WAL, the growing segment, a seal every `seal_threshold` rows encoding with the shard's
-//!   quantizer, tiered merges moving inverted lists — until everything is sealed and merged as planned;
+//!   configuration — the WAL, the growing segment, a seal every `seal_threshold` rows (the writer waits for it:
+//!   sustained ingest at the rate sealing keeps up with) encoding with the shard's quantizer, tiered merges
+//!   moving inverted lists — until everything is sealed and merged as planned;
 //! - `engine-before`: the same with `shard_quantizer: false`, `merge_factor` unbounded and
 //!   `max_sealed_segments: 8` — every segment training its own quantizer and a compaction of every segment
 //!   whenever there are more than 8, the engine before issue 18.
@@ -160,6 +161,7 @@ fn sustained(
     truth: (&[f32], &[Vec<usize>]),
 ) -> anyhow::Result<Run> {
     let (started, bytes) = (Instant::now(), write_bytes());
+    let seal_rows = config.seal_threshold as u64;
     let engine: Arc<ShardEngine> = ShardEngine::open(dir, config)?;
     for start in (0..n).step_by(batch) {
         let count = batch.min(n - start);
@@ -180,6 +182,13 @@ fn sustained(
             })
             .collect();
         engine.upsert(docs)?;
+        // Sustained, not bursty: the writer waits for each seal (and the merges after it) once a segment's worth
+        // of rows is in, as a writer slower than sealing would. Unpaced, the growing segment outruns the seals and
+        // a few huge segments replace the merges this measures.
+        if engine.stats().growing_rows >= seal_rows {
+            engine.seal()?;
+            engine.merge_as_planned()?;
+        }
     }
     // Whatever the background has not sealed yet, then the merges the policy asks for.
     engine.seal()?;

@@ -1,5 +1,5 @@
-//! The shard's own quantizer (issue 18): once a seal has enough vectors for the configured IVF_PQ parameters the
-//! shard trains one quantizer, every later segment encodes with it, merges move inverted lists instead of
+//! The shard's own quantizer (issue 18): once the shard holds `train_sample` vectors (and enough for the configured
+//! IVF_PQ parameters) it trains one quantizer, every later segment encodes with it, merges move inverted lists instead of
 //! training again, drift past the bound trains a new version while the old segments keep serving, and the
 //! quantizer survives restarts, damage and snapshots.
 
@@ -15,7 +15,7 @@ use common::DIM;
 use rand::{Rng, SeedableRng};
 use serde_json::Value;
 
-/// 16 lists, 4 × 8-bit codes: 624 rows train it in full.
+/// 16 lists, 4 × 8-bit codes: 624 rows train it in full; the shard trains its quantizer at 1,200 rows.
 fn config() -> EngineConfig {
     EngineConfig {
         dimension: DIM,
@@ -26,11 +26,11 @@ fn config() -> EngineConfig {
             nprobe: 16,
         },
         seal_threshold: 1_000_000, // sealed by hand
-        train_sample: 10_000,
+        train_sample: 1_200,
         merge_factor: 3,
-        // Half the dimensions hold 800 unit vectors densely: PQ alone ranks near neighbours loosely, so the exact
-        // re-score looks at 64 candidates.
-        overfetch: 64,
+        // Half the dimensions hold up to 2,000 unit vectors densely: PQ alone ranks near neighbours loosely (this
+        // test is about the quantizer's life, not PQ's precision), so the exact re-score looks at 256 candidates.
+        overfetch: 256,
         ..Default::default()
     }
 }
@@ -119,12 +119,12 @@ fn all_found(engine: &ShardEngine, docs: std::ops::Range<usize>, dims: std::ops:
 fn segments_share_one_quantizer_and_merge_without_retraining() {
     let dir = tempfile::tempdir().unwrap();
     let engine = ShardEngine::open(dir.path(), config()).unwrap();
-    // 200 documents (400 rows) are too few to train 16 lists in full: that segment trains its own.
+    // 200 documents (400 rows) are too few for the shard's quantizer: that segment trains its own.
     write(&engine, 0..200, 0..DIM);
     engine.seal().unwrap();
     assert!(manifest(dir.path())["quantizer"].is_null());
     assert_eq!(segment_versions(dir.path()), vec![Value::Null]);
-    // 400 documents (800 rows) train the shard's quantizer, and every later seal encodes with it.
+    // 400 more documents (1,200 rows in the shard) train it, and every later seal encodes with it.
     write(&engine, 200..600, 0..DIM);
     engine.seal().unwrap();
     assert_eq!(manifest(dir.path())["quantizer"]["version"], 1);
@@ -191,29 +191,31 @@ fn segments_share_one_quantizer_and_merge_without_retraining() {
 fn drift_trains_a_new_version_while_the_old_segments_keep_serving() {
     let dir = tempfile::tempdir().unwrap();
     let engine = ShardEngine::open(dir.path(), config()).unwrap();
-    // Trained on vectors in the first half of the dimensions ...
+    // Trained (at the second seal, 1,600 rows) on vectors in the first half of the dimensions ...
     write(&engine, 0..400, 0..DIM / 2);
     engine.seal().unwrap();
     all_found(&engine, 0..400, 0..DIM / 2);
     write(&engine, 400..800, 0..DIM / 2);
     engine.seal().unwrap();
     all_found(&engine, 0..800, 0..DIM / 2);
+    write(&engine, 800..1000, 0..DIM / 2);
+    engine.seal().unwrap();
     assert_eq!(
         manifest(dir.path())["quantizer_versions"],
         1,
         "same data: no drift"
     );
     // ... then the data moves to the other half: that seal is encoded with version 1, then version 2 is trained.
-    write(&engine, 800..1200, DIM / 2..DIM);
+    write(&engine, 1000..1400, DIM / 2..DIM);
     engine.seal().unwrap();
     let m = manifest(dir.path());
     assert_eq!(m["quantizer"]["version"], 2, "{m}");
     assert_eq!(
         segment_versions(dir.path()),
-        vec![Value::from(1), 1.into(), 1.into()]
+        vec![Value::Null, 1.into(), 1.into(), 1.into()]
     );
-    all_found(&engine, 0..800, 0..DIM / 2);
-    write(&engine, 1200..1600, DIM / 2..DIM);
+    all_found(&engine, 0..1000, 0..DIM / 2);
+    write(&engine, 1400..1800, DIM / 2..DIM);
     engine.seal().unwrap();
     assert_eq!(
         manifest(dir.path())["quantizer_versions"],
@@ -222,17 +224,17 @@ fn drift_trains_a_new_version_while_the_old_segments_keep_serving() {
     );
     assert_eq!(
         segment_versions(dir.path()),
-        vec![Value::from(1), 1.into(), 1.into(), 2.into()]
+        vec![Value::Null, 1.into(), 1.into(), 1.into(), 2.into()]
     );
     assert!(dir.path().join("quantizer/v000002.faiss").exists());
     assert!(!dir.path().join("quantizer/v000001.faiss").exists());
 
-    // Merging re-encodes the version-1 segments with version 2 (no training) and moves version 2's lists.
+    // Merging re-encodes the older segments with version 2 (no training) and moves version 2's lists.
     engine.compact().unwrap();
     assert_eq!(segment_versions(dir.path()), vec![Value::from(2)]);
     assert_eq!(manifest(dir.path())["quantizer_versions"], 2);
-    all_found(&engine, 0..800, 0..DIM / 2);
-    all_found(&engine, 800..1600, DIM / 2..DIM);
+    all_found(&engine, 0..1000, 0..DIM / 2);
+    all_found(&engine, 1000..1800, DIM / 2..DIM);
 
     // A snapshot carries the quantizer: the restored replica opens with it.
     let elsewhere = tempfile::tempdir().unwrap();
@@ -244,5 +246,5 @@ fn drift_trains_a_new_version_while_the_old_segments_keep_serving() {
     attest_index::snapshot::restore(&snap, &target).unwrap();
     let reopened = ShardEngine::open(&target, config()).unwrap();
     assert_eq!(manifest(&target)["quantizer"]["version"], 2);
-    all_found(&reopened, 800..1000, DIM / 2..DIM);
+    all_found(&reopened, 1000..1200, DIM / 2..DIM);
 }

@@ -72,7 +72,7 @@ impl ShardEngine {
             (rows, vectors)
         };
         let before = self.state.read().quantizer.clone();
-        let quantizer = self.ensure_quantizer(&vectors, rows.len())?;
+        let quantizer = self.ensure_quantizer(&vectors)?;
         let dense = encoded(quantizer.as_deref(), &rows, &vectors)?;
         let meta = build_segment(&self.dir, &id, range, &self.config, &rows, &vectors, dense)?;
         let opened = Arc::new(SealedSegment::open(&self.dir, &meta)?);
@@ -94,32 +94,36 @@ impl ShardEngine {
                     event = "quantizer_drift",
                     "recent vectors drifted from the shard quantizer; training a new one"
                 );
-                self.train_quantizer(&vectors)?;
+                // The sealed segment is among the sealed ones now: the sample covers it.
+                self.train_quantizer(&[])?;
             }
         }
         Ok(())
     }
 
-    /// The shard's quantizer, trained now on `vectors` if there is none yet and `rows` are enough for the
-    /// configured parameters; none while the shard is smaller than that (segments train their own).
-    fn ensure_quantizer(
-        &self,
-        vectors: &[f32],
-        rows: usize,
-    ) -> Result<Option<Arc<ShardQuantizer>>> {
-        if let Some(q) = self.state.read().quantizer.clone() {
-            return Ok(Some(q));
-        }
+    /// The shard's quantizer, trained now if there is none yet and the shard holds enough rows — its sealed rows
+    /// and `fresh` (row-major; the rows being sealed) — to train the configured parameters in full on
+    /// `train_sample` rows; none while it is smaller (segments train their own, as they always did).
+    fn ensure_quantizer(&self, fresh: &[f32]) -> Result<Option<Arc<ShardQuantizer>>> {
+        let sealed_rows: usize = {
+            let st = self.state.read();
+            if let Some(q) = st.quantizer.clone() {
+                return Ok(Some(q));
+            }
+            st.sealed.iter().map(|s| s.meta.rows).sum()
+        };
+        let rows = sealed_rows + fresh.len() / self.config.dimension;
         if !self.config.shard_quantizer
+            || rows < self.config.train_sample
             || !enough_to_train(&self.config.ivfpq, rows, self.config.dimension)
         {
             return Ok(None);
         }
-        self.train_quantizer(vectors).map(Some)
+        self.train_quantizer(fresh).map(Some)
     }
 
-    /// Trains a new quantizer version on (a sample of) `vectors` and makes it the one new segments and merges
-    /// encode with. Runs under the maintenance lock, beside searches and writes; the replaced version's file goes
+    /// Trains a new quantizer version on a sample of the shard (the sealed rows and `vectors`, the rows being
+    /// sealed) and makes it the one new segments and merges encode with. Runs under the maintenance lock, beside searches and writes; the replaced version's file goes
     /// (every segment carries its own copy of the centroids and codebooks it was encoded with).
     fn train_quantizer(&self, vectors: &[f32]) -> Result<Arc<ShardQuantizer>> {
         let dim = self.config.dimension;
@@ -235,7 +239,8 @@ impl ShardEngine {
             let hi = inputs.iter().map(|s| s.meta.max_seq).max().unwrap_or(0);
             (rows, vectors, ids, merging, (lo, hi))
         };
-        let dense = match self.ensure_quantizer(&vectors, rows.len())? {
+        // The inputs are still among the sealed segments: nothing fresh to add to the shard's rows.
+        let dense = match self.ensure_quantizer(&[])? {
             Some(q) => {
                 let index = crate::merge::merged_dense(&self.dir, &q, &merging, &vectors, &ids)?;
                 // Rows in id order, as the segment's id file must be; the index does not care.
