@@ -1,6 +1,7 @@
-//! The shard's own IVF_PQ quantizer (issue 18): coarse centroids and PQ codebooks trained once the shard has
-//! enough vectors for the configured `nlist` (and `2^nbits` codewords), persisted as `quantizer/v<N>.faiss` (a
-//! trained, empty index with the usual trailer) and recorded in the manifest with its version. Every segment
+//! The shard's own IVF_PQ quantizer (issue 18): coarse centroids and PQ codebooks trained once the shard holds
+//! `train_sample` vectors (and enough for the configured `nlist` and `2^nbits` codewords), persisted as
+//! `quantizer/v<N>.faiss` (a trained, empty index with the usual trailer) and recorded in the manifest with its
+//! version. Every segment
 //! sealed after that encodes with it — no k-means per segment — and a merge of segments of the same version moves
 //! their inverted lists into one index (FAISS `IndexIVF::merge_from`) and removes the dead ids instead of training
 //! and encoding again ([`crate::merge`]).
