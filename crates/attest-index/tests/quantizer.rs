@@ -8,30 +8,22 @@ mod common;
 use std::path::Path;
 use std::sync::Arc;
 
-use attest_index::{
-    DocumentWrite, EngineConfig, Filter, IvfPqParams, LoggedChunk, SearchParams, ShardEngine,
-};
+use attest_index::{DocumentWrite, EngineConfig, Filter, LoggedChunk, SearchParams, ShardEngine};
 use common::DIM;
 use rand::{Rng, SeedableRng};
 use serde_json::Value;
 
-/// 16 lists, 4 × 8-bit codes: 624 rows train it in full; the shard trains its quantizer at 1,200 rows.
+/// The shared fixture's 16 lists and 4 × 8-bit codes (624 rows train them in full); the shard trains its quantizer
+/// at 1,200 rows and merges 3 segments of a level.
 fn config() -> EngineConfig {
     EngineConfig {
-        dimension: DIM,
-        ivfpq: IvfPqParams {
-            nlist: 16,
-            m: 4,
-            nbits: 8,
-            nprobe: 16,
-        },
         seal_threshold: 1_000_000, // sealed by hand
         train_sample: 1_200,
         merge_factor: 3,
         // Half the dimensions hold up to 2,000 unit vectors densely: PQ alone ranks near neighbours loosely (this
         // test is about the quantizer's life, not PQ's precision), so the exact re-score looks at 256 candidates.
         overfetch: 256,
-        ..Default::default()
+        ..common::config(1_000_000)
     }
 }
 

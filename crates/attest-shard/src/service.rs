@@ -369,7 +369,9 @@ impl ShardServiceImpl {
         let r = req.into_inner();
         let engine = self.engine(&r.collection, r.shard)?;
         let filter = filter_from_proto(r.filter.as_ref())?;
-        let response = blocking(move || search_one(&engine, &r, &filter)).await?;
+        // The request's span goes with the search onto the blocking thread: its log line carries the request id.
+        let span = tracing::Span::current();
+        let response = blocking(move || span.in_scope(|| search_one(&engine, &r, &filter))).await?;
         Ok(Response::new(response))
     }
 
@@ -403,12 +405,15 @@ impl ShardServiceImpl {
             .iter()
             .map(|r| filter_from_proto(r.filter.as_ref()))
             .collect::<Result<Vec<_>, _>>()?;
+        let span = tracing::Span::current();
         let results = blocking(move || {
-            searches
-                .iter()
-                .zip(&filters)
-                .map(|(r, filter)| search_one(&engine, r, filter))
-                .collect::<Result<Vec<_>, _>>()
+            span.in_scope(|| {
+                searches
+                    .iter()
+                    .zip(&filters)
+                    .map(|(r, filter)| search_one(&engine, r, filter))
+                    .collect::<Result<Vec<_>, _>>()
+            })
         })
         .await?;
         Ok(Response::new(pb::ShardSearchBatchResponse {

@@ -1,5 +1,6 @@
-//! The calls the stages make outside the turn: searches through the router (batched: one round trip per shard), the reranker, the reader and the
-//! verifier (the last three on blocking threads: they may run a model), and curated memory's pins.
+//! The calls the stages make outside the turn: searches through the router (batched: one round trip per shard),
+//! the reranker, the reader and the verifier (the last three on blocking threads: they may run a model), and
+//! curated memory's pins.
 
 use std::sync::Arc;
 
