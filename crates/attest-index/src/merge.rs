@@ -71,8 +71,8 @@ pub fn merged_dense(
     vectors: &[f32],
     ids: &[i64],
 ) -> Result<crate::ivfpq::IvfPqBuilder> {
-    let dim = vectors.len() / ids.len().max(1);
     let mut index = quantizer.encoder()?;
+    let dim = index.dim();
     let mut dead = Vec::new();
     let mut at = 0;
     for input in inputs {
