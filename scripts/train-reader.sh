@@ -3,15 +3,21 @@
 # crates/attest-answer/models/reader/{reader.safetensors,reader.sha256,report.json,config.json,tokenizer.json}.
 #   1. a virtual environment with PyTorch (CPU), tokenizers, safetensors from PyPI (ATTEST_TRAIN_VENV,
 #      default ~/.cache/attest-train-venv), 2. the MiniLM base model (scripts/install-model.sh),
-#   3. scripts/reader/train.py, three rounds, each starting from the previous one's weights (--init) on a fresh
+#   3. scripts/reader/train.py, six rounds, each starting from the previous one's weights (--init) on a fresh
 #      seeded sample of the same held-in data (split by article; see scripts/reader/data.py):
 #        round 1: layers 3-5 trained, 35,000 pairs;  round 2: + HaluEval negatives weighted 1.5, answer-removed 2;
 #        round 3: layers 1-5 trained, more VitaminC, answer-removed weighted 2;
-#        round 4: layers 1-5, lr 2e-5, 14,000 VitaminC pairs, answer-removed weighted 3.
+#        round 4: layers 1-5, lr 2e-5, 14,000 VitaminC pairs, answer-removed weighted 3;
+#        round 5: + the span head (start/end logits per token, SQuAD 2.0 style; loss weight 0.5, 10x lr),
+#                 16,000 answerability pairs; round 6: every held-in answerability pair (30,400), span loss 1.0,
+#                 14,000 VitaminC pairs; exported with span_blend 0.5 (answerability = answerable logit + 0.5 x
+#                 span margin, chosen on held-out squad-dev articles, docs/BENCHMARKS.md "Reader round 6").
 #      Checkpoints every 100 steps in ATTEST_READER_WORK/rN (default ~/.cache/attest-reader): rerun the same
 #      command to resume; a finished round is not run again. 4. docs/eval/contrastive-heldout.jsonl.
 # On the idle 2-core machine rounds 2 and 3 take about 25 and 35 minutes; round 1 about 90 (shared with a build),
-# round 4 about 35 (beside builds).
+# round 4 about 35 (beside builds), round 5 about 10 and round 6 about 25 (idle, ~40 pairs/s).
+# (The span head's initialisation now draws from the seeded stream in every round, so a rerun of rounds 1-4 is not
+# bit-identical to the weights they gave before round 5 existed.)
 # Usage: scripts/train-reader.sh [flags added to every round's train.py]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,7 +46,13 @@ round 2 "$WORK/r2/out" --seed 14 --answerability 12000 --vitaminc 8000 --synthet
 round 3 "$WORK/r3/out" --seed 15 --answerability 12000 --vitaminc 12000 --synthetic 4000 \
   --halueval 4000 --heldout-per-kind 300 --init "$WORK/r2/out/reader.safetensors" --lr 3e-5 --frozen-layers 1 \
   --kind-weight answer_removed=2 "$@"
-round 4 crates/attest-answer/models/reader --seed 16 --answerability 12000 --vitaminc 14000 --synthetic 2000 \
+round 4 "$WORK/r4/out" --seed 16 --answerability 12000 --vitaminc 14000 --synthetic 2000 \
   --halueval 2000 --heldout-per-kind 300 --init "$WORK/r3/out/reader.safetensors" --lr 2e-5 --frozen-layers 1 \
   --kind-weight answer_removed=3 "$@"
+round 5 "$WORK/r5/out" --seed 17 --answerability 16000 --vitaminc 5000 --synthetic 1000 --halueval 1000 \
+  --heldout-per-kind 300 --init "$WORK/r4/out/reader.safetensors" --lr 3e-5 --frozen-layers 1 --span-weight 0.5 \
+  --kind-weight answer_removed=2 "$@"
+round 6 crates/attest-answer/models/reader --seed 18 --answerability 40000 --vitaminc 14000 --synthetic 2000 \
+  --halueval 2000 --heldout-per-kind 300 --init "$WORK/r5/out/reader.safetensors" --lr 3e-5 --frozen-layers 1 \
+  --span-weight 1.0 --kind-weight answer_removed=2 --span-blend 0.5 "$@"
 "$VENV/bin/python" scripts/reader/export_contrastive.py --data "$DATA" --out docs/eval/contrastive-heldout.jsonl

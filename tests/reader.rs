@@ -158,6 +158,37 @@ async fn every_quote_is_a_span_of_the_cited_document_never_its_title() {
     assert!(answered >= 3, "answered {answered} of 4");
 }
 
+#[test]
+fn the_span_head_finds_the_answer_sentence_and_nothing_once_it_is_gone() {
+    let config = reader_config();
+    let reader = attest_answer::reader::Reader::from_config(&config.reader)
+        .unwrap()
+        .expect("the model back end");
+    assert!(
+        reader.model().span_blend() > 0.0,
+        "the committed weights carry a span head"
+    );
+    let question = "When did the Harbor Bridge open to traffic?";
+    let read = |text| {
+        let passage = attest_answer::reader::ToRead {
+            title: BRIDGE_TITLE,
+            text,
+        };
+        reader.read(question, &[passage]).unwrap().remove(0)
+    };
+    let with = read(BRIDGE);
+    let ground = config.reader.ground_threshold;
+    // The opening sentence is the second one; it reads as the answer, and clears the gate.
+    let best = (0..with.len())
+        .max_by(|&a, &b| with[a].total_cmp(&with[b]))
+        .unwrap();
+    assert_eq!(best, 1, "{with:?}");
+    assert!(with[1] >= ground, "{with:?}");
+    // Without it the same passage names the bridge, its designer and its cost, and answers nothing asked.
+    let without = read(BRIDGE_NO_OPENING);
+    assert!(without.iter().all(|&s| s < ground), "{without:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_support_head_separates_a_claim_from_its_one_edit_twins() {
     let config = reader_config();

@@ -222,7 +222,8 @@ def load_jsonl(path):
 
 
 def answerability_rows(squad_dir, rng):
-    """(split, question, sentence, context, label, kind) rows from squad-dev."""
+    """(split, question, sentence, context, label, kind, answers) rows from squad-dev; `answers` (the gold answer
+    strings, for the span head) only on the answer sentence's row."""
     corpus = load_jsonl(f"{squad_dir}/corpus.jsonl")
     queries = load_jsonl(f"{squad_dir}/queries.jsonl")
     by_id = {d["_id"]: d for d in corpus}
@@ -243,10 +244,10 @@ def answerability_rows(squad_dir, rng):
         i = max(range(len(ss)), key=lambda j: (len(content_set(ss[j]) & q), -j))
         return i
 
-    def add(split, q, doc_id, i, label, kind):
+    def add(split, q, doc_id, i, label, kind, answers=()):
         d = by_id[doc_id]
         t = title_text(d["title"])
-        rows.append((split, q, sents[doc_id][i], answer_context(t, sents[doc_id], i), label, kind))
+        rows.append((split, q, sents[doc_id][i], answer_context(t, sents[doc_id], i), label, kind, list(answers)))
 
     for q in queries:
         text = q["text"]
@@ -264,7 +265,7 @@ def answerability_rows(squad_dir, rng):
         if not pos:
             continue
         i = pos[0]
-        add(split, text, gold, i, 1, "answer")
+        add(split, text, gold, i, 1, "answer", q["answers"])
         # The gold paragraph without its answer sentence: its best other sentence, and one at random.
         others = [j for j in range(len(ss)) if j not in pos]
         if others:

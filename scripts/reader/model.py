@@ -2,6 +2,9 @@
 
 - `answerable`: does this sentence (with a sentence of context) answer the question?
 - `supported`: does this evidence support this claim?
+- `span`: a start and an end logit per token (SQuAD 2.0 style): where in the sentence the answer is, `[CLS]` when
+  it is not there. The answerability the answer tier uses blends the `answerable` logit with the span margin
+  (best span of the sentence against `[CLS]`), see `span_margin`.
 
 Parameter names are the BERT checkpoint's (so the MiniLM weights load unchanged) plus `reader.*` for the new
 pooler and heads; `crates/attest-answer/src/reader` loads the same names with candle. The input layout (which
@@ -17,6 +20,9 @@ import torch.nn.functional as F
 CLS, SEP, PAD = 101, 102, 0
 MAX_LEN = 128
 MAX_FIRST = 48
+
+
+MAX_SPAN = 30
 
 
 def pair_ids(tok, first, second, context=None):
@@ -36,6 +42,44 @@ def pair_ids(tok, first, second, context=None):
         ids += c + [SEP]
     types = [0] * (len(a) + 2) + [1] * (len(ids) - len(a) - 2)
     return ids, types
+
+
+def sentence_range(ids):
+    """[lo, hi): the positions of the second part (the sentence), between the first and second [SEP]."""
+    first = ids.index(SEP)
+    return first + 1, ids.index(SEP, first + 1)
+
+
+def answer_span(tok, first, second, answers):
+    """(start, end) token positions (inclusive, in the pair) of the first gold answer found verbatim in `second`,
+    or None when none is (or it was cut off)."""
+    a = len(tok.encode(first, add_special_tokens=False).ids[:MAX_FIRST])
+    enc = tok.encode(second, add_special_tokens=False)
+    room = MAX_LEN - 3 - a
+    for ans in answers:
+        ans = ans.strip()
+        at = second.find(ans) if ans else -1
+        if at < 0:
+            continue
+        lo, hi = at, at + len(ans)
+        toks = [k for k, (s, e) in enumerate(enc.offsets) if s < hi and e > lo]
+        if toks and toks[-1] < room and toks[-1] - toks[0] < MAX_SPAN:
+            return a + 2 + toks[0], a + 2 + toks[-1]
+    return None
+
+
+def span_margin(span_logits, lo, hi):
+    """Best start+end over spans of at most MAX_SPAN tokens inside [lo, hi), minus [CLS]'s start+end."""
+    start, end = span_logits[:, 0], span_logits[:, 1]
+    null = start[0] + end[0]
+    if hi <= lo:
+        return -null
+    s, e = start[lo:hi], end[lo:hi]
+    n = hi - lo
+    pair = s[:, None] + e[None, :]
+    i = torch.arange(n)
+    valid = (i[None, :] >= i[:, None]) & (i[None, :] - i[:, None] < MAX_SPAN)
+    return pair.masked_fill(~valid, float("-inf")).max() - null
 
 
 class SelfAttention(nn.Module):
@@ -111,6 +155,7 @@ class Heads(nn.Module):
         self.pooler = nn.Linear(h, h)
         self.answerable = nn.Linear(h, 1)
         self.supported = nn.Linear(h, 1)
+        self.span = nn.Linear(h, 2)
 
 
 class Reader(nn.Module):
@@ -121,9 +166,11 @@ class Reader(nn.Module):
         self.encoder = Encoder(config["num_hidden_layers"], h, i, config["num_attention_heads"])
         self.reader = Heads(h)
         self.dropout = nn.Dropout(0.1)
+        # Rounds without span loss leave the span head's dropout out (it would shift their random stream).
+        self.train_span = False
 
     def forward(self, ids, types, mask):
-        """Two logits per row: (answerable, supported)."""
+        """Two logits per row, (answerable, supported), and two per token, (span start, span end)."""
         t = ids.shape[1]
         e = self.embeddings
         pos = torch.arange(t, device=ids.device).unsqueeze(0)
@@ -133,7 +180,8 @@ class Reader(nn.Module):
             x = layer(x, bias)
         pooled = torch.tanh(self.reader.pooler(self.dropout(x[:, 0])))
         pooled = self.dropout(pooled)
-        return torch.cat([self.reader.answerable(pooled), self.reader.supported(pooled)], dim=-1)
+        heads = torch.cat([self.reader.answerable(pooled), self.reader.supported(pooled)], dim=-1)
+        return heads, self.reader.span(self.dropout(x) if self.train_span else x)
 
 
 def collate(rows):

@@ -25,7 +25,7 @@ from tokenizers import Tokenizer
 
 sys.path.insert(0, os.path.dirname(__file__))
 from data import answerability_rows, support_rows  # noqa: E402
-from model import MAX_FIRST, MAX_LEN, Reader, collate, pair_ids  # noqa: E402
+from model import MAX_FIRST, MAX_LEN, Reader, answer_span, collate, pair_ids, sentence_range, span_margin  # noqa: E402
 
 ANSWERABLE, SUPPORTED = 0, 1
 
@@ -47,18 +47,43 @@ def auroc(scores, labels):
     return (rank_sum - pos * (pos + 1) / 2) / (pos * neg)
 
 
+def kind_of(row):
+    """The example kind of a raw row (answerability rows end with their answers)."""
+    return row[5] if row[0] == ANSWERABLE else row[4]
+
+
 def encode(tok, rows):
-    """(ids, types, task, label, kind) per row."""
+    """(ids, types, task, label, kind, [sentence lo, hi, span start, end]) per row; the span is [CLS] (0, 0) for
+    an answerability negative, the answer's tokens for a positive, and (-1, -1) where there is no span label."""
     out = []
     for r in rows:
         if r[0] == ANSWERABLE:
-            _, q, s, ctx, label, kind = r
+            _, q, s, ctx, label, kind, answers = r
             ids, types = pair_ids(tok, q, s, ctx)
+            lo, hi = sentence_range(ids)
+            span = (answer_span(tok, q, s, answers) or (-1, -1)) if label else (0, 0)
         else:
             _, claim, evidence, label, kind = r
             ids, types = pair_ids(tok, claim, evidence)
-        out.append((ids, types, r[0], label, kind))
+            lo, hi, span = 0, 0, (-1, -1)
+        out.append((ids, types, r[0], label, kind, [lo, hi, span[0], span[1]]))
     return out
+
+
+def span_loss(span_logits, rows):
+    """Cross-entropy of the start and end positions over [CLS] and the sentence's tokens, for rows with a label."""
+    losses = []
+    for k, r in enumerate(rows):
+        lo, hi, st, en = r[5]
+        if st < 0:
+            continue
+        allowed = torch.zeros(span_logits.shape[1], dtype=torch.bool)
+        allowed[0] = True
+        allowed[lo:hi] = True
+        for j, target in ((0, st), (1, en)):
+            logits = span_logits[k, :, j].masked_fill(~allowed, float("-inf"))
+            losses.append(F.cross_entropy(logits[None], torch.tensor([target])))
+    return torch.stack(losses).mean() if losses else None
 
 
 def batches(examples, batch, rng):
@@ -75,20 +100,26 @@ def batches(examples, batch, rng):
 
 
 def predict(model, examples, batch=64):
+    """(head logit, span margin, predicted span) per example (the margin and span only for answerability)."""
     model.eval()
-    scores = []
     with torch.no_grad():
         order = sorted(range(len(examples)), key=lambda i: len(examples[i][0]))
-        result = [0.0] * len(examples)
+        result = [(0.0, 0.0, None)] * len(examples)
         for s in range(0, len(order), batch):
             idx = order[s : s + batch]
             ids, types, mask = collate([(examples[i][0], examples[i][1]) for i in idx])
-            logits = model(ids, types, mask)
+            logits, span_logits = model(ids, types, mask)
             for k, i in enumerate(idx):
-                result[i] = torch.sigmoid(logits[k, examples[i][2]]).item()
-        scores = result
+                margin, best = 0.0, None
+                if examples[i][2] == ANSWERABLE:
+                    lo, hi = examples[i][5][:2]
+                    margin = span_margin(span_logits[k], lo, hi).item()
+                    st = span_logits[k, lo:hi, 0].argmax().item() + lo
+                    en = span_logits[k, st:hi, 1].argmax().item() + st
+                    best = (st, en)
+                result[i] = (logits[k, examples[i][2]].item(), margin, best)
     model.train()
-    return scores
+    return result
 
 
 def main():
@@ -110,6 +141,10 @@ def main():
     p.add_argument("--checkpoint-every", type=int, default=100)
     p.add_argument("--export-only", action="store_true", help="export the latest checkpoint as it is")
     p.add_argument("--init", help="start from this reader.safetensors (a further round) instead of the base model")
+    p.add_argument("--span-weight", type=float, default=0.0, help="weight of the span head's loss (0: not trained)")
+    p.add_argument("--span-blend", type=float, default=0.0,
+                   help="answerability = answerable logit + this x span margin in the binary (written to the "
+                        "weights' metadata; 0: the span head is not used)")
     p.add_argument("--kind-weight", default="",
                    help="loss weight per example kind, e.g. answer_removed=2,halueval=1.5 (default 1 each)")
     args = p.parse_args()
@@ -144,7 +179,7 @@ def main():
         taken = {k: 0 for k in quota}
         chosen = []
         for r in tr:
-            key = "answerability" if r[0] == ANSWERABLE else r[-1]
+            key = "answerability" if r[0] == ANSWERABLE else kind_of(r)
             if taken[key] < quota[key]:
                 taken[key] += 1
                 chosen.append(r)
@@ -153,7 +188,7 @@ def main():
         per = {}
         held = []
         for r in ho:
-            key = (r[0], r[-1])
+            key = (r[0], kind_of(r))
             if per.get(key, 0) < args.heldout_per_kind:
                 per[key] = per.get(key, 0) + 1
                 held.append(r)
@@ -171,8 +206,11 @@ def main():
     missing, _ = model.load_state_dict(state, strict=False)
     assert all(m.startswith("reader.") for m in missing), missing
     if args.init:
-        model.load_state_dict({k: v.float() for k, v in load_file(args.init).items()}, strict=True)
+        missing, unexpected = model.load_state_dict({k: v.float() for k, v in load_file(args.init).items()},
+                                                    strict=False)
+        assert not unexpected and all(m.startswith("reader.span.") for m in missing), (missing, unexpected)
         print(f"initialised from {args.init}", flush=True)
+    model.train_span = args.span_weight > 0
     kind_weight = {k: float(w) for k, w in (x.split("=") for x in args.kind_weight.split(",") if x)}
     for prm in model.embeddings.parameters():
         prm.requires_grad = False
@@ -180,7 +218,10 @@ def main():
         for prm in layer.parameters():
             prm.requires_grad = False
     trainable = [prm for prm in model.parameters() if prm.requires_grad]
-    opt = torch.optim.AdamW(trainable, lr=args.lr, weight_decay=0.01)
+    # The span head starts from random weights: it learns at ten times the rate of the pretrained layers.
+    span = [prm for prm in model.reader.span.parameters()]
+    rest = [prm for prm in trainable if all(prm is not q for q in span)]
+    opt = torch.optim.AdamW([{"params": rest}, {"params": span, "lr": args.lr * 10}], lr=args.lr, weight_decay=0.01)
     plan = batches(train, args.batch, random.Random(args.seed + 1))
     total = len(plan)
     warmup = max(1, total // 20)
@@ -204,8 +245,13 @@ def main():
         task = torch.tensor([r[2] for r in rows])
         label = torch.tensor([float(r[3]) for r in rows])
         weight = torch.tensor([kind_weight.get(r[4], 1.0) for r in rows])
-        logits = model(ids, types, mask).gather(1, task[:, None]).squeeze(1)
+        logits, span_logits = model(ids, types, mask)
+        logits = logits.gather(1, task[:, None]).squeeze(1)
         loss = (F.binary_cross_entropy_with_logits(logits, label, reduction="none") * weight).sum() / weight.sum()
+        if args.span_weight > 0:
+            extra = span_loss(span_logits, rows)
+            if extra is not None:
+                loss = loss + args.span_weight * extra
         loss.backward()
         torch.nn.utils.clip_grad_norm_(trainable, 1.0)
         opt.step()
@@ -224,35 +270,48 @@ def main():
             os.replace(tmp, ckpt)
 
     # Held-out report.
-    scores = predict(model, heldout)
+    predicted = predict(model, heldout)
     report = {"base": "all-MiniLM-L6-v2", "seed": args.seed, "steps": step, "planned_steps": total,
               "init": os.path.basename(args.init) if args.init else "base", "kind_weight": kind_weight,
+              "span_weight": args.span_weight, "span_blend": args.span_blend,
               "batch": args.batch, "lr": args.lr, "frozen_layers": args.frozen_layers, "max_len": MAX_LEN,
               "max_first": MAX_FIRST, "train_rows": len(train),
               "split": "squad-dev by article (NNNN % 5 == 0 held out); halueval hqNNNNN % 5 == 0 held out; "
                        "vitaminc line index % 10 == 9 held out; shift-new-wiki never read",
               "heldout": {}}
     kinds = sorted({(r[2], r[4]) for r in heldout})
-    for task in (ANSWERABLE, SUPPORTED):
-        idx = [i for i, r in enumerate(heldout) if r[2] == task]
-        name = "answerable" if task == ANSWERABLE else "supported"
-        report["heldout"][f"{name}_auroc"] = auroc([scores[i] for i in idx], [heldout[i][3] for i in idx])
-        if task == SUPPORTED:
-            for _, kind in [k for k in kinds if k[0] == task]:
-                j = [i for i in idx if heldout[i][4] == kind]
-                report["heldout"][f"supported_auroc_{kind}"] = auroc([scores[i] for i in j], [heldout[i][3] for i in j])
-        else:
-            pos = [scores[i] for i in idx if heldout[i][3] == 1]
-            for _, kind in [k for k in kinds if k[0] == task]:
-                neg = [scores[i] for i in idx if heldout[i][4] == kind and heldout[i][3] == 0]
-                if neg:
-                    report["heldout"][f"answerable_auroc_vs_{kind}"] = auroc(pos + neg, [1] * len(pos) + [0] * len(neg))
+    idx = [i for i, r in enumerate(heldout) if r[2] == SUPPORTED]
+    scores = [predicted[i][0] for i in range(len(heldout))]
+    report["heldout"]["supported_auroc"] = auroc([scores[i] for i in idx], [heldout[i][3] for i in idx])
+    for _, kind in [k for k in kinds if k[0] == SUPPORTED]:
+        j = [i for i in idx if heldout[i][4] == kind]
+        report["heldout"][f"supported_auroc_{kind}"] = auroc([scores[i] for i in j], [heldout[i][3] for i in j])
+    # Answerability: the head's logit, the span margin, and blends of the two (logit + w * margin).
+    idx = [i for i, r in enumerate(heldout) if r[2] == ANSWERABLE]
+    variants = {"": lambda p: p[0], "_span": lambda p: p[1]}
+    if args.span_weight > 0:
+        for w in (0.25, 0.5, 1.0):
+            variants[f"_blend{w}"] = lambda p, w=w: p[0] + w * p[1]
+    for suffix, score in variants.items():
+        s_of = {i: score(predicted[i]) for i in idx}
+        report["heldout"][f"answerable{suffix}_auroc"] = auroc([s_of[i] for i in idx], [heldout[i][3] for i in idx])
+        pos = [s_of[i] for i in idx if heldout[i][3] == 1]
+        for _, kind in [k for k in kinds if k[0] == ANSWERABLE]:
+            neg = [s_of[i] for i in idx if heldout[i][4] == kind and heldout[i][3] == 0]
+            if neg:
+                report["heldout"][f"answerable{suffix}_auroc_vs_{kind}"] = auroc(
+                    pos + neg, [1] * len(pos) + [0] * len(neg))
+    labelled = [i for i in idx if heldout[i][5][2] > 0]
+    if labelled:
+        exact = sum(predicted[i][2] == tuple(heldout[i][5][2:]) for i in labelled)
+        report["heldout"]["span_exact"] = exact / len(labelled)
     print(json.dumps(report, indent=2), flush=True)
 
     os.makedirs(args.out, exist_ok=True)
     tensors = {k: v.detach().to(torch.float16).contiguous() for k, v in model.state_dict().items()}
     weights = f"{args.out}/reader.safetensors"
     save_file(tensors, weights + ".tmp", metadata={"format": "attest-reader-1", "max_len": str(MAX_LEN),
+                                                   "span_blend": str(args.span_blend),
                                                    "max_first": str(MAX_FIRST)})
     os.replace(weights + ".tmp", weights)
     for name in ("config.json", "tokenizer.json"):

@@ -64,6 +64,20 @@ pub fn pair_ids(
     Ok(PairIds { ids, types })
 }
 
+/// `[lo, hi)`: the positions of a pair's second part (the sentence), between its first and second `[SEP]`
+/// (empty when the layout is not there).
+pub fn sentence_range(ids: &[u32]) -> (usize, usize) {
+    let mut seps = ids
+        .iter()
+        .enumerate()
+        .filter(|(_, &t)| t == SEP)
+        .map(|(i, _)| i);
+    match (seps.next(), seps.next()) {
+        (Some(first), Some(second)) => (first + 1, second),
+        _ => (0, 0),
+    }
+}
+
 /// A title as the reader was trained to see it (`Super_Bowl_50` → `Super Bowl 50`).
 pub fn title_text(title: &str) -> String {
     title.replace('_', " ")
@@ -112,6 +126,12 @@ pub fn evidence_window(title: &str, passage: &str, claim: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sentence_lies_between_the_first_two_separators() {
+        assert_eq!(sentence_range(&[CLS, 7, SEP, 8, 9, SEP, 10, SEP]), (3, 5));
+        assert_eq!(sentence_range(&[CLS, 7, SEP]), (0, 0));
+    }
 
     #[test]
     fn context_is_the_title_and_the_sentence_before() {

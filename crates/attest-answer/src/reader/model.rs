@@ -1,6 +1,9 @@
 //! The reader model run with candle: all-MiniLM-L6-v2's BERT encoder fine-tuned as a cross-encoder
 //! (`scripts/train-reader.sh`), a tanh pooler over `[CLS]` and two logistic heads — `answerable` (does this
-//! sentence answer the question?) and `supported` (does this evidence support this claim?).
+//! sentence answer the question?) and `supported` (does this evidence support this claim?) — and, in weights
+//! that have it, a span head (a start and an end logit per token, SQuAD 2.0 style): the answerability of a
+//! sentence is then its `answerable` logit plus `span_blend` (from the weights' metadata) times the span margin,
+//! the best answer span of the sentence against `[CLS]` (the "no answer here" position).
 //!
 //! The model directory holds `reader.safetensors` (f16), `tokenizer.json` and `config.json`; each is checked
 //! against the sha256 committed in `models/reader/reader.sha256` (compiled in, so a swapped file is refused),
@@ -15,7 +18,7 @@ use candle_transformers::models::bert::{BertModel, Config as BertConfig};
 use sha2::{Digest, Sha256};
 use tokenizers::Tokenizer;
 
-use super::input::PairIds;
+use super::input::{self, PairIds};
 
 /// The committed checksums of the model files.
 const CHECKSUMS: &str = include_str!("../../models/reader/reader.sha256");
@@ -50,6 +53,15 @@ impl From<tokenizers::Error> for ReaderError {
     }
 }
 
+/// Longest answer span the span head scores, in tokens (as trained: `MAX_SPAN` in scripts/reader/model.py).
+pub const MAX_SPAN: usize = 30;
+
+/// The span head and how much of its margin goes into answerability.
+struct SpanHead {
+    linear: Linear,
+    blend: f32,
+}
+
 /// Which head scores a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Head {
@@ -64,6 +76,7 @@ pub struct ReaderModel {
     pooler: Linear,
     answerable: Linear,
     supported: Linear,
+    span: Option<SpanHead>,
     tokenizer: Tokenizer,
     device: Device,
     /// Pairs per forward pass.
@@ -119,13 +132,23 @@ impl ReaderModel {
         tokenizer.with_truncation(None)?;
         tokenizer.with_padding(None);
         let weights = read_verified(dir, "reader.safetensors")?;
-        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)?;
+        let vb = VarBuilder::from_buffered_safetensors(weights.clone(), DType::F32, &device)?;
         let bert = BertModel::load(vb.clone(), &config)?;
         let h = config.hidden_size;
         let heads = vb.pp("reader");
         let pooler = candle_nn::linear(h, h, heads.pp("pooler"))?;
         let answerable = candle_nn::linear(h, 1, heads.pp("answerable"))?;
         let supported = candle_nn::linear(h, 1, heads.pp("supported"))?;
+        let blend = span_blend(&weights)?;
+        // A blend without span weights fails here (a missing tensor), not silently.
+        let span = if blend > 0.0 {
+            Some(SpanHead {
+                linear: candle_nn::linear(h, 2, heads.pp("span"))?,
+                blend,
+            })
+        } else {
+            None
+        };
         tracing::info!(
             dir = %dir.display(),
             elapsed_ms = started.elapsed().as_millis() as u64,
@@ -136,11 +159,17 @@ impl ReaderModel {
             pooler,
             answerable,
             supported,
+            span,
             tokenizer,
             device,
             batch: batch.max(1),
             threads: threads.max(1),
         })
+    }
+
+    /// How much of the span margin goes into answerability (0: no span head in these weights).
+    pub fn span_blend(&self) -> f32 {
+        self.span.as_ref().map_or(0.0, |s| s.blend)
     }
 
     pub fn tokenizer(&self) -> &Tokenizer {
@@ -162,13 +191,14 @@ impl ReaderModel {
     fn forward<'a>(
         &self,
         head: Head,
-        rows: impl Iterator<Item = &'a PairIds> + Clone,
+        rows: impl Iterator<Item = &'a PairIds>,
     ) -> Result<Vec<f64>, ReaderError> {
-        let n = rows.clone().count();
-        let t = rows.clone().map(|r| r.ids.len()).max().unwrap_or(0);
+        let rows: Vec<&PairIds> = rows.collect();
+        let n = rows.len();
+        let t = rows.iter().map(|r| r.ids.len()).max().unwrap_or(0);
         let (mut ids, mut types, mut mask) =
             (vec![0u32; n * t], vec![0u32; n * t], vec![0u32; n * t]);
-        for (r, row) in rows.enumerate() {
+        for (r, row) in rows.iter().enumerate() {
             let at = r * t;
             ids[at..at + row.ids.len()].copy_from_slice(&row.ids);
             types[at..at + row.types.len()].copy_from_slice(&row.types);
@@ -184,10 +214,103 @@ impl ReaderModel {
             Head::Answerable => self.answerable.forward(&pooled)?,
             Head::Supported => self.supported.forward(&pooled)?,
         };
-        let logits: Vec<f32> = logits.squeeze(1)?.to_vec1()?;
+        let mut logits: Vec<f32> = logits.squeeze(1)?.to_vec1()?;
+        if let (Head::Answerable, Some(span)) = (head, &self.span) {
+            let per_token: Vec<Vec<Vec<f32>>> = span.linear.forward(&hidden)?.to_vec3()?;
+            for ((logit, row), tokens) in logits.iter_mut().zip(&rows).zip(&per_token) {
+                let (lo, hi) = input::sentence_range(&row.ids);
+                *logit += span.blend * span_margin(tokens, lo, hi);
+            }
+        }
         Ok(logits
             .into_iter()
             .map(|l| 1.0 / (1.0 + (-f64::from(l)).exp()))
             .collect())
+    }
+}
+
+/// `span_blend` of the weights' safetensors metadata (0 when absent: weights without a span head).
+fn span_blend(weights: &[u8]) -> Result<f32, ReaderError> {
+    let bad = |why: &str| ReaderError::Model(format!("reader.safetensors header: {why}"));
+    let len = weights
+        .get(..8)
+        .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")) as usize)
+        .ok_or_else(|| bad("shorter than 8 bytes"))?;
+    let header = weights
+        .get(8..8usize.saturating_add(len))
+        .ok_or_else(|| bad("length past the end"))?;
+    let header: serde_json::Value =
+        serde_json::from_slice(header).map_err(|e| bad(&e.to_string()))?;
+    match header.pointer("/__metadata__/span_blend") {
+        None => Ok(0.0),
+        Some(v) => v
+            .as_str()
+            .and_then(|s| s.parse::<f32>().ok())
+            .filter(|b| b.is_finite() && *b >= 0.0)
+            .ok_or_else(|| bad("span_blend is not a non-negative number")),
+    }
+}
+
+/// The span margin of one pair: the best start + end logit over spans of at most [`MAX_SPAN`] tokens inside
+/// `[lo, hi)`, minus `[CLS]`'s start + end (`tokens[i] = [start, end]`). Positive: an answer span beats "no
+/// answer here".
+fn span_margin(tokens: &[Vec<f32>], lo: usize, hi: usize) -> f32 {
+    let null = tokens.first().map_or(0.0, |t| t[0] + t[1]);
+    let hi = hi.min(tokens.len());
+    let mut best = f32::NEG_INFINITY;
+    for i in lo..hi {
+        for j in i..hi.min(i + MAX_SPAN) {
+            best = best.max(tokens[i][0] + tokens[j][1]);
+        }
+    }
+    if best.is_finite() {
+        best - null
+    } else {
+        -null
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(meta: &str) -> Vec<u8> {
+        let json = format!(r#"{{"__metadata__":{meta}}}"#);
+        let mut bytes = (json.len() as u64).to_le_bytes().to_vec();
+        bytes.extend_from_slice(json.as_bytes());
+        bytes
+    }
+
+    #[test]
+    fn span_blend_comes_from_the_metadata() {
+        assert_eq!(span_blend(&header(r#"{"span_blend":"0.5"}"#)).unwrap(), 0.5);
+        assert_eq!(
+            span_blend(&header(r#"{"format":"attest-reader-1"}"#)).unwrap(),
+            0.0
+        );
+        assert!(span_blend(&header(r#"{"span_blend":"-1"}"#)).is_err());
+        assert!(span_blend(&header(r#"{"span_blend":"x"}"#)).is_err());
+        assert!(span_blend(&[1, 2]).is_err());
+    }
+
+    #[test]
+    fn span_margin_is_the_best_span_inside_the_sentence_against_cls() {
+        // [CLS] q [SEP] s1 s2 s3 [SEP]: the best span is s2..s3 (start 2.0 + end 3.0), CLS scores 1 + 1.
+        let t = |s: f32, e: f32| vec![s, e];
+        let tokens = vec![
+            t(1.0, 1.0),
+            t(9.0, 9.0), // the question: outside the sentence, never counted
+            t(0.0, 0.0),
+            t(0.0, -1.0),
+            t(2.0, 0.0),
+            t(0.0, 3.0),
+            t(9.0, 9.0),
+        ];
+        assert_eq!(span_margin(&tokens, 3, 6), 3.0);
+        // An end before the start does not count: start 5 at s3 can only end at s3.
+        let tokens = vec![t(0.0, 0.0), t(0.0, 4.0), t(5.0, -5.0)];
+        assert_eq!(span_margin(&tokens, 1, 3), 0.0 + 4.0);
+        // No sentence: minus CLS.
+        assert_eq!(span_margin(&[t(1.0, 2.0)], 1, 1), -3.0);
     }
 }

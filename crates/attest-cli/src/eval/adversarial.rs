@@ -1,8 +1,9 @@
 //! The adversarial check of `attest eval --adversarial N`: unanswerable questions whose topic IS in the corpus.
 //! For up to N answerable questions (one per gold paragraph, in the sample's order), the gold paragraph is kept
 //! with every sentence holding a gold answer removed; the collection holds those paragraphs and every other
-//! paragraph of their articles. A question that is answered there is a hallucination (unless another paragraph
-//! of the article states the answer too, which SQuAD's questions rarely allow). Reported apart from the
+//! paragraph of their articles. A question that is answered there is a hallucination unless one of its quotes
+//! states a gold answer (another paragraph of the article states it too: "Who won Super Bowl 50?" is answered
+//! all over its article), which is counted apart (`answered_elsewhere`). Reported apart from the
 //! article-removed unanswerable questions, which are the easy kind.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -31,6 +32,12 @@ pub fn states_answer(sentence: &str, answers: &[String]) -> bool {
         .iter()
         .map(|a| normalise_answer(a))
         .any(|a| !a.is_empty() && s.contains(&format!(" {a} ")))
+}
+
+/// Whether an answer to an adversarial question quotes one of its gold answers (from a paragraph that still
+/// states it): such an answer is grounded, not a hallucination.
+pub fn quotes_an_answer<'a>(quotes: impl IntoIterator<Item = &'a str>, answers: &[String]) -> bool {
+    quotes.into_iter().any(|q| states_answer(q, answers))
 }
 
 /// `text` without its sentences that state an answer; None when nothing (or everything) would be removed.
@@ -90,6 +97,20 @@ pub fn count_reason(reasons: &mut BTreeMap<String, usize>, reason: Option<&str>)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_answer_quoting_the_gold_answer_from_elsewhere_is_grounded() {
+        let answers = vec!["Denver Broncos".to_string()];
+        assert!(quotes_an_answer(
+            ["The Denver Broncos defeated the Carolina Panthers 24–10."],
+            &answers
+        ));
+        assert!(!quotes_an_answer(
+            ["The game was played at Levi's Stadium.", "The Broncos won."],
+            &answers
+        ));
+        assert!(!quotes_an_answer(std::iter::empty(), &answers));
+    }
 
     fn doc(id: &str, text: &str) -> CorpusDoc {
         CorpusDoc {

@@ -50,8 +50,15 @@ pub struct InvalidCitation {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct AdversarialScores {
     pub questions: usize,
-    /// Answered / questions.
+    /// Answered without the answer / questions: answers none of whose quotes states a gold answer.
     pub hallucination_rate: f64,
+    /// Answered / questions, whatever was quoted.
+    #[serde(default)]
+    pub answered_rate: f64,
+    /// Answered from another paragraph of the article that states the answer too (a quote states a gold
+    /// answer): not a hallucination, counted apart.
+    #[serde(default)]
+    pub answered_elsewhere: usize,
     pub reasons: BTreeMap<String, usize>,
     /// The share answered under each confidence floor (`hallucination_rate` of each point; no coverage here):
     /// what a collection's `min_confidence` would do to this check.
@@ -304,8 +311,9 @@ pub fn table(r: &Report) -> String {
     }
     if let Some(adv) = &r.adversarial {
         out.push_str(&format!(
-            "\nadversarial (answer sentence removed from the gold paragraph): {} questions, hallucination {:.4}\n",
-            adv.questions, adv.hallucination_rate
+            "\nadversarial (answer sentence removed from the gold paragraph): {} questions, hallucination {:.4} \
+             (answered {:.4}, {} of them quoting the answer from another paragraph)\n",
+            adv.questions, adv.hallucination_rate, adv.answered_rate, adv.answered_elsewhere
         ));
     }
     for (name, v) in &r.verifier {

@@ -260,16 +260,26 @@ pub async fn adversarial(
             .ask(collection, &q.text, &format!("eval-adversarial-{i}"))
             .await
             .with_context(|| format!("asking {:?}", q.text))?;
-        answered += usize::from(a.status == "answered");
+        let is_answered = a.status == "answered";
+        // Another paragraph of the article may state the answer too: quoting it is not a hallucination.
+        let elsewhere = is_answered
+            && super::adversarial::quotes_an_answer(
+                a.citations.iter().map(|c| c.quote.as_str()),
+                &q.answers,
+            );
+        answered += usize::from(is_answered);
+        scores.answered_elsewhere += usize::from(elsewhere);
         outcomes.push(Outcome {
             answerable: false,
-            confidence: (a.status == "answered").then_some(a.confidence),
+            confidence: (is_answered && !elsewhere).then_some(a.confidence),
         });
         super::adversarial::count_reason(&mut scores.reasons, a.reason);
         bar.inc(1);
     }
     bar.finish_and_clear();
-    scores.hallucination_rate = answered as f64 / questions.len().max(1) as f64;
+    let n = questions.len().max(1) as f64;
+    scores.answered_rate = answered as f64 / n;
+    scores.hallucination_rate = (answered - scores.answered_elsewhere) as f64 / n;
     scores.by_threshold = risk_coverage(&outcomes, CURVE_STEPS);
     Ok(scores)
 }
