@@ -132,14 +132,14 @@ impl ReaderModel {
         tokenizer.with_truncation(None)?;
         tokenizer.with_padding(None);
         let weights = read_verified(dir, "reader.safetensors")?;
-        let vb = VarBuilder::from_buffered_safetensors(weights.clone(), DType::F32, &device)?;
+        let blend = span_blend(&weights)?;
+        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)?;
         let bert = BertModel::load(vb.clone(), &config)?;
         let h = config.hidden_size;
         let heads = vb.pp("reader");
         let pooler = candle_nn::linear(h, h, heads.pp("pooler"))?;
         let answerable = candle_nn::linear(h, 1, heads.pp("answerable"))?;
         let supported = candle_nn::linear(h, 1, heads.pp("supported"))?;
-        let blend = span_blend(&weights)?;
         // A blend without span weights fails here (a missing tensor), not silently.
         let span = if blend > 0.0 {
             Some(SpanHead {
