@@ -64,6 +64,22 @@ pub struct AdversarialScores {
     /// what a collection's `min_confidence` would do to this check.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub by_threshold: Vec<CurvePoint>,
+    /// Every answer given, with what it quoted: what to read when this check goes wrong.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub answers: Vec<AdversarialAnswer>,
+}
+
+/// One answered adversarial question.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AdversarialAnswer {
+    pub question_id: String,
+    pub question: String,
+    pub answer: String,
+    pub confidence: f64,
+    /// The cited documents, in citation order.
+    pub doc_ids: Vec<String>,
+    /// A quote states a gold answer (from another paragraph): not a hallucination.
+    pub elsewhere: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]

@@ -18,7 +18,8 @@ use super::metrics::{
     dedup_docs, mrr_at, ndcg_at, percentile, recall_at, risk_coverage, CurvePoint, Outcome,
 };
 use super::report::{
-    AdversarialScores, AnswerScores, InvalidCitation, LaneScores, Latency, VerifierScores,
+    AdversarialAnswer, AdversarialScores, AnswerScores, InvalidCitation, LaneScores, Latency,
+    VerifierScores,
 };
 use crate::local::LocalStack;
 
@@ -269,6 +270,16 @@ pub async fn adversarial(
             );
         answered += usize::from(is_answered);
         scores.answered_elsewhere += usize::from(elsewhere);
+        if is_answered {
+            scores.answers.push(AdversarialAnswer {
+                question_id: q.id.clone(),
+                question: q.text.clone(),
+                answer: a.answer.clone(),
+                confidence: a.confidence,
+                doc_ids: a.citations.iter().map(|c| c.doc_id.clone()).collect(),
+                elsewhere,
+            });
+        }
         outcomes.push(Outcome {
             answerable: false,
             confidence: (is_answered && !elsewhere).then_some(a.confidence),
