@@ -189,6 +189,39 @@ fn the_span_head_finds_the_answer_sentence_and_nothing_once_it_is_gone() {
     assert!(without.iter().all(|&s| s < ground), "{without:?}");
 }
 
+#[test]
+fn a_sentence_off_the_questions_topic_is_not_read() {
+    let config = reader_config();
+    let reader = attest_answer::reader::Reader::from_config(&config.reader)
+        .unwrap()
+        .expect("the model back end");
+    // The answer type fits ("how many" → "five"), nothing else does: the model alone reads this as an answer.
+    let off_topic = attest_answer::reader::ToRead {
+        title: "United Methodist Church",
+        text: "The United States is divided into five jurisdictions: Northeastern, Southeastern, North Central, \
+               South Central and Western.",
+    };
+    let read = reader
+        .read(
+            "How many quadrangles does the Main Quadrangles have?",
+            &[off_topic],
+        )
+        .unwrap();
+    assert_eq!(read, vec![vec![0.0]]);
+    // The same sentence under a title the question names is read.
+    let on_topic = attest_answer::reader::ToRead {
+        title: "Main Quadrangles",
+        ..off_topic
+    };
+    let read = reader
+        .read(
+            "How many quadrangles does the Main Quadrangles have?",
+            &[on_topic],
+        )
+        .unwrap();
+    assert!(read[0][0] > 0.0, "{read:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_support_head_separates_a_claim_from_its_one_edit_twins() {
     let config = reader_config();

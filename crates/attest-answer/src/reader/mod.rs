@@ -189,6 +189,12 @@ impl Reader {
                 candidates.push((sentence_relevance(&q, &title, s), p, i));
             }
         }
+        // A sentence sharing no word with the question, neither itself nor its passage's title, is not read: the
+        // model matches answer types confidently ("how many …" → any sentence with a count) and must not be
+        // given sentences off the question's topic to do it with.
+        if !q.is_empty() {
+            candidates.retain(|c| c.0 > 0.0);
+        }
         candidates.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
         candidates.truncate(self.config.max_sentences);
         let tokenizer = self.model.tokenizer();
