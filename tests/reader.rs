@@ -78,6 +78,13 @@ impl Stack {
     }
 }
 
+/// The reader of `config` (the model back end, loaded).
+fn model_reader(config: &AnswerConfig) -> attest_answer::reader::Reader {
+    attest_answer::reader::Reader::from_config(&config.reader)
+        .unwrap()
+        .expect("the model back end")
+}
+
 fn reader_config() -> AnswerConfig {
     let mut config = AnswerConfig::default();
     config.reader.backend = ReaderBackend::Model;
@@ -161,9 +168,7 @@ async fn every_quote_is_a_span_of_the_cited_document_never_its_title() {
 #[test]
 fn the_span_head_finds_the_answer_sentence_and_nothing_once_it_is_gone() {
     let config = reader_config();
-    let reader = attest_answer::reader::Reader::from_config(&config.reader)
-        .unwrap()
-        .expect("the model back end");
+    let reader = model_reader(&config);
     assert!(
         reader.model().span_blend() > 0.0,
         "the committed weights carry a span head"
@@ -192,9 +197,7 @@ fn the_span_head_finds_the_answer_sentence_and_nothing_once_it_is_gone() {
 #[test]
 fn a_sentence_off_the_questions_topic_is_not_read() {
     let config = reader_config();
-    let reader = attest_answer::reader::Reader::from_config(&config.reader)
-        .unwrap()
-        .expect("the model back end");
+    let reader = model_reader(&config);
     // The answer type fits ("how many" → "five"), nothing else does: the model alone reads this as an answer.
     let off_topic = attest_answer::reader::ToRead {
         title: "United Methodist Church",
