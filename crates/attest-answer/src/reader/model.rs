@@ -231,23 +231,20 @@ impl ReaderModel {
 
 /// `span_blend` of the weights' safetensors metadata (0 when absent: weights without a span head).
 fn span_blend(weights: &[u8]) -> Result<f32, ReaderError> {
-    let bad = |why: &str| ReaderError::Model(format!("reader.safetensors header: {why}"));
-    let len = weights
-        .get(..8)
-        .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")) as usize)
-        .ok_or_else(|| bad("shorter than 8 bytes"))?;
-    let header = weights
-        .get(8..8usize.saturating_add(len))
-        .ok_or_else(|| bad("length past the end"))?;
-    let header: serde_json::Value =
-        serde_json::from_slice(header).map_err(|e| bad(&e.to_string()))?;
-    match header.pointer("/__metadata__/span_blend") {
+    let bad = |why: String| ReaderError::Model(format!("reader.safetensors header: {why}"));
+    let (_, metadata) =
+        safetensors::SafeTensors::read_metadata(weights).map_err(|e| bad(e.to_string()))?;
+    match metadata
+        .metadata()
+        .as_ref()
+        .and_then(|m| m.get("span_blend"))
+    {
         None => Ok(0.0),
         Some(v) => v
-            .as_str()
-            .and_then(|s| s.parse::<f32>().ok())
+            .parse::<f32>()
+            .ok()
             .filter(|b| b.is_finite() && *b >= 0.0)
-            .ok_or_else(|| bad("span_blend is not a non-negative number")),
+            .ok_or_else(|| bad(format!("span_blend {v:?} is not a non-negative number"))),
     }
 }
 
