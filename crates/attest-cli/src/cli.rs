@@ -604,6 +604,10 @@ pub struct BenchArgs {
     /// Repeat the --sweep at each of these over-fetch factors.
     #[arg(long, value_delimiter = ',')]
     pub sweep_overfetch: Vec<usize>,
+    /// Repeat the --sweep re-scoring from the SQ8 copy of the vectors (as a sealed segment does) at each of these
+    /// over-fetch factors: the PQ list is re-scored from the copy, its best 2 × k from the full vectors.
+    #[arg(long, value_delimiter = ',')]
+    pub sweep_compact: Vec<usize>,
     /// Mixture components (default: one per 500 vectors).
     #[arg(long)]
     pub clusters: Option<usize>,

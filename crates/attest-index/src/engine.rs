@@ -702,8 +702,16 @@ impl ShardEngine {
                     return Ok(Vec::new());
                 };
                 let nprobe = p.nprobe.unwrap_or(self.config.ivfpq.nprobe);
+                // With an SQ8 copy the PQ list can be deep: it is re-scored in memory from the copy, and only
+                // its best EXACT_REFINE × k from the full vectors.
+                let compact = seg.compact.as_ref().filter(|_| p.exact_rescore);
+                let overfetch = match compact {
+                    Some(_) => self.config.compact_overfetch,
+                    None => self.config.overfetch,
+                };
+                let prepared = compact.map(|c| c.prepare(q)).transpose()?;
                 // Over-fetch so that tombstones, other tenants and filters still leave k; widen until they do.
-                let mut fetch = (p.k * self.config.overfetch.max(1)).min(seg.meta.rows);
+                let mut fetch = (p.k * overfetch.max(1)).min(seg.meta.rows);
                 loop {
                     let raw = dense.search(q, fetch, nprobe)?;
                     let exhausted = raw.len() < fetch || fetch >= seg.meta.rows;
@@ -714,13 +722,26 @@ impl ShardEngine {
                         if !passes(&r) {
                             continue;
                         }
-                        let score = match (p.exact_rescore, view.vector(row)) {
-                            (true, Some(v)) => dot(q, v),
-                            _ => score,
+                        let score = match &prepared {
+                            Some(pq) => compact.and_then(|c| c.score(pq, row)).unwrap_or(score),
+                            None if p.exact_rescore => {
+                                view.vector(row).map_or(score, |v| dot(q, v))
+                            }
+                            None => score,
                         };
-                        hits.push((r, score));
+                        hits.push((r, score, row));
                     }
                     if hits.len() >= p.k || exhausted {
+                        if compact.is_some() {
+                            hits.sort_by(|a, b| b.1.total_cmp(&a.1));
+                            hits.truncate(p.k * EXACT_REFINE);
+                            for (_, score, row) in &mut hits {
+                                if let Some(v) = view.vector(*row) {
+                                    *score = dot(q, v);
+                                }
+                            }
+                        }
+                        let hits = hits.into_iter().map(|(r, s, _)| (r, s)).collect();
                         return Ok(top_k(hits, p.k));
                     }
                     fetch = (fetch * 4).min(seg.meta.rows);
@@ -854,6 +875,10 @@ pub fn next_version(held: u64) -> u64 {
 
 /// Best `k` by score, ties broken by chunk id so that results are deterministic.
 /// Best `k` rows, best first (ties by chunk id), each chunk once.
+/// Candidates re-scored from the full vectors per requested hit, after an SQ8 copy has ranked the PQ list: SQ8
+/// orders near neighbours almost exactly, so 2 × k are enough to put the true top k in order.
+pub const EXACT_REFINE: usize = 2;
+
 fn top_k(mut rows: Vec<(RowView<'_>, f32)>, k: usize) -> Vec<(RowView<'_>, f32)> {
     rows.sort_by(|a, b| {
         b.1.total_cmp(&a.1)

@@ -10,6 +10,7 @@
 //! - [`text_index`]: tantivy BM25 per segment with statistics shared across segments.
 //! - [`chunk_store`]: chunk texts and metadata archived with rkyv, read zero-copy.
 //! - [`vector_file`]: full vectors on disk for exact re-scoring.
+//! - [`sq8`]: the byte-per-dimension copy of those vectors that re-scores deep candidate lists in memory.
 //! - [`filter`]: metadata filters (equality, membership, range).
 //! - [`maintenance`]: the node-wide limit on concurrent seals and compactions.
 //! - [`snapshot`]: a replica's consistent snapshot (log checkpoint, linked segments, sha256 of every file),
@@ -31,6 +32,7 @@ pub mod near_dup;
 pub mod quantizer;
 pub mod segment;
 pub mod snapshot;
+pub mod sq8;
 pub mod text_index;
 pub mod vector_file;
 pub mod wal;

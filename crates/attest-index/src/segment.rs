@@ -5,6 +5,9 @@
 //! - `text/`: a tantivy index opened through its mmap directory;
 //! - `chunks.rkyv`: chunk texts and metadata, read zero-copy;
 //! - `vectors.f32`: the full vectors, for exact re-scoring of the top candidates;
+//! - `vectors.sq8`: the same vectors quantised to a byte per dimension (a quarter of the size), which re-score
+//!   the deep PQ candidate list in memory before the best few are re-scored from `vectors.f32` (segments
+//!   written before it existed have none and re-score from `vectors.f32` alone);
 //! - `ids.i64`, in a segment encoded with the shard's quantizer: the global id of each row (ascending), which is
 //!   what its IVF_PQ index returns; without it the index returns row numbers.
 //!
@@ -21,6 +24,7 @@ use crate::chunk_store::{ChunkStore, StoredChunk};
 use crate::config::EngineConfig;
 use crate::error::{IndexError, Result};
 use crate::ivfpq::{IvfPqBuilder, IvfPqIndex, IvfPqParams};
+use crate::sq8::Sq8File;
 use crate::text_index::TextIndex;
 use crate::vector_file::VectorFile;
 
@@ -28,6 +32,7 @@ const DENSE_FILE: &str = "dense.faiss";
 const TEXT_DIR: &str = "text";
 const CHUNKS_FILE: &str = "chunks.rkyv";
 const VECTORS_FILE: &str = "vectors.f32";
+const COMPACT_VECTORS_FILE: &str = "vectors.sq8";
 const IDS_FILE: &str = "ids.i64";
 const IDS_MAGIC: &[u8; 8] = b"ATIDS\0\0\x01";
 pub const MANIFEST_FILE: &str = "MANIFEST.json";
@@ -97,6 +102,8 @@ pub struct SealedSegment {
     pub text: TextIndex,
     pub chunks: ChunkStore,
     pub vectors: VectorFile,
+    /// The SQ8 copy of `vectors` (none in segments written before it existed).
+    pub compact: Option<Sq8File>,
 }
 
 pub fn segment_dir(root: &Path, id: &str) -> PathBuf {
@@ -203,6 +210,7 @@ pub fn build_segment(
     )?;
     ChunkStore::write(&dir.join(CHUNKS_FILE), rows)?;
     VectorFile::write(&dir.join(VECTORS_FILE), dim, vectors)?;
+    Sq8File::write(&dir.join(COMPACT_VECTORS_FILE), dim, vectors)?;
     crate::fsutil::sync_tree(&dir)?;
     Ok(SegmentMeta {
         id: id.to_string(),
@@ -266,8 +274,14 @@ impl SealedSegment {
         let text = TextIndex::open_mmap(&dir.join(TEXT_DIR))?;
         let chunks = ChunkStore::open(&dir.join(CHUNKS_FILE))?;
         let vectors = VectorFile::open(&dir.join(VECTORS_FILE))?;
+        let compact = if meta.files.contains_key(COMPACT_VECTORS_FILE) {
+            Some(Sq8File::open(&dir.join(COMPACT_VECTORS_FILE))?)
+        } else {
+            None
+        };
         if chunks.len() != meta.rows
             || vectors.len() != meta.rows
+            || compact.as_ref().is_some_and(|c| c.len() != meta.rows)
             || dense.as_ref().is_some_and(|d| d.len() != meta.rows)
         {
             return Err(IndexError::corrupt(
@@ -282,6 +296,7 @@ impl SealedSegment {
             text,
             chunks,
             vectors,
+            compact,
         })
     }
 }

@@ -407,3 +407,75 @@ fn fetched_chunks_are_the_live_ones_of_the_tenant_across_seal_and_restart() {
         ["doc-0#0", "doc-1#0", "doc-2#0"]
     );
 }
+
+/// A sealed segment keeps an SQ8 copy of its vectors (listed and checksummed in the manifest) and ranks the deep
+/// PQ list with it; what the dense lane returns is still scored exactly. A segment written before the copy
+/// existed (no `vectors.sq8`) serves the same hits from the full vectors alone.
+#[test]
+fn sealed_segments_rank_with_the_sq8_copy_and_score_exactly_and_old_segments_still_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let queries = [3, 77, 150, 299];
+    let dense = |e: &ShardEngine, d: usize| {
+        let f = Filter::default();
+        let q = vector_for(d);
+        let p = SearchParams {
+            tenant: "t1",
+            query_vector: Some(&q),
+            query_text: None,
+            k: 5,
+            nprobe: None,
+            filter: &f,
+            exact_rescore: true,
+        };
+        e.search(&p).unwrap().dense
+    };
+    let with_copy = {
+        let e = ShardEngine::open(dir.path(), config(100_000)).unwrap();
+        e.upsert((0..300).map(|d| doc(d, 0)).collect()).unwrap();
+        e.seal().unwrap();
+        let seg = e.segment_dirs().remove(0);
+        let copy = attest_index::sq8::Sq8File::open(&seg.join("vectors.sq8")).unwrap();
+        assert_eq!(copy.len(), 300);
+        queries.map(|d| dense(&e, d))
+    };
+    for (hits, d) in with_copy.iter().zip(queries) {
+        assert_eq!(hits[0].chunk_id, format!("doc-{d}#0"));
+        for h in hits {
+            let n: usize = h.doc_id["doc-".len()..].parse().unwrap();
+            let exact: f32 = vector_for(d)
+                .iter()
+                .zip(vector_for(n))
+                .map(|(a, b)| a * b)
+                .sum();
+            assert!((h.score - exact).abs() < 1e-5, "{h:?} vs {exact}");
+        }
+    }
+    // The manifest checksums the copy: damaging it is caught at start-up like any segment file.
+    let manifest_path = dir.path().join(attest_index::segment::MANIFEST_FILE);
+    let mut manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+    assert!(manifest["segments"][0]["files"]["vectors.sq8"].is_u64());
+    // As a segment of an older release: no copy, not in the manifest.
+    let seg_id = manifest["segments"][0]["id"].as_str().unwrap().to_string();
+    std::fs::remove_file(
+        dir.path()
+            .join("segments")
+            .join(&seg_id)
+            .join("vectors.sq8"),
+    )
+    .unwrap();
+    manifest["segments"][0]["files"]
+        .as_object_mut()
+        .unwrap()
+        .remove("vectors.sq8");
+    std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+    let e = ShardEngine::open(dir.path(), config(100_000)).unwrap();
+    assert!(e.stats().rebuilt_segments.is_empty());
+    let without_copy = queries.map(|d| dense(&e, d));
+    let ids = |runs: &[Vec<attest_index::Hit>]| -> Vec<Vec<String>> {
+        runs.iter()
+            .map(|h| h.iter().map(|h| h.chunk_id.clone()).collect())
+            .collect()
+    };
+    assert_eq!(ids(&with_copy), ids(&without_copy));
+}

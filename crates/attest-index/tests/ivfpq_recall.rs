@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use attest_index::ivfpq::{exact_search, IvfPqIndex, IvfPqParams};
+use attest_index::sq8::Sq8File;
 use attest_index::vector_file::VectorFile;
 use faiss::{Index, MetricType};
 use rand::rngs::StdRng;
@@ -108,6 +109,7 @@ struct Fixture {
     _dir: tempfile::TempDir,
     index: IvfPqIndex,
     vectors: VectorFile,
+    compact: Sq8File,
     queries: Vec<f32>,
     truth: Vec<Vec<i64>>,
     eff: IvfPqParams,
@@ -129,6 +131,9 @@ fn fixture(params: &IvfPqParams, sigma: f32) -> Fixture {
     let vpath = dir.path().join("vectors.f32");
     VectorFile::write(&vpath, DIM, &base).unwrap();
     let vectors = VectorFile::open(&vpath).unwrap();
+    let cpath = dir.path().join("vectors.sq8");
+    Sq8File::write(&cpath, DIM, &base).unwrap();
+    let compact = Sq8File::open(&cpath).unwrap();
     let t = Instant::now();
     let truth = ground_truth(&base, &queries);
     eprintln!("ground truth in {:.1?}", t.elapsed());
@@ -136,6 +141,7 @@ fn fixture(params: &IvfPqParams, sigma: f32) -> Fixture {
         _dir: dir,
         index,
         vectors,
+        compact,
         queries,
         truth,
         eff,
@@ -173,6 +179,27 @@ impl Fixture {
             })
             .collect()
     }
+
+    /// Top-K the way a segment with an SQ8 copy runs: the best `candidates` PQ hits re-scored from the copy,
+    /// the best `EXACT_REFINE × K` of those exactly.
+    fn rescored_compact(&self, nprobe: u32, candidates: usize) -> Vec<Vec<i64>> {
+        self.queries
+            .chunks_exact(DIM)
+            .map(|q| {
+                let hits = self.index.search(q, candidates, nprobe).unwrap();
+                let ranked = self
+                    .compact
+                    .rescore(q, hits.iter().map(|h| h.0 as usize))
+                    .unwrap();
+                let refine = ranked
+                    .iter()
+                    .take(attest_index::engine::EXACT_REFINE * K)
+                    .map(|h| h.0);
+                let exact = self.vectors.rescore(q, refine).unwrap();
+                exact.iter().take(K).map(|h| h.0 as i64).collect()
+            })
+            .collect()
+    }
 }
 
 /// The dense lane as the engine runs it on a sealed segment, with every default: IVF_PQ search (nlist 1024,
@@ -200,6 +227,25 @@ fn recall_at_10_with_default_params_on_50k_clustered_vectors() {
         rescored >= 0.90,
         "recall@10 after re-scoring {candidates} candidates: {rescored:.3} < 0.90"
     );
+    // With an SQ8 copy the engine re-scores a 4× deeper PQ list (`compact_overfetch`, 64 × k) yet reads the full
+    // vectors of only 2 × k rows: recall is at least what exact re-scoring of 16 × k gives. Over the same
+    // 16 × k list the copy must hold the exact top 10 in its top 2 × k: a broken copy (wrong ranges, offsets or
+    // rows) ranks the list worse than that.
+    let config = attest_index::EngineConfig::default();
+    let same_list = recall(&f.truth, &f.rescored_compact(params.nprobe, candidates));
+    let deep = recall(
+        &f.truth,
+        &f.rescored_compact(params.nprobe, config.compact_overfetch * K),
+    );
+    eprintln!(
+        "SQ8 then 2 x k exact: top-{candidates} {same_list:.3}, top-{} {deep:.3}",
+        config.compact_overfetch * K
+    );
+    assert!(
+        same_list >= rescored - 0.005,
+        "{same_list:.3} < {rescored:.3}"
+    );
+    assert!(deep >= rescored, "{deep:.3} < {rescored:.3}");
     // PQ distances alone: 0.70 measured with PQ96 (0.48 with PQ48; ≥ 0.90 needs PQ192, see `IvfPqParams`).
     // A drop below this floor means the codes got worse (training, residuals, metric), not noise.
     assert!(

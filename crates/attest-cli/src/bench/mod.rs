@@ -26,7 +26,8 @@ use std::time::Instant;
 
 use anyhow::Context;
 use attest_index::ivfpq::{IvfPqBuilder, IvfPqParams};
-use attest_index::vector_file::VectorFileWriter;
+use attest_index::sq8::Sq8File;
+use attest_index::vector_file::{VectorFile, VectorFileWriter};
 use serde::{Deserialize, Serialize};
 
 use crate::cli::BenchArgs;
@@ -62,6 +63,11 @@ pub struct BenchReport {
     pub disk_bytes: u64,
     pub index_bytes: u64,
     pub vectors_bytes: u64,
+    /// The SQ8 copy of the vectors (not in `disk_bytes`) and the time to write it.
+    #[serde(default)]
+    pub compact_bytes: u64,
+    #[serde(default)]
+    pub compact_s: f64,
     /// Resident memory while serving (after the query passes), split into heap and mapped-file pages.
     pub rss_bytes: u64,
     pub rss_anon_bytes: u64,
@@ -76,7 +82,8 @@ pub struct BenchReport {
     pub exact_timed_queries: usize,
     pub truth_s: f64,
     pub speedup_vs_exact: f64,
-    /// Recall and speed at other nprobe values (`--sweep`; always for Fashion-MNIST).
+    /// Recall and speed at other nprobe values (`--sweep`; always for Fashion-MNIST), then re-scored from the
+    /// SQ8 copy (`--sweep-compact`, points with `sq8: true`).
     pub curve: Vec<Pass>,
     pub host: Host,
     pub timestamp: String,
@@ -114,6 +121,12 @@ impl Host {
 struct Built {
     index: PathBuf,
     vectors: PathBuf,
+    /// The SQ8 copy of `vectors` (runs built before it existed have none).
+    #[serde(default)]
+    compact: Option<PathBuf>,
+    /// Writing the SQ8 copy from the finished vector file (not part of `build_s`).
+    #[serde(default)]
+    compact_s: f64,
     params: IvfPqParams,
     train_rows: usize,
     build_s: f64,
@@ -327,9 +340,16 @@ fn build_streamed(
     writer.finish()?;
     let build_s = started.elapsed().as_secs_f64() - generate_s;
     eprintln!("built {n} vectors in {build_s:.1}s (+{generate_s:.1}s generating them)");
+    let compact_started = Instant::now();
+    let compact_path = dir.join("vectors.sq8");
+    Sq8File::write(&compact_path, dim, VectorFile::open(&vectors_path)?.rows())?;
+    let compact_s = compact_started.elapsed().as_secs_f64();
+    eprintln!("wrote the SQ8 copy in {compact_s:.1}s");
     Ok(Built {
         index: index_path,
         vectors: vectors_path,
+        compact: Some(compact_path),
+        compact_s,
         params,
         train_rows,
         build_s,
@@ -377,8 +397,22 @@ fn measure(
             curve.push(point.with_recall(&found, &truth, K));
         }
     }
+    // The same sweep re-scored from the SQ8 copy, in the same process after the same exact scan: the f32 curve
+    // above is its baseline.
+    if let (Some(path), false) = (&built.compact, args.sweep_compact.is_empty()) {
+        served.compact =
+            Some(Sq8File::open(path).with_context(|| format!("opening {}", path.display()))?);
+        for &o in &args.sweep_compact {
+            served.overfetch = o.max(1);
+            for &p in sweep {
+                let (point, found) = served.pass(queries, p)?;
+                curve.push(point.with_recall(&found, &truth, K));
+            }
+        }
+    }
     let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
     let (index_bytes, vectors_bytes) = (size(&built.index), size(&built.vectors));
+    let compact_bytes = built.compact.as_deref().map_or(0, size);
     Ok(BenchReport {
         dataset: String::new(),
         n: served.index.len(),
@@ -395,6 +429,8 @@ fn measure(
         disk_bytes: index_bytes + vectors_bytes,
         index_bytes,
         vectors_bytes,
+        compact_bytes,
+        compact_s: built.compact_s,
         rss_bytes: memory.rss_bytes,
         rss_anon_bytes: memory.rss_anon_bytes,
         rss_file_bytes: memory.rss_file_bytes,
@@ -450,11 +486,17 @@ pub fn table(r: &BenchReport) -> String {
         r.speedup_vs_exact
     );
     if !r.curve.is_empty() {
-        out.push_str("nprobe  overfetch  recall@10  p50_ms  p95_ms   qps_1t\n");
+        out.push_str("nprobe  overfetch  rescore  recall@10  p50_ms  p95_ms   qps_1t\n");
         for p in &r.curve {
             out.push_str(&format!(
-                "{:>6}  {:>9}  {:>9.4}  {:>6.3}  {:>6.3}  {:>7.0}\n",
-                p.nprobe, p.overfetch, p.recall_at_10, p.p50_ms, p.p95_ms, p.qps_1t
+                "{:>6}  {:>9}  {:>7}  {:>9.4}  {:>6.3}  {:>6.3}  {:>7.0}\n",
+                p.nprobe,
+                p.overfetch,
+                if p.sq8 { "sq8" } else { "f32" },
+                p.recall_at_10,
+                p.p50_ms,
+                p.p95_ms,
+                p.qps_1t
             ));
         }
     }

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use attest_index::ivfpq::{exact_search, exact_search_batch, IvfPqIndex};
+use attest_index::sq8::Sq8File;
 use attest_index::vector_file::VectorFile;
 use serde::{Deserialize, Serialize};
 
@@ -16,6 +17,8 @@ use super::metrics::percentile;
 pub struct Served {
     pub index: IvfPqIndex,
     pub vectors: VectorFile,
+    /// When set, candidates are re-scored from this SQ8 copy first, as a sealed segment with one does.
+    pub compact: Option<Sq8File>,
     pub k: usize,
     pub overfetch: usize,
 }
@@ -27,6 +30,9 @@ pub struct Pass {
     /// PQ candidates re-scored per requested hit.
     #[serde(default)]
     pub overfetch: usize,
+    /// Re-scored from the SQ8 copy, then the best `EXACT_REFINE × k` from the full vectors.
+    #[serde(default)]
+    pub sq8: bool,
     pub p50_ms: f64,
     pub p95_ms: f64,
     pub p99_ms: f64,
@@ -64,20 +70,30 @@ impl Served {
                 .with_context(|| format!("opening {}", index_path.display()))?,
             vectors: VectorFile::open(vectors_path)
                 .with_context(|| format!("opening {}", vectors_path.display()))?,
+            compact: None,
             k,
             overfetch,
         })
     }
 
     /// The engine's dense path for one query: PQ candidates (`overfetch × k`) from the IVF_PQ index,
-    /// re-scored exactly from the vector file, best `k` kept.
+    /// re-scored exactly from the vector file (with an SQ8 copy: re-scored from it, then the best
+    /// `EXACT_REFINE × k` exactly), best `k` kept.
     pub fn search(&self, query: &[f32], nprobe: u32) -> anyhow::Result<Vec<usize>> {
         let candidates = self
             .index
             .search(query, self.k * self.overfetch.max(1), nprobe)?;
-        let mut rescored = self
-            .vectors
-            .rescore(query, candidates.iter().map(|&(id, _)| id as usize))?;
+        let rows = candidates.iter().map(|&(id, _)| id as usize);
+        let rows: Vec<usize> = match &self.compact {
+            Some(c) => c
+                .rescore(query, rows)?
+                .into_iter()
+                .take(self.k * attest_index::engine::EXACT_REFINE)
+                .map(|(row, _)| row)
+                .collect(),
+            None => rows.collect(),
+        };
+        let mut rescored = self.vectors.rescore(query, rows)?;
         rescored.truncate(self.k);
         Ok(rescored.into_iter().map(|(row, _)| row).collect())
     }
@@ -99,6 +115,7 @@ impl Served {
         let pass = Pass {
             nprobe,
             overfetch: self.overfetch,
+            sq8: self.compact.is_some(),
             p50_ms: percentile(&latencies, 0.50),
             p95_ms: percentile(&latencies, 0.95),
             p99_ms: percentile(&latencies, 0.99),
