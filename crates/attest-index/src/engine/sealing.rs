@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tracing::{info, warn};
 
-use super::{Frozen, SegmentView, ShardEngine};
+use super::{Frozen, SegmentView, ShardEngine, State};
 use crate::chunk_store::StoredChunk;
 use crate::error::Result;
 use crate::growing::GrowingSegment;
@@ -168,44 +168,40 @@ impl ShardEngine {
 
     /// Merges segments as the tiered policy asks ([`crate::merge::plan`]) until it asks for nothing.
     pub fn merge_as_planned(&self) -> Result<()> {
-        loop {
-            let pick = {
-                let st = self.state.read();
-                let rows: Vec<usize> = st.sealed.iter().map(|s| s.meta.rows).collect();
-                crate::merge::plan(
-                    &rows,
-                    self.config.merge_factor,
-                    self.config.seal_threshold,
-                    self.config.max_sealed_segments,
-                )
-                .map(|p| {
-                    p.into_iter()
-                        .map(|i| Arc::clone(&st.sealed[i]))
-                        .collect::<Vec<_>>()
-                })
-            };
-            match pick {
-                Some(inputs) => self.merge_segments(inputs)?,
-                None => return Ok(()),
-            }
-        }
+        while self.merge_segments(|st| {
+            let rows: Vec<usize> = st.sealed.iter().map(|s| s.meta.rows).collect();
+            crate::merge::plan(
+                &rows,
+                self.config.merge_factor,
+                self.config.seal_threshold,
+                self.config.max_sealed_segments,
+            )
+            .map(|p| p.into_iter().map(|i| Arc::clone(&st.sealed[i])).collect())
+        })? {}
+        Ok(())
     }
 
     /// Merges every sealed segment into one without tombstoned rows, then drops log records that no segment
     /// needs any more. Search results do not change.
     pub fn compact(&self) -> Result<()> {
-        let inputs = self.state.read().sealed.clone();
-        self.merge_segments(inputs)
+        self.merge_segments(|st| Some(st.sealed.clone()))?;
+        Ok(())
     }
 
-    /// Merges `inputs` into one segment of their live rows (in global id order when encoded with the shard's
-    /// quantizer: the inputs' inverted lists are moved, not rebuilt), swaps it in, removes theirs.
-    fn merge_segments(&self, inputs: Vec<Arc<SealedSegment>>) -> Result<()> {
+    /// Merges the segments `pick` chooses into one segment of their live rows (in global id order when encoded
+    /// with the shard's quantizer: the inputs' inverted lists are moved, not rebuilt), swaps it in, removes
+    /// theirs; false when `pick` chose nothing. `pick` sees the sealed segments once this merge holds the
+    /// maintenance lock: chosen before, they could be ones another merge (the background's after a seal, a
+    /// `Maintain` call's) has just merged and removed.
+    fn merge_segments(
+        &self,
+        pick: impl FnOnce(&State) -> Option<Vec<Arc<SealedSegment>>>,
+    ) -> Result<bool> {
         let _m = self.maintenance.lock();
         let _slot = crate::maintenance::acquire();
-        if inputs.is_empty() {
-            return Ok(());
-        }
+        let Some(inputs) = pick(&self.state.read()).filter(|i| !i.is_empty()) else {
+            return Ok(false);
+        };
         let id = self.state.write().manifest.allocate_id();
         let (mut rows, mut vectors, mut ids, merging, range) = {
             let st = self.state.read();
@@ -280,7 +276,7 @@ impl ShardEngine {
         }
         self.forget_superseded(sealed_through)?;
         info!(segment = %id, rows = rows.len(), merged = merged.len(), event = "segments_compacted", "compaction done");
-        Ok(())
+        Ok(true)
     }
 
     /// Removes sealed-range log records whose rows are dead (superseded or deleted documents).
