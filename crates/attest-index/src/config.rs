@@ -35,7 +35,7 @@ pub struct EngineConfig {
     pub overfetch: usize,
     /// Dense candidates fetched per requested hit in a segment with an SQ8 copy of its vectors: all are re-scored
     /// from the copy (in memory: a byte per dimension), the best [`crate::engine::EXACT_REFINE`] × k of them
-    /// from the full vectors. 64: at 10M clustered 384-d vectors recall@10 rises from 0.918 (16 × k exact) to
+    /// from the full vectors (never fewer than `overfetch` candidates). 64: at 10M clustered 384-d vectors recall@10 rises from 0.918 (16 × k exact) to
     /// the figure in docs/BENCHMARKS.md "Recall at 10M", re-scoring touches a quarter of the bytes per
     /// candidate and an eighth of the full vectors.
     pub compact_overfetch: usize,

@@ -705,8 +705,9 @@ impl ShardEngine {
                 // With an SQ8 copy the PQ list can be deep: it is re-scored in memory from the copy, and only
                 // its best EXACT_REFINE × k from the full vectors.
                 let compact = seg.compact.as_ref().filter(|_| p.exact_rescore);
+                // Never shallower than the exact path's list: a collection that asked for a deep one keeps it.
                 let overfetch = match compact {
-                    Some(_) => self.config.compact_overfetch,
+                    Some(_) => self.config.compact_overfetch.max(self.config.overfetch),
                     None => self.config.overfetch,
                 };
                 let prepared = compact.map(|c| c.prepare(q)).transpose()?;
