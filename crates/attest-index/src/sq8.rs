@@ -26,10 +26,10 @@ use std::path::{Path, PathBuf};
 use memmap2::Mmap;
 
 use crate::error::{IndexError, Result};
+use crate::vector_file::{map_row_file, row_file_header, HEADER_LEN};
 
 const MAGIC: &[u8; 4] = b"ATQ8";
 const VERSION: u32 = 1;
-const HEADER_LEN: usize = 32;
 const LEVELS: f32 = 255.0;
 
 /// A read-only, memory-mapped SQ8 vector file.
@@ -124,30 +124,9 @@ impl Sq8File {
     /// Maps the file read-only and checks magic, version, dim and that the length is exactly what the header
     /// says; anything else is `IndexError::Corrupt`.
     pub fn open(path: &Path) -> Result<Self> {
-        let file = File::open(path)?;
-        // SAFETY: segment files are written once (tmp + rename) and never modified in place, so the mapped bytes
-        // cannot change or shrink while the map lives.
-        let mmap = unsafe { Mmap::map(&file)? };
-        let corrupt = |reason: String| IndexError::corrupt(path, reason);
-        if mmap.len() < HEADER_LEN || &mmap[0..4] != MAGIC {
-            return Err(corrupt("not an SQ8 vector file".into()));
-        }
-        let version = u32::from_le_bytes(mmap[4..8].try_into().expect("4 bytes"));
-        if version != VERSION {
-            return Err(corrupt(format!("unsupported version {version}")));
-        }
-        let dim = u32::from_le_bytes(mmap[8..12].try_into().expect("4 bytes")) as usize;
-        let count = u64::from_le_bytes(mmap[12..20].try_into().expect("8 bytes"));
-        let expected = usize::try_from(count)
-            .ok()
-            .and_then(|c| c.checked_mul(dim))
-            .and_then(|x| x.checked_add(HEADER_LEN + dim * 8));
-        if dim == 0 || expected != Some(mmap.len()) {
-            return Err(corrupt(format!(
-                "length {} does not match header ({count} rows × {dim} dims)",
-                mmap.len()
-            )));
-        }
+        let (mmap, dim, count) = map_row_file(path, MAGIC, VERSION, |dim, count| {
+            count.checked_mul(dim)?.checked_add(dim * 8)
+        })?;
         let floats = |at: usize| -> Vec<f32> {
             mmap[at..at + dim * 4]
                 .chunks_exact(4)
@@ -155,15 +134,10 @@ impl Sq8File {
                 .collect()
         };
         let (low, step) = (floats(HEADER_LEN), floats(HEADER_LEN + dim * 4));
-        #[cfg(unix)]
-        {
-            // Re-scoring reads scattered rows: read-ahead would only evict useful pages.
-            let _ = mmap.advise(memmap2::Advice::Random);
-        }
         Ok(Sq8File {
             mmap,
             dim,
-            len: count as usize,
+            len: count,
             low,
             step,
             path: path.to_path_buf(),
@@ -238,12 +212,7 @@ impl Sq8File {
 }
 
 fn header(dim: usize, count: u64) -> [u8; HEADER_LEN] {
-    let mut h = [0u8; HEADER_LEN];
-    h[0..4].copy_from_slice(MAGIC);
-    h[4..8].copy_from_slice(&VERSION.to_le_bytes());
-    h[8..12].copy_from_slice(&(dim as u32).to_le_bytes());
-    h[12..20].copy_from_slice(&count.to_le_bytes());
-    h
+    row_file_header(MAGIC, VERSION, dim, count)
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@ compile_error!("VectorFile serves little-endian f32 in place; big-endian hosts a
 
 const MAGIC: &[u8; 4] = b"ATVF";
 const VERSION: u32 = 1;
-const HEADER_LEN: usize = 32;
+pub(crate) const HEADER_LEN: usize = 32;
 
 /// A read-only, memory-mapped vector file.
 pub struct VectorFile {
@@ -60,49 +60,13 @@ impl VectorFile {
     /// Maps the file read-only and validates magic, version, dim and that the length is exactly
     /// header + count × dim × 4; anything else is `IndexError::Corrupt`.
     pub fn open(path: &Path) -> Result<Self> {
-        let file = File::open(path)?;
-        // SAFETY: sealed segment files are written once (tmp + rename) and never modified in place, so the
-        // mapped bytes cannot change or shrink under us while the map lives.
-        let mmap = unsafe { Mmap::map(&file)? };
-        let corrupt = |reason: String| IndexError::corrupt(path, reason);
-        if mmap.len() < HEADER_LEN {
-            return Err(corrupt(format!(
-                "{} bytes is shorter than the {HEADER_LEN}-byte header",
-                mmap.len()
-            )));
-        }
-        if &mmap[0..4] != MAGIC {
-            return Err(corrupt("bad magic, not a vector file".into()));
-        }
-        let version = u32::from_le_bytes(mmap[4..8].try_into().expect("4 bytes"));
-        if version != VERSION {
-            return Err(corrupt(format!("unsupported version {version}")));
-        }
-        let dim = u32::from_le_bytes(mmap[8..12].try_into().expect("4 bytes")) as usize;
-        let count = u64::from_le_bytes(mmap[12..20].try_into().expect("8 bytes"));
-        if dim == 0 {
-            return Err(corrupt("dim is 0".into()));
-        }
-        let expected = usize::try_from(count)
-            .ok()
-            .and_then(|c| c.checked_mul(dim))
-            .and_then(|x| x.checked_mul(4))
-            .and_then(|x| x.checked_add(HEADER_LEN));
-        if expected != Some(mmap.len()) {
-            return Err(corrupt(format!(
-                "length {} does not match header ({count} rows × {dim} dims)",
-                mmap.len()
-            )));
-        }
-        #[cfg(unix)]
-        {
-            // Re-scoring touches a handful of scattered rows per query: read-ahead would only evict useful pages.
-            let _ = mmap.advise(memmap2::Advice::Random);
-        }
+        let (mmap, dim, count) = map_row_file(path, MAGIC, VERSION, |dim, count| {
+            count.checked_mul(dim)?.checked_mul(4)
+        })?;
         Ok(VectorFile {
             mmap,
             dim,
-            len: count as usize,
+            len: count,
             path: path.to_path_buf(),
         })
     }
@@ -261,12 +225,77 @@ impl Drop for VectorFileWriter {
 }
 
 fn header(dim: usize, count: u64) -> [u8; HEADER_LEN] {
+    row_file_header(MAGIC, VERSION, dim, count)
+}
+
+/// The 32-byte header of a segment's row files (`vectors.f32`, `vectors.sq8`): magic, version, dim (u32), count
+/// (u64), zero padding, little-endian.
+pub(crate) fn row_file_header(
+    magic: &[u8; 4],
+    version: u32,
+    dim: usize,
+    count: u64,
+) -> [u8; HEADER_LEN] {
     let mut h = [0u8; HEADER_LEN];
-    h[0..4].copy_from_slice(MAGIC);
-    h[4..8].copy_from_slice(&VERSION.to_le_bytes());
+    h[0..4].copy_from_slice(magic);
+    h[4..8].copy_from_slice(&version.to_le_bytes());
     h[8..12].copy_from_slice(&(dim as u32).to_le_bytes());
     h[12..20].copy_from_slice(&count.to_le_bytes());
     h
+}
+
+/// Maps a row file read-only (advised for random access: re-scoring reads scattered rows, read-ahead would only
+/// evict useful pages) and checks its header: `magic`, `version`, a non-zero dim, and a length of exactly the
+/// header plus `body_len(dim, count)` bytes. Anything else is `IndexError::Corrupt`. Returns the map, dim and count.
+pub(crate) fn map_row_file(
+    path: &Path,
+    magic: &[u8; 4],
+    version: u32,
+    body_len: impl Fn(usize, usize) -> Option<usize>,
+) -> Result<(Mmap, usize, usize)> {
+    let file = File::open(path)?;
+    // SAFETY: sealed segment files are written once (tmp + rename) and never modified in place, so the mapped bytes
+    // cannot change or shrink under us while the map lives.
+    let mmap = unsafe { Mmap::map(&file)? };
+    let corrupt = |reason: String| IndexError::corrupt(path, reason);
+    if mmap.len() < HEADER_LEN {
+        return Err(corrupt(format!(
+            "{} bytes is shorter than the {HEADER_LEN}-byte header",
+            mmap.len()
+        )));
+    }
+    if &mmap[0..4] != magic {
+        return Err(corrupt(format!(
+            "bad magic, not a {} file",
+            String::from_utf8_lossy(magic)
+        )));
+    }
+    let found = u32::from_le_bytes(mmap[4..8].try_into().expect("4 bytes"));
+    if found != version {
+        return Err(corrupt(format!("unsupported version {found}")));
+    }
+    let dim = u32::from_le_bytes(mmap[8..12].try_into().expect("4 bytes")) as usize;
+    let count = u64::from_le_bytes(mmap[12..20].try_into().expect("8 bytes"));
+    if dim == 0 {
+        return Err(corrupt("dim is 0".into()));
+    }
+    let count = usize::try_from(count).ok();
+    let expected = count
+        .and_then(|c| body_len(dim, c))
+        .and_then(|b| b.checked_add(HEADER_LEN));
+    match (count, expected) {
+        (Some(count), Some(len)) if len == mmap.len() => {
+            #[cfg(unix)]
+            {
+                let _ = mmap.advise(memmap2::Advice::Random);
+            }
+            Ok((mmap, dim, count))
+        }
+        _ => Err(corrupt(format!(
+            "length {} does not match header ({count:?} rows × {dim} dims)",
+            mmap.len()
+        ))),
+    }
 }
 
 #[cfg(test)]
