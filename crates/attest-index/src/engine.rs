@@ -874,12 +874,11 @@ pub fn next_version(held: u64) -> u64 {
     now.max(held + 1)
 }
 
-/// Best `k` by score, ties broken by chunk id so that results are deterministic.
-/// Best `k` rows, best first (ties by chunk id), each chunk once.
 /// Candidates re-scored from the full vectors per requested hit, after an SQ8 copy has ranked the PQ list: SQ8
 /// orders near neighbours almost exactly, so 2 × k are enough to put the true top k in order.
 pub const EXACT_REFINE: usize = 2;
 
+/// Best `k` rows by score, best first (ties by chunk id, so results are deterministic), each chunk once.
 fn top_k(mut rows: Vec<(RowView<'_>, f32)>, k: usize) -> Vec<(RowView<'_>, f32)> {
     rows.sort_by(|a, b| {
         b.1.total_cmp(&a.1)
