@@ -23,7 +23,7 @@ use crate::near_dup::{NearDupKeys, NearDupMatch};
 use crate::quantizer::{quantizer_path, ShardQuantizer, MAX_CHUNKS_PER_DOCUMENT};
 use crate::segment::{build_segment, segment_dir, Manifest, SealedSegment};
 use crate::text_index::{bm25_search, TextIndex};
-use crate::wal::{doc_key, DocVersion, IngestLog, LogOp, LoggedChunk};
+use crate::wal::{doc_key, DocVersion, IngestLog, LogOp, LogReader, LoggedChunk};
 
 mod sealing;
 use sealing::{encoded, remove_orphan_quantizers};
@@ -132,6 +132,8 @@ pub struct ShardEngine {
     dir: PathBuf,
     config: EngineConfig,
     log: Mutex<IngestLog>,
+    /// Record reads without the writer lock (payload fetches of searches).
+    log_reader: LogReader,
     state: RwLock<State>,
     /// One seal or compaction at a time.
     maintenance: Mutex<()>,
@@ -322,6 +324,7 @@ impl ShardEngine {
         Ok(Arc::new(ShardEngine {
             dir: dir.to_path_buf(),
             config,
+            log_reader: log.reader(),
             log: Mutex::new(log),
             state: RwLock::new(State {
                 versions,
@@ -566,7 +569,7 @@ impl ShardEngine {
                 });
                 continue;
             }
-            let (tenant, chunks) = self.live_chunks(&log, v.seq, id)?;
+            let (tenant, chunks) = self.live_chunks(v.seq, id)?;
             let near_dup = log.near_dup_keys(&tenant, id)?;
             out.push(FetchedDocument::Live(DocumentWrite {
                 doc_id: id.clone(),
@@ -581,13 +584,8 @@ impl ShardEngine {
 
     /// The tenant and chunks of the live document `doc_id` whose upsert is log record `seq`; its absence is
     /// corruption (the log keeps every live row).
-    fn live_chunks(
-        &self,
-        log: &IngestLog,
-        seq: u64,
-        doc_id: &str,
-    ) -> Result<(String, Vec<LoggedChunk>)> {
-        match log.range(seq, seq)?.pop() {
+    fn live_chunks(&self, seq: u64, doc_id: &str) -> Result<(String, Vec<LoggedChunk>)> {
+        match self.log_reader.range(seq, seq)?.pop() {
             Some((_, LogOp::Upsert { tenant, chunks, .. })) => Ok((tenant, chunks)),
             _ => Err(IndexError::corrupt(
                 self.dir.join("wal"),
@@ -607,14 +605,16 @@ impl ShardEngine {
         for (doc_id, chunk_id) in chunks {
             wanted.entry(doc_id).or_default().push(chunk_id);
         }
-        let log = self.log.lock();
+        // No writer lock: a search's fetch must not queue behind an ingest's synced append. Holding `state` is
+        // what keeps each record read here: versions cannot move on meanwhile, and a record is only forgotten
+        // once they say it is dead.
         let st = self.state.read();
         let mut out = Vec::with_capacity(chunks.len());
         for (doc_id, chunk_ids) in wanted {
             let Some(v) = st.versions.get(tenant, doc_id).filter(|v| !v.deleted) else {
                 continue;
             };
-            let (_, logged) = self.live_chunks(&log, v.seq, doc_id)?;
+            let (_, logged) = self.live_chunks(v.seq, doc_id)?;
             out.extend(
                 logged
                     .into_iter()

@@ -16,6 +16,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use rocksdb::{ColumnFamilyDescriptor, IteratorMode, Options, WriteBatch, WriteOptions, DB};
 use serde::{Deserialize, Serialize};
@@ -114,8 +115,47 @@ impl DocVersion {
 
 /// Handle on the log. `append` is serialised by the engine's writer lock.
 pub struct IngestLog {
-    db: DB,
+    db: Arc<DB>,
     last_seq: u64,
+}
+
+/// Reads of log records that need no writer lock (RocksDB reads are safe beside writes): what a search's payload
+/// fetch uses, so that it does not queue behind an ingest's synced append. A record a reader is told to read stays
+/// until the engine's state says it is dead, which the reader holds still while it reads (see
+/// `ShardEngine::fetch_chunks`).
+#[derive(Clone)]
+pub struct LogReader {
+    db: Arc<DB>,
+}
+
+impl LogReader {
+    /// Records `lo..=hi`, in order (see [`IngestLog::range`]).
+    pub fn range(&self, lo: u64, hi: u64) -> Result<Vec<(u64, LogOp)>> {
+        records(&self.db, lo, hi)
+    }
+}
+
+/// Records `lo..=hi` of the log column family, in order.
+fn records(db: &DB, lo: u64, hi: u64) -> Result<Vec<(u64, LogOp)>> {
+    let log = db.cf_handle(CF_LOG).expect("log cf");
+    let start = lo.to_be_bytes();
+    let mut out = Vec::new();
+    for item in db.iterator_cf(
+        &log,
+        IteratorMode::From(&start, rocksdb::Direction::Forward),
+    ) {
+        let (k, v) = item?;
+        let seq = u64::from_be_bytes(
+            k.as_ref()
+                .try_into()
+                .map_err(|_| IndexError::Serialization("bad log key".into()))?,
+        );
+        if seq > hi {
+            break;
+        }
+        out.push((seq, decode(&v)?));
+    }
+    Ok(out)
 }
 
 fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>> {
@@ -142,7 +182,10 @@ impl IngestLog {
             ),
             None => 0,
         };
-        let log = IngestLog { db, last_seq };
+        let log = IngestLog {
+            db: Arc::new(db),
+            last_seq,
+        };
         log.key_documents_by_tenant()?;
         Ok(log)
     }
@@ -296,25 +339,14 @@ impl IngestLog {
 
     /// Records with `lo <= seq <= hi`, in order.
     pub fn range(&self, lo: u64, hi: u64) -> Result<Vec<(u64, LogOp)>> {
-        let log = self.db.cf_handle(CF_LOG).expect("log cf");
-        let start = lo.to_be_bytes();
-        let mut out = Vec::new();
-        for item in self.db.iterator_cf(
-            &log,
-            IteratorMode::From(&start, rocksdb::Direction::Forward),
-        ) {
-            let (k, v) = item?;
-            let seq = u64::from_be_bytes(
-                k.as_ref()
-                    .try_into()
-                    .map_err(|_| IndexError::Serialization("bad log key".into()))?,
-            );
-            if seq > hi {
-                break;
-            }
-            out.push((seq, decode(&v)?));
+        records(&self.db, lo, hi)
+    }
+
+    /// A reader of records that needs no writer lock.
+    pub fn reader(&self) -> LogReader {
+        LogReader {
+            db: Arc::clone(&self.db),
         }
-        Ok(out)
     }
 
     /// Drops records that no segment can need any more (superseded upserts, deletes of dropped rows).

@@ -513,3 +513,37 @@ fn concurrent_compactions_merge_each_row_once() {
         assert_eq!(dense_ids(&e, &vector_for(d), 1), vec![format!("doc-{d}#0")]);
     }
 }
+
+/// Payload fetches read the log without the writer lock, beside writers that replace the very documents fetched,
+/// seal and compact (which forgets superseded records): every fetch still finds every live chunk.
+#[test]
+fn fetches_beside_writes_seals_and_compactions_find_every_live_chunk() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = ShardEngine::open(dir.path(), config(100_000)).unwrap();
+    e.upsert((0..300).map(|d| doc(d, 0)).collect()).unwrap();
+    e.seal().unwrap();
+    let wanted: Vec<(String, String)> = (0..50)
+        .map(|d| (format!("doc-{d}"), format!("doc-{d}#0")))
+        .collect();
+    let writing = std::sync::atomic::AtomicBool::new(true);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for version in 1..=6 {
+                e.upsert((0..300).map(|d| doc(d, version)).collect())
+                    .unwrap();
+                e.seal().unwrap();
+                e.compact().unwrap();
+            }
+            writing.store(false, std::sync::atomic::Ordering::SeqCst);
+        });
+        let mut fetches = 0;
+        while writing.load(std::sync::atomic::Ordering::SeqCst) || fetches < 10 {
+            let hits = e.fetch_chunks("t1", &wanted).unwrap();
+            assert_eq!(hits.len(), 50, "fetch {fetches}");
+            assert!(hits.iter().all(|h| h.text.contains("version")));
+            fetches += 1;
+        }
+    });
+    let hits = e.fetch_chunks("t1", &wanted).unwrap();
+    assert!(hits.iter().all(|h| h.text.contains("version 6")));
+}
