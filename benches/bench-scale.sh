@@ -23,6 +23,7 @@ runs=()
 for n in "${sizes[@]}"; do
   name="mixture-$(numfmt --to=si "$n" | tr 'A-Z' 'a-z')"
   "$ATTEST" bench --vectors "$n" --queries 1000 --exact-queries 10 --sweep 8,16,32 --sweep-overfetch 8,16 \
+    --sweep-compact 32,64 \
     --dir "$BENCH_DIR/$name" --json "$OUT/$name.json" --log-level warn
   rm -rf "${BENCH_DIR:?}/$name"
   runs+=("$OUT/$name.json")
