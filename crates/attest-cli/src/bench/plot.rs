@@ -87,18 +87,20 @@ pub fn recall_vs_qps(runs: &[BenchReport], path: &Path) -> anyhow::Result<()> {
     // One series per run and over-fetch factor, its points ordered by recall.
     let mut curves: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     for r in runs {
-        let mut overfetches: Vec<usize> = r.curve.iter().map(|p| p.overfetch).collect();
-        overfetches.sort_unstable();
-        overfetches.dedup();
-        for o in overfetches {
+        // One series per over-fetch and re-score path (f32, or the SQ8 copy then 2 × k exactly).
+        let mut series: Vec<(usize, bool)> = r.curve.iter().map(|p| (p.overfetch, p.sq8)).collect();
+        series.sort_unstable();
+        series.dedup();
+        for (o, sq8) in series {
             let mut pts: Vec<(f64, f64)> = r
                 .curve
                 .iter()
-                .filter(|p| p.overfetch == o)
+                .filter(|p| p.overfetch == o && p.sq8 == sq8)
                 .map(|p| (p.recall_at_10, p.qps_1t))
                 .collect();
             pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-            curves.push((format!("{} n={} overfetch={o}", r.dataset, r.n), pts));
+            let path = if sq8 { " sq8" } else { "" };
+            curves.push((format!("{} n={} overfetch={o}{path}", r.dataset, r.n), pts));
         }
     }
     let max_qps = curves
