@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 fn attest(args: &[&str]) -> String {
     let out = Command::new(common::attest_bin())
@@ -24,12 +24,13 @@ fn attest(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-fn bench(dir: &Path, n: usize) -> Value {
+fn bench(dir: &Path, n: usize, extra: &[&str]) -> Value {
     let json = dir.join(format!("bench-{n}.json"));
-    let stdout = attest(&[
+    let n_text = n.to_string();
+    let mut args = vec![
         "bench",
         "--vectors",
-        &n.to_string(),
+        &n_text,
         "--dim",
         "32",
         "--queries",
@@ -42,7 +43,9 @@ fn bench(dir: &Path, n: usize) -> Value {
         "1,4,16",
         "--json",
         json.to_str().unwrap(),
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let stdout = attest(&args);
     assert!(stdout.contains("recall@10"), "{stdout}");
     serde_json::from_slice(&std::fs::read(json).unwrap()).unwrap()
 }
@@ -50,8 +53,8 @@ fn bench(dir: &Path, n: usize) -> Value {
 #[test]
 fn bench_reports_every_figure_and_fits_a_cost_model() {
     let dir = tempfile::tempdir().unwrap();
-    let small = bench(dir.path(), 8_000);
-    let r = bench(dir.path(), 20_000);
+    let small = bench(dir.path(), 8_000, &[]);
+    let r = bench(dir.path(), 20_000, &["--sweep-compact", "16,64"]);
     assert_eq!(r["n"], 20_000);
     assert_eq!(r["dim"], 32);
     assert_eq!(r["queries"], 60);
@@ -80,8 +83,33 @@ fn bench_reports_every_figure_and_fits_a_cost_model() {
     // Re-scored IVF_PQ on clustered data finds nearly all true neighbours.
     assert!(f("recall_at_10") >= 0.9, "recall {}", f("recall_at_10"));
     assert!((f("speedup_vs_exact") - f("exact_p50_ms") / f("p50_ms")).abs() < 1e-9);
-    let curve = r["curve"].as_array().unwrap();
+    let (curve, compact): (Vec<&Value>, Vec<&Value>) = r["curve"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .partition(|p| p["sq8"] != true);
     assert_eq!(curve.len(), 3);
+    // The same nprobe sweep re-scored from the SQ8 copy (a byte per dimension, plus its per-dimension ranges),
+    // at over-fetch 16 and 64: the copy ranks the 16 × k list as well as exact scores do, a deeper list is no
+    // worse.
+    assert_eq!(f("compact_bytes"), (32 + 32 * 8 + 20_000 * 32) as f64);
+    assert_eq!(compact.len(), 6);
+    for (i, nprobe) in [1, 4, 16].into_iter().enumerate() {
+        let recall = |p: &Value| p["recall_at_10"].as_f64().unwrap();
+        let (exact16, sq8_16, sq8_64) = (curve[i], compact[i], compact[3 + i]);
+        assert_eq!(
+            (&exact16["nprobe"], &sq8_16["nprobe"], &sq8_64["overfetch"]),
+            (&json!(nprobe), &json!(nprobe), &json!(64))
+        );
+        assert!(
+            recall(sq8_16) >= recall(exact16) - 0.02,
+            "{sq8_16} vs {exact16}"
+        );
+        assert!(
+            recall(sq8_64) >= recall(sq8_16) - 1e-9,
+            "{sq8_64} vs {sq8_16}"
+        );
+    }
     let recalls: Vec<f64> = curve
         .iter()
         .map(|p| p["recall_at_10"].as_f64().unwrap())
