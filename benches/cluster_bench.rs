@@ -111,7 +111,7 @@ const COLLECTION: &str = "bench";
 const K: u32 = 10;
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 fn log_level() -> String {

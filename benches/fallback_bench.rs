@@ -126,7 +126,7 @@ async fn main() -> anyhow::Result<()> {
         .map(|a| a.parse())
         .transpose()?
         .unwrap_or(3);
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let bin = attest_bin()?;
     let (mut embedder_proc, url) = start_embedder(&bin)?;
 
