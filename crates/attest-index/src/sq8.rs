@@ -1,7 +1,8 @@
 //! An 8-bit scalar-quantised copy of a segment's vectors (SQ8), a quarter of the size of `vectors.f32`, so that
 //! re-scoring a deep PQ candidate list stays in memory at 10M vectors (3.8 GB instead of 15 GB at 384-d). Each
 //! dimension keeps its own range: `x ≈ low[d] + step[d] × code`, with `step = (high − low) / 255` over the rows
-//! the file was written from. A query is scored against a row without decoding it: `q·x ≈ q·low + Σ (q∘step)·code`.
+//! the file was written from. A query is scored against a row without decoding it:
+//! `q·x ≈ q·low + Σ (q∘step)·code`.
 //!
 //! The engine re-scores the PQ candidates from this copy, then only the best few exactly from the f32 file
 //! (`SegmentView::rescore` in the engine): SQ8 orders near neighbours almost exactly where PQ codes do not.
@@ -60,8 +61,8 @@ pub struct Sq8Query {
 
 impl Sq8File {
     /// Quantises `rows` (row-major, a multiple of `dim` floats) to `path` atomically (tmp + fsync + rename +
-    /// dir fsync), each dimension over its own range in `rows`. Reads `rows` twice (range, then codes) and never
-    /// copies them, so a memory-mapped `VectorFile::rows()` of any size can be passed.
+    /// dir fsync), each dimension over its own range in `rows`. Reads `rows` twice (range and finiteness, then
+    /// codes) and never copies them, so a memory-mapped `VectorFile::rows()` of any size can be passed.
     pub fn write(path: &Path, dim: usize, rows: &[f32]) -> Result<()> {
         if dim == 0 || dim > u32::MAX as usize || !rows.len().is_multiple_of(dim) {
             return Err(IndexError::invalid(
@@ -71,13 +72,15 @@ impl Sq8File {
         }
         let count = rows.len() / dim;
         let (mut low, mut high) = (vec![f32::INFINITY; dim], vec![f32::NEG_INFINITY; dim]);
+        let mut finite = true;
         for row in rows.chunks_exact(dim) {
             for ((l, h), &x) in low.iter_mut().zip(high.iter_mut()).zip(row) {
+                finite &= x.is_finite();
                 *l = l.min(x);
                 *h = h.max(x);
             }
         }
-        if rows.iter().any(|x| !x.is_finite()) {
+        if !finite {
             return Err(IndexError::invalid(
                 "vectors",
                 "a vector holds NaN or infinity",
