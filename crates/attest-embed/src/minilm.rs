@@ -28,9 +28,9 @@ pub const MODEL_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safe
 /// `sha256sum -c` lines for [`MODEL_FILES`], shared with `scripts/install-model.sh`.
 const CHECKSUMS: &str = include_str!("../models.sha256");
 
-/// The committed sha256 (hex) of a model file, from `models.sha256`.
-fn expected_sha256(file: &str) -> Option<&'static str> {
-    CHECKSUMS.lines().find_map(|line| {
+/// The committed sha256 (hex) of `file` in a `sha256sum -c` table.
+pub(crate) fn expected_sha256(table: &'static str, file: &str) -> Option<&'static str> {
+    table.lines().find_map(|line| {
         let mut parts = line.split_whitespace();
         let hash = parts.next()?;
         let name = parts.next()?;
@@ -38,17 +38,20 @@ fn expected_sha256(file: &str) -> Option<&'static str> {
     })
 }
 
-/// Reads a model file whole and checks it against its committed hash.
-fn read_verified(dir: &Path, name: &str) -> Result<Vec<u8>, EmbedError> {
-    let path = dir.join(name);
-    let expected = expected_sha256(name)
-        .ok_or_else(|| EmbedError::Model(format!("no checksum for {name} in models.sha256")))?;
-    let bytes = std::fs::read(&path)
+/// Reads a file whole and checks it against its hash in `table` (under its file name).
+pub(crate) fn read_verified_in(table: &'static str, path: &Path) -> Result<Vec<u8>, EmbedError> {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    let expected = expected_sha256(table, name)
+        .ok_or_else(|| EmbedError::Model(format!("no committed checksum for {name}")))?;
+    let bytes = std::fs::read(path)
         .map_err(|e| EmbedError::Model(format!("reading {}: {e}", path.display())))?;
     let actual = hex::encode(Sha256::digest(&bytes));
     if !actual.eq_ignore_ascii_case(expected) {
         return Err(EmbedError::Checksum {
-            file: path,
+            file: path.to_path_buf(),
             expected: expected.to_string(),
             actual,
         });
@@ -56,15 +59,115 @@ fn read_verified(dir: &Path, name: &str) -> Result<Vec<u8>, EmbedError> {
     Ok(bytes)
 }
 
+/// Reads a model file whole and checks it against `models.sha256`.
+fn read_verified(dir: &Path, name: &str) -> Result<Vec<u8>, EmbedError> {
+    read_verified_in(CHECKSUMS, &dir.join(name))
+}
+
+/// What every runtime of the model reads besides its weights: the BERT configuration and the two tokenizers,
+/// after checking the settings and that `files` (the runtime's model files) are all in `dir`.
+pub(crate) struct TextSide {
+    pub bert: BertConfig,
+    /// Truncates to `max_seq_len` and pads to the longest text of a batch.
+    pub tokenizer: Tokenizer,
+    /// Neither truncates nor pads: for [`Embedder::count_tokens`].
+    pub counter: Tokenizer,
+}
+
+impl TextSide {
+    pub(crate) fn load(
+        dir: &Path,
+        config: &LocalEmbedderConfig,
+        files: &[&str],
+    ) -> Result<Self, EmbedError> {
+        if config.batch_size == 0 || config.threads == 0 {
+            return Err(EmbedError::InvalidInput(
+                "batch_size and threads must be at least 1".into(),
+            ));
+        }
+        if config.max_seq_len < 2 {
+            return Err(EmbedError::InvalidInput(
+                "max_seq_len must be at least 2 (room for [CLS] and [SEP])".into(),
+            ));
+        }
+        if !dir.is_dir() {
+            return Err(EmbedError::ModelMissing {
+                dir: dir.to_path_buf(),
+                hint: "the directory does not exist".into(),
+            });
+        }
+        let missing: Vec<&str> = files
+            .iter()
+            .copied()
+            .filter(|f| !dir.join(f).is_file())
+            .collect();
+        if !missing.is_empty() {
+            return Err(EmbedError::ModelMissing {
+                dir: dir.to_path_buf(),
+                hint: format!("missing {}", missing.join(", ")),
+            });
+        }
+        let config_bytes = read_verified(dir, "config.json")?;
+        let bert: BertConfig = serde_json::from_slice(&config_bytes)
+            .map_err(|e| EmbedError::Model(format!("parsing config.json: {e}")))?;
+        if config.max_seq_len > bert.max_position_embeddings {
+            return Err(EmbedError::InvalidInput(format!(
+                "max_seq_len {} exceeds the model's {} positions",
+                config.max_seq_len, bert.max_position_embeddings
+            )));
+        }
+        let tokenizer_bytes = read_verified(dir, "tokenizer.json")?;
+        let (tokenizer, counter) = build_tokenizers(&tokenizer_bytes, config, &bert)?;
+        Ok(Self {
+            bert,
+            tokenizer,
+            counter,
+        })
+    }
+
+    /// Token ids and attention masks of one batch, row-major `[texts, tokens]` (every text padded to the longest).
+    pub(crate) fn encode_batch(
+        &self,
+        texts: &[&str],
+    ) -> Result<(usize, Vec<u32>, Vec<u32>), EmbedError> {
+        let encodings = self
+            .tokenizer
+            .encode_batch_fast(texts.to_vec(), true)
+            .map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
+        let len = encodings.first().map_or(0, |e| e.get_ids().len());
+        let mut ids = Vec::with_capacity(encodings.len() * len);
+        let mut mask = Vec::with_capacity(encodings.len() * len);
+        for encoding in &encodings {
+            if encoding.get_ids().len() != len {
+                return Err(EmbedError::Tokenizer(
+                    "batch encodings are not padded to one length".into(),
+                ));
+            }
+            ids.extend_from_slice(encoding.get_ids());
+            mask.extend_from_slice(encoding.get_attention_mask());
+        }
+        Ok((len, ids, mask))
+    }
+
+    /// Model tokens in `text` without special tokens.
+    pub(crate) fn count_tokens(&self, text: &str) -> usize {
+        match self.counter.encode_fast(text, false) {
+            Ok(encoding) => encoding.len(),
+            Err(err) => {
+                // Never expected for BERT WordPiece; fall back to a generous estimate.
+                tracing::warn!(error = %err, "tokenizer failed while counting tokens");
+                text.split_whitespace().count() * 2
+            }
+        }
+    }
+}
+
 /// all-MiniLM-L6-v2 sentence embedder (384-d, L2-normalised, mean pooled).
 ///
 /// Cheap to share: wrap it in an `Arc` and call [`Embedder::embed`] from any thread.
 pub struct MiniLmEmbedder {
     model: BertModel,
-    /// Truncates to `max_seq_len` and pads to the longest text of a batch.
-    tokenizer: Tokenizer,
-    /// Neither truncates nor pads: for [`Embedder::count_tokens`].
-    counter: Tokenizer,
+    text: TextSide,
     device: Device,
     config: LocalEmbedderConfig,
     dimension: usize,
@@ -115,61 +218,21 @@ impl MiniLmEmbedder {
         device: Device,
     ) -> Result<Self, EmbedError> {
         let started = Instant::now();
-        if config.batch_size == 0 || config.threads == 0 {
-            return Err(EmbedError::InvalidInput(
-                "batch_size and threads must be at least 1".into(),
-            ));
-        }
-        if config.max_seq_len < 2 {
-            return Err(EmbedError::InvalidInput(
-                "max_seq_len must be at least 2 (room for [CLS] and [SEP])".into(),
-            ));
-        }
-        if !dir.is_dir() {
-            return Err(EmbedError::ModelMissing {
-                dir: dir.to_path_buf(),
-                hint: "the directory does not exist".into(),
-            });
-        }
-        let missing: Vec<&str> = MODEL_FILES
-            .iter()
-            .copied()
-            .filter(|f| !dir.join(f).is_file())
-            .collect();
-        if !missing.is_empty() {
-            return Err(EmbedError::ModelMissing {
-                dir: dir.to_path_buf(),
-                hint: format!("missing {}", missing.join(", ")),
-            });
-        }
-
-        let config_bytes = read_verified(dir, "config.json")?;
-        let bert_config: BertConfig = serde_json::from_slice(&config_bytes)
-            .map_err(|e| EmbedError::Model(format!("parsing config.json: {e}")))?;
-        if config.max_seq_len > bert_config.max_position_embeddings {
-            return Err(EmbedError::InvalidInput(format!(
-                "max_seq_len {} exceeds the model's {} positions",
-                config.max_seq_len, bert_config.max_position_embeddings
-            )));
-        }
-
-        let tokenizer_bytes = read_verified(dir, "tokenizer.json")?;
-        let (tokenizer, counter) = build_tokenizers(&tokenizer_bytes, config, &bert_config)?;
-
+        let text = TextSide::load(dir, config, &MODEL_FILES)?;
         let weights = read_verified(dir, "model.safetensors")?;
         let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)?;
-        let model = BertModel::load(vb, &bert_config)?;
+        let model = BertModel::load(vb, &text.bert)?;
+        let dimension = text.bert.hidden_size;
 
         let embedder = Self {
             model,
-            tokenizer,
-            counter,
+            text,
             device,
             config: LocalEmbedderConfig {
                 model_dir: dir.to_path_buf(),
                 ..config.clone()
             },
-            dimension: bert_config.hidden_size,
+            dimension,
         };
         tracing::info!(
             model = MINILM_ID,
@@ -198,25 +261,10 @@ impl MiniLmEmbedder {
 
     /// Embeds one batch (all texts padded to the longest).
     fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let encodings = self
-            .tokenizer
-            .encode_batch_fast(texts.to_vec(), true)
-            .map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
-        let n = encodings.len();
-        let len = encodings.first().map_or(0, |e| e.get_ids().len());
-        let mut ids = Vec::with_capacity(n * len);
-        let mut type_ids = Vec::with_capacity(n * len);
-        let mut mask = Vec::with_capacity(n * len);
-        for encoding in &encodings {
-            if encoding.get_ids().len() != len {
-                return Err(EmbedError::Tokenizer(
-                    "batch encodings are not padded to one length".into(),
-                ));
-            }
-            ids.extend_from_slice(encoding.get_ids());
-            type_ids.extend_from_slice(encoding.get_type_ids());
-            mask.extend_from_slice(encoding.get_attention_mask());
-        }
+        let n = texts.len();
+        let (len, ids, mask) = self.text.encode_batch(texts)?;
+        // One text per call: every token has type 0.
+        let type_ids = vec![0u32; ids.len()];
         let ids = Tensor::from_vec(ids, (n, len), &self.device)?;
         let type_ids = Tensor::from_vec(type_ids, (n, len), &self.device)?;
         let mask = Tensor::from_vec(mask, (n, len), &self.device)?;
@@ -300,14 +348,7 @@ impl Embedder for MiniLmEmbedder {
     }
 
     fn count_tokens(&self, text: &str) -> usize {
-        match self.counter.encode_fast(text, false) {
-            Ok(encoding) => encoding.len(),
-            Err(err) => {
-                // Never expected for BERT WordPiece; fall back to a generous estimate.
-                tracing::warn!(error = %err, "tokenizer failed while counting tokens");
-                text.split_whitespace().count() * 2
-            }
-        }
+        self.text.count_tokens(text)
     }
 }
 
@@ -318,11 +359,11 @@ mod tests {
     #[test]
     fn checksums_cover_every_model_file() {
         for file in MODEL_FILES {
-            let hash = expected_sha256(file).unwrap_or_else(|| panic!("no hash for {file}"));
+            let hash = expected_sha256(CHECKSUMS, file).unwrap_or_else(|| panic!("no hash for {file}"));
             assert_eq!(hash.len(), 64, "{file}");
             assert!(hash.chars().all(|c| c.is_ascii_hexdigit()), "{file}");
         }
-        assert_eq!(expected_sha256("nope.bin"), None);
+        assert_eq!(expected_sha256(CHECKSUMS, "nope.bin"), None);
     }
 
     #[test]

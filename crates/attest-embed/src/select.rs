@@ -1,4 +1,4 @@
-//! Choosing the embedder from configuration: the local candle model (default) or a remote service behind a
+//! Choosing the embedder from configuration: the local model (ONNX Runtime by default, or candle) or a remote service behind a
 //! circuit breaker. Every choice is wrapped in [`GuardedEmbedder`] so the embedding metrics always count.
 
 use std::sync::Arc;
@@ -6,11 +6,12 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::breaker::{BreakerConfig, CircuitBreaker};
-use crate::config::LocalEmbedderConfig;
+use crate::config::{LocalEmbedderConfig, LocalRuntime};
 use crate::embedder::Embedder;
 use crate::error::EmbedError;
 use crate::guarded::GuardedEmbedder;
 use crate::minilm::MiniLmEmbedder;
+use crate::onnx::OnnxMiniLmEmbedder;
 use crate::remote::{RemoteEmbedder, RemoteEmbedderConfig};
 
 /// The `embedder:` section of the configuration.
@@ -48,10 +49,14 @@ impl EmbedderConfig {
 pub fn build_embedder(config: &EmbedderConfig) -> Result<Arc<dyn Embedder>, EmbedError> {
     attest_telemetry::metrics::register_embedding_metrics();
     Ok(match config.backend {
-        EmbedderBackend::Local => {
-            let model = MiniLmEmbedder::from_config(&config.local)?;
-            Arc::new(GuardedEmbedder::metered(model))
-        }
+        EmbedderBackend::Local => match config.local.runtime {
+            LocalRuntime::Onnx => Arc::new(GuardedEmbedder::metered(
+                OnnxMiniLmEmbedder::from_config(&config.local)?,
+            )),
+            LocalRuntime::Candle => Arc::new(GuardedEmbedder::metered(
+                MiniLmEmbedder::from_config(&config.local)?,
+            )),
+        },
         EmbedderBackend::Remote => {
             let remote = RemoteEmbedder::new(config.remote.clone())?;
             tracing::info!(endpoint = %remote.endpoint(), event = "remote_embedder", "using a remote embedder");

@@ -1,0 +1,259 @@
+//! The local all-MiniLM-L6-v2 embedder under ONNX Runtime: the same model, tokenizer and vectors as
+//! [`crate::MiniLmEmbedder`] (candle), 5.5× its passages per second on this CPU (docs/BENCHMARKS.md).
+//!
+//! The graph (`model.onnx`, written from the installed safetensors by `scripts/onnx/export_minilm.py`) holds the
+//! whole embedder, pooling and normalisation included: this side tokenizes, feeds ids and masks, and reads the
+//! finished vectors. ONNX Runtime itself is the CPU library of its PyPI wheel, loaded once per process from
+//! `embedder.local.onnxruntime_library` (`scripts/install-onnxruntime.sh` installs both); nothing is linked at
+//! build time or downloaded at run time, and both files are checked against `onnx.sha256` when loaded.
+//!
+//! Each of `threads` sessions runs on one core with its own arena; a call spreads its length-sorted batches over
+//! them ([`crate::batches`]), and concurrent calls (a query beside an ingest) take whichever session is free.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use ort::environment::Environment;
+use ort::session::builder::GraphOptimizationLevel;
+use ort::session::Session;
+use ort::value::Tensor;
+use parking_lot::Mutex;
+
+use crate::config::LocalEmbedderConfig;
+use crate::embedder::Embedder;
+use crate::error::EmbedError;
+use crate::minilm::{read_verified_in, TextSide, MINILM_ID};
+
+/// The graph's file name in the model directory.
+pub const ONNX_MODEL_FILE: &str = "model.onnx";
+/// The files this runtime needs in the model directory.
+pub const ONNX_MODEL_FILES: [&str; 3] = ["config.json", "tokenizer.json", ONNX_MODEL_FILE];
+
+/// `sha256sum -c` lines for the graph and the runtime library, shared with `scripts/install-onnxruntime.sh`.
+const ONNX_CHECKSUMS: &str = include_str!("../onnx.sha256");
+
+/// The graph's input and output names (`scripts/onnx/export_minilm.py`).
+const INPUT_IDS: &str = "input_ids";
+const ATTENTION_MASK: &str = "attention_mask";
+const EMBEDDING: &str = "embedding";
+
+/// ONNX Runtime allows one environment per process: the first library loaded is the one every embedder uses.
+/// A failed load is not remembered (a corrected path can be tried next).
+static RUNTIME: Mutex<Option<(PathBuf, Environment)>> = Mutex::new(None);
+
+/// Loads (once) and returns the ONNX Runtime environment from `library`, after checking the file's hash.
+fn runtime(library: &Path) -> Result<Environment, EmbedError> {
+    let mut loaded = RUNTIME.lock();
+    match &*loaded {
+        Some((path, env)) if path == library => Ok(env.clone()),
+        Some((path, _)) => Err(EmbedError::InvalidInput(format!(
+            "ONNX Runtime is already loaded from {} in this process; {} cannot be loaded beside it",
+            path.display(),
+            library.display()
+        ))),
+        None => {
+            let env = load_runtime(library)?;
+            *loaded = Some((library.to_path_buf(), env.clone()));
+            Ok(env)
+        }
+    }
+}
+
+fn load_runtime(library: &Path) -> Result<Environment, EmbedError> {
+    if !library.is_file() {
+        return Err(EmbedError::RuntimeMissing {
+            library: library.to_path_buf(),
+        });
+    }
+    // The whole file is hashed before it is mapped into the process: a library is code, and a truncated or
+    // foreign one must not run.
+    read_verified_in(ONNX_CHECKSUMS, library)?;
+    let env = ort::init_from(library)
+        .map_err(|e| EmbedError::Model(format!("loading {}: {e}", library.display())))?
+        .with_name("attest")
+        .build()
+        .map_err(|e| EmbedError::Model(format!("starting ONNX Runtime: {e}")))?;
+    tracing::info!(library = %library.display(), "loaded ONNX Runtime");
+    Ok(env)
+}
+
+/// all-MiniLM-L6-v2 (384-d, L2-normalised, mean pooled) run by ONNX Runtime.
+pub struct OnnxMiniLmEmbedder {
+    sessions: Vec<Mutex<Session>>,
+    /// Where the next call starts looking for a free session (so concurrent calls spread out).
+    next_session: AtomicUsize,
+    text: TextSide,
+    config: LocalEmbedderConfig,
+    dimension: usize,
+}
+
+impl std::fmt::Debug for OnnxMiniLmEmbedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OnnxMiniLmEmbedder")
+            .field("id", &MINILM_ID)
+            .field("dimension", &self.dimension)
+            .field("sessions", &self.sessions.len())
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OnnxMiniLmEmbedder {
+    /// Loads the graph from `config.model_dir` and ONNX Runtime from `config.onnxruntime_library`.
+    ///
+    /// Fails with [`EmbedError::ModelMissing`] / [`EmbedError::RuntimeMissing`] when a file is absent,
+    /// [`EmbedError::Checksum`] when one does not match its committed hash, [`EmbedError::InvalidInput`] for an
+    /// unusable configuration.
+    pub fn from_config(config: &LocalEmbedderConfig) -> Result<Self, EmbedError> {
+        let started = Instant::now();
+        let dir = &config.model_dir;
+        let text = TextSide::load(dir, config, &ONNX_MODEL_FILES)?;
+        let env = runtime(&config.onnxruntime_library)?;
+        let graph = read_verified_in(ONNX_CHECKSUMS, &dir.join(ONNX_MODEL_FILE))?;
+        let sessions = (0..config.threads)
+            .map(|_| new_session(&env, &graph).map(Mutex::new))
+            .collect::<Result<Vec<_>, _>>()?;
+        let embedder = Self {
+            sessions,
+            next_session: AtomicUsize::new(0),
+            dimension: text.bert.hidden_size,
+            text,
+            config: config.clone(),
+        };
+        tracing::info!(
+            model = MINILM_ID,
+            runtime = "onnx",
+            dir = %dir.display(),
+            sessions = embedder.sessions.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "loaded embedding model"
+        );
+        Ok(embedder)
+    }
+
+    /// The settings this embedder runs with.
+    pub fn config(&self) -> &LocalEmbedderConfig {
+        &self.config
+    }
+
+    /// A free session if there is one, else the next one in turn (waiting for it).
+    fn session(&self) -> parking_lot::MutexGuard<'_, Session> {
+        let start = self.next_session.fetch_add(1, Ordering::Relaxed);
+        let n = self.sessions.len();
+        (0..n)
+            .find_map(|i| self.sessions[(start + i) % n].try_lock())
+            .unwrap_or_else(|| self.sessions[start % n].lock())
+    }
+
+    /// Embeds one batch (all texts padded to the longest; the graph masks the padding).
+    fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let n = texts.len();
+        let (len, ids, mask) = self.text.encode_batch(texts)?;
+        let shape = [n as i64, len as i64];
+        let as_i64 = |v: Vec<u32>| v.into_iter().map(i64::from).collect::<Vec<i64>>();
+        let ids = Tensor::from_array((shape, as_i64(ids))).map_err(model_error)?;
+        let mask = Tensor::from_array((shape, as_i64(mask))).map_err(model_error)?;
+        let mut session = self.session();
+        let outputs = session
+            .run(ort::inputs![INPUT_IDS => ids, ATTENTION_MASK => mask])
+            .map_err(model_error)?;
+        let (out_shape, values) = outputs[EMBEDDING]
+            .try_extract_tensor::<f32>()
+            .map_err(model_error)?;
+        if out_shape.len() != 2 || out_shape[0] != n as i64 || out_shape[1] != self.dimension as i64
+        {
+            return Err(EmbedError::Model(format!(
+                "the graph returned shape {out_shape:?} for {n} texts of dimension {}",
+                self.dimension
+            )));
+        }
+        Ok(values.chunks(self.dimension).map(<[f32]>::to_vec).collect())
+    }
+}
+
+/// One session of the graph on one core. Intra-op threads do not spin: on a small machine a spinning pool takes
+/// the core from the searches and the other sessions beside it.
+fn new_session(env: &Environment, graph: &[u8]) -> Result<Session, EmbedError> {
+    let configured = || -> Result<ort::session::builder::SessionBuilder, ort::Error> {
+        Ok(Session::builder(env)?
+            .with_optimization_level(GraphOptimizationLevel::Level3)?
+            .with_intra_threads(1)?
+            .with_inter_threads(1)?
+            .with_intra_op_spinning(false)?)
+    };
+    configured()
+        .and_then(|mut builder| builder.commit_from_memory(graph))
+        .map_err(model_error)
+}
+
+fn model_error(err: ort::Error) -> EmbedError {
+    EmbedError::Model(format!("ONNX Runtime: {err}"))
+}
+
+impl Embedder for OnnxMiniLmEmbedder {
+    fn id(&self) -> &str {
+        MINILM_ID
+    }
+
+    fn dimension(&self) -> usize {
+        self.dimension
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let lengths: Vec<usize> = texts.iter().map(|t| t.len()).collect();
+        crate::batches::by_length(
+            &lengths,
+            self.config.batch_size,
+            self.config.threads,
+            |batch| self.embed_batch(&batch.iter().map(|&i| texts[i]).collect::<Vec<_>>()),
+            || EmbedError::Model("an embedding thread panicked".into()),
+        )
+    }
+
+    fn count_tokens(&self, text: &str) -> usize {
+        self.text.count_tokens(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::minilm::expected_sha256;
+
+    #[test]
+    fn checksums_cover_the_graph_and_the_library() {
+        for file in [ONNX_MODEL_FILE, crate::config::ONNXRUNTIME_LIBRARY] {
+            let hash = expected_sha256(ONNX_CHECKSUMS, file).expect(file);
+            assert_eq!(hash.len(), 64, "{file}");
+        }
+    }
+
+    #[test]
+    fn a_missing_library_is_named_with_the_install_command() {
+        let err = load_runtime(Path::new("/nonexistent/libonnxruntime.so")).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("/nonexistent/libonnxruntime.so")
+                && text.contains("install-onnxruntime.sh"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_missing_graph_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        for f in ["config.json", "tokenizer.json"] {
+            std::fs::write(dir.path().join(f), "{}").unwrap();
+        }
+        let config = LocalEmbedderConfig {
+            model_dir: dir.path().to_path_buf(),
+            ..LocalEmbedderConfig::default()
+        };
+        let err = OnnxMiniLmEmbedder::from_config(&config).unwrap_err();
+        assert!(err.to_string().contains(ONNX_MODEL_FILE), "{err}");
+    }
+}
