@@ -18,6 +18,6 @@ candle=$("$CARGO_TARGET_DIR/debug/examples/embed_throughput" 64 |
   python3 -c 'import json,sys
 for l in sys.stdin:
     r = json.loads(l)
-    if r.get("batch") == 4 and r.get("threads") == 2: print(r["passages_per_s"])')
+    if r.get("runtime") == "candle" and r.get("batch") == 4 and r.get("threads") == 2: print(r["passages_per_s"])')
 echo "candle (batch 4, 2 threads): $candle passages/s"
 "$VENV/bin/python" benches/embed_onnx.py "$out" "$candle"

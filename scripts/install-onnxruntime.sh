@@ -4,22 +4,20 @@
 #   - model.onnx in the model directory: all-MiniLM-L6-v2 written as an ONNX graph from the installed safetensors
 #     by scripts/onnx/export_minilm.py (no PyTorch: the onnx and numpy wheels).
 # Both are checked against crates/attest-embed/onnx.sha256, the hashes the embedder checks when it loads them.
-# The wheels are pinned and installed into a virtual environment in ~/.cache (ATTEST_ONNX_VENV); nothing is fetched
-# from a model hub. Idempotent: files already present and matching are kept.
+# The wheels are pinned (scripts/onnx/requirements.txt) and installed into a virtual environment in ~/.cache
+# (ATTEST_ONNX_VENV); nothing is fetched from a model hub. Idempotent: files already present and matching are kept.
 #
 # Usage: scripts/install-onnxruntime.sh [MODEL_DIR [RUNTIME_DIR]]
 #   MODEL_DIR defaults to $ATTEST_MODEL_DIR, else <repo root>/models/all-minilm-l6-v2 (scripts/install-model.sh
 #   installs the weights there first); RUNTIME_DIR to <repo root>/models/onnxruntime.
 set -euo pipefail
 
-ONNXRUNTIME_VERSION=1.32.0
-PINNED=(onnxruntime==$ONNXRUNTIME_VERSION onnx==1.23.2 numpy==2.4.6 protobuf==7.36.2)
-
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CHECKSUMS="$REPO_ROOT/crates/attest-embed/onnx.sha256"
 MODEL_DIR="${1:-${ATTEST_MODEL_DIR:-$REPO_ROOT/models/all-minilm-l6-v2}}"
 RUNTIME_DIR="${2:-$REPO_ROOT/models/onnxruntime}"
 VENV="${ATTEST_ONNX_VENV:-$HOME/.cache/attest-onnx-venv}"
+REQUIREMENTS="$REPO_ROOT/scripts/onnx/requirements.txt"
 
 log() { printf 'install-onnxruntime: %s\n' "$*" >&2; }
 die() {
@@ -30,15 +28,15 @@ die() {
 # file_sha256 FILE
 # shellcheck source=lib/sha256.sh
 source "$REPO_ROOT/scripts/lib/sha256.sh"
+# pinned_venv VENV REQUIREMENTS
+# shellcheck source=lib/venv.sh
+source "$REPO_ROOT/scripts/lib/venv.sh"
 
-expected_sha256() {
-    awk -v name="$1" '$2 == name || $2 == "*" name { print $1; exit }' "$CHECKSUMS"
-}
 
 # verified PATH: the file exists and matches its committed hash (looked up by its file name).
 verified() {
     local expected
-    expected="$(expected_sha256 "$(basename "$1")")"
+    expected="$(committed_sha256 "$CHECKSUMS" "$(basename "$1")")"
     [[ -n "$expected" ]] || die "no checksum for $(basename "$1") in $CHECKSUMS"
     [[ -f "$1" && "$(file_sha256 "$1")" == "$expected" ]]
 }
@@ -59,22 +57,16 @@ if verified "$LIBRARY" && verified "$GRAPH"; then
 fi
 [[ -f "$MODEL_DIR/model.safetensors" ]] || die "no model in $MODEL_DIR: run scripts/install-model.sh first"
 
-if ! "$VENV/bin/python" -c "import onnx, onnxruntime, numpy" 2>/dev/null ||
-    [[ "$("$VENV/bin/python" -c 'import onnxruntime; print(onnxruntime.__version__)')" != "$ONNXRUNTIME_VERSION" ]]; then
-    command -v python3 >/dev/null 2>&1 || die "python3 is required (pip fetches the onnxruntime and onnx wheels)"
-    log "creating $VENV with ${PINNED[*]}"
-    python3 -m venv "$VENV" || die "python3 -m venv failed (Debian: apt-get install python3-venv)"
-    "$VENV/bin/pip" install --quiet --disable-pip-version-check "${PINNED[@]}" ||
-        die "pip install ${PINNED[*]} failed"
-fi
+command -v python3 >/dev/null 2>&1 || die "python3 is required (pip fetches the onnxruntime and onnx wheels)"
+pinned_venv "$VENV" "$REQUIREMENTS"
 
 if ! verified "$LIBRARY"; then
     shopt -s nullglob
-    found=("$VENV"/lib/python3*/site-packages/onnxruntime/capi/libonnxruntime.so.$ONNXRUNTIME_VERSION)
+    found=("$VENV"/lib/python3*/site-packages/onnxruntime/capi/libonnxruntime.so.*)
     shopt -u nullglob
-    [[ ${#found[@]} -eq 1 ]] || die "libonnxruntime.so.$ONNXRUNTIME_VERSION not found in the onnxruntime wheel"
+    [[ ${#found[@]} -eq 1 ]] || die "expected one libonnxruntime.so.* in the onnxruntime wheel, found ${#found[@]}"
     install_verified "${found[0]}" "$LIBRARY"
-    log "installed ONNX Runtime $ONNXRUNTIME_VERSION as $LIBRARY"
+    log "installed ONNX Runtime as $LIBRARY (from $(basename "${found[0]}"))"
 fi
 
 if ! verified "$GRAPH"; then

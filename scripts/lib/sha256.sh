@@ -1,5 +1,10 @@
 # Shared by the model installers: `file_sha256 FILE` prints the file's sha256, via sha256sum or, where that is
-# missing, python3. Source it; it defines functions only.
+# missing, python3; `committed_sha256 CHECKSUMS NAME` prints NAME's hash in a `sha256sum -c` file. Source it; it
+# defines functions only.
+
+committed_sha256() {
+    awk -v name="$2" '$2 == name || $2 == "*" name { print $1; exit }' "$1"
+}
 
 file_sha256() {
     if command -v sha256sum >/dev/null 2>&1; then

@@ -1,14 +1,16 @@
-//! Benchmark: local embedding throughput (texts/s) of the candle MiniLM model at batch 1 and batch 32, on the
-//! bundled squad-sample paragraphs (real chunk lengths) and on its questions (real query lengths); then the
-//! passages embedded in one call, as an ingest does, for several batch sizes and thread counts against the
-//! default (batch 32, one thread) in the same run.
+//! Benchmark: local embedding throughput of all-MiniLM-L6-v2 under both runtimes (candle, ONNX Runtime) in one
+//! run, on the bundled squad-sample paragraphs (real chunk lengths, embedded in one call as an ingest does) and
+//! questions (one text per call, as a search does). Every row carries its ratio to the candle runtime at its
+//! former default (batch 4 on 2 threads) measured in the same run.
 //!
-//! `cargo run -p attest-embed --example embed_throughput [TEXTS]` — prints one JSON object.
+//! `cargo run --example embed_throughput [TEXTS]` — prints one JSON object per line.
 
 use std::path::Path;
 use std::time::Instant;
 
-use attest_embed::{Embedder, LocalEmbedderConfig, MiniLmEmbedder};
+use attest_embed::{
+    Embedder, LocalEmbedderConfig, LocalRuntime, MiniLmEmbedder, OnnxMiniLmEmbedder,
+};
 use serde_json::{json, Value};
 
 fn texts_of(file: &Path, field: &str, limit: usize) -> Vec<String> {
@@ -21,12 +23,32 @@ fn texts_of(file: &Path, field: &str, limit: usize) -> Vec<String> {
         .collect()
 }
 
-/// Texts per second embedding `texts` in batches of `batch`.
-fn throughput(model: &MiniLmEmbedder, texts: &[String], batch: usize) -> f64 {
-    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+fn load(runtime: LocalRuntime, batch_size: usize, threads: usize) -> Box<dyn Embedder> {
+    let config = LocalEmbedderConfig {
+        runtime,
+        batch_size,
+        threads,
+        ..LocalEmbedderConfig::default()
+    };
+    match runtime {
+        LocalRuntime::Candle => Box::new(MiniLmEmbedder::from_config(&config).expect("candle")),
+        LocalRuntime::Onnx => Box::new(OnnxMiniLmEmbedder::from_config(&config).expect("onnx")),
+    }
+}
+
+/// Texts per second embedding all of `texts` in one call (after a warm-up call).
+fn one_call(model: &dyn Embedder, texts: &[&str]) -> f64 {
+    model.embed(&texts[..texts.len().min(8)]).expect("warm-up");
     let started = Instant::now();
-    for b in refs.chunks(batch) {
-        model.embed(b).expect("embedding");
+    model.embed(texts).expect("embedding");
+    texts.len() as f64 / started.elapsed().as_secs_f64()
+}
+
+/// Texts per second embedding `texts` one per call.
+fn one_by_one(model: &dyn Embedder, texts: &[&str]) -> f64 {
+    let started = Instant::now();
+    for t in texts {
+        model.embed(&[t]).expect("embedding");
     }
     texts.len() as f64 / started.elapsed().as_secs_f64()
 }
@@ -37,45 +59,37 @@ fn main() {
         .map(|a| a.parse().expect("TEXTS is a number"))
         .unwrap_or(64);
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/squad-sample");
-    let model = MiniLmEmbedder::from_config(&LocalEmbedderConfig::default()).expect("model");
     let passages = texts_of(&root.join("corpus.jsonl"), "text", n);
     let questions = texts_of(&root.join("queries.jsonl"), "text", n);
-    let mean_tokens = |t: &[String]| {
-        t.iter().map(|x| model.count_tokens(x)).sum::<usize>() as f64 / t.len() as f64
+    let passages: Vec<&str> = passages.iter().map(String::as_str).collect();
+    let questions: Vec<&str> = questions.iter().map(String::as_str).collect();
+
+    let baseline = one_call(&*load(LocalRuntime::Candle, 4, 2), &passages);
+    let name = |r: LocalRuntime| match r {
+        LocalRuntime::Candle => "candle",
+        LocalRuntime::Onnx => "onnx",
     };
-    throughput(&model, &passages[..8.min(passages.len())], 8); // warm-up
-    let report = json!({
-        "threads": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
-        "passages": {"texts": passages.len(), "mean_tokens": mean_tokens(&passages),
-            "batch_1_texts_per_s": throughput(&model, &passages, 1),
-            "batch_32_texts_per_s": throughput(&model, &passages, 32)},
-        "questions": {"texts": questions.len(), "mean_tokens": mean_tokens(&questions),
-            "batch_1_texts_per_s": throughput(&model, &questions, 1),
-            "batch_32_texts_per_s": throughput(&model, &questions, 32)},
-    });
-    println!("{report}");
-    let refs: Vec<&str> = passages.iter().map(String::as_str).collect();
-    let one_call = |batch_size: usize, threads: usize| -> f64 {
-        let config = LocalEmbedderConfig {
-            batch_size,
-            threads,
-            ..LocalEmbedderConfig::default()
-        };
-        let model = MiniLmEmbedder::from_config(&config).expect("model");
-        let started = Instant::now();
-        model.embed(&refs).expect("embedding");
-        refs.len() as f64 / started.elapsed().as_secs_f64()
-    };
-    let baseline = one_call(32, 1);
-    for (batch, threads) in [(32, 1), (8, 1), (4, 1), (1, 1), (8, 2), (4, 2), (1, 2)] {
-        let rate = if (batch, threads) == (32, 1) {
-            baseline
-        } else {
-            one_call(batch, threads)
-        };
+    for runtime in [LocalRuntime::Candle, LocalRuntime::Onnx] {
+        for (batch, threads) in [(4, 2), (1, 2), (8, 2), (4, 1), (1, 1)] {
+            let rate = if (runtime, batch, threads) == (LocalRuntime::Candle, 4, 2) {
+                baseline
+            } else {
+                one_call(&*load(runtime, batch, threads), &passages)
+            };
+            println!(
+                "{}",
+                json!({"runtime": name(runtime), "batch": batch, "threads": threads, "passages": passages.len(),
+                       "passages_per_s": rate, "vs_candle_4x2": rate / baseline})
+            );
+        }
+        let model = load(runtime, 4, 2);
+        let mean_tokens =
+            questions.iter().map(|q| model.count_tokens(q)).sum::<usize>() as f64 / questions.len() as f64;
+        let rate = one_by_one(&*model, &questions);
         println!(
             "{}",
-            json!({"batch": batch, "threads": threads, "passages_per_s": rate, "vs_batch_32_one_thread": rate / baseline})
+            json!({"runtime": name(runtime), "questions": questions.len(), "mean_tokens": mean_tokens,
+                   "one_per_call_per_s": rate, "mean_ms": 1000.0 / rate})
         );
     }
 }
