@@ -17,7 +17,9 @@
 //!
 //! Each engine run ends with recall@10 of 200 queries (the mixture's query stream; dense lane, default nprobe and
 //! over-fetch, exact re-score) against the exact top 10 over all vectors, so a faster ingest is not bought with
-//! worse segments. Prints each run's time, bytes written, segments and recall, then the ratios.
+//! worse segments. Prints each run's time, bytes written, bytes on disk at its end, segments and recall, then the
+//! ratios; each run's files are removed once it is measured. With `ATTEST_LOG` set (e.g. `info`), the engine's
+//! events go to stderr as JSON lines, each seal and merge with its phase timings.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -76,6 +78,8 @@ struct Run {
     bytes: u64,
     segments: u32,
     recall: Option<f64>,
+    /// What the run's directory holds on disk at its end.
+    disk: u64,
 }
 
 const QUERIES: usize = 200;
@@ -142,12 +146,14 @@ fn one_shot(dir: &Path, mixture: &Mixture, n: usize, config: &EngineConfig) -> a
     }
     builder.write(&dir.join("dense.faiss"))?;
     vectors.finish()?;
+    let (seconds, bytes) = (started.elapsed().as_secs_f64(), write_bytes() - bytes);
     Ok(Run {
         name: "one-shot",
-        seconds: started.elapsed().as_secs_f64(),
-        bytes: write_bytes() - bytes,
+        seconds,
+        bytes,
         segments: 1,
         recall: None,
+        disk: attest_index::fsutil::tree_bytes(dir)?,
     })
 }
 
@@ -200,11 +206,16 @@ fn sustained(
         bytes,
         segments: engine.stats().sealed_segments,
         recall: Some(recall(&engine, truth.0, truth.1)?),
+        disk: engine.disk_bytes()?,
     })
 }
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    // The engine's JSON events (seals, merges, quantizer training with their timings) on stderr, when asked.
+    if let Ok(filter) = std::env::var("ATTEST_LOG") {
+        attest_telemetry::logging::init(&filter);
+    }
     let root = args.dir.unwrap_or_else(|| {
         PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| ".".into()))
             .join(".cache/attest-engine-ingest")
@@ -225,11 +236,16 @@ fn main() -> anyhow::Result<()> {
         std::fs::create_dir_all(&dir)?;
         Ok(dir)
     };
+    // Each run's files go once it is measured: at 10M vectors the three would not fit on the disk together.
+    let done = |run: Run| -> Run {
+        let _ = std::fs::remove_dir_all(root.join(run.name));
+        run
+    };
     let queries = mixture.rows(1, 0, QUERIES, 2);
     let truth = exact_top10(&mixture, n, &queries)?;
     let truth = (queries.as_slice(), truth.as_slice());
-    runs.push(one_shot(&fresh("one-shot")?, &mixture, n, &config)?);
-    runs.push(sustained(
+    runs.push(done(one_shot(&fresh("one-shot")?, &mixture, n, &config)?));
+    runs.push(done(sustained(
         "engine",
         &fresh("engine")?,
         &mixture,
@@ -237,10 +253,10 @@ fn main() -> anyhow::Result<()> {
         args.batch,
         config,
         truth,
-    )?);
+    )?));
     if !args.skip_before {
         let dir = fresh("engine-before")?;
-        runs.push(sustained(
+        runs.push(done(sustained(
             "engine-before",
             &dir,
             &mixture,
@@ -248,15 +264,16 @@ fn main() -> anyhow::Result<()> {
             args.batch,
             before,
             truth,
-        )?);
+        )?));
     }
     let _ = std::fs::remove_dir_all(&root);
     for r in &runs {
         println!(
-            "{:<14} {n} vectors  {:>8.1} s  {:>8.0} MB written  {} segment(s){}",
+            "{:<14} {n} vectors  {:>8.1} s  {:>8.0} MB written  {:>8.0} MB on disk  {} segment(s){}",
             r.name,
             r.seconds,
             r.bytes as f64 / 1e6,
+            r.disk as f64 / 1e6,
             r.segments,
             r.recall
                 .map_or(String::new(), |x| format!("  recall@10 {x:.3}"))

@@ -83,8 +83,11 @@ fn main() {
             );
         }
         let model = load(runtime, 4, 2);
-        let mean_tokens =
-            questions.iter().map(|q| model.count_tokens(q)).sum::<usize>() as f64 / questions.len() as f64;
+        let mean_tokens = questions
+            .iter()
+            .map(|q| model.count_tokens(q))
+            .sum::<usize>() as f64
+            / questions.len() as f64;
         let rate = one_by_one(&*model, &questions);
         println!(
             "{}",

@@ -359,7 +359,8 @@ mod tests {
     #[test]
     fn checksums_cover_every_model_file() {
         for file in MODEL_FILES {
-            let hash = expected_sha256(CHECKSUMS, file).unwrap_or_else(|| panic!("no hash for {file}"));
+            let hash =
+                expected_sha256(CHECKSUMS, file).unwrap_or_else(|| panic!("no hash for {file}"));
             assert_eq!(hash.len(), 64, "{file}");
             assert!(hash.chars().all(|c| c.is_ascii_hexdigit()), "{file}");
         }

@@ -38,12 +38,13 @@ fn corpus(n: usize) -> Vec<String> {
 #[test]
 fn onnx_gives_candles_vectors() {
     let (onnx, candle) = both();
-    assert_eq!((onnx.id(), onnx.dimension()), (candle.id(), candle.dimension()));
+    assert_eq!(
+        (onnx.id(), onnx.dimension()),
+        (candle.id(), candle.dimension())
+    );
     let mut texts = corpus(24);
     // Short, empty, non-ASCII and over-long inputs (the last is truncated to 256 tokens by both).
-    texts.extend(
-        ["hi", "", "ünïcödé ✓ 東京 — «quotes»", &"word ".repeat(600)].map(String::from),
-    );
+    texts.extend(["hi", "", "ünïcödé ✓ 東京 — «quotes»", &"word ".repeat(600)].map(String::from));
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let a = onnx.embed(&refs).unwrap();
     let b = candle.embed(&refs).unwrap();
@@ -72,13 +73,18 @@ fn a_vector_does_not_depend_on_its_batch_or_on_concurrent_calls() {
         .map(|t| onnx.embed(&[t]).unwrap().remove(0))
         .collect();
     let concurrent: Vec<Vec<Vec<f32>>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..4).map(|_| s.spawn(|| onnx.embed(&refs).unwrap())).collect();
+        let handles: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| onnx.embed(&refs).unwrap()))
+            .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     for (i, v) in together.iter().enumerate() {
         assert!(cosine_similarity(v, &alone[i]) > 0.99999, "text {i} alone");
         for run in &concurrent {
-            assert!(cosine_similarity(v, &run[i]) > 0.99999, "text {i} concurrent");
+            assert!(
+                cosine_similarity(v, &run[i]) > 0.99999,
+                "text {i} concurrent"
+            );
         }
     }
 }

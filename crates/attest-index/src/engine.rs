@@ -299,6 +299,7 @@ impl ShardEngine {
                         &rows,
                         &vectors,
                         dense,
+                        &mut crate::maintenance::Phases::default(),
                     )?;
                     sealed.push(Arc::new(SealedSegment::open(dir, &new_meta)?));
                     manifest.segments.push(new_meta);
@@ -804,7 +805,6 @@ impl ShardEngine {
         crate::fsutil::tree_bytes(&self.dir)
     }
 
-    /// Paths of the sealed segments' directories (for operators and tests).
     /// A consistent snapshot of this replica in `dest` (absent or empty) while it keeps serving: with seals and
     /// compactions held off, the log is checkpointed under the writers' lock (every write acknowledged before
     /// this call is in it), the segment manifest recorded with it, and the sealed segments it names hard-linked
@@ -844,6 +844,7 @@ impl ShardEngine {
         crate::snapshot::seal(dest, last_seq, live_documents)
     }
 
+    /// Paths of the sealed segments' directories (for operators and tests).
     pub fn segment_dirs(&self) -> Vec<PathBuf> {
         self.state
             .read()

@@ -1,10 +1,48 @@
 //! The node-wide limit on concurrent seal and compaction work: each builds a FAISS index and a tantivy
 //! segment and can take every core for seconds, so a node holding many shard replicas (or `attest dev`,
 //! where every node shares one process) runs at most `engine.max_concurrent_maintenance` of them at a time
-//! and the rest wait their turn, instead of starving searches and ingest of CPU all at once.
+//! and the rest wait their turn, instead of starving searches and ingest of CPU all at once. [`Phases`] times
+//! the steps of one such job for its log event.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
+use std::time::Instant;
+
+/// Wall time of a seal's or merge's steps, in the order they ran, logged with its event (`phases_ms`) so an
+/// operator sees where maintenance time goes (training, encoding, the text index, the files, fsync, checksums).
+#[derive(Debug)]
+pub struct Phases {
+    last: Instant,
+    done: Vec<(&'static str, u128)>,
+}
+
+impl Default for Phases {
+    fn default() -> Self {
+        Self {
+            last: Instant::now(),
+            done: Vec::new(),
+        }
+    }
+}
+
+impl Phases {
+    /// Ends the step running since the previous mark (or since creation) under `name`.
+    pub fn mark(&mut self, name: &'static str) {
+        let now = Instant::now();
+        self.done.push((name, (now - self.last).as_millis()));
+        self.last = now;
+    }
+
+    /// `name=ms` for each step, space-separated.
+    pub fn summary(&self) -> String {
+        let steps: Vec<String> = self
+            .done
+            .iter()
+            .map(|(n, ms)| format!("{n}={ms}"))
+            .collect();
+        steps.join(" ")
+    }
+}
 
 /// Default: one seal or compaction at a time per process.
 pub const DEFAULT_MAX_CONCURRENT: usize = 1;

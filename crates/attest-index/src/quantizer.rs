@@ -1,10 +1,9 @@
 //! The shard's own IVF_PQ quantizer (issue 18): coarse centroids and PQ codebooks trained once the shard holds
-//! `train_sample` vectors (and enough for the configured `nlist` and `2^nbits` codewords), persisted as
-//! `quantizer/v<N>.faiss` (a trained, empty index with the usual trailer) and recorded in the manifest with its
-//! version. Every segment
-//! sealed after that encodes with it — no k-means per segment — and a merge of segments of the same version moves
-//! their inverted lists into one index (FAISS `IndexIVF::merge_from`) and removes the dead ids instead of training
-//! and encoding again ([`crate::merge`]).
+//! enough vectors for the configured `nlist` and `2^nbits` codewords (on at most `train_sample` of them),
+//! persisted as `quantizer/v<N>.faiss` (a trained, empty index with the usual trailer) and recorded in the
+//! manifest with its version. Every segment sealed after that encodes with it — no k-means per segment — and a
+//! merge of segments of the same version moves their inverted lists into one index (FAISS `IndexIVF::merge_from`)
+//! and removes the dead ids instead of training and encoding again ([`crate::merge`]).
 //!
 //! Drift: the quantizer keeps the mean squared reconstruction error of its training sample. Each seal measures
 //! the error of a sample of its own vectors; past `quantizer_drift_bound` × that baseline the data has moved away

@@ -161,6 +161,7 @@ pub fn build_segment(
     rows: &[StoredChunk],
     vectors: &[f32],
     dense: Dense,
+    phases: &mut crate::maintenance::Phases,
 ) -> Result<SegmentMeta> {
     let dir = segment_dir(root, id);
     if dir.exists() {
@@ -197,6 +198,7 @@ pub fn build_segment(
             (Some(index.write(&dir.join(DENSE_FILE))?), Some(quantizer))
         }
     };
+    phases.mark("dense");
     TextIndex::build_on_disk(
         &dir.join(TEXT_DIR),
         rows.iter().enumerate().map(|(i, r)| {
@@ -208,10 +210,17 @@ pub fn build_segment(
             )
         }),
     )?;
+    phases.mark("text");
     ChunkStore::write(&dir.join(CHUNKS_FILE), rows)?;
+    phases.mark("chunks");
     VectorFile::write(&dir.join(VECTORS_FILE), dim, vectors)?;
+    phases.mark("vectors");
     Sq8File::write(&dir.join(COMPACT_VECTORS_FILE), dim, vectors)?;
+    phases.mark("sq8");
     crate::fsutil::sync_tree(&dir)?;
+    phases.mark("sync");
+    let files = checksum_files(&dir)?;
+    phases.mark("checksums");
     Ok(SegmentMeta {
         id: id.to_string(),
         min_seq: seq_range.0,
@@ -219,7 +228,7 @@ pub fn build_segment(
         rows: n,
         params: used,
         quantizer,
-        files: checksum_files(&dir)?,
+        files,
     })
 }
 

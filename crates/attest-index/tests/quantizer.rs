@@ -1,5 +1,5 @@
-//! The shard's own quantizer (issue 18): once the shard holds `train_sample` vectors (and enough for the configured
-//! IVF_PQ parameters) it trains one quantizer, every later segment encodes with it, merges move inverted lists instead of
+//! The shard's own quantizer (issue 18): once the shard holds enough vectors to train the configured IVF_PQ
+//! parameters in full it trains one quantizer (on at most `train_sample` of them), every later segment encodes with it, merges move inverted lists instead of
 //! training again, drift past the bound trains a new version while the old segments keep serving, and the
 //! quantizer survives restarts, damage and snapshots.
 
@@ -13,8 +13,8 @@ use common::DIM;
 use rand::{Rng, SeedableRng};
 use serde_json::Value;
 
-/// The shared fixture's 16 lists and 4 × 8-bit codes (624 rows train them in full); the shard trains its quantizer
-/// at 1,200 rows and merges 3 segments of a level.
+/// The shared fixture's 16 lists and 4 × 8-bit codes (624 rows train them in full, so the first seal of at least
+/// that many rows trains the shard's quantizer, on at most 1,200 of them); merges take 3 segments of a level.
 fn config() -> EngineConfig {
     EngineConfig {
         seal_threshold: 1_000_000, // sealed by hand
@@ -183,7 +183,8 @@ fn segments_share_one_quantizer_and_merge_without_retraining() {
 fn drift_trains_a_new_version_while_the_old_segments_keep_serving() {
     let dir = tempfile::tempdir().unwrap();
     let engine = ShardEngine::open(dir.path(), config()).unwrap();
-    // Trained (at the second seal, 1,600 rows) on vectors in the first half of the dimensions ...
+    // Trained at the first seal (800 rows, enough for the fixture's parameters: no segment trains its own) on
+    // vectors in the first half of the dimensions ...
     write(&engine, 0..400, 0..DIM / 2);
     engine.seal().unwrap();
     all_found(&engine, 0..400, 0..DIM / 2);
@@ -204,7 +205,7 @@ fn drift_trains_a_new_version_while_the_old_segments_keep_serving() {
     assert_eq!(m["quantizer"]["version"], 2, "{m}");
     assert_eq!(
         segment_versions(dir.path()),
-        vec![Value::Null, 1.into(), 1.into(), 1.into()]
+        vec![Value::from(1), 1.into(), 1.into(), 1.into()]
     );
     all_found(&engine, 0..1000, 0..DIM / 2);
     write(&engine, 1400..1800, DIM / 2..DIM);
@@ -216,7 +217,7 @@ fn drift_trains_a_new_version_while_the_old_segments_keep_serving() {
     );
     assert_eq!(
         segment_versions(dir.path()),
-        vec![Value::Null, 1.into(), 1.into(), 1.into(), 2.into()]
+        vec![Value::from(1), 1.into(), 1.into(), 1.into(), 2.into()]
     );
     assert!(dir.path().join("quantizer/v000002.faiss").exists());
     assert!(!dir.path().join("quantizer/v000001.faiss").exists());

@@ -11,6 +11,7 @@ use super::{Frozen, SegmentView, ShardEngine, State};
 use crate::chunk_store::StoredChunk;
 use crate::error::Result;
 use crate::growing::GrowingSegment;
+use crate::maintenance::Phases;
 use crate::merge::MergeInput;
 use crate::quantizer::{
     enough_to_train, global_ids, quantizer_path, split_for_training, ShardQuantizer,
@@ -59,6 +60,7 @@ impl ShardEngine {
             (frozen, st.manifest.allocate_id())
         };
         let (segment, range) = frozen;
+        let mut phases = Phases::default();
         let (rows, vectors) = {
             let st = self.state.read();
             let mut rows = Vec::new();
@@ -71,11 +73,24 @@ impl ShardEngine {
             }
             (rows, vectors)
         };
+        phases.mark("collect");
         let before = self.state.read().quantizer.clone();
         let quantizer = self.ensure_quantizer(&vectors)?;
+        phases.mark("quantizer");
         let dense = encoded(quantizer.as_deref(), &rows, &vectors)?;
-        let meta = build_segment(&self.dir, &id, range, &self.config, &rows, &vectors, dense)?;
+        phases.mark("encode");
+        let meta = build_segment(
+            &self.dir,
+            &id,
+            range,
+            &self.config,
+            &rows,
+            &vectors,
+            dense,
+            &mut phases,
+        )?;
         let opened = Arc::new(SealedSegment::open(&self.dir, &meta)?);
+        phases.mark("open");
         {
             let mut st = self.state.write();
             st.sealed.push(opened);
@@ -84,9 +99,9 @@ impl ShardEngine {
             st.manifest.store(&self.dir)?;
             st.frozen = None;
         }
-        info!(segment = %id, rows = rows.len(), event = "segment_sealed", "sealed growing segment");
         if let Some(q) = before.filter(|_| !rows.is_empty()) {
             let drift = q.drift(&vectors)?;
+            phases.mark("drift");
             if drift > self.config.quantizer_drift_bound {
                 info!(
                     version = q.meta.version,
@@ -96,14 +111,18 @@ impl ShardEngine {
                 );
                 // The sealed segment is among the sealed ones now: the sample covers it.
                 self.train_quantizer(&[])?;
+                phases.mark("retrain");
             }
         }
+        info!(segment = %id, rows = rows.len(), phases_ms = %phases.summary(), event = "segment_sealed", "sealed growing segment");
         Ok(())
     }
 
     /// The shard's quantizer, trained now if there is none yet and the shard holds enough rows — its sealed rows
-    /// and `fresh` (row-major; the rows being sealed) — to train the configured parameters in full on
-    /// `train_sample` rows; none while it is smaller (segments train their own, as they always did).
+    /// and `fresh` (row-major; the rows being sealed) — to train the configured parameters in full (on at most
+    /// `train_sample` of them); none while it is smaller (segments train their own, as they always did). So the
+    /// first seal big enough trains it: waiting for `train_sample` rows made that seal train its own index first,
+    /// two trainings where one does (47 s and 59 s of the 131 s that 300,000 rows took, docs/BENCHMARKS.md).
     fn ensure_quantizer(&self, fresh: &[f32]) -> Result<Option<Arc<ShardQuantizer>>> {
         let sealed_rows: usize = {
             let st = self.state.read();
@@ -114,7 +133,6 @@ impl ShardEngine {
         };
         let rows = sealed_rows + fresh.len() / self.config.dimension;
         if !self.config.shard_quantizer
-            || rows < self.config.train_sample
             || !enough_to_train(&self.config.ivfpq, rows, self.config.dimension)
         {
             return Ok(None);
@@ -203,6 +221,7 @@ impl ShardEngine {
             return Ok(false);
         };
         let id = self.state.write().manifest.allocate_id();
+        let mut phases = Phases::default();
         let (mut rows, mut vectors, mut ids, merging, range) = {
             let st = self.state.read();
             let (mut rows, mut vectors, mut ids, mut merging) =
@@ -235,6 +254,7 @@ impl ShardEngine {
             let hi = inputs.iter().map(|s| s.meta.max_seq).max().unwrap_or(0);
             (rows, vectors, ids, merging, (lo, hi))
         };
+        phases.mark("collect");
         // The inputs are still among the sealed segments: nothing fresh to add to the shard's rows.
         let dense = match self.ensure_quantizer(&[])? {
             Some(q) => {
@@ -258,8 +278,19 @@ impl ShardEngine {
             None => Dense::Train,
         };
         drop(merging);
-        let meta = build_segment(&self.dir, &id, range, &self.config, &rows, &vectors, dense)?;
+        phases.mark("merge_lists");
+        let meta = build_segment(
+            &self.dir,
+            &id,
+            range,
+            &self.config,
+            &rows,
+            &vectors,
+            dense,
+            &mut phases,
+        )?;
         let opened = Arc::new(SealedSegment::open(&self.dir, &meta)?);
+        phases.mark("open");
         let merged: Vec<String> = inputs.iter().map(|s| s.meta.id.clone()).collect();
         let sealed_through = {
             let mut st = self.state.write();
@@ -275,7 +306,8 @@ impl ShardEngine {
             let _ = std::fs::remove_dir_all(segment_dir(&self.dir, old));
         }
         self.forget_superseded(sealed_through)?;
-        info!(segment = %id, rows = rows.len(), merged = merged.len(), event = "segments_compacted", "compaction done");
+        phases.mark("forget");
+        info!(segment = %id, rows = rows.len(), merged = merged.len(), phases_ms = %phases.summary(), event = "segments_compacted", "compaction done");
         Ok(true)
     }
 
