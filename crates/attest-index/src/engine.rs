@@ -97,11 +97,12 @@ impl DocVersions {
     fn get(&self, tenant: &str, doc_id: &str) -> Option<&DocVersion> {
         self.0.get(tenant)?.get(doc_id)
     }
-    fn insert(&mut self, doc_id: String, version: DocVersion) {
+    /// Records `version` as the document's latest; returns the one it replaces.
+    fn insert(&mut self, doc_id: String, version: DocVersion) -> Option<DocVersion> {
         self.0
             .entry(version.tenant.clone())
             .or_default()
-            .insert(doc_id, version);
+            .insert(doc_id, version)
     }
     fn live(&self) -> u64 {
         self.0
@@ -109,6 +110,37 @@ impl DocVersions {
             .flat_map(HashMap::values)
             .filter(|v| !v.deleted)
             .count() as u64
+    }
+}
+
+/// Log records that are dead (a replaced upsert, a delete) and not yet forgotten, kept as they die so that a
+/// compaction forgets them without reading the whole log: scanning it after every merge made ingest quadratic (29 s
+/// a merge at 2M rows, docs/BENCHMARKS.md). Until the first compaction of this process has scanned the log once, the
+/// records that died before it started are known only to the log.
+#[derive(Default)]
+struct DeadRecords {
+    seqs: Vec<u64>,
+    scanned: bool,
+}
+
+impl DeadRecords {
+    /// A record that died: `replaced` (what an upsert or delete replaced) when it was an upsert, and `own` for a
+    /// delete record (dead from the start).
+    fn died(&mut self, replaced: Option<DocVersion>, own: Option<u64>) {
+        self.seqs.extend(
+            replaced
+                .filter(|v| !v.deleted)
+                .map(|v| v.seq)
+                .into_iter()
+                .chain(own),
+        );
+    }
+
+    /// The records at or below `through`, taken out.
+    fn take_through(&mut self, through: u64) -> Vec<u64> {
+        let (now, later) = self.seqs.iter().partition(|&&s| s <= through);
+        self.seqs = later;
+        now
     }
 }
 
@@ -126,6 +158,7 @@ struct State {
     manifest: Manifest,
     /// The shard's quantizer once trained (new segments encode with it).
     quantizer: Option<Arc<ShardQuantizer>>,
+    dead: DeadRecords,
 }
 
 pub struct ShardEngine {
@@ -334,6 +367,7 @@ impl ShardEngine {
                 sealed,
                 manifest,
                 quantizer,
+                dead: DeadRecords::default(),
             }),
             maintenance: Mutex::new(()),
             background_seal: AtomicBool::new(false),
@@ -432,7 +466,7 @@ impl ShardEngine {
                 chunks,
             } = op
             {
-                st.versions.insert(
+                let replaced = st.versions.insert(
                     doc_id.clone(),
                     DocVersion {
                         seq,
@@ -441,6 +475,7 @@ impl ShardEngine {
                         version,
                     },
                 );
+                st.dead.died(replaced, None);
                 for c in chunks {
                     let row = StoredChunk {
                         chunk_id: c.chunk_id,
@@ -500,7 +535,8 @@ impl ShardEngine {
             },
             version,
         )])?;
-        self.state.write().versions.insert(
+        let mut st = self.state.write();
+        let replaced = st.versions.insert(
             doc_id.to_string(),
             DocVersion {
                 seq: seqs[0],
@@ -509,6 +545,7 @@ impl ShardEngine {
                 version,
             },
         );
+        st.dead.died(replaced, Some(seqs[0]));
         Ok(live)
     }
 

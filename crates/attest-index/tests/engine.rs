@@ -547,3 +547,78 @@ fn fetches_beside_writes_seals_and_compactions_find_every_live_chunk() {
     let hits = e.fetch_chunks("t1", &wanted).unwrap();
     assert!(hits.iter().all(|h| h.text.contains("version 6")));
 }
+
+/// The log's records after the engine in `dir` has closed: the doc id of each upsert, `None` for a delete.
+fn logged(dir: &std::path::Path) -> Vec<Option<String>> {
+    let log = attest_index::wal::IngestLog::open(&dir.join("wal")).unwrap();
+    log.range(1, log.last_seq())
+        .unwrap()
+        .into_iter()
+        .map(|(_, op)| match op {
+            attest_index::wal::LogOp::Upsert { doc_id, .. } => Some(doc_id),
+            attest_index::wal::LogOp::Delete { .. } => None,
+        })
+        .collect()
+}
+
+/// A compaction forgets the log records of replaced and deleted documents: those that died while the engine ran
+/// (kept as they die, no scan of the log) and, after a restart, those that died before it (one scan).
+#[test]
+fn compactions_forget_dead_records_seen_dying_and_from_before_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = ShardEngine::open(dir.path(), config(100_000)).unwrap();
+    e.upsert((0..40).map(|d| doc(d, 0)).collect()).unwrap();
+    e.seal().unwrap();
+    // Replaced and deleted, then sealed: dead but not yet forgotten (no compaction since).
+    e.upsert((0..5).map(|d| doc(d, 1)).collect()).unwrap();
+    assert!(e.delete("t1", "doc-30").unwrap());
+    e.seal().unwrap();
+    drop(e);
+    let before = logged(dir.path());
+    assert_eq!(
+        before.len(),
+        40 + 5 + 1,
+        "nothing forgotten without a compaction"
+    );
+
+    // After a restart: those died before this process; more die in it; a compaction forgets both kinds.
+    let e = ShardEngine::open(dir.path(), config(100_000)).unwrap();
+    e.upsert((5..8).map(|d| doc(d, 1)).collect()).unwrap();
+    assert!(e.delete("t1", "doc-31").unwrap());
+    e.seal().unwrap();
+    e.compact().unwrap();
+    // Only what died in this process from here on: replaced again, deleted, then compacted.
+    e.upsert((0..2).map(|d| doc(d, 2)).collect()).unwrap();
+    assert!(e.delete("t1", "doc-32").unwrap());
+    e.seal().unwrap();
+    e.compact().unwrap();
+    let live = e.stats();
+    drop(e);
+
+    let mut left = logged(dir.path());
+    assert!(
+        left.iter().all(Option::is_some),
+        "delete records forgotten: {left:?}"
+    );
+    left.sort();
+    let mut want: Vec<Option<String>> = (0..40)
+        .filter(|d| ![30, 31, 32].contains(d))
+        .map(|d| Some(format!("doc-{d}")))
+        .collect();
+    want.sort();
+    assert_eq!(left, want, "one record per live document");
+    assert_eq!(live.sealed_rows, 37);
+    // Nothing live was forgotten: a reopened engine serves the latest version of each.
+    let e = ShardEngine::open(dir.path(), config(100_000)).unwrap();
+    let wanted: Vec<(String, String)> = [0, 1, 2, 6, 9]
+        .iter()
+        .map(|d| (format!("doc-{d}"), format!("doc-{d}#0")))
+        .collect();
+    let hits = e.fetch_chunks("t1", &wanted).unwrap();
+    assert_eq!(hits.len(), 5);
+    for (d, version) in [(0, 2), (1, 2), (2, 1), (6, 1), (9, 0)] {
+        let hit = hits.iter().find(|h| h.doc_id == format!("doc-{d}"));
+        let text = &hit.expect("fetched").text;
+        assert!(text.contains(&format!("version {version}")), "{text}");
+    }
+}

@@ -311,21 +311,37 @@ impl ShardEngine {
         Ok(true)
     }
 
-    /// Removes sealed-range log records whose rows are dead (superseded or deleted documents).
+    /// Removes sealed-range log records whose rows are dead (superseded or deleted documents): those the engine
+    /// saw die ([`super::DeadRecords`]), after one scan of the log per process for those that died before it.
     fn forget_superseded(&self, sealed_through: u64) -> Result<()> {
+        // The writers' lock throughout: no record dies while the dead ones are chosen and forgotten.
         let mut log = self.log.lock();
-        let records = log.range(1, sealed_through)?;
-        let st = self.state.read();
-        let dead: Vec<u64> = records
-            .iter()
-            .filter(|(seq, op)| match op {
-                LogOp::Upsert { doc_id, tenant, .. } => !st.is_live(tenant, doc_id, *seq),
-                LogOp::Delete { .. } => true,
-            })
-            .map(|(seq, _)| *seq)
-            .collect();
-        drop(st);
-        log.forget(&dead)
+        let dead = if self.state.read().dead.scanned {
+            self.state.write().dead.take_through(sealed_through)
+        } else {
+            // Once per process: the records that died before it started are known only to the log.
+            let records = log.range(1, sealed_through)?;
+            let st = self.state.read();
+            let dead: Vec<u64> = records
+                .iter()
+                .filter(|(seq, op)| match op {
+                    LogOp::Upsert { doc_id, tenant, .. } => !st.is_live(tenant, doc_id, *seq),
+                    LogOp::Delete { .. } => true,
+                })
+                .map(|(seq, _)| *seq)
+                .collect();
+            drop(st);
+            let mut st = self.state.write();
+            st.dead.take_through(sealed_through);
+            st.dead.scanned = true;
+            dead
+        };
+        let forgotten = log.forget(&dead);
+        if forgotten.is_err() {
+            // Not forgotten: the next compaction reads the log again rather than lose track of them.
+            self.state.write().dead.scanned = false;
+        }
+        forgotten
     }
 }
 
