@@ -323,6 +323,26 @@ fn build_tokenizers(
     Ok((tokenizer, counter))
 }
 
+/// Both runtimes' `embed`: `texts` in batches of `config.batch_size` by length over `config.threads` threads,
+/// each batch through `embed_batch`. Padding is masked, so grouping by length does not change a vector.
+pub(crate) fn embed_by_length(
+    texts: &[&str],
+    config: &LocalEmbedderConfig,
+    embed_batch: impl Fn(&[&str]) -> Result<Vec<Vec<f32>>, EmbedError> + Sync,
+) -> Result<Vec<Vec<f32>>, EmbedError> {
+    if texts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let lengths: Vec<usize> = texts.iter().map(|t| t.len()).collect();
+    crate::batches::by_length(
+        &lengths,
+        config.batch_size,
+        config.threads,
+        |batch| embed_batch(&batch.iter().map(|&i| texts[i]).collect::<Vec<_>>()),
+        || EmbedError::Model("an embedding thread panicked".into()),
+    )
+}
+
 impl Embedder for MiniLmEmbedder {
     fn id(&self) -> &str {
         MINILM_ID
@@ -333,18 +353,7 @@ impl Embedder for MiniLmEmbedder {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        if texts.is_empty() {
-            return Ok(Vec::new());
-        }
-        // Padding is masked, so grouping by length does not change a vector.
-        let lengths: Vec<usize> = texts.iter().map(|t| t.len()).collect();
-        crate::batches::by_length(
-            &lengths,
-            self.config.batch_size,
-            self.config.threads,
-            |batch| self.embed_batch(&batch.iter().map(|&i| texts[i]).collect::<Vec<_>>()),
-            || EmbedError::Model("an embedding thread panicked".into()),
-        )
+        embed_by_length(texts, &self.config, |batch| self.embed_batch(batch))
     }
 
     fn count_tokens(&self, text: &str) -> usize {

@@ -201,17 +201,7 @@ impl Embedder for OnnxMiniLmEmbedder {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        if texts.is_empty() {
-            return Ok(Vec::new());
-        }
-        let lengths: Vec<usize> = texts.iter().map(|t| t.len()).collect();
-        crate::batches::by_length(
-            &lengths,
-            self.config.batch_size,
-            self.config.threads,
-            |batch| self.embed_batch(&batch.iter().map(|&i| texts[i]).collect::<Vec<_>>()),
-            || EmbedError::Model("an embedding thread panicked".into()),
-        )
+        crate::minilm::embed_by_length(texts, &self.config, |batch| self.embed_batch(batch))
     }
 
     fn count_tokens(&self, text: &str) -> usize {
