@@ -152,7 +152,9 @@ pub enum Dense {
 }
 
 /// Builds a sealed segment from rows and their vectors (row-major) into `segments/<id>/`, fsyncs it and returns
-/// its manifest entry. Nothing is visible until the caller stores a manifest that names it.
+/// its manifest entry. Nothing is visible until the caller stores a manifest that names it. Each step's time goes
+/// into `phases` (the seal's or merge's log event).
+#[allow(clippy::too_many_arguments)] // seal, merge and rebuild each pass all of them; a struct would be rebuilt by each
 pub fn build_segment(
     root: &Path,
     id: &str,
