@@ -131,3 +131,60 @@ fn eval_reports_sweeps_and_gates_against_a_baseline() {
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("quality gate passed"), "{text}");
 }
+
+/// With an out-of-corpus policy and a scripted LLM on loopback, the questions whose article is absent get the
+/// general-knowledge answer: `attest eval` counts them apart, never as answered (no coverage, no hallucination).
+#[test]
+fn eval_counts_out_of_corpus_answers_apart() {
+    use common::llm::{Kind, ScriptedLlm};
+    let data = tempfile::tempdir().unwrap();
+    fixture(data.path(), 10);
+    let llm = ScriptedLlm::default();
+    let url = llm.start();
+    // The model declines every grounded answer and answers every out-of-corpus question.
+    llm.always(
+        Kind::Generate,
+        "I cannot answer from the given passages.",
+        200,
+    );
+    llm.always(
+        Kind::OutOfCorpus,
+        "A general answer, not from the corpus.",
+        200,
+    );
+    let config = data.path().join("attest.yaml");
+    std::fs::write(
+        &config,
+        format!("answer:\n  llm:\n    url: {url}\n  out_of_corpus:\n    enabled: true\n"),
+    )
+    .unwrap();
+    let report_path = data.path().join("report.json");
+    let (code, text) = eval(&[
+        "--data",
+        data.path().to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+        "--json",
+        report_path.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{text}");
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
+    let a = &report["answers"];
+    let out_of_corpus = a["out_of_corpus"].as_u64().unwrap();
+    assert!(out_of_corpus > 0, "{a}");
+    assert_eq!(
+        a["reasons"]["out_of_corpus"].as_u64(),
+        Some(out_of_corpus),
+        "{a}"
+    );
+    assert_eq!(a["coverage"], 0.0, "{a}");
+    assert_eq!(a["hallucination_rate"], 0.0, "{a}");
+    assert!(
+        text.contains(&format!(
+            "out of corpus: {out_of_corpus} general-knowledge answers"
+        )),
+        "{text}"
+    );
+    assert!(!llm.requests(Kind::OutOfCorpus).is_empty());
+}

@@ -535,6 +535,7 @@ fn grpc_matrix(dev: &SecureDev, read: &str, write: &str, other: &str) {
                                     collection: "docs".into(),
                                     id: "nope".into(),
                                     tenant: "a".into(),
+                                    ..Default::default()
                                 },
                                 token,
                             ))
@@ -612,6 +613,7 @@ fn grpc_matrix(dev: &SecureDev, read: &str, write: &str, other: &str) {
                                     collection: "docs".into(),
                                     question: "What does the heron wait for?".into(),
                                     tenant: "a".into(),
+                                    ..Default::default()
                                 },
                                 token,
                             ))

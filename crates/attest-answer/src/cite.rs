@@ -8,6 +8,7 @@ use serde::Serialize;
 use crate::claims::Claim;
 use crate::footnotes::Footnotes;
 use crate::text;
+use crate::verdict::{clauses, Cutoffs, Verdict};
 use crate::verifier::Verifier;
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -26,31 +27,42 @@ pub struct CheckedClaim {
     pub text: String,
     pub citations: Vec<u32>,
     pub support: f64,
+    /// `verdict == supported`.
     pub supported: bool,
+    pub verdict: Verdict,
 }
 
-/// Scores every claim against the passages it cites; the best cited passage counts.
+/// Scores every claim (and each of its clauses, see [`crate::verdict`]) against the passages it cites; the best
+/// cited passage counts.
 pub fn check_claims(
     verifier: &dyn Verifier,
-    threshold: f64,
+    cutoffs: Cutoffs,
     question: &str,
     claims: &[Claim],
     footnotes: &Footnotes,
 ) -> Vec<CheckedClaim> {
+    let best_support = |text: &str, citations: &[u32]| {
+        citations
+            .iter()
+            .filter_map(|n| footnotes.get(*n))
+            .map(|p| verifier.support_in(question, text, &p.title, &p.text))
+            .fold(0.0, f64::max)
+    };
     let checked: Vec<CheckedClaim> = claims
         .iter()
         .map(|c| {
-            let support = c
-                .citations
+            let support = best_support(&c.text, &c.citations);
+            let parts: Vec<f64> = clauses(&c.text)
                 .iter()
-                .filter_map(|n| footnotes.get(*n))
-                .map(|p| verifier.support_in(question, &c.text, &p.title, &p.text))
-                .fold(0.0, f64::max);
+                .map(|part| best_support(part, &c.citations))
+                .collect();
+            let verdict = cutoffs.verdict(support, &parts);
             CheckedClaim {
                 text: c.text.clone(),
                 citations: c.citations.clone(),
                 support,
-                supported: support >= threshold,
+                supported: verdict == Verdict::Supported,
+                verdict,
             }
         })
         .collect();
@@ -68,6 +80,24 @@ pub(crate) fn render(text: &str, citations: &[u32]) -> String {
         Some((i, c)) if matches!(c, '.' | '!' | '?') => format!("{}{markers}{c}", &trimmed[..i]),
         _ => format!("{trimmed}{markers}."),
     }
+}
+
+/// A checked claim with its markers; a partial one followed by [`crate::verdict::PARTIAL_MARK`].
+pub(crate) fn render_checked(claim: &CheckedClaim) -> String {
+    if claim.verdict != Verdict::Partial {
+        return render(&claim.text, &claim.citations);
+    }
+    let trimmed = claim.text.trim_end();
+    let (body, stop) = match trimmed.char_indices().last() {
+        Some((i, c)) if matches!(c, '.' | '!' | '?') => (&trimmed[..i], c),
+        _ => (trimmed, '.'),
+    };
+    let markers: String = claim.citations.iter().map(|n| format!(" [{n}]")).collect();
+    format!(
+        "{}{markers} {}{stop}",
+        body.trim_end(),
+        crate::verdict::PARTIAL_MARK
+    )
 }
 
 /// One citation per cited footnote, in first-use order, quoting the passage sentence closest to its claims.
@@ -106,5 +136,16 @@ mod tests {
     fn render_puts_markers_before_punctuation() {
         assert_eq!(render("It rained.", &[1, 3]), "It rained [1] [3].");
         assert_eq!(render("No stop", &[2]), "No stop [2].");
+        let partial = CheckedClaim {
+            text: "Tesla died in Paris.".into(),
+            citations: vec![1],
+            support: 0.4,
+            supported: false,
+            verdict: Verdict::Partial,
+        };
+        assert_eq!(
+            render_checked(&partial),
+            "Tesla died in Paris [1] (partially supported)."
+        );
     }
 }

@@ -3,10 +3,14 @@
 use attest_core::ConfigProblems;
 use serde::{Deserialize, Serialize};
 
+use std::collections::BTreeMap;
+
 use crate::generate::OpenAiChatConfig;
 use crate::local_llm::GgufConfig;
+use crate::out_of_corpus::OutOfCorpusConfig;
 use crate::reader::ReaderConfig;
 use crate::rerank::RerankConfig;
+use crate::verdict::{Cutoffs, PartialPolicy};
 use crate::verifier::VerifierConfig;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -55,8 +59,22 @@ pub struct AnswerConfig {
     /// (0: any footnoted passage). Off by default: on squad-sample, 0.5 cut answer accuracy from 0.81 to 0.74
     /// (the answer sentence is often in a passage ranked below the best one).
     pub composer_passage_ratio: f64,
-    /// A claim is supported when the verifier scores it at least this.
+    /// A claim is supported when the verifier scores it at least this (and no clause of it falls below
+    /// `claim_partial_threshold`).
     pub claim_support_threshold: f64,
+    /// From here up to `claim_support_threshold` a claim is `partial` (see `verdict`); below, `unsupported`.
+    pub claim_partial_threshold: f64,
+    /// What happens to a partial claim: `drop` (the revision pass removes it) or `mark` (kept and marked).
+    pub partial_claims: PartialPolicy,
+    /// The general-knowledge answer when the collection does not cover a question (off by default).
+    pub out_of_corpus: OutOfCorpusConfig,
+    /// Per-collection policies (out-of-corpus answers, partial claims), by collection name; a collection not
+    /// named here follows the settings above.
+    pub collections: BTreeMap<String, CollectionPolicy>,
+    /// Earlier user turns of a conversation (`history`) read to make a follow-up standalone (seed: 5).
+    pub history_window: usize,
+    /// Most bytes of history text read (the window's), larger is a caller error.
+    pub max_history_bytes: usize,
     /// Confidence is multiplied by this when the router answered from BM25 alone (SPEC: reduced by 20%).
     pub fallback_confidence_factor: f64,
     /// Longest question accepted, in bytes.
@@ -106,6 +124,12 @@ impl Default for AnswerConfig {
             companion_ratio: 0.9,
             composer_passage_ratio: 0.0,
             claim_support_threshold: 0.5,
+            claim_partial_threshold: 0.25,
+            partial_claims: PartialPolicy::Drop,
+            out_of_corpus: OutOfCorpusConfig::default(),
+            collections: BTreeMap::new(),
+            history_window: 5,
+            max_history_bytes: 16 * 1024,
             fallback_confidence_factor: 0.8,
             max_question_bytes: 2048,
             max_suggestions: 3,
@@ -135,6 +159,7 @@ impl AnswerConfig {
             ("companion_ratio", self.companion_ratio),
             ("composer_passage_ratio", self.composer_passage_ratio),
             ("claim_support_threshold", self.claim_support_threshold),
+            ("claim_partial_threshold", self.claim_partial_threshold),
             (
                 "fallback_confidence_factor",
                 self.fallback_confidence_factor,
@@ -154,6 +179,32 @@ impl AnswerConfig {
                 ),
             );
         }
+        if self.claim_partial_threshold > self.claim_support_threshold {
+            p.add(
+                "claim_partial_threshold",
+                format!(
+                    "must not exceed answer.claim_support_threshold ({}; got {})",
+                    self.claim_support_threshold, self.claim_partial_threshold
+                ),
+            );
+        }
+        let no_llm = self.llm.url.trim().is_empty();
+        if no_llm && self.out_of_corpus.enabled {
+            p.add(
+                "out_of_corpus.enabled",
+                "needs an LLM: set answer.llm.url, or turn it off".to_string(),
+            );
+        }
+        for (name, policy) in &self.collections {
+            if no_llm && policy.out_of_corpus == Some(true) {
+                p.add(
+                    &format!("collections.{name}.out_of_corpus"),
+                    "needs an LLM: set answer.llm.url, or turn it off".to_string(),
+                );
+            }
+        }
+        p.positive("history_window", self.history_window);
+        p.positive("max_history_bytes", self.max_history_bytes);
         p.positive("candidates", self.candidates);
         p.positive("meta_refresh_ms", self.meta_refresh_ms);
         p.positive("search_k", self.search_k);
@@ -166,4 +217,42 @@ impl AnswerConfig {
         p.positive("reader.batch", self.reader.batch);
         p
     }
+
+    /// The policy `collection` answers under: its entry in `collections`, else the general settings.
+    pub fn policy(&self, collection: &str) -> Policy {
+        let own = self.collections.get(collection);
+        Policy {
+            out_of_corpus: own
+                .and_then(|c| c.out_of_corpus)
+                .unwrap_or(self.out_of_corpus.enabled),
+            partial_claims: own
+                .and_then(|c| c.partial_claims)
+                .unwrap_or(self.partial_claims),
+        }
+    }
+
+    /// The verdict cut-offs.
+    pub fn cutoffs(&self) -> Cutoffs {
+        Cutoffs {
+            supported: self.claim_support_threshold,
+            partial: self.claim_partial_threshold,
+        }
+    }
+}
+
+/// One collection's answer policy in `answer.collections` (unset fields follow the general settings).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CollectionPolicy {
+    /// Whether a question the collection does not cover gets a general-knowledge answer.
+    pub out_of_corpus: Option<bool>,
+    /// What happens to its partial claims.
+    pub partial_claims: Option<PartialPolicy>,
+}
+
+/// The policy a turn answers under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    pub out_of_corpus: bool,
+    pub partial_claims: PartialPolicy,
 }

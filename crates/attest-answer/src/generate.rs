@@ -96,12 +96,6 @@ impl Default for OpenAiChatConfig {
     }
 }
 
-pub struct OpenAiChatGenerator {
-    endpoint: String,
-    config: OpenAiChatConfig,
-    agent: ureq::Agent,
-}
-
 /// The chat-completions endpoint of `url`: a base URL (`http://vllm:8000`) or the full endpoint.
 pub fn chat_endpoint(url: &str) -> String {
     let base = url.trim().trim_end_matches('/');
@@ -112,39 +106,39 @@ pub fn chat_endpoint(url: &str) -> String {
     }
 }
 
-impl OpenAiChatGenerator {
+/// One OpenAI-compatible chat endpoint: the request (temperature 0, streamed, the request id passed on) and the
+/// reading of its Server-Sent Events, shared by the generator, the history rewriter and the out-of-corpus answer.
+pub struct ChatClient {
+    endpoint: String,
+    config: OpenAiChatConfig,
+    agent: ureq::Agent,
+}
+
+impl ChatClient {
     pub fn new(config: OpenAiChatConfig) -> Self {
         let endpoint = chat_endpoint(&config.url);
         let agent = ureq::AgentBuilder::new()
             .timeout(Duration::from_millis(config.timeout_ms.max(1)))
             .build();
-        OpenAiChatGenerator {
+        ChatClient {
             endpoint,
             config,
             agent,
         }
     }
 
-    /// The messages sent: the fixed system prompt; passages and question in the user message only.
-    pub fn messages(question: &str, footnotes: &Footnotes) -> Value {
-        json!([
-            {"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": format!("Passages:\n\n{}\n\nQuestion: {question}", footnotes.context_block())},
-        ])
-    }
-}
-
-impl Generator for OpenAiChatGenerator {
-    fn name(&self) -> &'static str {
-        "openai"
+    /// The configured maximum reply length, in tokens.
+    pub fn max_tokens(&self) -> u32 {
+        self.config.max_tokens
     }
 
-    fn generate(&self, question: &str, footnotes: &Footnotes) -> Result<Generated, GenerateError> {
+    /// The reply to `messages`, at most `max_tokens` long; an error when the endpoint fails or says nothing.
+    pub fn complete(&self, messages: Value, max_tokens: u32) -> Result<String, GenerateError> {
         let body = json!({
             "model": self.config.model,
-            "messages": Self::messages(question, footnotes),
+            "messages": messages,
             "temperature": 0,
-            "max_tokens": self.config.max_tokens,
+            "max_tokens": max_tokens,
             "stream": true,
         });
         let mut request = self.agent.post(&self.endpoint);
@@ -179,6 +173,39 @@ impl Generator for OpenAiChatGenerator {
                 "the model returned no text".into(),
             ));
         }
+        Ok(text)
+    }
+}
+
+pub struct OpenAiChatGenerator {
+    chat: ChatClient,
+}
+
+impl OpenAiChatGenerator {
+    pub fn new(config: OpenAiChatConfig) -> Self {
+        OpenAiChatGenerator {
+            chat: ChatClient::new(config),
+        }
+    }
+
+    /// The messages sent: the fixed system prompt; passages and question in the user message only.
+    pub fn messages(question: &str, footnotes: &Footnotes) -> Value {
+        json!([
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": format!("Passages:\n\n{}\n\nQuestion: {question}", footnotes.context_block())},
+        ])
+    }
+}
+
+impl Generator for OpenAiChatGenerator {
+    fn name(&self) -> &'static str {
+        "openai"
+    }
+
+    fn generate(&self, question: &str, footnotes: &Footnotes) -> Result<Generated, GenerateError> {
+        let text = self
+            .chat
+            .complete(Self::messages(question, footnotes), self.chat.max_tokens())?;
         if text
             .trim()
             .trim_end_matches('.')

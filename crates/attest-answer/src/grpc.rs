@@ -14,6 +14,7 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use crate::client::Caller;
+use crate::conversation::HistoryTurn;
 use crate::pipeline::{AnswerService, AskResponse};
 
 /// The gRPC face of an [`AnswerService`].
@@ -43,9 +44,21 @@ impl AnswerRpc for AnswerGrpc {
         let request_id = request_id::from_grpc(request.metadata());
         let req = request.into_inner();
         let caller = Caller::of(&principal, &req.collection, Some(&req.tenant))?;
+        let history = req
+            .history
+            .iter()
+            .map(|t| HistoryTurn::parse(&t.role, &t.content))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(Status::from)?;
         let answer = self
             .service
-            .ask_as(&caller, &req.collection, &req.question, &request_id)
+            .ask_in_conversation(
+                &caller,
+                &req.collection,
+                &req.question,
+                &history,
+                &request_id,
+            )
             .instrument(request_id::span(&request_id))
             .await
             .map_err(Status::from)?;
@@ -65,6 +78,7 @@ pub fn ask_events(answer: &AskResponse) -> Vec<pb::AskEvent> {
                 event: Some(pb::ask_event::Event::Delta(pb::AnswerDelta {
                     text: claim.text.clone(),
                     citations: claim.citations.clone(),
+                    verdict: claim.verdict.as_str().to_string(),
                 })),
             });
         }
@@ -100,6 +114,7 @@ pub fn to_proto(answer: &AskResponse) -> pb::AskResult {
                 citations: c.citations.clone(),
                 support: c.support,
                 supported: c.supported,
+                verdict: c.verdict.as_str().to_string(),
             })
             .collect(),
         confidence: answer.confidence,
@@ -115,6 +130,8 @@ pub fn to_proto(answer: &AskResponse) -> pb::AskResult {
             .collect(),
         hops: answer.hops as u32,
         generator: answer.generator.to_string(),
+        rewritten_question: answer.rewritten_question.clone().unwrap_or_default(),
+        disclaimer: answer.disclaimer.unwrap_or_default().to_string(),
         response_json: serde_json::to_string(answer).unwrap_or_default(),
     }
 }

@@ -1,5 +1,6 @@
-//! `POST /v1/collections/{name}/ask`: `{question, stream?, tenant?}` → the answer as JSON, or with `stream: true`
-//! as Server-Sent Events: one `delta` event per claim of the answer text, then `done` with the whole response.
+//! `POST /v1/collections/{name}/ask`: `{question, history?: [{role, content}], stream?, tenant?}` → the answer as
+//! JSON, or with `stream: true` as Server-Sent Events: one `delta` event per claim of the answer text, then `done`
+//! with the whole response.
 //! The route needs the `read` scope; the turn acts as the caller's key (its tenant, its credential).
 
 use std::convert::Infallible;
@@ -18,6 +19,7 @@ use serde_json::json;
 
 use crate::claims::split_claims;
 use crate::client::Caller;
+use crate::conversation::HistoryTurn;
 use crate::error::AnswerError;
 use crate::pipeline::AnswerService;
 
@@ -28,6 +30,15 @@ struct AskBody {
     stream: bool,
     #[serde(default)]
     tenant: Option<String>,
+    /// Earlier turns of the conversation, oldest first.
+    #[serde(default)]
+    history: Vec<WireTurn>,
+}
+
+#[derive(Deserialize)]
+struct WireTurn {
+    role: String,
+    content: String,
 }
 
 pub fn routes(service: Arc<AnswerService>) -> axum::Router {
@@ -51,8 +62,13 @@ async fn ask(
     let Json(body) =
         body.map_err(|e| AnswerError::Callee(attest_telemetry::http_error::json_rejection(e)))?;
     let caller = Caller::of(&principal, &collection, body.tenant.as_deref())?;
+    let history = body
+        .history
+        .iter()
+        .map(|t| HistoryTurn::parse(&t.role, &t.content))
+        .collect::<Result<Vec<_>, _>>()?;
     let answer = service
-        .ask_as(&caller, &collection, &body.question, &request_id)
+        .ask_in_conversation(&caller, &collection, &body.question, &history, &request_id)
         .await?;
     if !body.stream {
         return Ok(Json(answer).into_response());
@@ -61,9 +77,10 @@ async fn ask(
         .iter()
         .zip(answer.claims.iter())
         .map(|(_, claim)| {
-            Ok(Event::default()
-                .event("delta")
-                .data(json!({"text": claim.text, "citations": claim.citations}).to_string()))
+            Ok(Event::default().event("delta").data(
+                json!({"text": claim.text, "citations": claim.citations, "verdict": claim.verdict})
+                    .to_string(),
+            ))
         })
         .collect();
     events.push(Ok(Event::default()

@@ -35,12 +35,16 @@
 //! - [`reader`]: the trained cross-encoder that reads: answerability of (question, sentence) for the gate,
 //!   the confidence and the composer, support of (claim, evidence) as the default verifier.
 //! - [`cite`]: claims scored against the passages they cite, and the citations of a verified answer.
+//! - [`verdict`]: each claim `supported`, `partial` or `unsupported`, and the per-collection partial policy.
+//! - [`conversation`]: the history window of a follow-up, made standalone (deterministic, or through the LLM).
+//! - [`out_of_corpus`]: the opt-in general-knowledge answer when the coverage gate bails, with its disclaimer.
 
 pub mod cite;
 pub mod claims;
 pub mod client;
 pub mod compose;
 pub mod config;
+pub mod conversation;
 pub mod error;
 pub mod footnotes;
 pub mod gate;
@@ -50,6 +54,7 @@ pub mod grpc;
 pub mod http;
 pub mod local_llm;
 pub mod memory;
+pub mod out_of_corpus;
 pub mod pipeline;
 pub mod pool;
 pub mod reader;
@@ -62,6 +67,7 @@ pub mod structural;
 pub mod terminology;
 pub mod text;
 pub mod thresholds;
+pub mod verdict;
 pub mod verifier;
 
 pub use claims::{split_claims, Claim};

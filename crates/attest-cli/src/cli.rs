@@ -444,6 +444,13 @@ pub struct AskArgs {
     /// Print the whole response as JSON instead of streaming text.
     #[arg(long)]
     pub json: bool,
+    /// Continue the conversation: the earlier questions and answers in the conversation file go with this one
+    /// as history (without it, a new conversation starts).
+    #[arg(long)]
+    pub follow_up: bool,
+    /// The conversation file (default `$XDG_STATE_HOME/attest/conversation.json`).
+    #[arg(long)]
+    pub conversation: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]

@@ -8,7 +8,7 @@ use attest_ingest::{parse_file, SourceDocument};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value};
 
-use crate::cli::{AskArgs, CollectionCommand, IngestArgs, Lane, SearchArgs};
+use crate::cli::{CollectionCommand, IngestArgs, Lane, SearchArgs};
 
 /// `--server`, checked before anything is sent: an absolute http(s) URL, without a trailing slash.
 pub fn server_url(server: &str) -> anyhow::Result<String> {
@@ -313,115 +313,5 @@ pub async fn search(server: &str, args: SearchArgs) -> anyhow::Result<()> {
             snippet(h["text"].as_str().unwrap_or(""), 160)
         );
     }
-    Ok(())
-}
-
-/// Streams an answer over Server-Sent Events: claims as they come, then citations and per-claim support.
-pub async fn ask(server: &str, args: AskArgs) -> anyhow::Result<()> {
-    let server = &server_url(server)?;
-    let url = format!("{server}/v1/collections/{}/ask", args.collection);
-    let http = client()?;
-    if args.json {
-        let out = call(http.post(&url).json(&json!({"question": args.question}))).await?;
-        println!("{out}");
-        return Ok(());
-    }
-    let mut resp = http
-        .post(&url)
-        .json(&json!({"question": args.question, "stream": true}))
-        .send()
-        .await
-        .context("cannot reach the router (is `attest dev` running? see --server)")?;
-    if !resp.status().is_success() {
-        let status = resp.status();
-        let body: Value = resp.json().await.unwrap_or(Value::Null);
-        bail!(
-            "{status}: {}",
-            body["error"]["message"].as_str().unwrap_or("no message")
-        );
-    }
-    let mut buffer = String::new();
-    let mut done: Option<Value> = None;
-    while let Some(chunk) = resp.chunk().await? {
-        buffer.push_str(&String::from_utf8_lossy(&chunk));
-        while let Some(end) = buffer.find("\n\n") {
-            let event: String = buffer.drain(..end + 2).collect();
-            let name = event
-                .lines()
-                .find_map(|l| l.strip_prefix("event:"))
-                .map(str::trim);
-            let data: String = event
-                .lines()
-                .filter_map(|l| l.strip_prefix("data:"))
-                .map(|d| d.strip_prefix(' ').unwrap_or(d))
-                .collect::<Vec<_>>()
-                .join("\n");
-            let value: Value = serde_json::from_str(&data).unwrap_or(Value::Null);
-            match name {
-                Some("delta") => {
-                    let markers: String = value["citations"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .map(|n| format!(" [{n}]"))
-                        .collect();
-                    // Markers sit before the sentence's final punctuation, as in the answer text.
-                    let text = value["text"].as_str().unwrap_or("").trim_end();
-                    match text.char_indices().last() {
-                        Some((i, c)) if matches!(c, '.' | '!' | '?') => {
-                            print!("{}{markers}{c} ", &text[..i])
-                        }
-                        _ => print!("{text}{markers} "),
-                    }
-                    use std::io::Write;
-                    let _ = std::io::stdout().flush();
-                }
-                Some("done") => done = Some(value),
-                _ => {}
-            }
-        }
-    }
-    let out = done.context("the stream ended without an answer")?;
-    println!();
-    if out["status"] == "abstained" {
-        println!("abstained: {}", out["reason"].as_str().unwrap_or("unknown"));
-        let suggestions: Vec<&str> = out["suggestions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        if !suggestions.is_empty() {
-            println!("did you mean: {}", suggestions.join("; "));
-        }
-        return Ok(());
-    }
-    println!("\ncitations:");
-    for c in out["citations"].as_array().into_iter().flatten() {
-        println!(
-            "  [{}] {} ({}): \"{}\"",
-            c["n"],
-            c["title"].as_str().unwrap_or(""),
-            c["chunk_id"].as_str().unwrap_or(""),
-            c["quote"].as_str().unwrap_or("")
-        );
-    }
-    println!("claims:");
-    for c in out["claims"].as_array().into_iter().flatten() {
-        println!(
-            "  {} support {:.2}: {}",
-            if c["supported"] == true { "✓" } else { "✗" },
-            c["support"].as_f64().unwrap_or(0.0),
-            c["text"].as_str().unwrap_or("")
-        );
-    }
-    let mut confidence = format!(
-        "confidence {:.2}",
-        out["confidence"].as_f64().unwrap_or(0.0)
-    );
-    if out["fallback_mode"] == true {
-        confidence.push_str(" (embedding service unavailable: BM25 only)");
-    }
-    println!("{confidence}");
     Ok(())
 }

@@ -12,12 +12,14 @@
 //! - [`drain`]: `attest cluster drain`, taking a shard node out of service (a pod's preStop, a scale-in).
 //! - [`security`]: what `attest serve` requires before it serves (TLS, keys, the cluster credential) and its
 //!   listeners, public (TLS) or internal (mutual TLS).
+//! - [`ask`]: `attest ask`, streamed answers, the verification table, conversations (`--follow-up`).
 //! - [`commands`]: client commands that talk to a running router over HTTP (collection, ingest, search).
 //! - [`eval`]: `attest eval`, the quality gate over a BEIR-layout data set.
 //! - [`bench`]: `attest bench`, the dense index at scale (and the cost model fitted to its runs).
 //! - [`plot_font`]: the font of every PNG plot.
 //! - [`train`]: `attest train verifier`, fitting the answer tier's local models.
 
+pub mod ask;
 pub mod bench;
 pub mod cli;
 pub mod cluster;

@@ -45,7 +45,7 @@ fn main() -> anyhow::Result<()> {
             cli::Command::Collection(cmd) => commands::collection(&cli.server, cmd).await,
             cli::Command::Ingest(args) => commands::ingest(&cli.server, args).await,
             cli::Command::Search(args) => commands::search(&cli.server, args).await,
-            cli::Command::Ask(args) => commands::ask(&cli.server, args).await,
+            cli::Command::Ask(args) => attest_cli::ask::ask(&cli.server, args).await,
             cli::Command::Eval(args) => {
                 let code = eval::eval(args).await?;
                 if code != 0 {

@@ -27,9 +27,10 @@ use serde::Serialize;
 pub use crate::cite::{CheckedClaim, Citation};
 use crate::client::{Caller, RouterClient};
 use crate::config::AnswerConfig;
+use crate::conversation::{self, HistoryTurn};
 use crate::error::AnswerError;
 use crate::footnotes::{body, Passage};
-use crate::generate::GeneratorChain;
+use crate::generate::{ChatClient, GeneratorChain};
 use crate::memory::CuratedMemory;
 use crate::pool::{Candidate, Source};
 use crate::reader::Reader;
@@ -39,6 +40,7 @@ use crate::route::Route;
 use crate::structural::IdentifierPatterns;
 use crate::terminology::{Terminology, TerminologyReport};
 use crate::thresholds::ThresholdsCache;
+use crate::verdict::VerdictCounts;
 use crate::verifier::Verifier;
 
 /// Stage names of `stage_latency_seconds` and of the response's `latency_ms`.
@@ -57,10 +59,19 @@ pub const STAGE_ASK_TOTAL: &str = "ask_total";
 /// The response of SPEC "HTTP API v1" for `ask`.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct AskResponse {
+    /// `answered`, `abstained`, or `out_of_corpus` (a general-knowledge answer, never grounded).
     pub status: &'static str,
     pub answer: String,
     pub citations: Vec<Citation>,
     pub claims: Vec<CheckedClaim>,
+    /// Claims the revision pass removed (unsupported, or partial under the `drop` policy), with their verdicts.
+    pub dropped_claims: Vec<CheckedClaim>,
+    /// Verdicts of every claim checked (kept and dropped).
+    pub verdicts: VerdictCounts,
+    /// The standalone question retrieved for, when the turn came with history.
+    pub rewritten_question: Option<String>,
+    /// The fixed disclaimer of an out-of-corpus answer; absent otherwise.
+    pub disclaimer: Option<&'static str>,
     pub confidence: f64,
     pub reason: Option<&'static str>,
     pub suggestions: Vec<String>,
@@ -95,6 +106,10 @@ pub const UNSUPPORTED_CLAIMS: &str = "unsupported_claims";
 pub const MODEL_ABSTAINED: &str = "model_abstained";
 pub const TERMINOLOGY_NOT_FOUND: &str = "terminology_not_found";
 pub const ROUTED_NO_RETRIEVAL: &str = "routed_no_retrieval";
+/// The question refers to a person it does not name, and no earlier turn says who.
+pub const UNRESOLVED_REFERENCE: &str = "unresolved_reference";
+/// Not an abstention a caller sees as one: the general-knowledge answer (status `out_of_corpus`).
+pub const OUT_OF_CORPUS: &str = "out_of_corpus";
 
 pub struct AnswerService {
     router: RouterClient,
@@ -107,6 +122,8 @@ pub struct AnswerService {
     memory: Arc<CuratedMemory>,
     /// Answerability of the best candidates' sentences (None: the lexical back end).
     reader: Option<Reader>,
+    /// The configured LLM (`answer.llm`) for history rewrites and out-of-corpus answers; None without one.
+    chat: Option<Arc<ChatClient>>,
     /// Per-collection thresholds, as meta last said (empty until `watch_meta`).
     thresholds: Arc<ThresholdsCache>,
     /// The API keys callers present (meta's, from the same polls; authentication off until enabled).
@@ -180,6 +197,8 @@ impl AnswerService {
             terminology: Terminology::new(config.terminology.clone()),
             memory: Arc::new(memory),
             reader,
+            chat: (!config.llm.url.trim().is_empty())
+                .then(|| Arc::new(ChatClient::new(config.llm.clone()))),
             thresholds: Arc::new(ThresholdsCache::default()),
             keys: KeyRing::open(),
             config,
@@ -250,7 +269,33 @@ impl AnswerService {
         question: &str,
         request_id: &str,
     ) -> Result<AskResponse, AnswerError> {
-        let mut turn = self.begin(caller, collection, question, request_id)?;
+        self.ask_in_conversation(caller, collection, question, &[], request_id)
+            .await
+    }
+
+    /// One turn of a conversation: `history` (oldest first) makes the question standalone before the stages
+    /// run (see [`conversation`]); only this turn's passages are cited.
+    pub async fn ask_in_conversation(
+        &self,
+        caller: &Caller,
+        collection: &str,
+        question: &str,
+        history: &[HistoryTurn],
+        request_id: &str,
+    ) -> Result<AskResponse, AnswerError> {
+        let question = self.check_question(question)?;
+        let history = conversation::window(
+            history,
+            self.config.history_window,
+            self.config.max_history_bytes,
+        )?;
+        let t = Instant::now();
+        let standalone = self.standalone(question, history, request_id).await;
+        let mut turn = self.begin(caller, collection, &standalone, request_id);
+        turn.record(STAGE_ROUTE, t);
+        if !history.is_empty() {
+            turn.out.rewritten_question = Some(standalone.clone());
+        }
         if let ControlFlow::Break(done) = self.route_and_rewrite(&mut turn) {
             return Ok(done);
         }
@@ -271,14 +316,8 @@ impl AnswerService {
             .await)
     }
 
-    /// Validates the question and opens the turn.
-    fn begin<'a>(
-        &self,
-        caller: &'a Caller,
-        collection: &'a str,
-        question: &'a str,
-        request_id: &'a str,
-    ) -> Result<Turn<'a>, AnswerError> {
+    /// The question, trimmed, when it is one the pipeline accepts.
+    fn check_question<'q>(&self, question: &'q str) -> Result<&'q str, AnswerError> {
         let question = question.trim();
         if question.is_empty() {
             return Err(AnswerError::invalid("question", "empty"));
@@ -289,7 +328,48 @@ impl AnswerService {
                 format!("longer than {} bytes", self.config.max_question_bytes),
             ));
         }
-        Ok(Turn {
+        Ok(question)
+    }
+
+    /// The standalone form of a follow-up: through the LLM when one is configured and the question leans on
+    /// the conversation (on a blocking thread), else, or when the model fails, deterministically.
+    async fn standalone(
+        &self,
+        question: &str,
+        history: &[HistoryTurn],
+        request_id: &str,
+    ) -> String {
+        if history.is_empty() {
+            return question.to_string();
+        }
+        if let (Some(chat), true) = (&self.chat, conversation::needs_history(question)) {
+            let (chat, q, h) = (Arc::clone(chat), question.to_string(), history.to_vec());
+            let max = self.config.max_question_bytes;
+            let rid = request_id.to_string();
+            let rewritten = tokio::task::spawn_blocking(move || {
+                attest_telemetry::request_id::with_current(&rid, || {
+                    conversation::rewrite_with_llm(&chat, &q, &h, max)
+                })
+            })
+            .await
+            .ok()
+            .flatten();
+            if let Some(rewritten) = rewritten {
+                return rewritten;
+            }
+        }
+        conversation::standalone(question, history)
+    }
+
+    /// Opens the turn for a checked question.
+    fn begin<'a>(
+        &self,
+        caller: &'a Caller,
+        collection: &'a str,
+        question: &'a str,
+        request_id: &'a str,
+    ) -> Turn<'a> {
+        Turn {
             caller,
             collection,
             question,
@@ -308,7 +388,7 @@ impl AnswerService {
             forced: Vec::new(),
             ranked: Vec::new(),
             reads: Reads::new(),
-        })
+        }
     }
 
     /// Ends the turn with an abstention: its reason (counted), no answer, the suggestions.

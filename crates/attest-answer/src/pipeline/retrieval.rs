@@ -187,13 +187,10 @@ impl AnswerService {
         text: &str,
         footnotes: &Footnotes,
     ) -> Vec<CheckedClaim> {
-        let (verifier, threshold) = (
-            Arc::clone(&self.verifier),
-            self.config.claim_support_threshold,
-        );
+        let (verifier, cutoffs) = (Arc::clone(&self.verifier), self.config.cutoffs());
         let (q, claims, f) = (question.to_string(), split_claims(text), footnotes.clone());
         attest_telemetry::cpu::run_cpu_intensive(move || {
-            check_claims(verifier.as_ref(), threshold, &q, &claims, &f)
+            check_claims(verifier.as_ref(), cutoffs, &q, &claims, &f)
         })
         .await
         .unwrap_or_default()

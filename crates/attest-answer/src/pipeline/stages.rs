@@ -10,26 +10,31 @@ use attest_proto::v1 as pb;
 
 use super::{
     finish, passage, AnswerService, Flow, Turn, LOW_CONFIDENCE, MODEL_ABSTAINED, NO_RESULTS,
-    ROUTED_NO_RETRIEVAL, STAGE_GAUNTLET, STAGE_GENERATE, STAGE_MEMORY, STAGE_READ, STAGE_RERANK,
-    STAGE_RETRIEVE, STAGE_ROUTE, STAGE_STRUCTURAL, STAGE_TERMINOLOGY, STAGE_VERIFY,
-    TERMINOLOGY_NOT_FOUND, UNSUPPORTED_CLAIMS,
+    OUT_OF_CORPUS, ROUTED_NO_RETRIEVAL, STAGE_GAUNTLET, STAGE_GENERATE, STAGE_MEMORY, STAGE_READ,
+    STAGE_RERANK, STAGE_RETRIEVE, STAGE_ROUTE, STAGE_STRUCTURAL, STAGE_TERMINOLOGY, STAGE_VERIFY,
+    TERMINOLOGY_NOT_FOUND, UNRESOLVED_REFERENCE, UNSUPPORTED_CLAIMS,
 };
-use crate::cite::{citations, render};
+use crate::cite::{citations, render, render_checked, CheckedClaim};
+use crate::conversation;
 use crate::error::AnswerError;
 use crate::footnotes::{Footnotes, Passage};
 use crate::gate::{self, Gate};
 use crate::gauntlet::Gauntlet;
 use crate::generate::Generated;
 use crate::memory;
+use crate::out_of_corpus;
 use crate::pool::{merge_round_robin, Candidate, Pool, Source};
 use crate::reserves;
 use crate::rewrite::{self, Rewrite};
 use crate::route::{self, Route};
 use crate::structural;
 use crate::terminology::{self, Lookup, TerminologyReport};
+use crate::verdict::{PartialPolicy, Verdict, VerdictCounts};
 
 impl AnswerService {
-    /// Steps 1–2: Route, and the rewrites the route asks for; a question that needs no retrieval abstains.
+    /// Steps 1–2: Route, and the rewrites the route asks for; a question that needs no retrieval abstains, and so
+    /// does one that refers to a person it does not name (no earlier turn said who: retrieving for "he" would
+    /// answer about whoever ranks first).
     pub(super) fn route_and_rewrite(&self, turn: &mut Turn) -> Flow {
         let t = Instant::now();
         turn.route = route::route(turn.question);
@@ -38,6 +43,9 @@ impl AnswerService {
         turn.record(STAGE_ROUTE, t);
         if turn.route == Route::NoRetrieval {
             return ControlFlow::Break(self.abstain(turn, ROUTED_NO_RETRIEVAL, Vec::new()));
+        }
+        if conversation::unresolved_reference(turn.question).is_some() {
+            return ControlFlow::Break(self.abstain(turn, UNRESOLVED_REFERENCE, Vec::new()));
         }
         ControlFlow::Continue(())
     }
@@ -207,6 +215,9 @@ impl AnswerService {
             }
         };
         if turn.ranked.is_empty() {
+            if let Some(done) = self.out_of_corpus(turn).await {
+                return Ok(ControlFlow::Break(done));
+            }
             return Ok(ControlFlow::Break(self.abstain(
                 turn,
                 NO_RESULTS,
@@ -215,6 +226,11 @@ impl AnswerService {
         }
         turn.ranked =
             super::retrieval::answerable_first(std::mem::take(&mut turn.ranked), &turn.reads);
+        if gate == Gate::Bail {
+            if let Some(done) = self.out_of_corpus(turn).await {
+                return Ok(ControlFlow::Break(done));
+            }
+        }
         if gate != Gate::Ground {
             let suggestions = self.titles(turn);
             return Ok(ControlFlow::Break(self.abstain(
@@ -224,6 +240,50 @@ impl AnswerService {
             )));
         }
         Ok(ControlFlow::Continue(()))
+    }
+
+    /// The collection does not cover the question: a general-knowledge answer from the configured LLM, when the
+    /// collection opted in (see [`out_of_corpus`]); `None` leaves the abstention to the caller.
+    async fn out_of_corpus(&self, turn: &mut Turn<'_>) -> Option<crate::AskResponse> {
+        let chat = self.chat.as_ref()?;
+        if !self.config.policy(turn.collection).out_of_corpus {
+            return None;
+        }
+        let t = Instant::now();
+        let (chat, q, rid) = (
+            Arc::clone(chat),
+            turn.question.to_string(),
+            turn.request_id.to_string(),
+        );
+        let max_tokens = self.config.out_of_corpus.max_tokens;
+        let text = tokio::task::spawn_blocking(move || {
+            attest_telemetry::request_id::with_current(&rid, || {
+                out_of_corpus::answer(&chat, &q, max_tokens)
+            })
+        })
+        .await
+        .ok()
+        .flatten();
+        turn.record(STAGE_GENERATE, t);
+        let text = text?;
+        metrics::counter!(attest_telemetry::metrics::RAG_ABSTENTION_TOTAL, "reason" => OUT_OF_CORPUS)
+            .increment(1);
+        tracing::info!(
+            event = "out_of_corpus",
+            "answered from general knowledge, with the disclaimer"
+        );
+        let suggestions = self.titles(turn);
+        let out = &mut turn.out;
+        out.status = "out_of_corpus";
+        out.reason = Some(OUT_OF_CORPUS);
+        out.answer = out_of_corpus::with_disclaimer(&text);
+        out.disclaimer = Some(out_of_corpus::DISCLAIMER);
+        out.generator = "openai";
+        out.citations.clear();
+        out.claims.clear();
+        out.confidence = 0.0;
+        out.suggestions = suggestions;
+        Some(finish(turn))
     }
 
     /// Step 7: The cut: the top `passages`, every forced passage, per-kind reserves; footnotes minted for this turn,
@@ -290,8 +350,9 @@ impl AnswerService {
         Ok(ControlFlow::Break(self.abstain(turn, reason, suggestions)))
     }
 
-    /// Steps 10–12: The gauntlet, verification, one revision pass (unsupported claims dropped) and verification
-    /// again; then the decision: the answer, or an abstention.
+    /// Steps 10–12: The gauntlet, verification, one revision pass (claims the collection's policy does not keep
+    /// dropped: unsupported ones, and partial ones under `drop`) and verification again; then the decision: the
+    /// answer (partial claims kept under `mark` are marked in it), or an abstention.
     ///
     /// Confidence = the weakest claim's support × the score of the best passage it cites (the reader's
     /// answerability when it read the passage: the claim is only as sure as its evidence), × 0.8 in fallback
@@ -302,25 +363,40 @@ impl AnswerService {
         composed: &str,
         footnotes: &Footnotes,
     ) -> crate::AskResponse {
+        let policy = self.config.policy(turn.collection);
+        let keep = |c: &CheckedClaim| match c.verdict {
+            Verdict::Supported => true,
+            Verdict::Partial => policy.partial_claims == PartialPolicy::Mark,
+            Verdict::Unsupported => false,
+        };
         let t = Instant::now();
         let mut text_now = Gauntlet::run(composed, footnotes).text;
         turn.record(STAGE_GAUNTLET, t);
         let t = Instant::now();
         let mut checked = self.verify(turn.question, &text_now, footnotes).await;
-        if checked.iter().any(|c| !c.supported) {
-            let kept: Vec<String> = checked
-                .iter()
-                .filter(|c| c.supported)
-                .map(|c| render(&c.text, &c.citations))
-                .collect();
+        let mut dropped: Vec<CheckedClaim> = Vec::new();
+        if checked.iter().any(|c| !keep(c)) {
+            let (kept, gone): (Vec<CheckedClaim>, Vec<CheckedClaim>) =
+                checked.into_iter().partition(|c| keep(c));
+            dropped = gone;
+            let kept: Vec<String> = kept.iter().map(|c| render(&c.text, &c.citations)).collect();
             text_now = Gauntlet::run(&kept.join(" "), footnotes).text;
             checked = self.verify(turn.question, &text_now, footnotes).await;
         }
         turn.record(STAGE_VERIFY, t);
-        if checked.is_empty() || checked.iter().any(|c| !c.supported) {
+        turn.out.verdicts = VerdictCounts::of(checked.iter().chain(&dropped).map(|c| &c.verdict));
+        turn.out.dropped_claims = dropped;
+        if checked.is_empty() || checked.iter().any(|c| !keep(c)) {
             turn.out.claims = checked;
             let suggestions = self.titles(turn);
             return self.abstain(turn, UNSUPPORTED_CLAIMS, suggestions);
+        }
+        if checked.iter().any(|c| c.verdict == Verdict::Partial) {
+            text_now = checked
+                .iter()
+                .map(render_checked)
+                .collect::<Vec<_>>()
+                .join(" ");
         }
         let confidence = checked
             .iter()

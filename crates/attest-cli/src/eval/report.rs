@@ -32,6 +32,10 @@ pub struct AnswerScores {
     /// Citations resolving to a passage retrieved in that turn / all citations.
     pub citation_validity: f64,
     pub reasons: BTreeMap<String, usize>,
+    /// Questions given a general-knowledge answer (status `out_of_corpus`, where the collection opted in):
+    /// counted apart, never as answered (so never in coverage, accuracy or hallucination).
+    #[serde(default)]
+    pub out_of_corpus: usize,
     /// Every citation that did not resolve (its quote is not a span of the cited document, or its marker is
     /// not in the answer).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -60,6 +64,9 @@ pub struct AdversarialScores {
     #[serde(default)]
     pub answered_elsewhere: usize,
     pub reasons: BTreeMap<String, usize>,
+    /// Given a general-knowledge answer instead (status `out_of_corpus`): counted apart, never as answered.
+    #[serde(default)]
+    pub out_of_corpus: usize,
     /// The share answered under each confidence floor (`hallucination_rate` of each point; no coverage here):
     /// what a collection's `min_confidence` would do to this check.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -314,6 +321,12 @@ pub fn table(r: &Report) -> String {
     if !a.reasons.is_empty() {
         let reasons: Vec<String> = a.reasons.iter().map(|(k, v)| format!("{k} {v}")).collect();
         out.push_str(&format!("abstentions: {}\n", reasons.join(", ")));
+    }
+    if a.out_of_corpus > 0 {
+        out.push_str(&format!(
+            "out of corpus: {} general-knowledge answers with the disclaimer (not counted as answered)\n",
+            a.out_of_corpus
+        ));
     }
     out.push_str("\nstage            p50 ms    p95 ms\n");
     for (stage, l) in &r.latency_ms {

@@ -262,6 +262,7 @@ pub async fn adversarial(
             .await
             .with_context(|| format!("asking {:?}", q.text))?;
         let is_answered = a.status == "answered";
+        scores.out_of_corpus += usize::from(a.status == "out_of_corpus");
         // Another paragraph of the article may state the answer too: quoting it is not a hallucination.
         let elsewhere = is_answered
             && super::adversarial::quotes_an_answer(
@@ -323,6 +324,7 @@ pub async fn answers(
             stages.entry(stage.to_string()).or_default().push(*ms);
         }
         let is_answered = a.status == "answered";
+        scores.out_of_corpus += usize::from(a.status == "out_of_corpus");
         outcomes.push(Outcome {
             answerable: q.answerable,
             confidence: is_answered.then_some(a.confidence),

@@ -1,8 +1,11 @@
 // Ask: POST /v1/collections/{name}/ask with `stream: true` (Server-Sent Events: a `delta` per verified claim,
 // then `done` with the whole response). The answer's footnote markers link to citation cards, each showing its
 // passage with the quoted span highlighted (the passage is found through the public search API by chunk id);
-// a verification table lists every claim with its citation, quote, support score and verdict; an abstention
-// says why in plain words and offers its suggestions as follow-up questions; a bar shows each stage's latency.
+// a verification table lists every claim with its citation, quote, support score and verdict (supported, partial
+// or unsupported; dropped claims too) under a one-line summary; an abstention says why in plain words and offers
+// its suggestions as follow-up questions; an out-of-corpus answer shows its disclaimer and no citations; a bar
+// shows each stage's latency. A conversation: earlier turns go with a follow-up as `history` (the page shows
+// them, and the standalone question the answer tier asked), until "New conversation".
 import { api, stream, enc } from "./api.js";
 import { h, clear, errorBox, banner, table, num, highlightSpan } from "./ui.js";
 import { fallbackBanners } from "./search.js";
@@ -14,7 +17,16 @@ const REASONS = {
   model_abstained: "The answer model found no answer in the passages it was given.",
   terminology_not_found: "The term asked about is not defined in the collection's glossary or passages.",
   routed_no_retrieval: "The question was judged not to be about the collection's content (nothing was retrieved).",
+  unresolved_reference: "The question refers to someone it does not name, and there is no earlier question to say who. Name them, or ask it as a follow-up.",
 };
+
+const VERDICT_BADGE = { supported: "ok", partial: "warn", unsupported: "bad" };
+
+// "3 claims verified, 1 partial, 0 unsupported" (the CLI prints the same line).
+function verdictSummary(v) {
+  const s = v?.supported ?? 0;
+  return `${s} ${s === 1 ? "claim" : "claims"} verified, ${v?.partial ?? 0} partial, ${v?.unsupported ?? 0} unsupported`;
+}
 
 const STAGES = ["route", "terminology", "structural", "memory", "retrieve", "rerank", "read", "generate", "gauntlet", "verify"];
 
@@ -71,6 +83,19 @@ async function resolve(collection, c, body) {
 
 function result(collection, r, askAgain) {
   const parts = [fallbackBanners(r)];
+  if (r.rewritten_question) {
+    parts.push(h("p.muted", { "data-testid": "rewritten" }, `Asked as: ${r.rewritten_question}`));
+  }
+  if (r.status === "out_of_corpus") {
+    // Never mistaken for a grounded answer: its own box, the disclaimer first, no citations or verification.
+    const body = r.answer.startsWith(r.disclaimer) ? r.answer.slice(r.disclaimer.length).trim() : r.answer;
+    parts.push(h("div.out-of-corpus", { role: "note", "data-testid": "out-of-corpus" },
+      h("h2", {}, "Not in this collection"),
+      h("p.banner.warn", { "data-testid": "disclaimer" }, r.disclaimer),
+      h("p", {}, body)));
+    parts.push(h("p.muted", {}, `request ${r.request_id}`));
+    return parts;
+  }
   if (r.status === "abstained") {
     parts.push(h("div.abstain", { role: "alert", "data-testid": "abstention" },
       h("h2", {}, "No answer"),
@@ -86,17 +111,21 @@ function result(collection, r, askAgain) {
       h("p.muted", {}, `confidence ${num(r.confidence)} · ${r.generator} · ${r.route} · ${r.hops} retrieval(s)`)));
   }
   const byN = new Map(r.citations.map((c) => [c.n, c]));
-  if (r.claims.length) {
-    const rows = r.claims.map((cl) => {
+  const checked = [...r.claims.map((cl) => [cl, true]), ...(r.dropped_claims || []).map((cl) => [cl, false])];
+  if (checked.length) {
+    const rows = checked.map(([cl, kept]) => {
+      const verdict = cl.verdict || (cl.supported ? "supported" : "unsupported");
       const cites = cl.citations.map((n) => byN.get(n)).filter(Boolean);
-      return h(`tr.${cl.supported ? "supported" : "unsupported"}`, {},
+      return h(`tr.${verdict}`, { dataset: { kept: String(kept) } },
         h("td", {}, cl.text),
         h("td", {}, cl.citations.map((n) => h("a.fn", { href: `#cite-${n}`, onclick: jump(n) }, `[${n}]`))),
         h("td.quote", {}, cites.map((c) => c.quote).join(" … ")),
         h("td.num", {}, num(cl.support)),
-        h("td", {}, h(`span.badge.${cl.supported ? "ok" : "bad"}.verdict`, {}, cl.supported ? "supported" : "unsupported")));
+        h("td", {}, h(`span.badge.${VERDICT_BADGE[verdict] || "bad"}.verdict`, {}, verdict),
+          kept ? null : h("small.muted", {}, " dropped")));
     });
     parts.push(h("h2", {}, "Verification"),
+      h("p", { "data-testid": "verification-summary" }, verdictSummary(r.verdicts)),
       table(["claim", "citation", "quote", "support", "verdict"], rows, { "data-testid": "verification" }));
   }
   if (r.citations.length) {
@@ -119,9 +148,30 @@ function result(collection, r, askAgain) {
 export function render(view, ctx) {
   const out = h("section#ask-result", { "aria-live": "polite" });
   const input = h("input#a-question", { name: "question", type: "search", required: true, autocomplete: "off" });
+  // The conversation so far (oldest first), sent as `history` while "Follow up" is ticked.
+  const history = [];
+  const followUp = h("input#a-follow-up", { type: "checkbox", name: "follow_up", disabled: true });
+  const transcript = h("ol.transcript", { "data-testid": "transcript" });
+  const restart = h("button.ghost#a-new", { type: "button", disabled: true, onclick: () => {
+    history.length = 0;
+    followUp.checked = false;
+    followUp.disabled = true;
+    restart.disabled = true;
+    clear(transcript);
+  } }, "New conversation");
   const form = h("form#ask-form", {},
     h("div.field", {}, h("label", { for: "a-question" }, "Question"), input),
-    h("div.row", {}, h("button", { type: "submit" }, "Ask")));
+    h("div.row", {}, h("button", { type: "submit" }, "Ask"),
+      h("label.inline", { for: "a-follow-up" }, followUp, " Follow up on this conversation"), restart));
+
+  function remember(question, r) {
+    const reply = r.status === "answered" ? r.answer : `(no answer: ${r.reason || r.status})`;
+    history.push({ role: "user", content: question }, { role: "assistant", content: reply });
+    transcript.append(h("li", {}, h("strong", {}, question), h("span.muted", {}, ` — ${reply}`)));
+    followUp.disabled = false;
+    followUp.checked = true;
+    restart.disabled = false;
+  }
 
   async function ask(question) {
     const collection = ctx.collection();
@@ -130,12 +180,18 @@ export function render(view, ctx) {
     try {
       if (!collection) throw { code: "no collection", message: "create or pick a collection first" };
       let final = null;
-      await stream(`/v1/collections/${enc(collection)}/ask`, { question, stream: true }, (name, data) => {
+      const body = { question, stream: true, history: followUp.checked ? history : [] };
+      if (!followUp.checked) {
+        history.length = 0;
+        clear(transcript);
+      }
+      await stream(`/v1/collections/${enc(collection)}/ask`, body, (name, data) => {
         if (name === "delta") draft.append(h("li", {}, withMarkers(data.text)));
         if (name === "done") final = data;
       });
       if (!final) throw { code: "stream", message: "the answer stream ended without its result" };
       clear(out, result(collection, final, askAgain));
+      remember(question, final);
     } catch (e) {
       // A router alone has no ask route: the answer tier is another service.
       const elsewhere = e.status === 404 && /no such route/.test(e.message);
@@ -156,6 +212,6 @@ export function render(view, ctx) {
   });
   view.append(h("h1", {}, "Ask"),
     h("p.muted", {}, "Every claim of an answer is checked against the passage it cites; without support, Attest abstains."),
-    form, out);
+    form, transcript, out);
   input.focus();
 }
