@@ -535,7 +535,6 @@ fn grpc_matrix(dev: &SecureDev, read: &str, write: &str, other: &str) {
                                     collection: "docs".into(),
                                     id: "nope".into(),
                                     tenant: "a".into(),
-                                    ..Default::default()
                                 },
                                 token,
                             ))

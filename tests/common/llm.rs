@@ -35,10 +35,15 @@ impl Kind {
     }
 }
 
+/// The replies still to give, by kind.
+type Replies = HashMap<Kind, VecDeque<String>>;
+/// Every request received, with its kind (None: a system prompt this server does not know).
+type Received = Vec<(Option<Kind>, Value)>;
+
 #[derive(Clone, Default)]
 pub struct ScriptedLlm {
-    replies: Arc<Mutex<HashMap<Kind, VecDeque<String>>>>,
-    requests: Arc<Mutex<Vec<(Option<Kind>, Value)>>>,
+    replies: Arc<Mutex<Replies>>,
+    requests: Arc<Mutex<Received>>,
 }
 
 impl ScriptedLlm {
