@@ -304,3 +304,35 @@ def test_quality_loads_a_report_file_without_one_on_the_router(page: Page, dev_n
     page.reload()
     expect(page.get_by_test_id("quality-source")).to_have_attribute("data-source", "browser", timeout=TIMEOUT_MS)
     check_report(page)
+
+
+def test_ask_follow_up_carries_the_conversation(page: Page, dev, shots):
+    open_page(page, dev, "ask")
+    page.fill("#a-question", ANSWERABLE)
+    page.click("#ask-form button[type=submit]")
+    expect(page.get_by_test_id("answer")).to_be_visible(timeout=TIMEOUT_MS)
+    # Verdicts: every kept claim's badge, and the one-line summary.
+    expect(page.get_by_test_id("verification-summary")).to_contain_text(
+        re.compile(r"^\d+ claims? verified, \d+ partial, \d+ unsupported$"))
+    # The first turn joins the transcript and "Follow up" is ticked for the next question.
+    expect(page.get_by_test_id("transcript").locator("li")).to_have_count(1)
+    expect(page.locator("#a-follow-up")).to_be_checked()
+    page.fill("#a-question", "Which teams played in it?")
+    with page.expect_request(lambda r: r.url.endswith("/ask")) as sent:
+        page.click("#ask-form button[type=submit]")
+    body = json.loads(sent.value.post_data)
+    assert [t["role"] for t in body["history"]] == ["user", "assistant"], body
+    assert body["history"][0]["content"] == ANSWERABLE, body
+    expect(page.get_by_test_id("rewritten")).to_have_text("Asked as: Which teams played in Super Bowl 50?",
+                                                         timeout=TIMEOUT_MS)
+    expect(page.get_by_test_id("transcript").locator("li")).to_have_count(2)
+    shot(page, shots, "ask-follow-up")
+    # A new conversation: nothing is carried, and the bare follow-up cannot be resolved.
+    page.click("#a-new")
+    expect(page.get_by_test_id("transcript").locator("li")).to_have_count(0)
+    page.fill("#a-question", "When was he born?")
+    with page.expect_request(lambda r: r.url.endswith("/ask")) as sent:
+        page.click("#ask-form button[type=submit]")
+    assert json.loads(sent.value.post_data)["history"] == []
+    expect(page.get_by_test_id("abstention-reason")).to_have_attribute("data-reason", "unresolved_reference",
+                                                                       timeout=TIMEOUT_MS)
