@@ -66,20 +66,6 @@ fn cited_docs(a: &AskResponse) -> Vec<&str> {
     a.citations.iter().map(|c| c.doc_id.as_str()).collect()
 }
 
-fn counter(name: &str) -> f64 {
-    let text = attest_telemetry::metrics::render();
-    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).unwrap();
-    scrape
-        .samples
-        .iter()
-        .filter(|s| s.metric == name)
-        .map(|s| match s.value {
-            prometheus_parse::Value::Counter(v) => v,
-            _ => 0.0,
-        })
-        .sum()
-}
-
 fn glossary(term: &str, extra: Value) -> Value {
     let mut meta = json!({"kind": "glossary", "term": term});
     if let (Some(m), Some(e)) = (meta.as_object_mut(), extra.as_object()) {
@@ -115,7 +101,7 @@ async fn terminology_first_hit_miss_ambiguous_timeout_and_the_cache() {
     )
     .await;
     let service = s.service(AnswerConfig::default());
-    let lookups = counter("terminology_lookup_total");
+    let lookups = common::counter("terminology_lookup_total", None);
 
     // Hit: the answer is the glossary definition, cited; nothing else is retrieved.
     let a = ask(&service, "c", "What is BM25?").await;
@@ -184,10 +170,10 @@ async fn terminology_first_hit_miss_ambiguous_timeout_and_the_cache() {
     .await;
     assert!(a.terminology.is_none(), "{a:?}");
 
-    assert!(counter("terminology_lookup_total") >= lookups + 6.0);
-    assert!(counter("terminology_cache_hit_total") >= 1.0);
-    assert!(counter("terminology_hit_total") >= 3.0);
-    assert!(counter("terminology_miss_total") >= 1.0);
+    assert!(common::counter("terminology_lookup_total", None) >= lookups + 6.0);
+    assert!(common::counter("terminology_cache_hit_total", None) >= 1.0);
+    assert!(common::counter("terminology_hit_total", None) >= 3.0);
+    assert!(common::counter("terminology_miss_total", None) >= 1.0);
 
     // Timeout: the real lookup cannot finish in 0 ms → normal retrieval, marked unverified, never from the
     // glossary path; timeouts are not cached.
@@ -205,7 +191,7 @@ async fn terminology_first_hit_miss_ambiguous_timeout_and_the_cache() {
         assert!(a.status == "answered" || a.reason.is_some(), "{a:?}");
     }
     assert_eq!(slow.terminology_cache_hits(), 0);
-    assert!(counter("terminology_timeout_total") >= 2.0);
+    assert!(common::counter("terminology_timeout_total", None) >= 2.0);
 }
 
 const PIN: &str = "How are writes made durable?";

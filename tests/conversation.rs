@@ -104,17 +104,7 @@ fn cited_docs(a: &AskResponse) -> Vec<&str> {
 }
 
 fn abstentions(reason: &str) -> f64 {
-    let text = attest_telemetry::metrics::render();
-    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).unwrap();
-    scrape
-        .samples
-        .iter()
-        .find(|s| s.metric == "rag_abstention_total" && s.labels.get("reason") == Some(reason))
-        .map(|s| match s.value {
-            prometheus_parse::Value::Counter(v) => v,
-            _ => 0.0,
-        })
-        .unwrap_or(0.0)
+    common::counter("rag_abstention_total", Some(("reason", reason)))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

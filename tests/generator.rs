@@ -41,33 +41,8 @@ async fn chat(State(llm): State<Llm>, Json(body): Json<Value>) -> Response {
         .expect("a scripted reply");
     match script {
         Script::Fail => (StatusCode::INTERNAL_SERVER_ERROR, "model crashed").into_response(),
-        Script::Say(text) => {
-            // Three characters per chunk, so markers and ids arrive split across chunks.
-            let chars: Vec<char> = text.chars().collect();
-            let mut sse = String::new();
-            for piece in chars.chunks(3) {
-                let delta: String = piece.iter().collect();
-                let chunk = serde_json::json!({"choices": [{"delta": {"content": delta}}]});
-                sse.push_str(&format!("data: {chunk}\n\n"));
-            }
-            sse.push_str("data: [DONE]\n\n");
-            ([("content-type", "text/event-stream")], sse).into_response()
-        }
+        Script::Say(text) => common::llm::streamed(text),
     }
-}
-
-fn dropped(why: &str) -> f64 {
-    let text = attest_telemetry::metrics::render();
-    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).unwrap();
-    scrape
-        .samples
-        .iter()
-        .find(|s| s.metric == "citation_dropped_total" && s.labels.get("why") == Some(why))
-        .map(|s| match s.value {
-            prometheus_parse::Value::Counter(v) => v,
-            _ => 0.0,
-        })
-        .unwrap_or(0.0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -123,8 +98,14 @@ async fn scripted_llm_outputs_go_through_the_gauntlet_and_the_verifier() {
     assert_eq!(a.answer, "The barn owl hunts at night [1].");
     assert_eq!(a.citations.len(), 1);
     assert_eq!(a.citations[0].doc_id, "doc-owl-01");
-    assert_eq!(dropped("repeated"), 1.0);
-    assert_eq!(dropped("unminted"), 1.0);
+    assert_eq!(
+        common::counter("citation_dropped_total", Some(("why", "repeated"))),
+        1.0
+    );
+    assert_eq!(
+        common::counter("citation_dropped_total", Some(("why", "unminted"))),
+        1.0
+    );
 
     // A leaked chunk id is cut out, split across stream chunks or not.
     let a = ask(Script::Say(
@@ -133,7 +114,10 @@ async fn scripted_llm_outputs_go_through_the_gauntlet_and_the_verifier() {
     .await;
     assert_eq!(a.status, "answered", "{a:?}");
     assert!(!a.answer.contains("doc-owl"), "{}", a.answer);
-    assert_eq!(dropped("leaked_id"), 1.0);
+    assert_eq!(
+        common::counter("citation_dropped_total", Some(("why", "leaked_id"))),
+        1.0
+    );
 
     // A malformed marker leaves the only claim uncited: nothing supported remains, so it abstains.
     let a = ask(Script::Say("The barn owl hunts at night [1, 2].")).await;
@@ -143,7 +127,10 @@ async fn scripted_llm_outputs_go_through_the_gauntlet_and_the_verifier() {
         "{a:?}"
     );
     assert!(a.answer.is_empty() && a.citations.is_empty());
-    assert_eq!(dropped("malformed"), 1.0);
+    assert_eq!(
+        common::counter("citation_dropped_total", Some(("why", "malformed"))),
+        1.0
+    );
 
     // A sentence its passage does not support is dropped by the revision pass; the rest stands.
     let a = ask(Script::Say(

@@ -105,7 +105,12 @@ async fn chat(State(llm): State<ScriptedLlm>, Json(body): Json<Value>) -> Respon
     let Some(text) = reply else {
         return (StatusCode::INTERNAL_SERVER_ERROR, "no scripted reply").into_response();
     };
-    // Three characters per chunk, so markers arrive split across chunks.
+    streamed(&text)
+}
+
+/// `text` as an OpenAI-compatible streamed reply: three characters per chunk, so markers and ids arrive split
+/// across chunks.
+pub fn streamed(text: &str) -> Response {
     let chars: Vec<char> = text.chars().collect();
     let mut sse = String::new();
     for piece in chars.chunks(3) {

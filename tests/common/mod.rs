@@ -286,3 +286,20 @@ pub async fn ingest_with_metadata(
         .unwrap();
     assert_eq!(report.accepted as usize, docs.len());
 }
+
+/// The value of this process's counter `name` (summed over the series whose `label` has the given value, or over
+/// all of them), as `/metrics` would show it.
+pub fn counter(name: &str, label: Option<(&str, &str)>) -> f64 {
+    let text = attest_telemetry::metrics::render();
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).unwrap();
+    scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == name)
+        .filter(|s| label.is_none_or(|(k, v)| s.labels.get(k) == Some(v)))
+        .map(|s| match s.value {
+            prometheus_parse::Value::Counter(v) => v,
+            _ => 0.0,
+        })
+        .sum()
+}
