@@ -256,3 +256,50 @@ pub struct Policy {
     pub out_of_corpus: bool,
     pub partial_claims: PartialPolicy,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policies_per_collection_and_the_problems_they_can_have() {
+        let mut c = AnswerConfig::default();
+        assert!(c.problems().is_empty());
+        assert_eq!(
+            c.policy("any"),
+            Policy {
+                out_of_corpus: false,
+                partial_claims: PartialPolicy::Drop
+            }
+        );
+        c.collections.insert(
+            "trivia".into(),
+            CollectionPolicy {
+                out_of_corpus: Some(true),
+                partial_claims: Some(PartialPolicy::Mark),
+            },
+        );
+        c.out_of_corpus.enabled = true;
+        c.claim_partial_threshold = 0.6;
+        let problems = c.problems().into_vec().join("\n");
+        for key in [
+            "answer.out_of_corpus.enabled",
+            "answer.collections.trivia.out_of_corpus",
+            "answer.claim_partial_threshold",
+        ] {
+            assert!(problems.contains(key), "{key} not named in:\n{problems}");
+        }
+        c.llm.url = "http://127.0.0.1:9".into();
+        c.claim_partial_threshold = 0.25;
+        assert!(c.problems().is_empty(), "{:?}", c.problems().into_vec());
+        assert!(c.policy("trivia").out_of_corpus && c.policy("docs").out_of_corpus);
+        assert_eq!(c.policy("trivia").partial_claims, PartialPolicy::Mark);
+        assert_eq!(c.policy("docs").partial_claims, PartialPolicy::Drop);
+        let yaml: AnswerConfig = serde_yaml::from_str(
+            "collections: {trivia: {out_of_corpus: true, partial_claims: mark}}\nhistory_window: 3",
+        )
+        .unwrap();
+        assert_eq!(yaml.history_window, 3);
+        assert_eq!(yaml.policy("trivia").partial_claims, PartialPolicy::Mark);
+    }
+}

@@ -12,6 +12,9 @@ use crate::error::RouterError;
 use crate::replicas::{call_any, ShardCall};
 use crate::router::Router;
 
+/// How long one replica's seal or compaction may take when an operator asks for it.
+const MAINTENANCE_LIMIT: std::time::Duration = std::time::Duration::from_secs(3600);
+
 impl Router {
     pub async fn create_collection(
         &self,
@@ -221,7 +224,9 @@ impl Router {
         Ok(())
     }
 
-    /// Seals and/or compacts every replica of every shard of a collection now (operators; tests).
+    /// Seals and/or compacts every replica of every shard of a collection now (operators; tests). A compaction
+    /// runs for as long as its segments take to merge (minutes on a 10M-row shard), so each replica's call is
+    /// bounded by [`MAINTENANCE_LIMIT`], not by the per-attempt timeout of searches and writes.
     pub async fn maintain(
         &self,
         collection: &str,
@@ -230,19 +235,28 @@ impl Router {
         request_id: &str,
     ) -> Result<(), RouterError> {
         let rec = self.view.get(collection)?;
-        let done = self
-            .on_every_replica(&rec, |shard| ShardCall::Maintain {
-                request_id: request_id.to_string(),
-                req: pb::MaintainRequest {
-                    collection: collection.to_string(),
-                    shard,
-                    seal,
-                    compact,
-                },
-            })
-            .await;
-        for (_, outcome) in done {
-            outcome.into_result().map_err(RouterError::from_status)?;
+        for shard in 0..rec.shards {
+            let replicas = self.view.write_replicas(&rec, shard as usize);
+            if replicas.is_empty() {
+                return Err(RouterError::Unavailable(format!(
+                    "shard {shard} of `{collection}` has no reachable replica"
+                )));
+            }
+            let calls = replicas.iter().map(|endpoint| {
+                let call = ShardCall::Maintain {
+                    request_id: request_id.to_string(),
+                    req: pb::MaintainRequest {
+                        collection: collection.to_string(),
+                        shard,
+                        seal,
+                        compact,
+                    },
+                };
+                endpoint.call_long(call, MAINTENANCE_LIMIT)
+            });
+            for outcome in futures::future::join_all(calls).await {
+                outcome.map_err(RouterError::from_status)?;
+            }
         }
         Ok(())
     }
