@@ -72,14 +72,23 @@ pub fn check_claims(
     checked
 }
 
-/// A claim with its markers before the final punctuation.
-pub(crate) fn render(text: &str, citations: &[u32]) -> String {
-    let markers: String = citations.iter().map(|n| format!(" [{n}]")).collect();
+/// A sentence without its final `.`, `!` or `?`, and that stop (`.` when it had none).
+fn split_stop(text: &str) -> (&str, char) {
     let trimmed = text.trim_end();
     match trimmed.char_indices().last() {
-        Some((i, c)) if matches!(c, '.' | '!' | '?') => format!("{}{markers}{c}", &trimmed[..i]),
-        _ => format!("{trimmed}{markers}."),
+        Some((i, c)) if matches!(c, '.' | '!' | '?') => (&trimmed[..i], c),
+        _ => (trimmed, '.'),
     }
+}
+
+fn markers(citations: &[u32]) -> String {
+    citations.iter().map(|n| format!(" [{n}]")).collect()
+}
+
+/// A claim with its markers before the final punctuation.
+pub(crate) fn render(text: &str, citations: &[u32]) -> String {
+    let (body, stop) = split_stop(text);
+    format!("{body}{}{stop}", markers(citations))
 }
 
 /// A checked claim with its markers; a partial one followed by [`crate::verdict::PARTIAL_MARK`].
@@ -87,15 +96,11 @@ pub(crate) fn render_checked(claim: &CheckedClaim) -> String {
     if claim.verdict != Verdict::Partial {
         return render(&claim.text, &claim.citations);
     }
-    let trimmed = claim.text.trim_end();
-    let (body, stop) = match trimmed.char_indices().last() {
-        Some((i, c)) if matches!(c, '.' | '!' | '?') => (&trimmed[..i], c),
-        _ => (trimmed, '.'),
-    };
-    let markers: String = claim.citations.iter().map(|n| format!(" [{n}]")).collect();
+    let (body, stop) = split_stop(&claim.text);
     format!(
-        "{}{markers} {}{stop}",
+        "{}{} {}{stop}",
         body.trim_end(),
+        markers(&claim.citations),
         crate::verdict::PARTIAL_MARK
     )
 }

@@ -96,77 +96,17 @@ const PERSON_PRONOUNS: &[&str] = &[
 const THING_PRONOUNS: &[&str] = &["it", "its", "they", "them", "their", "itself", "themselves"];
 /// Openings of an elliptic follow-up ("What about Edison?", "And in 1900?").
 const ELLIPTIC_OPENINGS: &[&str] = &["what about", "how about", "and ", "what else"];
-/// Capitalised words that open a sentence without naming anything.
+/// Capitalised words that open a sentence without naming anything, besides the function words of
+/// [`crate::text::is_function_word`].
 const NOT_NAMES: &[&str] = &[
-    "who",
-    "what",
-    "when",
-    "where",
-    "why",
-    "how",
-    "which",
-    "whose",
-    "whom",
-    "is",
-    "are",
-    "was",
-    "were",
-    "do",
-    "does",
-    "did",
-    "can",
-    "could",
-    "will",
-    "would",
     "should",
-    "has",
-    "have",
-    "had",
-    "the",
-    "a",
-    "an",
-    "in",
-    "on",
-    "at",
-    "of",
-    "for",
-    "and",
-    "but",
-    "or",
-    "it",
-    "he",
-    "she",
-    "they",
-    "this",
-    "that",
-    "these",
-    "those",
-    "there",
-    "i",
-    "you",
-    "we",
-    "my",
-    "your",
     "please",
     "tell",
     "ignore",
     "yes",
-    "no",
-    "not",
-    "so",
-    "then",
-    "also",
-    "after",
-    "before",
-    "during",
     "according",
-    "as",
-    "to",
-    "from",
-    "by",
-    "with",
     "since",
-    "if",
+    "my",
 ];
 
 /// Words of `text` as (start byte, word) pairs, letters, digits and inner apostrophes or hyphens.
@@ -226,7 +166,9 @@ pub fn entities(text: &str) -> Vec<String> {
         if !joined {
             flush(&mut run, &mut out);
         }
-        let name_word = is_capitalised(word) && !NOT_NAMES.contains(&lower.as_str());
+        let name_word = is_capitalised(word)
+            && !crate::text::is_function_word(&lower)
+            && !NOT_NAMES.contains(&lower.as_str());
         let connector = !run.is_empty() && matches!(lower.as_str(), "of" | "de" | "van" | "von");
         // A number after a name is part of it: "Super Bowl 50", "Apollo 11".
         let numbered = !run.is_empty() && word.chars().all(|c| c.is_ascii_digit());

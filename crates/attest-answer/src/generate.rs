@@ -29,6 +29,14 @@ If the passages do not contain the answer, reply exactly: I cannot answer from t
 /// What a model says when the passages do not hold the answer (see [`SYSTEM_PROMPT`]).
 pub const MODEL_ABSTENTION: &str = "I cannot answer from the given passages";
 
+/// Whether a model's reply is [`MODEL_ABSTENTION`] (any case, with or without its full stop).
+pub fn is_model_abstention(reply: &str) -> bool {
+    reply
+        .trim()
+        .trim_end_matches('.')
+        .eq_ignore_ascii_case(MODEL_ABSTENTION)
+}
+
 /// The outcome of one generation.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Generated {
@@ -206,11 +214,7 @@ impl Generator for OpenAiChatGenerator {
         let text = self
             .chat
             .complete(Self::messages(question, footnotes), self.chat.max_tokens())?;
-        if text
-            .trim()
-            .trim_end_matches('.')
-            .eq_ignore_ascii_case(MODEL_ABSTENTION)
-        {
+        if is_model_abstention(&text) {
             return Ok(Generated::Declined);
         }
         Ok(Generated::Text(text))

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use crate::footnotes::Footnotes;
 use crate::gauntlet::Gauntlet;
-use crate::generate::{ChatClient, MODEL_ABSTENTION};
+use crate::generate::{is_model_abstention, ChatClient};
 
 /// Settings of the out-of-corpus answer (the `answer.out_of_corpus` config section).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -62,11 +62,7 @@ pub fn answer(chat: &ChatClient, question: &str, max_tokens: u32) -> Option<Stri
             return None;
         }
     };
-    if reply
-        .trim()
-        .trim_end_matches('.')
-        .eq_ignore_ascii_case(MODEL_ABSTENTION)
-    {
+    if is_model_abstention(&reply) {
         return None;
     }
     // No passage was minted: every marker the model wrote is dropped (and counted).

@@ -21,6 +21,11 @@ const NEGATIONS: &[&str] = &[
     "not", "no", "never", "none", "neither", "nor", "nothing", "without",
 ];
 
+/// Whether a lowercased word is a function word or a negation (no content of its own).
+pub fn is_function_word(word: &str) -> bool {
+    STOPWORDS.contains(&word) || NEGATIONS.contains(&word)
+}
+
 /// Lowercased word tokens (letters and digits), possessive `'s` removed.
 pub fn words(text: &str) -> Vec<String> {
     text.split(|c: char| !(c.is_alphanumeric() || c == '\''))
@@ -48,7 +53,7 @@ pub fn stem(word: &str) -> String {
 pub fn content_words(text: &str) -> Vec<String> {
     words(text)
         .into_iter()
-        .filter(|w| !STOPWORDS.contains(&w.as_str()) && !NEGATIONS.contains(&w.as_str()))
+        .filter(|w| !is_function_word(w))
         .map(|w| stem(&w))
         .collect()
 }

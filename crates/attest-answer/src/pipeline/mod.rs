@@ -345,11 +345,8 @@ impl AnswerService {
         if let (Some(chat), true) = (&self.chat, conversation::needs_history(question)) {
             let (chat, q, h) = (Arc::clone(chat), question.to_string(), history.to_vec());
             let max = self.config.max_question_bytes;
-            let rid = request_id.to_string();
-            let rewritten = tokio::task::spawn_blocking(move || {
-                attest_telemetry::request_id::with_current(&rid, || {
-                    conversation::rewrite_with_llm(&chat, &q, &h, max)
-                })
+            let rewritten = on_a_blocking_thread(request_id, move || {
+                conversation::rewrite_with_llm(&chat, &q, &h, max)
             })
             .await
             .ok()
@@ -398,8 +395,7 @@ impl AnswerService {
         reason: &'static str,
         suggestions: Vec<String>,
     ) -> AskResponse {
-        metrics::counter!(RAG_ABSTENTION_TOTAL, "reason" => reason).increment(1);
-        tracing::info!(reason, event = "abstained", "answer abstained");
+        count_abstention(reason);
         let out = &mut turn.out;
         out.status = "abstained";
         out.reason = Some(reason);
@@ -408,6 +404,22 @@ impl AnswerService {
         out.suggestions = suggestions;
         finish(turn)
     }
+}
+
+/// Counts and logs a turn that ends without a grounded answer (`rag_abstention_total{reason}`).
+fn count_abstention(reason: &'static str) {
+    metrics::counter!(RAG_ABSTENTION_TOTAL, "reason" => reason).increment(1);
+    tracing::info!(reason, event = "abstained", "answer abstained");
+}
+
+/// Runs `f` on a blocking thread (not the CPU pool: it waits on a remote model, which must not hold a core's
+/// permit), with the turn's request id for the headers and logs of the calls it makes.
+async fn on_a_blocking_thread<T: Send + 'static>(
+    request_id: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, tokio::task::JoinError> {
+    let rid = request_id.to_string();
+    tokio::task::spawn_blocking(move || attest_telemetry::request_id::with_current(&rid, f)).await
 }
 
 fn passage(hit: &pb::Hit, score: f64) -> Passage {

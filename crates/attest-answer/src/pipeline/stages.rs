@@ -9,10 +9,11 @@ use std::time::Instant;
 use attest_proto::v1 as pb;
 
 use super::{
-    finish, passage, AnswerService, Flow, Turn, LOW_CONFIDENCE, MODEL_ABSTAINED, NO_RESULTS,
-    OUT_OF_CORPUS, ROUTED_NO_RETRIEVAL, STAGE_GAUNTLET, STAGE_GENERATE, STAGE_MEMORY, STAGE_READ,
-    STAGE_RERANK, STAGE_RETRIEVE, STAGE_ROUTE, STAGE_STRUCTURAL, STAGE_TERMINOLOGY, STAGE_VERIFY,
-    TERMINOLOGY_NOT_FOUND, UNRESOLVED_REFERENCE, UNSUPPORTED_CLAIMS,
+    count_abstention, finish, on_a_blocking_thread, passage, AnswerService, Flow, Turn,
+    LOW_CONFIDENCE, MODEL_ABSTAINED, NO_RESULTS, OUT_OF_CORPUS, ROUTED_NO_RETRIEVAL,
+    STAGE_GAUNTLET, STAGE_GENERATE, STAGE_MEMORY, STAGE_READ, STAGE_RERANK, STAGE_RETRIEVE,
+    STAGE_ROUTE, STAGE_STRUCTURAL, STAGE_TERMINOLOGY, STAGE_VERIFY, TERMINOLOGY_NOT_FOUND,
+    UNRESOLVED_REFERENCE, UNSUPPORTED_CLAIMS,
 };
 use crate::cite::{citations, render, render_checked, CheckedClaim};
 use crate::conversation;
@@ -250,28 +251,17 @@ impl AnswerService {
             return None;
         }
         let t = Instant::now();
-        let (chat, q, rid) = (
-            Arc::clone(chat),
-            turn.question.to_string(),
-            turn.request_id.to_string(),
-        );
+        let (chat, q) = (Arc::clone(chat), turn.question.to_string());
         let max_tokens = self.config.out_of_corpus.max_tokens;
-        let text = tokio::task::spawn_blocking(move || {
-            attest_telemetry::request_id::with_current(&rid, || {
-                out_of_corpus::answer(&chat, &q, max_tokens)
-            })
+        let text = on_a_blocking_thread(turn.request_id, move || {
+            out_of_corpus::answer(&chat, &q, max_tokens)
         })
         .await
         .ok()
         .flatten();
         turn.record(STAGE_GENERATE, t);
         let text = text?;
-        metrics::counter!(attest_telemetry::metrics::RAG_ABSTENTION_TOTAL, "reason" => OUT_OF_CORPUS)
-            .increment(1);
-        tracing::info!(
-            event = "out_of_corpus",
-            "answered from general knowledge, with the disclaimer"
-        );
+        count_abstention(OUT_OF_CORPUS);
         let suggestions = self.titles(turn);
         let out = &mut turn.out;
         out.status = "out_of_corpus";
@@ -326,17 +316,10 @@ impl AnswerService {
     ) -> Result<Flow<String>, AnswerError> {
         let t = Instant::now();
         let chain = Arc::clone(&self.generators);
-        let (q, f, rid) = (
-            turn.question.to_string(),
-            footnotes.clone(),
-            turn.request_id.to_string(),
-        );
-        // Not the CPU pool: the chain waits on a remote LLM first, which must not hold a core's permit.
-        let outcome = tokio::task::spawn_blocking(move || {
-            attest_telemetry::request_id::with_current(&rid, || chain.generate(&q, &f))
-        })
-        .await
-        .map_err(|e| AnswerError::Unavailable(format!("generator task failed: {e}")))?;
+        let (q, f) = (turn.question.to_string(), footnotes.clone());
+        let outcome = on_a_blocking_thread(turn.request_id, move || chain.generate(&q, &f))
+            .await
+            .map_err(|e| AnswerError::Unavailable(format!("generator task failed: {e}")))?;
         turn.record(STAGE_GENERATE, t);
         turn.out.generator = outcome.generator;
         let reason = match outcome.generated {
