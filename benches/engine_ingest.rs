@@ -8,9 +8,11 @@
 //! - `one-shot`: train IVF_PQ on a spread sample of `train_sample` rows, add every vector, write the index and
 //!   the vector file — what a bulk build does, the floor for the dense index alone;
 //! - `engine`: the vectors upserted in batches (one chunk per document) into a `ShardEngine` with the default
-//!   configuration — the WAL, the growing segment, a seal every `seal_threshold` rows (the writer waits for it:
-//!   sustained ingest at the rate sealing keeps up with) encoding with the shard's quantizer, tiered merges
-//!   moving inverted lists — until everything is sealed and merged as planned;
+//!   configuration — the WAL, the growing segment, a background seal once `seal_threshold` rows are in, encoding
+//!   with the shard's quantizer, and the tiered merges after it, moving inverted lists, while the writer goes on
+//!   (it waits only when a second segment's worth is in before that work is done: sustained ingest at the rate
+//!   sealing keeps up with; `--serial`: the writer waits for every seal and its merges, as the first runs did)
+//!   — until everything is sealed and merged as planned;
 //! - `engine-before`: the same with `shard_quantizer: false`, `merge_factor` unbounded and
 //!   `max_sealed_segments: 8` — every segment training its own quantizer and a compaction of every segment
 //!   whenever there are more than 8, the engine before issue 18.
@@ -44,6 +46,10 @@ struct Args {
     /// Skip the engine before issue 18 (it trains on every seal and merge: the slow one).
     #[arg(long)]
     skip_before: bool,
+    /// Pace the writer as the earlier runs did: it seals and merges on its own thread every segment's worth,
+    /// so no ingest overlaps a seal or merge (the default lets the engine seal and merge in the background).
+    #[arg(long)]
+    serial: bool,
 }
 
 const DIM: usize = 384;
@@ -165,6 +171,7 @@ fn sustained(
     batch: usize,
     config: EngineConfig,
     truth: (&[f32], &[Vec<usize>]),
+    serial: bool,
 ) -> anyhow::Result<Run> {
     let (started, bytes) = (Instant::now(), write_bytes());
     let seal_rows = config.seal_threshold as u64;
@@ -188,12 +195,18 @@ fn sustained(
             })
             .collect();
         engine.upsert(docs)?;
-        // Sustained, not bursty: the writer waits for each seal (and the merges after it) once a segment's worth
-        // of rows is in, as a writer slower than sealing would. Unpaced, the growing segment outruns the seals and
-        // a few huge segments replace the merges this measures.
-        if engine.stats().growing_rows >= seal_rows {
+        // Sustained, not bursty. Unpaced, the growing segment outruns the seals and a few huge segments replace the
+        // merges this measures.
+        let waiting = engine.stats().growing_rows;
+        if serial && waiting >= seal_rows {
+            // The writer waits for each seal (and the merges after it) once a segment's worth of rows is in.
             engine.seal()?;
             engine.merge_as_planned()?;
+        } else if !serial && waiting >= 2 * seal_rows {
+            // The engine seals and merges in the background once a segment's worth is in, as in service, while
+            // the writer goes on; a writer a second segment ahead of that work waits for it (what backpressure
+            // does to a real writer) and seals what is waiting (`seal` takes the maintenance lock first).
+            engine.seal()?;
         }
     }
     // Whatever the background has not sealed yet, then the merges the policy asks for.
@@ -253,6 +266,7 @@ fn main() -> anyhow::Result<()> {
         args.batch,
         config,
         truth,
+        args.serial,
     )?));
     if !args.skip_before {
         let dir = fresh("engine-before")?;
@@ -264,6 +278,7 @@ fn main() -> anyhow::Result<()> {
             args.batch,
             before,
             truth,
+            args.serial,
         )?));
     }
     let _ = std::fs::remove_dir_all(&root);

@@ -154,6 +154,14 @@ impl ChunkStore {
     }
 
     /// Row `row`, zero-copy from the map.
+    /// As [`crate::vector_file::VectorFile::advise_sequential`]: the store is about to be read once, in order.
+    pub fn advise_sequential(&self) {
+        #[cfg(unix)]
+        {
+            let _ = self.mmap.advise(memmap2::Advice::Sequential);
+        }
+    }
+
     pub fn get(&self, row: usize) -> Option<&ArchivedStoredChunk> {
         self.rows().get(row)
     }

@@ -33,6 +33,11 @@ impl Phases {
         self.last = now;
     }
 
+    /// Records a step that ran beside the others (on another thread) and took `took`.
+    pub fn add(&mut self, name: &'static str, took: std::time::Duration) {
+        self.done.push((name, took.as_millis()));
+    }
+
     /// `name=ms` for each step, space-separated.
     pub fn summary(&self) -> String {
         let steps: Vec<String> = self

@@ -94,6 +94,27 @@ pub fn merged_dense(
     Ok(index)
 }
 
+/// Puts a merge's rows (with their vectors, `dim` floats each) in ascending id order. Rows are moved, not
+/// cloned, and rows already in order — inputs taken in log order whose ranges do not interleave — are left as
+/// they are.
+pub fn into_id_order<T>(ids: &mut Vec<i64>, rows: &mut Vec<T>, vectors: &mut Vec<f32>, dim: usize) {
+    if ids.windows(2).all(|w| w[0] < w[1]) {
+        return;
+    }
+    let mut order: Vec<usize> = (0..ids.len()).collect();
+    order.sort_unstable_by_key(|&i| ids[i]);
+    let mut taken: Vec<Option<T>> = std::mem::take(rows).into_iter().map(Some).collect();
+    *rows = order
+        .iter()
+        .map(|&i| taken[i].take().expect("each row once"))
+        .collect();
+    *vectors = order
+        .iter()
+        .flat_map(|&i| vectors[i * dim..(i + 1) * dim].iter().copied())
+        .collect();
+    *ids = order.iter().map(|&i| ids[i]).collect();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,6 +140,20 @@ mod tests {
         assert_eq!(plan(&rows, 4, 100, 3), Some(vec![0, 1, 2, 3]));
         assert_eq!(plan(&rows, 4, 100, 4), None);
         assert_eq!(plan(&[5, 7], 4, 100, 1), Some(vec![0, 1]));
+    }
+
+    #[test]
+    fn rows_come_out_in_id_order_with_their_vectors() {
+        let mut ids = vec![30, 10, 20];
+        let mut rows = vec!["c", "a", "b"];
+        let mut vectors = vec![3.0, 3.5, 1.0, 1.5, 2.0, 2.5];
+        into_id_order(&mut ids, &mut rows, &mut vectors, 2);
+        assert_eq!(ids, [10, 20, 30]);
+        assert_eq!(rows, ["a", "b", "c"]);
+        assert_eq!(vectors, [1.0, 1.5, 2.0, 2.5, 3.0, 3.5]);
+        // Already in order: unchanged.
+        into_id_order(&mut ids, &mut rows, &mut vectors, 2);
+        assert_eq!(rows, ["a", "b", "c"]);
     }
 
     proptest! {

@@ -89,7 +89,7 @@ impl ShardQuantizer {
         let path = quantizer_path(root, version);
         std::fs::create_dir_all(path.parent().expect("under root"))?;
         let params = trained.try_clone()?.write(&path)?;
-        let crc = crc32fast::hash(&std::fs::read(&path)?);
+        let crc = crate::fsutil::file_crc32(&path)?;
         Ok(ShardQuantizer {
             meta: QuantizerMeta {
                 version,
@@ -105,7 +105,7 @@ impl ShardQuantizer {
     /// Opens the quantizer the manifest names, checking its file; a damaged one is `Corrupt`.
     pub fn open(root: &Path, meta: &QuantizerMeta) -> Result<Self> {
         let path = quantizer_path(root, meta.version);
-        let crc = crc32fast::hash(&std::fs::read(&path)?);
+        let crc = crate::fsutil::file_crc32(&path)?;
         if crc != meta.crc {
             return Err(IndexError::corrupt(
                 &path,

@@ -131,7 +131,7 @@ fn checksum_files(dir: &Path) -> Result<BTreeMap<String, u32>> {
                     .expect("under dir")
                     .to_string_lossy()
                     .into_owned();
-                out.insert(rel, crc32fast::hash(&std::fs::read(&path)?));
+                out.insert(rel, crate::fsutil::file_crc32(&path)?);
             }
         }
     }
@@ -172,7 +172,68 @@ pub fn build_segment(
     std::fs::create_dir_all(&dir)?;
     let (dim, params, train_sample) = (config.dimension, &config.ivfpq, config.train_sample);
     let n = rows.len();
-    let (used, quantizer) = match dense {
+    // The text index (one tantivy thread, so the index and its ties are the same on every build) is written on a
+    // thread of its own while this one writes the dense index and the row files: a seal or merge uses both cores.
+    let (used, quantizer) = std::thread::scope(|scope| -> Result<_> {
+        let text = scope.spawn(|| {
+            let started = std::time::Instant::now();
+            let built = TextIndex::build_on_disk(
+                &dir.join(TEXT_DIR),
+                rows.iter().enumerate().map(|(i, r)| {
+                    (
+                        i as u64,
+                        r.tenant.as_str(),
+                        r.title.as_str(),
+                        r.text.as_str(),
+                    )
+                }),
+            );
+            (built, started.elapsed())
+        });
+        let dense = write_dense(&dir, dim, params, train_sample, rows.len(), vectors, dense);
+        phases.mark("dense");
+        let files = dense.and_then(|d| {
+            ChunkStore::write(&dir.join(CHUNKS_FILE), rows)?;
+            phases.mark("chunks");
+            VectorFile::write(&dir.join(VECTORS_FILE), dim, vectors)?;
+            phases.mark("vectors");
+            Sq8File::write(&dir.join(COMPACT_VECTORS_FILE), dim, vectors)?;
+            phases.mark("sq8");
+            Ok(d)
+        });
+        let (built, took) = text.join().expect("the text index thread does not panic");
+        phases.add("text", took);
+        phases.mark("text_wait");
+        built?;
+        files
+    })?;
+    crate::fsutil::sync_tree(&dir)?;
+    phases.mark("sync");
+    let files = checksum_files(&dir)?;
+    phases.mark("checksums");
+    Ok(SegmentMeta {
+        id: id.to_string(),
+        min_seq: seq_range.0,
+        max_seq: seq_range.1,
+        rows: n,
+        params: used,
+        quantizer,
+        files,
+    })
+}
+
+/// Writes the dense index of a new segment of `n` rows: trained on its rows, or the encoded index it was given.
+/// Returns the parameters used and the quantizer version encoded with, if any.
+fn write_dense(
+    dir: &Path,
+    dim: usize,
+    params: &IvfPqParams,
+    train_sample: usize,
+    n: usize,
+    vectors: &[f32],
+    dense: Dense,
+) -> Result<(Option<IvfPqParams>, Option<u64>)> {
+    Ok(match dense {
         _ if n == 0 => (None, None),
         Dense::Train => {
             let ids: Vec<i64> = (0..n as i64).collect();
@@ -199,38 +260,6 @@ pub fn build_segment(
             write_ids(&dir.join(IDS_FILE), &ids)?;
             (Some(index.write(&dir.join(DENSE_FILE))?), Some(quantizer))
         }
-    };
-    phases.mark("dense");
-    TextIndex::build_on_disk(
-        &dir.join(TEXT_DIR),
-        rows.iter().enumerate().map(|(i, r)| {
-            (
-                i as u64,
-                r.tenant.as_str(),
-                r.title.as_str(),
-                r.text.as_str(),
-            )
-        }),
-    )?;
-    phases.mark("text");
-    ChunkStore::write(&dir.join(CHUNKS_FILE), rows)?;
-    phases.mark("chunks");
-    VectorFile::write(&dir.join(VECTORS_FILE), dim, vectors)?;
-    phases.mark("vectors");
-    Sq8File::write(&dir.join(COMPACT_VECTORS_FILE), dim, vectors)?;
-    phases.mark("sq8");
-    crate::fsutil::sync_tree(&dir)?;
-    phases.mark("sync");
-    let files = checksum_files(&dir)?;
-    phases.mark("checksums");
-    Ok(SegmentMeta {
-        id: id.to_string(),
-        min_seq: seq_range.0,
-        max_seq: seq_range.1,
-        rows: n,
-        params: used,
-        quantizer,
-        files,
     })
 }
 
@@ -251,9 +280,8 @@ impl SealedSegment {
         let dir = segment_dir(root, &meta.id);
         for (rel, expected) in &meta.files {
             let path = dir.join(rel);
-            let bytes =
-                std::fs::read(&path).map_err(|e| IndexError::corrupt(&path, e.to_string()))?;
-            let actual = crc32fast::hash(&bytes);
+            let actual = crate::fsutil::file_crc32(&path)
+                .map_err(|e| IndexError::corrupt(&path, e.to_string()))?;
             if actual != *expected {
                 return Err(IndexError::corrupt(
                     &path,
@@ -261,6 +289,13 @@ impl SealedSegment {
                 ));
             }
         }
+        Self::open_just_built(root, meta)
+    }
+
+    /// Opens a segment [`build_segment`] has just written, without reading its files once more for their
+    /// checksums: the manifest's were computed from those very files a moment ago. Structure is still checked.
+    pub fn open_just_built(root: &Path, meta: &SegmentMeta) -> Result<Self> {
+        let dir = segment_dir(root, &meta.id);
         let dense = if meta.rows > 0 {
             Some(IvfPqIndex::open_mmap(&dir.join(DENSE_FILE))?)
         } else {

@@ -89,7 +89,7 @@ impl ShardEngine {
             dense,
             &mut phases,
         )?;
-        let opened = Arc::new(SealedSegment::open(&self.dir, &meta)?);
+        let opened = Arc::new(SealedSegment::open_just_built(&self.dir, &meta)?);
         phases.mark("open");
         {
             let mut st = self.state.write();
@@ -217,16 +217,27 @@ impl ShardEngine {
     ) -> Result<bool> {
         let _m = self.maintenance.lock();
         let _slot = crate::maintenance::acquire();
-        let Some(inputs) = pick(&self.state.read()).filter(|i| !i.is_empty()) else {
+        let Some(mut inputs) = pick(&self.state.read()).filter(|i| !i.is_empty()) else {
             return Ok(false);
         };
+        // In log order, the inputs' rows usually come out in id order already, and the reorder below is skipped.
+        inputs.sort_by_key(|s| s.meta.min_seq);
         let id = self.state.write().manifest.allocate_id();
         let mut phases = Phases::default();
         let (mut rows, mut vectors, mut ids, merging, range) = {
             let st = self.state.read();
-            let (mut rows, mut vectors, mut ids, mut merging) =
-                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            let most: usize = inputs.iter().map(|s| s.meta.rows).sum();
+            let (mut rows, mut vectors, mut ids, mut merging) = (
+                Vec::with_capacity(most),
+                Vec::with_capacity(most * self.config.dimension),
+                Vec::with_capacity(most),
+                Vec::new(),
+            );
             for seg in &inputs {
+                // Read once, front to back: read-ahead, not a fault per page (the maps are advised random for
+                // searches; these segments are removed after the merge).
+                seg.chunks.advise_sequential();
+                seg.vectors.advise_sequential();
                 let view = SegmentView::Sealed(seg);
                 let own_ids = match seg.meta.quantizer {
                     Some(_) => (0..seg.meta.rows).map(|row| seg.id_of(row)).collect(),
@@ -260,15 +271,12 @@ impl ShardEngine {
             Some(q) => {
                 let index = crate::merge::merged_dense(&self.dir, &q, &merging, &vectors, &ids)?;
                 // Rows in id order, as the segment's id file must be; the index does not care.
-                let dim = self.config.dimension;
-                let mut order: Vec<usize> = (0..ids.len()).collect();
-                order.sort_unstable_by_key(|&i| ids[i]);
-                rows = order.iter().map(|&i| rows[i].clone()).collect();
-                vectors = order
-                    .iter()
-                    .flat_map(|&i| vectors[i * dim..(i + 1) * dim].iter().copied())
-                    .collect();
-                ids = order.iter().map(|&i| ids[i]).collect();
+                crate::merge::into_id_order(
+                    &mut ids,
+                    &mut rows,
+                    &mut vectors,
+                    self.config.dimension,
+                );
                 Dense::Encoded {
                     index,
                     ids,
@@ -289,7 +297,7 @@ impl ShardEngine {
             dense,
             &mut phases,
         )?;
-        let opened = Arc::new(SealedSegment::open(&self.dir, &meta)?);
+        let opened = Arc::new(SealedSegment::open_just_built(&self.dir, &meta)?);
         phases.mark("open");
         let merged: Vec<String> = inputs.iter().map(|s| s.meta.id.clone()).collect();
         let sealed_through = {
