@@ -168,11 +168,11 @@ fn sustained(
     dir: &Path,
     mixture: &Mixture,
     n: usize,
-    batch: usize,
     config: EngineConfig,
     truth: (&[f32], &[Vec<usize>]),
-    serial: bool,
+    args: &Args,
 ) -> anyhow::Result<Run> {
+    let (batch, serial) = (args.batch, args.serial);
     let (started, bytes) = (Instant::now(), write_bytes());
     let seal_rows = config.seal_threshold as u64;
     let engine: Arc<ShardEngine> = ShardEngine::open(dir, config)?;
@@ -229,7 +229,7 @@ fn main() -> anyhow::Result<()> {
     if let Ok(filter) = std::env::var("ATTEST_LOG") {
         attest_telemetry::logging::init(&filter);
     }
-    let root = args.dir.unwrap_or_else(|| {
+    let root = args.dir.clone().unwrap_or_else(|| {
         PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| ".".into()))
             .join(".cache/attest-engine-ingest")
     });
@@ -263,10 +263,9 @@ fn main() -> anyhow::Result<()> {
         &fresh("engine")?,
         &mixture,
         n,
-        args.batch,
         config,
         truth,
-        args.serial,
+        &args,
     )?));
     if !args.skip_before {
         let dir = fresh("engine-before")?;
@@ -275,10 +274,9 @@ fn main() -> anyhow::Result<()> {
             &dir,
             &mixture,
             n,
-            args.batch,
             before,
             truth,
-            args.serial,
+            &args,
         )?));
     }
     let _ = std::fs::remove_dir_all(&root);
