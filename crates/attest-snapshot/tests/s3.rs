@@ -30,8 +30,11 @@ impl Moto {
             let listener = TcpListener::bind("127.0.0.1:0").unwrap();
             listener.local_addr().unwrap().port()
         };
-        let script =
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/s3-test-server.sh");
+        // The package directory cargo runs the test from, not the one it was compiled in: a target directory
+        // shared between checkouts (CI's and a working copy's) holds a binary compiled in the other.
+        let package = std::env::var_os("CARGO_MANIFEST_DIR")
+            .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+        let script = package.join("../../scripts/s3-test-server.sh");
         let log = tempfile::Builder::new()
             .prefix("attest-moto-")
             .suffix(".log")
