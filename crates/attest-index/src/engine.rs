@@ -334,7 +334,7 @@ impl ShardEngine {
                         dense,
                         &mut crate::maintenance::Phases::default(),
                     )?;
-                    sealed.push(Arc::new(SealedSegment::open(dir, &new_meta)?));
+                    sealed.push(Arc::new(SealedSegment::open_just_built(dir, &new_meta)?));
                     manifest.segments.push(new_meta);
                     rebuilt.push(meta.id.clone());
                 }

@@ -190,7 +190,7 @@ pub fn build_segment(
             );
             (built, started.elapsed())
         });
-        let dense = write_dense(&dir, dim, params, train_sample, rows.len(), vectors, dense);
+        let dense = write_dense(&dir, dim, params, train_sample, n, vectors, dense);
         phases.mark("dense");
         let files = dense.and_then(|d| {
             ChunkStore::write(&dir.join(CHUNKS_FILE), rows)?;
