@@ -46,7 +46,10 @@ fn a_versioned_delete_of_an_unseen_document_blocks_older_upserts() {
     let dir = tempfile::tempdir().unwrap();
     let e = ShardEngine::open(dir.path(), config(1000)).unwrap();
     assert!(!e.delete_versioned("t1", "doc-4", 500).unwrap());
+    // A tombstone is not a live document (the count is kept as versions are recorded, not recounted).
+    assert_eq!(e.stats().live_documents, 0);
     e.upsert(vec![versioned(4, 1, 400)]).unwrap();
+    assert_eq!(e.stats().live_documents, 0);
     assert!(
         text_of(&e, 4).is_none(),
         "an older upsert resurrected a deleted document"
@@ -69,6 +72,23 @@ fn a_versioned_delete_of_an_unseen_document_blocks_older_upserts() {
     // A stale delete does nothing.
     assert!(!e.delete_versioned("t1", "doc-4", 550).unwrap());
     assert!(text_of(&e, 4).is_some());
+    e.upsert(vec![versioned(5, 1, 0), versioned(6, 1, 0)])
+        .unwrap();
+    assert_eq!(e.stats().live_documents, 3);
+    assert!(e.delete("t1", "doc-5").unwrap());
+    e.upsert(vec![versioned(6, 2, 0)]).unwrap();
+    assert_eq!(
+        e.stats().live_documents,
+        2,
+        "a delete drops one, a replacement none"
+    );
+    drop(e);
+    let e = ShardEngine::open(dir.path(), config(1000)).unwrap();
+    assert_eq!(
+        e.stats().live_documents,
+        2,
+        "the count rebuilt from the log"
+    );
 }
 
 #[test]
