@@ -19,8 +19,9 @@
 //!
 //! Each engine run ends with recall@10 of 200 queries (the mixture's query stream; dense lane, default nprobe and
 //! over-fetch, exact re-score) against the exact top 10 over all vectors, so a faster ingest is not bought with
-//! worse segments. Prints each run's time, bytes written, bytes on disk at its end, segments and recall, then the
-//! ratios; each run's files are removed once it is measured. With `ATTEST_LOG` set (e.g. `info`), the engine's
+//! worse segments, and with the p50 / p95 of those searches (one at a time, on the segments the run ended with:
+//! at 10M, up to `max_sealed_segments`). Prints each run's time, bytes written, bytes on disk at its end,
+//! segments, recall and latency, then the ratios; each run's files are removed once it is measured. With `ATTEST_LOG` set (e.g. `info`), the engine's
 //! events go to stderr as JSON lines, each seal and merge with its phase timings.
 
 use std::path::{Path, PathBuf};
@@ -84,6 +85,8 @@ struct Run {
     bytes: u64,
     segments: u32,
     recall: Option<f64>,
+    /// p50 and p95 in ms of the recall queries (dense lane, one at a time, on the segments the run ended with).
+    latency: Option<(f64, f64)>,
     /// What the run's directory holds on disk at its end.
     disk: u64,
 }
@@ -108,11 +111,17 @@ fn exact_top10(mixture: &Mixture, n: usize, queries: &[f32]) -> anyhow::Result<V
         .collect())
 }
 
-/// Recall@10 of the engine's dense lane against `truth`.
-fn recall(engine: &ShardEngine, queries: &[f32], truth: &[Vec<usize>]) -> anyhow::Result<f64> {
+/// Recall@10 of the engine's dense lane against `truth`, and the p50 / p95 (ms) of those searches.
+fn recall(
+    engine: &ShardEngine,
+    queries: &[f32],
+    truth: &[Vec<usize>],
+) -> anyhow::Result<(f64, (f64, f64))> {
     let filter = attest_index::Filter::default();
     let mut hit = 0;
+    let mut took = Vec::with_capacity(truth.len());
     for (q, want) in queries.chunks_exact(DIM).zip(truth) {
+        let started = Instant::now();
         let lanes = engine.search(&attest_index::SearchParams {
             tenant: "t",
             query_vector: Some(q),
@@ -122,13 +131,16 @@ fn recall(engine: &ShardEngine, queries: &[f32], truth: &[Vec<usize>]) -> anyhow
             filter: &filter,
             exact_rescore: true,
         })?;
+        took.push(started.elapsed().as_secs_f64() * 1e3);
         hit += lanes
             .dense
             .iter()
             .filter(|h| want.iter().any(|w| h.doc_id == format!("d{w}")))
             .count();
     }
-    Ok(hit as f64 / (truth.len() * 10) as f64)
+    took.sort_by(f64::total_cmp);
+    let at = |p: f64| took[((took.len() as f64 * p) as usize).min(took.len() - 1)];
+    Ok((hit as f64 / (truth.len() * 10) as f64, (at(0.5), at(0.95))))
 }
 
 fn one_shot(dir: &Path, mixture: &Mixture, n: usize, config: &EngineConfig) -> anyhow::Result<Run> {
@@ -159,6 +171,7 @@ fn one_shot(dir: &Path, mixture: &Mixture, n: usize, config: &EngineConfig) -> a
         bytes,
         segments: 1,
         recall: None,
+        latency: None,
         disk: attest_index::fsutil::tree_bytes(dir)?,
     })
 }
@@ -213,12 +226,14 @@ fn sustained(
     engine.seal()?;
     engine.merge_as_planned()?;
     let (seconds, bytes) = (started.elapsed().as_secs_f64(), write_bytes() - bytes);
+    let (found, latency) = recall(&engine, truth.0, truth.1)?;
     Ok(Run {
         name,
         seconds,
         bytes,
         segments: engine.stats().sealed_segments,
-        recall: Some(recall(&engine, truth.0, truth.1)?),
+        recall: Some(found),
+        latency: Some(latency),
         disk: engine.disk_bytes()?,
     })
 }
@@ -282,14 +297,17 @@ fn main() -> anyhow::Result<()> {
     let _ = std::fs::remove_dir_all(&root);
     for r in &runs {
         println!(
-            "{:<14} {n} vectors  {:>8.1} s  {:>8.0} MB written  {:>8.0} MB on disk  {} segment(s){}",
+            "{:<14} {n} vectors  {:>8.1} s  {:>8.0} MB written  {:>8.0} MB on disk  {} segment(s){}{}",
             r.name,
             r.seconds,
             r.bytes as f64 / 1e6,
             r.disk as f64 / 1e6,
             r.segments,
             r.recall
-                .map_or(String::new(), |x| format!("  recall@10 {x:.3}"))
+                .map_or(String::new(), |x| format!("  recall@10 {x:.3}")),
+            r.latency.map_or(String::new(), |(p50, p95)| format!(
+                "  dense search p50 {p50:.2} ms p95 {p95:.2} ms"
+            ))
         );
     }
     let base = &runs[0];
