@@ -21,8 +21,9 @@
 //! over-fetch, exact re-score) against the exact top 10 over all vectors, so a faster ingest is not bought with
 //! worse segments, and with the p50 / p95 of those searches (one at a time, on the segments the run ended with:
 //! at 10M, up to `max_sealed_segments`). Prints each run's time, bytes written, bytes on disk at its end,
-//! segments, recall and latency, then the ratios; each run's files are removed once it is measured. With `ATTEST_LOG` set (e.g. `info`), the engine's
-//! events go to stderr as JSON lines, each seal and merge with its phase timings.
+//! segments, recall and latency, then the ratios; each run's files are removed once it is measured. With
+//! `ATTEST_LOG` set (e.g. `info`), the engine's events go to stderr as JSON lines, each seal and merge with its
+//! phase timings.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
