@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use attest_cli::bench::metrics::{percentile, recall_at_k};
 use attest_cli::bench::mixture::Mixture;
 use attest_index::ivfpq::IvfPqBuilder;
 use attest_index::vector_file::VectorFileWriter;
@@ -113,15 +114,15 @@ fn exact_top10(mixture: &Mixture, n: usize, queries: &[f32]) -> anyhow::Result<V
 }
 
 /// Recall@10 of the engine's dense lane against `truth`, and the p50 / p95 (ms) of those searches.
-fn recall(
+fn recall_and_latency(
     engine: &ShardEngine,
     queries: &[f32],
     truth: &[Vec<usize>],
 ) -> anyhow::Result<(f64, (f64, f64))> {
     let filter = attest_index::Filter::default();
-    let mut hit = 0;
+    let mut found = Vec::with_capacity(truth.len());
     let mut took = Vec::with_capacity(truth.len());
-    for (q, want) in queries.chunks_exact(DIM).zip(truth) {
+    for q in queries.chunks_exact(DIM) {
         let started = Instant::now();
         let lanes = engine.search(&attest_index::SearchParams {
             tenant: "t",
@@ -133,15 +134,19 @@ fn recall(
             exact_rescore: true,
         })?;
         took.push(started.elapsed().as_secs_f64() * 1e3);
-        hit += lanes
-            .dense
-            .iter()
-            .filter(|h| want.iter().any(|w| h.doc_id == format!("d{w}")))
-            .count();
+        // Document `d{n}` is row n of the mixture.
+        found.push(
+            lanes
+                .dense
+                .iter()
+                .filter_map(|h| h.doc_id.strip_prefix('d')?.parse().ok())
+                .collect(),
+        );
     }
-    took.sort_by(f64::total_cmp);
-    let at = |p: f64| took[((took.len() as f64 * p) as usize).min(took.len() - 1)];
-    Ok((hit as f64 / (truth.len() * 10) as f64, (at(0.5), at(0.95))))
+    Ok((
+        recall_at_k(&found, truth, 10),
+        (percentile(&took, 0.5), percentile(&took, 0.95)),
+    ))
 }
 
 fn one_shot(dir: &Path, mixture: &Mixture, n: usize, config: &EngineConfig) -> anyhow::Result<Run> {
@@ -227,7 +232,7 @@ fn sustained(
     engine.seal()?;
     engine.merge_as_planned()?;
     let (seconds, bytes) = (started.elapsed().as_secs_f64(), write_bytes() - bytes);
-    let (found, latency) = recall(&engine, truth.0, truth.1)?;
+    let (found, latency) = recall_and_latency(&engine, truth.0, truth.1)?;
     Ok(Run {
         name,
         seconds,
