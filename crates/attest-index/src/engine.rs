@@ -25,7 +25,9 @@ use crate::segment::{build_segment, segment_dir, Manifest, SealedSegment};
 use crate::text_index::{bm25_search, TextIndex};
 use crate::wal::{doc_key, DocVersion, IngestLog, LogOp, LogReader, LoggedChunk};
 
+mod ranking;
 mod sealing;
+use ranking::{best_passing, top_k};
 use sealing::{encoded, remove_orphan_quantizers};
 
 /// One document's new content: it replaces every earlier chunk of `doc_id`.
@@ -727,19 +729,12 @@ impl ShardEngine {
     ) -> Result<Vec<(RowView<'v>, f32)>> {
         match view {
             SegmentView::Growing(g) => {
-                let mut hits = Vec::new();
-                for row in 0..g.len() {
-                    let r = view.row(row).expect("row in range");
-                    if passes(&r) {
-                        hits.push((row, dot(q, g.vector(row))));
-                    }
-                }
-                hits.sort_by(|a, b| b.1.total_cmp(&a.1));
-                hits.truncate(p.k);
-                Ok(hits
-                    .into_iter()
-                    .map(|(row, s)| (view.row(row).expect("row"), s))
-                    .collect())
+                // Score every row (a flat scan), then check rows best first: not 50,000 version lookups.
+                let scored = (0..g.len())
+                    .map(|row| (row, dot(q, g.vector(row))))
+                    .collect();
+                let best = best_passing(scored, p.k, |row| view.row(row), passes);
+                Ok(best.into_iter().map(|(r, s, _)| (r, s)).collect())
             }
             SegmentView::Sealed(seg) => {
                 let Some(dense) = &seg.dense else {
@@ -760,33 +755,33 @@ impl ShardEngine {
                 loop {
                     let raw = dense.search(q, fetch, nprobe)?;
                     let exhausted = raw.len() < fetch || fetch >= seg.meta.rows;
-                    let mut hits = Vec::new();
-                    for (id, score) in raw {
-                        let Some(row) = seg.row_of(id) else { continue };
-                        let Some(r) = view.row(row) else { continue };
-                        if !passes(&r) {
-                            continue;
+                    let rows = raw
+                        .into_iter()
+                        .filter_map(|(id, score)| Some((seg.row_of(id)?, score)));
+                    let hits = match (&prepared, compact) {
+                        (Some(pq), Some(c)) => {
+                            // The list ranked by the copy; rows checked best first for its top EXACT_REFINE × k,
+                            // which are scored again from the full vectors.
+                            let ranked = rows.map(|(row, s)| (row, c.score(pq, row).unwrap_or(s)));
+                            let best = best_passing(
+                                ranked.collect(),
+                                p.k * EXACT_REFINE,
+                                |row| view.row(row),
+                                passes,
+                            );
+                            best.into_iter()
+                                .map(|(r, s, row)| (r, view.vector(row).map_or(s, |v| dot(q, v))))
+                                .collect::<Vec<_>>()
                         }
-                        let score = match &prepared {
-                            Some(pq) => compact.and_then(|c| c.score(pq, row)).unwrap_or(score),
-                            None if p.exact_rescore => {
-                                view.vector(row).map_or(score, |v| dot(q, v))
-                            }
-                            None => score,
-                        };
-                        hits.push((r, score, row));
-                    }
+                        _ => rows
+                            .filter_map(|(row, score)| {
+                                let r = view.row(row).filter(|r| passes(r))?;
+                                let exact = p.exact_rescore.then(|| view.vector(row)).flatten();
+                                Some((r, exact.map_or(score, |v| dot(q, v))))
+                            })
+                            .collect(),
+                    };
                     if hits.len() >= p.k || exhausted {
-                        if compact.is_some() {
-                            hits.sort_by(|a, b| b.1.total_cmp(&a.1));
-                            hits.truncate(p.k * EXACT_REFINE);
-                            for (_, score, row) in &mut hits {
-                                if let Some(v) = view.vector(*row) {
-                                    *score = dot(q, v);
-                                }
-                            }
-                        }
-                        let hits = hits.into_iter().map(|(r, s, _)| (r, s)).collect();
                         return Ok(top_k(hits, p.k));
                     }
                     fetch = (fetch * 4).min(seg.meta.rows);
@@ -807,20 +802,22 @@ impl ShardEngine {
         let mut limit = p.k * self.config.overfetch.max(1);
         loop {
             let per_index = bm25_search(&indexes, text, p.tenant, limit)?;
-            let mut full = false;
-            let mut hits = Vec::new();
-            for (view, rows) in views.iter().zip(per_index) {
-                full |= rows.len() == limit;
-                for (row, score) in rows {
-                    if let Some(r) = view.row(row as usize) {
-                        if passes(&r) {
-                            hits.push((r, score));
-                        }
-                    }
-                }
-            }
+            let full = per_index.iter().any(|rows| rows.len() == limit);
+            // One list over every segment (scores are comparable: global statistics), checked best first.
+            let candidates = per_index
+                .into_iter()
+                .enumerate()
+                .flat_map(|(segment, rows)| {
+                    rows.into_iter().map(move |(row, s)| ((segment, row), s))
+                })
+                .collect();
+            let row = |(segment, row): (usize, u64)| views[segment].row(row as usize);
+            let hits: Vec<_> = best_passing(candidates, p.k, row, passes)
+                .into_iter()
+                .map(|(r, s, _)| (r, s))
+                .collect();
             if hits.len() >= p.k || !full || limit >= max_rows {
-                return Ok(top_k(hits, p.k));
+                return Ok(hits);
             }
             limit *= 4;
         }
@@ -923,16 +920,6 @@ pub fn next_version(held: u64) -> u64 {
 pub const EXACT_REFINE: usize = 2;
 
 /// Best `k` rows by score, best first (ties by chunk id, so results are deterministic), each chunk once.
-fn top_k(mut rows: Vec<(RowView<'_>, f32)>, k: usize) -> Vec<(RowView<'_>, f32)> {
-    rows.sort_by(|a, b| {
-        b.1.total_cmp(&a.1)
-            .then_with(|| a.0.chunk_id.cmp(b.0.chunk_id))
-    });
-    rows.dedup_by(|a, b| a.0.chunk_id == b.0.chunk_id);
-    rows.truncate(k);
-    rows
-}
-
 /// The live rows (and their vectors, row-major) of upsert records.
 fn live_rows_from_log(
     records: &[(u64, LogOp)],

@@ -2,6 +2,7 @@
 //! sealed ones), searched together with corpus statistics summed over all of them so that scores from different
 //! segments of a shard are comparable and stay the same when compaction merges segments.
 
+use std::collections::hash_map::{Entry, HashMap};
 use std::path::Path;
 
 use parking_lot::Mutex;
@@ -219,11 +220,19 @@ pub fn bm25_search(
             &stats,
         )?;
         let mut hits = Vec::with_capacity(top.len());
+        // Opening a fast-field column looks its name up in the segment's column dictionary: once per segment,
+        // not once per hit (it was a fifth of a small shard's search time).
+        let mut rows_by_segment = HashMap::new();
         for (score, addr) in top {
-            let column = searcher
-                .segment_reader(addr.segment_ord)
-                .fast_fields()
-                .u64("row")?;
+            let column = match rows_by_segment.entry(addr.segment_ord) {
+                Entry::Occupied(e) => e.into_mut(),
+                Entry::Vacant(e) => e.insert(
+                    searcher
+                        .segment_reader(addr.segment_ord)
+                        .fast_fields()
+                        .u64("row")?,
+                ),
+            };
             if let Some(row) = column.first(addr.doc_id) {
                 hits.push((row, score));
             }
