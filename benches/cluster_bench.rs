@@ -42,6 +42,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
+use attest_cli::bench::metrics::percentile;
 use attest_embed::{build_embedder, EmbedderConfig};
 use attest_proto::v1 as pb;
 use attest_router::fanout::{fuse, FanOut, ShardHit};
@@ -322,13 +323,6 @@ impl Cluster {
             .insert(name.to_string(), child);
         Ok(())
     }
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
 fn sorted(mut v: Vec<f64>) -> Vec<f64> {

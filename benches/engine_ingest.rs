@@ -1,6 +1,8 @@
 //! Sustained ingest into one shard through the engine (issue 18), against the one-shot build of the same vectors.
 //!
-//! `$CARGO_TARGET_DIR/debug/examples/engine_ingest --vectors 1000000 [--batch 1000] [--dir DIR]`
+//! `$CARGO_TARGET_DIR/debug/examples/engine_ingest --vectors 1000000 [--batch 1000] [--dir DIR]`; with
+//! `--serve DIR [--serve-recall]`, only opens a shard directory a run ended with (a copy of it) and times the
+//! recall queries there, in a process that has built nothing.
 //!
 //! The vectors are `attest bench`'s clustered mixture (384-d, `vectors / 500` clusters, spread 0.5, seed 7).
 //! Three runs, one after the other, each timed and with the bytes the process wrote to storage
@@ -19,11 +21,11 @@
 //!
 //! Each engine run ends with recall@10 of 200 queries (the mixture's query stream; dense lane, default nprobe and
 //! over-fetch, exact re-score) against the exact top 10 over all vectors, so a faster ingest is not bought with
-//! worse segments, and with the p50 / p95 of those searches (one at a time, on the segments the run ended with:
-//! at 10M, up to `max_sealed_segments`). Prints each run's time, bytes written, bytes on disk at its end,
-//! segments, recall and latency, then the ratios; each run's files are removed once it is measured. With
-//! `ATTEST_LOG` set (e.g. `info`), the engine's events go to stderr as JSON lines, each seal and merge with its
-//! phase timings.
+//! worse segments, and with the p50 / p95 and QPS of those searches (one at a time, on the segments the run ended
+//! with: at 10M, up to `max_sealed_segments`) and the anonymous RSS after them. Prints each run's time, bytes
+//! written, bytes on disk at its end, segments, recall and serving figures, then the ratios; each run's files are
+//! removed once it is measured. With `ATTEST_LOG` set (e.g. `info`), the engine's events go to stderr as JSON
+//! lines, each seal and merge with its phase timings.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -49,10 +51,24 @@ struct Args {
     /// Skip the engine before issue 18 (it trains on every seal and merge: the slow one).
     #[arg(long)]
     skip_before: bool,
+    /// Skip the one-shot build too (no ratios are printed): for the engine's serving figures alone.
+    #[arg(long)]
+    skip_one_shot: bool,
+    /// Keep the engine run's shard directory (under `--dir`) instead of removing it, for `--serve`.
+    #[arg(long)]
+    keep: bool,
     /// Pace the writer as the earlier runs did: it seals and merges on its own thread every segment's worth,
     /// so no ingest overlaps a seal or merge (the default lets the engine seal and merge in the background).
     #[arg(long)]
     serial: bool,
+    /// Serve only: open the shard directory an earlier run ended with (a copy of its `engine` directory) in
+    /// this fresh process and time the recall queries on it; prints latency, QPS and the anonymous RSS of a
+    /// process that has only opened and searched it.
+    #[arg(long)]
+    serve: Option<PathBuf>,
+    /// With `--serve`: also recall@10, against the exact top 10 over `--vectors` rows (minutes at 10M).
+    #[arg(long)]
+    serve_recall: bool,
 }
 
 const DIM: usize = 384;
@@ -87,10 +103,20 @@ struct Run {
     bytes: u64,
     segments: u32,
     recall: Option<f64>,
-    /// p50 and p95 in ms of the recall queries (dense lane, one at a time, on the segments the run ended with).
-    latency: Option<(f64, f64)>,
+    /// How the recall queries were served (dense lane, one at a time, on the segments the run ended with).
+    serving: Option<Serving>,
     /// What the run's directory holds on disk at its end.
     disk: u64,
+}
+
+/// The recall queries' searches: p50 and p95 in ms, queries per second of the one thread that ran them, and the
+/// process's anonymous resident memory (MB, `/proc/self/status` RssAnon) right after them — the engine's heap
+/// (document versions, the growing segment, PQ tables) beside this process's own query and truth vectors.
+struct Serving {
+    p50: f64,
+    p95: f64,
+    qps: f64,
+    anon_rss_mb: f64,
 }
 
 const QUERIES: usize = 200;
@@ -113,12 +139,12 @@ fn exact_top10(mixture: &Mixture, n: usize, queries: &[f32]) -> anyhow::Result<V
         .collect())
 }
 
-/// Recall@10 of the engine's dense lane against `truth`, and the p50 / p95 (ms) of those searches.
+/// Recall@10 of the engine's dense lane against `truth`, and how those searches were served.
 fn recall_and_latency(
     engine: &ShardEngine,
     queries: &[f32],
     truth: &[Vec<usize>],
-) -> anyhow::Result<(f64, (f64, f64))> {
+) -> anyhow::Result<(f64, Serving)> {
     let filter = attest_index::Filter::default();
     let mut found = Vec::with_capacity(truth.len());
     let mut took = Vec::with_capacity(truth.len());
@@ -143,10 +169,27 @@ fn recall_and_latency(
                 .collect(),
         );
     }
-    Ok((
-        recall_at_k(&found, truth, 10),
-        (percentile(&took, 0.5), percentile(&took, 0.95)),
-    ))
+    let serving = Serving {
+        p50: percentile(&took, 0.5),
+        p95: percentile(&took, 0.95),
+        qps: took.len() as f64 / (took.iter().sum::<f64>() / 1e3),
+        anon_rss_mb: anon_rss_kb()? as f64 / 1e3,
+    };
+    let recall = if truth.is_empty() {
+        f64::NAN
+    } else {
+        recall_at_k(&found, truth, 10)
+    };
+    Ok((recall, serving))
+}
+
+fn anon_rss_kb() -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("RssAnon:"))
+        .ok_or_else(|| anyhow::anyhow!("no RssAnon in /proc/self/status"))?;
+    Ok(line.split_whitespace().nth(1).unwrap_or("0").parse()?)
 }
 
 fn one_shot(dir: &Path, mixture: &Mixture, n: usize, config: &EngineConfig) -> anyhow::Result<Run> {
@@ -177,7 +220,7 @@ fn one_shot(dir: &Path, mixture: &Mixture, n: usize, config: &EngineConfig) -> a
         bytes,
         segments: 1,
         recall: None,
-        latency: None,
+        serving: None,
         disk: attest_index::fsutil::tree_bytes(dir)?,
     })
 }
@@ -232,16 +275,46 @@ fn sustained(
     engine.seal()?;
     engine.merge_as_planned()?;
     let (seconds, bytes) = (started.elapsed().as_secs_f64(), write_bytes() - bytes);
-    let (found, latency) = recall_and_latency(&engine, truth.0, truth.1)?;
+    let (found, serving) = recall_and_latency(&engine, truth.0, truth.1)?;
     Ok(Run {
         name,
         seconds,
         bytes,
         segments: engine.stats().sealed_segments,
         recall: Some(found),
-        latency: Some(latency),
+        serving: Some(serving),
         disk: engine.disk_bytes()?,
     })
+}
+
+/// `--serve`: the kept shard opened by this process alone, then the recall queries.
+fn serve_only(dir: &Path, mixture: &Mixture, n: usize, recall: bool) -> anyhow::Result<()> {
+    let queries = mixture.rows(1, 0, QUERIES, 2);
+    let truth = if recall {
+        exact_top10(mixture, n, &queries)?
+    } else {
+        Vec::new()
+    };
+    let opened = Instant::now();
+    let engine = ShardEngine::open(dir, EngineConfig::default())?;
+    let open_seconds = opened.elapsed().as_secs_f64();
+    let stats = engine.stats();
+    let (found, s) = recall_and_latency(&engine, &queries, &truth)?;
+    println!(
+        "serve {}: opened in {open_seconds:.1} s, {} live documents, {} sealed segment(s) + {} growing rows; \
+         {} queries: dense search p50 {:.2} ms p95 {:.2} ms, {:.0} QPS on one thread, recall@10 {found:.3}, \
+         anonymous RSS {:.0} MB",
+        dir.display(),
+        stats.live_documents,
+        stats.sealed_segments,
+        stats.growing_rows,
+        QUERIES,
+        s.p50,
+        s.p95,
+        s.qps,
+        s.anon_rss_mb
+    );
+    Ok(())
 }
 
 fn main() -> anyhow::Result<()> {
@@ -263,6 +336,9 @@ fn main() -> anyhow::Result<()> {
         max_sealed_segments: 8,
         ..EngineConfig::default()
     };
+    if let Some(dir) = &args.serve {
+        return serve_only(dir, &mixture, n, args.serve_recall);
+    }
     let mut runs = Vec::new();
     let fresh = |name: &str| -> anyhow::Result<PathBuf> {
         let dir = root.join(name);
@@ -272,13 +348,17 @@ fn main() -> anyhow::Result<()> {
     };
     // Each run's files go once it is measured: at 10M vectors the three would not fit on the disk together.
     let done = |run: Run| -> Run {
-        let _ = std::fs::remove_dir_all(root.join(run.name));
+        if !(args.keep && run.name == "engine") {
+            let _ = std::fs::remove_dir_all(root.join(run.name));
+        }
         run
     };
     let queries = mixture.rows(1, 0, QUERIES, 2);
     let truth = exact_top10(&mixture, n, &queries)?;
     let truth = (queries.as_slice(), truth.as_slice());
-    runs.push(done(one_shot(&fresh("one-shot")?, &mixture, n, &config)?));
+    if !args.skip_one_shot {
+        runs.push(done(one_shot(&fresh("one-shot")?, &mixture, n, &config)?));
+    }
     runs.push(done(sustained(
         "engine",
         &fresh("engine")?,
@@ -300,7 +380,9 @@ fn main() -> anyhow::Result<()> {
             &args,
         )?));
     }
-    let _ = std::fs::remove_dir_all(&root);
+    if !args.keep {
+        let _ = std::fs::remove_dir_all(&root);
+    }
     for r in &runs {
         println!(
             "{:<14} {n} vectors  {:>8.1} s  {:>8.0} MB written  {:>8.0} MB on disk  {} segment(s){}{}",
@@ -311,13 +393,14 @@ fn main() -> anyhow::Result<()> {
             r.segments,
             r.recall
                 .map_or(String::new(), |x| format!("  recall@10 {x:.3}")),
-            r.latency.map_or(String::new(), |(p50, p95)| format!(
-                "  dense search p50 {p50:.2} ms p95 {p95:.2} ms"
+            r.serving.as_ref().map_or(String::new(), |s| format!(
+                "  dense search p50 {:.2} ms p95 {:.2} ms, {:.0} QPS on one thread, anonymous RSS {:.0} MB",
+                s.p50, s.p95, s.qps, s.anon_rss_mb
             ))
         );
     }
     let base = &runs[0];
-    for r in &runs[1..] {
+    for r in runs.iter().skip(1).filter(|_| !args.skip_one_shot) {
         println!(
             "{} / one-shot: time {:.2}x, bytes written {:.2}x",
             r.name,
@@ -325,7 +408,7 @@ fn main() -> anyhow::Result<()> {
             r.bytes as f64 / base.bytes.max(1) as f64
         );
     }
-    if let [_, now, before] = runs.as_slice() {
+    if let (false, [_, now, before]) = (args.skip_one_shot, runs.as_slice()) {
         println!(
             "engine / engine-before: time {:.2}x, bytes written {:.2}x",
             now.seconds / before.seconds,

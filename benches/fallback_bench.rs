@@ -17,6 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
 use anyhow::Context;
+use attest_cli::bench::metrics::percentile;
 use attest_cli::config::AttestConfig;
 use attest_cli::local::ControlPlane;
 use attest_embed::{build_embedder, EmbedderConfig};
@@ -61,10 +62,6 @@ fn signal(child: &Child, sig: i32) {
     unsafe {
         libc::kill(child.id() as i32, sig);
     }
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
 async fn search(router: &Router, query: &str) -> anyhow::Result<(f64, bool)> {

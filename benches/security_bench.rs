@@ -18,6 +18,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use attest_cli::bench::metrics::percentile;
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
     KeyUsagePurpose,
@@ -187,10 +188,6 @@ fn post(
     let value: Value = resp.json().unwrap_or(Value::Null);
     anyhow::ensure!(status.is_success(), "{url}: {status} {value}");
     Ok(value)
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
 /// One of the clusters compared: where its router is, how to reach it, what to search with.

@@ -88,8 +88,25 @@ pub struct EngineStats {
 /// every batch of the ingest benchmark, docs/BENCHMARKS.md).
 #[derive(Default)]
 struct DocVersions {
-    by_tenant: HashMap<String, HashMap<String, DocVersion>>,
+    by_tenant: HashMap<String, HashMap<String, HeldVersion>>,
     live: u64,
+}
+
+/// What the engine keeps in memory of a document's latest version: the log's [`DocVersion`] less its tenant,
+/// which the map is keyed by (a shard of 10M documents held 10M copies of the tenant's name, each its own
+/// allocation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct HeldVersion {
+    seq: u64,
+    version: u64,
+    deleted: bool,
+}
+
+impl HeldVersion {
+    /// Whether a row written by the record `seq` of this document is still current.
+    fn is_live_row(&self, seq: u64) -> bool {
+        !self.deleted && self.seq == seq
+    }
 }
 
 impl DocVersions {
@@ -101,17 +118,23 @@ impl DocVersions {
         }
         out
     }
-    fn get(&self, tenant: &str, doc_id: &str) -> Option<&DocVersion> {
-        self.by_tenant.get(tenant)?.get(doc_id)
+    fn get(&self, tenant: &str, doc_id: &str) -> Option<HeldVersion> {
+        self.by_tenant.get(tenant)?.get(doc_id).copied()
     }
     /// Records `version` as the document's latest; returns the one it replaces.
-    fn insert(&mut self, doc_id: String, version: DocVersion) -> Option<DocVersion> {
+    fn insert(&mut self, doc_id: String, version: DocVersion) -> Option<HeldVersion> {
         let now_live = !version.deleted;
-        let replaced = self
-            .by_tenant
-            .entry(version.tenant.clone())
-            .or_default()
-            .insert(doc_id, version);
+        let held = HeldVersion {
+            seq: version.seq,
+            version: version.version,
+            deleted: version.deleted,
+        };
+        if !self.by_tenant.contains_key(&version.tenant) {
+            self.by_tenant
+                .insert(version.tenant.clone(), HashMap::new());
+        }
+        let docs = self.by_tenant.get_mut(&version.tenant).expect("inserted");
+        let replaced = docs.insert(doc_id, held);
         let was_live = replaced.as_ref().is_some_and(|v| !v.deleted);
         self.live = self.live + u64::from(now_live) - u64::from(was_live);
         replaced
@@ -134,7 +157,7 @@ struct DeadRecords {
 impl DeadRecords {
     /// A record that died: `replaced` (what an upsert or delete replaced) when it was an upsert, and `own` for a
     /// delete record (dead from the start).
-    fn died(&mut self, replaced: Option<DocVersion>, own: Option<u64>) {
+    fn died(&mut self, replaced: Option<HeldVersion>, own: Option<u64>) {
         self.seqs.extend(
             replaced
                 .filter(|v| !v.deleted)
@@ -522,7 +545,7 @@ impl ShardEngine {
             return Err(IndexError::invalid("doc_id", "empty"));
         }
         let mut log = self.log.lock();
-        let current = self.state.read().versions.get(tenant, doc_id).cloned();
+        let current = self.state.read().versions.get(tenant, doc_id);
         let live = current.as_ref().is_some_and(|v| !v.deleted);
         let held = current.as_ref().map_or(0, |v| v.version);
         let version = if version == 0 {
@@ -610,7 +633,7 @@ impl ShardEngine {
             if v.deleted {
                 out.push(FetchedDocument::Tombstone {
                     doc_id: id.clone(),
-                    tenant: v.tenant.clone(),
+                    tenant: tenant.clone(),
                     version: v.version,
                 });
                 continue;
@@ -824,9 +847,9 @@ impl ShardEngine {
     }
 
     pub fn stats(&self) -> EngineStats {
-        // Lock order is log, then state (as writers take them): read the log position first and let go of it,
-        // or a stats call holding `state` would wait for the log while a writer holding the log waits for `state`.
-        let last_seq = self.log.lock().last_seq();
+        // Not through the log's lock: a writer holds it through its synced append, and every heartbeat and scrape
+        // would queue behind the ingest.
+        let last_seq = self.log_reader.last_seq();
         let st = self.state.read();
         EngineStats {
             live_documents: st.versions.live(),

@@ -16,6 +16,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use rocksdb::{ColumnFamilyDescriptor, IteratorMode, Options, WriteBatch, WriteOptions, DB};
@@ -116,7 +117,8 @@ impl DocVersion {
 /// Handle on the log. `append` is serialised by the engine's writer lock.
 pub struct IngestLog {
     db: Arc<DB>,
-    last_seq: u64,
+    /// Written only by `append` (under the engine's writer lock); read without it through [`LogReader`].
+    last_seq: Arc<AtomicU64>,
 }
 
 /// Reads of log records that need no writer lock (RocksDB reads are safe beside writes): what a search's payload
@@ -126,12 +128,19 @@ pub struct IngestLog {
 #[derive(Clone)]
 pub struct LogReader {
     db: Arc<DB>,
+    last_seq: Arc<AtomicU64>,
 }
 
 impl LogReader {
     /// Records `lo..=hi`, in order (see [`IngestLog::range`]).
     pub fn range(&self, lo: u64, hi: u64) -> Result<Vec<(u64, LogOp)>> {
         records(&self.db, lo, hi)
+    }
+
+    /// The sequence number of the last durable record, without waiting for a writer: stats, heartbeats and
+    /// scrapes read it while an ingest holds the writer lock through its synced append.
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq.load(Ordering::Acquire)
     }
 }
 
@@ -184,7 +193,7 @@ impl IngestLog {
         };
         let log = IngestLog {
             db: Arc::new(db),
-            last_seq,
+            last_seq: Arc::new(AtomicU64::new(last_seq)),
         };
         log.key_documents_by_tenant()?;
         Ok(log)
@@ -220,7 +229,7 @@ impl IngestLog {
     }
 
     pub fn last_seq(&self) -> u64 {
-        self.last_seq
+        self.last_seq.load(Ordering::Acquire)
     }
 
     /// A consistent copy of the whole log at `path` (which must not exist): a RocksDB checkpoint, hard links to
@@ -250,7 +259,7 @@ impl IngestLog {
         let mut near_dups = NearDupWriter::new(&self.db, dedup);
         let mut batch = WriteBatch::default();
         let mut seqs = Vec::with_capacity(ops.len());
-        let mut seq = self.last_seq;
+        let mut seq = self.last_seq();
         for (i, (op, write_version)) in ops.iter().enumerate() {
             let (LogOp::Upsert { tenant, .. } | LogOp::Delete { tenant, .. }) = op;
             let new_keys = match op {
@@ -273,7 +282,8 @@ impl IngestLog {
         let mut wo = WriteOptions::default();
         wo.set_sync(true);
         self.db.write_opt(batch, &wo)?;
-        self.last_seq = seq;
+        // Published once durable: a reader never sees a sequence number the log could lose.
+        self.last_seq.store(seq, Ordering::Release);
         Ok(seqs)
     }
 
@@ -346,6 +356,7 @@ impl IngestLog {
     pub fn reader(&self) -> LogReader {
         LogReader {
             db: Arc::clone(&self.db),
+            last_seq: Arc::clone(&self.last_seq),
         }
     }
 
@@ -404,11 +415,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             let mut log = IngestLog::open(dir.path()).unwrap();
+            let reader = log.reader();
+            assert_eq!(reader.last_seq(), 0);
             assert_eq!(
                 log.append(&[(upsert("a", 2), 10), (upsert("b", 1), 11)])
                     .unwrap(),
                 vec![1, 2]
             );
+            // The lock-free reader (stats, heartbeats) follows every append.
+            assert_eq!(reader.last_seq(), 2);
             assert_eq!(
                 log.append(&[(
                     LogOp::Delete {
@@ -423,6 +438,7 @@ mod tests {
         }
         let log = IngestLog::open(dir.path()).unwrap();
         assert_eq!(log.last_seq(), 3);
+        assert_eq!(log.reader().last_seq(), 3);
         let v = log.doc_versions().unwrap();
         let (a, b) = (doc_key("default", "a"), doc_key("default", "b"));
         assert_eq!(
