@@ -69,6 +69,14 @@ struct Args {
     /// With `--serve`: also recall@10, against the exact top 10 over `--vectors` rows (minutes at 10M).
     #[arg(long)]
     serve_recall: bool,
+    /// With `--serve`: this many other queries of the stream first, untimed, so that the timed ones find the
+    /// segments' pages resident as a serving process would (a shard just written has the page cache full of
+    /// what it wrote last).
+    #[arg(long, default_value_t = 0)]
+    warmup: usize,
+    /// Lists probed per search (default: the engine's configured `ivfpq.nprobe`).
+    #[arg(long)]
+    nprobe: Option<u32>,
 }
 
 const DIM: usize = 384;
@@ -144,6 +152,7 @@ fn recall_and_latency(
     engine: &ShardEngine,
     queries: &[f32],
     truth: &[Vec<usize>],
+    nprobe: Option<u32>,
 ) -> anyhow::Result<(f64, Serving)> {
     let filter = attest_index::Filter::default();
     let mut found = Vec::with_capacity(truth.len());
@@ -155,7 +164,7 @@ fn recall_and_latency(
             query_vector: Some(q),
             query_text: None,
             k: 10,
-            nprobe: None,
+            nprobe,
             filter: &filter,
             exact_rescore: true,
         })?;
@@ -275,7 +284,7 @@ fn sustained(
     engine.seal()?;
     engine.merge_as_planned()?;
     let (seconds, bytes) = (started.elapsed().as_secs_f64(), write_bytes() - bytes);
-    let (found, serving) = recall_and_latency(&engine, truth.0, truth.1)?;
+    let (found, serving) = recall_and_latency(&engine, truth.0, truth.1, args.nprobe)?;
     Ok(Run {
         name,
         seconds,
@@ -288,7 +297,8 @@ fn sustained(
 }
 
 /// `--serve`: the kept shard opened by this process alone, then the recall queries.
-fn serve_only(dir: &Path, mixture: &Mixture, n: usize, recall: bool) -> anyhow::Result<()> {
+fn serve_only(dir: &Path, mixture: &Mixture, n: usize, args: &Args) -> anyhow::Result<()> {
+    let (recall, warmup, nprobe) = (args.serve_recall, args.warmup, args.nprobe);
     let queries = mixture.rows(1, 0, QUERIES, 2);
     let truth = if recall {
         exact_top10(mixture, n, &queries)?
@@ -299,16 +309,21 @@ fn serve_only(dir: &Path, mixture: &Mixture, n: usize, recall: bool) -> anyhow::
     let engine = ShardEngine::open(dir, EngineConfig::default())?;
     let open_seconds = opened.elapsed().as_secs_f64();
     let stats = engine.stats();
-    let (found, s) = recall_and_latency(&engine, &queries, &truth)?;
+    if warmup > 0 {
+        let others = mixture.rows(1, QUERIES, warmup, 2);
+        recall_and_latency(&engine, &others, &[], nprobe)?;
+    }
+    let (found, s) = recall_and_latency(&engine, &queries, &truth, nprobe)?;
     println!(
         "serve {}: opened in {open_seconds:.1} s, {} live documents, {} sealed segment(s) + {} growing rows; \
-         {} queries: dense search p50 {:.2} ms p95 {:.2} ms, {:.0} QPS on one thread, recall@10 {found:.3}, \
+         {warmup} warm-up queries, then {} queries (nprobe {}): dense search p50 {:.2} ms p95 {:.2} ms, {:.0} QPS on one thread, recall@10 {found:.3}, \
          anonymous RSS {:.0} MB",
         dir.display(),
         stats.live_documents,
         stats.sealed_segments,
         stats.growing_rows,
         QUERIES,
+        nprobe.map_or("default".to_string(), |p| p.to_string()),
         s.p50,
         s.p95,
         s.qps,
@@ -337,7 +352,7 @@ fn main() -> anyhow::Result<()> {
         ..EngineConfig::default()
     };
     if let Some(dir) = &args.serve {
-        return serve_only(dir, &mixture, n, args.serve_recall);
+        return serve_only(dir, &mixture, n, &args);
     }
     let mut runs = Vec::new();
     let fresh = |name: &str| -> anyhow::Result<PathBuf> {
