@@ -942,7 +942,6 @@ pub fn next_version(held: u64) -> u64 {
 /// orders near neighbours almost exactly, so 2 × k are enough to put the true top k in order.
 pub const EXACT_REFINE: usize = 2;
 
-/// Best `k` rows by score, best first (ties by chunk id, so results are deterministic), each chunk once.
 /// The live rows (and their vectors, row-major) of upsert records.
 fn live_rows_from_log(
     records: &[(u64, LogOp)],

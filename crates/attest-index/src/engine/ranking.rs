@@ -57,7 +57,7 @@ pub(super) fn best_passing<'v, C: Copy>(
     cut(kept, k, |(r, s, _)| (r.chunk_id, *s))
 }
 
-/// The `k` best rows by score (ties by chunk id), one per chunk id.
+/// The `k` best rows, best first (ties by chunk id, so results are deterministic), one per chunk id.
 pub(super) fn top_k(rows: Vec<(RowView<'_>, f32)>, k: usize) -> Vec<(RowView<'_>, f32)> {
     cut(rows, k, |(r, s)| (r.chunk_id, *s))
 }
