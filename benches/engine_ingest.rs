@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use attest_cli::bench::metrics::{percentile, recall_at_k};
+use attest_cli::bench::metrics::{percentile, recall_at_k, Memory};
 use attest_cli::bench::mixture::Mixture;
 use attest_index::ivfpq::IvfPqBuilder;
 use attest_index::vector_file::VectorFileWriter;
@@ -127,6 +127,16 @@ struct Serving {
     anon_rss_mb: f64,
 }
 
+impl std::fmt::Display for Serving {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "dense search p50 {:.2} ms p95 {:.2} ms, {:.0} QPS on one thread, anonymous RSS {:.0} MB",
+            self.p50, self.p95, self.qps, self.anon_rss_mb
+        )
+    }
+}
+
 const QUERIES: usize = 200;
 
 /// The exact top 10 (document numbers) of each query over all `n` vectors, generated batch by batch.
@@ -182,7 +192,7 @@ fn recall_and_latency(
         p50: percentile(&took, 0.5),
         p95: percentile(&took, 0.95),
         qps: took.len() as f64 / (took.iter().sum::<f64>() / 1e3),
-        anon_rss_mb: anon_rss_kb()? as f64 / 1e3,
+        anon_rss_mb: Memory::current().rss_anon_bytes as f64 / 1e6,
     };
     let recall = if truth.is_empty() {
         f64::NAN
@@ -190,15 +200,6 @@ fn recall_and_latency(
         recall_at_k(&found, truth, 10)
     };
     Ok((recall, serving))
-}
-
-fn anon_rss_kb() -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string("/proc/self/status")?;
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("RssAnon:"))
-        .ok_or_else(|| anyhow::anyhow!("no RssAnon in /proc/self/status"))?;
-    Ok(line.split_whitespace().nth(1).unwrap_or("0").parse()?)
 }
 
 fn one_shot(dir: &Path, mixture: &Mixture, n: usize, config: &EngineConfig) -> anyhow::Result<Run> {
@@ -313,21 +314,15 @@ fn serve_only(dir: &Path, mixture: &Mixture, n: usize, args: &Args) -> anyhow::R
         let others = mixture.rows(1, QUERIES, warmup, 2);
         recall_and_latency(&engine, &others, &[], nprobe)?;
     }
-    let (found, s) = recall_and_latency(&engine, &queries, &truth, nprobe)?;
+    let (found, serving) = recall_and_latency(&engine, &queries, &truth, nprobe)?;
     println!(
         "serve {}: opened in {open_seconds:.1} s, {} live documents, {} sealed segment(s) + {} growing rows; \
-         {warmup} warm-up queries, then {} queries (nprobe {}): dense search p50 {:.2} ms p95 {:.2} ms, {:.0} QPS on one thread, recall@10 {found:.3}, \
-         anonymous RSS {:.0} MB",
+         {warmup} warm-up queries, then {QUERIES} queries (nprobe {}): {serving}, recall@10 {found:.3}",
         dir.display(),
         stats.live_documents,
         stats.sealed_segments,
         stats.growing_rows,
-        QUERIES,
         nprobe.map_or("default".to_string(), |p| p.to_string()),
-        s.p50,
-        s.p95,
-        s.qps,
-        s.anon_rss_mb
     );
     Ok(())
 }
@@ -408,10 +403,9 @@ fn main() -> anyhow::Result<()> {
             r.segments,
             r.recall
                 .map_or(String::new(), |x| format!("  recall@10 {x:.3}")),
-            r.serving.as_ref().map_or(String::new(), |s| format!(
-                "  dense search p50 {:.2} ms p95 {:.2} ms, {:.0} QPS on one thread, anonymous RSS {:.0} MB",
-                s.p50, s.p95, s.qps, s.anon_rss_mb
-            ))
+            r.serving
+                .as_ref()
+                .map_or(String::new(), |s| format!("  {s}"))
         );
     }
     let base = &runs[0];
