@@ -77,6 +77,19 @@ struct Args {
     /// Lists probed per search (default: the engine's configured `ivfpq.nprobe`).
     #[arg(long)]
     nprobe: Option<u32>,
+    /// Coarse lists of the shard's quantizer and of the one-shot build (default: the engine's `ivfpq.nlist`);
+    /// √n rounded up to a power of two is what `attest bench` builds with (4,096 at 10M).
+    #[arg(long)]
+    nlist: Option<u32>,
+}
+
+/// The engine's configuration for this run: the defaults, with `--nlist` when given.
+fn engine_config(args: &Args) -> EngineConfig {
+    let mut config = EngineConfig::default();
+    if let Some(nlist) = args.nlist {
+        config.ivfpq.nlist = nlist;
+    }
+    config
 }
 
 const DIM: usize = 384;
@@ -205,7 +218,7 @@ fn recall_and_latency(
 fn one_shot(dir: &Path, mixture: &Mixture, n: usize, config: &EngineConfig) -> anyhow::Result<Run> {
     let (started, bytes) = (Instant::now(), write_bytes());
     // The training sample spread over all rows, as the engine's is (generated batch by batch, then picked).
-    let step = n.div_ceil(config.train_sample).max(1);
+    let step = (n / config.training_rows()).max(1);
     let mut train = Vec::new();
     for start in (0..n).step_by(BATCH) {
         let rows = mixture.rows(0, start, BATCH.min(n - start), 2);
@@ -307,7 +320,7 @@ fn serve_only(dir: &Path, mixture: &Mixture, n: usize, args: &Args) -> anyhow::R
         Vec::new()
     };
     let opened = Instant::now();
-    let engine = ShardEngine::open(dir, EngineConfig::default())?;
+    let engine = ShardEngine::open(dir, engine_config(args))?;
     let open_seconds = opened.elapsed().as_secs_f64();
     let stats = engine.stats();
     if warmup > 0 {
@@ -339,12 +352,12 @@ fn main() -> anyhow::Result<()> {
     });
     let n = args.vectors;
     let mixture = Mixture::new(DIM, (n / 500).max(10), 0.5, 7);
-    let config = EngineConfig::default();
+    let config = engine_config(&args);
     let before = EngineConfig {
         shard_quantizer: false,
         merge_factor: usize::MAX,
         max_sealed_segments: 8,
-        ..EngineConfig::default()
+        ..config.clone()
     };
     if let Some(dir) = &args.serve {
         return serve_only(dir, &mixture, n, &args);

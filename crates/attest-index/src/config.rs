@@ -10,10 +10,15 @@ pub struct EngineConfig {
     /// Vector dimension of the collection; every write and query is checked against it.
     pub dimension: usize,
     /// IVF_PQ parameters for sealed segments (reduced per segment when it is small, see `IvfPqParams::effective`).
+    /// Size `nlist` for the rows a shard will hold: √rows rounded up to a power of two (1,024 up to 1M rows,
+    /// 4,096 at 10M), so that a probe scans lists of ~√rows codes. A shard trains its quantizer once it holds
+    /// `nlist` × 39 rows; a changed `nlist`, `m` or `nbits` trains a new one at the next seal (old segments serve
+    /// until a merge re-encodes them).
     pub ivfpq: IvfPqParams,
     /// Number of rows in the growing segment at which it is sealed into an IVF_PQ segment.
     pub seal_threshold: usize,
-    /// At most this many rows are used to train a segment's quantizer (FAISS wants 39–256 per list).
+    /// At most this many rows are used to train a segment's quantizer (FAISS wants 39–256 per list); never
+    /// fewer than `nlist` lists need ([`EngineConfig::training_rows`]).
     pub train_sample: usize,
     /// Sealed segments merge in the background by levels of `merge_factor` (see [`crate::merge`]); past this
     /// many the smallest merge whatever their level.
@@ -68,6 +73,14 @@ impl Default for EngineConfig {
 pub const MAX_TOP_K: usize = attest_core::limits::MAX_TOP_K;
 
 impl EngineConfig {
+    /// Rows the shard's quantizer trains on: `train_sample`, or more when `ivfpq.nlist` lists need more to get
+    /// FAISS's minimum each (a shard configured for 4,096 lists trains on 159,744, not 100,000 — which would
+    /// have trained 2,564 lists).
+    pub fn training_rows(&self) -> usize {
+        self.train_sample
+            .max(self.ivfpq.nlist as usize * crate::ivfpq::MIN_POINTS_PER_LIST)
+    }
+
     /// Values that cannot be right, named as `engine.KEY` (checked at start-up and by `attest config check`).
     pub fn problems(&self) -> attest_core::ConfigProblems {
         let mut p = attest_core::ConfigProblems::new("engine");

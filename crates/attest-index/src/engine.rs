@@ -18,17 +18,19 @@ use crate::config::{EngineConfig, MAX_TOP_K};
 use crate::error::{IndexError, Result};
 use crate::filter::Filter;
 use crate::growing::GrowingSegment;
-use crate::ivfpq::dot;
 use crate::near_dup::{NearDupKeys, NearDupMatch};
 use crate::quantizer::{quantizer_path, ShardQuantizer, MAX_CHUNKS_PER_DOCUMENT};
 use crate::segment::{build_segment, segment_dir, Manifest, SealedSegment};
 use crate::text_index::{bm25_search, TextIndex};
 use crate::wal::{doc_key, DocVersion, IngestLog, LogOp, LogReader, LoggedChunk};
 
+mod dense;
 mod ranking;
 mod sealing;
+mod versions;
 use ranking::{best_passing, top_k};
 use sealing::{encoded, remove_orphan_quantizers};
+use versions::{DocVersions, HeldVersion};
 
 /// One document's new content: it replaces every earlier chunk of `doc_id`.
 #[derive(Debug, Clone)]
@@ -80,68 +82,6 @@ pub struct EngineStats {
     pub last_seq: u64,
     /// Segments found damaged at start-up and rebuilt from the log.
     pub rebuilt_segments: Vec<String>,
-}
-
-/// The latest version of every document, by tenant then id: ids are per tenant, and lookups borrow (a search
-/// checks every candidate row). The live count is kept as versions are recorded: counting it from the map took
-/// ~0.1 s at 10M documents under the state lock, on every heartbeat, metrics scrape and `Stats` call (and after
-/// every batch of the ingest benchmark, docs/BENCHMARKS.md).
-#[derive(Default)]
-struct DocVersions {
-    by_tenant: HashMap<String, HashMap<String, HeldVersion>>,
-    live: u64,
-}
-
-/// What the engine keeps in memory of a document's latest version: the log's [`DocVersion`] less its tenant,
-/// which the map is keyed by (a shard of 10M documents held 10M copies of the tenant's name, each its own
-/// allocation).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct HeldVersion {
-    seq: u64,
-    version: u64,
-    deleted: bool,
-}
-
-impl HeldVersion {
-    /// Whether a row written by the record `seq` of this document is still current.
-    fn is_live_row(&self, seq: u64) -> bool {
-        !self.deleted && self.seq == seq
-    }
-}
-
-impl DocVersions {
-    /// From the log's map by [`doc_key`].
-    fn from_log(by_key: HashMap<String, DocVersion>) -> Self {
-        let mut out = DocVersions::default();
-        for (key, v) in by_key {
-            out.insert(crate::wal::doc_id_of_key(&key).to_string(), v);
-        }
-        out
-    }
-    fn get(&self, tenant: &str, doc_id: &str) -> Option<HeldVersion> {
-        self.by_tenant.get(tenant)?.get(doc_id).copied()
-    }
-    /// Records `version` as the document's latest; returns the one it replaces.
-    fn insert(&mut self, doc_id: String, version: DocVersion) -> Option<HeldVersion> {
-        let now_live = !version.deleted;
-        let held = HeldVersion {
-            seq: version.seq,
-            version: version.version,
-            deleted: version.deleted,
-        };
-        if !self.by_tenant.contains_key(&version.tenant) {
-            self.by_tenant
-                .insert(version.tenant.clone(), HashMap::new());
-        }
-        let docs = self.by_tenant.get_mut(&version.tenant).expect("inserted");
-        let replaced = docs.insert(doc_id, held);
-        let was_live = replaced.as_ref().is_some_and(|v| !v.deleted);
-        self.live = self.live + u64::from(now_live) - u64::from(was_live);
-        replaced
-    }
-    fn live(&self) -> u64 {
-        self.live
-    }
 }
 
 /// Log records that are dead (a replaced upsert, a delete) and not yet forgotten, kept as they die so that a
@@ -319,7 +259,10 @@ impl ShardEngine {
     pub fn open(dir: &Path, config: EngineConfig) -> Result<Arc<Self>> {
         std::fs::create_dir_all(dir.join("segments"))?;
         let log = IngestLog::open(&dir.join("wal"))?;
-        let versions = DocVersions::from_log(log.doc_versions()?);
+        let mut versions = DocVersions::default();
+        log.for_each_doc_version(|doc_id, v| {
+            versions.insert(&v.tenant, doc_id, HeldVersion::of(&v));
+        })?;
         let mut manifest = match Manifest::load(dir) {
             Ok(m) => m,
             Err(e) => {
@@ -497,15 +440,12 @@ impl ShardEngine {
                 chunks,
             } = op
             {
-                let replaced = st.versions.insert(
-                    doc_id.clone(),
-                    DocVersion {
-                        seq,
-                        deleted: false,
-                        tenant: tenant.clone(),
-                        version,
-                    },
-                );
+                let held = HeldVersion {
+                    seq,
+                    version,
+                    deleted: false,
+                };
+                let replaced = st.versions.insert(&tenant, &doc_id, held);
                 st.dead.died(replaced, None);
                 for c in chunks {
                     let row = StoredChunk {
@@ -567,15 +507,12 @@ impl ShardEngine {
             version,
         )])?;
         let mut st = self.state.write();
-        let replaced = st.versions.insert(
-            doc_id.to_string(),
-            DocVersion {
-                seq: seqs[0],
-                deleted: true,
-                tenant: tenant.to_string(),
-                version,
-            },
-        );
+        let held = HeldVersion {
+            seq: seqs[0],
+            version,
+            deleted: true,
+        };
+        let replaced = st.versions.insert(tenant, doc_id, held);
         st.dead.died(replaced, Some(seqs[0]));
         Ok(live)
     }
@@ -731,86 +668,12 @@ impl ShardEngine {
         };
         let mut out = LaneResults::default();
         if let Some(q) = p.query_vector {
-            let mut cands = Vec::new();
-            for view in &views {
-                cands.extend(self.dense_candidates(view, q, p, &passes)?);
-            }
-            out.dense = hits(cands);
+            out.dense = hits(self.dense_lane(&views, q, p, &passes)?);
         }
         if let Some(text) = p.query_text.filter(|t| !t.trim().is_empty()) {
             out.bm25 = hits(self.bm25(&views, text, p, &passes)?);
         }
         Ok(out)
-    }
-
-    fn dense_candidates<'v>(
-        &self,
-        view: &SegmentView<'v>,
-        q: &[f32],
-        p: &SearchParams<'_>,
-        passes: &dyn Fn(&RowView<'_>) -> bool,
-    ) -> Result<Vec<(RowView<'v>, f32)>> {
-        match view {
-            SegmentView::Growing(g) => {
-                // Score every row (a flat scan), then check rows best first: not 50,000 version lookups.
-                let scored = (0..g.len())
-                    .map(|row| (row, dot(q, g.vector(row))))
-                    .collect();
-                let best = best_passing(scored, p.k, |row| view.row(row), passes);
-                Ok(best.into_iter().map(|(r, s, _)| (r, s)).collect())
-            }
-            SegmentView::Sealed(seg) => {
-                let Some(dense) = &seg.dense else {
-                    return Ok(Vec::new());
-                };
-                let nprobe = p.nprobe.unwrap_or(self.config.ivfpq.nprobe);
-                // With an SQ8 copy the PQ list can be deep: it is re-scored in memory from the copy, and only
-                // its best EXACT_REFINE × k from the full vectors.
-                let compact = seg.compact.as_ref().filter(|_| p.exact_rescore);
-                // Never shallower than the exact path's list: a collection that asked for a deep one keeps it.
-                let overfetch = match compact {
-                    Some(_) => self.config.compact_overfetch.max(self.config.overfetch),
-                    None => self.config.overfetch,
-                };
-                let prepared = compact.map(|c| c.prepare(q)).transpose()?;
-                // Over-fetch so that tombstones, other tenants and filters still leave k; widen until they do.
-                let mut fetch = (p.k * overfetch.max(1)).min(seg.meta.rows);
-                loop {
-                    let raw = dense.search(q, fetch, nprobe)?;
-                    let exhausted = raw.len() < fetch || fetch >= seg.meta.rows;
-                    let rows = raw
-                        .into_iter()
-                        .filter_map(|(id, score)| Some((seg.row_of(id)?, score)));
-                    let hits = match (&prepared, compact) {
-                        (Some(pq), Some(c)) => {
-                            // The list ranked by the copy; rows checked best first for its top EXACT_REFINE × k,
-                            // which are scored again from the full vectors.
-                            let ranked = rows.map(|(row, s)| (row, c.score(pq, row).unwrap_or(s)));
-                            let best = best_passing(
-                                ranked.collect(),
-                                p.k * EXACT_REFINE,
-                                |row| view.row(row),
-                                passes,
-                            );
-                            best.into_iter()
-                                .map(|(r, s, row)| (r, view.vector(row).map_or(s, |v| dot(q, v))))
-                                .collect::<Vec<_>>()
-                        }
-                        _ => rows
-                            .filter_map(|(row, score)| {
-                                let r = view.row(row).filter(|r| passes(r))?;
-                                let exact = p.exact_rescore.then(|| view.vector(row)).flatten();
-                                Some((r, exact.map_or(score, |v| dot(q, v))))
-                            })
-                            .collect(),
-                    };
-                    if hits.len() >= p.k || exhausted {
-                        return Ok(top_k(hits, p.k));
-                    }
-                    fetch = (fetch * 4).min(seg.meta.rows);
-                }
-            }
-        }
     }
 
     fn bm25<'v>(

@@ -42,7 +42,7 @@ const FAISS_IO_FLAG_READ_ONLY: i32 = 2;
 const FAISS_IO_FLAG_MMAP_IFC: i32 = 1 << 9;
 
 /// FAISS's k-means warns below this many training points per centroid (`min_points_per_centroid`).
-const MIN_POINTS_PER_LIST: usize = 39;
+pub const MIN_POINTS_PER_LIST: usize = 39;
 /// `open_mmap` opens one FAISS handle per core, up to this many.
 const MAX_SEARCH_HANDLES: usize = 8;
 /// Beyond 16 bits per code a PQ codebook (2^nbits centroids per sub-quantizer) is not trainable in practice.
@@ -253,15 +253,7 @@ impl IvfPqIndex {
     /// Top-`k` by inner product, best first, as `(id, score)`. `nprobe` is clamped to `1..=nlist` and applies
     /// to this call only. `k > len()` returns `len()` hits at most; FAISS's `-1` padding ids are dropped.
     pub fn search(&self, query: &[f32], k: usize, nprobe: u32) -> Result<Vec<(i64, f32)>> {
-        if query.len() != self.dim {
-            return Err(IndexError::invalid(
-                "query",
-                format!("dimension {} != {}", query.len(), self.dim),
-            ));
-        }
-        if query.iter().any(|x| !x.is_finite()) {
-            return Err(IndexError::invalid("query", "contains NaN or infinity"));
-        }
+        self.check_query(query)?;
         let k = k.min(self.len);
         if k == 0 {
             return Ok(Vec::new());
@@ -280,8 +272,22 @@ impl IvfPqIndex {
             .collect())
     }
 
+    /// A query of this index's dimension, finite.
+    pub(crate) fn check_query(&self, query: &[f32]) -> Result<()> {
+        if query.len() != self.dim {
+            return Err(IndexError::invalid(
+                "query",
+                format!("dimension {} != {}", query.len(), self.dim),
+            ));
+        }
+        if query.iter().any(|x| !x.is_finite()) {
+            return Err(IndexError::invalid("query", "contains NaN or infinity"));
+        }
+        Ok(())
+    }
+
     /// Runs `f` on a handle nobody else is using, or waits for the next one in turn when all are busy.
-    fn with_free_handle<T>(&self, f: impl FnOnce(&mut IndexImpl) -> T) -> T {
+    pub(crate) fn with_free_handle<T>(&self, f: impl FnOnce(&mut IndexImpl) -> T) -> T {
         use std::sync::atomic::Ordering::Relaxed;
         let start = self.next_handle.fetch_add(1, Relaxed);
         let n = self.handles.len();
@@ -707,7 +713,7 @@ pub(crate) fn verify_file(path: &Path) -> Result<Trailer> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
     use rand::rngs::StdRng;
@@ -720,7 +726,7 @@ mod tests {
         assert_send_sync::<IvfPqIndex>();
     }
 
-    fn unit_vectors(n: usize, dim: usize, seed: u64) -> Vec<f32> {
+    pub(crate) fn unit_vectors(n: usize, dim: usize, seed: u64) -> Vec<f32> {
         let mut rng = StdRng::seed_from_u64(seed);
         let mut v: Vec<f32> = (0..n * dim).map(|_| rng.gen_range(-1.0f32..1.0)).collect();
         for row in v.chunks_exact_mut(dim) {

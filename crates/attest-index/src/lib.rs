@@ -7,6 +7,7 @@
 //! - [`growing`]: the growing segment — exact vector search and an in-RAM tantivy index.
 //! - [`segment`]: sealed segments on disk and the manifest that lists them with checksums.
 //! - [`ivfpq`]: the FAISS IVF_PQ index of a sealed segment, opened memory-mapped.
+//! - [`coarse`]: one coarse assignment searched in every segment encoded with the same quantizer.
 //! - [`text_index`]: tantivy BM25 per segment with statistics shared across segments.
 //! - [`chunk_store`]: chunk texts and metadata archived with rkyv, read zero-copy.
 //! - [`vector_file`]: full vectors on disk for exact re-scoring.
@@ -19,6 +20,7 @@
 //! - [`error`]: the crate's error type.
 
 pub mod chunk_store;
+pub mod coarse;
 pub mod config;
 pub mod engine;
 pub mod error;

@@ -14,7 +14,6 @@
 //! Ids: a segment encoded with a quantizer stores global row ids (see [`global_ids`]), not row numbers, so that
 //! ids stay unique across the segments a merge puts together.
 
-use std::os::raw::c_int;
 use std::path::{Path, PathBuf};
 
 use faiss::index::io::read_index;
@@ -23,6 +22,7 @@ use faiss::selector::IdSelector;
 use faiss::{Idx, Index};
 use serde::{Deserialize, Serialize};
 
+use crate::coarse::faiss_status;
 use crate::error::{IndexError, Result};
 use crate::ivfpq::{verify_file, IvfPqBuilder, IvfPqParams};
 
@@ -141,6 +141,12 @@ impl ShardQuantizer {
     }
 }
 
+/// `take` of the positions `0..n` (all of them when `take ≥ n`), evenly spread, ascending.
+pub fn evenly_spread(n: usize, take: usize) -> impl Iterator<Item = usize> {
+    let take = take.min(n);
+    (0..take).map(move |j| (j as u128 * n as u128 / take as u128) as usize)
+}
+
 /// `data` (row-major) split for training: at most `most` rows evenly spread to train on, and rows not among
 /// them to measure the baseline error on — the rows left over, or when every row is needed every tenth row (if
 /// the rest still trains `params` in full; otherwise everything trains and is measured).
@@ -152,9 +158,11 @@ pub fn split_for_training(
 ) -> (Vec<f32>, Vec<f32>) {
     let n = data.len() / dim.max(1);
     let row = |r: usize| &data[r * dim..(r + 1) * dim];
-    let step = n.div_ceil(most.max(1)).max(1);
-    let (train, held): (Vec<usize>, Vec<usize>) = if step > 1 {
-        (0..n).partition(|r| r % step == 0)
+    let (train, held): (Vec<usize>, Vec<usize>) = if n > most {
+        // Exactly `most`: a stride of whole rows could leave half of them, too few for the lists asked for.
+        let mut picked = vec![false; n];
+        evenly_spread(n, most).for_each(|r| picked[r] = true);
+        (0..n).partition(|&r| picked[r])
     } else if enough_to_train(params, n - n / 10, dim) && n >= 10 {
         (0..n).partition(|r| r % 10 != 9)
     } else {
@@ -254,7 +262,7 @@ impl IvfPqBuilder {
             }
             faiss_sys::faiss_IndexIVF_merge_from(into, from, 0)
         };
-        check(code, "merge_from")?;
+        faiss_status(code, "merge_from")?;
         self.set_len(self.len() + moved);
         Ok(moved)
     }
@@ -285,12 +293,12 @@ impl IvfPqBuilder {
         // SAFETY: `ptr` is a live, trained index; the buffers are sized as FAISS documents (n × code size bytes,
         // n × dim floats).
         unsafe {
-            check(
+            faiss_status(
                 faiss_sys::faiss_Index_sa_code_size(ptr, &mut code_size),
                 "sa_code_size",
             )?;
             let mut codes = vec![0u8; n * code_size];
-            check(
+            faiss_status(
                 faiss_sys::faiss_Index_sa_encode(
                     ptr,
                     n as i64,
@@ -300,7 +308,7 @@ impl IvfPqBuilder {
                 "sa_encode",
             )?;
             let mut decoded = vec![0f32; n * dim];
-            check(
+            faiss_status(
                 faiss_sys::faiss_Index_sa_decode(
                     ptr,
                     n as i64,
@@ -316,16 +324,5 @@ impl IvfPqBuilder {
                 .sum();
             Ok((total / n as f64) as f32)
         }
-    }
-}
-
-fn check(code: c_int, what: &str) -> Result<()> {
-    if code == 0 {
-        Ok(())
-    } else {
-        Err(IndexError::invalid(
-            "faiss",
-            format!("{what} failed with code {code}"),
-        ))
     }
 }

@@ -170,7 +170,7 @@ pub fn build_segment(
         std::fs::remove_dir_all(&dir)?;
     }
     std::fs::create_dir_all(&dir)?;
-    let (dim, params, train_sample) = (config.dimension, &config.ivfpq, config.train_sample);
+    let (dim, params, train_sample) = (config.dimension, &config.ivfpq, config.training_rows());
     let n = rows.len();
     // The text index (one tantivy thread, so the index and its ties are the same on every build) is written on a
     // thread of its own while this one writes the dense index and the row files: a seal or merge uses both cores.

@@ -311,13 +311,22 @@ impl IngestLog {
 
     /// Every document's latest version (the tombstone map) by [`doc_key`], read at start-up.
     pub fn doc_versions(&self) -> Result<HashMap<String, DocVersion>> {
-        let docs = self.db.cf_handle(CF_DOCS).expect("docs cf");
         let mut out = HashMap::new();
+        self.for_each_doc_version(|doc_id, v| {
+            out.insert(doc_key(&v.tenant, doc_id), v);
+        })?;
+        Ok(out)
+    }
+
+    /// Calls `f` with every document's id and latest version, one at a time: the engine builds its own map
+    /// from them at start-up without holding a second one of 10M entries.
+    pub fn for_each_doc_version(&self, mut f: impl FnMut(&str, DocVersion)) -> Result<()> {
+        let docs = self.db.cf_handle(CF_DOCS).expect("docs cf");
         for item in self.db.iterator_cf(&docs, IteratorMode::Start) {
             let (k, v) = item?;
-            out.insert(String::from_utf8_lossy(&k).into_owned(), decode(&v)?);
+            f(doc_id_of_key(&String::from_utf8_lossy(&k)), decode(&v)?);
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Up to `limit` (key, version) pairs with [`doc_key`]s after `after` (exclusive), in key order: the

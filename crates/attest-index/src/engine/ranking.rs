@@ -57,6 +57,16 @@ pub(super) fn best_passing<'v, C: Copy>(
     cut(kept, k, |(r, s, _)| (r.chunk_id, *s))
 }
 
+/// Keeps the `n` best candidates (higher score, ties to the lower candidate), in no particular order.
+pub(super) fn keep_best<C: Ord + Copy>(candidates: &mut Vec<(C, f32)>, n: usize) {
+    if candidates.len() > n {
+        if n > 0 {
+            candidates.select_nth_unstable_by(n - 1, crate::ivfpq::best_first);
+        }
+        candidates.truncate(n);
+    }
+}
+
 /// The `k` best rows, best first (ties by chunk id, so results are deterministic), one per chunk id.
 pub(super) fn top_k(rows: Vec<(RowView<'_>, f32)>, k: usize) -> Vec<(RowView<'_>, f32)> {
     cut(rows, k, |(r, s)| (r.chunk_id, *s))
@@ -118,6 +128,25 @@ mod tests {
             let lazy = best_passing(candidates, k, row, &passes);
             prop_assert_eq!(ids(lazy.into_iter().map(|(r, s, _)| (r, s))), ids(expected));
         }
+    }
+
+    #[test]
+    fn keep_best_keeps_the_best_with_ties_to_the_lower_candidate() {
+        let mut c = vec![
+            (5, 0.5),
+            (1, 0.9),
+            (3, 0.5),
+            (2, 0.1),
+            (4, 0.5),
+            (0, f32::NAN),
+        ];
+        keep_best(&mut c, 3);
+        c.sort_unstable_by_key(|(id, _)| *id);
+        assert_eq!(c, vec![(1, 0.9), (3, 0.5), (4, 0.5)]);
+        keep_best(&mut c, 10);
+        assert_eq!(c.len(), 3);
+        keep_best(&mut c, 0);
+        assert!(c.is_empty());
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crate::growing::GrowingSegment;
 use crate::maintenance::Phases;
 use crate::merge::MergeInput;
 use crate::quantizer::{
-    enough_to_train, global_ids, quantizer_path, split_for_training, ShardQuantizer,
+    enough_to_train, evenly_spread, global_ids, quantizer_path, split_for_training, ShardQuantizer,
 };
 use crate::segment::{build_segment, segment_dir, Dense, Manifest, SealedSegment};
 use crate::wal::LogOp;
@@ -102,6 +102,7 @@ impl ShardEngine {
         if let Some(q) = before.filter(|_| !rows.is_empty()) {
             let drift = q.drift(&vectors)?;
             phases.mark("drift");
+            let reconfigured = self.reconfigured(&q);
             if drift > self.config.quantizer_drift_bound {
                 info!(
                     version = q.meta.version,
@@ -109,6 +110,16 @@ impl ShardEngine {
                     event = "quantizer_drift",
                     "recent vectors drifted from the shard quantizer; training a new one"
                 );
+            } else if reconfigured {
+                info!(
+                    version = q.meta.version,
+                    trained = ?q.meta.params,
+                    configured = ?self.config.ivfpq,
+                    event = "quantizer_reconfigured",
+                    "the configured IVF_PQ parameters changed; training a new quantizer with them"
+                );
+            }
+            if drift > self.config.quantizer_drift_bound || reconfigured {
                 // The sealed segment is among the sealed ones now: the sample covers it.
                 self.train_quantizer(&[])?;
                 phases.mark("retrain");
@@ -140,6 +151,17 @@ impl ShardEngine {
         self.train_quantizer(fresh).map(Some)
     }
 
+    /// Whether the configuration asks for other codes than `q` makes (lists, sub-quantizers, bits: an operator
+    /// sizing `nlist` for a shard that has grown) and the shard holds enough rows to train them in full. Old
+    /// segments keep serving and are re-encoded when they merge, as after drift.
+    fn reconfigured(&self, q: &ShardQuantizer) -> bool {
+        let (trained, configured) = (&q.meta.params, &self.config.ivfpq);
+        let differs = (trained.nlist, trained.m, trained.nbits)
+            != (configured.nlist, configured.m, configured.nbits);
+        let rows: usize = self.state.read().sealed.iter().map(|s| s.meta.rows).sum();
+        differs && enough_to_train(configured, rows, self.config.dimension)
+    }
+
     /// Trains a new quantizer version on a sample of the shard (the sealed rows and `vectors`, the rows being
     /// sealed) and makes it the one new segments and merges encode with. Runs under the maintenance lock, beside searches and writes; the replaced version's file goes
     /// (every segment carries its own copy of the centroids and codebooks it was encoded with).
@@ -151,10 +173,9 @@ impl ShardEngine {
         };
         // The new version will encode the whole shard as its segments merge: train it on all of it, the new
         // rows and the sealed ones, evenly spread (the held-out tenth measures its baseline).
-        let most = self.config.train_sample + self.config.train_sample / 9;
-        let mixed = shard_sample(vectors, dim, &sealed, most);
-        let (sample, held_out) =
-            split_for_training(&mixed, dim, self.config.train_sample, &self.config.ivfpq);
+        let train_rows = self.config.training_rows();
+        let mixed = shard_sample(vectors, dim, &sealed, train_rows + train_rows / 9);
+        let (sample, held_out) = split_for_training(&mixed, dim, train_rows, &self.config.ivfpq);
         let q = Arc::new(ShardQuantizer::train(
             &self.dir,
             version,
@@ -396,22 +417,28 @@ pub(super) fn remove_orphan_quantizers(dir: &Path, manifest: &Manifest) -> Resul
 fn shard_sample(fresh: &[f32], dim: usize, sealed: &[Arc<SealedSegment>], most: usize) -> Vec<f32> {
     let fresh_rows = fresh.len() / dim;
     let total = fresh_rows + sealed.iter().map(|s| s.meta.rows).sum::<usize>();
-    let step = total.div_ceil(most.max(1)).max(1);
-    let mut out = Vec::with_capacity(total.div_ceil(step) * dim);
-    let mut next = 0;
-    for r in (0..fresh_rows).step_by(step) {
-        out.extend_from_slice(&fresh[r * dim..(r + 1) * dim]);
-        next = r + step;
-    }
-    let mut offset = fresh_rows;
-    for seg in sealed {
-        while next < offset + seg.meta.rows {
-            if let Some(v) = seg.vectors.get(next - offset) {
-                out.extend_from_slice(v);
-            }
-            next += step;
+    let mut out = Vec::with_capacity(most.min(total) * dim);
+    // Segments in order, each with the position of its first row among all of them.
+    let mut segments = sealed.iter().scan(fresh_rows, |start, seg| {
+        let first = *start;
+        *start += seg.meta.rows;
+        Some((first, seg))
+    });
+    let mut current = segments.next();
+    for r in evenly_spread(total, most) {
+        if r < fresh_rows {
+            out.extend_from_slice(&fresh[r * dim..(r + 1) * dim]);
+            continue;
         }
-        offset += seg.meta.rows;
+        while let Some((first, seg)) = current {
+            if r < first + seg.meta.rows {
+                if let Some(v) = seg.vectors.get(r - first) {
+                    out.extend_from_slice(v);
+                }
+                break;
+            }
+            current = segments.next();
+        }
     }
     out
 }

@@ -1,0 +1,214 @@
+//! One coarse assignment for several IVF_PQ indexes encoded with the same quantizer (issue 18).
+//!
+//! Segments encoded with one version of the shard's quantizer ([`crate::quantizer`]) share its coarse
+//! centroids and PQ codebooks. A query is then assigned to its `nprobe` nearest lists once
+//! ([`IvfPqIndex::coarse_assign`]), each segment scans only those lists (FAISS `IndexIVF::search_preassigned`,
+//! [`IvfPqIndex::search_assigned`]), and the PQ scores of different segments are comparable: the engine keeps
+//! one candidate list for all of them and re-scores it once, as one segment of their combined size would. Before,
+//! each of a 10M shard's eight segments assigned the query, re-scored 64 × k candidates from its SQ8 copy and
+//! 2 × k from its full vectors (docs/BENCHMARKS.md "10M serving").
+
+use crate::error::{IndexError, Result};
+use crate::ivfpq::IvfPqIndex;
+
+/// The lists a query probes, best first, with its score against each list's centroid.
+#[derive(Debug, Clone)]
+pub struct CoarseAssignment {
+    /// Lists of the quantizer the assignment was made with: only indexes with as many may use it.
+    nlist: u32,
+    lists: Vec<i64>,
+    scores: Vec<f32>,
+}
+
+impl CoarseAssignment {
+    pub fn nprobe(&self) -> usize {
+        self.lists.len()
+    }
+}
+
+impl IvfPqIndex {
+    /// The `nprobe` lists (clamped to `1..=nlist`) whose centroids score best against `query`.
+    pub fn coarse_assign(&self, query: &[f32], nprobe: u32) -> Result<CoarseAssignment> {
+        self.check_query(query)?;
+        let nlist = self.params().nlist;
+        let nprobe = nprobe.clamp(1, nlist) as usize;
+        let mut lists = vec![-1i64; nprobe];
+        let mut scores = vec![0f32; nprobe];
+        let code = self.with_free_handle(|index| unsafe {
+            let ivf = faiss_sys::faiss_IndexIVF_cast(index.inner_ptr());
+            if ivf.is_null() {
+                return -1;
+            }
+            let quantizer = faiss_sys::faiss_IndexIVF_quantizer(ivf);
+            faiss_sys::faiss_Index_search(
+                quantizer,
+                1,
+                query.as_ptr(),
+                nprobe as i64,
+                scores.as_mut_ptr(),
+                lists.as_mut_ptr(),
+            )
+        });
+        faiss_status(code, "coarse assignment")?;
+        Ok(CoarseAssignment {
+            nlist,
+            lists,
+            scores,
+        })
+    }
+
+    /// Top-`k` by PQ score, best first, of the codes in the lists of `assignment` (made by an index encoded
+    /// with the same quantizer: same centroids, or the lists mean nothing here). FAISS's `-1` padding is dropped.
+    pub fn search_assigned(
+        &self,
+        query: &[f32],
+        k: usize,
+        assignment: &CoarseAssignment,
+    ) -> Result<Vec<(i64, f32)>> {
+        self.check_query(query)?;
+        if assignment.nlist != self.params().nlist {
+            return Err(IndexError::invalid(
+                "assignment",
+                format!(
+                    "made for {} lists, this index has {}",
+                    assignment.nlist,
+                    self.params().nlist
+                ),
+            ));
+        }
+        let k = k.min(self.len());
+        if k == 0 || assignment.lists.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut labels = vec![-1i64; k];
+        let mut scores = vec![0f32; k];
+        let code = self.with_free_handle(|index| unsafe {
+            let ivf = faiss_sys::faiss_IndexIVF_cast(index.inner_ptr());
+            if ivf.is_null() {
+                return -1;
+            }
+            // `search_preassigned` without parameters reads `nprobe` keys per query from the index's own
+            // setting. This handle is ours until the call returns, and `search` passes its nprobe per call.
+            faiss_sys::faiss_IndexIVF_set_nprobe(ivf, assignment.lists.len());
+            faiss_sys::faiss_IndexIVF_search_preassigned(
+                ivf,
+                1,
+                query.as_ptr(),
+                k as i64,
+                assignment.lists.as_ptr(),
+                assignment.scores.as_ptr(),
+                scores.as_mut_ptr(),
+                labels.as_mut_ptr(),
+                0,
+            )
+        });
+        faiss_status(code, "search_preassigned")?;
+        Ok(labels
+            .into_iter()
+            .zip(scores)
+            .filter(|(label, _)| *label >= 0)
+            .collect())
+    }
+}
+
+/// A FAISS C API status as a result: non-zero means FAISS threw (or the index was not an IVF one).
+pub(crate) fn faiss_status(code: std::os::raw::c_int, what: &str) -> Result<()> {
+    if code == 0 {
+        Ok(())
+    } else {
+        Err(IndexError::invalid(
+            "faiss",
+            format!("{what} failed with code {code}"),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ivfpq::tests::unit_vectors as unit_rows;
+    use crate::ivfpq::{IvfPqBuilder, IvfPqParams};
+
+    /// Two indexes encoded with one trained quantizer, searched through one assignment, give what one index
+    /// holding both halves gives: the same ids with the same scores.
+    #[test]
+    fn split_indexes_searched_through_one_assignment_equal_the_whole() {
+        let dim = 16;
+        let params = IvfPqParams {
+            nlist: 16,
+            m: 4,
+            nbits: 6,
+            nprobe: 4,
+        };
+        let data = unit_rows(2_000, dim, 7);
+        let trained = IvfPqBuilder::train(dim, &params, &data).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let ids: Vec<i64> = (0..2_000).map(|i| i * 3 + 1).collect();
+        let write = |name: &str, range: std::ops::Range<usize>| {
+            let mut b = trained.try_clone().unwrap();
+            b.add(&data[range.start * dim..range.end * dim], &ids[range])
+                .unwrap();
+            let path = dir.path().join(name);
+            b.write(&path).unwrap();
+            IvfPqIndex::open_mmap_with_handles(&path, 1).unwrap()
+        };
+        let whole = write("whole", 0..2_000);
+        let halves = [write("a", 0..900), write("b", 900..2_000)];
+        for q in unit_rows(20, dim, 99).chunks(dim) {
+            for nprobe in [1, 4, 16] {
+                let expected = whole.search(q, 30, nprobe).unwrap();
+                let assignment = halves[0].coarse_assign(q, nprobe).unwrap();
+                assert_eq!(assignment.nprobe(), nprobe as usize);
+                let mut got: Vec<(i64, f32)> = halves
+                    .iter()
+                    .flat_map(|h| h.search_assigned(q, 30, &assignment).unwrap())
+                    .collect();
+                got.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+                got.truncate(expected.len());
+                let score_of = |hits: &[(i64, f32)]| hits.iter().map(|h| h.1).collect::<Vec<_>>();
+                let (want, have) = (score_of(&expected), score_of(&got));
+                for (w, h) in want.iter().zip(&have) {
+                    assert!(
+                        (w - h).abs() < 1e-5,
+                        "nprobe {nprobe}: {want:?} vs {have:?}"
+                    );
+                }
+                let mut a: Vec<i64> = expected.iter().map(|h| h.0).collect();
+                let mut b: Vec<i64> = got.iter().map(|h| h.0).collect();
+                // Ties at the cut may order differently; the sets above the last score must match.
+                let last = *want.last().unwrap();
+                a.retain(|id| expected.iter().any(|h| h.0 == *id && h.1 > last + 1e-5));
+                b.retain(|id| got.iter().any(|h| h.0 == *id && h.1 > last + 1e-5));
+                a.sort_unstable();
+                b.sort_unstable();
+                assert_eq!(a, b, "nprobe {nprobe}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_assignment_from_another_list_count_is_refused() {
+        let dim = 8;
+        let data = unit_rows(600, dim, 3);
+        let dir = tempfile::tempdir().unwrap();
+        let open = |nlist: u32, name: &str| {
+            let params = IvfPqParams {
+                nlist,
+                m: 2,
+                nbits: 4,
+                nprobe: 2,
+            };
+            let path = dir.path().join(name);
+            let ids: Vec<i64> = (0..600).collect();
+            IvfPqIndex::build(&path, dim, &params, &data, &data, &ids).unwrap();
+            IvfPqIndex::open_mmap_with_handles(&path, 1).unwrap()
+        };
+        let (four, eight) = (open(4, "four"), open(8, "eight"));
+        let q = &data[..dim];
+        let assignment = four.coarse_assign(q, 2).unwrap();
+        let err = eight.search_assigned(q, 5, &assignment).unwrap_err();
+        assert!(err.to_string().contains("4 lists"), "{err}");
+        assert!(four.coarse_assign(&[f32::NAN; 8], 2).is_err());
+        assert!(four.search_assigned(&q[..4], 5, &assignment).is_err());
+    }
+}
