@@ -1,13 +1,13 @@
 //! Sustained ingest into one shard through the engine (issue 18), against the one-shot build of the same vectors.
 //!
-//! `$CARGO_TARGET_DIR/debug/examples/engine_ingest --vectors 1000000 [--batch 1000] [--dir DIR]`; with
-//! `--serve DIR [--serve-recall]`, only opens a shard directory a run ended with (a copy of it) and times the
-//! recall queries there, in a process that has built nothing.
+//! `$CARGO_TARGET_DIR/debug/examples/engine_ingest --vectors 1000000 [--batch 1000] [--dir DIR] [--nlist N]`;
+//! with `--serve DIR [--serve-recall] [--nprobe 4,8]`, only opens a shard directory a run ended with (a copy of
+//! it) and times the recall queries there, at each nprobe in turn, in a process that has built nothing.
 //!
 //! The vectors are `attest bench`'s clustered mixture (384-d, `vectors / 500` clusters, spread 0.5, seed 7).
 //! Three runs, one after the other, each timed and with the bytes the process wrote to storage
 //! (`/proc/self/io` `write_bytes`):
-//! - `one-shot`: train IVF_PQ on a spread sample of `train_sample` rows, add every vector, write the index and
+//! - `one-shot`: train IVF_PQ on a spread sample of `training_rows()` rows, add every vector, write the index and
 //!   the vector file — what a bulk build does, the floor for the dense index alone;
 //! - `engine`: the vectors upserted in batches (one chunk per document) into a `ShardEngine` with the default
 //!   configuration — the WAL, the growing segment, a background seal once `seal_threshold` rows are in, encoding
@@ -74,9 +74,10 @@ struct Args {
     /// what it wrote last).
     #[arg(long, default_value_t = 0)]
     warmup: usize,
-    /// Lists probed per search (default: the engine's configured `ivfpq.nprobe`).
-    #[arg(long)]
-    nprobe: Option<u32>,
+    /// Lists probed per search (default: the engine's configured `ivfpq.nprobe`). With `--serve`, a
+    /// comma-separated list times each in turn on the one opened shard.
+    #[arg(long, value_delimiter = ',')]
+    nprobe: Vec<u32>,
     /// Coarse lists of the shard's quantizer and of the one-shot build (default: the engine's `ivfpq.nlist`);
     /// √n rounded up to a power of two is what `attest bench` builds with (4,096 at 10M).
     #[arg(long)]
@@ -298,7 +299,8 @@ fn sustained(
     engine.seal()?;
     engine.merge_as_planned()?;
     let (seconds, bytes) = (started.elapsed().as_secs_f64(), write_bytes() - bytes);
-    let (found, serving) = recall_and_latency(&engine, truth.0, truth.1, args.nprobe)?;
+    let (found, serving) =
+        recall_and_latency(&engine, truth.0, truth.1, args.nprobe.first().copied())?;
     Ok(Run {
         name,
         seconds,
@@ -312,7 +314,7 @@ fn sustained(
 
 /// `--serve`: the kept shard opened by this process alone, then the recall queries.
 fn serve_only(dir: &Path, mixture: &Mixture, n: usize, args: &Args) -> anyhow::Result<()> {
-    let (recall, warmup, nprobe) = (args.serve_recall, args.warmup, args.nprobe);
+    let (recall, warmup) = (args.serve_recall, args.warmup);
     let queries = mixture.rows(1, 0, QUERIES, 2);
     let truth = if recall {
         exact_top10(mixture, n, &queries)?
@@ -323,20 +325,28 @@ fn serve_only(dir: &Path, mixture: &Mixture, n: usize, args: &Args) -> anyhow::R
     let engine = ShardEngine::open(dir, engine_config(args))?;
     let open_seconds = opened.elapsed().as_secs_f64();
     let stats = engine.stats();
-    if warmup > 0 {
-        let others = mixture.rows(1, QUERIES, warmup, 2);
-        recall_and_latency(&engine, &others, &[], nprobe)?;
-    }
-    let (found, serving) = recall_and_latency(&engine, &queries, &truth, nprobe)?;
     println!(
-        "serve {}: opened in {open_seconds:.1} s, {} live documents, {} sealed segment(s) + {} growing rows; \
-         {warmup} warm-up queries, then {QUERIES} queries (nprobe {}): {serving}, recall@10 {found:.3}",
+        "serve {}: opened in {open_seconds:.1} s, {} live documents, {} sealed segment(s) + {} growing rows",
         dir.display(),
         stats.live_documents,
         stats.sealed_segments,
         stats.growing_rows,
-        nprobe.map_or("default".to_string(), |p| p.to_string()),
     );
+    let nprobes: Vec<Option<u32>> = match args.nprobe.as_slice() {
+        [] => vec![None],
+        given => given.iter().copied().map(Some).collect(),
+    };
+    for nprobe in nprobes {
+        if warmup > 0 {
+            let others = mixture.rows(1, QUERIES, warmup, 2);
+            recall_and_latency(&engine, &others, &[], nprobe)?;
+        }
+        let (found, serving) = recall_and_latency(&engine, &queries, &truth, nprobe)?;
+        println!(
+            "  {warmup} warm-up queries, then {QUERIES} queries (nprobe {}): {serving}, recall@10 {found:.3}",
+            nprobe.map_or("default".to_string(), |p| p.to_string()),
+        );
+    }
     Ok(())
 }
 

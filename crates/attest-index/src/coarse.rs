@@ -9,7 +9,7 @@
 //! 2 × k from its full vectors (docs/BENCHMARKS.md "10M serving").
 
 use crate::error::{IndexError, Result};
-use crate::ivfpq::IvfPqIndex;
+use crate::ivfpq::{best_first, dot, IvfPqIndex};
 
 /// The lists a query probes, best first, with its score against each list's centroid.
 #[derive(Debug, Clone)]
@@ -27,34 +27,64 @@ impl CoarseAssignment {
 }
 
 impl IvfPqIndex {
-    /// The `nprobe` lists (clamped to `1..=nlist`) whose centroids score best against `query`.
+    /// The `nprobe` lists (clamped to `1..=nlist`) whose centroids score best against `query`, best first,
+    /// scored with [`dot`]: FAISS's own loop, built for the SSE baseline, was a fifth of a 10M search at 4,096
+    /// lists (docs/BENCHMARKS.md).
     pub fn coarse_assign(&self, query: &[f32], nprobe: u32) -> Result<CoarseAssignment> {
         self.check_query(query)?;
         let nlist = self.params().nlist;
-        let nprobe = nprobe.clamp(1, nlist) as usize;
-        let mut lists = vec![-1i64; nprobe];
-        let mut scores = vec![0f32; nprobe];
-        let code = self.with_free_handle(|index| unsafe {
-            let ivf = faiss_sys::faiss_IndexIVF_cast(index.inner_ptr());
-            if ivf.is_null() {
-                return -1;
-            }
-            let quantizer = faiss_sys::faiss_IndexIVF_quantizer(ivf);
-            faiss_sys::faiss_Index_search(
-                quantizer,
-                1,
-                query.as_ptr(),
-                nprobe as i64,
-                scores.as_mut_ptr(),
-                lists.as_mut_ptr(),
-            )
-        });
-        faiss_status(code, "coarse assignment")?;
+        let mut best: Vec<(i64, f32)> = (0..)
+            .zip(self.centroids()?.chunks_exact(self.dim()))
+            .map(|(list, c)| (list, dot(query, c)))
+            .collect();
+        let nprobe = (nprobe.clamp(1, nlist) as usize).min(best.len());
+        if nprobe < best.len() {
+            best.select_nth_unstable_by(nprobe - 1, best_first);
+            best.truncate(nprobe);
+        }
+        best.sort_unstable_by(best_first);
+        let (lists, scores) = best.into_iter().unzip();
         Ok(CoarseAssignment {
             nlist,
             lists,
             scores,
         })
+    }
+
+    /// The coarse centroids (nlist × dim), copied out of FAISS once: in a memory-mapped index they are a view
+    /// into the file at whatever offset they were written, not aligned for `f32`.
+    fn centroids(&self) -> Result<&[f32]> {
+        if let Some(c) = self.centroids.get() {
+            return Ok(c);
+        }
+        let expected = self.params().nlist as usize * self.dim();
+        let copied = self.with_free_handle(|index| unsafe {
+            let ivf = faiss_sys::faiss_IndexIVF_cast(index.inner_ptr());
+            if ivf.is_null() {
+                return None;
+            }
+            let flat = faiss_sys::faiss_IndexFlat_cast(faiss_sys::faiss_IndexIVF_quantizer(ivf));
+            if flat.is_null() {
+                return None;
+            }
+            let (mut xb, mut len) = (std::ptr::null_mut(), 0usize);
+            faiss_sys::faiss_IndexFlat_xb(flat, &mut xb, &mut len);
+            if xb.is_null() || len != expected {
+                return None;
+            }
+            let mut out = vec![0f32; len];
+            // SAFETY: FAISS holds `len` floats at `xb` (maybe unaligned: bytes are copied) while the handle
+            // lives, and it is ours until the closure returns.
+            std::ptr::copy_nonoverlapping(xb.cast::<u8>(), out.as_mut_ptr().cast::<u8>(), len * 4);
+            Some(out)
+        });
+        let copied = copied.ok_or_else(|| {
+            IndexError::invalid(
+                "index",
+                format!("the coarse quantizer is not a flat index of {expected} floats"),
+            )
+        })?;
+        Ok(self.centroids.get_or_init(|| copied))
     }
 
     /// Top-`k` by PQ score, best first, of the codes in the lists of `assignment` (made by an index encoded

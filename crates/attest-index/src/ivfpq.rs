@@ -164,6 +164,8 @@ impl IvfPqParams {
 /// inverted lists share the page cache; only FAISS's small per-handle structures are duplicated.
 pub struct IvfPqIndex {
     handles: Vec<Mutex<IndexImpl>>,
+    /// The coarse centroids, copied once the index first assigns a query itself ([`crate::coarse`]).
+    pub(crate) centroids: std::sync::OnceLock<Vec<f32>>,
     next_handle: std::sync::atomic::AtomicUsize,
     path: PathBuf,
     dim: usize,
@@ -242,6 +244,7 @@ impl IvfPqIndex {
         }
         Ok(IvfPqIndex {
             handles: opened,
+            centroids: std::sync::OnceLock::new(),
             next_handle: std::sync::atomic::AtomicUsize::new(0),
             path: path.to_path_buf(),
             dim: trailer.dim as usize,
@@ -541,9 +544,20 @@ pub fn exact_search_batch(
     Ok(best)
 }
 
-/// Inner product, with independent accumulators so that the optimiser can vectorise it.
+/// Inner product: with AVX2 and FMA where the CPU has them, else with independent accumulators that the
+/// optimiser vectorises.
 pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     debug_assert_eq!(a.len(), b.len());
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has both features (checked just above).
+        return unsafe { dot_avx2(a, b) };
+    }
+    dot_portable(a, b)
+}
+
+/// Eight lanes, as SSE2 (the baseline every x86-64 binary may assume) runs them two vectors at a time.
+fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0f32; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
     let tail: f32 = ca
@@ -558,6 +572,40 @@ pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
         }
     }
     acc.iter().sum::<f32>() + tail
+}
+
+/// 16 lanes of fused multiply-adds: the coarse assignment of a query to 4,096 centroids of 384 dimensions was a
+/// fifth of a 10M search with FAISS's own loop (this FAISS is built for the SSE baseline).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
+    use std::arch::x86_64::*;
+    let n = a.len().min(b.len());
+    let (pa, pb) = (a.as_ptr(), b.as_ptr());
+    // SAFETY: every load reads 8 floats at i..i + 8 or i + 8..i + 16 with i + 16 <= n, inside both slices.
+    let mut i = 0;
+    let lanes = unsafe {
+        let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+        while i + 16 <= n {
+            acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), _mm256_loadu_ps(pb.add(i)), acc0);
+            acc1 = _mm256_fmadd_ps(
+                _mm256_loadu_ps(pa.add(i + 8)),
+                _mm256_loadu_ps(pb.add(i + 8)),
+                acc1,
+            );
+            i += 16;
+        }
+        let mut lanes = [0f32; 8];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), _mm256_add_ps(acc0, acc1));
+        lanes
+    };
+    lanes.iter().sum::<f32>() + dot_portable(&a[i..n], &b[i..n])
+}
+
+/// √rows rounded up to a power of two: the list count a set of `rows` vectors is searched best with. Lists of ~√n
+/// vectors keep both the coarse search (nlist centroids) and the scan of nprobe lists small.
+pub fn nlist_for_rows(rows: usize) -> u32 {
+    ((rows as f64).sqrt().ceil() as u32).next_power_of_two()
 }
 
 /// Orders `(row, score)` best first: higher score, then lower row; NaN counts as the worst score.
@@ -1198,6 +1246,25 @@ pub(crate) mod tests {
             .collect();
         for h in handles {
             assert_eq!(h.join().unwrap(), expected);
+        }
+    }
+
+    #[test]
+    fn dot_agrees_with_the_portable_loop_at_every_length() {
+        let v = unit_vectors(2, 400, 11);
+        let (a, b) = v.split_at(400);
+        for n in [0, 1, 7, 8, 15, 16, 17, 31, 32, 33, 383, 384, 400] {
+            let exact: f64 = a[..n]
+                .iter()
+                .zip(&b[..n])
+                .map(|(x, y)| f64::from(*x) * f64::from(*y))
+                .sum();
+            for got in [dot(&a[..n], &b[..n]), dot_portable(&a[..n], &b[..n])] {
+                assert!(
+                    (f64::from(got) - exact).abs() < 1e-5,
+                    "length {n}: {got} vs {exact}"
+                );
+            }
         }
     }
 

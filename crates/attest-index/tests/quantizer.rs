@@ -65,21 +65,32 @@ fn write(engine: &Arc<ShardEngine>, docs: std::ops::Range<usize>, dims: std::ops
     engine.upsert(batch).unwrap();
 }
 
+/// The dense lane's top `k` for `q`.
+fn dense_hits(
+    engine: &ShardEngine,
+    q: &[f32],
+    k: usize,
+    nprobe: Option<u32>,
+    exact_rescore: bool,
+) -> Vec<attest_index::Hit> {
+    let filter = Filter::default();
+    let params = SearchParams {
+        tenant: "t1",
+        query_vector: Some(q),
+        query_text: None,
+        k,
+        nprobe,
+        filter: &filter,
+        exact_rescore,
+    };
+    engine.search(&params).unwrap().dense
+}
+
 /// The nearest chunk to `q` (dense lane, exact re-score).
 fn nearest(engine: &ShardEngine, q: &[f32]) -> Option<String> {
-    let filter = Filter::default();
-    let lanes = engine
-        .search(&SearchParams {
-            tenant: "t1",
-            query_vector: Some(q),
-            query_text: None,
-            k: 1,
-            nprobe: None,
-            filter: &filter,
-            exact_rescore: true,
-        })
-        .unwrap();
-    lanes.dense.first().map(|h| h.chunk_id.clone())
+    dense_hits(engine, q, 1, None, true)
+        .first()
+        .map(|h| h.chunk_id.clone())
 }
 
 fn manifest(dir: &Path) -> Value {
@@ -245,20 +256,7 @@ fn drift_trains_a_new_version_while_the_old_segments_keep_serving() {
 /// The dense top 10 of `q` as (chunk, score), PQ scores as they are (no re-score): what the candidate lists
 /// themselves hold.
 fn pq_top10(engine: &ShardEngine, q: &[f32]) -> Vec<(String, f32)> {
-    let filter = Filter::default();
-    let lanes = engine
-        .search(&SearchParams {
-            tenant: "t1",
-            query_vector: Some(q),
-            query_text: None,
-            k: 10,
-            nprobe: Some(3),
-            filter: &filter,
-            exact_rescore: false,
-        })
-        .unwrap();
-    lanes
-        .dense
+    dense_hits(engine, q, 10, Some(3), false)
         .into_iter()
         .map(|h| (h.chunk_id, h.score))
         .collect()

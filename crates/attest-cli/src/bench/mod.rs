@@ -234,12 +234,10 @@ fn validate(args: &BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// √n rounded up to a power of two: lists of ~√n vectors keep both the coarse search (nlist centroids) and
-/// the scan of nprobe lists small, and training cost (∝ nlist) moderate on a 2-core machine.
+/// [`attest_index::ivfpq::nlist_for_rows`], between 16 and 65,536 lists (training cost ∝ nlist stays moderate on
+/// a 2-core machine).
 fn default_nlist(n: usize) -> u32 {
-    ((n as f64).sqrt().ceil() as u32)
-        .next_power_of_two()
-        .clamp(16, 65_536)
+    attest_index::ivfpq::nlist_for_rows(n).clamp(16, 65_536)
 }
 
 fn mixture_of(args: &BenchArgs) -> mixture::Mixture {
