@@ -1,5 +1,5 @@
 //! The shard's own IVF_PQ quantizer (issue 18): coarse centroids and PQ codebooks trained once the shard holds
-//! enough vectors for the configured `nlist` and `2^nbits` codewords (on at most `train_sample` of them),
+//! enough vectors for the configured `nlist` and `2^nbits` codewords (on at most `EngineConfig::training_rows` of them),
 //! persisted as `quantizer/v<N>.faiss` (a trained, empty index with the usual trailer) and recorded in the
 //! manifest with its version. Every segment sealed after that encodes with it — no k-means per segment — and a
 //! merge of segments of the same version moves their inverted lists into one index (FAISS `IndexIVF::merge_from`)
@@ -9,7 +9,8 @@
 //! the error of a sample of its own vectors; past `quantizer_drift_bound` × that baseline the data has moved away
 //! from the codebooks and a new version is trained on the new vectors. Segments of older versions keep serving
 //! (each segment's index file carries its own centroids and codebooks) and are re-encoded, without training, the
-//! next time they are merged.
+//! next time they are merged. A changed `nlist`, `m` or `nbits` in the configuration trains a new version the same
+//! way (the operator sizing the lists for a grown shard).
 //!
 //! Ids: a segment encoded with a quantizer stores global row ids (see [`global_ids`]), not row numbers, so that
 //! ids stay unique across the segments a merge puts together.

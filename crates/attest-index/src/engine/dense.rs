@@ -94,8 +94,8 @@ impl ShardEngine {
                 pooled.extend(raw.into_iter().map(|(id, score)| ((i, id), score)));
             }
             // What one segment holding all of the group's rows would have returned. Rows are found for those
-            // only: finding one is a binary search of the segment's ids (a quarter of the search's time at 1M
-            // rows in six segments when every segment's list was looked up).
+            // only: finding one by its id reads the segment's id file (looked up for every segment's whole list,
+            // that was a fifth of the search at 1M rows in six segments).
             keep_best(&mut pooled, fetch);
             let pooled = pooled
                 .into_iter()

@@ -131,7 +131,7 @@ impl ShardEngine {
 
     /// The shard's quantizer, trained now if there is none yet and the shard holds enough rows — its sealed rows
     /// and `fresh` (row-major; the rows being sealed) — to train the configured parameters in full (on at most
-    /// `train_sample` of them); none while it is smaller (segments train their own, as they always did). So the
+    /// `training_rows()` of them); none while it is smaller (segments train their own, as they always did). So the
     /// first seal big enough trains it: waiting for `train_sample` rows made that seal train its own index first,
     /// two trainings where one does (47 s and 59 s of the 131 s that 300,000 rows took, docs/BENCHMARKS.md).
     fn ensure_quantizer(&self, fresh: &[f32]) -> Result<Option<Arc<ShardQuantizer>>> {
