@@ -9,7 +9,7 @@
 //! 2 × k from its full vectors (docs/BENCHMARKS.md "10M serving").
 
 use crate::error::{IndexError, Result};
-use crate::ivfpq::{best_first, dot, IvfPqIndex};
+use crate::ivfpq::{best_first, dot, faiss_status, IvfPqIndex};
 
 /// The lists a query probes, best first, with its score against each list's centroid.
 #[derive(Debug, Clone)]
@@ -138,18 +138,6 @@ impl IvfPqIndex {
             .zip(scores)
             .filter(|(label, _)| *label >= 0)
             .collect())
-    }
-}
-
-/// A FAISS C API status as a result: non-zero means FAISS threw (or the index was not an IVF one).
-pub(crate) fn faiss_status(code: std::os::raw::c_int, what: &str) -> Result<()> {
-    if code == 0 {
-        Ok(())
-    } else {
-        Err(IndexError::invalid(
-            "faiss",
-            format!("{what} failed with code {code}"),
-        ))
     }
 }
 

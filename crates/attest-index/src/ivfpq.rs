@@ -614,6 +614,18 @@ pub(crate) fn best_first<T: Ord>(a: &(T, f32), b: &(T, f32)) -> Ordering {
     rank(b.1).total_cmp(&rank(a.1)).then_with(|| a.0.cmp(&b.0))
 }
 
+/// A FAISS C API status as a result: non-zero means FAISS threw (or the index was not an IVF one).
+pub(crate) fn faiss_status(code: std::os::raw::c_int, what: &str) -> Result<()> {
+    if code == 0 {
+        Ok(())
+    } else {
+        Err(IndexError::invalid(
+            "faiss",
+            format!("{what} failed with code {code}"),
+        ))
+    }
+}
+
 fn check_rows(field: &str, data: &[f32], dim: usize) -> Result<()> {
     if !data.len().is_multiple_of(dim) {
         return Err(IndexError::invalid(

@@ -23,9 +23,8 @@ use faiss::selector::IdSelector;
 use faiss::{Idx, Index};
 use serde::{Deserialize, Serialize};
 
-use crate::coarse::faiss_status;
 use crate::error::{IndexError, Result};
-use crate::ivfpq::{verify_file, IvfPqBuilder, IvfPqParams};
+use crate::ivfpq::{faiss_status, verify_file, IvfPqBuilder, IvfPqParams};
 
 /// Bits of a global row id that number the chunks of one log record (a document write).
 const CHUNK_BITS: u32 = 16;
