@@ -5,15 +5,17 @@
 //! shard processes, so each routed search reaches every shard process exactly once. For each query, one at a
 //! time: (a) the routed search, `attest.v1.RouterService/Search` over gRPC, timed at the client; (b) the same
 //! query sent by this client straight to every shard's `attest.v1.ShardService/Search`, concurrently (as the
-//! router fans out), with the request the router sends (same shard, tenant, k = lane depth, nprobe, payload,
-//! exact re-scoring; the query vector from the same local MiniLM model the router embeds with), each shard
-//! call timed on its own. overhead = p50(routed) − p50(slowest shard of each query). Two lane settings:
+//! router fans out), with the request the router sends (same shard, tenant, k = lane depth, nprobe, payloads
+//! inlined, exact re-scoring; the query vector from the same local MiniLM model the router embeds with), each
+//! shard call timed on its own. The router's settings are read as its process reads them (`ATTEST__ROUTER__*`
+//! variables in this process's environment reach the cluster's processes too). overhead = p50(routed) − p50(slowest shard of each query). Two lane settings:
 //! `hybrid` (dense + BM25; every query is sent through the router once before timing, so the router answers
 //! its embedding from its query cache and embedding is in neither side) and `bm25` (no embedding anywhere).
 //! The routed side includes: client→router gRPC, validation, the query-cache lookup, the fan-out through the
 //! per-replica tower stacks, waiting for the slowest shard, per-lane merge + RRF + provenance, the response.
 //! As a check that (b) is the request the router sends, the shard answers are fused here with
-//! `attest_router::fanout::fuse` and compared with the routed top 10 (`top10_agreement`).
+//! `attest_router::fanout::fuse` and compared with the routed top 10 (`top10_agreement`); `inlined_top10` is
+//! the share of queries whose fused top 10 all came with their payloads (the router then fetches nothing).
 //!
 //! Corpus (`--docs`, default 3,000): the squad-sample paragraphs, then synthetic documents of 3–5 of their
 //! sentences; each document comes with a pseudo-random 384-d unit vector over the HTTP API (the ingest path
@@ -46,7 +48,7 @@ use attest_cli::bench::metrics::percentile;
 use attest_embed::{build_embedder, EmbedderConfig};
 use attest_proto::v1 as pb;
 use attest_router::fanout::{fuse, FanOut, ShardHit};
-use attest_router::RouterConfig;
+use attest_router::payloads::payload_top;
 use clap::{Args, Parser, Subcommand};
 use pb::router_service_client::RouterServiceClient;
 use pb::shard_service_client::ShardServiceClient;
@@ -563,6 +565,8 @@ struct Paired {
     slowest_took: Vec<f64>,
     diffs: Vec<f64>,
     agree: usize,
+    /// Queries whose fused top 10 all came with their payloads from the fan-out.
+    inlined: usize,
 }
 
 async fn overhead(shards: usize, rounds: usize, common: &Common) -> anyhow::Result<()> {
@@ -579,9 +583,10 @@ async fn overhead(shards: usize, rounds: usize, common: &Common) -> anyhow::Resu
     let nodes: Vec<&str> = clients.iter().map(|(_, a, _)| a.as_str()).collect();
     eprintln!("placement: {nodes:?}");
 
-    // The router's own settings (defaults: `local-cluster.sh` passes no config).
-    let cfg = RouterConfig::default();
+    // The router's own settings (`local-cluster.sh` passes no config file; the environment reaches it).
+    let cfg = attest_cli::config::load(None, std::env::vars())?.router;
     let depth = cfg.lane_depth.max(K as usize).min(1000);
+    let payload_top = payload_top(cfg.payload_inline_factor, K as usize, shards, depth);
     let queries = queries()?;
     // The query vectors the router computes: the same local model, the same (trimmed) text.
     let embedder = build_embedder(&EmbedderConfig::default())?;
@@ -602,6 +607,7 @@ async fn overhead(shards: usize, rounds: usize, common: &Common) -> anyhow::Resu
             slowest_took: vec![],
             diffs: vec![],
             agree: 0,
+            inlined: 0,
         };
         for round in 0..rounds + 1 {
             let timed = round > 0; // round 0 warms the direct path
@@ -619,7 +625,8 @@ async fn overhead(shards: usize, rounds: usize, common: &Common) -> anyhow::Resu
                     k: depth as u32,
                     nprobe,
                     filter: None,
-                    include_payload: true,
+                    include_payload: cfg.payload_in_fanout,
+                    payload_top,
                     exact_rescore: cfg.exact_rescore,
                 };
                 // Alternate which side goes first, so neither always follows the other.
@@ -645,6 +652,9 @@ async fn overhead(shards: usize, rounds: usize, common: &Common) -> anyhow::Resu
                 let b: Vec<&str> = resp.hits.iter().map(|h| h.chunk_id.as_str()).collect();
                 if a == b {
                     res.agree += 1;
+                }
+                if fused.iter().all(|h| !h.text.is_empty()) {
+                    res.inlined += 1;
                 }
                 res.routed.push(routed_ms);
                 res.router_took.push(resp.took_ms);
@@ -675,6 +685,8 @@ async fn overhead(shards: usize, rounds: usize, common: &Common) -> anyhow::Resu
                 "overhead_median_of_paired_diffs_ms": round3(percentile(&sorted(res.diffs), 0.5)),
                 "overhead_over_slowest_shard_p50": round3(overhead_p50 / percentile(&slowest, 0.5)),
                 "top10_agreement": round3(res.agree as f64 / n as f64),
+                "payload_top": payload_top, "payload_in_fanout": cfg.payload_in_fanout,
+                "inlined_top10": round3(res.inlined as f64 / n as f64),
                 "transport": "gRPC (tonic, HTTP/2, one connection per node, loopback)",
                 "embedding": if lanes.is_empty() { "router: query-cache hit (warmed); direct: precomputed vector" } else { "none" },
             })

@@ -71,6 +71,7 @@ fn lane(
                     },
                     text: text.clone(),
                     metadata_json: String::new(),
+                    has_payload: payload,
                 },
             }
         })

@@ -1,8 +1,9 @@
 //! What crosses the wire between the router and its shards (issue 18), through the binary:
-//! - fetch only what is returned: a search fans out for ids and scores and the router fetches the title, text and
-//!   metadata of the hits it returns. The same searches against `attest dev` with `router.payload_in_fanout` (the
-//!   behaviour before) must give the same hits, field for field, while the shards send a fraction of the bytes
-//!   (`router_replica_response_bytes_total`);
+//! - fetch only what is returned: a search fans out for ids and scores, with the payloads of each shard's best
+//!   few hits per lane, and the router fetches the title, text and metadata of the other hits it returns. The
+//!   same searches against `attest dev` with `router.payload_inline_factor` 0 (every payload fetched) and with
+//!   `router.payload_in_fanout` (the behaviour before) must give the same hits, field for field, while the
+//!   shards send a fraction of the bytes (`router_replica_response_bytes_total`) and fewer fetches are made;
 //! - one fan-out per hop: a `SearchBatch` answers like its searches one by one with one call per shard, and an
 //!   ask (rewrites, identifier lookups) costs one round trip per shard per hop, against `answer.batch_searches`
 //!   off (one `Search` each, the behaviour before) with the same answer
@@ -104,44 +105,66 @@ fn metric_sum(url: &str, prefix: &str, call: &str) -> f64 {
 
 #[test]
 fn the_router_fetches_only_the_payloads_it_returns() {
-    let (late_dir, fanout_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let (_late, late) = dev_with(&[], late_dir.path());
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    // The default: each shard inlines the payloads of its best few hits per lane; the rest are fetched.
+    let (_inline, inline) = dev_with(&[], dirs[0].path());
+    // Every payload fetched after fusion.
+    let (_late, late) = dev_with(
+        &[("ATTEST__ROUTER__PAYLOAD_INLINE_FACTOR", "0")],
+        dirs[1].path(),
+    );
+    // Every candidate's payload in the fan-out (the behaviour before issue 18).
     let (_fanout, fanout) = dev_with(
         &[("ATTEST__ROUTER__PAYLOAD_IN_FANOUT", "true")],
-        fanout_dir.path(),
+        dirs[2].path(),
     );
-    let (late_before, fanout_before) = (bytes(&late, "search"), bytes(&fanout, "search"));
-    let late_hits = search_all(&late);
-    let fanout_hits = search_all(&fanout);
-    for (a, b) in late_hits.iter().zip(&fanout_hits) {
-        for (x, y) in a.as_array().unwrap().iter().zip(b.as_array().unwrap()) {
-            for field in ["chunk_id", "doc_id", "title", "text", "metadata", "shard"] {
-                assert_eq!(x[field], y[field], "{field} differs:\n{x}\n{y}");
+    let servers = [&inline, &late, &fanout];
+    let before: Vec<f64> = servers.iter().map(|u| bytes(u, "search")).collect();
+    let hits: Vec<Vec<Value>> = servers.iter().map(|u| search_all(u)).collect();
+    for other in &hits[1..] {
+        for (a, b) in hits[0].iter().zip(other) {
+            for (x, y) in a.as_array().unwrap().iter().zip(b.as_array().unwrap()) {
+                for field in ["chunk_id", "doc_id", "title", "text", "metadata", "shard"] {
+                    assert_eq!(x[field], y[field], "{field} differs:\n{x}\n{y}");
+                }
+                assert!(
+                    x["text"].as_str().unwrap().contains("harbour master"),
+                    "{x}"
+                );
             }
-            assert!(
-                x["text"].as_str().unwrap().contains("harbour master"),
-                "{x}"
-            );
         }
     }
-    let late_bytes = bytes(&late, "search") - late_before + bytes(&late, "fetch_chunks");
-    let fanout_bytes = bytes(&fanout, "search") - fanout_before;
+    let received: Vec<f64> = servers
+        .iter()
+        .zip(&before)
+        .map(|(u, b)| bytes(u, "search") - b + bytes(u, "fetch_chunks"))
+        .collect();
+    let [inline_bytes, late_bytes, fanout_bytes] = received[..] else {
+        unreachable!()
+    };
     assert_eq!(
-        bytes(&fanout, "fetch_chunks"),
+        calls(&fanout, "fetch_chunks"),
         0.0,
         "payloads in the fan-out need no fetch"
     );
-    assert!(bytes(&late, "fetch_chunks") > 0.0);
-    eprintln!(
-        "bytes from the shards for {} searches: {late_bytes} (fetch after fusion) vs {fanout_bytes} (payloads in \
-         the fan-out), ratio {:.3}",
-        QUERIES.len(),
-        late_bytes / fanout_bytes
-    );
+    let late_fetches = calls(&late, "fetch_chunks");
+    assert!(late_fetches >= QUERIES.len() as f64, "{late_fetches}");
+    let inline_fetches = calls(&inline, "fetch_chunks");
     assert!(
-        late_bytes * 3.0 < fanout_bytes,
-        "{late_bytes} bytes with the fetch after fusion, {fanout_bytes} with payloads in the fan-out"
+        inline_fetches < late_fetches,
+        "{inline_fetches} fetches with the best hits inlined, {late_fetches} without"
     );
+    eprintln!(
+        "bytes from the shards for {} searches: {inline_bytes} (best hits inlined, {inline_fetches} fetches), \
+         {late_bytes} (fetch after fusion, {late_fetches} fetches), {fanout_bytes} (payloads in the fan-out)",
+        QUERIES.len(),
+    );
+    for (what, b) in [("inlined", inline_bytes), ("fetched", late_bytes)] {
+        assert!(
+            b * 3.0 < fanout_bytes,
+            "{b} bytes with payloads {what}, {fanout_bytes} with every payload in the fan-out"
+        );
+    }
 }
 
 fn search(query: &str, k: u32, lanes: &[&str]) -> pb::SearchRequest {

@@ -33,6 +33,9 @@ fn ensure_thread_pool_environment() {
 
 fn main() -> anyhow::Result<()> {
     ensure_thread_pool_environment();
+    if let Err(why) = attest_index::ivfpq::check_cpu() {
+        anyhow::bail!(why);
+    }
     let cli = cli::Cli::parse();
     attest_telemetry::logging::init(&cli.log_level);
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -201,7 +201,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         args.data_dir.display()
     );
     info!(http = %http_addr, grpc = %grpc_addr, startup_ms = started.elapsed().as_millis() as u64,
-        event = "dev_started", "attest dev started");
+        faiss = attest_index::ivfpq::faiss_opt_level(), event = "dev_started", "attest dev started");
     enable_auth(
         &[stack.router.keys(), stack.answer.keys()],
         args.admin_key.as_deref(),

@@ -544,6 +544,37 @@ pub fn exact_search_batch(
     Ok(best)
 }
 
+/// Set at build time when FAISS was compiled with its AVX2 kernels (`cmake/faiss-avx2.cmake`, named by the
+/// workspace's `.cargo/config.toml` on x86-64).
+const FAISS_BUILT_FOR_AVX2: bool =
+    option_env!("CMAKE_TOOLCHAIN_FILE_x86_64_unknown_linux_gnu").is_some();
+
+/// The SIMD level the linked FAISS was compiled for, as FAISS's `FAISS_OPT_LEVEL` names it.
+pub fn faiss_opt_level() -> &'static str {
+    if FAISS_BUILT_FOR_AVX2 {
+        "avx2"
+    } else {
+        "generic"
+    }
+}
+
+/// Refuses to go on, with the reason, on a CPU the linked FAISS cannot run on (it would stop on an illegal
+/// instruction at the first search). Every role calls this before it opens an index.
+pub fn check_cpu() -> std::result::Result<(), String> {
+    #[cfg(target_arch = "x86_64")]
+    if FAISS_BUILT_FOR_AVX2
+        && !(std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+            && std::arch::is_x86_feature_detected!("f16c"))
+    {
+        return Err("this attest binary's FAISS was built for AVX2, FMA and F16C (x86-64-v3, Intel Haswell / \
+                    AMD Excavator or later) and this CPU lacks them; build it without \
+                    `.cargo/config.toml`'s CMAKE_TOOLCHAIN_FILE setting for older CPUs"
+            .to_string());
+    }
+    Ok(())
+}
+
 /// Inner product: with AVX2 and FMA where the CPU has them, else with independent accumulators that the
 /// optimiser vectorises.
 pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
@@ -1259,6 +1290,19 @@ pub(crate) mod tests {
         for h in handles {
             assert_eq!(h.join().unwrap(), expected);
         }
+    }
+
+    /// The workspace builds FAISS with its AVX2 kernels on x86-64 (a 2× faster list scan at 10M vectors), and
+    /// this machine can run them.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn faiss_is_built_for_avx2_and_the_cpu_check_passes_here() {
+        assert_eq!(
+            faiss_opt_level(),
+            "avx2",
+            ".cargo/config.toml no longer names cmake/faiss-avx2.cmake"
+        );
+        assert_eq!(check_cpu(), Ok(()));
     }
 
     #[test]

@@ -14,7 +14,6 @@
 //! the call returns, so an acknowledged write survives `kill -9` and power loss. Callers batch whole requests
 //! into one append, which makes the fsync a group commit.
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -105,13 +104,6 @@ pub struct DocVersion {
     /// ignored, so replicas converge whatever order writes and catch-up arrive in. Local seqs differ per
     /// replica; versions do not.
     pub version: u64,
-}
-
-impl DocVersion {
-    /// Whether a row written by the record `seq` of this document is still current.
-    pub fn is_live_row(&self, seq: u64) -> bool {
-        !self.deleted && self.seq == seq
-    }
 }
 
 /// Handle on the log. `append` is serialised by the engine's writer lock.
@@ -309,15 +301,6 @@ impl IngestLog {
         near_dup::keys_of(&self.db, dedup, tenant, doc_id)
     }
 
-    /// Every document's latest version (the tombstone map) by [`doc_key`], read at start-up.
-    pub fn doc_versions(&self) -> Result<HashMap<String, DocVersion>> {
-        let mut out = HashMap::new();
-        self.for_each_doc_version(|doc_id, v| {
-            out.insert(doc_key(&v.tenant, doc_id), v);
-        })?;
-        Ok(out)
-    }
-
     /// Calls `f` with every document's id and latest version, one at a time: the engine builds its own map
     /// from them at start-up without holding a second one of 10M entries.
     pub fn for_each_doc_version(&self, mut f: impl FnMut(&str, DocVersion)) -> Result<()> {
@@ -401,6 +384,17 @@ impl IngestLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
+
+    /// Every document's latest version by [`doc_key`], as the engine reads them at start-up.
+    fn doc_versions(log: &IngestLog) -> HashMap<String, DocVersion> {
+        let mut out = HashMap::new();
+        log.for_each_doc_version(|doc_id, v| {
+            out.insert(doc_key(&v.tenant, doc_id), v);
+        })
+        .unwrap();
+        out
+    }
 
     fn upsert(doc: &str, n: usize) -> LogOp {
         let chunks = (0..n)
@@ -448,7 +442,7 @@ mod tests {
         let log = IngestLog::open(dir.path()).unwrap();
         assert_eq!(log.last_seq(), 3);
         assert_eq!(log.reader().last_seq(), 3);
-        let v = log.doc_versions().unwrap();
+        let v = doc_versions(&log);
         let (a, b) = (doc_key("default", "a"), doc_key("default", "b"));
         assert_eq!(
             v[&a],
@@ -465,8 +459,7 @@ mod tests {
         let rest = log.doc_versions_after(&a, 10).unwrap();
         assert_eq!(rest.len(), 1);
         assert_eq!((rest[0].0.as_str(), rest[0].1.version), (b.as_str(), 11));
-        assert!(v[&b].is_live_row(2));
-        assert!(!v[&a].is_live_row(1));
+        assert_eq!((v[&b].seq, v[&b].deleted), (2, false));
         let recs = log.range(2, 3).unwrap();
         assert_eq!(recs.len(), 2);
         assert_eq!(recs[0].1, upsert("b", 1));
@@ -503,7 +496,7 @@ mod tests {
                 .unwrap();
         }
         let log = IngestLog::open(dir.path()).unwrap();
-        let v = log.doc_versions().unwrap();
+        let v = doc_versions(&log);
         assert_eq!(v.len(), 1, "{v:?}");
         assert_eq!(v[&doc_key("acme", "legacy-doc")], version);
         assert_eq!(doc_id_of_key(&doc_key("acme", "legacy-doc")), "legacy-doc");

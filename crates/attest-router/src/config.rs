@@ -49,6 +49,11 @@ pub struct RouterConfig {
     /// Shards send every candidate's title, text and metadata with the search, instead of the router fetching
     /// them for the hits it returns only (`crate::payloads`): the behaviour before, kept to measure against.
     pub payload_in_fanout: bool,
+    /// Each shard sends the payloads of its best ⌈factor × k / shards⌉ hits per lane with the search (its share of
+    /// what the router returns, with room for RRF lifting a lower-ranked hit); the router fetches only the
+    /// returned hits not among them, usually none, so a search is one round trip per shard. 0: every payload is
+    /// fetched after fusion.
+    pub payload_inline_factor: f64,
     /// Where `attest eval --json` reports are kept for the console's Quality page (`DIR/{collection}.json` or
     /// `DIR/{collection}/*.json`, the newest wins); served by `GET /v1/collections/{name}/eval`. None: no reports.
     pub eval_reports_dir: Option<std::path::PathBuf>,
@@ -79,6 +84,7 @@ impl Default for RouterConfig {
             default_replication: 2,
             meta_poll_ms: 500,
             payload_in_fanout: false,
+            payload_inline_factor: 2.0,
             eval_reports_dir: None,
         }
     }
@@ -133,6 +139,12 @@ impl RouterConfig {
         }
         p.positive("replicas.deadline_ms", self.replicas.deadline_ms);
         p.positive("meta_poll_ms", self.meta_poll_ms);
+        if !(self.payload_inline_factor.is_finite() && self.payload_inline_factor >= 0.0) {
+            p.add(
+                "payload_inline_factor",
+                format!("must be a number ≥ 0 (got {})", self.payload_inline_factor),
+            );
+        }
         p
     }
 }

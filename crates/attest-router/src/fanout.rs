@@ -199,9 +199,11 @@ pub fn fuse(
         .map(|(chunk_id, score)| {
             let d = dense_rank.get(chunk_id);
             let b = bm25_rank.get(chunk_id);
+            // The copy that came with its payload, if either did (each lane inlines its own best hits).
             let source = match (d, b) {
-                (Some((_, _, i)), _) => dense[*i],
-                (None, Some((_, _, i))) => bm25[*i],
+                (Some(&(_, _, i)), Some(&(_, _, j))) if !dense[i].hit.has_payload => bm25[j],
+                (Some(&(_, _, i)), _) => dense[i],
+                (None, Some(&(_, _, j))) => bm25[j],
                 (None, None) => unreachable!("fused items come from a lane"),
             };
             pb::Hit {
@@ -271,5 +273,23 @@ mod tests {
             hits.iter().map(|h| h.chunk_id.as_str()).collect::<Vec<_>>(),
             vec!["a"]
         );
+    }
+
+    #[test]
+    fn a_hit_takes_the_payload_of_whichever_lane_sent_it() {
+        let with_payload = |mut h: ShardHit| {
+            h.hit.has_payload = true;
+            h.hit.text = format!("text of {}", h.hit.chunk_id);
+            h
+        };
+        let fan = FanOut {
+            dense: vec![sh(0, "a", 0.9), sh(0, "b", 0.5)],
+            bm25: vec![with_payload(sh(0, "b", 7.0)), with_payload(sh(0, "a", 3.0))],
+            missing_shards: vec![],
+            answered_by: HashMap::new(),
+        };
+        for hit in fuse(&fan, 10, 10, 60.0, 1.0, 1.0) {
+            assert_eq!(hit.text, format!("text of {}", hit.chunk_id));
+        }
     }
 }

@@ -18,7 +18,7 @@ use tracing::warn;
 use crate::collection::CollectionRecord;
 use crate::error::RouterError;
 use crate::fanout::{fan_out, fuse};
-use crate::payloads::fill_payloads;
+use crate::payloads::{fill_payloads, payload_top};
 use crate::router::Router;
 
 impl Router {
@@ -274,6 +274,12 @@ impl Router {
                     },
                     filter: s.filter.clone(),
                     include_payload: self.config.payload_in_fanout,
+                    payload_top: payload_top(
+                        self.config.payload_inline_factor,
+                        s.k,
+                        rec.shards as usize,
+                        self.depth(s.k),
+                    ),
                     exact_rescore: self.config.exact_rescore,
                 }
             })
@@ -295,25 +301,19 @@ impl Router {
             .first()
             .map(|f| f.missing_shards.clone())
             .unwrap_or_default();
-        if !self.config.payload_in_fanout {
-            let fetch_started = Instant::now();
-            let answered_by = fans
-                .first()
-                .map(|f| f.answered_by.clone())
-                .unwrap_or_default();
-            let tenant = searches.first().map_or("", |s| s.tenant.as_str());
-            fill_payloads(
-                self,
-                rec,
-                tenant,
-                &mut lists,
-                &answered_by,
-                &mut missing_shards,
-                &request_id,
-            )
-            .await;
-            observe_stage(STAGE_FETCH, fetch_started.elapsed());
-        }
+        let fetch_started = Instant::now();
+        let tenant = searches.first().map_or("", |s| s.tenant.as_str());
+        fill_payloads(
+            self,
+            rec,
+            tenant,
+            &mut lists,
+            &fans,
+            &mut missing_shards,
+            &request_id,
+        )
+        .await;
+        observe_stage(STAGE_FETCH, fetch_started.elapsed());
         let took_ms = started.elapsed().as_secs_f64() * 1e3;
         observe_stage(STAGE_TOTAL, started.elapsed());
         Ok(lists

@@ -53,27 +53,30 @@ pub fn filter_from_proto(f: Option<&pb::Filter>) -> Result<Filter, Status> {
     Ok(out)
 }
 
-pub fn hit_to_proto(h: Hit, include_payload: bool) -> pb::LaneHit {
+/// A lane hit for the wire, with its title, text and metadata only when `with_payload`.
+fn hit_to_proto(h: Hit, with_payload: bool) -> pb::LaneHit {
+    let (title, text, metadata_json) = if with_payload {
+        (h.title, h.text, h.metadata_json)
+    } else {
+        Default::default()
+    };
     pb::LaneHit {
         chunk_id: h.chunk_id,
         doc_id: h.doc_id,
         score: h.score,
-        title: if include_payload {
-            h.title
-        } else {
-            String::new()
-        },
-        text: if include_payload {
-            h.text
-        } else {
-            String::new()
-        },
-        metadata_json: if include_payload {
-            h.metadata_json
-        } else {
-            String::new()
-        },
+        title,
+        text,
+        metadata_json,
+        has_payload: with_payload,
     }
+}
+
+/// One lane of a search answer: every hit's payload with `include_payload`, else the best `payload_top` hits'.
+pub fn lane_to_proto(hits: Vec<Hit>, include_payload: bool, payload_top: u32) -> Vec<pb::LaneHit> {
+    hits.into_iter()
+        .enumerate()
+        .map(|(rank, h)| hit_to_proto(h, include_payload || rank < payload_top as usize))
+        .collect()
 }
 
 pub fn params_from_proto(p: Option<&pb::IndexParams>) -> IvfPqParams {

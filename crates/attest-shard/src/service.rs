@@ -15,7 +15,7 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use crate::convert::{
-    filter_from_proto, hit_to_proto, near_dup_from_proto, params_from_proto, write_from_proto,
+    filter_from_proto, lane_to_proto, near_dup_from_proto, params_from_proto, write_from_proto,
     write_to_proto,
 };
 
@@ -77,18 +77,9 @@ fn search_one(
     observe_stage(STAGE_SHARD_SEARCH, started.elapsed());
     tracing::info!(collection = %r.collection, shard = r.shard, dense = lanes.dense.len(), bm25 = lanes.bm25.len(),
         took_ms = started.elapsed().as_secs_f64() * 1e3, event = "shard_searched", "shard search done");
-    let payload = r.include_payload;
     Ok(pb::ShardSearchResponse {
-        dense: lanes
-            .dense
-            .into_iter()
-            .map(|h| hit_to_proto(h, payload))
-            .collect(),
-        bm25: lanes
-            .bm25
-            .into_iter()
-            .map(|h| hit_to_proto(h, payload))
-            .collect(),
+        dense: lane_to_proto(lanes.dense, r.include_payload, r.payload_top),
+        bm25: lane_to_proto(lanes.bm25, r.include_payload, r.payload_top),
         took_ms: started.elapsed().as_secs_f64() * 1e3,
     })
 }
