@@ -82,13 +82,20 @@ struct Args {
     /// √n rounded up to a power of two is what `attest bench` builds with (4,096 at 10M).
     #[arg(long)]
     nlist: Option<u32>,
+    /// Dense candidates per requested hit re-scored from the SQ8 copies (default: the engine's
+    /// `compact_overfetch`).
+    #[arg(long)]
+    compact_overfetch: Option<usize>,
 }
 
-/// The engine's configuration for this run: the defaults, with `--nlist` when given.
+/// The engine's configuration for this run: the defaults, with `--nlist` and `--compact-overfetch` when given.
 fn engine_config(args: &Args) -> EngineConfig {
     let mut config = EngineConfig::default();
     if let Some(nlist) = args.nlist {
         config.ivfpq.nlist = nlist;
+    }
+    if let Some(overfetch) = args.compact_overfetch {
+        config.compact_overfetch = overfetch;
     }
     config
 }
