@@ -8,9 +8,10 @@
 //! router fans out), with the request the router sends (same shard, tenant, k = lane depth, nprobe, payloads
 //! inlined, exact re-scoring; the query vector from the same local MiniLM model the router embeds with), each
 //! shard call timed on its own. The router's settings are read as its process reads them (`ATTEST__ROUTER__*`
-//! variables in this process's environment reach the cluster's processes too). overhead = p50(routed) − p50(slowest shard of each query). Two lane settings:
-//! `hybrid` (dense + BM25; every query is sent through the router once before timing, so the router answers
-//! its embedding from its query cache and embedding is in neither side) and `bm25` (no embedding anywhere).
+//! variables in this process's environment reach the cluster's processes too). overhead = p50(routed) −
+//! p50(slowest shard of each query). Two lane settings: `hybrid` (dense + BM25; every query is sent through the
+//! router once before timing, so the router answers its embedding from its query cache and embedding is in
+//! neither side) and `bm25` (no embedding anywhere).
 //! The routed side includes: client→router gRPC, validation, the query-cache lookup, the fan-out through the
 //! per-replica tower stacks, waiting for the slowest shard, per-lane merge + RRF + provenance, the response.
 //! As a check that (b) is the request the router sends, the shard answers are fused here with

@@ -28,8 +28,8 @@ impl CoarseAssignment {
 
 impl IvfPqIndex {
     /// The `nprobe` lists (clamped to `1..=nlist`) whose centroids score best against `query`, best first,
-    /// scored with [`dot`]: FAISS's own loop, built for the SSE baseline, was a fifth of a 10M search at 4,096
-    /// lists (docs/BENCHMARKS.md).
+    /// scored with [`dot`] over a copy of the centroids: with FAISS built for the SSE baseline its own loop was a
+    /// fifth of a 10M search at 4,096 lists (docs/BENCHMARKS.md). Not re-measured against FAISS's AVX2 build.
     pub fn coarse_assign(&self, query: &[f32], nprobe: u32) -> Result<CoarseAssignment> {
         self.check_query(query)?;
         let nlist = self.params().nlist;

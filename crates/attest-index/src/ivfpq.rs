@@ -559,7 +559,7 @@ pub fn faiss_opt_level() -> &'static str {
 }
 
 /// Refuses to go on, with the reason, on a CPU the linked FAISS cannot run on (it would stop on an illegal
-/// instruction at the first search). Every role calls this before it opens an index.
+/// instruction at the first search). `attest` calls this before any command, client commands included.
 pub fn check_cpu() -> std::result::Result<(), String> {
     #[cfg(target_arch = "x86_64")]
     if FAISS_BUILT_FOR_AVX2
@@ -568,8 +568,9 @@ pub fn check_cpu() -> std::result::Result<(), String> {
             && std::arch::is_x86_feature_detected!("f16c"))
     {
         return Err("this attest binary's FAISS was built for AVX2, FMA and F16C (x86-64-v3, Intel Haswell / \
-                    AMD Excavator or later) and this CPU lacks them; build it without \
-                    `.cargo/config.toml`'s CMAKE_TOOLCHAIN_FILE setting for older CPUs"
+                    AMD Excavator or later) and this CPU lacks them; for older CPUs build it without \
+                    `.cargo/config.toml`'s CMAKE_TOOLCHAIN_FILE setting, after `cargo clean -p faiss-sys` \
+                    (README)"
             .to_string());
     }
     Ok(())
@@ -605,8 +606,8 @@ fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
-/// 16 lanes of fused multiply-adds: the coarse assignment of a query to 4,096 centroids of 384 dimensions was a
-/// fifth of a 10M search with FAISS's own loop (this FAISS is built for the SSE baseline).
+/// 16 lanes of fused multiply-adds, for the coarse assignment of a query to (say) 4,096 centroids of 384
+/// dimensions ([`crate::coarse`]).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
