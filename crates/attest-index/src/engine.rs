@@ -25,6 +25,8 @@ use crate::text_index::{bm25_search, TextIndex};
 use crate::wal::{doc_key, DocVersion, IngestLog, LogOp, LogReader, LoggedChunk};
 
 mod dense;
+#[cfg(test)]
+mod old_labels_tests;
 mod ranking;
 mod sealing;
 mod versions;

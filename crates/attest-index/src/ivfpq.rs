@@ -145,6 +145,11 @@ impl IvfPqParams {
         }
     }
 
+    /// Bytes of one vector's PQ code in an inverted list (FAISS `ProductQuantizer::code_size`).
+    pub fn code_size(&self) -> usize {
+        (self.m as usize * self.nbits as usize).div_ceil(8)
+    }
+
     /// `np`: no polysemous training. The index factory enables it by default for IVF-PQ; it reorders the
     /// codebooks by simulated annealing so that Hamming distances between codes approximate real ones, which
     /// only polysemous filtering (`polysemous_ht`, unused here) benefits from, and it dominated build time
@@ -457,6 +462,12 @@ impl IvfPqBuilder {
 
     /// Writes the index with its trailer to `path` atomically and returns the effective parameters.
     pub fn write(self, path: &Path) -> Result<IvfPqParams> {
+        self.write_relabelled(path, None)
+    }
+
+    /// [`Self::write`], with every label `l` of the index written as `rows[l]` when `rows` is given
+    /// ([`crate::labels`]: a merged segment's index then returns its row numbers).
+    pub fn write_relabelled(self, path: &Path, rows: Option<&[i64]>) -> Result<IvfPqParams> {
         let path_str = utf8_path(path)?;
         utf8_path(&crate::fsutil::tmp_path(path))?;
         let trailer = Trailer {
@@ -468,6 +479,9 @@ impl IvfPqBuilder {
         crate::fsutil::write_atomically_with(path, |tmp| {
             let tmp_str = tmp.to_str().expect("checked UTF-8 above");
             write_index(&self.index, tmp_str)?;
+            if let Some(rows) = rows {
+                crate::labels::relabel_written(tmp, &self.index, self.params.code_size(), rows)?;
+            }
             append_trailer(tmp, trailer)
         })?;
         tracing::debug!(path = path_str, n = self.count, params = ?self.params, "built IVF_PQ index");

@@ -7,6 +7,7 @@
 //! - [`growing`]: the growing segment — exact vector search and an in-RAM tantivy index.
 //! - [`segment`]: sealed segments on disk and the manifest that lists them with checksums.
 //! - [`ivfpq`]: the FAISS IVF_PQ index of a sealed segment, opened memory-mapped.
+//! - `labels`: rewrites a merged IVF_PQ file's labels to the segment's row numbers.
 //! - [`coarse`]: one coarse assignment searched in every segment encoded with the same quantizer.
 //! - [`text_index`]: tantivy BM25 per segment with statistics shared across segments.
 //! - [`chunk_store`]: chunk texts and metadata archived with rkyv, read zero-copy.
@@ -28,6 +29,7 @@ pub mod filter;
 pub mod fsutil;
 pub mod growing;
 pub mod ivfpq;
+mod labels;
 pub mod maintenance;
 pub mod merge;
 pub mod near_dup;

@@ -8,7 +8,7 @@
 //! past it the smallest segments merge whatever their level.
 //!
 //! With the shard's quantizer ([`crate::quantizer`]) a merge moves the inputs' inverted lists into one index and
-//! removes the ids of dead rows; an input encoded with an older version (or trained on its own rows) is
+//! removes the labels of dead rows; an input encoded with an older version (or trained on its own rows) is
 //! re-encoded with the current one, without training.
 
 use std::path::Path;
@@ -61,45 +61,78 @@ pub struct MergeInput {
     pub live: Vec<bool>,
 }
 
-/// The merged dense index over the live rows of `inputs` (their vectors row-major in `vectors`, under `ids`, in
-/// input order; the caller sorts rows by id afterwards, which leaves the index as it is): the inverted lists of
-/// inputs encoded with `quantizer`'s version moved over, the others re-encoded; dead ids removed.
+/// A merge's dense index, with what its labels stand for.
+pub struct MergedDense {
+    pub index: crate::ivfpq::IvfPqBuilder,
+    /// For each label, the position of its row among the merge's live rows (input order), or -1 for a dead one.
+    pub live_of_label: Vec<i64>,
+}
+
+/// The merged dense index over the live rows of `inputs` (their vectors row-major in `vectors`, in input order).
+/// Row `r` of input `i` is labelled `r` plus the rows of the inputs before it: the inverted lists of inputs
+/// encoded with `quantizer`'s version (whose index returns row numbers) are moved over with their labels offset
+/// so, the others re-encoded under those labels; dead labels removed. The caller maps the labels to the merged
+/// segment's rows as it writes the index ([`crate::ivfpq::IvfPqBuilder::write_relabelled`]).
 pub fn merged_dense(
     root: &Path,
     quantizer: &ShardQuantizer,
     inputs: &[MergeInput],
     vectors: &[f32],
-    ids: &[i64],
-) -> Result<crate::ivfpq::IvfPqBuilder> {
+) -> Result<MergedDense> {
     let mut index = quantizer.encoder()?;
     let dim = index.dim();
     let mut dead = Vec::new();
-    let mut at = 0;
+    let mut live_of_label = Vec::with_capacity(inputs.iter().map(|i| i.live.len()).sum());
+    let mut at = 0usize;
     for input in inputs {
         let seg = &input.segment;
+        let first = live_of_label.len() as i64;
+        let labels: Vec<i64> = (first..).take(input.live.len()).collect();
         let live = input.live.iter().filter(|l| **l).count();
-        if seg.meta.quantizer == Some(quantizer.meta.version) && seg.dense.is_some() {
-            index.merge_file(&seg.dense_path(root))?;
+        let mut next_live = at as i64;
+        for &is_live in &input.live {
+            live_of_label.push(if is_live { next_live } else { -1 });
+            next_live += i64::from(is_live);
+        }
+        let movable = seg.meta.quantizer == Some(quantizer.meta.version) && seg.meta.row_labels;
+        if movable && seg.dense.is_some() {
+            index.merge_file(&seg.dense_path(root), first)?;
             dead.extend(
-                (0..seg.meta.rows)
-                    .filter(|&row| !input.live[row])
-                    .map(|row| seg.id_of(row)),
+                labels
+                    .iter()
+                    .zip(&input.live)
+                    .filter(|(_, l)| !**l)
+                    .map(|(id, _)| *id),
             );
         } else if live > 0 {
-            index.add(&vectors[at * dim..(at + live) * dim], &ids[at..at + live])?;
+            let live_labels: Vec<i64> = labels
+                .iter()
+                .zip(&input.live)
+                .filter(|(_, l)| **l)
+                .map(|(id, _)| *id)
+                .collect();
+            index.add(&vectors[at * dim..(at + live) * dim], &live_labels)?;
         }
         at += live;
     }
     index.remove_ids(&dead)?;
-    Ok(index)
+    Ok(MergedDense {
+        index,
+        live_of_label,
+    })
 }
 
-/// Puts a merge's rows (with their vectors, `dim` floats each) in ascending id order. Rows are moved, not
-/// cloned, and rows already in order — inputs taken in log order whose ranges do not interleave — are left as
-/// they are.
-pub fn into_id_order<T>(ids: &mut Vec<i64>, rows: &mut Vec<T>, vectors: &mut Vec<f32>, dim: usize) {
+/// Puts a merge's rows (with their vectors, `dim` floats each) in ascending id order and returns where each row
+/// went (`moved_to[old] = new`). Rows are moved, not cloned, and rows already in order — inputs taken in log
+/// order whose ranges do not interleave — are left as they are.
+pub fn into_id_order<T>(
+    ids: &mut Vec<i64>,
+    rows: &mut Vec<T>,
+    vectors: &mut Vec<f32>,
+    dim: usize,
+) -> Vec<usize> {
     if ids.windows(2).all(|w| w[0] < w[1]) {
-        return;
+        return (0..ids.len()).collect();
     }
     let mut order: Vec<usize> = (0..ids.len()).collect();
     order.sort_unstable_by_key(|&i| ids[i]);
@@ -113,6 +146,11 @@ pub fn into_id_order<T>(ids: &mut Vec<i64>, rows: &mut Vec<T>, vectors: &mut Vec
         .flat_map(|&i| vectors[i * dim..(i + 1) * dim].iter().copied())
         .collect();
     *ids = order.iter().map(|&i| ids[i]).collect();
+    let mut moved_to = vec![0; order.len()];
+    for (new, &old) in order.iter().enumerate() {
+        moved_to[old] = new;
+    }
+    moved_to
 }
 
 #[cfg(test)]
@@ -147,12 +185,16 @@ mod tests {
         let mut ids = vec![30, 10, 20];
         let mut rows = vec!["c", "a", "b"];
         let mut vectors = vec![3.0, 3.5, 1.0, 1.5, 2.0, 2.5];
-        into_id_order(&mut ids, &mut rows, &mut vectors, 2);
+        let moved_to = into_id_order(&mut ids, &mut rows, &mut vectors, 2);
+        assert_eq!(moved_to, [2, 0, 1]);
         assert_eq!(ids, [10, 20, 30]);
         assert_eq!(rows, ["a", "b", "c"]);
         assert_eq!(vectors, [1.0, 1.5, 2.0, 2.5, 3.0, 3.5]);
         // Already in order: unchanged.
-        into_id_order(&mut ids, &mut rows, &mut vectors, 2);
+        assert_eq!(
+            into_id_order(&mut ids, &mut rows, &mut vectors, 2),
+            [0, 1, 2]
+        );
         assert_eq!(rows, ["a", "b", "c"]);
     }
 

@@ -12,8 +12,10 @@
 //! next time they are merged. A changed `nlist`, `m` or `nbits` in the configuration trains a new version the same
 //! way (the operator sizing the lists for a grown shard).
 //!
-//! Ids: a segment encoded with a quantizer stores global row ids (see [`global_ids`]), not row numbers, so that
-//! ids stay unique across the segments a merge puts together.
+//! Labels: a segment encoded with a quantizer keeps the global id of each row (see [`global_ids`]) in its id file,
+//! and its index returns row numbers (segments written before session 14 return the global ids: see
+//! `SegmentMeta::row_labels`). A merge offsets each input's labels into one space and maps them to the merged
+//! segment's rows as it writes the index ([`crate::merge`]).
 
 use std::path::{Path, PathBuf};
 
@@ -241,9 +243,9 @@ impl IvfPqBuilder {
         ))
     }
 
-    /// Moves every entry of the index written at `path` into this one, ids unchanged: both must have been
-    /// encoded with the same trained quantizer (the caller knows by its version; FAISS checks the shapes).
-    pub fn merge_file(&mut self, path: &Path) -> Result<usize> {
+    /// Moves every entry of the index written at `path` into this one, `add_to_labels` added to its label
+    /// (FAISS `merge_from`'s `add_id`): both must have been encoded with the same trained quantizer (the caller knows by its version; FAISS checks the shapes).
+    pub fn merge_file(&mut self, path: &Path, add_to_labels: i64) -> Result<usize> {
         let other = IvfPqBuilder::read(path)?;
         if other.dim() != self.dim() || other.params() != self.params() {
             return Err(IndexError::invalid(
@@ -260,7 +262,7 @@ impl IvfPqBuilder {
             if into.is_null() || from.is_null() {
                 return Err(IndexError::invalid("merge", "not an IVF index"));
             }
-            faiss_sys::faiss_IndexIVF_merge_from(into, from, 0)
+            faiss_sys::faiss_IndexIVF_merge_from(into, from, add_to_labels)
         };
         faiss_status(code, "merge_from")?;
         self.set_len(self.len() + moved);

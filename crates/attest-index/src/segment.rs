@@ -8,8 +8,9 @@
 //! - `vectors.sq8`: the same vectors quantised to a byte per dimension (a quarter of the size), which re-score
 //!   the deep PQ candidate list in memory before the best few are re-scored from `vectors.f32` (segments
 //!   written before it existed have none and re-score from `vectors.f32` alone);
-//! - `ids.i64`, in a segment encoded with the shard's quantizer: the global id of each row (ascending), which is
-//!   what its IVF_PQ index returns; without it the index returns row numbers.
+//! - `ids.i64`, in a segment encoded with the shard's quantizer: the global id of each row (ascending), which a
+//!   merge carries over. The IVF_PQ index returns row numbers, except in segments written before session 14
+//!   (`row_labels` false in the manifest), whose index returns these ids.
 //!
 //! `MANIFEST.json` (replaced atomically) lists the segments with the log range each was built from and a CRC-32
 //! of every file, which start-up verifies before serving a segment.
@@ -50,6 +51,10 @@ pub struct SegmentMeta {
     /// The shard quantizer version the dense index was encoded with; none: trained on its own rows.
     #[serde(default)]
     pub quantizer: Option<u64>,
+    /// The dense index of a segment encoded with a quantizer returns row numbers, not the global ids of
+    /// `ids.i64` (segments written before session 14): a search reads a candidate's row without looking it up.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub row_labels: bool,
     /// Relative path → CRC-32 of every file of the segment.
     pub files: BTreeMap<String, u32>,
 }
@@ -144,10 +149,12 @@ fn checksum_files(dir: &Path) -> Result<BTreeMap<String, u32>> {
 pub enum Dense {
     /// Trained on the segment's own rows (no shard quantizer yet); the index returns row numbers.
     Train,
-    /// Already holding exactly the rows' vectors under `ids` (one per row, ascending), encoded with quantizer
-    /// version `quantizer`: a seal's encoding or a merge's inverted lists.
+    /// Already holding exactly the rows' vectors, encoded with quantizer version `quantizer`: a seal's encoding
+    /// (labelled with row numbers) or a merge's inverted lists (whose label `l` is row `relabel[l]`). `ids` are
+    /// the rows' global ids (one per row, ascending).
     Encoded {
         index: IvfPqBuilder,
+        relabel: Option<Vec<i64>>,
         ids: Vec<i64>,
         quantizer: u64,
     },
@@ -230,6 +237,7 @@ pub fn build_segment(
         rows: n,
         params: used,
         quantizer,
+        row_labels: quantizer.is_some(),
         files,
     })
 }
@@ -287,6 +295,7 @@ fn write_dense(
         }
         Dense::Encoded {
             index,
+            relabel,
             ids,
             quantizer,
         } => {
@@ -301,7 +310,8 @@ fn write_dense(
                 ));
             }
             write_ids(&dir.join(IDS_FILE), &ids)?;
-            (Some(index.write(&dir.join(DENSE_FILE))?), Some(quantizer))
+            let used = index.write_relabelled(&dir.join(DENSE_FILE), relabel.as_deref())?;
+            (Some(used), Some(quantizer))
         }
     })
 }
@@ -388,7 +398,7 @@ impl SealedSegment {
             vectors,
             compact,
         };
-        if segment.ids.is_some() {
+        if segment.ids.is_some() && !meta.row_labels {
             segment.id_fences = (0..meta.rows)
                 .step_by(ID_FENCE_STRIDE)
                 .map(|row| segment.id_of(row))
@@ -399,11 +409,19 @@ impl SealedSegment {
 }
 
 impl SealedSegment {
-    /// The row an id of the dense index names, if any.
-    pub fn row_of(&self, id: i64) -> Option<usize> {
+    /// The row a label of the dense index names, if any: the label itself, or in a segment written before
+    /// session 14 the row of that global id.
+    pub fn row_of(&self, label: i64) -> Option<usize> {
         match &self.ids {
-            None => usize::try_from(id).ok().filter(|&row| row < self.meta.rows),
-            Some(_) => position_of(self.meta.rows, &self.id_fences, |row| self.id_of(row), id),
+            Some(_) if !self.meta.row_labels => position_of(
+                self.meta.rows,
+                &self.id_fences,
+                |row| self.id_of(row),
+                label,
+            ),
+            _ => usize::try_from(label)
+                .ok()
+                .filter(|&row| row < self.meta.rows),
         }
     }
 

@@ -158,6 +158,10 @@ fn segments_share_one_quantizer_and_merge_without_retraining() {
     assert_eq!(m["quantizer"]["version"], 1);
     assert_eq!(m["quantizer_versions"], 1, "merging trained nothing");
     assert_eq!(segment_versions(dir.path()), vec![Value::from(1)]);
+    assert_eq!(
+        m["segments"][0]["row_labels"], true,
+        "its index returns row numbers"
+    );
     let stats = engine.stats();
     assert_eq!(stats.sealed_segments, 1);
     assert_eq!(stats.sealed_rows, 2 * (900 - 3), "the dead rows are gone");

@@ -290,16 +290,22 @@ impl ShardEngine {
         // The inputs are still among the sealed segments: nothing fresh to add to the shard's rows.
         let dense = match self.ensure_quantizer(&[])? {
             Some(q) => {
-                let index = crate::merge::merged_dense(&self.dir, &q, &merging, &vectors, &ids)?;
-                // Rows in id order, as the segment's id file must be; the index does not care.
-                crate::merge::into_id_order(
+                let merged = crate::merge::merged_dense(&self.dir, &q, &merging, &vectors)?;
+                // Rows in id order, as the segment's id file must be; the index's labels follow them.
+                let moved_to = crate::merge::into_id_order(
                     &mut ids,
                     &mut rows,
                     &mut vectors,
                     self.config.dimension,
                 );
+                let relabel = merged
+                    .live_of_label
+                    .iter()
+                    .map(|&at| usize::try_from(at).map_or(-1, |at| moved_to[at] as i64))
+                    .collect();
                 Dense::Encoded {
-                    index,
+                    index: merged.index,
+                    relabel: Some(relabel),
                     ids,
                     quantizer: q.meta.version,
                 }
@@ -374,8 +380,8 @@ impl ShardEngine {
     }
 }
 
-/// The dense index of new rows (a seal, or a damaged segment rebuilt): encoded with the shard's quantizer under
-/// the rows' global ids when it has one, else trained on the rows themselves.
+/// The dense index of new rows (a seal, or a damaged segment rebuilt): encoded with the shard's quantizer (labels
+/// are row numbers) when it has one, else trained on the rows themselves.
 pub(super) fn encoded(
     quantizer: Option<&ShardQuantizer>,
     rows: &[StoredChunk],
@@ -386,9 +392,11 @@ pub(super) fn encoded(
     };
     let ids = global_ids(rows.iter().map(|r| r.seq))?;
     let mut index = q.encoder()?;
-    index.add(vectors, &ids)?;
+    let row_numbers: Vec<i64> = (0..rows.len() as i64).collect();
+    index.add(vectors, &row_numbers)?;
     Ok(Dense::Encoded {
         index,
+        relabel: None,
         ids,
         quantizer: q.meta.version,
     })
