@@ -12,6 +12,7 @@
 //! - [`text_index`]: tantivy BM25 per segment with statistics shared across segments.
 //! - [`chunk_store`]: chunk texts and metadata archived with rkyv, read zero-copy.
 //! - [`vector_file`]: full vectors on disk for exact re-scoring.
+//! - `simd`: the inner products of the scan loops (f32, and f32 against f16 centroids).
 //! - [`sq8`]: the byte-per-dimension copy of those vectors that re-scores deep candidate lists in memory.
 //! - [`filter`]: metadata filters (equality, membership, range).
 //! - [`maintenance`]: the node-wide limit on concurrent seals and compactions.
@@ -35,6 +36,7 @@ pub mod merge;
 pub mod near_dup;
 pub mod quantizer;
 pub mod segment;
+mod simd;
 pub mod snapshot;
 pub mod sq8;
 pub mod text_index;

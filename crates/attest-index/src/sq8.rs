@@ -174,7 +174,7 @@ impl Sq8File {
         }
         Ok(Sq8Query {
             scaled: query.iter().zip(&self.step).map(|(q, s)| q * s).collect(),
-            offset: crate::ivfpq::dot(query, &self.low),
+            offset: crate::simd::dot(query, &self.low),
         })
     }
 
@@ -257,7 +257,7 @@ mod tests {
         );
         let query = &unit_rows(1, dim, 99)[..];
         let exact: Vec<(usize, f32)> = (0..n)
-            .map(|r| (r, crate::ivfpq::dot(query, &rows[r * dim..(r + 1) * dim])))
+            .map(|r| (r, crate::simd::dot(query, &rows[r * dim..(r + 1) * dim])))
             .collect();
         let approx = f.rescore(query, 0..n).unwrap();
         // Each coordinate is off by at most half a step, so the score by at most Σ |q_d| × step_d / 2.

@@ -131,7 +131,7 @@ impl VectorFile {
         }
         let mut out: Vec<(usize, f32)> = rows
             .into_iter()
-            .filter_map(|r| self.get(r).map(|v| (r, crate::ivfpq::dot(query, v))))
+            .filter_map(|r| self.get(r).map(|v| (r, crate::simd::dot(query, v))))
             .collect();
         out.sort_by(crate::ivfpq::best_first);
         Ok(out)

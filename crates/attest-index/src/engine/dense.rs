@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use super::ranking::{best_passing, keep_best, top_k};
 use super::{RowView, SearchParams, SegmentView, ShardEngine, EXACT_REFINE};
 use crate::error::Result;
-use crate::ivfpq::dot;
 use crate::segment::SealedSegment;
+use crate::simd::dot;
 
 /// A dense candidate of a group: (the segment's place in the group, its row).
 type GroupRow = (usize, usize);
