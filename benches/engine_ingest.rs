@@ -198,6 +198,7 @@ fn recall_and_latency(
             nprobe,
             filter: &filter,
             exact_rescore: true,
+            payload_top: attest_index::ALL_PAYLOADS,
         })?;
         took.push(started.elapsed().as_secs_f64() * 1e3);
         // Document `d{n}` is row n of the mixture.

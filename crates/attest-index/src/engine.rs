@@ -56,7 +56,13 @@ pub struct SearchParams<'a> {
     pub nprobe: Option<u32>,
     pub filter: &'a Filter,
     pub exact_rescore: bool,
+    /// Only the best `payload_top` hits of a lane carry their title, text and metadata; the others have ids and
+    /// scores alone (the router fetches what it returns: issue 18). [`ALL_PAYLOADS`] for every hit's.
+    pub payload_top: usize,
 }
+
+/// [`SearchParams::payload_top`] for every hit's payload.
+pub const ALL_PAYLOADS: usize = usize::MAX;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Hit {
@@ -165,13 +171,21 @@ struct RowView<'a> {
 }
 
 impl RowView<'_> {
-    fn to_hit(&self, score: f32) -> Hit {
+    /// The hit, with its title, text and metadata copied out of the segment only `with_payload`.
+    fn to_hit(&self, score: f32, with_payload: bool) -> Hit {
+        let copy = |s: &str| {
+            if with_payload {
+                s.to_string()
+            } else {
+                String::new()
+            }
+        };
         Hit {
             chunk_id: self.chunk_id.to_string(),
             doc_id: self.doc_id.to_string(),
-            title: self.title.to_string(),
-            text: self.text.to_string(),
-            metadata_json: self.metadata_json.to_string(),
+            title: copy(self.title),
+            text: copy(self.text),
+            metadata_json: copy(self.metadata_json),
             score,
         }
     }
@@ -665,7 +679,8 @@ impl ShardEngine {
         let hits = |rows: Vec<(RowView<'_>, f32)>| -> Vec<Hit> {
             top_k(rows, p.k)
                 .into_iter()
-                .map(|(r, score)| r.to_hit(score))
+                .enumerate()
+                .map(|(rank, (r, score))| r.to_hit(score, rank < p.payload_top))
                 .collect()
         };
         let mut out = LaneResults::default();

@@ -75,6 +75,7 @@ fn acknowledged_writes_survive_sigkill() {
             nprobe: None,
             filter: &f,
             exact_rescore: true,
+            payload_top: attest_index::ALL_PAYLOADS,
         };
         let hits = engine.search(&p).unwrap().bm25;
         assert_eq!(
@@ -94,6 +95,7 @@ fn acknowledged_writes_survive_sigkill() {
             nprobe: None,
             filter: &f,
             exact_rescore: true,
+            payload_top: attest_index::ALL_PAYLOADS,
         };
         let hits = engine.search(&p).unwrap().dense;
         assert_eq!(hits[0].chunk_id, format!("doc-{d}#0"));

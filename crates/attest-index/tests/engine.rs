@@ -16,6 +16,7 @@ fn bm25_ids(engine: &ShardEngine, text: &str, k: usize) -> Vec<String> {
         nprobe: None,
         filter: &f,
         exact_rescore: true,
+        payload_top: attest_index::ALL_PAYLOADS,
     };
     engine
         .search(&p)
@@ -36,6 +37,7 @@ fn dense_ids(engine: &ShardEngine, q: &[f32], k: usize) -> Vec<String> {
         nprobe: None,
         filter: &f,
         exact_rescore: true,
+        payload_top: attest_index::ALL_PAYLOADS,
     };
     engine
         .search(&p)
@@ -113,6 +115,7 @@ fn deleted_and_replaced_documents_never_come_back() {
         nprobe: None,
         filter: &f,
         exact_rescore: true,
+        payload_top: attest_index::ALL_PAYLOADS,
     };
     let hits = e.search(&p).unwrap().bm25;
     assert_eq!(hits.len(), 1);
@@ -227,6 +230,7 @@ fn tenant_and_metadata_filters_are_applied_in_the_shard() {
         nprobe: None,
         filter: &f,
         exact_rescore: true,
+        payload_top: attest_index::ALL_PAYLOADS,
     };
     let r = e.search(&p).unwrap();
     assert_eq!(r.dense.len(), 50);
@@ -290,6 +294,7 @@ fn bad_input_is_rejected_and_writes_nothing() {
             nprobe: None,
             filter: &f,
             exact_rescore: true,
+            payload_top: attest_index::ALL_PAYLOADS,
         };
         assert!(matches!(
             e.search(&p),
@@ -305,6 +310,7 @@ fn bad_input_is_rejected_and_writes_nothing() {
         nprobe: None,
         filter: &f,
         exact_rescore: true,
+        payload_top: attest_index::ALL_PAYLOADS,
     };
     assert!(matches!(
         e.search(&p),
@@ -329,6 +335,7 @@ fn ids_are_per_tenant_and_a_write_never_reveals_another_tenants_id() {
             nprobe: None,
             filter: &f,
             exact_rescore: true,
+            payload_top: attest_index::ALL_PAYLOADS,
         };
         e.search(&p)
             .unwrap()
@@ -426,6 +433,7 @@ fn sealed_segments_rank_with_the_sq8_copy_and_score_exactly_and_old_segments_sti
             nprobe: None,
             filter: &f,
             exact_rescore: true,
+            payload_top: attest_index::ALL_PAYLOADS,
         };
         e.search(&p).unwrap().dense
     };
@@ -620,5 +628,45 @@ fn compactions_forget_dead_records_seen_dying_and_from_before_a_restart() {
         let hit = hits.iter().find(|h| h.doc_id == format!("doc-{d}"));
         let text = &hit.expect("fetched").text;
         assert!(text.contains(&format!("version {version}")), "{text}");
+    }
+}
+
+/// Only the best `payload_top` hits of each lane carry title, text and metadata; the rest come with ids and
+/// scores alone, in the same order and with the same scores as with every payload.
+#[test]
+fn only_the_best_payload_top_hits_carry_their_payload() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = ShardEngine::open(dir.path(), config(1000)).unwrap();
+    e.upsert((0..30).map(|d| doc(d, 0)).collect()).unwrap();
+    let f = Filter::default();
+    let search = |payload_top: usize| {
+        let p = SearchParams {
+            tenant: "t1",
+            query_vector: Some(&vector_for(3)),
+            query_text: Some("document"),
+            k: 8,
+            nprobe: None,
+            filter: &f,
+            exact_rescore: true,
+            payload_top,
+        };
+        e.search(&p).unwrap()
+    };
+    let (all, top3) = (search(attest_index::ALL_PAYLOADS), search(3));
+    for (every, cut) in [(&all.dense, &top3.dense), (&all.bm25, &top3.bm25)] {
+        assert_eq!(every.len(), 8);
+        for (rank, (a, b)) in every.iter().zip(cut).enumerate() {
+            assert_eq!(
+                (&a.chunk_id, &a.doc_id, a.score),
+                (&b.chunk_id, &b.doc_id, b.score)
+            );
+            assert!(!a.text.is_empty() && !a.title.is_empty());
+            match rank < 3 {
+                true => assert_eq!(a, b),
+                false => {
+                    assert!(b.text.is_empty() && b.title.is_empty() && b.metadata_json.is_empty())
+                }
+            }
+        }
     }
 }

@@ -82,6 +82,7 @@ fn dense_hits(
         nprobe,
         filter: &filter,
         exact_rescore,
+        payload_top: attest_index::ALL_PAYLOADS,
     };
     engine.search(&params).unwrap().dense
 }

@@ -26,6 +26,7 @@ fn answers(engine: &ShardEngine, d: usize) -> (Vec<String>, Vec<String>) {
             nprobe: None,
             filter: &filter,
             exact_rescore: true,
+            payload_top: attest_index::ALL_PAYLOADS,
         })
         .unwrap();
     let ids = |hits: Vec<attest_index::Hit>| hits.into_iter().map(|h| h.chunk_id).collect();

@@ -72,6 +72,11 @@ fn search_one(
         nprobe: (r.nprobe > 0).then_some(r.nprobe),
         filter,
         exact_rescore: r.exact_rescore,
+        // Text is copied out of the segment only for the hits whose payload goes on the wire.
+        payload_top: match r.include_payload {
+            true => attest_index::ALL_PAYLOADS,
+            false => r.payload_top as usize,
+        },
     };
     let lanes = engine.search(&params).map_err(to_status)?;
     observe_stage(STAGE_SHARD_SEARCH, started.elapsed());

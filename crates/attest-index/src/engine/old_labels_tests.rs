@@ -67,6 +67,7 @@ fn missed(engine: &ShardEngine, docs: std::ops::Range<usize>) -> Vec<usize> {
             nprobe: None,
             filter: &filter,
             exact_rescore: true,
+            payload_top: crate::ALL_PAYLOADS,
         };
         let hits = engine.search(&params).unwrap().dense;
         hits.first().map(|h| h.chunk_id.as_str()) != Some(format!("doc-{d}#0").as_str())
