@@ -94,14 +94,14 @@ pub async fn fill_payloads(
             (shard, result)
         }
     });
-    let mut payloads: HashMap<(u32, String), pb::ChunkPayload> = HashMap::new();
+    // Per shard, by chunk id: looked up by `&str`, no id copied per hit.
+    let mut payloads: HashMap<u32, HashMap<String, pb::ChunkPayload>> = HashMap::new();
     for (shard, result) in futures::future::join_all(calls).await {
         match result {
-            Ok(resp) => payloads.extend(
-                resp.chunks
-                    .into_iter()
-                    .map(|c| ((shard, c.chunk_id.clone()), c)),
-            ),
+            Ok(resp) => payloads
+                .entry(shard)
+                .or_default()
+                .extend(resp.chunks.into_iter().map(|c| (c.chunk_id.clone(), c))),
             Err(status) => {
                 warn!(shard, error = %status, event = "shard_fetch_failed", "shard's hits left out of results");
                 missing_shards.push(shard);
@@ -115,7 +115,10 @@ pub async fn fill_payloads(
             let (title, text, metadata_json) =
                 if let Some(p) = inlined.get(&(h.shard, h.chunk_id.as_str())) {
                     (&p.title, &p.text, &p.metadata_json)
-                } else if let Some(p) = payloads.get(&(h.shard, h.chunk_id.clone())) {
+                } else if let Some(p) = payloads
+                    .get(&h.shard)
+                    .and_then(|fetched| fetched.get(h.chunk_id.as_str()))
+                {
                     (&p.title, &p.text, &p.metadata_json)
                 } else {
                     return false;
