@@ -114,23 +114,6 @@ unsafe fn dot_f16_avx2(a: &[f32], b: &[u16]) -> f32 {
     lanes.iter().sum::<f32>() + dot_f16_portable(&a[i..n], &b[i..n])
 }
 
-/// Asks the CPU to start loading `bytes` into its caches, one request per 64-byte line, without waiting: the
-/// rows a re-score reads are scattered over gigabytes of mapped file, and loads requested ahead overlap their
-/// misses (and page walks) instead of taking them one after another.
-pub(crate) fn prefetch(bytes: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    for line in bytes.chunks(64) {
-        // SAFETY: a prefetch is a hint: it never faults and the address is inside `bytes`.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                line.as_ptr().cast(),
-            )
-        };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = bytes;
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

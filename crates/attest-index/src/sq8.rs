@@ -178,22 +178,13 @@ impl Sq8File {
         })
     }
 
-    /// The codes of row `row` (None past the end).
-    fn codes(&self, row: usize) -> Option<&[u8]> {
-        let start = HEADER_LEN + self.dim * 8 + row * self.dim;
-        (row < self.len).then(|| &self.mmap[start..start + self.dim])
-    }
-
-    /// Starts loading row `row` into the caches (a [`Sq8File::score`] of it is coming).
-    pub fn prefetch(&self, row: usize) {
-        if let Some(codes) = self.codes(row) {
-            crate::simd::prefetch(codes);
-        }
-    }
-
     /// The approximate inner product of the prepared query with row `row` (None past the end).
     pub fn score(&self, query: &Sq8Query, row: usize) -> Option<f32> {
-        let codes = self.codes(row)?;
+        if row >= self.len {
+            return None;
+        }
+        let start = HEADER_LEN + self.dim * 8 + row * self.dim;
+        let codes = &self.mmap[start..start + self.dim];
         // Four independent sums so that the loop vectorises (an f32 sum is not reassociated by the compiler).
         let mut acc = [0f32; 4];
         let (chunks, rest) = (codes.chunks_exact(4), codes.len() / 4 * 4);

@@ -18,9 +18,6 @@ use crate::simd::dot;
 /// A dense candidate of a group: (the segment's place in the group, its row).
 type GroupRow = (usize, usize);
 
-/// How many candidates ahead of the one being re-scored from its SQ8 copy are requested from memory.
-const PREFETCH_AHEAD: usize = 8;
-
 impl ShardEngine {
     /// Dense candidates of every segment: each group's best k (at most; fewer when fewer pass).
     pub(super) fn dense_lane<'v>(
@@ -105,17 +102,11 @@ impl ShardEngine {
                 .filter_map(|((i, id), score)| Some(((i, group[i].row_of(id)?), score)));
             let hits: Vec<(RowView<'v>, f32)> = if compact {
                 // The list ranked by the copies; rows checked best first for its top EXACT_REFINE × k, which
-                // are scored again from the full vectors. Each row's codes are requested PREFETCH_AHEAD rows
-                // before they are scored, so the scattered reads overlap.
-                let pooled: Vec<(GroupRow, f32)> = pooled.collect();
-                let copy = |i: usize| group[i].compact.as_ref().expect("checked");
-                let ranked = (0..pooled.len())
-                    .map(|at| {
-                        if let Some(&((i, r), _)) = pooled.get(at + PREFETCH_AHEAD) {
-                            copy(i).prefetch(r);
-                        }
-                        let ((i, r), s) = pooled[at];
-                        ((i, r), copy(i).score(&prepared[i], r).unwrap_or(s))
+                // are scored again from the full vectors.
+                let ranked = pooled
+                    .map(|((i, r), s)| {
+                        let c = group[i].compact.as_ref().expect("checked");
+                        ((i, r), c.score(&prepared[i], r).unwrap_or(s))
                     })
                     .collect();
                 best_passing(ranked, p.k * EXACT_REFINE, row, passes)
