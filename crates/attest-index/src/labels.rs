@@ -23,7 +23,7 @@ use crate::error::{IndexError, Result};
 
 /// Replaces every label `l` of the inverted lists in `file` (written from `index` a moment ago, nothing after
 /// it) with `rows[l]`. Every label of the index must be below `rows.len()`, appear once and map to a row
-/// (`rows[l] >= 0`); the caller's `rows` maps no two labels to one row.
+/// (`rows[l] >= 0`), and `rows` may map no two labels to one row.
 pub(crate) fn relabel_written(
     file: &Path,
     index: &IndexImpl,
@@ -64,14 +64,14 @@ pub(crate) fn relabel_written(
         .len()
         .checked_sub(tail)
         .ok_or_else(|| layout(format!("{} bytes cannot hold {tail} of lists", map.len())))?;
-    debug_assert!(
-        {
-            let mut targets: Vec<i64> = rows.iter().copied().filter(|&r| r >= 0).collect();
-            targets.sort_unstable();
-            targets.windows(2).all(|w| w[0] < w[1])
-        },
-        "two labels map to one row"
-    );
+    let mut targets: Vec<i64> = rows.iter().copied().filter(|&r| r >= 0).collect();
+    targets.sort_unstable();
+    if let Some(twice) = targets.windows(2).find(|w| w[0] == w[1]) {
+        return Err(IndexError::invalid(
+            "relabel",
+            format!("two labels map to row {}", twice[0]),
+        ));
+    }
     let mut held = Vec::new();
     let mut seen = vec![false; rows.len()];
     for (list, &n) in sizes.iter().enumerate() {
@@ -168,8 +168,18 @@ mod tests {
             .unwrap()
             .write_relabelled(&path, Some(&rows));
         assert!(err.unwrap_err().to_string().contains("label 17"));
-        let err = builder.write_relabelled(&path, Some(&rows[..200]));
+        let err = builder
+            .try_clone()
+            .unwrap()
+            .write_relabelled(&path, Some(&rows[..200]));
         assert!(err.unwrap_err().to_string().contains("maps to no row"));
+        let mut twice: Vec<i64> = (0..300).collect();
+        twice[40] = 41;
+        let err = builder.write_relabelled(&path, Some(&twice));
+        assert!(err
+            .unwrap_err()
+            .to_string()
+            .contains("two labels map to row 41"));
         assert!(!path.exists(), "nothing is left behind");
     }
 }
