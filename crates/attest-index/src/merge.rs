@@ -69,9 +69,9 @@ pub struct MergedDense {
 }
 
 /// The merged dense index over the live rows of `inputs` (their vectors row-major in `vectors`, in input order).
-/// Row `r` of input `i` is labelled `r` plus the rows of the inputs before it: the inverted lists of inputs
-/// encoded with `quantizer`'s version (whose index returns row numbers) are moved over with their labels offset
-/// so, the others re-encoded under those labels; dead labels removed. The caller maps the labels to the merged
+/// Row `r` of input `i` is labelled `r` plus the rows of the inputs before it. The inverted lists of inputs
+/// encoded with `quantizer`'s version (whose index returns row numbers) are moved over, each label offset so;
+/// the others are re-encoded under those labels; dead labels are removed. The caller maps the labels to the merged
 /// segment's rows as it writes the index ([`crate::ivfpq::IvfPqBuilder::write_relabelled`]).
 pub fn merged_dense(
     root: &Path,
