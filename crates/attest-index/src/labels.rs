@@ -50,7 +50,7 @@ pub(crate) fn relabel_written(
         .map(|list| unsafe { faiss_sys::faiss_IndexIVF_get_list_size(ivf, list) })
         .collect();
     let entries: usize = sizes.iter().sum();
-    if entries as i64 != index.ntotal() as i64 {
+    if entries as u64 != index.ntotal() {
         return Err(layout(format!(
             "lists hold {entries} entries, the index {}",
             index.ntotal()

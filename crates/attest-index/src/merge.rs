@@ -87,7 +87,13 @@ pub fn merged_dense(
     for input in inputs {
         let seg = &input.segment;
         let first = live_of_label.len() as i64;
-        let labels: Vec<i64> = (first..).take(input.live.len()).collect();
+        // The labels of this input's rows that are (or are not) live.
+        let labels_where = |live: bool| {
+            (first..)
+                .zip(&input.live)
+                .filter(move |(_, l)| **l == live)
+                .map(|(label, _)| label)
+        };
         let live = input.live.iter().filter(|l| **l).count();
         let mut next_live = at as i64;
         for &is_live in &input.live {
@@ -97,20 +103,9 @@ pub fn merged_dense(
         let movable = seg.meta.quantizer == Some(quantizer.meta.version) && seg.meta.row_labels;
         if movable && seg.dense.is_some() {
             index.merge_file(&seg.dense_path(root), first)?;
-            dead.extend(
-                labels
-                    .iter()
-                    .zip(&input.live)
-                    .filter(|(_, l)| !**l)
-                    .map(|(id, _)| *id),
-            );
+            dead.extend(labels_where(false));
         } else if live > 0 {
-            let live_labels: Vec<i64> = labels
-                .iter()
-                .zip(&input.live)
-                .filter(|(_, l)| **l)
-                .map(|(id, _)| *id)
-                .collect();
+            let live_labels: Vec<i64> = labels_where(true).collect();
             index.add(&vectors[at * dim..(at + live) * dim], &live_labels)?;
         }
         at += live;

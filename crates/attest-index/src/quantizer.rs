@@ -244,7 +244,8 @@ impl IvfPqBuilder {
     }
 
     /// Moves every entry of the index written at `path` into this one, `add_to_labels` added to its label
-    /// (FAISS `merge_from`'s `add_id`): both must have been encoded with the same trained quantizer (the caller knows by its version; FAISS checks the shapes).
+    /// (FAISS `merge_from`'s `add_id`): both must have been encoded with the same trained quantizer (the caller
+    /// knows by its version; FAISS checks the shapes).
     pub fn merge_file(&mut self, path: &Path, add_to_labels: i64) -> Result<usize> {
         let other = IvfPqBuilder::read(path)?;
         if other.dim() != self.dim() || other.params() != self.params() {

@@ -71,11 +71,20 @@ fn hit_to_proto(h: Hit, with_payload: bool) -> pb::LaneHit {
     }
 }
 
-/// One lane of a search answer: every hit's payload with `include_payload`, else the best `payload_top` hits'.
-pub fn lane_to_proto(hits: Vec<Hit>, include_payload: bool, payload_top: u32) -> Vec<pb::LaneHit> {
+/// Which hits of each lane carry their payload: every one with `include_payload`, else the best `payload_top`.
+/// The engine copies text for those only, and the wire marks those only.
+pub fn payload_top(r: &pb::ShardSearchRequest) -> usize {
+    match r.include_payload {
+        true => attest_index::ALL_PAYLOADS,
+        false => r.payload_top as usize,
+    }
+}
+
+/// One lane of a search answer, the best `payload_top` hits with their payloads.
+pub fn lane_to_proto(hits: Vec<Hit>, payload_top: usize) -> Vec<pb::LaneHit> {
     hits.into_iter()
         .enumerate()
-        .map(|(rank, h)| hit_to_proto(h, include_payload || rank < payload_top as usize))
+        .map(|(rank, h)| hit_to_proto(h, rank < payload_top))
         .collect()
 }
 

@@ -15,8 +15,8 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use crate::convert::{
-    filter_from_proto, lane_to_proto, near_dup_from_proto, params_from_proto, write_from_proto,
-    write_to_proto,
+    filter_from_proto, lane_to_proto, near_dup_from_proto, params_from_proto, payload_top,
+    write_from_proto, write_to_proto,
 };
 
 /// Catch-up listing page size when the caller names none, and the most it may ask for (also the most
@@ -72,19 +72,15 @@ fn search_one(
         nprobe: (r.nprobe > 0).then_some(r.nprobe),
         filter,
         exact_rescore: r.exact_rescore,
-        // Text is copied out of the segment only for the hits whose payload goes on the wire.
-        payload_top: match r.include_payload {
-            true => attest_index::ALL_PAYLOADS,
-            false => r.payload_top as usize,
-        },
+        payload_top: payload_top(r),
     };
     let lanes = engine.search(&params).map_err(to_status)?;
     observe_stage(STAGE_SHARD_SEARCH, started.elapsed());
     tracing::info!(collection = %r.collection, shard = r.shard, dense = lanes.dense.len(), bm25 = lanes.bm25.len(),
         took_ms = started.elapsed().as_secs_f64() * 1e3, event = "shard_searched", "shard search done");
     Ok(pb::ShardSearchResponse {
-        dense: lane_to_proto(lanes.dense, r.include_payload, r.payload_top),
-        bm25: lane_to_proto(lanes.bm25, r.include_payload, r.payload_top),
+        dense: lane_to_proto(lanes.dense, params.payload_top),
+        bm25: lane_to_proto(lanes.bm25, params.payload_top),
         took_ms: started.elapsed().as_secs_f64() * 1e3,
     })
 }
