@@ -28,6 +28,7 @@ demo: build
 # `build` first: the suites of tests/ run the `attest` binary of the same build, which `cargo test` alone does
 # not build for another package's tests (and the chart tests check the chart's flags against it).
 test: build chart-test console-test
+	python3 -m unittest discover -s scripts/reader -p 'test_*.py'
 	cargo test --workspace --no-fail-fast
 
 # The Helm chart and the image contract, offline (helm/tests; a pinned Python environment in ~/.cache).

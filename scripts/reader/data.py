@@ -1,8 +1,8 @@
 """Training and held-out examples for the reader, built reproducibly (seeded) from `../shared/data`.
 
 Split (written down, by article, so nothing learned from is judged on):
-- squad-dev: an article `squad-dev-aNNNN` is held out when NNNN % 5 == 0 (the reranker's split); unanswerable
-  questions by the article of `source_doc_removed`.
+- squad-dev and shift-reddit: an article (post) `…-aNNNN` is held out when NNNN % 5 == 0 (the reranker's split,
+  and `attest eval --heldout`'s); unanswerable questions by the article of `source_doc_removed`.
 - halueval-qa: items hqNNNNN with NNNNN % 5 == 0 are held out (the lexical verifier's split).
 - vitaminc-train: lines whose 0-based index % 10 == 9 are held out (never trained on).
 - shift-new-wiki is never read here.
@@ -10,8 +10,10 @@ Split (written down, by article, so nothing learned from is judged on):
 Answerability rows: (question, sentence, context = title + previous sentence), label 1 when the sentence holds a
 gold answer. Negatives: the other sentences of the gold paragraph (the topic is there, the answer is not: the
 "answer sentence removed" case), the best-overlapping sentence of another paragraph of the same article and of
-the BM25 top paragraphs of other articles, and the answer sentence against the question with a name swapped for
-a name of another article.
+the BM25 top paragraphs of other articles, and the answer sentence against a perturbed question: a name or a
+number of the question changed for one the passage does not hold ("Super Bowl 49" against a Super Bowl 50
+passage). The same rows are made from squad-dev, shift-reddit (forum posts) and HaluEval QA's held-in items
+(its knowledge passage, the correct answer's items only).
 
 Support rows: (claim, evidence window). FactCC-style from held-in paragraphs: a sentence verbatim or with a
 clause dropped → supported; entity, number, date, pronoun, negation and direction swaps, or a sentence of a
@@ -221,9 +223,41 @@ def load_jsonl(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
+def perturb_question(question, passage, pool_names, rng):
+    """The question with one of its names or numbers changed for one that `passage` (the answer sentence and its
+    context) does not hold, so the passage no longer answers it; None when the question has neither that the
+    passage holds. ("Who won Super Bowl 50?" → "Who won Super Bowl 49?" against the Super Bowl 50 passage.)"""
+    lowered = passage.lower()
+    edits = []
+    for n in NUMBER.findall(question):
+        if n in passage:
+            edits.append(("number", n))
+    for n in names_in(question):
+        if n in passage:
+            edits.append(("name", n))
+    rng.shuffle(edits)
+    def held(text):
+        return re.search(rf"(?<![\w]){re.escape(text.lower())}(?![\w])", lowered) is not None
+
+    for kind, old in edits:
+        if kind == "number":
+            digits = [i for i, ch in enumerate(old) if ch.isdigit()]
+            tries = []
+            for _ in range(5):
+                i = rng.choice(digits)
+                tries.append(old[:i] + str((int(old[i]) + rng.randint(1, 8)) % 10) + old[i + 1 :])
+        else:
+            others = [n for n in pool_names[:5000] if n.lower() not in lowered and n != old]
+            tries = [rng.choice(others)] if others else []
+        for new in tries:
+            if new != old and not held(new):
+                return re.sub(rf"(?<![\w]){re.escape(old)}(?![\w])", new, question, count=1)
+    return None
+
+
 def answerability_rows(squad_dir, rng):
-    """(split, question, sentence, context, label, kind, answers) rows from squad-dev; `answers` (the gold answer
-    strings, for the span head) only on the answer sentence's row."""
+    """(split, question, sentence, context, label, kind, answers) rows from a SQuAD-layout set (squad-dev,
+    shift-reddit); `answers` (the gold answer strings, for the span head) only on the answer sentence's row."""
     corpus = load_jsonl(f"{squad_dir}/corpus.jsonl")
     queries = load_jsonl(f"{squad_dir}/queries.jsonl")
     by_id = {d["_id"]: d for d in corpus}
@@ -289,10 +323,38 @@ def answerability_rows(squad_dir, rng):
                 if not holds_answer(sents[d][j], q["answers"]):
                     add(split, text, d, j, 0, "other_article")
                 break
-        here = [n for n in names_in(text) if n in ss[i] or n in title_text(by_id[gold]["title"])]
-        if here and rng.random() < 0.5:
-            swap = rng.choice([n for n in all_names if n not in here][:5000] or ["Mars"])
-            add(split, text.replace(rng.choice(here), swap, 1), gold, i, 0, "entity_swapped")
+        passage = f"{answer_context(title_text(by_id[gold]['title']), ss, i)} {ss[i]}"
+        perturbed = perturb_question(text, passage, all_names, rng)
+        if perturbed:
+            add(split, perturbed, gold, i, 0, "question_perturbed")
+    return rows
+
+
+def halueval_answerability_rows(path, rng):
+    """Answerability rows from HaluEval QA's items with the correct answer: the knowledge sentence holding the
+    answer (positive), the knowledge's other sentences (answer removed) and the answer sentence against a
+    perturbed question. Split as the support rows: hqNNNNN held out when NNNNN % 5 == 0."""
+    items = [i for i in load_jsonl(path) if int(i["label"]) == 1]
+    all_names = [n for i in items for n in names_in(i["question"])]
+    rows = []
+    for item in items:
+        n = int(re.search(r"hq(\d+)", item["_id"]).group(1))
+        split = "heldout" if n % 5 == 0 else "train"
+        q, answers = item["question"], [item["answer"]]
+        ss = sentences(item["knowledge"])
+        pos = [j for j, s in enumerate(ss) if holds_answer(s, answers)]
+        if not pos:
+            continue
+        i = pos[0]
+        rows.append((split, q, ss[i], answer_context("", ss, i), 1, "answer", answers))
+        others = [j for j in range(len(ss)) if j not in pos]
+        if others:
+            qset = content_set(q)
+            j = max(others, key=lambda k: (len(content_set(ss[k]) & qset), -k))
+            rows.append((split, q, ss[j], answer_context("", ss, j), 0, "answer_removed", []))
+        perturbed = perturb_question(q, f"{answer_context('', ss, i)} {ss[i]}", all_names, rng)
+        if perturbed:
+            rows.append((split, perturbed, ss[i], answer_context("", ss, i), 0, "question_perturbed", []))
     return rows
 
 

@@ -1,4 +1,9 @@
-"""Trains the reader (see model.py, data.py) on the CPU and exports one f16 safetensors file and its report.
+"""Trains the reader (see model.py, data.py) and exports one f16 safetensors file and its report.
+
+Where a GPU is at hand (`--device cuda`), train there; the same command on the CPU gives the same rows, order and
+schedule (the floating-point sums differ, so the weights agree to rounding, not bit for bit). `--build-only`
+writes the tokenised examples to one gzipped file and stops; `--examples FILE` trains from such a file without
+the data sets (what the GPU machine is sent: scripts/reader/train-gpu.sh).
 
 Reproducible: every choice is seeded (`--seed`); resumable: a checkpoint is written every `--checkpoint-every`
 steps to `--work`, and a rerun with the same arguments continues from it. The lower layers and the embeddings
@@ -10,6 +15,7 @@ Usage (scripts/train-reader.sh wraps it):
 """
 
 import argparse
+import gzip
 import hashlib
 import json
 import os
@@ -17,6 +23,7 @@ import random
 import shutil
 import sys
 import time
+from collections import defaultdict
 
 import torch
 import torch.nn.functional as F
@@ -24,7 +31,7 @@ from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 
 sys.path.insert(0, os.path.dirname(__file__))
-from data import answerability_rows, support_rows  # noqa: E402
+from data import answerability_rows, halueval_answerability_rows, support_rows  # noqa: E402
 from model import MAX_FIRST, MAX_LEN, Reader, answer_span, collate, pair_ids, sentence_range, span_margin  # noqa: E402
 
 ANSWERABLE, SUPPORTED = 0, 1
@@ -45,6 +52,11 @@ def auroc(scores, labels):
         rank_sum += avg * sum(l for _, l in pairs[i:j])
         i = j
     return (rank_sum - pos * (pos + 1) / 2) / (pos * neg)
+
+
+def source_prefix(kind):
+    """The source a held-out kind names (see the held-out rows' kinds in main): "" for squad-dev."""
+    return next((p for p in ("reddit_", "halueval_answerability_") if kind.startswith(p)), "")
 
 
 def kind_of(row):
@@ -71,19 +83,18 @@ def encode(tok, rows):
 
 
 def span_loss(span_logits, rows):
-    """Cross-entropy of the start and end positions over [CLS] and the sentence's tokens, for rows with a label."""
-    losses = []
-    for k, r in enumerate(rows):
-        lo, hi, st, en = r[5]
-        if st < 0:
-            continue
-        allowed = torch.zeros(span_logits.shape[1], dtype=torch.bool)
-        allowed[0] = True
-        allowed[lo:hi] = True
-        for j, target in ((0, st), (1, en)):
-            logits = span_logits[k, :, j].masked_fill(~allowed, float("-inf"))
-            losses.append(F.cross_entropy(logits[None], torch.tensor([target])))
-    return torch.stack(losses).mean() if losses else None
+    """Cross-entropy of the start and end positions over [CLS] and the sentence's tokens, for rows with a label
+    (one batched cross-entropy: the mean over rows and both ends, as a loop over them would give)."""
+    keep = [k for k, r in enumerate(rows) if r[5][2] >= 0]
+    if not keep:
+        return None
+    t = span_logits.shape[1]
+    pos = torch.arange(t, device=span_logits.device)
+    bounds = torch.tensor([rows[k][5] for k in keep], device=span_logits.device)
+    allowed = (pos[None, :] == 0) | ((pos[None, :] >= bounds[:, :1]) & (pos[None, :] < bounds[:, 1:2]))
+    logits = span_logits[keep].masked_fill(~allowed[:, :, None], float("-inf"))  # rows × tokens × 2
+    targets = bounds[:, 2:4]  # rows × 2
+    return F.cross_entropy(logits.permute(0, 2, 1).reshape(-1, t), targets.reshape(-1))
 
 
 def batches(examples, batch, rng):
@@ -99,7 +110,7 @@ def batches(examples, batch, rng):
     return out
 
 
-def predict(model, examples, batch=64):
+def predict(model, examples, device, batch=64):
     """(head logit, span margin, predicted span) per example (the margin and span only for answerability)."""
     model.eval()
     with torch.no_grad():
@@ -108,7 +119,8 @@ def predict(model, examples, batch=64):
         for s in range(0, len(order), batch):
             idx = order[s : s + batch]
             ids, types, mask = collate([(examples[i][0], examples[i][1]) for i in idx])
-            logits, span_logits = model(ids, types, mask)
+            logits, span_logits = model(ids.to(device), types.to(device), mask.to(device))
+            logits, span_logits = logits.float().cpu(), span_logits.float().cpu()
             for k, i in enumerate(idx):
                 margin, best = 0.0, None
                 if examples[i][2] == ANSWERABLE:
@@ -129,7 +141,10 @@ def main():
     p.add_argument("--out", default="crates/attest-answer/models/reader")
     p.add_argument("--work", default=os.path.expanduser("~/.cache/attest-reader"))
     p.add_argument("--seed", type=int, default=13)
-    p.add_argument("--answerability", type=int, default=15000, help="answerability rows trained on")
+    p.add_argument("--answerability", type=int, default=15000, help="squad-dev answerability rows trained on")
+    p.add_argument("--reddit", type=int, default=0, help="shift-reddit answerability rows trained on")
+    p.add_argument("--halueval-answerability", type=int, default=0,
+                   help="answerability rows from HaluEval QA's knowledge passages trained on")
     p.add_argument("--vitaminc", type=int, default=6000)
     p.add_argument("--synthetic", type=int, default=4000)
     p.add_argument("--halueval", type=int, default=3000)
@@ -138,6 +153,12 @@ def main():
     p.add_argument("--lr", type=float, default=5e-5)
     p.add_argument("--frozen-layers", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--epochs", type=int, default=1, help="passes over the training rows (each in a new order)")
+    p.add_argument("--unfreeze-embeddings", action="store_true", help="train the embeddings too")
+    p.add_argument("--examples", help="train from this gzipped examples file (--build-only wrote it)")
+    p.add_argument("--build-only", action="store_true", help="write the examples (gzipped) to --work and stop")
+    p.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (a smoke test)")
     p.add_argument("--checkpoint-every", type=int, default=100)
     p.add_argument("--export-only", action="store_true", help="export the latest checkpoint as it is")
     p.add_argument("--init", help="start from this reader.safetensors (a further round) instead of the base model")
@@ -157,29 +178,44 @@ def main():
     tok.no_truncation()
     tok.no_padding()
     quotas = f"{args.answerability}-{args.vitaminc}-{args.synthetic}-{args.halueval}-{args.heldout_per_kind}"
-    cache = f"{args.work}/examples-{args.seed}-{quotas}.json"
+    if args.reddit or args.halueval_answerability:
+        quotas += f"-r{args.reddit}-ha{args.halueval_answerability}"
+    cache = args.examples or f"{args.work}/examples-{args.seed}-{quotas}.json.gz"
     if os.path.exists(cache):
-        with open(cache) as f:
+        with gzip.open(cache, "rt") as f:
             train, heldout = json.load(f)
     else:
         print("building examples", flush=True)
         a = answerability_rows(f"{args.data}/squad-dev", rng)
+        # Sources are tagged in the kind's quota key only: the row layout stays the one model.py reads.
+        source_of = {}
+        if args.reddit:
+            reddit = answerability_rows(f"{args.data}/shift-reddit", rng)
+            source_of.update((id(r), "reddit") for r in reddit)
+            a += reddit
+        if args.halueval_answerability:
+            hal = halueval_answerability_rows(f"{args.data}/halueval-qa/items.jsonl", rng)
+            source_of.update((id(r), "halueval_answerability") for r in hal)
+            a += hal
         s = support_rows(f"{args.data}/squad-dev", f"{args.data}/halueval-qa/items.jsonl",
                          f"{args.data}/vitaminc-train/items.jsonl", rng)
         a_rows = [(ANSWERABLE,) + r[1:] for r in a]
         s_rows = [(SUPPORTED,) + r[1:] for r in s]
         split = {"train": [], "heldout": []}
+        source = {}
         for src, rows in ((a, a_rows), (s, s_rows)):
             for r, enc in zip(src, rows):
                 split[r[0]].append(enc)
+                source[id(enc)] = source_of.get(id(r), "answerability")
         tr = split["train"]
         rng.shuffle(tr)
         quota = {"answerability": args.answerability, "vitaminc": args.vitaminc,
-                 "synthetic": args.synthetic, "halueval": args.halueval}
+                 "synthetic": args.synthetic, "halueval": args.halueval, "reddit": args.reddit,
+                 "halueval_answerability": args.halueval_answerability}
         taken = {k: 0 for k in quota}
         chosen = []
         for r in tr:
-            key = "answerability" if r[0] == ANSWERABLE else kind_of(r)
+            key = source[id(r)] if r[0] == ANSWERABLE else kind_of(r)
             if taken[key] < quota[key]:
                 taken[key] += 1
                 chosen.append(r)
@@ -188,24 +224,33 @@ def main():
         per = {}
         held = []
         for r in ho:
-            key = (r[0], kind_of(r))
+            key = (r[0], kind_of(r) if r[0] == SUPPORTED or source[id(r)] == "answerability"
+                   else f"{source[id(r)]}_{kind_of(r)}")
             if per.get(key, 0) < args.heldout_per_kind:
                 per[key] = per.get(key, 0) + 1
                 held.append(r)
         train, heldout = encode(tok, chosen), encode(tok, held)
-        with open(cache, "w") as f:
+        # Held-out rows of the new sources report under their own kinds (reddit_answer_removed, ...).
+        heldout = [e[:4] + ((e[4] if r[0] == SUPPORTED or source[id(r)] == "answerability"
+                             else f"{source[id(r)]}_{e[4]}"),) + e[5:] for e, r in zip(heldout, held)]
+        with gzip.open(cache + ".tmp", "wt") as f:
             json.dump([train, heldout], f)
+        os.replace(cache + ".tmp", cache)
+    if args.build_only:
+        print(f"wrote {cache}: {len(train)} training rows, {len(heldout)} held-out rows", flush=True)
+        return
     print(f"{len(train)} training rows, {len(heldout)} held-out rows", flush=True)
 
     config = json.load(open(f"{args.base}/config.json"))
     model = Reader(config)
-    base = load_file(f"{args.base}/model.safetensors")
-    state = {k: v for k, v in base.items() if not k.startswith("pooler.") and k != "embeddings.position_ids"}
-    state["reader.pooler.weight"] = base["pooler.dense.weight"]
-    state["reader.pooler.bias"] = base["pooler.dense.bias"]
-    missing, _ = model.load_state_dict(state, strict=False)
-    assert all(m.startswith("reader.") for m in missing), missing
-    if args.init:
+    if not args.init:
+        base = load_file(f"{args.base}/model.safetensors")
+        state = {k: v for k, v in base.items() if not k.startswith("pooler.") and k != "embeddings.position_ids"}
+        state["reader.pooler.weight"] = base["pooler.dense.weight"]
+        state["reader.pooler.bias"] = base["pooler.dense.bias"]
+        missing, _ = model.load_state_dict(state, strict=False)
+        assert all(m.startswith("reader.") for m in missing), missing
+    else:
         missing, unexpected = model.load_state_dict({k: v.float() for k, v in load_file(args.init).items()},
                                                     strict=False)
         assert not unexpected and all(m.startswith("reader.span.") for m in missing), (missing, unexpected)
@@ -213,7 +258,9 @@ def main():
     model.train_span = args.span_weight > 0
     kind_weight = {k: float(w) for k, w in (x.split("=") for x in args.kind_weight.split(",") if x)}
     for prm in model.embeddings.parameters():
-        prm.requires_grad = False
+        prm.requires_grad = args.unfreeze_embeddings
+    device = torch.device(args.device)
+    model.to(device)
     for layer in model.encoder.layer[: args.frozen_layers]:
         for prm in layer.parameters():
             prm.requires_grad = False
@@ -222,7 +269,8 @@ def main():
     span = [prm for prm in model.reader.span.parameters()]
     rest = [prm for prm in trainable if all(prm is not q for q in span)]
     opt = torch.optim.AdamW([{"params": rest}, {"params": span, "lr": args.lr * 10}], lr=args.lr, weight_decay=0.01)
-    plan = batches(train, args.batch, random.Random(args.seed + 1))
+    order = random.Random(args.seed + 1)
+    plan = [b for _ in range(args.epochs) for b in batches(train, args.batch, order)]
     total = len(plan)
     warmup = max(1, total // 20)
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -230,21 +278,23 @@ def main():
     ckpt = f"{args.work}/checkpoint.pt"
     step = 0
     if os.path.exists(ckpt):
-        saved = torch.load(ckpt)
+        saved = torch.load(ckpt, map_location=device)
         model.load_state_dict(saved["model"])
         opt.load_state_dict(saved["opt"])
         sched.load_state_dict(saved["sched"])
         step = saved["step"]
-        torch.set_rng_state(saved["rng"])
+        torch.set_rng_state(saved["rng"].cpu())
         print(f"resumed at step {step}/{total}", flush=True)
 
     started, seen = time.time(), 0
+    if args.max_steps:
+        total = min(total, args.max_steps)
     while step < total and not args.export_only:
         rows = [train[i] for i in plan[step]]
-        ids, types, mask = collate([(r[0], r[1]) for r in rows])
-        task = torch.tensor([r[2] for r in rows])
-        label = torch.tensor([float(r[3]) for r in rows])
-        weight = torch.tensor([kind_weight.get(r[4], 1.0) for r in rows])
+        ids, types, mask = (x.to(device) for x in collate([(r[0], r[1]) for r in rows]))
+        task = torch.tensor([r[2] for r in rows], device=device)
+        label = torch.tensor([float(r[3]) for r in rows], device=device)
+        weight = torch.tensor([kind_weight.get(r[4], 1.0) for r in rows], device=device)
         logits, span_logits = model(ids, types, mask)
         logits = logits.gather(1, task[:, None]).squeeze(1)
         loss = (F.binary_cross_entropy_with_logits(logits, label, reduction="none") * weight).sum() / weight.sum()
@@ -270,14 +320,15 @@ def main():
             os.replace(tmp, ckpt)
 
     # Held-out report.
-    predicted = predict(model, heldout)
+    predicted = predict(model, heldout, device)
     report = {"base": "all-MiniLM-L6-v2", "seed": args.seed, "steps": step, "planned_steps": total,
               "init": os.path.basename(args.init) if args.init else "base", "kind_weight": kind_weight,
               "span_weight": args.span_weight, "span_blend": args.span_blend,
-              "batch": args.batch, "lr": args.lr, "frozen_layers": args.frozen_layers, "max_len": MAX_LEN,
+              "batch": args.batch, "lr": args.lr, "epochs": args.epochs, "device": args.device,
+              "sources": {"reddit": args.reddit, "halueval_answerability": args.halueval_answerability}, "frozen_layers": args.frozen_layers, "max_len": MAX_LEN,
               "max_first": MAX_FIRST, "train_rows": len(train),
-              "split": "squad-dev by article (NNNN % 5 == 0 held out); halueval hqNNNNN % 5 == 0 held out; "
-                       "vitaminc line index % 10 == 9 held out; shift-new-wiki never read",
+              "split": "squad-dev and shift-reddit by article/post (NNNN % 5 == 0 held out); halueval hqNNNNN % 5 "
+                       "== 0 held out; vitaminc line index % 10 == 9 held out; shift-new-wiki never read",
               "heldout": {}}
     kinds = sorted({(r[2], r[4]) for r in heldout})
     idx = [i for i, r in enumerate(heldout) if r[2] == SUPPORTED]
@@ -295,10 +346,15 @@ def main():
     for suffix, score in variants.items():
         s_of = {i: score(predicted[i]) for i in idx}
         report["heldout"][f"answerable{suffix}_auroc"] = auroc([s_of[i] for i in idx], [heldout[i][3] for i in idx])
-        pos = [s_of[i] for i in idx if heldout[i][3] == 1]
+        # Negatives of a source (squad-dev, reddit_, halueval_answerability_) against that source's positives.
+        pos_of = defaultdict(list)
+        for i in idx:
+            if heldout[i][3] == 1:
+                pos_of[source_prefix(heldout[i][4])].append(s_of[i])
         for _, kind in [k for k in kinds if k[0] == ANSWERABLE]:
+            pos = pos_of[source_prefix(kind)]
             neg = [s_of[i] for i in idx if heldout[i][4] == kind and heldout[i][3] == 0]
-            if neg:
+            if neg and pos:
                 report["heldout"][f"answerable{suffix}_auroc_vs_{kind}"] = auroc(
                     pos + neg, [1] * len(pos) + [0] * len(neg))
     labelled = [i for i in idx if heldout[i][5][2] > 0]
@@ -308,7 +364,7 @@ def main():
     print(json.dumps(report, indent=2), flush=True)
 
     os.makedirs(args.out, exist_ok=True)
-    tensors = {k: v.detach().to(torch.float16).contiguous() for k, v in model.state_dict().items()}
+    tensors = {k: v.detach().cpu().to(torch.float16).contiguous() for k, v in model.state_dict().items()}
     weights = f"{args.out}/reader.safetensors"
     save_file(tensors, weights + ".tmp", metadata={"format": "attest-reader-1", "max_len": str(MAX_LEN),
                                                    "span_blend": str(args.span_blend),

@@ -1,7 +1,10 @@
 //! Step 8 of SPEC "answer", the coverage gate (CRAG): a handful of plain comparisons on the reranked scores
 //! decide whether the pool as a whole can ground an answer — bail out when the best score is below 0.40;
 //! ground when it is at least 0.65, or at least 0.55 with 2+ supporting chunks; in between, refine the query and
-//! retrieve again (the pipeline stops after `max_hops` retrievals).
+//! retrieve again (the pipeline stops after `max_hops` retrievals). With the reader on, its answerability gate
+//! ([`decide_read`]) is combined with that lexical one ([`combine`], `answer.reader.gate`).
+
+use serde::{Deserialize, Serialize};
 
 use crate::config::AnswerConfig;
 
@@ -50,9 +53,67 @@ pub fn decide_read(scores: &[f64], reader: &crate::reader::ReaderConfig) -> Gate
     }
 }
 
+/// How the reader's gate and the lexical gate (reranked scores) combine, `answer.reader.gate`.
+///
+/// `both` (the default) grounds only when each gate would: the reader tells "names the subject" from "answers
+/// the question" on Wikipedia, where the lexical gate cannot, but off Wikipedia (forum posts, reviews) it grounds
+/// questions the lexical gate rightly refuses (issue 41). Requiring both makes the default never answer a question
+/// the lexical gate would have abstained on at that step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GateMode {
+    /// Ground when both gates ground; bail when either bails; else refine.
+    #[default]
+    Both,
+    /// The reader's gate, unless the lexical gate bails (the lexical gate can veto, not demand).
+    Veto,
+    /// The reader's gate alone.
+    Reader,
+}
+
+/// The combined decision of the reader's gate (`read`) and the lexical gate (`lexical`) under `mode`.
+pub fn combine(read: Gate, lexical: Gate, mode: GateMode) -> Gate {
+    match mode {
+        GateMode::Reader => read,
+        GateMode::Veto if lexical == Gate::Bail => Gate::Bail,
+        GateMode::Veto => read,
+        GateMode::Both => match (read, lexical) {
+            (Gate::Ground, Gate::Ground) => Gate::Ground,
+            (Gate::Bail, _) | (_, Gate::Bail) => Gate::Bail,
+            _ => Gate::Refine,
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn both_grounds_only_when_each_gate_does() {
+        use Gate::*;
+        // The reader passes, the lexical gate fails: no answer under `both`, an answer under `reader`.
+        assert_eq!(combine(Ground, Bail, GateMode::Both), Bail);
+        assert_eq!(combine(Ground, Refine, GateMode::Both), Refine);
+        assert_eq!(combine(Ground, Bail, GateMode::Reader), Ground);
+        assert_eq!(combine(Ground, Bail, GateMode::Veto), Bail);
+        assert_eq!(combine(Ground, Refine, GateMode::Veto), Ground);
+        // The lexical gate passes, the reader fails: no answer under either mode.
+        assert_eq!(combine(Bail, Ground, GateMode::Both), Bail);
+        assert_eq!(combine(Refine, Ground, GateMode::Both), Refine);
+        assert_eq!(combine(Bail, Ground, GateMode::Reader), Bail);
+        assert_eq!(combine(Refine, Ground, GateMode::Veto), Refine);
+        assert_eq!(combine(Ground, Ground, GateMode::Both), Ground);
+        assert_eq!(combine(Refine, Refine, GateMode::Both), Refine);
+    }
+
+    #[test]
+    fn both_is_the_default_and_reads_from_config() {
+        assert_eq!(GateMode::default(), GateMode::Both);
+        let mode: GateMode = serde_json::from_str("\"reader\"").unwrap();
+        assert_eq!(mode, GateMode::Reader);
+        assert!(serde_json::from_str::<GateMode>("\"either\"").is_err());
+    }
 
     #[test]
     fn the_reader_gate_holds_its_own_thresholds() {

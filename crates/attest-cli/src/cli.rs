@@ -554,8 +554,12 @@ pub struct EvalArgs {
     #[arg(long)]
     pub verifier_data: Vec<PathBuf>,
     /// Ask only the questions of held-out articles (`…-aNNNN-…` with NNNN % 5 == 0: never trained on).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "heldin")]
     pub heldout: bool,
+    /// Ask only the questions of held-in articles (the complement of `--heldout`): where thresholds and gate
+    /// modes are chosen, so that the held-out articles report them untuned.
+    #[arg(long)]
+    pub heldin: bool,
     /// Also ask up to N answerable questions against their gold paragraph with the answer sentence removed
     /// (unanswerable with the topic present), in a second collection; reported apart.
     #[arg(long)]

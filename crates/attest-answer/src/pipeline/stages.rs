@@ -189,7 +189,14 @@ impl AnswerService {
             let gate = match (&answerability, &self.reader) {
                 // A curated pin is sufficient evidence by itself (the seed's `assess_sufficiency`).
                 _ if !turn.out.pinned.is_empty() => Gate::Ground,
-                (Some(scores), Some(reader)) => gate::decide_read(scores, reader.config()),
+                (Some(scores), Some(reader)) => {
+                    let reranked: Vec<f64> = turn.ranked.iter().map(|c| c.score).collect();
+                    gate::combine(
+                        gate::decide_read(scores, reader.config()),
+                        gate::decide(&reranked, &self.config),
+                        reader.config().gate,
+                    )
+                }
                 _ => {
                     let reranked: Vec<f64> = turn.ranked.iter().map(|c| c.score).collect();
                     gate::decide(&reranked, &self.config)

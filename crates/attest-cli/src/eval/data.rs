@@ -138,13 +138,14 @@ impl EvalSet {
         })
     }
 
-    /// Keeps the questions of held-out articles (by `gold_doc`, or `source_doc_removed` when unanswerable).
-    pub fn keep_heldout_articles(&mut self) {
+    /// Keeps the questions of held-out articles (by `gold_doc`, or `source_doc_removed` when unanswerable), or
+    /// with `heldout` false those of the held-in ones (where a gate is chosen, so the held-out ones can report it).
+    pub fn keep_articles(&mut self, heldout: bool) {
         self.queries.retain(|q| {
             q.gold_doc
                 .as_deref()
                 .or(q.source_doc_removed.as_deref())
-                .is_some_and(heldout_article)
+                .is_some_and(|d| heldout_article(d) == heldout)
         });
     }
 

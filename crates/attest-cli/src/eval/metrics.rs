@@ -86,6 +86,23 @@ pub struct CurvePoint {
     pub hallucination_rate: f64,
 }
 
+/// The 95% Wilson score interval of a rate of `hits` in `n` trials ([0, 1] when there are none): unlike the
+/// normal approximation it stays inside 0..1 and is honest at rates near 0, where hallucination rates live.
+pub fn wilson_interval(hits: usize, n: usize) -> [f64; 2] {
+    if n == 0 {
+        return [0.0, 1.0];
+    }
+    const Z: f64 = 1.959_963_984_540_054;
+    let (n, p) = (n as f64, hits as f64 / n as f64);
+    let centre = p + Z * Z / (2.0 * n);
+    let spread = Z * (p * (1.0 - p) / n + Z * Z / (4.0 * n * n)).sqrt();
+    let scale = 1.0 + Z * Z / n;
+    [
+        ((centre - spread) / scale).max(0.0),
+        ((centre + spread) / scale).min(1.0),
+    ]
+}
+
 /// Coverage and hallucination rate at `threshold`.
 pub fn point_at(outcomes: &[Outcome], threshold: f64) -> CurvePoint {
     let (mut answerable, mut covered, mut unanswerable, mut hallucinated) = (0usize, 0, 0, 0);
@@ -206,5 +223,19 @@ mod tests {
                 prop_assert!((0.0..=1.0 + 1e-12).contains(&m));
             }
         }
+    }
+
+    #[test]
+    fn wilson_interval_matches_the_textbook_values() {
+        // 10 of 100: 0.0552–0.1744 (Wilson, 95%).
+        let [lo, hi] = wilson_interval(10, 100);
+        assert!(
+            (lo - 0.0552).abs() < 1e-3 && (hi - 0.1744).abs() < 1e-3,
+            "{lo} {hi}"
+        );
+        // None of 50: the lower bound is 0, the upper one is not.
+        let [lo, hi] = wilson_interval(0, 50);
+        assert!(lo.abs() < 1e-12 && (hi - 0.0713).abs() < 1e-3, "{lo} {hi}");
+        assert_eq!(wilson_interval(0, 0), [0.0, 1.0]);
     }
 }

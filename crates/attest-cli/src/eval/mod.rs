@@ -8,6 +8,7 @@
 //! - [`adversarial`]: unanswerable questions whose topic is in the corpus (answer sentence removed).
 //! - [`data`]: the data set (corpus, queries with answerable flags, qrels) and its hash.
 //! - [`metrics`]: nDCG / recall / MRR, percentiles, the risk–coverage curve and its operating point.
+//! - [`perturbed`]: answerable questions with a number or name changed so that nothing answers them.
 //! - [`run`]: running retrieval and questions against the in-process cluster.
 //! - [`report`]: the JSON report, the table, the baseline comparison.
 //! - [`plot`]: the risk–coverage PNG.
@@ -16,6 +17,7 @@
 pub mod adversarial;
 pub mod data;
 pub mod metrics;
+pub mod perturbed;
 pub mod plot;
 pub mod report;
 pub mod run;
@@ -38,8 +40,8 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<i32> {
     let started = std::time::Instant::now();
     let cfg = config::load(args.config.as_deref(), std::env::vars())?;
     let mut set = EvalSet::load(&args.data)?;
-    if args.heldout {
-        set.keep_heldout_articles();
+    if args.heldout || args.heldin {
+        set.keep_articles(args.heldout);
     }
     set.sample(args.every, args.limit);
     let scratch;
@@ -84,6 +86,9 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<i32> {
             );
         }
         report.adversarial = Some(run::adversarial(&stack, &name, &adv.questions).await?);
+        // Question perturbation: the whole collection, a question it no longer answers.
+        let perturbed = perturbed::build(&set, n);
+        report.perturbed = Some(run::adversarial(&stack, &collection, &perturbed).await?);
     }
     for path in &args.verifier_data {
         // The set's name: its directory (`…/vitaminc-train/items.jsonl`, `…/halueval-qa`) or its file stem.

@@ -24,6 +24,9 @@ pub struct AnswerScores {
     pub unanswerable: usize,
     /// Unanswerable questions answered / unanswerable questions.
     pub hallucination_rate: f64,
+    /// The hallucination rate's 95% interval (Wilson score; samples of a few hundred questions are wide).
+    #[serde(default)]
+    pub hallucination_ci95: [f64; 2],
     /// Answerable questions answered / answerable questions.
     pub coverage: f64,
     /// Answered answerable questions whose answer contains a gold answer string (normalised) / answered
@@ -123,6 +126,10 @@ pub struct Report {
     pub verifier: BTreeMap<String, VerifierScores>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adversarial: Option<AdversarialScores>,
+    /// `--adversarial`'s question-perturbation cases (a number or name changed to one no document holds),
+    /// asked against the whole collection: any answer counts as a hallucination.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub perturbed: Option<AdversarialScores>,
     /// Corpus documents the router refused at ingest (near-duplicates, repeated ids), absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<Skipped>,
@@ -315,8 +322,13 @@ pub fn table(r: &Report) -> String {
     }
     let a = &r.answers;
     out.push_str(&format!(
-        "\nanswers: coverage {:.4}  accuracy {:.4}  hallucination {:.4}  citation validity {:.4}\n",
-        a.coverage, a.accuracy, a.hallucination_rate, a.citation_validity
+        "\nanswers: coverage {:.4}  accuracy {:.4}  hallucination {:.4} (95% {:.4}–{:.4})  citation validity {:.4}\n",
+        a.coverage,
+        a.accuracy,
+        a.hallucination_rate,
+        a.hallucination_ci95[0],
+        a.hallucination_ci95[1],
+        a.citation_validity
     ));
     if !a.reasons.is_empty() {
         let reasons: Vec<String> = a.reasons.iter().map(|(k, v)| format!("{k} {v}")).collect();
@@ -343,6 +355,12 @@ pub fn table(r: &Report) -> String {
             "\nadversarial (answer sentence removed from the gold paragraph): {} questions, hallucination {:.4} \
              (answered {:.4}, {} of them quoting the answer from another paragraph)\n",
             adv.questions, adv.hallucination_rate, adv.answered_rate, adv.answered_elsewhere
+        ));
+    }
+    if let Some(p) = &r.perturbed {
+        out.push_str(&format!(
+            "perturbed questions (a number or name changed to one no document holds): {} questions, answered {:.4}\n",
+            p.questions, p.answered_rate
         ));
     }
     for (name, v) in &r.verifier {

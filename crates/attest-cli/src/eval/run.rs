@@ -372,6 +372,7 @@ pub async fn answers(
     scores.coverage = answered as f64 / scores.answerable.max(1) as f64;
     scores.accuracy = accurate as f64 / answered.max(1) as f64;
     scores.hallucination_rate = hallucinated as f64 / scores.unanswerable.max(1) as f64;
+    scores.hallucination_ci95 = super::metrics::wilson_interval(hallucinated, scores.unanswerable);
     scores.citation_validity = if citations == 0 {
         1.0
     } else {
