@@ -28,9 +28,9 @@ use crate::verifier::Verifier;
 
 /// Which judgement back end the answer tier uses.
 ///
-/// The default is the reader (issue 41): trained on Wikipedia, forum posts and HaluEval's passages, and gated
-/// together with the lexical gate (`reader.gate: both`) so that off Wikipedia it never grounds what the lexical
-/// gate refuses (docs/BENCHMARKS.md "Reader round 7").
+/// The default is the reader (issue 41): trained on Wikipedia, forum posts and HaluEval's passages, its gate
+/// combined with the lexical one (`reader.gate: veto`: the lexical gate can refuse), which hallucinated less than
+/// the lexical default on every shared set (docs/BENCHMARKS.md "Reader round 7").
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ReaderBackend {
@@ -66,7 +66,8 @@ pub struct ReaderConfig {
     /// shift-new-wiki 1.6% at 73.0% (0.25 gave 74.5% coverage on squad-dev; docs/BENCHMARKS.md "Reader round 6").
     pub bail_threshold: f64,
     pub ground_threshold: f64,
-    /// How this gate combines with the lexical one (`both`: ground only when both do; `reader`: this one alone).
+    /// How this gate combines with the lexical one (`veto`: this one, unless the lexical one bails; `both`: ground
+    /// only when both do; `reader`: this one alone).
     pub gate: crate::gate::GateMode,
     /// The verifier's support = (1 − w) × the support head + w × the learned lexical verifier: the head reads
     /// one-edit changes word overlap cannot see, the lexical model catches claims carrying words the evidence
@@ -85,7 +86,7 @@ impl Default for ReaderConfig {
             threads: 2,
             bail_threshold: 0.05,
             ground_threshold: 0.15,
-            gate: crate::gate::GateMode::Both,
+            gate: crate::gate::GateMode::Veto,
             lexical_weight: 0.5,
         }
     }

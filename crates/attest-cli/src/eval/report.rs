@@ -32,6 +32,10 @@ pub struct AnswerScores {
     /// Answered answerable questions whose answer contains a gold answer string (normalised) / answered
     /// answerable questions.
     pub accuracy: f64,
+    /// Claims of answered answerable questions that state a gold answer / all their claims: how much of what
+    /// the answer keeps bears on the question (a true, cited, irrelevant sentence counts against it).
+    #[serde(default)]
+    pub answer_precision: f64,
     /// Citations resolving to a passage retrieved in that turn / all citations.
     pub citation_validity: f64,
     pub reasons: BTreeMap<String, usize>,
@@ -322,9 +326,11 @@ pub fn table(r: &Report) -> String {
     }
     let a = &r.answers;
     out.push_str(&format!(
-        "\nanswers: coverage {:.4}  accuracy {:.4}  hallucination {:.4} (95% {:.4}–{:.4})  citation validity {:.4}\n",
+        "\nanswers: coverage {:.4}  accuracy {:.4}  answer precision {:.4}  hallucination {:.4} (95% {:.4}–{:.4})  \
+         citation validity {:.4}\n",
         a.coverage,
         a.accuracy,
+        a.answer_precision,
         a.hallucination_rate,
         a.hallucination_ci95[0],
         a.hallucination_ci95[1],

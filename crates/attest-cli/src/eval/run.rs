@@ -311,6 +311,7 @@ pub async fn answers(
     let mut scores = AnswerScores::default();
     let (mut answered, mut accurate, mut hallucinated, mut citations, mut valid) =
         (0usize, 0usize, 0usize, 0usize, 0usize);
+    let (mut claims, mut claims_on_point) = (0usize, 0usize);
     let mut stages: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut outcomes = Vec::new();
     let bar = progress(set.queries.len(), "ask");
@@ -353,6 +354,13 @@ pub async fn answers(
             scores.answerable += 1;
             if is_answered {
                 answered += 1;
+                // Answer precision: the kept claims that state a gold answer (bear on the question), of all kept.
+                claims += a.claims.len();
+                claims_on_point += a
+                    .claims
+                    .iter()
+                    .filter(|c| super::adversarial::states_answer(&c.text, &q.answers))
+                    .count();
                 let text = normalise_answer(&a.answer);
                 accurate += usize::from(
                     q.answers
@@ -371,6 +379,7 @@ pub async fn answers(
     scores.questions = set.queries.len();
     scores.coverage = answered as f64 / scores.answerable.max(1) as f64;
     scores.accuracy = accurate as f64 / answered.max(1) as f64;
+    scores.answer_precision = claims_on_point as f64 / claims.max(1) as f64;
     scores.hallucination_rate = hallucinated as f64 / scores.unanswerable.max(1) as f64;
     scores.hallucination_ci95 = super::metrics::wilson_interval(hallucinated, scores.unanswerable);
     scores.citation_validity = if citations == 0 {
