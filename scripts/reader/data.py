@@ -167,6 +167,13 @@ def swap_word(sentence, pairs, rng):
     return re.sub(rf"\b{x}\b", y, sentence, count=1)
 
 
+def nudge_digit(number, rng):
+    """`number` with one of its digits, drawn at random, moved on by 1-8 (mod 10)."""
+    digits = [i for i, ch in enumerate(number) if ch.isdigit()]
+    i = rng.choice(digits)
+    return number[:i] + str((int(number[i]) + rng.randint(1, 8)) % 10) + number[i + 1 :]
+
+
 def perturb(sentence, pool_names, pool_numbers, rng):
     """One meaning-changing edit of the sentence, or None when no edit applies."""
     edits = ["name", "number", "negation", "direction", "pronoun"]
@@ -185,9 +192,7 @@ def perturb(sentence, pool_names, pool_numbers, rng):
                 if others and rng.random() < 0.5:
                     new = rng.choice(others)
                 else:
-                    digits = [i for i, ch in enumerate(n) if ch.isdigit()]
-                    i = rng.choice(digits)
-                    new = n[:i] + str((int(n[i]) + rng.randint(1, 8)) % 10) + n[i + 1 :]
+                    new = nudge_digit(n, rng)
                 if new != n:
                     return re.sub(rf"\b{re.escape(n)}\b", new, sentence, count=1)
         elif edit == "negation":
@@ -236,16 +241,13 @@ def perturb_question(question, passage, pool_names, rng):
         if n in passage:
             edits.append(("name", n))
     rng.shuffle(edits)
+
     def held(text):
         return re.search(rf"(?<![\w]){re.escape(text.lower())}(?![\w])", lowered) is not None
 
     for kind, old in edits:
         if kind == "number":
-            digits = [i for i, ch in enumerate(old) if ch.isdigit()]
-            tries = []
-            for _ in range(5):
-                i = rng.choice(digits)
-                tries.append(old[:i] + str((int(old[i]) + rng.randint(1, 8)) % 10) + old[i + 1 :])
+            tries = [nudge_digit(old, rng) for _ in range(5)]
         else:
             others = [n for n in pool_names[:5000] if n.lower() not in lowered and n != old]
             tries = [rng.choice(others)] if others else []

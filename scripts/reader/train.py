@@ -54,9 +54,21 @@ def auroc(scores, labels):
     return (rank_sum - pos * (pos + 1) / 2) / (pos * neg)
 
 
+# Answerability sources other than squad-dev: each has its own quota, and its held-out rows report under
+# `<source>_<kind>` (reddit_answer_removed, ...) against that source's positives.
+EXTRA_SOURCES = ("reddit", "halueval_answerability")
+
+
 def source_prefix(kind):
-    """The source a held-out kind names (see the held-out rows' kinds in main): "" for squad-dev."""
-    return next((p for p in ("reddit_", "halueval_answerability_") if kind.startswith(p)), "")
+    """The source a held-out kind names (see `heldout_kind`): "" for squad-dev."""
+    return next((f"{p}_" for p in EXTRA_SOURCES if kind.startswith(f"{p}_")), "")
+
+
+def heldout_kind(row, source):
+    """The kind a held-out row reports under: its own, prefixed by its source when that is not squad-dev."""
+    if row[0] == SUPPORTED or source == "answerability":
+        return kind_of(row)
+    return f"{source}_{kind_of(row)}"
 
 
 def kind_of(row):
@@ -186,27 +198,20 @@ def main():
             train, heldout = json.load(f)
     else:
         print("building examples", flush=True)
-        a = answerability_rows(f"{args.data}/squad-dev", rng)
-        # Sources are tagged in the kind's quota key only: the row layout stays the one model.py reads.
-        source_of = {}
+        # Every row travels with its source (the quota it counts against); the row layout stays model.py's.
+        tagged = [("answerability", r) for r in answerability_rows(f"{args.data}/squad-dev", rng)]
         if args.reddit:
-            reddit = answerability_rows(f"{args.data}/shift-reddit", rng)
-            source_of.update((id(r), "reddit") for r in reddit)
-            a += reddit
+            tagged += [("reddit", r) for r in answerability_rows(f"{args.data}/shift-reddit", rng)]
         if args.halueval_answerability:
             hal = halueval_answerability_rows(f"{args.data}/halueval-qa/items.jsonl", rng)
-            source_of.update((id(r), "halueval_answerability") for r in hal)
-            a += hal
+            tagged += [("halueval_answerability", r) for r in hal]
         s = support_rows(f"{args.data}/squad-dev", f"{args.data}/halueval-qa/items.jsonl",
                          f"{args.data}/vitaminc-train/items.jsonl", rng)
-        a_rows = [(ANSWERABLE,) + r[1:] for r in a]
-        s_rows = [(SUPPORTED,) + r[1:] for r in s]
+        tagged = [(src, (ANSWERABLE,) + r[1:], r[0]) for src, r in tagged]
+        tagged += [("support", (SUPPORTED,) + r[1:], r[0]) for r in s]
         split = {"train": [], "heldout": []}
-        source = {}
-        for src, rows in ((a, a_rows), (s, s_rows)):
-            for r, enc in zip(src, rows):
-                split[r[0]].append(enc)
-                source[id(enc)] = source_of.get(id(r), "answerability")
+        for src, row, which in tagged:
+            split[which].append((src, row))
         tr = split["train"]
         rng.shuffle(tr)
         quota = {"answerability": args.answerability, "vitaminc": args.vitaminc,
@@ -214,8 +219,8 @@ def main():
                  "halueval_answerability": args.halueval_answerability}
         taken = {k: 0 for k in quota}
         chosen = []
-        for r in tr:
-            key = source[id(r)] if r[0] == ANSWERABLE else kind_of(r)
+        for src, r in tr:
+            key = src if r[0] == ANSWERABLE else kind_of(r)
             if taken[key] < quota[key]:
                 taken[key] += 1
                 chosen.append(r)
@@ -223,16 +228,13 @@ def main():
         rng.shuffle(ho)
         per = {}
         held = []
-        for r in ho:
-            key = (r[0], kind_of(r) if r[0] == SUPPORTED or source[id(r)] == "answerability"
-                   else f"{source[id(r)]}_{kind_of(r)}")
-            if per.get(key, 0) < args.heldout_per_kind:
-                per[key] = per.get(key, 0) + 1
-                held.append(r)
-        train, heldout = encode(tok, chosen), encode(tok, held)
-        # Held-out rows of the new sources report under their own kinds (reddit_answer_removed, ...).
-        heldout = [e[:4] + ((e[4] if r[0] == SUPPORTED or source[id(r)] == "answerability"
-                             else f"{source[id(r)]}_{e[4]}"),) + e[5:] for e, r in zip(heldout, held)]
+        for src, r in ho:
+            kind = heldout_kind(r, src)
+            if per.get((r[0], kind), 0) < args.heldout_per_kind:
+                per[(r[0], kind)] = per.get((r[0], kind), 0) + 1
+                held.append((r, kind))
+        train = encode(tok, chosen)
+        heldout = [e[:4] + (kind,) + e[5:] for e, (_, kind) in zip(encode(tok, [r for r, _ in held]), held)]
         with gzip.open(cache + ".tmp", "wt") as f:
             json.dump([train, heldout], f)
         os.replace(cache + ".tmp", cache)
@@ -325,7 +327,8 @@ def main():
               "init": os.path.basename(args.init) if args.init else "base", "kind_weight": kind_weight,
               "span_weight": args.span_weight, "span_blend": args.span_blend,
               "batch": args.batch, "lr": args.lr, "epochs": args.epochs, "device": args.device,
-              "sources": {"reddit": args.reddit, "halueval_answerability": args.halueval_answerability}, "frozen_layers": args.frozen_layers, "max_len": MAX_LEN,
+              "sources": {"reddit": args.reddit, "halueval_answerability": args.halueval_answerability},
+              "frozen_layers": args.frozen_layers, "max_len": MAX_LEN,
               "max_first": MAX_FIRST, "train_rows": len(train),
               "split": "squad-dev and shift-reddit by article/post (NNNN % 5 == 0 held out); halueval hqNNNNN % 5 "
                        "== 0 held out; vitaminc line index % 10 == 9 held out; shift-new-wiki never read",

@@ -186,21 +186,17 @@ impl AnswerService {
             let t = Instant::now();
             let answerability = self.read(turn).await;
             turn.record(STAGE_READ, t);
+            let reranked: Vec<f64> = turn.ranked.iter().map(|c| c.score).collect();
+            let lexical = gate::decide(&reranked, &self.config);
             let gate = match (&answerability, &self.reader) {
                 // A curated pin is sufficient evidence by itself (the seed's `assess_sufficiency`).
                 _ if !turn.out.pinned.is_empty() => Gate::Ground,
-                (Some(scores), Some(reader)) => {
-                    let reranked: Vec<f64> = turn.ranked.iter().map(|c| c.score).collect();
-                    gate::combine(
-                        gate::decide_read(scores, reader.config()),
-                        gate::decide(&reranked, &self.config),
-                        reader.config().gate,
-                    )
-                }
-                _ => {
-                    let reranked: Vec<f64> = turn.ranked.iter().map(|c| c.score).collect();
-                    gate::decide(&reranked, &self.config)
-                }
+                (Some(scores), Some(reader)) => gate::combine(
+                    gate::decide_read(scores, reader.config()),
+                    lexical,
+                    reader.config().gate,
+                ),
+                _ => lexical,
             };
             if gate != Gate::Refine || turn.out.hops >= self.config.max_hops.max(1) {
                 break gate;
