@@ -11,7 +11,7 @@
 #        round 5: + the span head (start/end logits per token, SQuAD 2.0 style; loss weight 0.5, 10x lr),
 #                 16,000 answerability pairs; round 6: every held-in answerability pair (30,400), span loss 1.0,
 #                 14,000 VitaminC pairs; exported with span_blend 0.5 (answerability = answerable logit + 0.5 x
-#                 span margin, chosen on held-out squad-dev articles, docs/BENCHMARKS.md "Reader round 6").
+#                 span margin, chosen on held-out squad-dev articles, docs/bench/history.md "Reader rounds 5 and 6").
 #        round 7 (issue 41; committed): off Wikipedia — shift-reddit's held-in posts, HaluEval's knowledge
 #                 passages as answerability pairs, question-perturbation negatives ("Super Bowl 49" against a Super
 #                 Bowl 50 passage) from every corpus; every layer trained, 3 epochs over 91,965 rows

@@ -6,7 +6,7 @@
 //! [`IvfPqIndex::search_assigned`]), and the PQ scores of different segments are comparable: the engine keeps
 //! one candidate list for all of them and re-scores it once, as one segment of their combined size would. Before,
 //! each of a 10M shard's eight segments assigned the query, re-scored 64 × k candidates from its SQ8 copy and
-//! 2 × k from its full vectors (docs/BENCHMARKS.md "10M serving").
+//! 2 × k from its full vectors (docs/bench/history.md "10M serving").
 
 use crate::error::{IndexError, Result};
 use crate::ivfpq::{best_first, faiss_status, IvfPqIndex};

@@ -53,7 +53,7 @@ pub struct ReaderConfig {
     pub passages: usize,
     /// Sentences read per hop at most, those covering most of the question first. 8: ask p50 / p95 0.30 / 0.73 s
     /// on squad-dev held-out (12 gave ~1.3 s p95) at 0.7 points less coverage and the same hallucination, on
-    /// squad-dev held-out and shift-new-wiki alike (docs/BENCHMARKS.md, "Eight windows").
+    /// squad-dev held-out and shift-new-wiki alike (docs/bench/history.md, "Eight windows").
     pub max_sentences: usize,
     /// Pairs per forward pass (small batches: candle's batched attention pads and slows per pair).
     pub batch: usize,
@@ -63,7 +63,7 @@ pub struct ReaderConfig {
     /// The coverage gate on answerability (chosen on squad-dev held-out articles and unchanged on
     /// shift-new-wiki): bail below `bail_threshold`, ground at `ground_threshold` or above, else refine.
     /// 0.05 / 0.15 with the round-6 weights (span head): squad-dev held-out 1.9% hallucination at 77.6% coverage,
-    /// shift-new-wiki 1.6% at 73.0% (0.25 gave 74.5% coverage on squad-dev; docs/BENCHMARKS.md "Reader round 6").
+    /// shift-new-wiki 1.6% at 73.0% (0.25 gave 74.5% coverage on squad-dev; docs/bench/history.md "Reader rounds 5 and 6").
     pub bail_threshold: f64,
     pub ground_threshold: f64,
     /// How this gate combines with the lexical one (`veto`: this one, unless the lexical one bails; `both`: ground

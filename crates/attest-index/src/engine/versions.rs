@@ -3,7 +3,7 @@
 //!
 //! Documents are keyed by 128 bits of two SipHashes of (tenant, document id), each with its own random keys, not
 //! by their names. A 10M-document shard held every id as its own allocation beside a 48-byte bucket, ~1.1 GB of
-//! its 1.59 GB anonymous memory (docs/BENCHMARKS.md "10M serving"); a 32-byte bucket and no allocation is half
+//! its 1.59 GB anonymous memory (docs/bench/history.md "10M serving"); a 32-byte bucket and no allocation is half
 //! that. Two documents share a key with probability about n² / 2^129 — 10^-25 at 10M documents — and the keys
 //! are drawn anew by every process (the map is rebuilt from the log at start-up), so nobody can choose ids that
 //! collide.
