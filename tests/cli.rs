@@ -1,6 +1,6 @@
 //! The client commands as a new user meets them: a typo in `--collection` creates nothing, a binary file in a
 //! directory is skipped (not fatal), a directory with nothing to ingest is an error, a bad `--server` is named,
-//! and `--help` documents every argument.
+//! index parameters and JSONL fields the server cannot take are named, and `--help` documents every argument.
 
 mod common;
 
@@ -108,6 +108,44 @@ fn client_commands_refuse_mistakes_and_skip_what_they_cannot_read() {
         stderr(&out).contains("`notaurl` is not a valid URL"),
         "{}",
         stderr(&out)
+    );
+
+    // Index parameters the collection cannot have are refused naming the field; nothing is created.
+    let out = attest(&server, &["collection", "create", "odd", "--m", "7"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("index.m"), "{}", stderr(&out));
+    assert_eq!(collections(&server), vec!["notes".to_string()]);
+
+    // A JSONL line with a field documents do not have is reported by line, naming the field; the rest goes in.
+    let lines = tempfile::tempdir().unwrap();
+    write(
+        lines.path(),
+        "owls.jsonl",
+        b"{\"id\": \"o1\", \"text\": \"Barn owls hunt at night.\"}\n\
+          {\"id\": \"o2\", \"text\": \"Owls swallow prey whole.\", \"url\": \"x\"}\n",
+    );
+    let owls = lines.path().join("owls.jsonl");
+    let out = attest(
+        &server,
+        &[
+            "ingest",
+            "--collection",
+            "notes",
+            "--json",
+            owls.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("owls.jsonl:2: unknown field `url`"),
+        "{}",
+        stderr(&out)
+    );
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (&summary["accepted"], &summary["malformed_lines"]),
+        (&Value::from(1), &Value::from(1)),
+        "{summary}"
     );
 
     // --help documents the arguments.

@@ -451,6 +451,10 @@ fn bad_input_gets_clear_errors_and_writes_nothing() {
     // NDJSON: malformed lines and invalid UTF-8 are reported with their line numbers; the rest is ingested.
     let mut ndjson = b"{\"id\": \"g1\", \"text\": \"giraffes are tall\"}\n{not json\n".to_vec();
     ndjson.extend_from_slice(b"{\"id\": \"g2\", \"text\": \"bad \xff\xfe bytes\"}\n{\"id\": \"g3\", \"text\": \"okapis are related to giraffes\"}\n");
+    // An unknown field refuses its line, named: a misspelt `tenant` must not land in the default tenant.
+    ndjson.extend_from_slice(
+        b"{\"id\": \"g4\", \"text\": \"giraffes sleep standing\", \"tenat\": \"a\"}\n",
+    );
     let r = http()
         .post(format!("{u}/v1/collections/c/documents"))
         .header("content-type", "application/x-ndjson")
@@ -466,7 +470,14 @@ fn bad_input_gets_clear_errors_and_writes_nothing() {
         .iter()
         .map(|x| x["line"].as_u64().unwrap())
         .collect();
-    assert_eq!(lines, vec![2, 3]);
+    assert_eq!(lines, vec![2, 3, 5]);
+    assert!(
+        b["rejected"][2]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("unknown field `tenat`"),
+        "{b}"
+    );
     let found = search(&dev, "c", "giraffes", 5);
     let ids: Vec<&str> = found["hits"]
         .as_array()
@@ -475,7 +486,7 @@ fn bad_input_gets_clear_errors_and_writes_nothing() {
         .map(|h| h["doc_id"].as_str().unwrap())
         .collect();
     assert!(
-        ids.contains(&"g1") && ids.contains(&"g3") && !ids.contains(&"g2"),
+        ids.contains(&"g1") && ids.contains(&"g3") && !ids.contains(&"g2") && !ids.contains(&"g4"),
         "{ids:?}"
     );
 
@@ -523,7 +534,32 @@ fn bad_input_gets_clear_errors_and_writes_nothing() {
         "{b}"
     );
     for (path, body, field) in [
-        ("search", json!({"query": "marmots", "top_k": 3}), "body"),
+        ("search", json!({"query": "marmots", "top_k": 3}), "top_k"),
+        ("search", json!({"query": "marmots", "nprobe": 0}), "nprobe"),
+        (
+            "search",
+            json!({"query": "marmots", "nprobe": 1_000_000}),
+            "nprobe",
+        ),
+        (
+            "search",
+            json!({"query": "marmots", "nprobe": 1e6}),
+            "nprobe",
+        ),
+        (
+            "documents",
+            json!({"documents": [
+                {"id": "ok", "text": "wombats dig long burrows"},
+                {"id": "bad", "text": "wombats again", "colour": "brown"}
+            ]}),
+            "documents[1].colour",
+        ),
+        ("ask", json!({"question": "x", "colour": "red"}), "colour"),
+        (
+            "ask",
+            json!({"question": "x", "history": [{"role": "user", "content": "y", "at": 1}]}),
+            "history[0].at",
+        ),
         (
             "search",
             json!({"query": "marmots", "weights": {"dense": 0.0, "bm25": 0.0}}),
@@ -556,6 +592,16 @@ fn bad_input_gets_clear_errors_and_writes_nothing() {
         b["error"]["message"].as_str().unwrap().contains("top_k"),
         "{s} {b}"
     );
+    // The good document beside the one with an unknown field was not written either.
+    let wombats = search(&dev, "c", "wombats", 10);
+    assert!(
+        !wombats["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h["text"].as_str().unwrap().contains("wombats")),
+        "{wombats}"
+    );
     for (body, field) in [
         (json!({"name": "zero-shards", "shards": 0}), "shards"),
         (
@@ -566,6 +612,17 @@ fn bad_input_gets_clear_errors_and_writes_nothing() {
             json!({"name": "wide-probe", "index": {"nlist": 8, "nprobe": 16}}),
             "index.nprobe",
         ),
+        (
+            json!({"name": "huge-probe", "index": {"nprobe": 1_000_000}}),
+            "index.nprobe",
+        ),
+        // The dev embedder's 384 dimensions split into 96 sub-vectors, not 7 or 768.
+        (json!({"name": "odd-m", "index": {"m": 7}}), "index.m"),
+        (json!({"name": "wide-m", "index": {"m": 768}}), "index.m"),
+        (
+            json!({"name": "colour", "index": {"nlist": 8, "colour": 1}}),
+            "index.colour",
+        ),
     ] {
         let (s, b) = post(&format!("{u}/v1/collections"), &body);
         assert_eq!(
@@ -574,6 +631,13 @@ fn bad_input_gets_clear_errors_and_writes_nothing() {
             "{body}: {b}"
         );
     }
+    let (_, listed) = common::get_text(&format!("{u}/v1/collections"));
+    let listed: Value = serde_json::from_str(&listed).unwrap();
+    assert_eq!(
+        listed["collections"].as_array().unwrap().len(),
+        1,
+        "{listed}"
+    );
 
     // Delete: gone from search; deleting again is NOT_FOUND.
     let r = http()
@@ -703,6 +767,24 @@ async fn bad_input_over_grpc_gets_the_same_errors_and_writes_nothing() {
             Code::InvalidArgument,
             Some("filter"),
         ),
+        (
+            "nprobe = 0",
+            pb::SearchRequest {
+                nprobe: Some(0),
+                ..search("c", "x", None)
+            },
+            Code::InvalidArgument,
+            Some("nprobe"),
+        ),
+        (
+            "nprobe over the collection's nlist",
+            pb::SearchRequest {
+                nprobe: Some(1_000_000),
+                ..search("c", "x", None)
+            },
+            Code::InvalidArgument,
+            Some("nprobe"),
+        ),
     ];
     for (what, request, code, named) in rows {
         let status = router.search(request).await.unwrap_err();
@@ -711,6 +793,20 @@ async fn bad_input_over_grpc_gets_the_same_errors_and_writes_nothing() {
             assert_eq!(field(&status).as_deref(), Some(named), "{what}: {status:?}");
         }
     }
+    // Index parameters go through the same rules as over HTTP: `m` must divide the dimension (384).
+    let status = router
+        .create_collection(pb::CreateCollectionRequest {
+            name: "odd-m".into(),
+            index: Some(pb::IndexParams {
+                m: 7,
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert_eq!(field(&status).as_deref(), Some("index.m"), "{status:?}");
 
     // A batch over the limit is refused whole; bad documents in a batch are reported by index and skipped.
     let doc = |id: &str, text: &str| pb::Document {

@@ -99,7 +99,7 @@ fn search_req(query: &str, lanes: &[&str]) -> pb::SearchRequest {
         weights: Default::default(),
         filter: None,
         tenant: String::new(),
-        nprobe: 0,
+        nprobe: None,
     }
 }
 

@@ -122,7 +122,7 @@ async fn every_citation_of_the_local_model_resolves_to_a_passage_retrieved_in_th
                     weights: Default::default(),
                     filter: None,
                     tenant: String::new(),
-                    nprobe: 0,
+                    nprobe: None,
                 },
                 format!("check-{i}"),
             )

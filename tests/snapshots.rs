@@ -2,8 +2,10 @@
 //! A snapshot taken while a writer keeps ingesting and a compaction runs holds every document acknowledged
 //! before `create` started; a snapshot restored into another `attest dev` with a different number of shard
 //! nodes answers 50 fixture queries exactly as the source (ids and order); a snapshot with a corrupted file, a
-//! missing file or a truncated manifest is refused naming the file, and nothing changes; restoring over an
-//! existing collection needs `--force`. Each process's log is kept in the test's temp directory.
+//! missing file or a truncated manifest is refused naming the file, and nothing changes, as is a manifest edited
+//! into other valid JSON (shard entries swapped, a collection dropped: its checksum no longer matches) or one
+//! without a checksum; restoring over an existing collection needs `--force`. Each process's log is kept in the
+//! test's temp directory.
 
 mod common;
 
@@ -382,6 +384,53 @@ fn snapshots_are_consistent_under_ingest_restore_elsewhere_and_refuse_damage() {
     let text = std::fs::read(&manifest).unwrap();
     std::fs::write(&manifest, &text[..text.len() / 2]).unwrap();
     refused("a truncated manifest", "quiet/attest-snapshot.json");
+    // Edits that keep the manifest valid JSON: its checksum no longer matches. Swapped shard entries would put
+    // each shard's documents where their ids do not route (undeletable); a dropped collection would go unnoticed.
+    let original_manifest: Value = serde_json::from_slice(&text).unwrap();
+    let edit = |change: &dyn Fn(&mut Value)| {
+        let mut edited = original_manifest.clone();
+        change(&mut edited);
+        std::fs::write(&manifest, serde_json::to_vec_pretty(&edited).unwrap()).unwrap();
+    };
+    let mismatch = "quiet/attest-snapshot.json: checksum mismatch";
+    edit(&|m| {
+        m["collections"][0]["replicas"]
+            .as_array_mut()
+            .unwrap()
+            .swap(0, 1)
+    });
+    refused("swapped shard entries", mismatch);
+    let listed = attest_json(&a.url, &["snapshot", "list", "--from", dest_s, "--json"]);
+    let problem = listed["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == "quiet")
+        .and_then(|s| s["problem"].as_str())
+        .unwrap_or_default();
+    assert!(problem.contains(mismatch), "{listed}");
+    edit(&|m| m["collections"].as_array_mut().unwrap().clear());
+    refused("a dropped collection", mismatch);
+    edit(&|m| {
+        m.as_object_mut().unwrap().remove("checksum");
+    });
+    refused("a manifest without a checksum", "has no checksum");
+    // The untouched manifest, pretty-printed as written or not, still restores.
+    std::fs::write(&manifest, serde_json::to_vec(&original_manifest).unwrap()).unwrap();
+    attest_json(
+        &b_dev.url,
+        &[
+            "snapshot",
+            "restore",
+            "--from",
+            dest_s,
+            "quiet",
+            "--rename",
+            "squad=intact",
+            "--json",
+        ],
+    );
+    assert_eq!(top_ids(&b_dev.url, "intact", &queries[0]), expected[0]);
     std::fs::write(&manifest, &text).unwrap();
     // Retention keeps the newest two complete snapshots; delete removes one. (Without --json: the progress bars
     // path, then a line per shard.)

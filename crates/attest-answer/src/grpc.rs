@@ -40,7 +40,8 @@ impl AnswerRpc for AnswerGrpc {
     type AskStream = AskStream;
 
     async fn ask(&self, request: Request<pb::AskRequest>) -> Result<Response<AskStream>, Status> {
-        let principal = attest_auth::grpc::principal(self.service.keys(), &request, Scope::Read)?;
+        let principal =
+            attest_auth::grpc::principal(self.service.keys(), &request, Scope::Read).await?;
         let request_id = request_id::from_grpc(request.metadata());
         let req = request.into_inner();
         let caller = Caller::of(&principal, &req.collection, Some(&req.tenant))?;

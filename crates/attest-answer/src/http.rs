@@ -23,7 +23,10 @@ use crate::conversation::HistoryTurn;
 use crate::error::AnswerError;
 use crate::pipeline::AnswerService;
 
+/// Any other field is refused with a 400 naming it (`colour`, `history[0].colour`): a misspelt `stream` or
+/// `tenant` is never silently dropped.
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct AskBody {
     question: String,
     #[serde(default)]
@@ -36,6 +39,7 @@ struct AskBody {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct WireTurn {
     role: String,
     content: String,
@@ -87,4 +91,30 @@ async fn ask(
         .event("done")
         .data(serde_json::to_string(&answer).unwrap_or_default())));
     Ok(Sse::new(futures::stream::iter(events)).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused_field(body: &str) -> Option<String> {
+        let e = Json::<AskBody>::from_bytes(body.as_bytes()).err()?;
+        attest_telemetry::http_error::json_rejection(e).field
+    }
+
+    #[test]
+    fn unknown_fields_of_an_ask_are_refused_by_name() {
+        assert!(refused_field(r#"{"question": "q", "stream": true, "tenant": "t"}"#).is_none());
+        assert_eq!(
+            refused_field(r#"{"question": "q", "colour": "red"}"#).as_deref(),
+            Some("colour")
+        );
+        assert_eq!(
+            refused_field(
+                r#"{"question": "q", "history": [{"role": "user", "content": "c", "at": 1}]}"#
+            )
+            .as_deref(),
+            Some("history[0].at")
+        );
+    }
 }

@@ -11,15 +11,15 @@ use crate::keyring::{KeyRing, Principal};
 pub const AUTHORIZATION: &str = "authorization";
 
 /// Authenticates a request's metadata and checks `scope` (UNAUTHENTICATED / PERMISSION_DENIED otherwise).
-pub fn principal<T>(
+pub async fn principal<T>(
     ring: &KeyRing,
     request: &Request<T>,
     scope: Scope,
 ) -> Result<Principal, Status> {
-    principal_of(ring, request.metadata(), scope)
+    principal_of(ring, request.metadata(), scope).await
 }
 
-pub fn principal_of(
+pub async fn principal_of(
     ring: &KeyRing,
     metadata: &MetadataMap,
     scope: Scope,
@@ -27,7 +27,8 @@ pub fn principal_of(
     let header = metadata
         .get(AUTHORIZATION)
         .map(|v| v.to_str().unwrap_or("\u{0}"));
-    ring.authenticate(header)
+    ring.authenticate_fresh(header)
+        .await
         .and_then(|p| p.require(scope).map(|()| p))
         .map_err(|e| e.to_status())
 }

@@ -24,7 +24,8 @@ pub async fn require(State((ring, scope)): State<Guard>, mut req: Request, next:
         .get(AUTHORIZATION)
         .map(|v| v.to_str().unwrap_or("\u{0}"));
     match ring
-        .authenticate(header)
+        .authenticate_fresh(header)
+        .await
         .and_then(|p| p.require(scope).map(|()| p))
     {
         Ok(principal) => {

@@ -4,7 +4,8 @@
 //! Authentication is off until [`KeyRing::enable`] is called with the admin key (`--admin-key` /
 //! `ATTEST_ADMIN_KEY`): an open `attest dev` on loopback then acts as a principal that may do everything. Once on,
 //! every request needs a bearer token that is the admin key or a live key of meta's; a key meta marks revoked or
-//! that has expired is refused from the next poll on (the poll interval is 1 s, so within 2 s).
+//! that has expired is refused from the next poll on (the poll interval is 1 s, so within 2 s), and a key minted
+//! a moment ago is looked up in meta the first time it is shown ([`KeyRing::authenticate_fresh`]).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -14,10 +15,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use attest_core::keys::{Scope, ANY_TENANT};
 use attest_proto::v1 as pb;
-use attest_proto::{ApiError, ErrorCode};
+use attest_proto::{ApiError, ErrorCode, MetaClient};
 use parking_lot::RwLock;
 use subtle::ConstantTimeEq;
 
+use crate::refresh::{KeyRefresh, StateFetch};
 use crate::secret;
 
 /// Shortest admin key accepted: a bootstrap secret, so it must not be guessable.
@@ -52,6 +54,7 @@ pub struct KeyRing {
     enabled: AtomicBool,
     admin_sha256: RwLock<Option<[u8; 32]>>,
     keys: RwLock<Keys>,
+    refresh: KeyRefresh,
 }
 
 impl KeyRing {
@@ -107,21 +110,71 @@ impl KeyRing {
             .collect();
     }
 
+    /// Gives the ring a read of meta's state for [`KeyRing::authenticate_fresh`] (see [`crate::refresh`]).
+    pub fn set_refresh(&self, fetch: StateFetch) {
+        self.refresh.set(fetch);
+    }
+
+    /// [`KeyRing::set_refresh`] with a linearizable read of this meta group (a follower that has not applied
+    /// the new key yet answers only once it has).
+    pub fn refresh_from(&self, meta: &MetaClient) {
+        let meta = meta.clone();
+        self.set_refresh(Arc::new(move || {
+            let meta = meta.clone();
+            Box::pin(async move {
+                meta.cluster_state(true)
+                    .await
+                    .inspect_err(|e| {
+                        tracing::warn!(error = %e, event = "key_refresh_failed",
+                            "could not read meta's keys for an unknown key")
+                    })
+                    .ok()
+            })
+        }));
+    }
+
     /// The principal an `Authorization` header value (or gRPC `authorization` metadata) stands for.
     pub fn authenticate(&self, authorization: Option<&str>) -> Result<Principal, ApiError> {
+        self.check(authorization).map_err(Refusal::deny)
+    }
+
+    /// As [`KeyRing::authenticate`], but a well-formed key the ring does not know is looked up in meta first
+    /// (when the ring has a read of meta): a key minted a moment ago through another front is accepted.
+    pub async fn authenticate_fresh(
+        &self,
+        authorization: Option<&str>,
+    ) -> Result<Principal, ApiError> {
+        let ticket = self.refresh.ticket();
+        match self.check(authorization) {
+            Err(refusal) if refusal.reason == "unknown" && self.refresh.is_set() => {
+                let well_formed = authorization
+                    .and_then(secret::bearer)
+                    .and_then(secret::key_id)
+                    .is_some();
+                if well_formed {
+                    if let Some(state) = self.refresh.state_since(ticket).await {
+                        self.apply(&state);
+                    }
+                    return self.authenticate(authorization);
+                }
+                Err(refusal.deny())
+            }
+            outcome => outcome.map_err(Refusal::deny),
+        }
+    }
+
+    fn check(&self, authorization: Option<&str>) -> Result<Principal, Refusal> {
         if !self.enabled() {
             return Ok(Principal::open());
         }
-        let unauthenticated =
-            |reason, message: &str| deny(ErrorCode::Unauthenticated, reason, message);
         let Some(header) = authorization else {
-            return Err(unauthenticated(
+            return Err(Refusal::new(
                 "missing",
                 "an API key is required (Authorization: Bearer <key>)",
             ));
         };
         let Some(token) = secret::bearer(header) else {
-            return Err(unauthenticated(
+            return Err(Refusal::new(
                 "malformed",
                 "the Authorization header must be `Bearer <key>`",
             ));
@@ -138,7 +191,7 @@ impl KeyRing {
                 });
             }
         }
-        let unknown = || unauthenticated("unknown", "unknown API key");
+        let unknown = || Refusal::new("unknown", "unknown API key");
         let id = secret::key_id(token).ok_or_else(unknown)?;
         let keys = self.keys.read();
         let stored = keys.by_id.get(id).ok_or_else(unknown)?;
@@ -146,10 +199,10 @@ impl KeyRing {
             return Err(unknown());
         }
         if stored.revoked {
-            return Err(unauthenticated("revoked", "this API key was revoked"));
+            return Err(Refusal::new("revoked", "this API key was revoked"));
         }
         if stored.expires_at_ms != 0 && now_ms() >= stored.expires_at_ms {
-            return Err(unauthenticated("expired", "this API key has expired"));
+            return Err(Refusal::new("expired", "this API key has expired"));
         }
         Ok(Principal {
             key_id: id.to_string(),
@@ -158,6 +211,22 @@ impl KeyRing {
             collections: stored.collections.clone(),
             credential: Some(Arc::from(header)),
         })
+    }
+}
+
+/// Why a credential was refused, before it is counted (a refusal retried after a refresh counts once).
+struct Refusal {
+    reason: &'static str,
+    message: &'static str,
+}
+
+impl Refusal {
+    fn new(reason: &'static str, message: &'static str) -> Self {
+        Refusal { reason, message }
+    }
+
+    fn deny(self) -> ApiError {
+        deny(ErrorCode::Unauthenticated, self.reason, self.message)
     }
 }
 
@@ -278,6 +347,78 @@ impl Principal {
     pub fn credential(&self) -> Option<&str> {
         self.credential.as_deref()
     }
+
+    /// What in a grant reaches beyond this key (a higher scope, a tenant or collection it may not act on), or
+    /// `None` when the grant lies within it. A key may mint, list and revoke only keys within its own grant.
+    pub fn grant_excess(
+        &self,
+        scopes: &[Scope],
+        tenants: &[String],
+        collections: &[String],
+    ) -> Option<String> {
+        if let Some(s) = scopes
+            .iter()
+            .find(|&&s| self.scope.is_none_or(|held| s > held))
+        {
+            return Some(format!("the {} scope", s.as_str()));
+        }
+        if let Some(t) = tenants.iter().find(|t| !self.allows_tenant(t)) {
+            return Some(if t == ANY_TENANT {
+                "every tenant (\"*\")".into()
+            } else {
+                format!("tenant {t:?}")
+            });
+        }
+        if self.collections.is_empty() {
+            return None;
+        }
+        if collections.is_empty() {
+            return Some("every collection (no collection list)".into());
+        }
+        collections
+            .iter()
+            .find(|c| !self.sees_collection(c))
+            .map(|c| format!("collection {c:?}"))
+    }
+
+    /// Refuses (PERMISSION_DENIED) a grant wider than this key's own, saying what is too wide.
+    pub fn may_grant(
+        &self,
+        scopes: &[Scope],
+        tenants: &[String],
+        collections: &[String],
+    ) -> Result<(), ApiError> {
+        match self.grant_excess(scopes, tenants, collections) {
+            None => Ok(()),
+            Some(excess) => Err(deny(
+                ErrorCode::PermissionDenied,
+                "grant",
+                format!("this API key may not grant {excess}: it does not hold it itself"),
+            )),
+        }
+    }
+
+    /// Whether the key acts for every tenant and collection with the admin scope: what operations on the whole
+    /// cluster need (snapshots and restores hold every tenant's documents).
+    pub fn unrestricted(&self) -> bool {
+        self.scope == Some(Scope::Admin)
+            && self.tenants.iter().any(|t| t == ANY_TENANT)
+            && self.collections.is_empty()
+    }
+
+    /// Refuses (PERMISSION_DENIED) a key limited to some tenants or collections.
+    pub fn require_unrestricted(&self, what: &str) -> Result<(), ApiError> {
+        if self.unrestricted() {
+            return Ok(());
+        }
+        Err(deny(
+            ErrorCode::PermissionDenied,
+            "restricted",
+            format!(
+                "{what} needs an admin key for every tenant and collection; this one is limited"
+            ),
+        ))
+    }
 }
 
 #[cfg(test)]
@@ -364,6 +505,98 @@ mod tests {
             ..Default::default()
         });
         assert!(ring.authenticate(bearer(&read.key).as_deref()).is_err());
+    }
+
+    #[test]
+    fn a_key_grants_nothing_beyond_its_own() {
+        let k = secret::mint();
+        let mut i = info(&k, pb::Scope::Admin, &["a"]);
+        i.collections = vec!["docs".into()];
+        let ring = ring_with(vec![i], 1);
+        let scoped = ring.authenticate(bearer(&k.key).as_deref()).unwrap();
+        let v = |xs: &[&str]| xs.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let excess = |scopes: &[Scope], tenants: &[&str], collections: &[&str]| {
+            scoped.grant_excess(scopes, &v(tenants), &v(collections))
+        };
+        assert_eq!(
+            excess(&[Scope::Read, Scope::Admin], &["a"], &["docs"]),
+            None
+        );
+        assert_eq!(
+            excess(&[Scope::Read], &["*"], &["docs"]).unwrap(),
+            "every tenant (\"*\")"
+        );
+        assert_eq!(
+            excess(&[Scope::Read], &["a", "b"], &["docs"]).unwrap(),
+            "tenant \"b\""
+        );
+        assert_eq!(
+            excess(&[Scope::Read], &["a"], &[]).unwrap(),
+            "every collection (no collection list)"
+        );
+        assert_eq!(
+            excess(&[Scope::Read], &["a"], &["wiki"]).unwrap(),
+            "collection \"wiki\""
+        );
+        assert_eq!(
+            scoped
+                .may_grant(&[Scope::Read], &v(&["b"]), &v(&["docs"]))
+                .unwrap_err()
+                .code,
+            ErrorCode::PermissionDenied
+        );
+        assert!(!scoped.unrestricted());
+        assert_eq!(
+            scoped.require_unrestricted("a snapshot").unwrap_err().code,
+            ErrorCode::PermissionDenied
+        );
+        // A write key may not mint an admin key even for its own tenant.
+        let w = secret::mint();
+        let ring = ring_with(vec![info(&w, pb::Scope::Write, &["*"])], 2);
+        let writer = ring.authenticate(bearer(&w.key).as_deref()).unwrap();
+        assert_eq!(
+            writer
+                .grant_excess(&[Scope::Admin], &v(&["a"]), &[])
+                .unwrap(),
+            "the admin scope"
+        );
+        assert!(!writer.unrestricted());
+        // The bootstrap admin key and an open node hold everything.
+        let admin = ring.authenticate(bearer(ADMIN).as_deref()).unwrap();
+        assert_eq!(admin.grant_excess(&[Scope::Admin], &v(&["*"]), &[]), None);
+        assert!(admin.unrestricted() && Principal::open().unrestricted());
+    }
+
+    #[tokio::test]
+    async fn an_unknown_well_formed_key_is_looked_up_once() {
+        let late = secret::mint();
+        let ring = ring_with(vec![], 1);
+        let header = bearer(&late.key);
+        assert!(
+            ring.authenticate_fresh(header.as_deref()).await.is_err(),
+            "no refresh set"
+        );
+        let reads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (counted, stored) = (Arc::clone(&reads), info(&late, pb::Scope::Read, &["a"]));
+        ring.set_refresh(Arc::new(move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let state = pb::ClusterState {
+                version: 2,
+                api_keys: vec![stored.clone()],
+                ..Default::default()
+            };
+            Box::pin(async move { Some(state) })
+        }));
+        assert!(ring.authenticate(header.as_deref()).is_err());
+        let p = ring.authenticate_fresh(header.as_deref()).await.unwrap();
+        assert_eq!(p.key_id, late.id);
+        // A malformed token never costs a read of meta; a known key needs none.
+        assert!(ring
+            .authenticate_fresh(bearer("junk").as_deref())
+            .await
+            .is_err());
+        assert!(ring.authenticate_fresh(header.as_deref()).await.is_ok());
+        assert_eq!(reads.load(Ordering::SeqCst), 1);
     }
 
     #[test]

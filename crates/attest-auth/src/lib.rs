@@ -6,6 +6,7 @@
 //! - [`secret`]: minting a key (`attest_<id>_<secret>`), hashing it, reading its id.
 //! - [`keyring`]: [`KeyRing`] (authenticates a bearer token in constant time; off in an open `attest dev`) and
 //!   [`Principal`] (scope, tenant and collection checks; refusals counted in `auth_denied_total{reason}`).
+//! - [`refresh`]: the on-demand read of meta's keys when a front is shown a key it does not know yet.
 //! - [`http`]: the axum middleware that puts the caller's [`Principal`] on a request, per required scope.
 //! - [`grpc`]: the same for a tonic request's `authorization` metadata.
 //! - [`audit`]: one structured line per authenticated write and admin action.
@@ -17,6 +18,7 @@ pub mod cluster;
 pub mod grpc;
 pub mod http;
 pub mod keyring;
+pub mod refresh;
 pub mod secret;
 
 pub use attest_core::keys::Scope;

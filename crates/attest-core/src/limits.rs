@@ -1,6 +1,7 @@
 //! Limits and defaults every role applies the same way: collection names, shard counts and replication, the
-//! most hits a lane returns, vector checks and the IVF_PQ defaults. The router checks a request with these
-//! before it reaches meta or a shard, and meta and the shards check it again with the same rules.
+//! most hits a lane returns, vector checks, the IVF_PQ defaults and which `nprobe` and `m` an index can take.
+//! The router checks a request with these before it reaches meta or a shard, and meta and the shards check it
+//! again with the same rules.
 
 /// Longest collection name (names travel in URLs and directory names).
 pub const MAX_COLLECTION_NAME: usize = 128;
@@ -46,6 +47,20 @@ pub fn replication_problem(replication: u32) -> Option<String> {
         .then(|| format!("must be 1..={MAX_REPLICATION}"))
 }
 
+/// Why `nprobe` (inverted lists probed per search) is refused for an index of `nlist` lists: it must be
+/// `1..=nlist`; 0 probes nothing and more lists than exist is a mistake, not a request for all of them.
+pub fn nprobe_problem(nprobe: u32, nlist: u32) -> Option<String> {
+    (nprobe == 0 || nprobe > nlist)
+        .then(|| format!("must be 1..={nlist} (the index's nlist), got {nprobe}"))
+}
+
+/// Why `m` (PQ sub-quantizers) is refused for vectors of `dimension`: FAISS splits a vector into `m` equal
+/// slices, so `m` must divide the dimension.
+pub fn pq_m_problem(m: u32, dimension: u32) -> Option<String> {
+    (m == 0 || !dimension.is_multiple_of(m))
+        .then(|| format!("must divide the dimension ({dimension}), got {m}"))
+}
+
 /// Why a vector cannot be stored or searched with in a collection of `dimension`: a wrong length, a component
 /// that is not finite, or all zeros (no direction: every cosine with it is undefined).
 pub fn vector_problem(v: &[f32], dimension: usize) -> Option<String> {
@@ -86,5 +101,21 @@ mod tests {
             .unwrap()
             .contains("component 1"));
         assert!(vector_problem(&[0.0, 0.0], 2).unwrap().contains("zero"));
+    }
+
+    #[test]
+    fn nprobe_is_one_to_nlist_and_m_divides_the_dimension() {
+        assert!(nprobe_problem(1, 1024).is_none());
+        assert!(nprobe_problem(1024, 1024).is_none());
+        assert!(nprobe_problem(0, 1024).unwrap().contains("1..=1024"));
+        assert!(nprobe_problem(1_000_000, 1024)
+            .unwrap()
+            .contains("got 1000000"));
+        assert!(pq_m_problem(96, 384).is_none());
+        assert!(pq_m_problem(384, 384).is_none());
+        assert!(pq_m_problem(1, 384).is_none());
+        assert!(pq_m_problem(7, 384).unwrap().contains("dimension (384)"));
+        assert!(pq_m_problem(768, 384).is_some());
+        assert!(pq_m_problem(0, 384).is_some());
     }
 }

@@ -6,6 +6,11 @@ use serde_json::{Map, Value};
 
 use crate::error::IngestError;
 
+/// The fields a document may carry in an ingest body or a JSONL line (SPEC "HTTP API v1":
+/// `{id, title?, text, metadata?, tenant?}`); any other field is refused, named, so that a misspelt
+/// `tenant` or `metadata` is never silently dropped.
+pub const DOCUMENT_FIELDS: [&str; 5] = ["id", "title", "text", "metadata", "tenant"];
+
 /// One source document, as parsed and normalised, before chunking.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SourceDocument {
@@ -44,6 +49,29 @@ impl Default for DocumentLimits {
             max_title_len: 1024,
         }
     }
+}
+
+/// Why a document with these field names is refused (every field not in [`DOCUMENT_FIELDS`] named,
+/// sorted), or `None` when it has no other field.
+pub(crate) fn unknown_fields<'a>(keys: impl IntoIterator<Item = &'a String>) -> Option<String> {
+    // A field name can be as long as the line; a reason quotes at most 80 characters of it.
+    let quote = |k: &str| format!("`{}`", k.chars().take(80).collect::<String>());
+    let mut unknown: Vec<String> = keys
+        .into_iter()
+        .filter(|k| !DOCUMENT_FIELDS.contains(&k.as_str()))
+        .map(|k| quote(k))
+        .collect();
+    if unknown.is_empty() {
+        return None;
+    }
+    unknown.sort();
+    let known: Vec<String> = DOCUMENT_FIELDS.iter().map(|k| quote(k)).collect();
+    Some(format!(
+        "unknown field{} {}: a document has {}",
+        if unknown.len() == 1 { "" } else { "s" },
+        unknown.join(", "),
+        known.join(", ")
+    ))
 }
 
 impl SourceDocument {

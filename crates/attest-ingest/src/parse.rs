@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use crate::document::{DocumentLimits, SourceDocument};
+use crate::document::{unknown_fields, DocumentLimits, SourceDocument};
 use crate::error::IngestError;
 use crate::normalize::normalize_text;
 
@@ -43,8 +43,8 @@ pub fn parse_jsonl(bytes: &[u8]) -> Parsed {
 
 /// Parses one JSON object per line: `id` (string or number; `_id` is accepted as in BEIR
 /// corpora), `text` (required), and optional `title`, `metadata` (object) and `tenant`.
-/// Other fields are ignored. Blank lines are skipped; every other line either yields a
-/// document or a [`LineError`].
+/// A line with any other field is refused, the field named. Blank lines are skipped; every other
+/// line either yields a document or a [`LineError`].
 pub fn parse_jsonl_with(bytes: &[u8], limits: &DocumentLimits) -> Parsed {
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let mut parsed = Parsed::default();
@@ -74,8 +74,15 @@ fn parse_jsonl_line(raw: &[u8], limits: &DocumentLimits) -> Result<Option<Source
     let Value::Object(mut obj) = value else {
         return Err(format!("expected a JSON object, found {}", kind(&value)));
     };
+    if let Some(reason) = unknown_fields(obj.keys().filter(|k| *k != "_id")) {
+        return Err(reason);
+    }
 
-    let id = match obj.remove("id").or_else(|| obj.remove("_id")) {
+    let id = match (obj.remove("id"), obj.remove("_id")) {
+        (Some(_), Some(_)) => return Err("both `id` and `_id`: give one".to_string()),
+        (id, alias) => id.or(alias),
+    };
+    let id = match id {
         Some(Value::String(s)) => s,
         Some(Value::Number(n)) => n.to_string(),
         Some(other) => {
@@ -458,6 +465,38 @@ mod tests {
                 "`metadata` must be an object, found an array",
                 "`tenant` must be a string, found a number",
                 "`title` must be a string, found an object",
+            ]
+        );
+    }
+
+    #[test]
+    fn jsonl_refuses_unknown_fields_by_name() {
+        let parsed = parse_jsonl(
+            br#"{"id": "a", "text": "x", "colour": "red"}
+{"id": "b", "text": "x", "url": "u", "source": "s"}
+{"id": "c", "_id": "c", "text": "x"}
+{"_id": "d", "title": "T", "text": "x", "metadata": {"k": 1}, "tenant": "t"}
+"#,
+        );
+        let ids: Vec<_> = parsed.documents.iter().map(|d| d.id.as_str()).collect();
+        assert_eq!(ids, ["d"]);
+        let reasons: Vec<_> = parsed
+            .errors
+            .iter()
+            .map(|e| (e.line, e.reason.as_str()))
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                (
+                    1,
+                    "unknown field `colour`: a document has `id`, `title`, `text`, `metadata`, `tenant`"
+                ),
+                (
+                    2,
+                    "unknown fields `source`, `url`: a document has `id`, `title`, `text`, `metadata`, `tenant`"
+                ),
+                (3, "both `id` and `_id`: give one"),
             ]
         );
     }

@@ -4,8 +4,10 @@
 //! the key (a tenant the key lacks is PERMISSION_DENIED before anything is done) and stamped on the request, so
 //! the shard's mandatory tenant filter and the documents written carry the key's tenant, never the body's say-so.
 
+use attest_auth::audit::Action;
 use attest_auth::{Principal, Scope};
 use attest_proto::v1 as pb;
+use attest_proto::ErrorCode;
 
 use crate::error::RouterError;
 use crate::ingest::IngestDocument;
@@ -50,17 +52,40 @@ impl Op {
     }
 }
 
-/// Writes the audit line of a write or admin action (both fronts) and passes its outcome on.
+/// Writes the audit line of a write or admin action (both fronts) and passes its outcome on: the line's result is
+/// the outcome's, so it must be the answer the caller gets.
 pub fn audited<T>(
     principal: &Principal,
-    action: &str,
-    collection: &str,
-    tenant: &str,
+    action: Action<'_>,
     outcome: Result<T, RouterError>,
 ) -> Result<T, RouterError> {
     let failed = outcome.as_ref().err().map(RouterError::code);
-    attest_auth::audit::record(principal, action, collection, tenant, failed);
+    attest_auth::audit::record(principal, &action, failed);
     outcome
+}
+
+/// [`audited`] for a delete, whose `Ok(false)` (nothing to delete) is audited as `NOT_FOUND`: HTTP answers it 404
+/// and gRPC `deleted: false`, and neither is the `ok` of a delete that happened.
+pub fn audited_delete(
+    principal: &Principal,
+    action: Action<'_>,
+    outcome: Result<bool, RouterError>,
+) -> Result<bool, RouterError> {
+    let failed = match &outcome {
+        Ok(true) => None,
+        Ok(false) => Some(ErrorCode::NotFound),
+        Err(e) => Some(e.code()),
+    };
+    attest_auth::audit::record(principal, &action, failed);
+    outcome
+}
+
+/// Snapshots and restores carry every tenant's documents: only a key unlimited in tenants and collections may
+/// take, list, delete or restore them.
+pub fn whole_cluster(principal: &Principal, what: &str) -> Result<(), RouterError> {
+    principal
+        .require_unrestricted(what)
+        .map_err(RouterError::Callee)
 }
 
 /// A collection the key may act on.

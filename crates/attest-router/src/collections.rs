@@ -63,18 +63,24 @@ impl Router {
                 format!("must be at most {}", limits::MAX_NLIST),
             ));
         }
-        // The default nprobe is clamped to a small nlist by the engine; one the caller chose must fit.
-        if p.nprobe != 0 && index.nprobe > index.nlist {
-            return Err(RouterError::invalid(
-                "index.nprobe",
-                format!("must be at most index.nlist ({})", index.nlist),
-            ));
+        // The defaults are fitted to a small nlist or an odd dimension by the engine; what the caller chose must
+        // fit as it is.
+        if p.nprobe != 0 {
+            if let Some(problem) = limits::nprobe_problem(index.nprobe, index.nlist) {
+                return Err(RouterError::invalid("index.nprobe", problem));
+            }
+        }
+        let dimension = self.embedder.dimension() as u32;
+        if p.m != 0 {
+            if let Some(problem) = limits::pq_m_problem(index.m, dimension) {
+                return Err(RouterError::invalid("index.m", problem));
+            }
         }
         let chunking = self.chunking_for_create(&req.chunking_json)?;
         let thresholds = CollectionThresholds::from_stored(&req.thresholds_json)
             .map_err(|e| RouterError::invalid("thresholds", e))?;
         let spec = pb::CollectionSpec {
-            dimension: self.embedder.dimension() as u32,
+            dimension,
             index: Some(pb::IndexParams {
                 nlist: index.nlist,
                 m: index.m,

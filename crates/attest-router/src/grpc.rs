@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use attest_auth::audit::Action;
 use attest_auth::Principal;
 use attest_ingest::SourceDocument;
 use attest_proto::v1 as pb;
@@ -47,8 +48,8 @@ fn info(c: &CollectionRecord) -> pb::CollectionInfo {
 
 impl RouterServiceImpl {
     /// The caller, authenticated and holding the operation's scope.
-    fn caller<T>(&self, req: &Request<T>, op: Op) -> Result<Principal, Status> {
-        attest_auth::grpc::principal(self.router.keys(), req, op.scope())
+    async fn caller<T: Sync>(&self, req: &Request<T>, op: Op) -> Result<Principal, Status> {
+        attest_auth::grpc::principal(self.router.keys(), req, op.scope()).await
     }
 
     fn default_tenant(&self) -> &str {
@@ -69,13 +70,17 @@ impl RouterService for RouterServiceImpl {
         &self,
         req: Request<pb::CreateCollectionRequest>,
     ) -> Result<Response<pb::CollectionInfo>, Status> {
-        let p = self.caller(&req, Op::CreateCollection)?;
+        let p = self.caller(&req, Op::CreateCollection).await?;
         let (id, span) = request_span(&req);
         let r = req.into_inner();
         access::collection(&p, &r.name)?;
         let name = r.name.clone();
         let created = self.router.create_collection(r, &id).instrument(span).await;
-        let rec = audited(&p, "create_collection", &name, "", created)?;
+        let rec = audited(
+            &p,
+            Action::new("create_collection").collection(&name),
+            created,
+        )?;
         Ok(Response::new(info(&rec)))
     }
 
@@ -83,7 +88,7 @@ impl RouterService for RouterServiceImpl {
         &self,
         req: Request<pb::ListCollectionsRequest>,
     ) -> Result<Response<pb::ListCollectionsResponse>, Status> {
-        let p = self.caller(&req, Op::ListCollections)?;
+        let p = self.caller(&req, Op::ListCollections).await?;
         Ok(Response::new(pb::ListCollectionsResponse {
             collections: self
                 .router
@@ -99,7 +104,7 @@ impl RouterService for RouterServiceImpl {
         &self,
         req: Request<pb::DropCollectionRequest>,
     ) -> Result<Response<pb::DropCollectionResponse>, Status> {
-        let p = self.caller(&req, Op::DropCollection)?;
+        let p = self.caller(&req, Op::DropCollection).await?;
         let (id, span) = request_span(&req);
         let name = req.into_inner().name;
         access::collection(&p, &name)?;
@@ -108,7 +113,11 @@ impl RouterService for RouterServiceImpl {
             .drop_collection(&name, &id)
             .instrument(span)
             .await;
-        audited(&p, "drop_collection", &name, "", dropped)?;
+        audited(
+            &p,
+            Action::new("drop_collection").collection(&name),
+            dropped,
+        )?;
         Ok(Response::new(pb::DropCollectionResponse { dropped: true }))
     }
 
@@ -116,7 +125,7 @@ impl RouterService for RouterServiceImpl {
         &self,
         req: Request<pb::IngestRequest>,
     ) -> Result<Response<pb::IngestResponse>, Status> {
-        let p = self.caller(&req, Op::Ingest)?;
+        let p = self.caller(&req, Op::Ingest).await?;
         let (id, span) = request_span(&req);
         let r = req.into_inner();
         let docs = r
@@ -150,7 +159,11 @@ impl RouterService for RouterServiceImpl {
             .ingest(&r.collection, docs, &id)
             .instrument(span)
             .await;
-        let report = audited(&p, "ingest", &r.collection, &tenants.join(","), ingested)?;
+        let tenants = tenants.join(",");
+        let action = Action::new("ingest")
+            .collection(&r.collection)
+            .tenant(&tenants);
+        let report = audited(&p, action, ingested)?;
         Ok(Response::new(pb::IngestResponse {
             accepted: report.accepted,
             rejected: report
@@ -174,7 +187,7 @@ impl RouterService for RouterServiceImpl {
         &self,
         req: Request<pb::DeleteDocumentRequest>,
     ) -> Result<Response<pb::DeleteDocumentResponse>, Status> {
-        let p = self.caller(&req, Op::DeleteDocument)?;
+        let p = self.caller(&req, Op::DeleteDocument).await?;
         let (id, span) = request_span(&req);
         let r = req.into_inner();
         let tenant = access::delete(&p, &r.collection, Some(&r.tenant), self.default_tenant())?;
@@ -183,7 +196,11 @@ impl RouterService for RouterServiceImpl {
             .delete_document(&r.collection, Some(&tenant), &r.id, &id)
             .instrument(span)
             .await;
-        let deleted = audited(&p, "delete_document", &r.collection, &tenant, outcome)?;
+        let action = Action::new("delete_document")
+            .collection(&r.collection)
+            .tenant(&tenant)
+            .target(&r.id);
+        let deleted = access::audited_delete(&p, action, outcome)?;
         Ok(Response::new(pb::DeleteDocumentResponse { deleted }))
     }
 
@@ -191,7 +208,7 @@ impl RouterService for RouterServiceImpl {
         &self,
         req: Request<pb::SearchRequest>,
     ) -> Result<Response<pb::SearchResponse>, Status> {
-        let p = self.caller(&req, Op::Search)?;
+        let p = self.caller(&req, Op::Search).await?;
         let (id, span) = request_span(&req);
         let mut r = req.into_inner();
         access::search(&p, &mut r, self.default_tenant())?;
@@ -204,7 +221,7 @@ impl RouterService for RouterServiceImpl {
         &self,
         req: Request<pb::SearchBatchRequest>,
     ) -> Result<Response<pb::SearchBatchResponse>, Status> {
-        let p = self.caller(&req, Op::Search)?;
+        let p = self.caller(&req, Op::Search).await?;
         let (id, span) = request_span(&req);
         let mut searches = req.into_inner().searches;
         for r in &mut searches {
@@ -222,7 +239,7 @@ impl RouterService for RouterServiceImpl {
         &self,
         req: Request<pb::CreateKeyRequest>,
     ) -> Result<Response<pb::CreateKeyResponse>, Status> {
-        let p = self.caller(&req, Op::ManageKeys)?;
+        let p = self.caller(&req, Op::ManageKeys).await?;
         let r = req.into_inner();
         let tenants = r.tenants.join(",");
         let grant = KeyGrant {
@@ -231,13 +248,13 @@ impl RouterService for RouterServiceImpl {
             collections: r.collections,
             expires_in: (!r.expires_in.is_empty()).then_some(r.expires_in),
         };
-        let (key, info) = audited(
-            &p,
-            "create_key",
-            "",
-            &tenants,
-            self.router.create_key(grant).await,
-        )?;
+        let created = self.router.create_key(&p, grant).await;
+        let id = created
+            .as_ref()
+            .map(|(_, k)| k.id.clone())
+            .unwrap_or_default();
+        let action = Action::new("create_key").tenant(&tenants).target(&id);
+        let (key, info) = audited(&p, action, created)?;
         Ok(Response::new(pb::CreateKeyResponse {
             key,
             info: Some(info),
@@ -248,9 +265,9 @@ impl RouterService for RouterServiceImpl {
         &self,
         req: Request<pb::ListKeysRequest>,
     ) -> Result<Response<pb::ListKeysResponse>, Status> {
-        self.caller(&req, Op::ManageKeys)?;
+        let p = self.caller(&req, Op::ManageKeys).await?;
         Ok(Response::new(pb::ListKeysResponse {
-            keys: self.router.list_keys().await?,
+            keys: self.router.list_keys(&p).await?,
         }))
     }
 
@@ -258,9 +275,15 @@ impl RouterService for RouterServiceImpl {
         &self,
         req: Request<pb::RevokeKeyRequest>,
     ) -> Result<Response<pb::ApiKeyInfo>, Status> {
-        let p = self.caller(&req, Op::ManageKeys)?;
+        let p = self.caller(&req, Op::ManageKeys).await?;
         let id = req.into_inner().id;
-        let key = audited(&p, "revoke_key", "", &id, self.router.revoke_key(&id).await)?;
+        let revoked = self.router.revoke_key(&p, &id).await;
+        let tenants = revoked
+            .as_ref()
+            .map(|k| k.tenants.join(","))
+            .unwrap_or_default();
+        let action = Action::new("revoke_key").tenant(&tenants).target(&id);
+        let key = audited(&p, action, revoked)?;
         Ok(Response::new(key))
     }
 }

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use attest_auth::audit::Action;
 use attest_auth::Principal;
 use attest_core::settings::CollectionThresholds;
 use attest_ingest::{normalize_text, parse_jsonl, SourceDocument};
@@ -138,14 +139,23 @@ async fn create_key(
 ) -> Result<impl IntoResponse, RouterError> {
     let grant = body(b)?;
     let tenants = grant.tenants.join(",");
-    let (key, info) = audited(&p, "create_key", "", &tenants, r.create_key(grant).await)?;
+    let created = r.create_key(&p, grant).await;
+    let id = created
+        .as_ref()
+        .map(|(_, k)| k.id.clone())
+        .unwrap_or_default();
+    let action = Action::new("create_key").tenant(&tenants).target(&id);
+    let (key, info) = audited(&p, action, created)?;
     let mut out = key_json(&info);
     out["key"] = json!(key);
     Ok((StatusCode::CREATED, Json(out)))
 }
 
-async fn list_keys(State(r): State<Arc<Router>>) -> Result<Json<Value>, RouterError> {
-    let keys = r.list_keys().await?;
+async fn list_keys(
+    State(r): State<Arc<Router>>,
+    Extension(p): Extension<Principal>,
+) -> Result<Json<Value>, RouterError> {
+    let keys = r.list_keys(&p).await?;
     Ok(Json(
         json!({"keys": keys.iter().map(key_json).collect::<Vec<_>>()}),
     ))
@@ -156,7 +166,13 @@ async fn revoke_key(
     Extension(p): Extension<Principal>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, RouterError> {
-    let key = audited(&p, "revoke_key", "", &id, r.revoke_key(&id).await)?;
+    let revoked = r.revoke_key(&p, &id).await;
+    let tenants = revoked
+        .as_ref()
+        .map(|k| k.tenants.join(","))
+        .unwrap_or_default();
+    let action = Action::new("revoke_key").tenant(&tenants).target(&id);
+    let key = audited(&p, action, revoked)?;
     Ok(Json(key_json(&key)))
 }
 
@@ -238,7 +254,11 @@ async fn create_collection(
             &rid,
         )
         .await;
-    let rec = audited(&p, "create_collection", &name, "", created)?;
+    let rec = audited(
+        &p,
+        Action::new("create_collection").collection(&name),
+        created,
+    )?;
     Ok((StatusCode::CREATED, Json(collection_json(&rec))))
 }
 
@@ -251,7 +271,7 @@ async fn set_thresholds(
     access::collection(&p, &name)?;
     let thresholds = body(b)?;
     let set = r.set_thresholds(&name, Some(thresholds)).await;
-    let rec = audited(&p, "set_thresholds", &name, "", set)?;
+    let rec = audited(&p, Action::new("set_thresholds").collection(&name), set)?;
     Ok(Json(collection_json(&rec)))
 }
 
@@ -262,7 +282,11 @@ async fn clear_thresholds(
 ) -> Result<Json<Value>, RouterError> {
     access::collection(&p, &name)?;
     let cleared = r.set_thresholds(&name, None).await;
-    let rec = audited(&p, "clear_thresholds", &name, "", cleared)?;
+    let rec = audited(
+        &p,
+        Action::new("clear_thresholds").collection(&name),
+        cleared,
+    )?;
     Ok(Json(collection_json(&rec)))
 }
 
@@ -296,11 +320,18 @@ async fn drop_collection(
 ) -> Result<Json<Value>, RouterError> {
     access::collection(&p, &name)?;
     let dropped = r.drop_collection(&name, &rid).await;
-    audited(&p, "drop_collection", &name, "", dropped)?;
+    audited(
+        &p,
+        Action::new("drop_collection").collection(&name),
+        dropped,
+    )?;
     Ok(Json(json!({"dropped": name})))
 }
 
+/// One document of a JSON ingest body: the fields of [`attest_ingest::DOCUMENT_FIELDS`] and an optional
+/// precomputed `vector`; any other field is refused, named by its path (`documents[3].colour`).
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct DocumentBody {
     id: Value,
     #[serde(default)]
@@ -356,8 +387,8 @@ fn parse_documents(bytes: &[u8], ndjson: bool) -> Result<ParsedBody, RouterError
             .collect();
         return Ok((docs, rejected, Some(parsed.lines)));
     }
-    let b: DocumentsBody =
-        serde_json::from_slice(bytes).map_err(|e| RouterError::invalid("body", e.to_string()))?;
+    // The same refusal as every JSON body: the field is the path serde stopped at (`documents[3].colour`).
+    let b = body(Json::<DocumentsBody>::from_bytes(bytes))?;
     let docs = b
         .documents
         .into_iter()
@@ -406,7 +437,9 @@ async fn ingest(
     let mut docs = docs;
     let tenants = access::ingest(&p, &name, &mut docs, &r.config().default_tenant)?;
     let ingested = r.ingest(&name, docs, &rid).await;
-    let report = audited(&p, "ingest", &name, &tenants.join(","), ingested)?;
+    let tenants = tenants.join(",");
+    let action = Action::new("ingest").collection(&name).tenant(&tenants);
+    let report = audited(&p, action, ingested)?;
     let refusal = |i: usize, reason: String| match &lines {
         Some(lines) => json!({"index": lines[i] - 1, "line": lines[i], "reason": reason}),
         None => json!({"index": i, "reason": reason}),
@@ -443,8 +476,11 @@ async fn delete_document(
 ) -> Result<Json<Value>, RouterError> {
     let tenant = access::delete(&p, &name, q.tenant.as_deref(), &r.config().default_tenant)?;
     let outcome = r.delete_document(&name, Some(&tenant), &id, &rid).await;
-    let deleted = audited(&p, "delete_document", &name, &tenant, outcome)?;
-    if !deleted {
+    let action = Action::new("delete_document")
+        .collection(&name)
+        .tenant(&tenant)
+        .target(&id);
+    if !access::audited_delete(&p, action, outcome)? {
         return Err(RouterError::NotFound(format!(
             "document `{id}` does not exist in `{name}`"
         )));
@@ -565,7 +601,7 @@ async fn search(
         weights: b.weights.unwrap_or_default(),
         filter: b.filter.as_ref().map(filter_from_json).transpose()?,
         tenant: b.tenant.unwrap_or_default(),
-        nprobe: b.nprobe.unwrap_or(0),
+        nprobe: b.nprobe,
     };
     access::search(&p, &mut req, &r.config().default_tenant)?;
     let resp = r.search(req, rid).await?;
@@ -591,7 +627,7 @@ async fn maintain(
     access::collection(&p, &name)?;
     let b = body(b)?;
     let done = r.maintain(&name, b.seal, b.compact, &rid).await;
-    audited(&p, "maintain", &name, "", done)?;
+    audited(&p, Action::new("maintain").collection(&name), done)?;
     stats_json(&r, &name, &rid).await
 }
 

@@ -1,11 +1,14 @@
 //! API keys through the router (admin scope): minted here (the key is returned once and never stored), kept
-//! hashed in meta, listed and revoked by id. The router re-reads meta's state after each change so its own key
-//! ring has it at once; every other router and answer replica has it from its next poll (1 s).
+//! hashed in meta, listed and revoked by id. A key manages only keys within its own grant: it mints none wider
+//! than itself, and lists and revokes only those its scope, tenants and collections cover. The router re-reads
+//! meta's state after each change so its own key ring has it at once; every other front looks a key it does not
+//! know up in meta when it is first shown (`KeyRing::authenticate_fresh`), and has revocations from its next poll.
 
-use attest_auth::keyring::{now_ms, scope_of, scope_to_pb};
-use attest_auth::secret;
+use attest_auth::keyring::{deny, now_ms, scope_of, scope_to_pb};
+use attest_auth::{secret, Principal};
 use attest_core::keys::{grant_problem, parse_duration_ms, Scope};
 use attest_proto::v1 as pb;
+use attest_proto::ErrorCode;
 use serde_json::{json, Value};
 
 use crate::error::RouterError;
@@ -28,6 +31,7 @@ impl Router {
     /// Mints a key with this grant and stores its hash in meta; returns the key (to be shown once) and its record.
     pub async fn create_key(
         &self,
+        caller: &Principal,
         grant: KeyGrant,
     ) -> Result<(String, pb::ApiKeyInfo), RouterError> {
         if let Some((field, problem)) =
@@ -35,6 +39,14 @@ impl Router {
         {
             return Err(RouterError::invalid(field, problem));
         }
+        let scopes: Vec<Scope> = grant
+            .scopes
+            .iter()
+            .filter_map(|s| Scope::parse(s))
+            .collect();
+        caller
+            .may_grant(&scopes, &grant.tenants, &grant.collections)
+            .map_err(RouterError::Callee)?;
         let ttl = match grant.expires_in.as_deref() {
             None | Some("") => None,
             Some(text) => Some(parse_duration_ms(text).ok_or_else(|| {
@@ -46,12 +58,7 @@ impl Router {
         let info = pb::ApiKeyInfo {
             key_sha256: minted.sha256_hex,
             id: minted.id,
-            scopes: grant
-                .scopes
-                .iter()
-                .filter_map(|s| Scope::parse(s))
-                .map(|s| scope_to_pb(s) as i32)
-                .collect(),
+            scopes: scopes.iter().map(|&s| scope_to_pb(s) as i32).collect(),
             tenants: grant.tenants,
             collections: grant.collections,
             expires_at_ms: ttl.map_or(0, |t| created.saturating_add(t)),
@@ -67,22 +74,39 @@ impl Router {
         Ok((minted.key, info))
     }
 
-    /// Every key meta holds (hashes, never keys), as of a linearizable read (which the view applies too).
-    pub async fn list_keys(&self) -> Result<Vec<pb::ApiKeyInfo>, RouterError> {
+    /// The keys meta holds (hashes, never keys) that lie within the caller's grant, as of a linearizable read
+    /// (which the view applies too).
+    pub async fn list_keys(&self, caller: &Principal) -> Result<Vec<pb::ApiKeyInfo>, RouterError> {
         let state = self.view.refresh(true).await?;
-        let mut keys = state.api_keys;
+        let mut keys: Vec<pb::ApiKeyInfo> = state
+            .api_keys
+            .into_iter()
+            .filter(|k| grant_of(k, caller).is_none())
+            .collect();
         keys.sort_by_key(|k| (k.created_ms, k.id.clone()));
         Ok(keys)
     }
 
-    /// Marks the key with this id revoked (NOT_FOUND for an unknown id; revoking twice is fine).
-    pub async fn revoke_key(&self, id: &str) -> Result<pb::ApiKeyInfo, RouterError> {
-        let mut key = self
-            .list_keys()
-            .await?
+    /// Marks the key with this id revoked (NOT_FOUND for an unknown id, PERMISSION_DENIED for a key outside the
+    /// caller's grant; revoking twice is fine).
+    pub async fn revoke_key(
+        &self,
+        caller: &Principal,
+        id: &str,
+    ) -> Result<pb::ApiKeyInfo, RouterError> {
+        let state = self.view.refresh(true).await?;
+        let mut key = state
+            .api_keys
             .into_iter()
             .find(|k| k.id == id)
             .ok_or_else(|| RouterError::NotFound(format!("no API key with id `{id}`")))?;
+        if let Some(excess) = grant_of(&key, caller) {
+            return Err(RouterError::Callee(deny(
+                ErrorCode::PermissionDenied,
+                "grant",
+                format!("this API key may not revoke key `{id}`: that key holds {excess}"),
+            )));
+        }
         key.revoked = true;
         self.view
             .meta()
@@ -92,6 +116,12 @@ impl Router {
         self.view.refresh(true).await?;
         Ok(key)
     }
+}
+
+/// What of a stored key's grant lies beyond the caller's (`None`: the caller may see and revoke it).
+fn grant_of(key: &pb::ApiKeyInfo, caller: &Principal) -> Option<String> {
+    let scopes: Vec<Scope> = key.scopes.iter().filter_map(|&s| scope_of(s)).collect();
+    caller.grant_excess(&scopes, &key.tenants, &key.collections)
 }
 
 /// The JSON form of a key's record (no hash: it identifies the key to no one but meta).

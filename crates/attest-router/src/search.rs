@@ -58,7 +58,7 @@ impl Router {
         request_id: String,
     ) -> Result<pb::SearchResponse, RouterError> {
         let rec = self.view.get(&req.collection)?;
-        let checked = self.check_search(req, "")?;
+        let checked = self.check_search(req, &rec, "")?;
         let mut answers = self.run_searches(&rec, vec![checked], request_id).await?;
         Ok(answers.remove(0))
     }
@@ -99,7 +99,7 @@ impl Router {
         let checked = reqs
             .into_iter()
             .enumerate()
-            .map(|(i, r)| self.check_search(r, &format!("searches[{i}].")))
+            .map(|(i, r)| self.check_search(r, &rec, &format!("searches[{i}].")))
             .collect::<Result<Vec<_>, _>>()?;
         let results = self.run_searches(&rec, checked, request_id.clone()).await?;
         Ok(pb::SearchBatchResponse {
@@ -118,8 +118,14 @@ impl Router {
         }
     }
 
-    /// A search request checked against the limits (`field` prefixes the name of the field an error names).
-    fn check_search(&self, req: pb::SearchRequest, field: &str) -> Result<Checked, RouterError> {
+    /// A search request of `rec` checked against the limits (`field` prefixes the name of the field an error
+    /// names).
+    fn check_search(
+        &self,
+        req: pb::SearchRequest,
+        rec: &CollectionRecord,
+        field: &str,
+    ) -> Result<Checked, RouterError> {
         let invalid =
             |name: &str, reason: String| RouterError::invalid(format!("{field}{name}"), reason);
         let query = req.query.trim().to_string();
@@ -151,6 +157,14 @@ impl Router {
                 other => other,
             })?;
         }
+        // Unset: the collection's own nprobe. One the caller chose must fit the collection's lists.
+        let nprobe = match req.nprobe {
+            None => rec.index.nprobe,
+            Some(nprobe) => match limits::nprobe_problem(nprobe, rec.index.nlist) {
+                Some(problem) => return Err(invalid("nprobe", problem)),
+                None => nprobe,
+            },
+        };
         let rrf_k = req.rrf_k.unwrap_or(self.config.rrf_k);
         if !(rrf_k.is_finite() && rrf_k > 0.0) {
             return Err(invalid("rrf_k", "must be a positive number".into()));
@@ -195,7 +209,7 @@ impl Router {
             dense_weight: weight("dense"),
             bm25_weight: weight("bm25"),
             query,
-            nprobe: req.nprobe,
+            nprobe,
             filter: req.filter,
         })
     }
@@ -267,11 +281,7 @@ impl Router {
                         String::new()
                     },
                     k: self.depth(s.k) as u32,
-                    nprobe: if s.nprobe == 0 {
-                        rec.index.nprobe
-                    } else {
-                        s.nprobe
-                    },
+                    nprobe: s.nprobe,
                     filter: s.filter.clone(),
                     include_payload: self.config.payload_in_fanout,
                     payload_top: payload_top(
@@ -354,6 +364,7 @@ struct Checked {
     want_bm25: bool,
     dense_weight: f64,
     bm25_weight: f64,
+    /// Lists probed per shard: the request's, checked, or the collection's.
     nprobe: u32,
     filter: Option<pb::Filter>,
 }

@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use attest_auth::audit::Action;
 use attest_auth::Principal;
 use attest_telemetry::request_id::RequestId;
 use axum::extract::rejection::JsonRejection;
@@ -16,7 +17,7 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::access::audited;
+use crate::access::{self, audited};
 use crate::error::RouterError;
 use crate::http::body;
 use crate::router::Router;
@@ -28,15 +29,15 @@ pub async fn create(
     Extension(p): Extension<Principal>,
     b: Result<Json<CreateSnapshot>, JsonRejection>,
 ) -> Result<impl IntoResponse, RouterError> {
+    access::whole_cluster(&p, "a snapshot")?;
     let req = body(b)?;
     let collections = req.collections.join(",");
-    let manifest = audited(
-        &p,
-        "create_snapshot",
-        &collections,
-        "",
-        r.create_snapshot(req, &rid).await,
-    )?;
+    let created = r.create_snapshot(req, &rid).await;
+    let id = created.as_ref().map(|m| m.id.clone()).unwrap_or_default();
+    let action = Action::new("create_snapshot")
+        .collection(&collections)
+        .target(&id);
+    let manifest = audited(&p, action, created)?;
     Ok((StatusCode::CREATED, Json(json!(manifest))))
 }
 
@@ -48,8 +49,10 @@ pub struct ListQuery {
 
 pub async fn list(
     State(r): State<Arc<Router>>,
+    Extension(p): Extension<Principal>,
     q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, RouterError> {
+    access::whole_cluster(&p, "listing snapshots")?;
     let Query(q) = q.map_err(|e| RouterError::invalid("from", e.body_text()))?;
     let snapshots = r.list_snapshots(&q.from).await?;
     Ok(Json(json!({ "snapshots": snapshots })))
@@ -61,22 +64,20 @@ pub async fn delete(
     Path(id): Path<String>,
     q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, RouterError> {
+    access::whole_cluster(&p, "deleting a snapshot")?;
     let Query(q) = q.map_err(|e| RouterError::invalid("from", e.body_text()))?;
-    audited(
-        &p,
-        "delete_snapshot",
-        "",
-        "",
-        r.delete_snapshot(&q.from, &id).await,
-    )?;
+    let action = Action::new("delete_snapshot").target(&id);
+    audited(&p, action, r.delete_snapshot(&q.from, &id).await)?;
     Ok(Json(json!({ "deleted": id })))
 }
 
 pub async fn progress(
     State(r): State<Arc<Router>>,
+    Extension(p): Extension<Principal>,
     Path(id): Path<String>,
     q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, RouterError> {
+    access::whole_cluster(&p, "a snapshot's progress")?;
     let Query(q) = q.map_err(|e| RouterError::invalid("from", e.body_text()))?;
     let replicas = r.snapshot_progress(&q.from, &id).await?;
     Ok(Json(json!({ "id": id, "replicas": replicas })))
@@ -88,14 +89,13 @@ pub async fn restore(
     Extension(p): Extension<Principal>,
     b: Result<Json<RestoreSnapshot>, JsonRejection>,
 ) -> Result<Json<Value>, RouterError> {
+    access::whole_cluster(&p, "a restore")?;
     let req = body(b)?;
     let collections = req.collections.join(",");
-    let restored = audited(
-        &p,
-        "restore_snapshot",
-        &collections,
-        "",
-        r.restore_snapshot(req, &rid).await,
-    )?;
+    let id = req.id.clone();
+    let action = Action::new("restore_snapshot")
+        .collection(&collections)
+        .target(&id);
+    let restored = audited(&p, action, r.restore_snapshot(req, &rid).await)?;
     Ok(Json(json!({ "collections": restored })))
 }

@@ -3,14 +3,15 @@
 //! whatever its node count.
 //!
 //! Layout under the destination (a directory every node reaches, or `s3://bucket/prefix`):
-//! `<id>/attest-snapshot.json` ([`ClusterManifest`], present only once the snapshot is complete),
+//! `<id>/attest-snapshot.json` ([`ClusterManifest`], present only once the snapshot is complete, and refused
+//! unless the checksum it records matches its content: `snapshots/manifest.rs`),
 //! `<id>/meta-state.pb` (an `attest.v1.ClusterState` of the chosen collections and the API keys' hashes), and
 //! `<id>/<collection>/shard-<n>/` (one replica snapshot each, uploaded by the shard node that holds it).
 //!
-//! Restore checks the manifest, the meta state and every replica manifest and file's presence and size, then has
-//! every replica of the new placement download its shard, checking every file's sha256, into its node's staging
-//! area — nothing is visible yet, and a failure discards what was staged. Only then are the collections created
-//! in meta with that placement, and each replica created from its staged files.
+//! Restore checks the manifest's checksum, the meta state and every replica manifest and file's presence and
+//! size, then has every replica of the new placement download its shard, checking every file's sha256, into its
+//! node's staging area — nothing is visible yet, and a failure discards what was staged. Only then are the
+//! collections created in meta with that placement, and each replica created from its staged files.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -29,59 +30,20 @@ use crate::error::RouterError;
 use crate::replicas::ShardCall;
 use crate::router::Router;
 
-pub const CLUSTER_MANIFEST: &str = "attest-snapshot.json";
+mod manifest;
+
+use manifest::{read_manifest, read_unverified, ChecksumProblem};
+pub use manifest::{
+    ClusterManifest, CollectionSnapshot, ReplicaSnapshot, CLUSTER_MANIFEST, CLUSTER_SNAPSHOT_FORMAT,
+};
+
 pub const META_STATE: &str = "meta-state.pb";
 /// A replica snapshot's own manifest (written by `attest_index::ShardEngine::snapshot`).
 const REPLICA_MANIFEST: &str = "SNAPSHOT.json";
-pub const CLUSTER_SNAPSHOT_FORMAT: u32 = 1;
 /// How long one replica's upload or download may take.
 const REPLICA_TRANSFER_LIMIT: Duration = Duration::from_secs(6 * 3600);
 /// Replica transfers in flight at once, over the whole cluster.
 const PARALLEL_TRANSFERS: usize = 4;
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ClusterManifest {
-    pub format: u32,
-    pub id: String,
-    pub created_ms: u64,
-    /// The Raft applied index of the meta state in `meta-state.pb`.
-    pub meta_version: u64,
-    pub meta_state_sha256: String,
-    pub collections: Vec<CollectionSnapshot>,
-}
-
-impl ClusterManifest {
-    pub fn total_bytes(&self) -> u64 {
-        self.collections
-            .iter()
-            .flat_map(|c| &c.replicas)
-            .map(|r| r.bytes)
-            .sum()
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CollectionSnapshot {
-    pub name: String,
-    pub shards: u32,
-    pub replication: u32,
-    /// One per shard, in shard order.
-    pub replicas: Vec<ReplicaSnapshot>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ReplicaSnapshot {
-    pub shard: u32,
-    /// The node whose replica was snapshotted.
-    pub node_id: u64,
-    /// Its files' key prefix under the destination.
-    pub prefix: String,
-    /// sha256 of its `SNAPSHOT.json`.
-    pub manifest_sha256: String,
-    pub last_seq: u64,
-    pub live_documents: u64,
-    pub bytes: u64,
-}
 
 /// `POST /v1/snapshots`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -317,7 +279,7 @@ impl Router {
             ..Default::default()
         }
         .encode_to_vec();
-        let manifest = ClusterManifest {
+        let mut manifest = ClusterManifest {
             format: CLUSTER_SNAPSHOT_FORMAT,
             id: id.clone(),
             created_ms,
@@ -336,16 +298,15 @@ impl Router {
                     }
                 })
                 .collect(),
+            checksum: String::new(),
         };
         store
             .put_bytes(&format!("{id}/{META_STATE}"), meta_state)
             .await
             .map_err(|e| from_store("destination", e))?;
-        let json = serde_json::to_vec_pretty(&manifest)
-            .map_err(|e| RouterError::Internal(e.to_string()))?;
         // Last: a snapshot with its manifest is complete.
         store
-            .put_bytes(&manifest_key, json)
+            .put_bytes(&manifest_key, manifest.encode())
             .await
             .map_err(|e| from_store("destination", e))?;
         info!(snapshot = %id, bytes = manifest.total_bytes(), event = "snapshot_created", "cluster snapshot complete");
@@ -363,8 +324,12 @@ impl Router {
             .await
             .map_err(|e| from_store("destination", e))?
         {
-            if let Ok(m) = read_manifest(store, &id).await {
-                complete.push(m);
+            // Snapshots from before manifests were checksummed age out as they always did (restore refuses
+            // them anyway); one whose checksum does not match is kept for someone to look at, its dates untrusted.
+            if let Ok(m) = read_unverified(store, &id).await {
+                if matches!(m.verify_checksum(), Ok(()) | Err(ChecksumProblem::Missing)) {
+                    complete.push(m);
+                }
             }
         }
         complete.sort_by_key(|m| std::cmp::Reverse((m.created_ms, m.id.clone())));
@@ -786,24 +751,6 @@ async fn delete_snapshot_files(store: &SnapshotStore, id: &str) -> Result<(), Ro
         .await
         .map_err(|e| from_store("from", e))?;
     Ok(())
-}
-
-async fn read_manifest(store: &SnapshotStore, id: &str) -> Result<ClusterManifest, RouterError> {
-    let key = format!("{id}/{CLUSTER_MANIFEST}");
-    let bytes = store
-        .get_bytes(&key)
-        .await
-        .map_err(|e| from_store("source", e))?
-        .ok_or_else(|| RouterError::NotFound(format!("{key}: no snapshot `{id}` here")))?;
-    let manifest: ClusterManifest =
-        serde_json::from_slice(&bytes).map_err(|e| damaged(format!("{key}: {e}")))?;
-    if manifest.format != CLUSTER_SNAPSHOT_FORMAT || manifest.id != id {
-        return Err(damaged(format!(
-            "{key}: format {} of snapshot `{}` (expected format {CLUSTER_SNAPSHOT_FORMAT} of `{id}`)",
-            manifest.format, manifest.id
-        )));
-    }
-    Ok(manifest)
 }
 
 /// The replica's manifest matches the cluster manifest, and every file it names is there at its size.

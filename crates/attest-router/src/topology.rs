@@ -68,6 +68,7 @@ impl ClusterView {
             next_start: parking_lot::Mutex::new(HashMap::new()),
             local,
         });
+        view.keys.refresh_from(&view.meta);
         view.refresh(false).await?;
         Ok(view)
     }

@@ -38,13 +38,32 @@ impl IntoResponse for HttpError {
     }
 }
 
-/// A JSON body axum could not take: over the size limit (413), or not the JSON expected (400 on `body`).
+/// A JSON body axum could not take: over the size limit (413), or not the JSON expected (400). The 400 names
+/// the field serde stopped at (`documents[3].colour` for an unknown field, `nprobe` for a value of the wrong
+/// type), or `body` when the error is about the whole body (not JSON, a field missing at the top).
 pub fn json_rejection(e: JsonRejection) -> ApiError {
     if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        ApiError::new(ErrorCode::PayloadTooLarge, e.body_text())
-    } else {
-        ApiError::invalid("body", e.body_text())
+        return ApiError::new(ErrorCode::PayloadTooLarge, e.body_text());
     }
+    let field = rejected_path(&e).unwrap_or_else(|| "body".to_string());
+    ApiError::invalid(field, e.body_text())
+}
+
+/// The path of the value a JSON data error is about, as `serde_path_to_error` (which axum's `Json` uses)
+/// recorded it; `None` for a syntax error or one at the top level.
+fn rejected_path(e: &JsonRejection) -> Option<String> {
+    use std::error::Error;
+    let JsonRejection::JsonDataError(data) = e else {
+        return None;
+    };
+    // `JsonDataError` → axum's boxed error → the path error.
+    let path = data
+        .source()?
+        .source()?
+        .downcast_ref::<serde_path_to_error::Error<serde_json::Error>>()?
+        .path()
+        .to_string();
+    (path != ".").then_some(path)
 }
 
 /// Middleware (`axum::middleware::map_response`): an error response without a body (an unknown route, a method
@@ -170,6 +189,51 @@ mod tests {
         );
         let (s, _, _) = call("POST", "/echo", r#"{"q": 1}"#).await;
         assert_eq!(s, 200);
+    }
+
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Doc {
+        id: String,
+        #[serde(default)]
+        nprobe: Option<u32>,
+    }
+
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Docs {
+        documents: Vec<Doc>,
+    }
+
+    #[test]
+    fn a_data_error_names_the_field_it_is_about() {
+        let refusal = |body: &str| {
+            let e = axum::Json::<Docs>::from_bytes(body.as_bytes())
+                .err()
+                .expect("refused");
+            let e = json_rejection(e);
+            (e.field.unwrap_or_default(), e.message)
+        };
+        let (field, message) =
+            refusal(r#"{"documents": [{"id": "a"}, {"id": "b", "colour": "red"}]}"#);
+        assert_eq!(field, "documents[1].colour");
+        assert!(message.contains("unknown field `colour`"), "{message}");
+        let (field, message) = refusal(r#"{"documents": [], "top_k": 3}"#);
+        assert_eq!(field, "top_k");
+        assert!(message.contains("top_k"), "{message}");
+        assert_eq!(
+            refusal(r#"{"documents": [{"id": "a", "nprobe": 1e6}]}"#).0,
+            "documents[0].nprobe"
+        );
+        assert_eq!(
+            refusal(r#"{"documents": [{"id": "a", "nprobe": -1}]}"#).0,
+            "documents[0].nprobe"
+        );
+        // Not JSON, or a field missing from the top: the whole body.
+        assert_eq!(refusal("{not json").0, "body");
+        assert_eq!(refusal("{}").0, "body");
     }
 
     #[tokio::test]

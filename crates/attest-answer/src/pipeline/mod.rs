@@ -208,6 +208,7 @@ impl AnswerService {
     /// Keeps the collections' thresholds and the API keys in step with meta (polled every
     /// `answer.meta_refresh_ms`; the task ends when the service is dropped).
     pub fn watch_meta(&self, meta: MetaClient) -> tokio::task::JoinHandle<()> {
+        self.keys.refresh_from(&meta);
         let (thresholds, keys) = (Arc::downgrade(&self.thresholds), Arc::downgrade(&self.keys));
         let interval = Duration::from_millis(self.config.meta_refresh_ms);
         tokio::spawn(async move {
