@@ -8,7 +8,7 @@ ATTEST := $(CARGO_TARGET_DIR)/debug/attest
 export OPENBLAS_NUM_THREADS ?= 1
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: setup build demo test chart-test console-test lint models eval-gate eval-baseline
+.PHONY: setup build demo test chart-test console-test client-test lint models eval-gate eval-baseline
 
 setup:
 	scripts/setup.sh
@@ -27,7 +27,7 @@ demo: build
 
 # `build` first: the suites of tests/ run the `attest` binary of the same build, which `cargo test` alone does
 # not build for another package's tests (and the chart tests check the chart's flags against it).
-test: build chart-test console-test
+test: build chart-test console-test client-test
 	python3 -m unittest discover -s scripts/reader -p 'test_*.py'
 	cargo test --workspace --no-fail-fast
 
@@ -39,6 +39,11 @@ chart-test:
 # environment in ~/.cache). `scripts/console-test.sh --screenshots docs/console` refreshes the README's screenshots.
 console-test:
 	ATTEST_BIN=$(ATTEST) scripts/console-test.sh
+
+# The Python client (clients/python) and its LangChain / LlamaIndex adapters: the wheel built offline by
+# `python -m build`, installed with both extras into a pinned Python environment in ~/.cache, tested against `attest dev`.
+client-test:
+	ATTEST_BIN=$(ATTEST) scripts/python-client-test.sh
 
 lint:
 	cargo fmt --all -- --check

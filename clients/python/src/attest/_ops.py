@@ -1,0 +1,266 @@
+"""Each operation of HTTP API v1 as a :class:`Call`: method, path, body and how to read the answer.
+
+Building requests and reading answers lives here once; :class:`attest.Client` and :class:`attest.AsyncClient`
+only send the calls (the one blocking, the other awaiting).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+from .models import (
+    ApiKey,
+    AskRequest,
+    AskResponse,
+    ClusterStatus,
+    Collection,
+    CollectionStats,
+    CreateCollection,
+    CreatedKey,
+    Deleted,
+    IndexRequest,
+    KeyRequest,
+    ListedSnapshot,
+    RestoredCollection,
+    RestoreRequest,
+    SearchRequest,
+    SearchResponse,
+    SnapshotManifest,
+    SnapshotProgress,
+    SnapshotRequest,
+    ThresholdsRequest,
+    Turn,
+)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One HTTP request and the function that turns its JSON answer into ``T``."""
+
+    method: str
+    path: str
+    parse: Callable[[Any], T]
+    json: Any = None
+    content: bytes | None = None
+    params: Mapping[str, str] | None = None
+    headers: Mapping[str, str] | None = None
+
+
+def seg(value: str | int) -> str:
+    """A path segment, percent-encoded (document ids may hold ``/``, ``#``, spaces)."""
+    return quote(str(value), safe="")
+
+
+def _collection(name: str) -> str:
+    return f"/v1/collections/{seg(name)}"
+
+
+# --- collections --------------------------------------------------------------------------------------------
+
+
+def create_collection(
+    name: str,
+    *,
+    shards: int | None = None,
+    replication: int | None = None,
+    index: IndexRequest | Mapping[str, int] | None = None,
+    chunking: Mapping[str, Any] | None = None,
+) -> Call[Collection]:
+    body = CreateCollection(
+        name=name,
+        shards=shards,
+        replication=replication,
+        index=IndexRequest.model_validate(index) if index is not None else None,
+        chunking=dict(chunking) if chunking is not None else None,
+    )
+    return Call("POST", "/v1/collections", Collection.model_validate, json=body.body())
+
+
+def list_collections() -> Call[list[Collection]]:
+    return Call("GET", "/v1/collections", lambda d: [Collection.model_validate(c) for c in d["collections"]])
+
+
+def get_collection(name: str) -> Call[Collection]:
+    return Call("GET", _collection(name), Collection.model_validate)
+
+
+def drop_collection(name: str) -> Call[Deleted]:
+    return Call("DELETE", _collection(name), Deleted.model_validate)
+
+
+def set_thresholds(name: str, min_confidence: float, **measured: Any) -> Call[Collection]:
+    body = ThresholdsRequest(min_confidence=min_confidence, **measured)
+    return Call("PUT", f"{_collection(name)}/thresholds", Collection.model_validate, json=body.body())
+
+
+def clear_thresholds(name: str) -> Call[Collection]:
+    return Call("DELETE", f"{_collection(name)}/thresholds", Collection.model_validate)
+
+
+def stats(name: str) -> Call[CollectionStats]:
+    return Call("GET", f"{_collection(name)}/stats", CollectionStats.model_validate)
+
+
+def maintain(name: str, *, seal: bool = False, compact: bool = False) -> Call[CollectionStats]:
+    body = {"seal": seal, "compact": compact}
+    return Call("POST", f"{_collection(name)}/maintain", CollectionStats.model_validate, json=body)
+
+
+def eval_report(name: str) -> Call[dict[str, Any]]:
+    return Call("GET", f"{_collection(name)}/eval", dict)
+
+
+# --- documents, search, ask ---------------------------------------------------------------------------------
+
+
+def delete_document(collection: str, doc_id: str | int, *, tenant: str | None = None) -> Call[Deleted]:
+    params = {"tenant": tenant} if tenant is not None else None
+    path = f"{_collection(collection)}/documents/{seg(doc_id)}"
+    return Call("DELETE", path, Deleted.model_validate, params=params)
+
+
+def search(
+    collection: str,
+    query: str,
+    *,
+    k: int | None = None,
+    lanes: Sequence[str] | str | None = None,
+    rrf_k: float | None = None,
+    weights: Mapping[str, float] | None = None,
+    filter: Mapping[str, Any] | None = None,
+    tenant: str | None = None,
+    nprobe: int | None = None,
+) -> Call[SearchResponse]:
+    if isinstance(lanes, str):
+        lanes = None if lanes == "hybrid" else [lanes]
+    body = SearchRequest(
+        query=query,
+        k=k,
+        lanes=list(lanes) if lanes is not None else None,
+        rrf_k=rrf_k,
+        weights=dict(weights) if weights is not None else None,
+        filter=dict(filter) if filter is not None else None,
+        tenant=tenant,
+        nprobe=nprobe,
+    )
+    return Call("POST", f"{_collection(collection)}/search", SearchResponse.model_validate, json=body.body())
+
+
+HistoryItem = Turn | Mapping[str, str] | tuple[str, str]
+
+
+def history_turns(history: Sequence[HistoryItem] | None) -> list[Turn] | None:
+    """Earlier turns, oldest first, from :class:`Turn`, ``{"role", "content"}`` or ``(role, content)``."""
+    if history is None:
+        return None
+    turns = []
+    for item in history:
+        if isinstance(item, Turn):
+            turns.append(item)
+        elif isinstance(item, tuple):
+            turns.append(Turn(role=item[0], content=item[1]))
+        else:
+            turns.append(Turn.model_validate(dict(item)))
+    return turns
+
+
+def ask(
+    collection: str,
+    question: str,
+    *,
+    history: Sequence[HistoryItem] | None = None,
+    tenant: str | None = None,
+    stream: bool = False,
+) -> Call[AskResponse]:
+    body = AskRequest(question=question, history=history_turns(history), tenant=tenant, stream=stream or None)
+    headers = {"accept": "text/event-stream"} if stream else None
+    return Call("POST", f"{_collection(collection)}/ask", AskResponse.model_validate, json=body.body(), headers=headers)
+
+
+# --- keys, snapshots, cluster -------------------------------------------------------------------------------
+
+
+def create_key(
+    scopes: Sequence[str],
+    tenants: Sequence[str],
+    *,
+    collections: Sequence[str] | None = None,
+    expires_in: str | None = None,
+) -> Call[CreatedKey]:
+    body = KeyRequest(
+        scopes=list(scopes),
+        tenants=list(tenants),
+        collections=list(collections) if collections is not None else None,
+        expires_in=expires_in,
+    )
+    return Call("POST", "/v1/keys", CreatedKey.model_validate, json=body.body())
+
+
+def list_keys() -> Call[list[ApiKey]]:
+    return Call("GET", "/v1/keys", lambda d: [ApiKey.model_validate(k) for k in d["keys"]])
+
+
+def revoke_key(key_id: str) -> Call[ApiKey]:
+    return Call("DELETE", f"/v1/keys/{seg(key_id)}", ApiKey.model_validate)
+
+
+def create_snapshot(
+    destination: str,
+    *,
+    id: str | None = None,
+    collections: Sequence[str] | None = None,
+    keep: int | None = None,
+) -> Call[SnapshotManifest]:
+    body = SnapshotRequest(
+        destination=destination,
+        id=id,
+        collections=list(collections) if collections is not None else None,
+        keep=keep,
+    )
+    return Call("POST", "/v1/snapshots", SnapshotManifest.model_validate, json=body.body())
+
+
+def list_snapshots(source: str) -> Call[list[ListedSnapshot]]:
+    parse = lambda d: [ListedSnapshot.model_validate(s) for s in d["snapshots"]]  # noqa: E731
+    return Call("GET", "/v1/snapshots", parse, params={"from": source})
+
+
+def snapshot_progress(snapshot_id: str, source: str) -> Call[SnapshotProgress]:
+    path = f"/v1/snapshots/{seg(snapshot_id)}/progress"
+    return Call("GET", path, SnapshotProgress.model_validate, params={"from": source})
+
+
+def delete_snapshot(snapshot_id: str, source: str) -> Call[Deleted]:
+    return Call("DELETE", f"/v1/snapshots/{seg(snapshot_id)}", Deleted.model_validate, params={"from": source})
+
+
+def restore_snapshot(
+    source: str,
+    snapshot_id: str,
+    *,
+    collections: Sequence[str] | None = None,
+    rename: Mapping[str, str] | None = None,
+    force: bool = False,
+) -> Call[list[RestoredCollection]]:
+    body = RestoreRequest(
+        source=source,
+        id=snapshot_id,
+        collections=list(collections) if collections is not None else None,
+        rename=dict(rename) if rename is not None else None,
+        force=force or None,
+    )
+    parse = lambda d: [RestoredCollection.model_validate(c) for c in d["collections"]]  # noqa: E731
+    return Call("POST", "/v1/snapshots/restore", parse, json=body.body())
+
+
+def cluster() -> Call[ClusterStatus]:
+    return Call("GET", "/v1/cluster", ClusterStatus.model_validate)
+
+
+def raw(method: str, path: str, *, json: Any = None, params: Mapping[str, str] | None = None) -> Call[Any]:
+    return Call(method.upper(), path, lambda d: d, json=json, params=params)

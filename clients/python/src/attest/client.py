@@ -1,0 +1,310 @@
+"""The blocking client: :class:`Client`.
+
+>>> from attest import Client
+>>> c = Client("http://127.0.0.1:7700")            # api_key= or $ATTEST_API_KEY, ca_cert= or $ATTEST_CA_CERT
+>>> c.create_collection("docs")
+>>> c.upload_documents("docs", [{"id": "1", "text": "Writes are made durable by the ingest log."}])
+>>> c.search("docs", "how are writes made durable?", k=5).hits
+>>> c.ask("docs", "how are writes made durable?").answer
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal, overload
+
+import httpx
+
+from . import _ops as ops
+from ._config import Settings
+from ._transport import SyncSender
+from .bulk import DEFAULT_BATCH_SIZE, DEFAULT_MAX_BATCH_BYTES, DocumentLike, upload_plan
+from .errors import AttestError
+from .models import (
+    ApiKey,
+    AskResponse,
+    ClusterStatus,
+    Collection,
+    CollectionStats,
+    CreatedKey,
+    Deleted,
+    IndexRequest,
+    ListedSnapshot,
+    RestoredCollection,
+    SearchResponse,
+    SnapshotManifest,
+    SnapshotProgress,
+    UploadReport,
+)
+from .retry import RetryPolicy
+from .stream import AskStream
+
+
+class Client:
+    """A client of one Attest HTTP endpoint (``attest dev``, a router, or an ingress in front of router and
+    answer tier).
+
+    Args:
+        base_url: e.g. ``http://127.0.0.1:7700``; default ``$ATTEST_SERVER``, else that address.
+        api_key: sent as ``Authorization: Bearer``; default ``$ATTEST_API_KEY`` (none: an open server).
+        ca_cert: a PEM file of the CA that signed the server's certificate (a private CA); default
+            ``$ATTEST_CA_CERT``, else the system's trust store.
+        timeout: seconds for each request.
+        retry: when to retry (default :class:`~attest.retry.RetryPolicy`: 429 and 503 up to 4 times, honouring
+            ``Retry-After``).
+
+    Errors are raised as :class:`~attest.errors.AttestError` (with ``code``, ``field``, ``status``).
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        api_key: str | None = None,
+        ca_cert: str | os.PathLike[str] | None = None,
+        timeout: float = 120.0,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.settings = Settings.resolve(base_url, api_key, ca_cert, timeout)
+        self._http = httpx.Client(**self.settings.client_kwargs())
+        self._sender = SyncSender(self._http, retry or RetryPolicy())
+
+    @property
+    def base_url(self) -> str:
+        return self.settings.base_url
+
+    def close(self) -> None:
+        """Closes the connections."""
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def request(self, method: str, path: str, *, json: Any = None, params: Mapping[str, str] | None = None) -> Any:
+        """Any route of the API (``path`` from ``/v1/...``): its JSON answer, or an AttestError."""
+        return self._sender.run(ops.raw(method, path, json=json, params=params))
+
+    def ready(self) -> bool:
+        """The server answers ``/readyz`` with 200."""
+        try:
+            return self._http.get("/readyz").status_code == 200
+        except httpx.TransportError:
+            return False
+
+    # --- collections ----------------------------------------------------------------------------------------
+
+    def create_collection(
+        self,
+        name: str,
+        *,
+        shards: int | None = None,
+        replication: int | None = None,
+        index: IndexRequest | Mapping[str, int] | None = None,
+        chunking: Mapping[str, Any] | None = None,
+    ) -> Collection:
+        """Creates a collection (admin). ``index``: ``{nlist, m, nbits, nprobe}``; left out: the defaults."""
+        return self._sender.run(
+            ops.create_collection(name, shards=shards, replication=replication, index=index, chunking=chunking)
+        )
+
+    def list_collections(self) -> list[Collection]:
+        """The collections this key may see."""
+        return self._sender.run(ops.list_collections())
+
+    def get_collection(self, name: str) -> Collection:
+        """One collection; NotFoundError if there is none."""
+        return self._sender.run(ops.get_collection(name))
+
+    def drop_collection(self, name: str) -> Deleted:
+        """Drops a collection and every document in it (admin)."""
+        return self._sender.run(ops.drop_collection(name))
+
+    def stats(self, collection: str) -> CollectionStats:
+        """Per-shard statistics."""
+        return self._sender.run(ops.stats(collection))
+
+    def maintain(self, collection: str, *, seal: bool = False, compact: bool = False) -> CollectionStats:
+        """Seals the growing segments and/or compacts now (admin); answers the statistics after."""
+        return self._sender.run(ops.maintain(collection, seal=seal, compact=compact))
+
+    def set_thresholds(self, collection: str, min_confidence: float, **measured: Any) -> Collection:
+        """Sets the collection's answer threshold (admin): the answer tier abstains below ``min_confidence``."""
+        return self._sender.run(ops.set_thresholds(collection, min_confidence, **measured))
+
+    def clear_thresholds(self, collection: str) -> Collection:
+        """Clears the collection's answer thresholds (admin)."""
+        return self._sender.run(ops.clear_thresholds(collection))
+
+    def eval_report(self, collection: str) -> dict[str, Any]:
+        """The collection's latest ``attest eval --json`` report kept by the router; NotFoundError if none."""
+        return self._sender.run(ops.eval_report(collection))
+
+    # --- documents ------------------------------------------------------------------------------------------
+
+    def upload_documents(
+        self,
+        collection: str,
+        documents: Iterable[DocumentLike],
+        *,
+        tenant: str | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+        progress: bool | Mapping[str, Any] = True,
+    ) -> UploadReport:
+        """Uploads documents in batches with a progress bar (tqdm; ``progress`` False hides it, a mapping is
+        passed to tqdm). Documents are :class:`~attest.models.Document` or mappings ``{id, text, title?,
+        metadata?, tenant?, vector?}``; ``tenant`` fills in those without one. Rejected documents are returned in
+        the report with their index and id, never raised."""
+        plan = upload_plan(
+            collection,
+            documents,
+            tenant=tenant,
+            batch_size=batch_size,
+            max_batch_bytes=max_batch_bytes,
+            progress=progress,
+        )
+        try:
+            call = next(plan)
+            while True:
+                try:
+                    outcome: Any = self._sender.run(call)
+                except AttestError as e:
+                    outcome = e
+                call = plan.send(outcome)
+        except StopIteration as done:
+            return done.value
+
+    def delete_document(self, collection: str, doc_id: str | int, *, tenant: str | None = None) -> Deleted:
+        """Deletes every chunk of a document; NotFoundError if it does not exist."""
+        return self._sender.run(ops.delete_document(collection, doc_id, tenant=tenant))
+
+    # --- search and ask -------------------------------------------------------------------------------------
+
+    def search(
+        self,
+        collection: str,
+        query: str,
+        *,
+        k: int | None = None,
+        lanes: Sequence[str] | str | None = None,
+        rrf_k: float | None = None,
+        weights: Mapping[str, float] | None = None,
+        filter: Mapping[str, Any] | None = None,
+        tenant: str | None = None,
+        nprobe: int | None = None,
+    ) -> SearchResponse:
+        """Hybrid search: ``lanes`` ``["dense", "bm25"]`` (default both, or ``"dense"``/``"bm25"`` alone),
+        ``weights`` per lane for RRF, ``filter`` on metadata, ``tenant`` among the key's, ``nprobe`` for the
+        dense index."""
+        return self._sender.run(
+            ops.search(
+                collection, query, k=k, lanes=lanes, rrf_k=rrf_k, weights=weights, filter=filter, tenant=tenant,
+                nprobe=nprobe,
+            )
+        )
+
+    @overload
+    def ask(
+        self,
+        collection: str,
+        question: str,
+        *,
+        history: Sequence[ops.HistoryItem] | None = ...,
+        tenant: str | None = ...,
+        stream: Literal[False] = ...,
+    ) -> AskResponse: ...
+
+    @overload
+    def ask(
+        self,
+        collection: str,
+        question: str,
+        *,
+        history: Sequence[ops.HistoryItem] | None = ...,
+        tenant: str | None = ...,
+        stream: Literal[True],
+    ) -> AskStream: ...
+
+    def ask(
+        self,
+        collection: str,
+        question: str,
+        *,
+        history: Sequence[ops.HistoryItem] | None = None,
+        tenant: str | None = None,
+        stream: bool = False,
+    ) -> AskResponse | AskStream:
+        """A grounded answer with citations and verdicts, or an abstention (``status``, ``reason``,
+        ``suggestions``). ``history``: earlier turns, oldest first (``(role, content)``, ``{"role", "content"}``
+        or :class:`~attest.models.Turn`). With ``stream=True``, an :class:`~attest.stream.AskStream` to iterate
+        for the deltas; its ``response`` is the final answer."""
+        call = ops.ask(collection, question, history=history, tenant=tenant, stream=stream)
+        if stream:
+            return AskStream(lambda: self._sender.send(call, stream=True))
+        return self._sender.run(call)
+
+    # --- keys, snapshots, cluster ---------------------------------------------------------------------------
+
+    def create_key(
+        self,
+        scopes: Sequence[str],
+        tenants: Sequence[str],
+        *,
+        collections: Sequence[str] | None = None,
+        expires_in: str | None = None,
+    ) -> CreatedKey:
+        """Mints an API key (admin); its secret is ``.key``, shown this once."""
+        return self._sender.run(ops.create_key(scopes, tenants, collections=collections, expires_in=expires_in))
+
+    def list_keys(self) -> list[ApiKey]:
+        """The keys within this key's grant (admin)."""
+        return self._sender.run(ops.list_keys())
+
+    def revoke_key(self, key_id: str) -> ApiKey:
+        """Revokes a key (admin): every router refuses it within seconds."""
+        return self._sender.run(ops.revoke_key(key_id))
+
+    def create_snapshot(
+        self,
+        destination: str,
+        *,
+        id: str | None = None,
+        collections: Sequence[str] | None = None,
+        keep: int | None = None,
+    ) -> SnapshotManifest:
+        """Snapshots collections (default all) to a directory every node reaches or ``s3://bucket/prefix``."""
+        return self._sender.run(ops.create_snapshot(destination, id=id, collections=collections, keep=keep))
+
+    def list_snapshots(self, source: str) -> list[ListedSnapshot]:
+        """The snapshots in a destination (a damaged one has ``problem`` instead of ``manifest``)."""
+        return self._sender.run(ops.list_snapshots(source))
+
+    def snapshot_progress(self, snapshot_id: str, source: str) -> SnapshotProgress:
+        """What each replica of a snapshot has uploaded."""
+        return self._sender.run(ops.snapshot_progress(snapshot_id, source))
+
+    def delete_snapshot(self, snapshot_id: str, source: str) -> Deleted:
+        """Deletes a snapshot from its destination."""
+        return self._sender.run(ops.delete_snapshot(snapshot_id, source))
+
+    def restore_snapshot(
+        self,
+        source: str,
+        snapshot_id: str,
+        *,
+        collections: Sequence[str] | None = None,
+        rename: Mapping[str, str] | None = None,
+        force: bool = False,
+    ) -> list[RestoredCollection]:
+        """Restores collections of a snapshot (``rename`` ``{old: new}``; ``force`` replaces existing ones)."""
+        return self._sender.run(
+            ops.restore_snapshot(source, snapshot_id, collections=collections, rename=rename, force=force)
+        )
+
+    def cluster(self) -> ClusterStatus:
+        """Meta voters, nodes, replica sets and their health (admin)."""
+        return self._sender.run(ops.cluster())

@@ -1,0 +1,120 @@
+"""LangChain adapters (extra ``attest-client[langchain]``): a retriever and a grounded-answer tool.
+
+>>> from attest.langchain import AttestRetriever, AttestAnswerTool
+>>> retriever = AttestRetriever(collection="docs", k=5, tenant="acme", filter={"lang": "en"})
+>>> docs = retriever.invoke("how are writes made durable?")      # metadata: score, lanes, provenance
+>>> tool = AttestAnswerTool(collection="docs")
+>>> tool.invoke("how are writes made durable?")                   # cited answer, or Attest's abstention
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+try:
+    from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
+    from langchain_core.documents import Document
+    from langchain_core.retrievers import BaseRetriever
+    from langchain_core.tools import BaseTool
+except ImportError as e:  # pragma: no cover - depends on the environment
+    raise ImportError("attest.langchain needs langchain-core: pip install 'attest-client[langchain]'") from e
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .async_client import AsyncClient
+from .client import Client
+from .grounded import answer_text
+from .models import AskResponse, Hit, SearchResponse
+
+
+def hit_document(hit: Hit, collection: str, response: SearchResponse) -> Document:
+    """A LangChain document of a hit: its text, and in metadata Attest's score, lanes and provenance."""
+    metadata: dict[str, Any] = {
+        "collection": collection,
+        "doc_id": hit.doc_id,
+        "chunk_id": hit.chunk_id,
+        "title": hit.title,
+        "score": hit.score,
+        "lanes": hit.lanes.model_dump(exclude_none=True),
+        "shard": hit.shard,
+        "document_metadata": hit.metadata,
+        "degraded": response.degraded,
+        "fallback_mode": response.fallback_mode,
+        "request_id": response.request_id,
+    }
+    return Document(id=hit.chunk_id, page_content=hit.text, metadata=metadata)
+
+
+class AttestRetriever(BaseRetriever):
+    """Retrieves chunks from an Attest collection by hybrid search; ``k``, ``lanes``, ``filter``, ``tenant``,
+    ``weights``, ``rrf_k`` and ``nprobe`` go to the search as they are."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    collection: str
+    client: Client = Field(default_factory=Client)
+    async_client: AsyncClient | None = None
+    k: int = 4
+    lanes: list[str] | None = None
+    filter: dict[str, Any] | None = None
+    tenant: str | None = None
+    weights: dict[str, float] | None = None
+    rrf_k: float | None = None
+    nprobe: int | None = None
+
+    def _search_args(self) -> dict[str, Any]:
+        return {
+            "k": self.k, "lanes": self.lanes, "filter": self.filter, "tenant": self.tenant,
+            "weights": self.weights, "rrf_k": self.rrf_k, "nprobe": self.nprobe,
+        }
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+        response = self.client.search(self.collection, query, **self._search_args())
+        return [hit_document(h, self.collection, response) for h in response.hits]
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        if self.async_client is None:
+            return await super()._aget_relevant_documents(query, run_manager=run_manager)
+        response = await self.async_client.search(self.collection, query, **self._search_args())
+        return [hit_document(h, self.collection, response) for h in response.hits]
+
+
+class _Question(BaseModel):
+    question: str = Field(description="The question to answer from the collection, as a full sentence.")
+
+
+class AttestAnswerTool(BaseTool):
+    """A tool that answers from an Attest collection: Attest's cited answer with its sources, or — when Attest
+    abstains — its abstention (reason and suggestions), never an answer of its own. The artifact of a tool call
+    is the whole :class:`~attest.models.AskResponse` (citations, claims and verdicts, confidence)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    name: str = "attest_answer"
+    description: str = (
+        "Answers a question from the Attest document collection with citations [n] to its sources. If the "
+        "collection does not support an answer, it says that Attest abstained and why: then do not answer "
+        "the question from other knowledge."
+    )
+    args_schema: type[BaseModel] = _Question
+    response_format: Literal["content", "content_and_artifact"] = "content_and_artifact"
+
+    collection: str
+    client: Client = Field(default_factory=Client)
+    async_client: AsyncClient | None = None
+    tenant: str | None = None
+    #: Pass on an ``out_of_corpus`` answer (a configured LLM's general knowledge, with its disclaimer) instead
+    #: of treating it as an abstention.
+    allow_out_of_corpus: bool = False
+
+    def _run(self, question: str, run_manager: Any = None) -> tuple[str, AskResponse]:
+        response = self.client.ask(self.collection, question, tenant=self.tenant)
+        return answer_text(response, self.allow_out_of_corpus), response
+
+    async def _arun(self, question: str, run_manager: Any = None) -> tuple[str, AskResponse]:
+        if self.async_client is None:
+            return await super()._arun(question, run_manager=run_manager)
+        response = await self.async_client.ask(self.collection, question, tenant=self.tenant)
+        return answer_text(response, self.allow_out_of_corpus), response

@@ -1,0 +1,42 @@
+"""Typed models (pydantic v2) of HTTP API v1's requests and responses."""
+
+from .admin import (
+    ApiKey,
+    ClusterNode,
+    ClusterStatus,
+    CollectionStats,
+    CreatedKey,
+    KeyRequest,
+    ListedSnapshot,
+    ReplicaProgress,
+    RestoredCollection,
+    RestoreRequest,
+    ShardStats,
+    SnapshotCollection,
+    SnapshotManifest,
+    SnapshotProgress,
+    SnapshotReplica,
+    SnapshotRequest,
+)
+from .ask import AskDelta, AskRequest, AskResponse, Citation, Claim, Status, Terminology, Turn, Verdict, Verdicts
+from .collections import (
+    Chunking,
+    Collection,
+    CreateCollection,
+    IndexParams,
+    IndexRequest,
+    Thresholds,
+    ThresholdsRequest,
+)
+from .documents import Deleted, Document, IngestReport, Rejection, UploadReport
+from .search import Hit, Lane, LaneHit, Lanes, SearchRequest, SearchResponse
+
+__all__ = [
+    "ApiKey", "AskDelta", "AskRequest", "AskResponse", "Chunking", "Citation", "Claim", "ClusterNode",
+    "ClusterStatus", "Collection", "CollectionStats", "CreateCollection", "CreatedKey", "Deleted", "Document",
+    "Hit", "IndexParams", "IndexRequest", "IngestReport", "KeyRequest", "Lane", "LaneHit", "Lanes",
+    "ListedSnapshot", "Rejection", "ReplicaProgress", "RestoreRequest", "RestoredCollection", "SearchRequest",
+    "SearchResponse", "ShardStats", "SnapshotCollection", "SnapshotManifest", "SnapshotProgress",
+    "SnapshotReplica", "SnapshotRequest", "Status", "Terminology", "Thresholds", "ThresholdsRequest", "Turn",
+    "UploadReport", "Verdict", "Verdicts",
+]

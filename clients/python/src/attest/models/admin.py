@@ -1,0 +1,178 @@
+"""Operations: statistics, API keys, snapshots and the cluster's state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from ._base import ApiModel, RequestModel
+
+
+class ShardStats(ApiModel):
+    """One shard of a collection."""
+
+    shard: int
+    live_documents: int = 0
+    growing_rows: int = 0
+    sealed_rows: int = 0
+    sealed_segments: int = 0
+    last_seq: int = 0
+    rebuilt_segments: list[Any] = Field(default_factory=list)
+    disk_bytes: int = 0
+
+
+class CollectionStats(ApiModel):
+    """``GET /v1/collections/{name}/stats`` (and the answer of ``maintain``)."""
+
+    collection: str
+    shards: list[ShardStats] = Field(default_factory=list)
+
+    @property
+    def live_documents(self) -> int:
+        """Documents over every shard."""
+        return sum(s.live_documents for s in self.shards)
+
+
+class KeyRequest(RequestModel):
+    """Body of ``POST /v1/keys``: scopes (``read``, ``write``, ``admin``), tenants (``*`` = all), optionally
+    collections and an expiry (``30d``, ``12h``, ``90m``, ``3600s``)."""
+
+    scopes: list[str]
+    tenants: list[str]
+    collections: list[str] | None = None
+    expires_in: str | None = None
+
+
+class ApiKey(ApiModel):
+    """An API key's record (meta keeps only its hash)."""
+
+    id: str
+    scopes: list[str] = Field(default_factory=list)
+    tenants: list[str] = Field(default_factory=list)
+    collections: list[str] = Field(default_factory=list)
+    created_ms: int | None = None
+    expires_at_ms: int | None = None
+    revoked: bool = False
+
+
+class CreatedKey(ApiKey):
+    """A key just minted: ``key`` is the secret, shown this once."""
+
+    key: str
+
+
+class SnapshotReplica(ApiModel):
+    """One shard replica's files in a snapshot."""
+
+    shard: int
+    node_id: int | None = None
+    prefix: str | None = None
+    bytes: int = 0
+    last_seq: int | None = None
+    live_documents: int = 0
+    manifest_sha256: str | None = None
+
+
+class SnapshotCollection(ApiModel):
+    """One collection in a snapshot."""
+
+    name: str
+    shards: int
+    replication: int | None = None
+    replicas: list[SnapshotReplica] = Field(default_factory=list)
+
+
+class SnapshotManifest(ApiModel):
+    """A snapshot's manifest (``<id>/attest-snapshot.json``)."""
+
+    id: str
+    format: int | None = None
+    created_ms: int | None = None
+    checksum: str | None = None
+    collections: list[SnapshotCollection] = Field(default_factory=list)
+    meta_version: int | None = None
+    meta_state_sha256: str | None = None
+
+
+class ListedSnapshot(ApiModel):
+    """A snapshot found in a destination: its manifest, or the ``problem`` that makes it unusable (damaged)."""
+
+    id: str
+    manifest: SnapshotManifest | None = None
+    problem: str | None = None
+
+
+class SnapshotRequest(RequestModel):
+    """Body of ``POST /v1/snapshots``."""
+
+    destination: str
+    id: str | None = None
+    collections: list[str] | None = None
+    keep: int | None = None
+
+
+class RestoreRequest(RequestModel):
+    """Body of ``POST /v1/snapshots/restore``."""
+
+    source: str
+    id: str
+    collections: list[str] | None = None
+    rename: dict[str, str] | None = None
+    force: bool | None = None
+
+
+class RestoredCollection(ApiModel):
+    """A collection a restore made."""
+
+    name: str
+    #: Its name in the snapshot (``from`` on the wire).
+    from_: str = Field(alias="from")
+    shards: int
+    replication: int | None = None
+    live_documents: int = 0
+    bytes: int = 0
+
+
+class ReplicaProgress(ApiModel):
+    """How far one replica's upload of a snapshot has come."""
+
+    collection: str
+    shard: int
+    bytes: int = 0
+    complete: bool = False
+
+
+class SnapshotProgress(ApiModel):
+    """``GET /v1/snapshots/{id}/progress``."""
+
+    id: str
+    replicas: list[ReplicaProgress] = Field(default_factory=list)
+
+
+class ClusterNode(ApiModel):
+    """A node as meta knows it."""
+
+    id: int
+    name: str | None = None
+    address: str | None = None
+    role: str | None = None
+    zone: str | None = None
+    alive: bool = False
+    draining: str | None = None
+    last_heartbeat_ms: int | None = None
+
+
+class ClusterStatus(ApiModel):
+    """``GET /v1/cluster``: meta voters and leader, nodes, replica sets and their health, moves under way. The
+    nested replica sets are left as JSON objects (``collections``, ``meta``, ``rebalancing``)."""
+
+    leader: int | None = None
+    term: int | None = None
+    commit_index: int | None = None
+    state_version: int | None = None
+    voters: list[dict[str, Any]] = Field(default_factory=list)
+    meta: list[dict[str, Any]] = Field(default_factory=list)
+    nodes: list[ClusterNode] = Field(default_factory=list)
+    collections: list[dict[str, Any]] = Field(default_factory=list)
+    rebalancing: list[dict[str, Any]] = Field(default_factory=list)

@@ -1,0 +1,79 @@
+"""Collections: ``POST/GET /v1/collections``, ``GET/DELETE /v1/collections/{name}``, thresholds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._base import ApiModel, RequestModel
+
+
+class IndexParams(ApiModel):
+    """IVF_PQ parameters of a collection's dense index."""
+
+    nlist: int
+    m: int
+    nbits: int
+    nprobe: int
+
+
+class Chunking(ApiModel):
+    """How documents are cut into chunks."""
+
+    max_tokens: int | None = None
+    overlap_tokens: int | None = None
+    title_prefix: bool | None = None
+
+
+class Thresholds(ApiModel):
+    """A collection's answer thresholds: below ``min_confidence`` the answer tier abstains (``low_confidence``).
+    The other fields are what ``attest eval --sweep`` measured at that threshold (absent when set by hand)."""
+
+    min_confidence: float
+    hallucination_budget: float | None = None
+    coverage: float | None = None
+    hallucination_rate: float | None = None
+    data_hash: str | None = None
+
+
+class Collection(ApiModel):
+    """A collection as the router describes it."""
+
+    name: str
+    shards: int
+    replication: int
+    dimension: int | None = None
+    index: IndexParams | None = None
+    seal_threshold: int | None = None
+    embedder: str | None = None
+    chunking: Chunking | None = None
+    thresholds: Thresholds | None = None
+
+
+class IndexRequest(RequestModel):
+    """Index parameters to create a collection with (any left out: the server's default)."""
+
+    nlist: int | None = None
+    m: int | None = None
+    nbits: int | None = None
+    nprobe: int | None = None
+
+
+class CreateCollection(RequestModel):
+    """Body of ``POST /v1/collections``."""
+
+    name: str
+    shards: int | None = None
+    replication: int | None = None
+    index: IndexRequest | None = None
+    chunking: dict[str, Any] | None = None
+    thresholds: Thresholds | None = None
+
+
+class ThresholdsRequest(RequestModel):
+    """Body of ``PUT /v1/collections/{name}/thresholds``."""
+
+    min_confidence: float
+    hallucination_budget: float | None = None
+    coverage: float | None = None
+    hallucination_rate: float | None = None
+    data_hash: str | None = None
