@@ -8,7 +8,7 @@ ATTEST := $(CARGO_TARGET_DIR)/debug/attest
 export OPENBLAS_NUM_THREADS ?= 1
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: setup build demo test chart-test console-test client-test lint models eval-gate eval-baseline
+.PHONY: setup build demo test chart-test console-test client-test lint models eval-gate eval-baseline openapi
 
 setup:
 	scripts/setup.sh
@@ -45,9 +45,16 @@ console-test:
 client-test:
 	ATTEST_BIN=$(ATTEST) scripts/python-client-test.sh
 
+# The .proto files are the gRPC contract: protoc (which the build already needs) checks them with warnings fatal.
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+	protoc --fatal_warnings -I proto --descriptor_set_out=/dev/null proto/attest/v1/*.proto
+
+# The OpenAPI document of HTTP API v1, generated from the handlers (what `attest dev` serves at /v1/openapi.json);
+# tests/cli.rs fails when the committed file differs.
+openapi: build
+	$(ATTEST) openapi --out docs/openapi.json
 
 # The quality gate CI runs after the tests: the bundled squad sample (301 paragraphs, 150 questions) through
 # `attest eval`, with 40 adversarial questions (the answer sentence removed from the gold paragraph) and the

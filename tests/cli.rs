@@ -1,6 +1,8 @@
 //! The client commands as a new user meets them: a typo in `--collection` creates nothing, a binary file in a
 //! directory is skipped (not fatal), a directory with nothing to ingest is an error, a bad `--server` is named,
 //! index parameters and JSONL fields the server cannot take are named, and `--help` documents every argument.
+//! The OpenAPI contract: what `attest dev` serves at `/v1/openapi.json` (open) is `attest openapi`'s output and the
+//! committed docs/openapi.json, and every operation it says needs a scope refuses a key without it.
 
 mod common;
 
@@ -158,4 +160,89 @@ fn client_commands_refuse_mistakes_and_skip_what_they_cannot_read() {
     ] {
         assert!(help.contains(documented), "{help}");
     }
+}
+
+const ADMIN: &str = "test-admin-key-0123456789abcdef";
+
+/// Mints a key of one scope for every tenant.
+fn mint(url: &str, scope: &str) -> String {
+    let grant = serde_json::json!({"scopes": [scope], "tenants": ["*"]});
+    let (status, body) = common::call("POST", &format!("{url}/v1/keys"), Some(ADMIN), Some(&grant));
+    assert_eq!(status, 201, "{body}");
+    body["key"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn the_served_openapi_document_is_the_committed_one_and_its_scopes_hold() {
+    let data = tempfile::tempdir().unwrap();
+    let (_dev, line) = common::start(
+        &[
+            "dev",
+            "--http",
+            "127.0.0.1:0",
+            "--grpc",
+            "127.0.0.1:0",
+            "--admin-key",
+            ADMIN,
+        ],
+        Some(data.path()),
+        common::Logs::Quiet,
+    );
+    let url = common::value_of(&line, "http=");
+    // Open: a client reads the contract before it has a key.
+    let (status, served) = common::get_text(&format!("{url}/v1/openapi.json"));
+    assert_eq!(status, 200, "{served}");
+    let printed = String::from_utf8(common::attest_ok(&["openapi"], &[])).unwrap();
+    assert!(
+        served == printed,
+        "`attest openapi` prints another document than `attest dev` serves"
+    );
+    let committed_path = common::repo_root().join("docs/openapi.json");
+    let committed = std::fs::read_to_string(&committed_path).unwrap_or_default();
+    assert!(
+        served == committed,
+        "{} differs from what `attest dev` serves at /v1/openapi.json: refresh it with `make openapi` (or \
+         `attest openapi --out docs/openapi.json`), review the diff and commit it",
+        committed_path.display()
+    );
+
+    // The scope each operation names (`security: [{bearer_auth: [scope]}]`) is the one its guard wants: a key
+    // one scope lower is refused (403) and no key at all is unauthenticated (401), before any handler runs.
+    let doc: Value = serde_json::from_str(&served).unwrap();
+    let keys = [("read", mint(&url, "read")), ("write", mint(&url, "write"))];
+    let lower = |scope: &str| match scope {
+        "admin" => Some(&keys[1].1),
+        "write" => Some(&keys[0].1),
+        _ => None,
+    };
+    let client = http();
+    let mut checked = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        let concrete = path.replace("{name}", "docs").replace("{id}", "x");
+        for (method, op) in item.as_object().unwrap() {
+            let Some(scope) = op["security"][0]["bearer_auth"][0].as_str() else {
+                continue;
+            };
+            let call = |token: Option<&String>| {
+                let method = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+                let mut req = client
+                    .request(method, format!("{url}{concrete}"))
+                    .header("content-type", "application/json")
+                    .body("{}");
+                if let Some(token) = token {
+                    req = req.bearer_auth(token);
+                }
+                req.send().unwrap().status().as_u16()
+            };
+            assert_eq!(call(None), 401, "{method} {path} without a key");
+            if let Some(key) = lower(scope) {
+                assert_eq!(call(Some(key)), 403, "{method} {path} needs `{scope}`");
+            }
+            checked += 1;
+        }
+    }
+    assert!(
+        checked >= 20,
+        "only {checked} guarded operations documented"
+    );
 }

@@ -11,7 +11,7 @@ use crate::text;
 use crate::verdict::{clauses, Cutoffs, Verdict};
 use crate::verifier::Verifier;
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct Citation {
     pub n: u32,
     pub chunk_id: String,
@@ -22,7 +22,7 @@ pub struct Citation {
     pub score: f64,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct CheckedClaim {
     pub text: String,
     pub citations: Vec<u32>,

@@ -1,12 +1,15 @@
 //! `POST /v1/collections/{name}/ask`: `{question, history?: [{role, content}], stream?, tenant?}` → the answer as
 //! JSON, or with `stream: true` as Server-Sent Events: one `delta` event per claim of the answer text, then `done`
 //! with the whole response.
-//! The route needs the `read` scope; the turn acts as the caller's key (its tenant, its credential).
+//! The route needs the `read` scope; the turn acts as the caller's key (its tenant, its credential). The
+//! handler's `#[utoipa::path]` and the `ToSchema` of the types below are its part of the OpenAPI document
+//! ([`crate::openapi`]).
 
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use attest_auth::{Principal, Scope};
+use attest_auth::{KeyRing, Principal, Scope};
+use attest_telemetry::http_error::ErrorBody;
 use attest_telemetry::request_id::{http_middleware, RequestId};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
@@ -14,23 +17,27 @@ use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Extension, Json};
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
+use crate::cite::CheckedClaim;
 use crate::claims::split_claims;
 use crate::client::Caller;
 use crate::conversation::HistoryTurn;
 use crate::error::AnswerError;
-use crate::pipeline::AnswerService;
+use crate::pipeline::{AnswerService, AskResponse};
+use crate::verdict::Verdict;
 
 /// Any other field is refused with a 400 naming it (`colour`, `history[0].colour`): a misspelt `stream` or
 /// `tenant` is never silently dropped.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct AskBody {
+pub(crate) struct AskBody {
     question: String,
+    /// Answer as Server-Sent Events (`text/event-stream`) instead of one JSON body.
     #[serde(default)]
     stream: bool,
+    /// Default: the key's only tenant, else the default tenant.
     #[serde(default)]
     tenant: Option<String>,
     /// Earlier turns of the conversation, oldest first.
@@ -38,25 +45,61 @@ struct AskBody {
     history: Vec<WireTurn>,
 }
 
-#[derive(Deserialize)]
+/// One earlier turn of a conversation.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct WireTurn {
+pub(crate) struct WireTurn {
+    /// `user` or `assistant`.
     role: String,
     content: String,
 }
 
+/// The data of one `delta` event of a streamed answer: a claim of the answer text, as verified.
+#[derive(Serialize, ToSchema)]
+pub struct AskDelta {
+    pub text: String,
+    /// The footnotes `[n]` the claim cites (`citations[].n` of the final response).
+    pub citations: Vec<u32>,
+    pub verdict: Verdict,
+}
+
+impl From<&CheckedClaim> for AskDelta {
+    fn from(claim: &CheckedClaim) -> Self {
+        AskDelta {
+            text: claim.text.clone(),
+            citations: claim.citations.clone(),
+            verdict: claim.verdict,
+        }
+    }
+}
+
 pub fn routes(service: Arc<AnswerService>) -> axum::Router {
-    let guard = axum::middleware::from_fn_with_state(
-        (Arc::clone(service.keys()), Scope::Read),
-        attest_auth::http::require,
-    );
-    axum::Router::new()
-        .route("/v1/collections/:name/ask", post(ask).route_layer(guard))
+    api(Arc::clone(service.keys()))
         .with_state(service)
         .layer(axum::middleware::from_fn(http_middleware))
 }
 
-async fn ask(
+/// The routes before their state is given (so [`crate::openapi`]'s test lists them without a service).
+pub(crate) fn api(keys: Arc<KeyRing>) -> axum::Router<Arc<AnswerService>> {
+    let guard =
+        axum::middleware::from_fn_with_state((keys, Scope::Read), attest_auth::http::require);
+    axum::Router::new().route("/v1/collections/:name/ask", post(ask).route_layer(guard))
+}
+
+/// Asks a question of a collection (with the conversation so far, if any): a grounded answer whose every claim
+/// cites passages retrieved in this turn, each claim with its verdict, or an abstention with its reason.
+#[utoipa::path(post, path = "/v1/collections/{name}/ask", tag = "answer", operation_id = "ask",
+    params(("name" = String, Path, description = "The collection.")), request_body = AskBody,
+    security(("bearer_auth" = ["read"])),
+    responses(
+        (status = 200, description = "The answer, or the abstention (`status`, `reason`). With `stream: true`, \
+            Server-Sent Events instead: one `delta` event per claim of the answer text (data: `AskDelta`), then \
+            one `done` event (data: the `AskResponse`).",
+            content((AskResponse = "application/json"), (String = "text/event-stream"))),
+        (status = 404, description = "NOT_FOUND: no such collection.", body = ErrorBody),
+        (status = 429, description = "RESOURCE_EXHAUSTED: the router or a shard shed the load.", body = ErrorBody),
+    ))]
+pub(crate) async fn ask(
     State(service): State<Arc<AnswerService>>,
     Extension(RequestId(request_id)): Extension<RequestId>,
     Extension(principal): Extension<Principal>,
@@ -81,10 +124,8 @@ async fn ask(
         .iter()
         .zip(answer.claims.iter())
         .map(|(_, claim)| {
-            Ok(Event::default().event("delta").data(
-                json!({"text": claim.text, "citations": claim.citations, "verdict": claim.verdict})
-                    .to_string(),
-            ))
+            let delta = serde_json::to_string(&AskDelta::from(claim)).unwrap_or_default();
+            Ok(Event::default().event("delta").data(delta))
         })
         .collect();
     events.push(Ok(Event::default()

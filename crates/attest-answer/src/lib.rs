@@ -8,7 +8,8 @@
 //! - [`pipeline`]: `AnswerService::ask` — retrieval through the router with the coverage gate and CRAG hops,
 //!   composing, the gauntlet, verification with one revision pass, abstention with reasons and suggestions.
 //! - [`grpc`]: `attest.v1.AnswerService/Ask`, server-streaming (deltas per verified claim, then the response).
-//! - [`http`]: `POST /v1/collections/{name}/ask` (JSON, or Server-Sent Events with `stream: true`).
+//! - [`http`]: `POST /v1/collections/{name}/ask` (JSON, or Server-Sent Events with `stream: true`);
+//!   [`openapi`]: its part of the OpenAPI document, generated from the handler and its types.
 //! - [`client`]: `RouterClient { Local, Grpc }`, the only way this tier reaches the router.
 //! - [`relevance`]: the 0..1 question coverage the coverage gate holds its thresholds against.
 //! - [`compose`]: the built-in extractive composer (the default generator).
@@ -54,6 +55,7 @@ pub mod grpc;
 pub mod http;
 pub mod local_llm;
 pub mod memory;
+pub mod openapi;
 pub mod out_of_corpus;
 pub mod pipeline;
 pub mod pool;

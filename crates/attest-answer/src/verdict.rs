@@ -16,7 +16,7 @@
 use serde::{Deserialize, Serialize};
 
 /// The verifier's verdict on one claim.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     Supported,
@@ -112,7 +112,7 @@ pub fn clauses(claim: &str) -> Vec<String> {
 }
 
 /// How many claims of an answer got each verdict, with the one-line summary the CLI and the console print.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct VerdictCounts {
     pub supported: usize,

@@ -74,6 +74,17 @@ pub enum Command {
     /// The configuration as every role would resolve it (file, then `ATTEST__SECTION__KEY` variables).
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Prints the OpenAPI 3.1 document of HTTP API v1 that `attest dev` serves at `/v1/openapi.json` (the
+    /// router's and the answer tier's routes), generated from the handlers; `make openapi` writes it to
+    /// docs/openapi.json.
+    Openapi(OpenapiArgs),
+}
+
+#[derive(Args)]
+pub struct OpenapiArgs {
+    /// Write the document to this file instead of standard output.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]

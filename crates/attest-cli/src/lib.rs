@@ -18,6 +18,7 @@
 //! - [`bench`]: `attest bench`, the dense index at scale (and the cost model fitted to its runs).
 //! - [`plot_font`]: the font of every PNG plot.
 //! - [`train`]: `attest train verifier`, fitting the answer tier's local models.
+//! - [`openapi`]: `attest openapi`, the OpenAPI document `attest dev` serves (router and answer tier merged).
 
 pub mod ask;
 pub mod bench;
@@ -29,6 +30,7 @@ pub mod drain;
 pub mod eval;
 pub mod keys;
 pub mod local;
+pub mod openapi;
 pub mod plot_font;
 pub mod roles;
 pub mod security;

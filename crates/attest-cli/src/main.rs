@@ -76,6 +76,7 @@ fn main() -> anyhow::Result<()> {
                     }
                 }
             }
+            cli::Command::Openapi(args) => attest_cli::openapi::command(args),
             cli::Command::Train(cmd) => {
                 tokio::task::spawn_blocking(move || train::run(cmd)).await?
             }

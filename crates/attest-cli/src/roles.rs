@@ -213,6 +213,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
             Arc::clone(&stack.router),
             Some(shard_metrics(stack.nodes().to_vec())),
             Some(attest_answer::http::routes(Arc::clone(&stack.answer))),
+            crate::openapi::dev_document(),
             http,
             until(stop.clone())
         ),
@@ -322,9 +323,14 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 grpc_suffix(&grpc)?
             );
             let app = attest_telemetry::http_error::with_json_errors(
-                attest_answer::http::routes(Arc::clone(&answer)).merge(
-                    attest_telemetry::ops::routes(attest_telemetry::ops::always_ready(), None),
-                ),
+                attest_answer::http::routes(Arc::clone(&answer))
+                    .merge(attest_telemetry::ops::routes(
+                        attest_telemetry::ops::always_ready(),
+                        None,
+                    ))
+                    .merge(attest_telemetry::openapi::route(
+                        &attest_answer::openapi::document(),
+                    )),
             );
             // `--grpc`: the streaming `attest.v1.AnswerService` with the gRPC health service.
             let grpc_stop = until(stop.clone());
@@ -403,6 +409,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                     Arc::clone(&router),
                     None,
                     None,
+                    attest_router::openapi::document(),
                     http,
                     until(stop.clone())
                 ),

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 /// A collection's answer thresholds: the operating point of its risk–coverage curve.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CollectionThresholds {
     /// Answer only when the answer's confidence is at least this (0..1).

@@ -27,7 +27,7 @@ impl TokenCounter for WhitespaceTokenCounter {
 }
 
 /// Chunking parameters.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct ChunkingConfig {
     /// Token budget of a chunk's `text`, title prefix included. Default 256; 0 is treated as 1.

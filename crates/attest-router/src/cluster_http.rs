@@ -10,16 +10,118 @@ use std::sync::Arc;
 use attest_proto::v1 as pb;
 use axum::extract::State;
 use axum::Json;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
 
 use crate::error::RouterError;
 use crate::router::Router;
 
-pub async fn cluster(State(r): State<Arc<Router>>) -> Result<Json<Value>, RouterError> {
+/// The cluster as meta says: voters, nodes, placement and health, moves under way.
+#[utoipa::path(get, path = "/v1/cluster", tag = "cluster", operation_id = "cluster",
+    security(("bearer_auth" = ["admin"])),
+    responses((status = 200, description = "The cluster report.", body = ClusterReport)))]
+pub async fn cluster(State(r): State<Arc<Router>>) -> Result<Json<ClusterReport>, RouterError> {
     // One linearizable read: the console shows what meta has committed, not a lagging follower's copy.
     let state = r.view.refresh(true).await?;
     let each = r.view.meta().status_of_each().await;
-    Ok(Json(cluster_json(&state, &each)))
+    Ok(Json(cluster_report(&state, &each)))
+}
+
+/// The report of `GET /v1/cluster` and `attest status --json`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ClusterReport {
+    /// The Raft leader's meta id, as the voter with the highest term says (else the state's).
+    pub leader: u64,
+    pub term: u64,
+    pub commit_index: u64,
+    /// The Raft index of the state read.
+    pub state_version: u64,
+    /// Each meta voter's own status (each asked directly, so an unreachable one shows).
+    pub meta: Vec<MetaMember>,
+    pub voters: Vec<Voter>,
+    pub nodes: Vec<NodeReport>,
+    pub collections: Vec<CollectionPlacement>,
+    /// The replica moves under way: a joining copy or a leaving one.
+    pub rebalancing: Vec<ReplicaMove>,
+}
+
+/// A meta voter as it answered (`reachable`), or the error asking it gave.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MetaMember {
+    pub address: String,
+    pub reachable: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<u64>,
+    /// `leader`, `follower`, `candidate`, ...
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub raft_role: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub term: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leader: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit_index: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub applied_index: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub voters: Option<Vec<u64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Voter {
+    pub id: u64,
+    pub address: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NodeReport {
+    pub id: u64,
+    pub name: String,
+    pub address: String,
+    /// `shard`, `router`, `answer`, `unknown`.
+    pub role: &'static str,
+    pub zone: String,
+    pub alive: bool,
+    pub last_heartbeat_ms: u64,
+    /// `none`, `restart`, `decommission`.
+    pub draining: &'static str,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CollectionPlacement {
+    pub name: String,
+    pub shards: u32,
+    pub replication: u32,
+    pub placement: Vec<ShardHealth>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ShardHealth {
+    pub shard: u32,
+    /// `ok`, `degraded` (fewer serving replicas than the replication) or `down` (none).
+    pub health: &'static str,
+    pub serving_replicas: usize,
+    pub replicas: Vec<ReplicaReport>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReplicaReport {
+    pub node: u64,
+    /// `active`, `joining`, `leaving`, `unknown`.
+    pub state: &'static str,
+    pub alive: bool,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReplicaMove {
+    pub collection: String,
+    pub shard: u32,
+    pub node: u64,
+    /// `joining` or `leaving`.
+    pub state: &'static str,
 }
 
 fn role_name(role: i32) -> &'static str {
@@ -49,13 +151,19 @@ fn replica_state_name(state: i32) -> &'static str {
     }
 }
 
-/// The report: `leader`, `term`, `commit_index`, `state_version`, `meta` (each voter's own status), `voters`,
-/// `nodes`, `collections` (each shard's replicas, serving count and `health` ok / degraded / down) and
-/// `rebalancing` (the replica moves under way: a joining copy or a leaving one).
+/// [`cluster_report`] as JSON (what `attest status` reads its fields from).
 pub fn cluster_json(
     state: &pb::ClusterState,
     meta: &[(String, Result<pb::MetaStatus, tonic::Status>)],
 ) -> Value {
+    serde_json::to_value(cluster_report(state, meta)).unwrap_or(Value::Null)
+}
+
+/// The report of the cluster `state` and each meta voter's answer (`meta`).
+pub fn cluster_report(
+    state: &pb::ClusterState,
+    meta: &[(String, Result<pb::MetaStatus, tonic::Status>)],
+) -> ClusterReport {
     let leader_status = meta
         .iter()
         .filter_map(|(_, s)| s.as_ref().ok())
@@ -63,19 +171,21 @@ pub fn cluster_json(
         .max_by_key(|s| s.term);
     let alive: HashMap<u64, bool> = state.nodes.iter().map(|n| (n.id, n.alive)).collect();
     let is_alive = |node: u64| alive.get(&node).copied().unwrap_or(false);
-    let mut moving = Vec::new();
-    let collections: Vec<Value> = state
+    let mut rebalancing = Vec::new();
+    let collections = state
         .collections
         .iter()
         .map(|c| {
-            let shards: Vec<Value> = c
+            let placement = c
                 .placement
                 .iter()
                 .map(|p| {
                     let serving = p
                         .replicas
                         .iter()
-                        .filter(|r| r.state != pb::ReplicaState::Joining as i32 && is_alive(r.node_id))
+                        .filter(|r| {
+                            r.state != pb::ReplicaState::Joining as i32 && is_alive(r.node_id)
+                        })
                         .count();
                     let health = match serving {
                         0 => "down",
@@ -86,39 +196,95 @@ pub fn cluster_json(
                         r.state == pb::ReplicaState::Joining as i32
                             || r.state == pb::ReplicaState::Leaving as i32
                     }) {
-                        moving.push(json!({"collection": c.name, "shard": p.shard, "node": r.node_id,
-                            "state": replica_state_name(r.state)}));
+                        rebalancing.push(ReplicaMove {
+                            collection: c.name.clone(),
+                            shard: p.shard,
+                            node: r.node_id,
+                            state: replica_state_name(r.state),
+                        });
                     }
-                    json!({
-                        "shard": p.shard, "health": health, "serving_replicas": serving,
-                        "replicas": p.replicas.iter().map(|r| json!({
-                            "node": r.node_id, "state": replica_state_name(r.state), "alive": is_alive(r.node_id),
-                        })).collect::<Vec<_>>(),
-                    })
+                    ShardHealth {
+                        shard: p.shard,
+                        health,
+                        serving_replicas: serving,
+                        replicas: p
+                            .replicas
+                            .iter()
+                            .map(|r| ReplicaReport {
+                                node: r.node_id,
+                                state: replica_state_name(r.state),
+                                alive: is_alive(r.node_id),
+                            })
+                            .collect(),
+                    }
                 })
                 .collect();
-            json!({"name": c.name, "shards": c.shards, "replication": c.replication, "placement": shards})
+            CollectionPlacement {
+                name: c.name.clone(),
+                shards: c.shards,
+                replication: c.replication,
+                placement,
+            }
         })
         .collect();
-    json!({
-        "leader": leader_status.map(|s| s.leader_id).unwrap_or(state.leader_id),
-        "term": leader_status.map(|s| s.term).unwrap_or(0),
-        "commit_index": leader_status.map(|s| s.commit_index).unwrap_or(0),
-        "state_version": state.version,
-        "meta": meta.iter().map(|(addr, s)| match s {
-            Ok(s) => json!({"address": addr, "id": s.id, "raft_role": s.raft_role, "term": s.term,
-                "leader": s.leader_id, "commit_index": s.commit_index, "applied_index": s.applied_index,
-                "voters": s.voters.iter().map(|v| v.id).collect::<Vec<_>>(), "reachable": true}),
-            Err(e) => json!({"address": addr, "reachable": false, "error": e.message()}),
-        }).collect::<Vec<_>>(),
-        "voters": state.meta_voters.iter().map(|v| json!({"id": v.id, "address": v.address})).collect::<Vec<_>>(),
-        "nodes": state.nodes.iter().map(|n| json!({
-            "id": n.id, "name": n.name, "address": n.address, "role": role_name(n.role), "zone": n.zone,
-            "alive": n.alive, "last_heartbeat_ms": n.last_heartbeat_ms, "draining": drain_name(n.draining),
-        })).collect::<Vec<_>>(),
-        "collections": collections,
-        "rebalancing": moving,
-    })
+    let member = |(address, status): &(String, Result<pb::MetaStatus, tonic::Status>)| {
+        let mut m = MetaMember {
+            address: address.clone(),
+            reachable: status.is_ok(),
+            id: None,
+            raft_role: None,
+            term: None,
+            leader: None,
+            commit_index: None,
+            applied_index: None,
+            voters: None,
+            error: None,
+        };
+        match status {
+            Ok(s) => {
+                m.id = Some(s.id);
+                m.raft_role = Some(s.raft_role.clone());
+                m.term = Some(s.term);
+                m.leader = Some(s.leader_id);
+                m.commit_index = Some(s.commit_index);
+                m.applied_index = Some(s.applied_index);
+                m.voters = Some(s.voters.iter().map(|v| v.id).collect());
+            }
+            Err(e) => m.error = Some(e.message().to_string()),
+        }
+        m
+    };
+    ClusterReport {
+        leader: leader_status.map_or(state.leader_id, |s| s.leader_id),
+        term: leader_status.map_or(0, |s| s.term),
+        commit_index: leader_status.map_or(0, |s| s.commit_index),
+        state_version: state.version,
+        meta: meta.iter().map(member).collect(),
+        voters: state
+            .meta_voters
+            .iter()
+            .map(|v| Voter {
+                id: v.id,
+                address: v.address.clone(),
+            })
+            .collect(),
+        nodes: state
+            .nodes
+            .iter()
+            .map(|n| NodeReport {
+                id: n.id,
+                name: n.name.clone(),
+                address: n.address.clone(),
+                role: role_name(n.role),
+                zone: n.zone.clone(),
+                alive: n.alive,
+                last_heartbeat_ms: n.last_heartbeat_ms,
+                draining: drain_name(n.draining),
+            })
+            .collect(),
+        collections,
+        rebalancing,
+    }
 }
 
 #[cfg(test)]

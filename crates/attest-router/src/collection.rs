@@ -7,7 +7,7 @@ use attest_proto::v1 as pb;
 use serde::{Deserialize, Serialize};
 use tracing::warn;
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct IndexSettings {
     pub nlist: u32,
     pub m: u32,

@@ -19,6 +19,15 @@ use crate::router::Router;
 /// Largest report read (a `--sweep` report with every curve is a few hundred kB).
 const MAX_REPORT_BYTES: u64 = 16 * 1024 * 1024;
 
+/// The latest `attest eval --json` report stored for the collection (its shape is `attest eval`'s, which this
+/// router passes through unread).
+#[utoipa::path(get, path = "/v1/collections/{name}/eval", tag = "collections", operation_id = "eval_report",
+    params(("name" = String, Path, description = "The collection.")), security(("bearer_auth" = ["read"])),
+    responses(
+        (status = 200, description = "The report, as `attest eval --json` wrote it.", body = Object),
+        (status = 404, description = "NOT_FOUND: no report stored for it, or no report directory configured.",
+            body = attest_telemetry::http_error::ErrorBody),
+    ))]
 pub async fn latest(
     State(r): State<Arc<Router>>,
     Extension(p): Extension<Principal>,

@@ -1,46 +1,75 @@
 //! HTTP API v1 (SPEC "HTTP API v1") over axum: collections, documents, search, `/v1/cluster`, `/healthz`,
-//! `/readyz`, and the web console at `/` ([`crate::console`]).
+//! `/readyz`, `/v1/openapi.json`, and the web console at `/` ([`crate::console`]). Each handler carries its
+//! operation's `#[utoipa::path]`; the bodies it reads and writes are the types of [`crate::wire`].
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use attest_auth::audit::Action;
-use attest_auth::Principal;
+use attest_auth::{KeyRing, Principal};
 use attest_core::settings::CollectionThresholds;
-use attest_ingest::{normalize_text, parse_jsonl, SourceDocument};
 use attest_proto::v1 as pb;
+use attest_telemetry::http_error::ErrorBody;
 use attest_telemetry::ops::MetricsRefresh;
 use attest_telemetry::request_id::RequestId;
-use axum::body::Bytes;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::{delete, get, post, put};
 use axum::Extension;
 use axum::Json;
-use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use crate::access::{self, audited, Op};
-use crate::collection::CollectionRecord;
 use crate::error::RouterError;
-use crate::ingest::IngestDocument;
-use crate::keys::{key_json, KeyGrant};
+use crate::keys::KeyGrant;
 use crate::router::Router;
+use crate::wire::{
+    CollectionList, CollectionStats, CollectionView, CreateCollectionBody, CreatedKey, Dropped,
+    KeyList, KeyView, MaintainBody, SearchBody, SearchResult,
+};
 
 /// Largest request body accepted (SPEC: limits on every input).
 pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
 
-/// The API routes plus `/healthz`, `/readyz`, `/metrics`; every request gets a request id (see
+/// The API routes plus `/healthz`, `/readyz`, `/metrics` and `/v1/openapi.json` serving `openapi` (the router's
+/// document, or `attest dev`'s with the answer tier's routes too); every request gets a request id (see
 /// [`attest_telemetry::request_id::http_middleware`]). `refresh` sets on-demand gauges before `/metrics`
 /// renders (shard sizes in `attest dev`).
-pub fn routes(router: Arc<Router>, refresh: Option<MetricsRefresh>) -> axum::Router {
+pub fn routes(
+    router: Arc<Router>,
+    refresh: Option<MetricsRefresh>,
+    openapi: &utoipa::openapi::OpenApi,
+) -> axum::Router {
+    api(Arc::clone(router.keys()))
+        .with_state(router)
+        .merge(open_routes(refresh, openapi))
+        .layer(axum::middleware::from_fn(
+            attest_telemetry::request_id::http_middleware,
+        ))
+}
+
+/// The routes that need no API key: the web console (it calls the API with the key its user types), the
+/// probes, `/metrics` (its own token, if any) and the OpenAPI document.
+pub(crate) fn open_routes(
+    refresh: Option<MetricsRefresh>,
+    openapi: &utoipa::openapi::OpenApi,
+) -> axum::Router {
+    crate::console::routes()
+        .merge(attest_telemetry::ops::routes(
+            attest_telemetry::ops::always_ready(),
+            refresh,
+        ))
+        .merge(attest_telemetry::openapi::route(openapi))
+}
+
+/// The API routes, before their state is given (so [`crate::openapi`]'s test lists them without a cluster).
+pub(crate) fn api(keys: Arc<KeyRing>) -> axum::Router<Arc<Router>> {
     // Every API route carries the guard of its operation's scope (crate::access::Op): the handler gets the
-    // caller's Principal; /healthz, /readyz and /metrics stay open.
+    // caller's Principal.
     let guard = |op: Op| {
         axum::middleware::from_fn_with_state(
-            (Arc::clone(router.keys()), op.scope()),
+            (Arc::clone(&keys), op.scope()),
             attest_auth::http::require,
         )
     };
@@ -59,11 +88,11 @@ pub fn routes(router: Arc<Router>, refresh: Option<MetricsRefresh>) -> axum::Rou
         )
         .route(
             "/v1/collections/:name/documents",
-            post(ingest).route_layer(guard(Op::Ingest)),
+            post(crate::documents_http::ingest).route_layer(guard(Op::Ingest)),
         )
         .route(
             "/v1/collections/:name/documents/:id",
-            delete(delete_document).route_layer(guard(Op::DeleteDocument)),
+            delete(crate::documents_http::delete_document).route_layer(guard(Op::DeleteDocument)),
         )
         .route(
             "/v1/collections/:name/search",
@@ -120,19 +149,13 @@ pub fn routes(router: Arc<Router>, refresh: Option<MetricsRefresh>) -> axum::Rou
             get(crate::cluster_http::cluster).route_layer(guard(Op::Cluster)),
         )
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(router)
-        // The web console (open: it calls the routes above with the key its user types).
-        .merge(crate::console::routes())
-        .merge(attest_telemetry::ops::routes(
-            attest_telemetry::ops::always_ready(),
-            refresh,
-        ))
-        .layer(axum::middleware::from_fn(
-            attest_telemetry::request_id::http_middleware,
-        ))
 }
 
-async fn create_key(
+/// Mints an API key within the caller's own grant; the key itself is in this answer only.
+#[utoipa::path(post, path = "/v1/keys", tag = "keys", operation_id = "create_key",
+    request_body = KeyGrant, security(("bearer_auth" = ["admin"])),
+    responses((status = 201, description = "The key (shown this once) and its record.", body = CreatedKey)))]
+pub(crate) async fn create_key(
     State(r): State<Arc<Router>>,
     Extension(p): Extension<Principal>,
     b: Result<Json<KeyGrant>, JsonRejection>,
@@ -146,26 +169,39 @@ async fn create_key(
         .unwrap_or_default();
     let action = Action::new("create_key").tenant(&tenants).target(&id);
     let (key, info) = audited(&p, action, created)?;
-    let mut out = key_json(&info);
-    out["key"] = json!(key);
-    Ok((StatusCode::CREATED, Json(out)))
+    let created = CreatedKey {
+        info: KeyView::from(&info),
+        key,
+    };
+    Ok((StatusCode::CREATED, Json(created)))
 }
 
-async fn list_keys(
+/// The keys within the caller's grant (records, never keys or hashes).
+#[utoipa::path(get, path = "/v1/keys", tag = "keys", operation_id = "list_keys",
+    security(("bearer_auth" = ["admin"])),
+    responses((status = 200, description = "The keys, oldest first.", body = KeyList)))]
+pub(crate) async fn list_keys(
     State(r): State<Arc<Router>>,
     Extension(p): Extension<Principal>,
-) -> Result<Json<Value>, RouterError> {
+) -> Result<Json<KeyList>, RouterError> {
     let keys = r.list_keys(&p).await?;
-    Ok(Json(
-        json!({"keys": keys.iter().map(key_json).collect::<Vec<_>>()}),
-    ))
+    Ok(Json(KeyList {
+        keys: keys.iter().map(KeyView::from).collect(),
+    }))
 }
 
-async fn revoke_key(
+/// Revokes a key (revoking twice is fine).
+#[utoipa::path(delete, path = "/v1/keys/{id}", tag = "keys", operation_id = "revoke_key",
+    params(("id" = String, Path, description = "The key's id.")), security(("bearer_auth" = ["admin"])),
+    responses(
+        (status = 200, description = "The revoked key's record.", body = KeyView),
+        (status = 404, description = "NOT_FOUND: no key with this id.", body = ErrorBody),
+    ))]
+pub(crate) async fn revoke_key(
     State(r): State<Arc<Router>>,
     Extension(p): Extension<Principal>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, RouterError> {
+) -> Result<Json<KeyView>, RouterError> {
     let revoked = r.revoke_key(&p, &id).await;
     let tenants = revoked
         .as_ref()
@@ -173,7 +209,7 @@ async fn revoke_key(
         .unwrap_or_default();
     let action = Action::new("revoke_key").tenant(&tenants).target(&id);
     let key = audited(&p, action, revoked)?;
-    Ok(Json(key_json(&key)))
+    Ok(Json(KeyView::from(&key)))
 }
 
 pub(crate) fn body<T>(r: Result<Json<T>, JsonRejection>) -> Result<T, RouterError> {
@@ -181,37 +217,14 @@ pub(crate) fn body<T>(r: Result<Json<T>, JsonRejection>) -> Result<T, RouterErro
         .map_err(|e| RouterError::Callee(attest_telemetry::http_error::json_rejection(e)))
 }
 
-pub fn collection_json(c: &CollectionRecord) -> Value {
-    json!({
-        "name": c.name, "shards": c.shards, "replication": c.replication, "dimension": c.dimension,
-        "index": {"nlist": c.index.nlist, "m": c.index.m, "nbits": c.index.nbits, "nprobe": c.index.nprobe},
-        "seal_threshold": c.seal_threshold, "embedder": c.embedder,
-        "chunking": c.chunking, "thresholds": c.thresholds,
-    })
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct IndexBody {
-    nlist: Option<u32>,
-    m: Option<u32>,
-    nbits: Option<u32>,
-    nprobe: Option<u32>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CreateCollectionBody {
-    name: String,
-    shards: Option<u32>,
-    replication: Option<u32>,
-    index: Option<IndexBody>,
-    /// `{"max_tokens", "overlap_tokens", "title_prefix"}`; checked by the router (unknown keys refused).
-    chunking: Option<Value>,
-    thresholds: Option<CollectionThresholds>,
-}
-
-async fn create_collection(
+/// Creates a collection and places its shards' replicas on the shard nodes.
+#[utoipa::path(post, path = "/v1/collections", tag = "collections", operation_id = "create_collection",
+    request_body = CreateCollectionBody, security(("bearer_auth" = ["admin"])),
+    responses(
+        (status = 201, description = "The collection.", body = CollectionView),
+        (status = 409, description = "ALREADY_EXISTS: a collection of this name exists.", body = ErrorBody),
+    ))]
+pub(crate) async fn create_collection(
     State(r): State<Arc<Router>>,
     Extension(RequestId(rid)): Extension<RequestId>,
     Extension(p): Extension<Principal>,
@@ -259,27 +272,42 @@ async fn create_collection(
         Action::new("create_collection").collection(&name),
         created,
     )?;
-    Ok((StatusCode::CREATED, Json(collection_json(&rec))))
+    Ok((StatusCode::CREATED, Json(CollectionView::from(&rec))))
 }
 
-async fn set_thresholds(
+/// Sets the collection's answer thresholds (what `attest eval --sweep` measures).
+#[utoipa::path(put, path = "/v1/collections/{name}/thresholds", tag = "collections",
+    operation_id = "set_thresholds", params(("name" = String, Path, description = "The collection.")), request_body = CollectionThresholds,
+    security(("bearer_auth" = ["admin"])),
+    responses(
+        (status = 200, description = "The collection, with its thresholds.", body = CollectionView),
+        (status = 404, description = "NOT_FOUND: no such collection.", body = ErrorBody),
+    ))]
+pub(crate) async fn set_thresholds(
     State(r): State<Arc<Router>>,
     Extension(p): Extension<Principal>,
     Path(name): Path<String>,
     b: Result<Json<CollectionThresholds>, JsonRejection>,
-) -> Result<Json<Value>, RouterError> {
+) -> Result<Json<CollectionView>, RouterError> {
     access::collection(&p, &name)?;
     let thresholds = body(b)?;
     let set = r.set_thresholds(&name, Some(thresholds)).await;
     let rec = audited(&p, Action::new("set_thresholds").collection(&name), set)?;
-    Ok(Json(collection_json(&rec)))
+    Ok(Json(CollectionView::from(&rec)))
 }
 
-async fn clear_thresholds(
+/// Clears the collection's thresholds: the answer tier's configured defaults apply again.
+#[utoipa::path(delete, path = "/v1/collections/{name}/thresholds", tag = "collections",
+    operation_id = "clear_thresholds", params(("name" = String, Path, description = "The collection.")), security(("bearer_auth" = ["admin"])),
+    responses(
+        (status = 200, description = "The collection, without thresholds.", body = CollectionView),
+        (status = 404, description = "NOT_FOUND: no such collection.", body = ErrorBody),
+    ))]
+pub(crate) async fn clear_thresholds(
     State(r): State<Arc<Router>>,
     Extension(p): Extension<Principal>,
     Path(name): Path<String>,
-) -> Result<Json<Value>, RouterError> {
+) -> Result<Json<CollectionView>, RouterError> {
     access::collection(&p, &name)?;
     let cleared = r.set_thresholds(&name, None).await;
     let rec = audited(
@@ -287,37 +315,55 @@ async fn clear_thresholds(
         Action::new("clear_thresholds").collection(&name),
         cleared,
     )?;
-    Ok(Json(collection_json(&rec)))
+    Ok(Json(CollectionView::from(&rec)))
 }
 
-async fn list_collections(
+/// The collections the key sees.
+#[utoipa::path(get, path = "/v1/collections", tag = "collections", operation_id = "list_collections",
+    security(("bearer_auth" = ["read"])),
+    responses((status = 200, description = "The collections.", body = CollectionList)))]
+pub(crate) async fn list_collections(
     State(r): State<Arc<Router>>,
     Extension(p): Extension<Principal>,
-) -> Json<Value> {
-    let visible: Vec<Value> = r
+) -> Json<CollectionList> {
+    let collections = r
         .collections()
         .iter()
         .filter(|c| p.sees_collection(&c.name))
-        .map(collection_json)
+        .map(CollectionView::from)
         .collect();
-    Json(json!({ "collections": visible }))
+    Json(CollectionList { collections })
 }
 
-async fn get_collection(
+/// One collection.
+#[utoipa::path(get, path = "/v1/collections/{name}", tag = "collections", operation_id = "get_collection",
+    params(("name" = String, Path, description = "The collection.")), security(("bearer_auth" = ["read"])),
+    responses(
+        (status = 200, description = "The collection.", body = CollectionView),
+        (status = 404, description = "NOT_FOUND: no such collection.", body = ErrorBody),
+    ))]
+pub(crate) async fn get_collection(
     State(r): State<Arc<Router>>,
     Extension(p): Extension<Principal>,
     Path(name): Path<String>,
-) -> Result<Json<Value>, RouterError> {
+) -> Result<Json<CollectionView>, RouterError> {
     access::collection(&p, &name)?;
-    Ok(Json(collection_json(&r.collection(&name)?)))
+    Ok(Json(CollectionView::from(&r.collection(&name)?)))
 }
 
-async fn drop_collection(
+/// Drops a collection and every replica of its shards.
+#[utoipa::path(delete, path = "/v1/collections/{name}", tag = "collections", operation_id = "drop_collection",
+    params(("name" = String, Path, description = "The collection.")), security(("bearer_auth" = ["admin"])),
+    responses(
+        (status = 200, description = "Dropped.", body = Dropped),
+        (status = 404, description = "NOT_FOUND: no such collection.", body = ErrorBody),
+    ))]
+pub(crate) async fn drop_collection(
     State(r): State<Arc<Router>>,
     Extension(RequestId(rid)): Extension<RequestId>,
     Extension(p): Extension<Principal>,
     Path(name): Path<String>,
-) -> Result<Json<Value>, RouterError> {
+) -> Result<Json<Dropped>, RouterError> {
     access::collection(&p, &name)?;
     let dropped = r.drop_collection(&name, &rid).await;
     audited(
@@ -325,180 +371,7 @@ async fn drop_collection(
         Action::new("drop_collection").collection(&name),
         dropped,
     )?;
-    Ok(Json(json!({"dropped": name})))
-}
-
-/// One document of a JSON ingest body: the fields of [`attest_ingest::DOCUMENT_FIELDS`] and an optional
-/// precomputed `vector`; any other field is refused, named by its path (`documents[3].colour`).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DocumentBody {
-    id: Value,
-    #[serde(default)]
-    title: Option<String>,
-    text: String,
-    #[serde(default)]
-    metadata: Option<Map<String, Value>>,
-    #[serde(default)]
-    tenant: Option<String>,
-    #[serde(default)]
-    vector: Option<Vec<f32>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DocumentsBody {
-    documents: Vec<DocumentBody>,
-}
-
-fn id_string(v: &Value, i: usize) -> Result<String, RouterError> {
-    match v {
-        Value::String(s) if !s.is_empty() => Ok(s.clone()),
-        Value::Number(n) => Ok(n.to_string()),
-        _ => Err(RouterError::invalid(
-            format!("documents[{i}].id"),
-            "a non-empty string or a number",
-        )),
-    }
-}
-
-/// JSON `{documents: [...]}`: one bad document fails the request. NDJSON: malformed lines are reported by line
-/// number and every other line is ingested.
-/// Parsed documents of an ingest body, the NDJSON lines that did not parse (as refusals) and, for NDJSON, each
-/// document's line number.
-type ParsedBody = (Vec<IngestDocument>, Vec<Value>, Option<Vec<usize>>);
-
-fn parse_documents(bytes: &[u8], ndjson: bool) -> Result<ParsedBody, RouterError> {
-    // `index` is always the 0-based position in the request (for NDJSON the line's, with `line` beside it).
-    if ndjson {
-        let parsed = parse_jsonl(bytes);
-        let rejected = parsed
-            .errors
-            .iter()
-            .map(|e| json!({"index": e.line - 1, "line": e.line, "reason": e.reason}))
-            .collect();
-        let docs = parsed
-            .documents
-            .into_iter()
-            .map(|source| IngestDocument {
-                source,
-                vector: None,
-            })
-            .collect();
-        return Ok((docs, rejected, Some(parsed.lines)));
-    }
-    // The same refusal as every JSON body: the field is the path serde stopped at (`documents[3].colour`).
-    let b = body(Json::<DocumentsBody>::from_bytes(bytes))?;
-    let docs = b
-        .documents
-        .into_iter()
-        .enumerate()
-        .map(|(i, d)| {
-            Ok(IngestDocument {
-                source: SourceDocument {
-                    id: id_string(&d.id, i)?,
-                    title: normalize_text(d.title.as_deref().unwrap_or("")),
-                    text: normalize_text(&d.text),
-                    metadata: d.metadata.unwrap_or_default(),
-                    tenant: d.tenant,
-                },
-                vector: d.vector,
-            })
-        })
-        .collect::<Result<_, RouterError>>()?;
-    Ok((docs, Vec::new(), None))
-}
-
-async fn ingest(
-    State(r): State<Arc<Router>>,
-    Extension(RequestId(rid)): Extension<RequestId>,
-    Extension(p): Extension<Principal>,
-    Path(name): Path<String>,
-    headers: HeaderMap,
-    bytes: Bytes,
-) -> Result<Json<Value>, RouterError> {
-    let content_type = headers
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("application/json")
-        .to_ascii_lowercase();
-    let ndjson = content_type.contains("ndjson") || content_type.contains("jsonl");
-    if !ndjson && !content_type.contains("json") {
-        return Err(RouterError::invalid(
-            "content-type",
-            format!("`{content_type}`: send application/json ({{\"documents\": [...]}}) or application/x-ndjson"),
-        ));
-    }
-    // Parsing and NFKC normalisation of up to 32 MB run on the CPU pool, not on an async worker.
-    let (docs, mut rejected, lines) =
-        attest_telemetry::cpu::run_cpu_intensive(move || parse_documents(&bytes, ndjson))
-            .await
-            .map_err(|e| RouterError::Internal(e.to_string()))??;
-    let mut docs = docs;
-    let tenants = access::ingest(&p, &name, &mut docs, &r.config().default_tenant)?;
-    let ingested = r.ingest(&name, docs, &rid).await;
-    let tenants = tenants.join(",");
-    let action = Action::new("ingest").collection(&name).tenant(&tenants);
-    let report = audited(&p, action, ingested)?;
-    let refusal = |i: usize, reason: String| match &lines {
-        Some(lines) => json!({"index": lines[i] - 1, "line": lines[i], "reason": reason}),
-        None => json!({"index": i, "reason": reason}),
-    };
-    rejected.extend(
-        report
-            .duplicates
-            .iter()
-            .map(|(i, other)| refusal(*i, format!("near-duplicate of document `{other}`"))),
-    );
-    rejected.extend(
-        report
-            .rejected
-            .iter()
-            .map(|(i, why)| refusal(*i, why.clone())),
-    );
-    rejected.sort_by_key(|r| r["index"].as_u64());
-    Ok(Json(
-        json!({"accepted": report.accepted, "rejected": rejected, "duplicates": report.duplicates.len(), "chunks": report.chunks}),
-    ))
-}
-
-#[derive(Deserialize, Default)]
-struct TenantQuery {
-    tenant: Option<String>,
-}
-
-async fn delete_document(
-    State(r): State<Arc<Router>>,
-    Extension(RequestId(rid)): Extension<RequestId>,
-    Extension(p): Extension<Principal>,
-    Path((name, id)): Path<(String, String)>,
-    q: axum::extract::Query<TenantQuery>,
-) -> Result<Json<Value>, RouterError> {
-    let tenant = access::delete(&p, &name, q.tenant.as_deref(), &r.config().default_tenant)?;
-    let outcome = r.delete_document(&name, Some(&tenant), &id, &rid).await;
-    let action = Action::new("delete_document")
-        .collection(&name)
-        .tenant(&tenant)
-        .target(&id);
-    if !access::audited_delete(&p, action, outcome)? {
-        return Err(RouterError::NotFound(format!(
-            "document `{id}` does not exist in `{name}`"
-        )));
-    }
-    Ok(Json(json!({"deleted": id})))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SearchBody {
-    query: String,
-    k: Option<i64>,
-    lanes: Option<Vec<String>>,
-    rrf_k: Option<f64>,
-    weights: Option<HashMap<String, f64>>,
-    filter: Option<Map<String, Value>>,
-    tenant: Option<String>,
-    nprobe: Option<u32>,
+    Ok(Json(Dropped { dropped: name }))
 }
 
 /// `{"field": scalar | [scalars] | {"in": [...]} | {"gte"|"gt"|"lte"|"lt": number, ...}}` → proto filter.
@@ -553,34 +426,21 @@ pub fn filter_from_json(f: &Map<String, Value>) -> Result<pb::Filter, RouterErro
     Ok(pb::Filter { conditions })
 }
 
-pub fn search_response_json(resp: &pb::SearchResponse) -> Value {
-    let hits: Vec<Value> = resp
-        .hits
-        .iter()
-        .map(|h| {
-            let mut lanes = Map::new();
-            if let Some(d) = &h.dense {
-                lanes.insert("dense".into(), json!({"rank": d.rank, "score": d.score}));
-            }
-            if let Some(b) = &h.bm25 {
-                lanes.insert("bm25".into(), json!({"rank": b.rank, "score": b.score}));
-            }
-            let metadata: Value = serde_json::from_str(&h.metadata_json).unwrap_or(json!({}));
-            json!({"chunk_id": h.chunk_id, "doc_id": h.doc_id, "title": h.title, "text": h.text, "score": h.score,
-                   "lanes": lanes, "shard": h.shard, "metadata": metadata})
-        })
-        .collect();
-    json!({"hits": hits, "degraded": resp.degraded, "missing_shards": resp.missing_shards,
-           "fallback_mode": resp.fallback_mode, "request_id": resp.request_id, "took_ms": resp.took_ms})
-}
-
-async fn search(
+/// Hybrid search: the dense and BM25 lanes fanned out to every shard, fused with weighted RRF.
+#[utoipa::path(post, path = "/v1/collections/{name}/search", tag = "search", operation_id = "search",
+    params(("name" = String, Path, description = "The collection.")), request_body = SearchBody, security(("bearer_auth" = ["read"])),
+    responses(
+        (status = 200, description = "The hits, with each lane's rank and score.", body = SearchResult),
+        (status = 404, description = "NOT_FOUND: no such collection.", body = ErrorBody),
+        (status = 429, description = "RESOURCE_EXHAUSTED: a shard shed the load.", body = ErrorBody),
+    ))]
+pub(crate) async fn search(
     State(r): State<Arc<Router>>,
     Extension(RequestId(rid)): Extension<RequestId>,
     Extension(p): Extension<Principal>,
     Path(name): Path<String>,
     b: Result<Json<SearchBody>, JsonRejection>,
-) -> Result<Json<Value>, RouterError> {
+) -> Result<Json<SearchResult>, RouterError> {
     let b = body(b)?;
     let k = match b.k {
         None => None,
@@ -605,25 +465,24 @@ async fn search(
     };
     access::search(&p, &mut req, &r.config().default_tenant)?;
     let resp = r.search(req, rid).await?;
-    Ok(Json(search_response_json(&resp)))
+    Ok(Json(SearchResult::from(&resp)))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct MaintainBody {
-    #[serde(default)]
-    seal: bool,
-    #[serde(default)]
-    compact: bool,
-}
-
-async fn maintain(
+/// Seals and/or compacts every replica of the collection; answers its statistics after.
+#[utoipa::path(post, path = "/v1/collections/{name}/maintain", tag = "collections", operation_id = "maintain",
+    params(("name" = String, Path, description = "The collection.")), request_body = MaintainBody, security(("bearer_auth" = ["admin"])),
+    responses(
+        (status = 200, description = "The collection's statistics after maintenance.", body = CollectionStats),
+        (status = 404, description = "NOT_FOUND: no such collection.", body = ErrorBody),
+        (status = 429, description = "RESOURCE_EXHAUSTED: a shard shed the load.", body = ErrorBody),
+    ))]
+pub(crate) async fn maintain(
     State(r): State<Arc<Router>>,
     Extension(RequestId(rid)): Extension<RequestId>,
     Extension(p): Extension<Principal>,
     Path(name): Path<String>,
     b: Result<Json<MaintainBody>, JsonRejection>,
-) -> Result<Json<Value>, RouterError> {
+) -> Result<Json<CollectionStats>, RouterError> {
     access::collection(&p, &name)?;
     let b = body(b)?;
     let done = r.maintain(&name, b.seal, b.compact, &rid).await;
@@ -631,27 +490,28 @@ async fn maintain(
     stats_json(&r, &name, &rid).await
 }
 
-async fn stats(
+/// Per-shard statistics of the collection.
+#[utoipa::path(get, path = "/v1/collections/{name}/stats", tag = "collections", operation_id = "collection_stats",
+    params(("name" = String, Path, description = "The collection.")), security(("bearer_auth" = ["read"])),
+    responses(
+        (status = 200, description = "The statistics of each shard.", body = CollectionStats),
+        (status = 404, description = "NOT_FOUND: no such collection.", body = ErrorBody),
+        (status = 429, description = "RESOURCE_EXHAUSTED: a shard shed the load.", body = ErrorBody),
+    ))]
+pub(crate) async fn stats(
     State(r): State<Arc<Router>>,
     Extension(RequestId(rid)): Extension<RequestId>,
     Extension(p): Extension<Principal>,
     Path(name): Path<String>,
-) -> Result<Json<Value>, RouterError> {
+) -> Result<Json<CollectionStats>, RouterError> {
     access::collection(&p, &name)?;
     stats_json(&r, &name, &rid).await
 }
 
-async fn stats_json(r: &Router, name: &str, rid: &str) -> Result<Json<Value>, RouterError> {
-    let shards: Vec<Value> = r
-        .stats(name, rid)
-        .await?
-        .into_iter()
-        .enumerate()
-        .map(|(i, s)| {
-            json!({"shard": i, "live_documents": s.live_documents, "growing_rows": s.growing_rows, "sealed_rows": s.sealed_rows,
-                   "sealed_segments": s.sealed_segments, "last_seq": s.last_seq, "rebuilt_segments": s.rebuilt_segments,
-                   "disk_bytes": s.disk_bytes})
-        })
-        .collect();
-    Ok(Json(json!({"collection": name, "shards": shards})))
+async fn stats_json(
+    r: &Router,
+    name: &str,
+    rid: &str,
+) -> Result<Json<CollectionStats>, RouterError> {
+    Ok(Json(CollectionStats::new(name, r.stats(name, rid).await?)))
 }

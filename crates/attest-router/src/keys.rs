@@ -9,16 +9,17 @@ use attest_auth::{secret, Principal};
 use attest_core::keys::{grant_problem, parse_duration_ms, Scope};
 use attest_proto::v1 as pb;
 use attest_proto::ErrorCode;
-use serde_json::{json, Value};
 
 use crate::error::RouterError;
 use crate::router::Router;
 
 /// What a new key may do (HTTP `POST /v1/keys`, gRPC `CreateKey`, `attest key create`).
-#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[derive(Debug, Clone, Default, serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KeyGrant {
+    /// `read`, `write`, `admin` (a higher scope includes the lower ones).
     pub scopes: Vec<String>,
+    /// Tenants the key may act for, or `*`.
     pub tenants: Vec<String>,
     #[serde(default)]
     pub collections: Vec<String>,
@@ -122,17 +123,4 @@ impl Router {
 fn grant_of(key: &pb::ApiKeyInfo, caller: &Principal) -> Option<String> {
     let scopes: Vec<Scope> = key.scopes.iter().filter_map(|&s| scope_of(s)).collect();
     caller.grant_excess(&scopes, &key.tenants, &key.collections)
-}
-
-/// The JSON form of a key's record (no hash: it identifies the key to no one but meta).
-pub fn key_json(k: &pb::ApiKeyInfo) -> Value {
-    let scopes: Vec<&str> = k
-        .scopes
-        .iter()
-        .filter_map(|&s| scope_of(s))
-        .map(Scope::as_str)
-        .collect();
-    json!({"id": k.id, "scopes": scopes, "tenants": k.tenants, "collections": k.collections,
-           "expires_at_ms": (k.expires_at_ms != 0).then_some(k.expires_at_ms), "created_ms": k.created_ms,
-           "revoked": k.revoked})
 }

@@ -13,7 +13,9 @@
 //! - [`replicas`]: replica calls through tower (deadline, retry, hedge, limit, shed); reads and quorum writes.
 //! - [`collection`]: a collection's record (shape, index parameters, replica sets) as meta's map says.
 //! - [`topology`]: [`topology::ClusterView`], meta's shard map watched, and where each shard's replicas live.
-//! - [`http`], [`grpc`], [`server`]: the two fronts and how they are served.
+//! - [`http`], [`grpc`], [`server`]: the two fronts and how they are served; [`documents_http`]: the
+//!   documents routes of HTTP API v1; [`wire`]: its JSON bodies as types; [`openapi`]: its OpenAPI document,
+//!   generated from the handlers and those types.
 //! - [`access`]: the scope each operation needs and the tenant/collection rewrites of a caller's key;
 //!   [`keys`]: API keys minted, listed and revoked through meta.
 //! - [`snapshots`]: cluster snapshots (create, list, restore) coordinated over meta and the shard nodes;
@@ -31,6 +33,7 @@ pub mod collection;
 pub mod collections;
 pub mod config;
 pub mod console;
+pub mod documents_http;
 pub mod error;
 pub mod eval_reports;
 pub mod fanout;
@@ -39,6 +42,7 @@ pub mod http;
 pub mod ingest;
 pub mod keys;
 pub mod near_dups;
+pub mod openapi;
 pub mod payloads;
 pub mod replicas;
 pub mod router;
@@ -48,6 +52,7 @@ pub mod server;
 pub mod snapshot_http;
 pub mod snapshots;
 pub mod topology;
+pub mod wire;
 
 pub use client::ShardClient;
 pub use config::RouterConfig;

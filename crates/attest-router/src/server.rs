@@ -10,15 +10,17 @@ use attest_telemetry::ops::MetricsRefresh;
 use crate::grpc::RouterServiceImpl;
 use crate::router::Router;
 
-/// Serves HTTP API v1; `extra` routes (the answer tier's, in `attest dev`) share the listener.
+/// Serves HTTP API v1; `extra` routes (the answer tier's, in `attest dev`) share the listener, and `openapi` is
+/// the document of them all (`crate::openapi::document()` for the router alone), served at `/v1/openapi.json`.
 pub async fn serve_http(
     router: Arc<Router>,
     refresh: Option<MetricsRefresh>,
     extra: Option<axum::Router>,
+    openapi: utoipa::openapi::OpenApi,
     listener: impl Into<Listener>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let mut app = crate::http::routes(router, refresh);
+    let mut app = crate::http::routes(router, refresh, &openapi);
     if let Some(extra) = extra {
         app = app.merge(extra);
     }

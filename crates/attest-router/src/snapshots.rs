@@ -46,7 +46,7 @@ const REPLICA_TRANSFER_LIMIT: Duration = Duration::from_secs(6 * 3600);
 const PARALLEL_TRANSFERS: usize = 4;
 
 /// `POST /v1/snapshots`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateSnapshot {
     /// A directory every shard node and this router reach, or `s3://bucket[/prefix]`.
@@ -64,7 +64,7 @@ pub struct CreateSnapshot {
 }
 
 /// `POST /v1/snapshots/restore`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RestoreSnapshot {
     pub source: String,
@@ -80,7 +80,7 @@ pub struct RestoreSnapshot {
     pub force: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct RestoredCollection {
     pub name: String,
     pub from: String,
@@ -91,7 +91,7 @@ pub struct RestoredCollection {
 }
 
 /// How far one replica's upload of a snapshot has come (`GET /v1/snapshots/{id}/progress`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct ReplicaProgress {
     pub collection: String,
     pub shard: u32,
@@ -102,7 +102,7 @@ pub struct ReplicaProgress {
 }
 
 /// A snapshot found in a destination: its manifest, or why it cannot be read.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ListedSnapshot {
     pub id: String,
     #[serde(skip_serializing_if = "Option::is_none")]

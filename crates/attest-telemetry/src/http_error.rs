@@ -7,7 +7,34 @@ use attest_proto::{ApiError, ErrorCode};
 use axum::extract::rejection::JsonRejection;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// The body of every error answer; its HTTP status follows from `error.code`.
+// [`HttpError`] sends exactly this type, and the OpenAPI document describes it from the same derive.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// What went wrong, as a name (gRPC's spelling, plus `PAYLOAD_TOO_LARGE`); the HTTP status follows from it.
+    #[schema(schema_with = error_code_schema)]
+    pub code: &'static str,
+    pub message: String,
+    /// The request field the error is about (`documents[3].colour`, `k`, `body`), when it is about one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
+/// `code` as the closed set of [`ErrorCode::ALL`], so the document lists every name a client may see.
+fn error_code_schema() -> utoipa::openapi::schema::Object {
+    utoipa::openapi::schema::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .enum_values(Some(ErrorCode::ALL.map(ErrorCode::as_str)))
+        .build()
+}
 
 /// An [`ApiError`] answered over HTTP.
 #[derive(Debug)]
@@ -22,10 +49,13 @@ impl From<ApiError> for HttpError {
 impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
         let e = self.0;
-        let mut body = json!({"error": {"code": e.code.as_str(), "message": e.message}});
-        if let Some(field) = &e.field {
-            body["error"]["field"] = json!(field);
-        }
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: e.code.as_str(),
+                message: e.message,
+                field: e.field,
+            },
+        };
         let status =
             StatusCode::from_u16(e.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let mut response = (status, axum::Json(body)).into_response();

@@ -13,6 +13,8 @@
 //!   [`listener::serve_http`] (axum).
 //! - [`tls`]: a listener's rustls configuration from PEM files, reloaded when they change; mutual TLS.
 //! - [`http_error`]: the one HTTP error body of every role, from `attest_proto::ApiError`.
+//! - [`openapi`]: the OpenAPI 3.1 document of HTTP API v1 (its shared parts and assembly) and
+//!   `GET /v1/openapi.json`.
 //! - [`cpu`]: the one bounded pool per process for CPU-heavy work (`run_cpu_intensive`).
 
 pub mod cpu;
@@ -21,6 +23,7 @@ pub mod incoming;
 pub mod listener;
 pub mod logging;
 pub mod metrics;
+pub mod openapi;
 pub mod ops;
 pub mod request_id;
 pub mod tls;

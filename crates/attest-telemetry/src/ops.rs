@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::get;
@@ -65,45 +66,65 @@ fn readiness_body(ready: bool) -> &'static str {
 pub fn routes(ready: ReadinessCheck, refresh: Option<MetricsRefresh>) -> axum::Router {
     crate::metrics::install();
     axum::Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route(
-            "/readyz",
-            get(move || {
-                let ready = ready();
-                async move {
-                    let status = if ready {
-                        StatusCode::OK
-                    } else {
-                        StatusCode::SERVICE_UNAVAILABLE
-                    };
-                    (status, readiness_body(ready))
-                }
-            }),
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz).with_state(ready))
+        .route("/metrics", get(metrics).with_state(refresh))
+}
+
+/// Liveness.
+#[utoipa::path(get, path = "/healthz", tag = "ops", operation_id = "healthz",
+    responses((status = 200, description = "The process is up: `ok`.", body = String, content_type = "text/plain")))]
+pub(crate) async fn healthz() -> &'static str {
+    "ok"
+}
+
+/// Readiness: whether this process can serve traffic now.
+#[utoipa::path(get, path = "/readyz", tag = "ops", operation_id = "readyz",
+    responses(
+        (status = 200, description = "`ready`, followed by a warning when the process runs with `--insecure`.",
+            body = String, content_type = "text/plain"),
+        // Not the plain-text "not ready" written below: every role's app ends in
+        // `http_error::with_json_errors`, which gives a bodiless-or-plain error status the JSON error body.
+        (status = 503, description = "Not ready yet (its stores or dependencies are not open).",
+            body = crate::http_error::ErrorBody),
+    ))]
+pub(crate) async fn readyz(State(ready): State<ReadinessCheck>) -> (StatusCode, &'static str) {
+    let ready = ready();
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, readiness_body(ready))
+}
+
+/// Prometheus metrics, in the text exposition format.
+#[utoipa::path(get, path = "/metrics", tag = "ops", operation_id = "metrics",
+    // Open unless the operator set a metrics token (`attest serve --metrics-token`): both are allowed.
+    security((), ("metrics_token" = [])),
+    responses(
+        (status = 200, description = "Every metric of this process.", body = String,
+            content_type = "text/plain; version=0.0.4"),
+        (status = 401, description = "A metrics token is set and the request did not carry it.",
+            body = crate::http_error::ErrorBody),
+    ))]
+pub(crate) async fn metrics(
+    State(refresh): State<Option<MetricsRefresh>>,
+    headers: axum::http::HeaderMap,
+) -> axum::response::Response {
+    if !metrics_allowed(&headers) {
+        ::metrics::counter!("auth_denied_total", "reason" => "metrics_token").increment(1);
+        return (
+            StatusCode::UNAUTHORIZED,
+            "/metrics needs the metrics token (Authorization: Bearer <token>)",
         )
-        .route(
-            "/metrics",
-            get(move |headers: axum::http::HeaderMap| {
-                let allowed = metrics_allowed(&headers);
-                if allowed {
-                    if let Some(refresh) = &refresh {
-                        refresh();
-                    }
-                }
-                async move {
-                    if !allowed {
-                        ::metrics::counter!("auth_denied_total", "reason" => "metrics_token")
-                            .increment(1);
-                        return (
-                            StatusCode::UNAUTHORIZED,
-                            "/metrics needs the metrics token (Authorization: Bearer <token>)",
-                        )
-                            .into_response();
-                    }
-                    let body = crate::metrics::render();
-                    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
-                }
-            }),
-        )
+            .into_response();
+    }
+    if let Some(refresh) = &refresh {
+        refresh();
+    }
+    let body = crate::metrics::render();
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }
 
 /// Readiness that is always true (roles whose only dependency is their own process).

@@ -57,7 +57,7 @@ pub const STAGE_VERIFY: &str = "verify";
 pub const STAGE_ASK_TOTAL: &str = "ask_total";
 
 /// The response of SPEC "HTTP API v1" for `ask`.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
 pub struct AskResponse {
     /// `answered`, `abstained`, or `out_of_corpus` (a general-knowledge answer, never grounded).
     pub status: &'static str,

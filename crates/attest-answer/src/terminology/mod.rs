@@ -375,7 +375,7 @@ fn count_outcome(lookup: &Lookup) {
 }
 
 /// The `terminology` field of a response: the term asked about and what the glossary said.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct TerminologyReport {
     pub term: String,
     /// `hit`, `ambiguous`, `miss`, `no_glossary`, `timeout`, `unavailable`.
@@ -386,7 +386,7 @@ pub struct TerminologyReport {
     pub cached: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct TermMatch {
     /// The footnote `[n]` of this entry in the answer.
     pub n: u32,

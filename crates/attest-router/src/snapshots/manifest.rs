@@ -28,7 +28,7 @@ pub const CLUSTER_MANIFEST: &str = "attest-snapshot.json";
 pub const CLUSTER_SNAPSHOT_FORMAT: u32 = 1;
 const CHECKSUM_ALGORITHM: &str = "sha256:";
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterManifest {
     pub format: u32,
@@ -44,7 +44,7 @@ pub struct ClusterManifest {
     pub checksum: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CollectionSnapshot {
     pub name: String,
@@ -54,7 +54,7 @@ pub struct CollectionSnapshot {
     pub replicas: Vec<ReplicaSnapshot>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReplicaSnapshot {
     pub shard: u32,
