@@ -8,7 +8,7 @@ ATTEST := $(CARGO_TARGET_DIR)/debug/attest
 export OPENBLAS_NUM_THREADS ?= 1
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: setup build demo test chart-test console-test client-test lint models eval-gate eval-baseline openapi
+.PHONY: setup build demo test chart-test console-test client-test api-fuzz lint models eval-gate eval-baseline openapi
 
 setup:
 	scripts/setup.sh
@@ -27,7 +27,7 @@ demo: build
 
 # `build` first: the suites of tests/ run the `attest` binary of the same build, which `cargo test` alone does
 # not build for another package's tests (and the chart tests check the chart's flags against it).
-test: build chart-test console-test client-test
+test: build chart-test console-test client-test api-fuzz
 	python3 -m unittest discover -s scripts/reader -p 'test_*.py'
 	cargo test --workspace --no-fail-fast
 
@@ -44,6 +44,12 @@ console-test:
 # `python -m build`, installed with both extras into a pinned Python environment in ~/.cache, tested against `attest dev`.
 client-test:
 	ATTEST_BIN=$(ATTEST) scripts/python-client-test.sh
+
+# HTTP API v1 fuzzed from the OpenAPI document `attest dev` serves (Schemathesis, pinned in tests/fuzz): every
+# operation, valid and invalid requests, against an open dev and one with keys; fails on any 5xx or any response
+# the document does not describe.
+api-fuzz:
+	ATTEST_BIN=$(ATTEST) scripts/api-fuzz.sh
 
 # The .proto files are the gRPC contract: protoc (which the build already needs) checks them with warnings fatal.
 lint:

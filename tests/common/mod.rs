@@ -113,6 +113,52 @@ pub fn start_with_env(
     (Proc(child), line)
 }
 
+/// [`start_with_env`] for a process that may be restarted and must not hang a test: its data in `data`, its
+/// info-level log appended to `log` (a restart keeps one file), and a panic naming the log when it has not
+/// printed its first line within `limit` (or exited first). Its stdout is drained after that line.
+pub fn start_within(
+    args: &[&str],
+    data: &Path,
+    log: &Path,
+    env: &[(&str, &str)],
+    limit: Duration,
+) -> (Proc, String) {
+    let log_file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .unwrap();
+    let mut child = Command::new(attest_bin())
+        .args(args)
+        .arg("--data-dir")
+        .arg(data)
+        .envs(env.iter().copied())
+        .env("ATTEST_LOG", "info,tantivy=warn")
+        .stdout(Stdio::piped())
+        .stderr(log_file)
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout).lines();
+        let _ = tx.send(lines.next().and_then(Result::ok));
+        for _ in lines {}
+    });
+    let proc = Proc(child);
+    match rx.recv_timeout(limit) {
+        Ok(Some(line)) => (proc, line),
+        Ok(None) => panic!(
+            "attest {args:?} exited before it listened; see {}",
+            log.display()
+        ),
+        Err(_) => panic!(
+            "attest {args:?} did not listen within {limit:?}; see {}",
+            log.display()
+        ),
+    }
+}
+
 /// `attest dev` on loopback ports over `data`, killed when dropped.
 pub struct Dev {
     pub proc: Proc,

@@ -21,10 +21,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::cite::CheckedClaim;
-use crate::claims::split_claims;
 use crate::client::Caller;
 use crate::conversation::HistoryTurn;
 use crate::error::AnswerError;
+use crate::openapi::AskEvent;
 use crate::pipeline::{AnswerService, AskResponse};
 use crate::verdict::Verdict;
 
@@ -95,7 +95,7 @@ pub(crate) fn api(keys: Arc<KeyRing>) -> axum::Router<Arc<AnswerService>> {
         (status = 200, description = "The answer, or the abstention (`status`, `reason`). With `stream: true`, \
             Server-Sent Events instead: one `delta` event per claim of the answer text (data: `AskDelta`), then \
             one `done` event (data: the `AskResponse`).",
-            content((AskResponse = "application/json"), (String = "text/event-stream"))),
+            content((AskResponse = "application/json"), (AskEvent = "text/event-stream"))),
         (status = 404, description = "NOT_FOUND: no such collection.", body = ErrorBody),
         (status = 429, description = "RESOURCE_EXHAUSTED: the router or a shard shed the load.", body = ErrorBody),
     ))]
@@ -120,10 +120,12 @@ pub(crate) async fn ask(
     if !body.stream {
         return Ok(Json(answer).into_response());
     }
-    let mut events: Vec<Result<Event, Infallible>> = split_claims(&answer.answer)
+    // One delta per claim, from the claims themselves: pairing them with the answer's sentences would drop the
+    // claims beyond the sentence count whenever the text splits into fewer sentences than there are claims.
+    let mut events: Vec<Result<Event, Infallible>> = answer
+        .claims
         .iter()
-        .zip(answer.claims.iter())
-        .map(|(_, claim)| {
+        .map(|claim| {
             let delta = serde_json::to_string(&AskDelta::from(claim)).unwrap_or_default();
             Ok(Event::default().event("delta").data(delta))
         })

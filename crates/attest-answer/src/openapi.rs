@@ -3,13 +3,67 @@
 //! of a streamed answer's `delta` events). [`document`] is what an answer replica serves at
 //! `GET /v1/openapi.json`; `attest dev` serves these paths merged with the router's.
 
-use utoipa::openapi::OpenApi;
+use std::borrow::Cow;
+
+use utoipa::openapi::extensions::Extensions;
+use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
+use utoipa::openapi::{OpenApi, RefOr};
 use utoipa::OpenApi as _;
 
 use crate::http::{self, AskDelta};
 
+/// One Server-Sent Event of a streamed answer, as a client parses it (`{event, data}`): `delta` events whose data
+/// is an [`AskDelta`] in JSON, then one `done` whose data is the whole `AskResponse`. OpenAPI describes an event
+/// stream by the schema of one event; each event's `data` is JSON text, described by `contentMediaType` and
+/// `contentSchema` (JSON Schema 2020-12, which OpenAPI 3.1 schemas are).
+pub struct AskEvent;
+
+impl utoipa::PartialSchema for AskEvent {
+    fn schema() -> RefOr<Schema> {
+        let event = |name: &str, payload: &str| {
+            let mut data = ObjectBuilder::new()
+                .schema_type(Type::String)
+                .content_media_type("application/json")
+                .build();
+            let mut content_schema = Extensions::default();
+            content_schema.insert(
+                "contentSchema".into(),
+                serde_json::json!({ "$ref": format!("#/components/schemas/{payload}") }),
+            );
+            data.extensions = Some(content_schema);
+            ObjectBuilder::new()
+                .property(
+                    "event",
+                    ObjectBuilder::new()
+                        .schema_type(Type::String)
+                        .enum_values(Some([name])),
+                )
+                .required("event")
+                .property("data", data)
+                .required("data")
+                .build()
+        };
+        RefOr::T(Schema::OneOf(
+            OneOfBuilder::new()
+                .item(event("delta", "AskDelta"))
+                .item(event("done", "AskResponse"))
+                .description(Some(
+                    "One event of a streamed answer: `delta` (a claim, as `AskDelta` JSON) or the final `done` \
+                     (the `AskResponse` JSON).",
+                ))
+                .build(),
+        ))
+    }
+}
+
+impl utoipa::ToSchema for AskEvent {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("AskEvent")
+    }
+}
+
 #[derive(utoipa::OpenApi)]
-#[openapi(paths(http::ask), components(schemas(AskDelta)))]
+#[openapi(paths(http::ask), components(schemas(AskDelta, AskEvent)))]
 struct AnswerApi;
 
 /// The answer tier's own operations and schemas, to be assembled with the shared parts.

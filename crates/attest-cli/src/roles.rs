@@ -166,6 +166,18 @@ fn enable_auth(
     Ok(())
 }
 
+/// The OpenAPI document a process serves: as generated, or, when it was started without an admin key and so
+/// authenticates no one, without the key requirements it does not enforce.
+fn served_document(
+    doc: utoipa::openapi::OpenApi,
+    admin_key: Option<&str>,
+) -> utoipa::openapi::OpenApi {
+    match admin_key {
+        Some(_) => doc,
+        None => attest_telemetry::openapi::without_api_keys(doc),
+    }
+}
+
 /// With authentication on, `attest dev`'s internal services (meta on its gRPC listener, the shard nodes'
 /// loopback ports) accept only a cluster key made for this run, which its own roles present; without it they
 /// are open like the rest.
@@ -195,6 +207,11 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         dev_credential(args.admin_key.is_some())?,
     )
     .await?;
+    // Before the "listening" line: a caller waiting for it must not see a start that then fails on a bad key.
+    enable_auth(
+        &[stack.router.keys(), stack.answer.keys()],
+        args.admin_key.as_deref(),
+    )?;
     println!(
         "attest dev listening http=http://{http_addr} grpc={grpc_addr} shards={} data_dir={}",
         args.shards,
@@ -202,10 +219,6 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     );
     info!(http = %http_addr, grpc = %grpc_addr, startup_ms = started.elapsed().as_millis() as u64,
         faiss = attest_index::ivfpq::faiss_opt_level(), event = "dev_started", "attest dev started");
-    enable_auth(
-        &[stack.router.keys(), stack.answer.keys()],
-        args.admin_key.as_deref(),
-    )?;
     let stop = shutdown_signal();
     let meta_service = stack.plane.meta_service();
     let (a, b) = tokio::join!(
@@ -213,7 +226,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
             Arc::clone(&stack.router),
             Some(shard_metrics(stack.nodes().to_vec())),
             Some(attest_answer::http::routes(Arc::clone(&stack.answer))),
-            crate::openapi::dev_document(),
+            served_document(crate::openapi::dev_document(), args.admin_key.as_deref()),
             http,
             until(stop.clone())
         ),
@@ -328,9 +341,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                         attest_telemetry::ops::always_ready(),
                         None,
                     ))
-                    .merge(attest_telemetry::openapi::route(
-                        &attest_answer::openapi::document(),
-                    )),
+                    .merge(attest_telemetry::openapi::route(&served_document(
+                        attest_answer::openapi::document(),
+                        args.admin_key.as_deref(),
+                    ))),
             );
             // `--grpc`: the streaming `attest.v1.AnswerService` with the gRPC health service.
             let grpc_stop = until(stop.clone());
@@ -409,7 +423,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                     Arc::clone(&router),
                     None,
                     None,
-                    attest_router::openapi::document(),
+                    served_document(
+                        attest_router::openapi::document(),
+                        args.admin_key.as_deref()
+                    ),
                     http,
                     until(stop.clone())
                 ),

@@ -167,10 +167,32 @@ fn retry_after() -> utoipa::openapi::header::Header {
         .build()
 }
 
+/// Whether an operation sits behind the API-key guard (its `security` names [`BEARER`]).
+fn is_guarded(op: &Operation) -> bool {
+    op.security
+        .iter()
+        .flatten()
+        .any(|requirement| serde_json::to_value(requirement).is_ok_and(|v| v.get(BEARER).is_some()))
+}
+
+/// The document of a process that authenticates no one (`attest dev` without `--admin-key`, a role started
+/// without one): no operation needs a key and none answers 401 or 403. A client, or a fuzzer, reading what such
+/// a process serves is told what it really does; the committed document is that of a process with keys.
+pub fn without_api_keys(mut doc: OpenApi) -> OpenApi {
+    for item in doc.paths.paths.values_mut() {
+        for (_, op) in operations_mut(item) {
+            if is_guarded(op) {
+                op.security = None;
+                op.responses.responses.remove("401");
+                op.responses.responses.remove("403");
+            }
+        }
+    }
+    doc
+}
+
 fn add_shared_responses(path: &str, op: &mut Operation) {
-    let guarded = op.security.iter().flatten().any(|requirement| {
-        serde_json::to_value(requirement).is_ok_and(|v| v.get(BEARER).is_some())
-    });
+    let guarded = is_guarded(op);
     let has_body = op.request_body.is_some();
     let has_parameters = op.parameters.as_ref().is_some_and(|p| !p.is_empty());
     let api = path.starts_with("/v1/") && path != PATH;
