@@ -34,6 +34,10 @@ pub struct CatchUpReport {
 
 /// Copies from `peer` every document of (collection, shard) it holds at a newer version than `engine`.
 /// `changed_after_seq` = the `peer_last_seq` of an earlier complete pass against the same peer (0: all).
+///
+/// A peer whose log is now *behind* that position has started a new log (it came back with an empty disk under
+/// the same name): its positions no longer compare with the remembered one, and an incremental listing would
+/// skip every write it took since. The pass then lists everything.
 pub async fn catch_up_from(
     engine: Arc<ShardEngine>,
     peer: &ShardServiceClient<Stamped>,
@@ -45,6 +49,7 @@ pub async fn catch_up_from(
     let mut report = CatchUpReport::default();
     let mut after = String::new();
     let mut first = true;
+    let mut changed_after_seq = changed_after_seq;
     loop {
         let page = peer
             .doc_versions(pb::DocVersionsRequest {
@@ -57,6 +62,18 @@ pub async fn catch_up_from(
             .await?
             .into_inner();
         if first {
+            if page.last_seq < changed_after_seq {
+                info!(
+                    collection,
+                    shard,
+                    remembered = changed_after_seq,
+                    peer_last_seq = page.last_seq,
+                    event = "peer_log_restarted",
+                    "the peer's log is behind where it was: listing everything"
+                );
+                changed_after_seq = 0;
+                continue;
+            }
             // Writes that land on the peer after this point have larger seqs: the next pass lists them.
             report.peer_last_seq = page.last_seq;
             first = false;

@@ -1,6 +1,8 @@
-//! A replica snapshot first catches up from its peers when the write quorum is smaller than the replica set:
-//! a write acknowledged by the other replica alone is in the snapshot; a snapshot that cannot reach enough
-//! peers is refused rather than taken incomplete.
+//! Catch-up between replicas over the real shard gRPC service. A replica snapshot first catches up from its peers
+//! when the write quorum is smaller than the replica set: a write acknowledged by the other replica alone is in
+//! the snapshot; a snapshot that cannot reach enough peers is refused rather than taken incomplete. And a peer
+//! that came back with an empty disk (its log restarted behind the position remembered from before) is listed
+//! in full, so the writes it took since are copied rather than skipped.
 
 use std::sync::Arc;
 
@@ -140,4 +142,77 @@ async fn a_snapshot_holds_writes_only_its_peer_acknowledged() {
 
     let _ = stop.send(());
     server.await.unwrap().unwrap();
+}
+
+/// Serves `node` on a loopback port; returns its address and the sender that stops it.
+fn serve(node: &Arc<ShardNode>) -> (String, tokio::sync::oneshot::Sender<()>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let address = format!("http://{}", listener.local_addr().unwrap());
+    let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(attest_shard::serve(
+        Arc::clone(node),
+        listener,
+        ClusterGuard::new(&ClusterCredential::none()),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    (address, stop)
+}
+
+fn client(
+    address: &str,
+) -> attest_proto::v1::shard_service_client::ShardServiceClient<attest_proto::credential::Stamped> {
+    let credential = ClusterCredential::none();
+    let channel = credential
+        .channel(address, std::time::Duration::from_secs(2))
+        .unwrap();
+    attest_proto::v1::shard_service_client::ShardServiceClient::with_interceptor(
+        channel, credential,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_whose_log_restarted_is_listed_in_full() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (node(&tmp.path().join("a")), node(&tmp.path().join("b")));
+    for i in 0..20 {
+        b.get("c", 0).unwrap().upsert(vec![doc(i)]).unwrap();
+    }
+    let (b_address, stop_b) = serve(&b);
+    let a_engine = a.get("c", 0).unwrap();
+    let first =
+        attest_shard::catchup::catch_up_from(Arc::clone(&a_engine), &client(&b_address), "c", 0, 0)
+            .await
+            .unwrap();
+    assert_eq!(first.copied, 20);
+    assert!(first.peer_last_seq >= 20, "{first:?}");
+    let _ = stop_b.send(());
+
+    // b comes back with an empty disk and takes three writes: its log is at 3, behind the remembered position.
+    let wiped = node(&tmp.path().join("b-wiped"));
+    for i in 100..103 {
+        wiped.get("c", 0).unwrap().upsert(vec![doc(i)]).unwrap();
+    }
+    let (wiped_address, stop_wiped) = serve(&wiped);
+    let again = attest_shard::catchup::catch_up_from(
+        Arc::clone(&a_engine),
+        &client(&wiped_address),
+        "c",
+        0,
+        first.peer_last_seq,
+    )
+    .await
+    .unwrap();
+    assert_eq!(again.copied, 3, "{again:?}");
+    assert!(again.peer_last_seq < first.peer_last_seq, "{again:?}");
+    for i in 100..103 {
+        assert_eq!(
+            a_engine.version_of("t", &format!("doc-{i}")),
+            1000 + i as u64
+        );
+    }
+    let _ = stop_wiped.send(());
 }
