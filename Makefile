@@ -8,7 +8,7 @@ ATTEST := $(CARGO_TARGET_DIR)/debug/attest
 export OPENBLAS_NUM_THREADS ?= 1
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: setup build demo test chart-test console-test client-test api-fuzz lint models eval-gate eval-baseline openapi
+.PHONY: setup build demo test proto-lint chart-test console-test client-test api-fuzz lint models eval-gate eval-baseline openapi
 
 setup:
 	scripts/setup.sh
@@ -27,7 +27,7 @@ demo: build
 
 # `build` first: the suites of tests/ run the `attest` binary of the same build, which `cargo test` alone does
 # not build for another package's tests (and the chart tests check the chart's flags against it).
-test: build chart-test console-test client-test api-fuzz
+test: build proto-lint chart-test console-test client-test api-fuzz
 	python3 -m unittest discover -s scripts/reader -p 'test_*.py'
 	cargo test --workspace --no-fail-fast
 
@@ -51,10 +51,13 @@ client-test:
 api-fuzz:
 	ATTEST_BIN=$(ATTEST) scripts/api-fuzz.sh
 
-# The .proto files are the gRPC contract: protoc (which the build already needs) checks them with warnings fatal.
-lint:
+lint: proto-lint
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+
+# The .proto files are the gRPC contract: protoc (which the build already needs) checks them with warnings fatal
+# (part of `make test`).
+proto-lint:
 	protoc --fatal_warnings -I proto --descriptor_set_out=/dev/null proto/attest/v1/*.proto
 
 # The OpenAPI document of HTTP API v1, generated from the handlers (what `attest dev` serves at /v1/openapi.json);
