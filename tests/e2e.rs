@@ -389,6 +389,13 @@ fn bad_input_gets_clear_errors_and_writes_nothing() {
         r.json::<Value>().unwrap()["error"]["code"],
         "INVALID_ARGUMENT"
     );
+    // A misspelt query parameter of a delete is refused, not ignored (it would delete from the default tenant).
+    let r = http()
+        .delete(format!("{u}/v1/collections/c/documents/x?tenent=b"))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    assert_eq!(r.json::<Value>().unwrap()["error"]["field"], "tenent");
     for k in [0, 101] {
         let (s, b) = post(
             &format!("{u}/v1/collections/c/search"),

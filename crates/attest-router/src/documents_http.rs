@@ -9,6 +9,7 @@ use attest_ingest::{normalize_text, parse_jsonl, SourceDocument};
 use attest_telemetry::http_error::ErrorBody;
 use attest_telemetry::request_id::RequestId;
 use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::{Extension, Json};
@@ -173,8 +174,18 @@ pub(crate) async fn delete_document(
     Extension(RequestId(rid)): Extension<RequestId>,
     Extension(p): Extension<Principal>,
     Path((name, id)): Path<(String, String)>,
-    q: axum::extract::Query<TenantQuery>,
+    q: Result<axum::extract::Query<TenantQuery>, QueryRejection>,
 ) -> Result<Json<Deleted>, RouterError> {
+    // A misspelt `?tenent=` must not quietly delete from the default tenant instead.
+    let axum::extract::Query(q) = q.map_err(|e| {
+        let text = e.body_text();
+        let field = text
+            .split_once("unknown field `")
+            .and_then(|(_, rest)| rest.split_once('`'))
+            .map_or("query", |(name, _)| name)
+            .to_string();
+        RouterError::invalid(field, text)
+    })?;
     let tenant = access::delete(&p, &name, q.tenant.as_deref(), &r.config().default_tenant)?;
     let outcome = r.delete_document(&name, Some(&tenant), &id, &rid).await;
     let action = Action::new("delete_document")

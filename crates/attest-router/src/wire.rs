@@ -130,6 +130,7 @@ pub(crate) struct MaintainBody {
 
 #[derive(Deserialize, Default, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct TenantQuery {
     /// The document's tenant (default: the key's only tenant, else the router's default tenant).
     pub tenant: Option<String>,

@@ -96,6 +96,9 @@ fn rejected_path(e: &JsonRejection) -> Option<String> {
     (path != ".").then_some(path)
 }
 
+/// The longest plain-text error body kept as the JSON error's message (a route's own reason, not a page).
+const MAX_KEPT_TEXT: usize = 4096;
+
 /// Middleware (`axum::middleware::map_response`): an error response without a body (an unknown route, a method
 /// a route does not have, a body over the size limit refused before any handler) becomes the JSON error body.
 pub async fn json_error_bodies(response: Response) -> Response {
@@ -108,6 +111,14 @@ pub async fn json_error_bodies(response: Response) -> Response {
     if !(status.is_client_error() || status.is_server_error()) || is_json {
         return response;
     }
+    // A route's own plain-text reason (`/readyz`'s "not ready (insecure: ...)", `/metrics`' token refusal) is
+    // kept as the message; only a framework's canned or empty body is replaced by a generic one.
+    let own_text = axum::body::to_bytes(response.into_body(), MAX_KEPT_TEXT)
+        .await
+        .ok()
+        .and_then(|b| String::from_utf8(b.to_vec()).ok())
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty());
     let (code, message) = match status {
         StatusCode::NOT_FOUND => (ErrorCode::NotFound, "no such route".to_string()),
         StatusCode::METHOD_NOT_ALLOWED => (
@@ -124,7 +135,7 @@ pub async fn json_error_bodies(response: Response) -> Response {
         ),
         other => (
             ErrorCode::from_http_fallback(other.as_u16()),
-            other.canonical_reason().unwrap_or("error").to_string(),
+            own_text.unwrap_or_else(|| other.canonical_reason().unwrap_or("error").to_string()),
         ),
     };
     let mut out = HttpError(ApiError::new(code, message)).into_response();
@@ -159,6 +170,15 @@ mod tests {
         with_json_errors(
             axum::Router::new()
                 .route("/echo", post(echo))
+                .route(
+                    "/not-ready",
+                    axum::routing::get(|| async {
+                        (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            "not ready: waiting for meta",
+                        )
+                    }),
+                )
                 .layer(DefaultBodyLimit::max(64)),
         )
     }
@@ -184,6 +204,14 @@ mod tests {
             serde_json::from_slice(&bytes).unwrap_or(Value::Null),
             retry,
         )
+    }
+
+    #[tokio::test]
+    async fn a_routes_own_plain_text_reason_is_kept_as_the_message() {
+        let (s, b, _) = call("GET", "/not-ready", "").await;
+        assert_eq!(s, 503);
+        assert_eq!(b["error"]["code"], "UNAVAILABLE", "{b}");
+        assert_eq!(b["error"]["message"], "not ready: waiting for meta", "{b}");
     }
 
     #[tokio::test]
