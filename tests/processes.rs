@@ -1,6 +1,8 @@
 //! The same fan-out across processes: a meta process, two `attest serve --role shard --meta ...` processes on
 //! loopback and `attest serve --role router --meta ...`, the router reaching the shards through the gRPC shard
-//! client. Killing a shard gives degraded results that name the shard it held.
+//! client. Killing a shard gives degraded results that name the shard it held. A router started before meta
+//! answers listens at once, says in `/readyz` what it waits for, becomes ready when meta comes up, and stops
+//! promptly on SIGTERM either way.
 
 mod common;
 
@@ -126,4 +128,118 @@ fn router_fans_out_to_shard_processes_and_reports_missing_shards() {
             .all(|h| h["shard"] != lost[0]),
         "{b}"
     );
+}
+
+/// Sends SIGTERM and waits up to `limit` for the process to exit; panics if it is still running.
+fn stops_within(proc: &mut common::Proc, limit: std::time::Duration) {
+    unsafe {
+        libc::kill(proc.0.id() as i32, libc::SIGTERM);
+    }
+    let deadline = std::time::Instant::now() + limit;
+    while proc.0.try_wait().unwrap().is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still running {limit:?} after SIGTERM"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// `/readyz` as (status, the reason in its JSON error body, or its text when ready).
+fn readyz(http: &str) -> (u16, String) {
+    let (status, body) = common::get_text(&format!("{http}/readyz"));
+    let reason = serde_json::from_str::<Value>(&body)
+        .ok()
+        .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
+        .unwrap_or(body);
+    (status, reason)
+}
+
+#[test]
+fn a_router_listens_at_once_says_it_waits_for_meta_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    // Meta's address, not yet served: the router starts before it.
+    let meta_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let meta = format!("http://127.0.0.1:{meta_port}");
+    let router_args = [
+        "serve",
+        "--insecure",
+        "--role",
+        "router",
+        "--meta",
+        &meta,
+        "--http",
+        "127.0.0.1:0",
+        "--grpc",
+        "127.0.0.1:0",
+    ];
+    let limit = std::time::Duration::from_secs(60);
+    let log = dir.path().join("router.log");
+    let (mut router, line) =
+        common::start_within(&router_args, &dir.path().join("router"), &log, &[], limit);
+    let http = value_of(&line, "http=");
+    assert_eq!(common::get_text(&format!("{http}/healthz")).0, 200);
+    let (status, reason) = readyz(&http);
+    assert_eq!(status, 503, "{reason}");
+    assert!(
+        reason.contains("waiting for the cluster state from meta") && reason.contains(&meta),
+        "{reason}"
+    );
+
+    // Meta comes up at that address: the router becomes ready by itself.
+    let (_meta, _) = start_role(
+        &[
+            "serve",
+            "--insecure",
+            "--role",
+            "meta",
+            "--meta-id",
+            "1",
+            "--grpc",
+            &format!("127.0.0.1:{meta_port}"),
+        ],
+        &dir.path().join("meta"),
+        "grpc=",
+    );
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let (status, reason) = readyz(&http);
+        if status == 200 {
+            assert!(reason.starts_with("ready"), "{reason}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not ready a minute after meta started: {reason} (log: {})",
+            log.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    stops_within(&mut router, std::time::Duration::from_secs(10));
+
+    // A router whose meta never answers stops promptly too.
+    let nowhere = [
+        "serve",
+        "--insecure",
+        "--role",
+        "router",
+        "--meta",
+        "http://127.0.0.1:9",
+        "--http",
+        "127.0.0.1:0",
+        "--grpc",
+        "127.0.0.1:0",
+    ];
+    let (mut stranded, _) = common::start_within(
+        &nowhere,
+        &dir.path().join("stranded"),
+        &dir.path().join("stranded.log"),
+        &[],
+        limit,
+    );
+    stops_within(&mut stranded, std::time::Duration::from_secs(10));
 }

@@ -261,15 +261,11 @@ pub async fn cluster_router(
     embedder: Arc<dyn attest_embed::Embedder>,
 ) -> anyhow::Result<Arc<Router>> {
     let meta = meta_client(&args.meta, security.credential().clone())?;
-    let view = loop {
-        match ClusterView::connect(meta.clone(), cfg.router.replicas.clone()).await {
-            Ok(v) => break v,
-            Err(e) => {
-                tracing::warn!(error = %e, event = "meta_unreachable", "waiting for meta");
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-        }
-    };
+    // Not a wait for meta: the router listens at once, `/readyz` says what it waits for, and the watch (which
+    // logs each failed read) brings the shard map in when meta answers.
+    let view = ClusterView::unconnected(meta, cfg.router.replicas.clone());
+    tracing::info!(meta = %args.meta.join(","), event = "router_waiting_for_meta",
+        "not ready until the cluster state is read from meta");
     view.spawn_watch(Duration::from_millis(cfg.router.meta_poll_ms));
     Ok(Arc::new(Router::new(cfg.router.clone(), view, embedder)))
 }

@@ -41,25 +41,26 @@ pub fn routes(
     refresh: Option<MetricsRefresh>,
     openapi: &utoipa::openapi::OpenApi,
 ) -> axum::Router {
+    let view = Arc::clone(&router.view);
+    let ready: attest_telemetry::ops::ReadinessCheck = Arc::new(move || view.readiness());
     api(Arc::clone(router.keys()))
         .with_state(router)
-        .merge(open_routes(refresh, openapi))
+        .merge(open_routes(ready, refresh, openapi))
         .layer(axum::middleware::from_fn(
             attest_telemetry::request_id::http_middleware,
         ))
 }
 
 /// The routes that need no API key: the web console (it calls the API with the key its user types), the
-/// probes, `/metrics` (its own token, if any) and the OpenAPI document.
+/// probes (`/readyz` answers `ready` once the router holds the shard map from meta), `/metrics` (its own token,
+/// if any) and the OpenAPI document.
 pub(crate) fn open_routes(
+    ready: attest_telemetry::ops::ReadinessCheck,
     refresh: Option<MetricsRefresh>,
     openapi: &utoipa::openapi::OpenApi,
 ) -> axum::Router {
     crate::console::routes()
-        .merge(attest_telemetry::ops::routes(
-            attest_telemetry::ops::always_ready(),
-            refresh,
-        ))
+        .merge(attest_telemetry::ops::routes(ready, refresh))
         .merge(attest_telemetry::openapi::route(openapi))
 }
 

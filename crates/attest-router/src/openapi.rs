@@ -59,7 +59,11 @@ mod tests {
     fn every_registered_route_is_documented_and_every_documented_one_is_registered() {
         let doc = document();
         let mut registered = registered_routes(&http::api(attest_auth::KeyRing::open()));
-        registered.extend(registered_routes(&http::open_routes(None, &doc)));
+        registered.extend(registered_routes(&http::open_routes(
+            attest_telemetry::ops::always_ready(),
+            None,
+            &doc,
+        )));
         registered.retain(|(_, path)| !NOT_API.contains(&path.as_str()));
         assert!(
             registered.len() > 20,

@@ -42,6 +42,8 @@ pub struct ClusterView {
     next_start: parking_lot::Mutex<HashMap<(String, usize), usize>>,
     /// In-process clients of the shard nodes this process hosts, by the address they registered with.
     local: HashMap<String, ShardClient>,
+    /// `None` once a cluster state has been applied; until then, why not (what `/readyz` says).
+    waiting: RwLock<Option<String>>,
 }
 
 impl ClusterView {
@@ -60,6 +62,27 @@ impl ClusterView {
         policy: ReplicaPolicy,
         local: HashMap<String, ShardClient>,
     ) -> Result<Arc<Self>, RouterError> {
+        let view = Self::build(meta, policy, local);
+        view.refresh(false).await?;
+        Ok(view)
+    }
+
+    /// A view that has read nothing yet: it is not ready ([`ClusterView::readiness`]) until its watch
+    /// ([`ClusterView::spawn_watch`]) has applied a state from meta. What a router started before meta answers
+    /// uses, so that it listens, and says what it waits for, at once.
+    pub fn unconnected(meta: MetaClient, policy: ReplicaPolicy) -> Arc<Self> {
+        Self::build(meta, policy, HashMap::new())
+    }
+
+    fn build(
+        meta: MetaClient,
+        policy: ReplicaPolicy,
+        local: HashMap<String, ShardClient>,
+    ) -> Arc<Self> {
+        let waiting = format!(
+            "waiting for the cluster state from meta ({})",
+            meta.addresses().join(", ")
+        );
         let view = Arc::new(ClusterView {
             meta,
             keys: KeyRing::open(),
@@ -67,10 +90,18 @@ impl ClusterView {
             snapshot: RwLock::new(Snapshot::default()),
             next_start: parking_lot::Mutex::new(HashMap::new()),
             local,
+            waiting: RwLock::new(Some(waiting)),
         });
         view.keys.refresh_from(&view.meta);
-        view.refresh(false).await?;
-        Ok(view)
+        view
+    }
+
+    /// `Ok` once the view holds a cluster state from meta (the shard map); else what it is waiting for.
+    pub fn readiness(&self) -> Result<(), String> {
+        match &*self.waiting.read() {
+            None => Ok(()),
+            Some(why) => Err(why.clone()),
+        }
     }
 
     pub fn meta(&self) -> &MetaClient {
@@ -85,12 +116,22 @@ impl ClusterView {
     /// Re-reads the cluster state from meta, applies it (keeps the tower stack of every known node) and returns
     /// it, for a caller that needs the state at a known Raft index and the view brought up to it in one read.
     pub async fn refresh(&self, linearizable: bool) -> Result<pb::ClusterState, RouterError> {
-        let state = self
-            .meta
-            .cluster_state(linearizable)
-            .await
-            .map_err(RouterError::from_status)?;
+        let state = match self.meta.cluster_state(linearizable).await {
+            Ok(state) => state,
+            Err(status) => {
+                let mut waiting = self.waiting.write();
+                if let Some(why) = waiting.as_mut() {
+                    *why = format!(
+                        "waiting for the cluster state from meta ({}): {}",
+                        self.meta.addresses().join(", "),
+                        status.message()
+                    );
+                }
+                return Err(RouterError::from_status(status));
+            }
+        };
         self.apply(&state);
+        *self.waiting.write() = None;
         Ok(state)
     }
 

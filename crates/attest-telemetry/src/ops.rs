@@ -7,8 +7,9 @@ use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::get;
 
-/// Answers whether the role can serve traffic now (its stores open, its dependencies known).
-pub type ReadinessCheck = Arc<dyn Fn() -> bool + Send + Sync>;
+/// Answers whether the role can serve traffic now (its stores open, its dependencies known): `Err` says what it
+/// is waiting for, in words an operator reads in `/readyz`'s body.
+pub type ReadinessCheck = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 
 /// Runs before `/metrics` renders, to set gauges that are cheaper to read on demand (shard sizes).
 pub type MetricsRefresh = Arc<dyn Fn() + Send + Sync>;
@@ -49,17 +50,18 @@ pub fn mark_insecure() {
     INSECURE.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// The `/readyz` body of a ready or unready process.
-fn readiness_body(ready: bool) -> &'static str {
-    let insecure = INSECURE.load(std::sync::atomic::Ordering::Relaxed);
-    match (ready, insecure) {
-        (true, false) => "ready",
-        (false, false) => "not ready",
-        (true, true) => "ready (insecure: started with --insecure, traffic may be plaintext and unauthenticated)",
-        (false, true) => {
-            "not ready (insecure: started with --insecure, traffic may be plaintext and unauthenticated)"
-        }
+/// The `/readyz` body: `ready`, or `not ready: <why>`, with the `--insecure` warning after either.
+fn readiness_body(readiness: &Result<(), String>) -> String {
+    let mut body = match readiness {
+        Ok(()) => "ready".to_string(),
+        Err(why) => format!("not ready: {why}"),
+    };
+    if INSECURE.load(std::sync::atomic::Ordering::Relaxed) {
+        body.push_str(
+            " (insecure: started with --insecure, traffic may be plaintext and unauthenticated)",
+        );
     }
+    body
 }
 
 /// `/healthz` (the process is up), `/readyz` (200 when `ready()` holds, else 503) and `/metrics`.
@@ -83,19 +85,19 @@ pub(crate) async fn healthz() -> &'static str {
     responses(
         (status = 200, description = "`ready`, followed by a warning when the process runs with `--insecure`.",
             body = String, content_type = "text/plain"),
-        // Not the plain-text "not ready" written below: every role's app ends in
-        // `http_error::with_json_errors`, which gives a bodiless-or-plain error status the JSON error body.
-        (status = 503, description = "Not ready yet (its stores or dependencies are not open).",
-            body = crate::http_error::ErrorBody),
+        // Every role's app ends in `http_error::with_json_errors`, which turns the plain-text reason written
+        // below into the JSON error body's message.
+        (status = 503, description = "Not ready yet: the message says what it waits for (`not ready: waiting \
+            for the cluster state from meta ...`).", body = crate::http_error::ErrorBody),
     ))]
-pub(crate) async fn readyz(State(ready): State<ReadinessCheck>) -> (StatusCode, &'static str) {
-    let ready = ready();
-    let status = if ready {
+pub(crate) async fn readyz(State(ready): State<ReadinessCheck>) -> (StatusCode, String) {
+    let readiness = ready();
+    let status = if readiness.is_ok() {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    (status, readiness_body(ready))
+    (status, readiness_body(&readiness))
 }
 
 /// Prometheus metrics, in the text exposition format.
@@ -129,5 +131,5 @@ pub(crate) async fn metrics(
 
 /// Readiness that is always true (roles whose only dependency is their own process).
 pub fn always_ready() -> ReadinessCheck {
-    Arc::new(|| true)
+    Arc::new(|| Ok(()))
 }
