@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use attest_proto::v1 as pb;
 use attest_proto::v1::answer_service_client::AnswerServiceClient;
 use attest_proto::v1::router_service_client::RouterServiceClient;
-use common::{attest_ok, call, start, value_of, Logs, Proc};
+use common::{attest_ok, call, start_with_env, value_of, Logs, Proc};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
@@ -32,8 +32,13 @@ struct SecureDev {
 }
 
 fn start_secure_dev(dir: &Path) -> SecureDev {
+    start_secure_dev_with(dir, &[])
+}
+
+/// [`start_secure_dev`] with extra environment variables (configuration overrides).
+fn start_secure_dev_with(dir: &Path, env: &[(&str, &str)]) -> SecureDev {
     let log = dir.join("dev.log");
-    let (proc, line) = start(
+    let (proc, line) = start_with_env(
         &[
             "dev",
             "--http",
@@ -45,6 +50,7 @@ fn start_secure_dev(dir: &Path) -> SecureDev {
         ],
         Some(&dir.join("data")),
         Logs::InfoTo(&log),
+        env,
     );
     eprintln!("attest dev log: {}", log.display());
     SecureDev {

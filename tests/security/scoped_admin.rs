@@ -10,35 +10,8 @@ use attest_proto::v1::router_service_client::RouterServiceClient;
 use serde_json::{json, Value};
 use tonic::Code;
 
-use super::common::{call, start_with_env, value_of, Logs};
-use super::{create_docs_collection, mint, with_key, SecureDev, ADMIN};
-
-/// `attest dev` whose answer tier re-reads meta only every 10 minutes: a key it accepts at once was looked up
-/// when it was shown, not picked up by a poll.
-fn start_slow_polling_dev(dir: &std::path::Path) -> SecureDev {
-    let log = dir.join("dev.log");
-    let (proc, line) = start_with_env(
-        &[
-            "dev",
-            "--http",
-            "127.0.0.1:0",
-            "--grpc",
-            "127.0.0.1:0",
-            "--admin-key",
-            ADMIN,
-        ],
-        Some(&dir.join("data")),
-        Logs::InfoTo(&log),
-        &[("ATTEST__ANSWER__META_REFRESH_MS", "600000")],
-    );
-    eprintln!("attest dev log: {}", log.display());
-    SecureDev {
-        _proc: proc,
-        url: value_of(&line, "http="),
-        grpc: format!("http://{}", value_of(&line, "grpc=")),
-        log,
-    }
-}
+use super::common::call;
+use super::{create_docs_collection, mint, start_secure_dev_with, with_key, SecureDev, ADMIN};
 
 /// The audit lines of the dev log whose `action` is `action`.
 fn audit_lines(dev: &SecureDev, action: &str) -> Vec<Value> {
@@ -59,7 +32,8 @@ fn audit_lines(dev: &SecureDev, action: &str) -> Vec<Value> {
 #[test]
 fn a_scoped_admin_key_stays_within_its_grant_and_audit_lines_tell_the_truth() {
     let dir = tempfile::tempdir().unwrap();
-    let dev = start_slow_polling_dev(dir.path());
+    // The answer tier re-reads meta only every 10 minutes: a key it accepts at once was looked up when shown.
+    let dev = start_secure_dev_with(dir.path(), &[("ATTEST__ANSWER__META_REFRESH_MS", "600000")]);
     create_docs_collection(&dev);
     let url = |path: &str| format!("{}{path}", dev.url);
 

@@ -241,20 +241,13 @@ impl RouterService for RouterServiceImpl {
     ) -> Result<Response<pb::CreateKeyResponse>, Status> {
         let p = self.caller(&req, Op::ManageKeys).await?;
         let r = req.into_inner();
-        let tenants = r.tenants.join(",");
         let grant = KeyGrant {
             scopes: r.scopes,
             tenants: r.tenants,
             collections: r.collections,
             expires_in: (!r.expires_in.is_empty()).then_some(r.expires_in),
         };
-        let created = self.router.create_key(&p, grant).await;
-        let id = created
-            .as_ref()
-            .map(|(_, k)| k.id.clone())
-            .unwrap_or_default();
-        let action = Action::new("create_key").tenant(&tenants).target(&id);
-        let (key, info) = audited(&p, action, created)?;
+        let (key, info) = self.router.create_key(&p, grant).await?;
         Ok(Response::new(pb::CreateKeyResponse {
             key,
             info: Some(info),
@@ -277,13 +270,7 @@ impl RouterService for RouterServiceImpl {
     ) -> Result<Response<pb::ApiKeyInfo>, Status> {
         let p = self.caller(&req, Op::ManageKeys).await?;
         let id = req.into_inner().id;
-        let revoked = self.router.revoke_key(&p, &id).await;
-        let tenants = revoked
-            .as_ref()
-            .map(|k| k.tenants.join(","))
-            .unwrap_or_default();
-        let action = Action::new("revoke_key").tenant(&tenants).target(&id);
-        let key = audited(&p, action, revoked)?;
+        let key = self.router.revoke_key(&p, &id).await?;
         Ok(Response::new(key))
     }
 }

@@ -161,15 +161,7 @@ pub(crate) async fn create_key(
     Extension(p): Extension<Principal>,
     b: Result<Json<KeyGrant>, JsonRejection>,
 ) -> Result<impl IntoResponse, RouterError> {
-    let grant = body(b)?;
-    let tenants = grant.tenants.join(",");
-    let created = r.create_key(&p, grant).await;
-    let id = created
-        .as_ref()
-        .map(|(_, k)| k.id.clone())
-        .unwrap_or_default();
-    let action = Action::new("create_key").tenant(&tenants).target(&id);
-    let (key, info) = audited(&p, action, created)?;
+    let (key, info) = r.create_key(&p, body(b)?).await?;
     let created = CreatedKey {
         info: KeyView::from(&info),
         key,
@@ -203,13 +195,7 @@ pub(crate) async fn revoke_key(
     Extension(p): Extension<Principal>,
     Path(id): Path<String>,
 ) -> Result<Json<KeyView>, RouterError> {
-    let revoked = r.revoke_key(&p, &id).await;
-    let tenants = revoked
-        .as_ref()
-        .map(|k| k.tenants.join(","))
-        .unwrap_or_default();
-    let action = Action::new("revoke_key").tenant(&tenants).target(&id);
-    let key = audited(&p, action, revoked)?;
+    let key = r.revoke_key(&p, &id).await?;
     Ok(Json(KeyView::from(&key)))
 }
 

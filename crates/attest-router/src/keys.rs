@@ -4,12 +4,14 @@
 //! meta's state after each change so its own key ring has it at once; every other front looks a key it does not
 //! know up in meta when it is first shown (`KeyRing::authenticate_fresh`), and has revocations from its next poll.
 
+use attest_auth::audit::Action;
 use attest_auth::keyring::{deny, now_ms, scope_of, scope_to_pb};
 use attest_auth::{secret, Principal};
 use attest_core::keys::{grant_problem, parse_duration_ms, Scope};
 use attest_proto::v1 as pb;
 use attest_proto::ErrorCode;
 
+use crate::access::audited;
 use crate::error::RouterError;
 use crate::router::Router;
 
@@ -30,7 +32,26 @@ pub struct KeyGrant {
 
 impl Router {
     /// Mints a key with this grant and stores its hash in meta; returns the key (to be shown once) and its record.
+    /// Audited (both fronts call this): the grant's tenants, the new key's id as target.
     pub async fn create_key(
+        &self,
+        caller: &Principal,
+        grant: KeyGrant,
+    ) -> Result<(String, pb::ApiKeyInfo), RouterError> {
+        let tenants = grant.tenants.join(",");
+        let created = self.mint_key(caller, grant).await;
+        let id = created
+            .as_ref()
+            .map(|(_, k)| k.id.clone())
+            .unwrap_or_default();
+        audited(
+            caller,
+            Action::new("create_key").tenant(&tenants).target(&id),
+            created,
+        )
+    }
+
+    async fn mint_key(
         &self,
         caller: &Principal,
         grant: KeyGrant,
@@ -89,8 +110,25 @@ impl Router {
     }
 
     /// Marks the key with this id revoked (NOT_FOUND for an unknown id, PERMISSION_DENIED for a key outside the
-    /// caller's grant; revoking twice is fine).
+    /// caller's grant; revoking twice is fine). Audited: the key's tenants, its id as target.
     pub async fn revoke_key(
+        &self,
+        caller: &Principal,
+        id: &str,
+    ) -> Result<pb::ApiKeyInfo, RouterError> {
+        let revoked = self.mark_revoked(caller, id).await;
+        let tenants = revoked
+            .as_ref()
+            .map(|k| k.tenants.join(","))
+            .unwrap_or_default();
+        audited(
+            caller,
+            Action::new("revoke_key").tenant(&tenants).target(id),
+            revoked,
+        )
+    }
+
+    async fn mark_revoked(
         &self,
         caller: &Principal,
         id: &str,
