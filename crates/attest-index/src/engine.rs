@@ -425,7 +425,7 @@ impl ShardEngine {
                     .or_else(|| st.versions.get(&d.tenant, &d.doc_id).map(|v| v.version))
                     .unwrap_or(0);
                 let version = if d.version == 0 {
-                    next_version(held)
+                    attest_core::version::next_after(held)
                 } else {
                     d.version
                 };
@@ -508,7 +508,7 @@ impl ShardEngine {
             if !live {
                 return Ok(false);
             }
-            next_version(held)
+            attest_core::version::next_after(held)
         } else {
             version
         };
@@ -807,15 +807,6 @@ pub enum FetchedDocument {
         tenant: String,
         version: u64,
     },
-}
-
-/// A write version newer than `held`: microseconds since the epoch, so versions chosen by one node (or by
-/// routers with roughly synchronised clocks) order writes by time, and never below `held + 1`.
-pub fn next_version(held: u64) -> u64 {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64);
-    now.max(held + 1)
 }
 
 /// Candidates re-scored from the full vectors per requested hit, after an SQ8 copy has ranked the PQ list: SQ8

@@ -45,8 +45,8 @@ pub mod wal;
 
 pub use config::{EngineConfig, MAX_TOP_K};
 pub use engine::{
-    next_version, DocumentWrite, EngineStats, FetchedDocument, Hit, LaneResults, SearchParams,
-    ShardEngine, ALL_PAYLOADS,
+    DocumentWrite, EngineStats, FetchedDocument, Hit, LaneResults, SearchParams, ShardEngine,
+    ALL_PAYLOADS,
 };
 pub use error::{IndexError, Result};
 pub use filter::{Condition, Filter};

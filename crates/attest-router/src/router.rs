@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use attest_core::version::WriteClock;
 use attest_embed::{CachedEmbedder, Embedder};
 use sha2::{Digest, Sha256};
 
@@ -24,31 +25,6 @@ pub struct Router {
     pub(crate) embedder: Arc<dyn Embedder>,
     /// Embeds queries, with an LRU cache in front because users repeat queries.
     pub(crate) query_embedder: Arc<CachedEmbedder<Arc<dyn Embedder>>>,
-}
-
-/// Hands out write versions: microseconds since the epoch, strictly increasing within this router.
-#[derive(Default)]
-pub(crate) struct WriteClock(std::sync::atomic::AtomicU64);
-
-impl WriteClock {
-    pub(crate) fn next(&self) -> u64 {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_micros() as u64);
-        let mut last = self.0.load(std::sync::atomic::Ordering::Relaxed);
-        loop {
-            let v = now.max(last + 1);
-            match self.0.compare_exchange_weak(
-                last,
-                v,
-                std::sync::atomic::Ordering::Relaxed,
-                std::sync::atomic::Ordering::Relaxed,
-            ) {
-                Ok(_) => return v,
-                Err(seen) => last = seen,
-            }
-        }
-    }
 }
 
 /// Stable placement: the same document id always lands on the same shard.
