@@ -50,16 +50,13 @@ impl RouterError {
         self.api().code
     }
 
-    /// A shard's or meta's status, seen from the router: every code keeps its meaning, except that a call
-    /// that ran out of time (tonic reports a server-side deadline as `Cancelled`) is the callee being
-    /// unavailable now, something to retry, not a fault of the router.
+    /// A shard's or meta's status, seen from the router: every code keeps its meaning, and its message and field
+    /// are passed on as the callee wrote them (its message already says what was invalid: wrapping it would say
+    /// so twice). The exception: a call that ran out of time (tonic reports a server-side deadline as
+    /// `Cancelled`) is the callee being unavailable now, something to retry, not a fault of the router.
     pub fn from_status(s: tonic::Status) -> Self {
         let e = ApiError::from_status(&s);
         match e.code {
-            ErrorCode::InvalidArgument => RouterError::InvalidArgument {
-                field: e.field.unwrap_or_else(|| "request".to_string()),
-                reason: e.message,
-            },
             ErrorCode::DeadlineExceeded | ErrorCode::Cancelled => {
                 RouterError::Unavailable(e.message)
             }
@@ -130,5 +127,42 @@ mod tests {
                 .status(),
             StatusCode::TOO_MANY_REQUESTS
         );
+    }
+
+    /// A shard refuses a bad input with `invalid argument `FIELD`: ...` and the field in `x-attest-field`; the
+    /// router's callers get the same message, once, and the same field, over gRPC and HTTP.
+    #[test]
+    fn a_callee_s_bad_input_keeps_its_field_and_is_not_prefixed_twice() {
+        let field = "documents[0].chunks[0].vector";
+        let raised = ApiError::invalid(
+            field,
+            format!("invalid argument `{field}`: dimension 3, expected 384"),
+        );
+        let routed = RouterError::from_status(raised.to_status());
+        assert_eq!(routed.to_string(), raised.message);
+        assert_eq!(routed.code(), ErrorCode::InvalidArgument);
+        let grpc = ApiError::from_status(&tonic::Status::from(RouterError::from_status(
+            raised.to_status(),
+        )));
+        assert_eq!(grpc, raised);
+        assert_eq!(grpc.message.matches("invalid argument").count(), 1);
+
+        let response = routed.into_response();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        let body = futures::executor::block_on(axum::body::to_bytes(response.into_body(), 1 << 16))
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["error"]["field"], field, "{body}");
+        assert_eq!(body["error"]["message"], raised.message, "{body}");
+
+        // A callee that names no field (meta's `invalid argument: ...`): its message, once, and no field made up.
+        let bare = RouterError::from_status(tonic::Status::invalid_argument(
+            "invalid argument: replication 9 is more than 5",
+        ));
+        assert_eq!(
+            bare.to_string(),
+            "invalid argument: replication 9 is more than 5"
+        );
+        assert_eq!(bare.api().field, None);
     }
 }

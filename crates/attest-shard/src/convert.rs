@@ -4,10 +4,10 @@ use attest_index::{Condition, Filter, Hit, IvfPqParams};
 use attest_proto::v1 as pb;
 use tonic::Status;
 
+use crate::status::invalid;
+
 fn parse_json(s: &str, field: &str) -> Result<serde_json::Value, Status> {
-    serde_json::from_str(s).map_err(|e| {
-        Status::invalid_argument(format!("invalid argument `{field}`: not JSON ({e})"))
-    })
+    serde_json::from_str(s).map_err(|e| invalid(field, format!("not JSON ({e})")))
 }
 
 /// Proto filter → engine filter; a condition without a kind or with unparsable JSON is INVALID_ARGUMENT.
@@ -18,9 +18,7 @@ pub fn filter_from_proto(f: Option<&pb::Filter>) -> Result<Filter, Status> {
         let field = c.field.clone();
         let name = format!("filter.conditions[{i}]");
         if field.is_empty() {
-            return Err(Status::invalid_argument(format!(
-                "invalid argument `{name}.field`: empty"
-            )));
+            return Err(invalid(format!("{name}.field"), "empty"));
         }
         let cond = match &c.kind {
             Some(pb::condition::Kind::EqualsJson(v)) => Condition::Equals {
@@ -42,11 +40,7 @@ pub fn filter_from_proto(f: Option<&pb::Filter>) -> Result<Filter, Status> {
                 lte: r.lte,
                 lt: r.lt,
             },
-            None => {
-                return Err(Status::invalid_argument(format!(
-                    "invalid argument `{name}`: no condition given"
-                )))
-            }
+            None => return Err(invalid(name, "no condition given")),
         };
         out.conditions.push(cond);
     }

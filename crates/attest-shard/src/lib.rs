@@ -6,7 +6,8 @@
 //! - [`catchup`]: a replica copies from a peer every document the peer holds at a newer version.
 //! - [`cluster`]: the node's part in a cluster — register, heartbeat, reconcile with the shard map.
 //! - [`convert`]: proto ⇄ engine types (filters, hits).
-//! - [`status`]: the one place where engine errors become gRPC status codes.
+//! - [`status`]: the one place where engine errors and refused requests become gRPC statuses, through the
+//!   error vocabulary of `attest_proto::error` (code, message, field).
 //! - [`server`]: `serve(node, listener, shutdown)`, with the gRPC health service; `serve_ops` for
 //!   `/healthz`, `/readyz`, `/metrics`.
 //! - [`metrics`]: the shard gauges, published when `/metrics` is scraped.

@@ -24,7 +24,7 @@ use crate::convert::{
 const DOC_VERSIONS_PAGE: usize = 1000;
 const MAX_DOC_VERSIONS_PAGE: usize = 10_000;
 use crate::node::ShardNode;
-use crate::status::{to_status, unknown_shard};
+use crate::status::{invalid, to_status, unknown_shard};
 
 #[derive(Clone)]
 pub struct ShardServiceImpl {
@@ -104,12 +104,10 @@ pub fn engine_config_from_spec(
     spec: Option<&pb::CollectionSpec>,
     defaults: &EngineConfig,
 ) -> Result<EngineConfig, Status> {
-    let spec = spec.ok_or_else(|| Status::invalid_argument("invalid argument `spec`: missing"))?;
+    let spec = spec.ok_or_else(|| invalid("spec", "missing"))?;
     let max = attest_core::limits::MAX_DIMENSION;
     if spec.dimension == 0 || spec.dimension > max {
-        return Err(Status::invalid_argument(format!(
-            "invalid argument `spec.dimension`: must be 1..={max}"
-        )));
+        return Err(invalid("spec.dimension", format!("must be 1..={max}")));
     }
     Ok(EngineConfig {
         dimension: spec.dimension as usize,
@@ -235,9 +233,7 @@ impl ShardServiceImpl {
     ) -> Result<Response<pb::FetchDocumentsResponse>, Status> {
         let r = req.into_inner();
         if r.docs.len() > MAX_DOC_VERSIONS_PAGE {
-            return Err(Status::invalid_argument(format!(
-                "invalid argument `docs`: at most {MAX_DOC_VERSIONS_PAGE}"
-            )));
+            return Err(invalid("docs", format!("at most {MAX_DOC_VERSIONS_PAGE}")));
         }
         let engine = self.engine(&r.collection, r.shard)?;
         let docs: Vec<(String, String)> =
@@ -268,15 +264,16 @@ impl ShardServiceImpl {
     ) -> Result<Response<pb::NearDuplicatesResponse>, Status> {
         let r = req.into_inner();
         if !attest_core::config_check::in_unit_interval(r.threshold) {
-            return Err(Status::invalid_argument(format!(
-                "invalid argument `threshold`: must be in 0..1 (got {})",
-                r.threshold
-            )));
+            return Err(invalid(
+                "threshold",
+                format!("must be in 0..1 (got {})", r.threshold),
+            ));
         }
         if r.queries.len() > MAX_DOC_VERSIONS_PAGE {
-            return Err(Status::invalid_argument(format!(
-                "invalid argument `queries`: at most {MAX_DOC_VERSIONS_PAGE}"
-            )));
+            return Err(invalid(
+                "queries",
+                format!("at most {MAX_DOC_VERSIONS_PAGE}"),
+            ));
         }
         let engine = self.engine(&r.collection, r.shard)?;
         let matches = blocking(move || {
@@ -328,9 +325,7 @@ impl ShardServiceImpl {
     ) -> Result<Response<pb::FetchChunksResponse>, Status> {
         let r = req.into_inner();
         if r.chunks.len() > MAX_TOP_K {
-            return Err(Status::invalid_argument(format!(
-                "invalid argument `chunks`: at most {MAX_TOP_K}"
-            )));
+            return Err(invalid("chunks", format!("at most {MAX_TOP_K}")));
         }
         let engine = self.engine(&r.collection, r.shard)?;
         let refs: Vec<(String, String)> = r
@@ -376,21 +371,25 @@ impl ShardServiceImpl {
         let started = Instant::now();
         let searches = req.into_inner().searches;
         let Some(first) = searches.first() else {
-            return Err(Status::invalid_argument("searches: empty batch"));
+            return Err(invalid("searches", "empty batch"));
         };
         if searches.len() > MAX_BATCH_SEARCHES {
-            return Err(Status::invalid_argument(format!(
-                "searches: {} in one batch; at most {MAX_BATCH_SEARCHES}",
-                searches.len()
-            )));
+            return Err(invalid(
+                "searches",
+                format!(
+                    "{} in one batch; at most {MAX_BATCH_SEARCHES}",
+                    searches.len()
+                ),
+            ));
         }
         if let Some(i) = searches
             .iter()
             .position(|r| r.collection != first.collection || r.shard != first.shard)
         {
-            return Err(Status::invalid_argument(format!(
-                "searches[{i}]: every search of a batch must name the same collection and shard"
-            )));
+            return Err(invalid(
+                format!("searches[{i}]"),
+                "every search of a batch must name the same collection and shard",
+            ));
         }
         let engine = self.engine(&first.collection, first.shard)?;
         let filters = searches

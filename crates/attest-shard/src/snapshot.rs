@@ -13,6 +13,7 @@ use std::sync::Arc;
 use attest_index::snapshot::{ShardSnapshot, SNAPSHOT_FILE};
 use attest_index::ShardEngine;
 use attest_proto::v1 as pb;
+use attest_proto::{ApiError, ErrorCode};
 use attest_snapshot::{SnapshotStore, StoreError};
 use sha2::{Digest, Sha256};
 use tonic::Status;
@@ -21,18 +22,19 @@ use tracing::info;
 use crate::catchup::catch_up_from;
 use crate::node::ShardNode;
 use crate::service::blocking;
-use crate::status::to_status;
+use crate::status::{invalid, to_status};
 
 const LOCAL_SNAPSHOTS_DIR: &str = "snapshots";
 
 /// A destination error as a gRPC status: the message names the file (key) it concerns.
 pub fn store_status(e: StoreError) -> Status {
-    match e {
-        StoreError::BadLocation(_) => Status::invalid_argument(e.to_string()),
-        StoreError::Missing { .. } => Status::not_found(e.to_string()),
-        StoreError::Mismatch { .. } => Status::failed_precondition(e.to_string()),
-        StoreError::Io { .. } | StoreError::Store { .. } => Status::unavailable(e.to_string()),
-    }
+    let code = match e {
+        StoreError::BadLocation(_) => ErrorCode::InvalidArgument,
+        StoreError::Missing { .. } => ErrorCode::NotFound,
+        StoreError::Mismatch { .. } => ErrorCode::FailedPrecondition,
+        StoreError::Io { .. } | StoreError::Store { .. } => ErrorCode::Unavailable,
+    };
+    ApiError::new(code, e.to_string()).to_status()
 }
 
 /// A key prefix the router chose: '/'-separated relative names of `[A-Za-z0-9._-]`, none `.` or `..`.
@@ -49,9 +51,10 @@ fn check_prefix(prefix: &str) -> Result<(), Status> {
     if ok {
         Ok(())
     } else {
-        Err(Status::invalid_argument(format!(
-            "invalid argument `prefix`: {prefix:?} is not a relative path of [A-Za-z0-9._-] names"
-        )))
+        Err(invalid(
+            "prefix",
+            format!("{prefix:?} is not a relative path of [A-Za-z0-9._-] names"),
+        ))
     }
 }
 
