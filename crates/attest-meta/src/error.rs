@@ -48,6 +48,9 @@ pub enum MetaError {
     /// The node is shutting down.
     #[error("meta node is shutting down")]
     Shutdown,
+    /// The Raft loop's inbox is full (see `crate::inbox`): retry.
+    #[error("meta node is busy (raft inbox full)")]
+    InboxFull,
     #[error("rocksdb: {0}")]
     Rocks(#[from] rocksdb::Error),
     #[error("raft: {0}")]
@@ -84,7 +87,8 @@ impl From<MetaError> for Status {
             | MetaError::Timeout(_)
             | MetaError::Dropped(_)
             | MetaError::Unreachable(_)
-            | MetaError::Shutdown => Code::Unavailable,
+            | MetaError::Shutdown
+            | MetaError::InboxFull => Code::Unavailable,
             MetaError::Rocks(_) | MetaError::Raft(_) | MetaError::Codec(_) => Code::Internal,
         };
         Status::new(code, e.to_string())

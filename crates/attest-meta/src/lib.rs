@@ -11,6 +11,7 @@
 //! - [`placement`]: replica placement and the rebalance planner (pure, property-tested).
 //! - [`storage`]: [`RocksStorage`], `raft::Storage` on RocksDB with synced batches and log compaction.
 //! - `node`: the Raft loop on its own thread (ready handling, proposals resolved on apply, ReadIndex).
+//! - `inbox`: the loop's bounded inbox; what does not fit is refused at once and counted.
 //! - [`transport`]: the [`Transport`] trait, the gRPC implementation (per-peer sender tasks, bounded queues)
 //!   and the fault-injection [`Filter`] in front of it.
 //! - `route`: leader routing for the service: propose and wait, forward to the leader, liveness.
@@ -26,6 +27,7 @@ mod convert;
 pub mod drain;
 pub mod error;
 mod guard;
+mod inbox;
 pub mod metrics;
 mod node;
 pub mod placement;

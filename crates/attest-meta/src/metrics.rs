@@ -2,7 +2,8 @@
 //! `raft_commit_index` and `raft_applied_index`; counters `raft_proposals_total` (entries this node proposed)
 //! and `raft_elections_total` (terms this node entered); counter `attest_meta_apply_bytes_total` (bytes of
 //! state-machine records written by applies: keys and values put, keys deleted; what it costs to persist the
-//! state now that an apply writes only the records it changed). All labelled `meta_id` so that several meta
+//! state now that an apply writes only the records it changed); counter `attest_meta_inbox_dropped_total{input}`
+//! (inputs the Raft loop's full inbox refused, see `crate::inbox`). All labelled `meta_id` so that several meta
 //! nodes in one process (tests) stay apart. `attest serve --role meta --http ADDR` serves them on `/metrics`.
 
 use std::sync::Once;
@@ -14,6 +15,7 @@ pub const RAFT_APPLIED_INDEX: &str = "raft_applied_index";
 pub const RAFT_PROPOSALS_TOTAL: &str = "raft_proposals_total";
 pub const RAFT_ELECTIONS_TOTAL: &str = "raft_elections_total";
 pub const APPLY_BYTES_TOTAL: &str = "attest_meta_apply_bytes_total";
+pub const INBOX_DROPPED_TOTAL: &str = "attest_meta_inbox_dropped_total";
 
 static DESCRIBE: Once = Once::new();
 
@@ -42,6 +44,13 @@ pub fn record_apply_bytes(id: u64, bytes: u64) {
     ::metrics::counter!(APPLY_BYTES_TOTAL, "meta_id" => id.to_string()).increment(bytes);
 }
 
+/// Counts one input (`input`: its kind) that meta node `id`'s full Raft inbox refused.
+pub fn record_inbox_dropped(id: u64, input: &'static str) {
+    describe();
+    ::metrics::counter!(INBOX_DROPPED_TOTAL, "meta_id" => id.to_string(), "input" => input)
+        .increment(1);
+}
+
 fn describe() {
     DESCRIBE.call_once(|| {
         ::metrics::describe_gauge!(RAFT_TERM, "Current Raft term of this meta node.");
@@ -60,6 +69,10 @@ fn describe() {
             APPLY_BYTES_TOTAL,
             ::metrics::Unit::Bytes,
             "State-machine record bytes this meta node wrote when applying entries."
+        );
+        ::metrics::describe_counter!(
+            INBOX_DROPPED_TOTAL,
+            "Inputs (Raft messages, reports, requests) this meta node's full Raft inbox refused."
         );
     });
 }

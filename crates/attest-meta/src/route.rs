@@ -12,7 +12,6 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -25,6 +24,7 @@ use tokio::time::Instant;
 use tonic::{Code, Request, Response, Status};
 
 use crate::error::MetaError;
+use crate::inbox::Inbox;
 use crate::node::{Input, Shared};
 use crate::state::{Command, Output};
 use attest_proto::meta_client::meta_service_client as meta_client;
@@ -55,7 +55,7 @@ pub(crate) enum Route {
 /// Shared by every RPC handler of one node.
 pub(crate) struct Core {
     pub shared: Arc<Shared>,
-    pub inbox: Sender<Input>,
+    pub inbox: Inbox,
     pub write_timeout: Duration,
     pub node_timeout: Duration,
     /// Leader-only soft state: last heartbeat (ms since epoch) per data-plane node.
@@ -69,7 +69,7 @@ pub(crate) struct Core {
 impl Core {
     pub fn new(
         shared: Arc<Shared>,
-        inbox: Sender<Input>,
+        inbox: Inbox,
         write_timeout: Duration,
         node_timeout: Duration,
         credential: ClusterCredential,
@@ -85,8 +85,9 @@ impl Core {
         }
     }
 
+    /// Hands `input` to the Raft loop; [`MetaError::InboxFull`] when its inbox is full (see [`crate::inbox`]).
     pub fn send(&self, input: Input) -> Result<(), MetaError> {
-        self.inbox.send(input).map_err(|_| MetaError::Shutdown)
+        self.inbox.send(input)
     }
 
     /// Proposes a command and waits until it is applied (its result) or the deadline passes.

@@ -125,7 +125,7 @@ impl MetaNode {
             },
             filter.clone(),
         ));
-        let (inbox, rx) = std::sync::mpsc::channel();
+        let (inbox, rx) = crate::inbox::inbox(config.id, crate::inbox::INBOX_CAPACITY);
         let report_to = inbox.clone();
         let report: crate::transport::Reporter = Arc::new(move |r: PeerReport| {
             let _ = report_to.send(Input::Report(r));
@@ -303,7 +303,7 @@ impl Drop for MetaNode {
 async fn join(
     address: String,
     me: pb::MetaPeer,
-    inbox: std::sync::mpsc::Sender<Input>,
+    inbox: crate::inbox::Inbox,
     credential: ClusterCredential,
 ) {
     let mut backoff = Duration::from_millis(200);

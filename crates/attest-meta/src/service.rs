@@ -347,8 +347,11 @@ impl MetaService for MetaServiceImpl {
                 msg.from
             )));
         }
-        self.core.send(Input::Raft(Box::new(msg)))?;
-        Ok(Response::new(pb::RaftAck {}))
+        match self.core.send(Input::Raft(Box::new(msg))) {
+            // Dropped and counted: Raft recovers a lost message (see `crate::inbox`), so the peer is not told.
+            Ok(()) | Err(MetaError::InboxFull) => Ok(Response::new(pb::RaftAck {})),
+            Err(e) => Err(e.into()),
+        }
     }
 
     async fn add_meta_node(
