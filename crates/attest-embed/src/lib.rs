@@ -10,7 +10,9 @@
 //! - [`embedder`]: the [`Embedder`] trait every embedder implements (synchronous; callers run it
 //!   on a blocking thread), plus small vector helpers.
 //! - [`minilm`]: [`MiniLmEmbedder`], the local all-MiniLM-L6-v2 BERT model (tokenize, forward
-//!   with attention mask, mean pooling, L2 normalisation) and the model-file checksum checks.
+//!   with attention mask, mean pooling, L2 normalisation).
+//! - [`checksum`]: [`checksum::read_verified`], how every model file is read: checked against the sha256
+//!   committed for it (the embedder's, ONNX Runtime's and the answer tier's reader's).
 //! - [`onnx`]: [`OnnxMiniLmEmbedder`], the same model under ONNX Runtime (the default runtime: 5.5× candle's
 //!   throughput at the same vectors), the runtime library loaded at start-up and checksummed like the weights.
 //! - [`batches`]: a model over many inputs on a CPU: length-sorted batches spread over threads.
@@ -29,6 +31,7 @@
 pub mod batches;
 pub mod breaker;
 pub mod cache;
+pub mod checksum;
 pub mod config;
 pub mod embedder;
 pub mod error;

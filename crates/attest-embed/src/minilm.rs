@@ -10,9 +10,9 @@ use std::time::Instant;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config as BertConfig};
-use sha2::{Digest, Sha256};
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams, TruncationStrategy};
 
+use crate::checksum;
 use crate::config::LocalEmbedderConfig;
 use crate::embedder::Embedder;
 use crate::error::EmbedError;
@@ -28,40 +28,9 @@ pub const MODEL_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safe
 /// `sha256sum -c` lines for [`MODEL_FILES`], shared with `scripts/install-model.sh`.
 const CHECKSUMS: &str = include_str!("../models.sha256");
 
-/// The committed sha256 (hex) of `file` in a `sha256sum -c` table.
-pub(crate) fn expected_sha256(table: &'static str, file: &str) -> Option<&'static str> {
-    table.lines().find_map(|line| {
-        let mut parts = line.split_whitespace();
-        let hash = parts.next()?;
-        let name = parts.next()?;
-        (name.trim_start_matches('*') == file).then_some(hash)
-    })
-}
-
-/// Reads a file whole and checks it against its hash in `table` (under its file name).
-pub(crate) fn read_verified_in(table: &'static str, path: &Path) -> Result<Vec<u8>, EmbedError> {
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or_default();
-    let expected = expected_sha256(table, name)
-        .ok_or_else(|| EmbedError::Model(format!("no committed checksum for {name}")))?;
-    let bytes = std::fs::read(path)
-        .map_err(|e| EmbedError::Model(format!("reading {}: {e}", path.display())))?;
-    let actual = hex::encode(Sha256::digest(&bytes));
-    if !actual.eq_ignore_ascii_case(expected) {
-        return Err(EmbedError::Checksum {
-            file: path.to_path_buf(),
-            expected: expected.to_string(),
-            actual,
-        });
-    }
-    Ok(bytes)
-}
-
 /// Reads a model file whole and checks it against `models.sha256`.
 fn read_verified(dir: &Path, name: &str) -> Result<Vec<u8>, EmbedError> {
-    read_verified_in(CHECKSUMS, &dir.join(name))
+    Ok(checksum::read_verified(CHECKSUMS, &dir.join(name))?)
 }
 
 /// What every runtime of the model reads besides its weights: the BERT configuration and the two tokenizers,
@@ -364,6 +333,7 @@ impl Embedder for MiniLmEmbedder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::checksum::expected_sha256;
 
     #[test]
     fn checksums_cover_every_model_file() {

@@ -20,10 +20,11 @@ use ort::session::Session;
 use ort::value::Tensor;
 use parking_lot::Mutex;
 
+use crate::checksum::read_verified;
 use crate::config::LocalEmbedderConfig;
 use crate::embedder::Embedder;
 use crate::error::EmbedError;
-use crate::minilm::{read_verified_in, TextSide, MINILM_ID};
+use crate::minilm::{TextSide, MINILM_ID};
 
 /// The graph's file name in the model directory.
 pub const ONNX_MODEL_FILE: &str = "model.onnx";
@@ -68,7 +69,7 @@ fn load_runtime(library: &Path) -> Result<Environment, EmbedError> {
     }
     // The whole file is hashed before it is mapped into the process: a library is code, and a truncated or
     // foreign one must not run.
-    read_verified_in(ONNX_CHECKSUMS, library)?;
+    read_verified(ONNX_CHECKSUMS, library)?;
     let env = ort::init_from(library)
         .map_err(|e| EmbedError::Model(format!("loading {}: {e}", library.display())))?
         .with_name("attest")
@@ -110,7 +111,7 @@ impl OnnxMiniLmEmbedder {
         let dir = &config.model_dir;
         let text = TextSide::load(dir, config, &ONNX_MODEL_FILES)?;
         let env = runtime(&config.onnxruntime_library)?;
-        let graph = read_verified_in(ONNX_CHECKSUMS, &dir.join(ONNX_MODEL_FILE))?;
+        let graph = read_verified(ONNX_CHECKSUMS, &dir.join(ONNX_MODEL_FILE))?;
         let sessions = (0..config.threads)
             .map(|_| new_session(&env, &graph).map(Mutex::new))
             .collect::<Result<Vec<_>, _>>()?;
@@ -212,7 +213,7 @@ impl Embedder for OnnxMiniLmEmbedder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::minilm::expected_sha256;
+    use crate::checksum::expected_sha256;
 
     #[test]
     fn checksums_cover_the_graph_and_the_library() {

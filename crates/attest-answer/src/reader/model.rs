@@ -6,16 +6,16 @@
 //! the best answer span of the sentence against `[CLS]` (the "no answer here" position).
 //!
 //! The model directory holds `reader.safetensors` (f16), `tokenizer.json` and `config.json`; each is checked
-//! against the sha256 committed in `models/reader/reader.sha256` (compiled in, so a swapped file is refused),
-//! like the embedder's weights.
+//! against the sha256 committed in `models/reader/reader.sha256` (compiled in, so a swapped file is refused)
+//! by the same function that checks the embedder's weights (`attest_embed::checksum::read_verified`).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use attest_embed::checksum::ChecksumError;
 use candle_core::{DType, Device, IndexOp, Tensor};
 use candle_nn::{Linear, Module, VarBuilder};
 use candle_transformers::models::bert::{BertModel, Config as BertConfig};
-use sha2::{Digest, Sha256};
 use tokenizers::Tokenizer;
 
 use super::input::{self, PairIds};
@@ -44,6 +44,31 @@ pub enum ReaderError {
 impl From<candle_core::Error> for ReaderError {
     fn from(e: candle_core::Error) -> Self {
         ReaderError::Model(e.to_string())
+    }
+}
+
+/// A refused model file, named as the reader's.
+impl From<ChecksumError> for ReaderError {
+    fn from(e: ChecksumError) -> Self {
+        match e {
+            ChecksumError::Mismatch {
+                file,
+                expected,
+                actual,
+            } => ReaderError::Checksum {
+                file,
+                expected,
+                actual,
+            },
+            ChecksumError::NoChecksum { file, .. } => ReaderError::File {
+                file,
+                why: "no committed checksum".into(),
+            },
+            ChecksumError::Unreadable { file, error } => ReaderError::File {
+                file,
+                why: error.to_string(),
+            },
+        }
     }
 }
 
@@ -91,33 +116,12 @@ impl std::fmt::Debug for ReaderModel {
     }
 }
 
-fn expected_sha256(file: &str) -> Option<&'static str> {
-    CHECKSUMS.lines().find_map(|line| {
-        let mut parts = line.split_whitespace();
-        let hash = parts.next()?;
-        (parts.next()?.trim_start_matches('*') == file).then_some(hash)
-    })
-}
-
+/// Reads a model file whole and checks it against `reader.sha256`.
 fn read_verified(dir: &Path, name: &str) -> Result<Vec<u8>, ReaderError> {
-    let file = dir.join(name);
-    let bytes = std::fs::read(&file).map_err(|e| ReaderError::File {
-        file: file.clone(),
-        why: e.to_string(),
-    })?;
-    let expected = expected_sha256(name).ok_or_else(|| ReaderError::File {
-        file: file.clone(),
-        why: "no committed checksum".into(),
-    })?;
-    let actual = hex::encode(Sha256::digest(&bytes));
-    if !actual.eq_ignore_ascii_case(expected) {
-        return Err(ReaderError::Checksum {
-            file,
-            expected: expected.into(),
-            actual,
-        });
-    }
-    Ok(bytes)
+    Ok(attest_embed::checksum::read_verified(
+        CHECKSUMS,
+        &dir.join(name),
+    )?)
 }
 
 impl ReaderModel {

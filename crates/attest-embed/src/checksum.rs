@@ -1,0 +1,105 @@
+//! Model files checked against committed sha256 tables, in one place: the model files Attest loads at start-up are
+//! read through [`read_verified`] — the embedder's weights installed under `models/` by `scripts/install-model.sh`
+//! (`models.sha256`), ONNX Runtime and the ONNX graph (`onnx.sha256`), and the answer tier's reader, committed with
+//! its table in `crates/attest-answer/models/reader/` (`reader.sha256`). A table is in `sha256sum -c` form and
+//! compiled into the binary, so a swapped file is refused; the install scripts check the same tables with
+//! `scripts/lib/sha256.sh` (the optional GGUF generator, whose path is configurable, only there).
+
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+/// Why a model file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ChecksumError {
+    /// The table has no line for the file's name.
+    #[error("no committed checksum for {name}")]
+    NoChecksum { file: PathBuf, name: String },
+    #[error("reading {}: {error}", file.display())]
+    Unreadable {
+        file: PathBuf,
+        error: std::io::Error,
+    },
+    /// The file is not the one the table names.
+    #[error("{}: sha256 {actual}, expected {expected}", file.display())]
+    Mismatch {
+        file: PathBuf,
+        /// The committed hash (hex).
+        expected: String,
+        /// The hash of the file on disk (hex).
+        actual: String,
+    },
+}
+
+/// The committed sha256 (hex) of `file` in a `sha256sum -c` table (`HASH  NAME` or `HASH *NAME` lines).
+pub fn expected_sha256<'t>(table: &'t str, file: &str) -> Option<&'t str> {
+    table.lines().find_map(|line| {
+        let mut parts = line.split_whitespace();
+        let hash = parts.next()?;
+        let name = parts.next()?;
+        (name.trim_start_matches('*') == file).then_some(hash)
+    })
+}
+
+/// Reads the file at `path` whole and checks it against its hash in `table`, under its file name.
+pub fn read_verified(table: &str, path: &Path) -> Result<Vec<u8>, ChecksumError> {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    let expected = expected_sha256(table, name).ok_or_else(|| ChecksumError::NoChecksum {
+        file: path.to_path_buf(),
+        name: name.to_string(),
+    })?;
+    let bytes = std::fs::read(path).map_err(|error| ChecksumError::Unreadable {
+        file: path.to_path_buf(),
+        error,
+    })?;
+    let actual = hex::encode(Sha256::digest(&bytes));
+    if !actual.eq_ignore_ascii_case(expected) {
+        return Err(ChecksumError::Mismatch {
+            file: path.to_path_buf(),
+            expected: expected.to_string(),
+            actual,
+        });
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TABLE: &str = "\
+2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824  hello.txt
+0000000000000000000000000000000000000000000000000000000000000000 *other.bin
+";
+
+    #[test]
+    fn a_file_is_read_only_when_it_matches_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(expected_sha256(TABLE, "other.bin").map(str::len), Some(64));
+        assert_eq!(expected_sha256(TABLE, "nope.bin"), None);
+
+        let hello = dir.path().join("hello.txt");
+        std::fs::write(&hello, "hello").unwrap();
+        assert_eq!(read_verified(TABLE, &hello).unwrap(), b"hello");
+
+        std::fs::write(&hello, "hello!").unwrap();
+        assert!(matches!(
+            read_verified(TABLE, &hello),
+            Err(ChecksumError::Mismatch { .. })
+        ));
+        let other = dir.path().join("other.bin");
+        assert!(matches!(
+            read_verified(TABLE, &other),
+            Err(ChecksumError::Unreadable { .. })
+        ));
+        let unknown = dir.path().join("unknown.bin");
+        std::fs::write(&unknown, "x").unwrap();
+        assert!(matches!(
+            read_verified(TABLE, &unknown),
+            Err(ChecksumError::NoChecksum { .. })
+        ));
+    }
+}
