@@ -1,26 +1,18 @@
 #!/usr/bin/env bash
-# What an ask costs on the wire between router and shards (issue 18), two modes over the same data directory, one
-# after the other:
-#   payloads (default): the router fetching the payloads of the hits it returns (`late`, the default) against
-#     shards sending every candidate's payload with the fan-out (`fanout`: `router.payload_in_fanout`, before);
-#   batch: each hop's searches as one `SearchBatch` (`batched`, the default) against one `Search` per query
-#     (`single`: `answer.batch_searches: false`, before).
+# What an ask costs on the wire between router and shards (issue 18): every EVERY-th question of DATA through ask
+# against `attest dev`, the router fetching the payloads of the hits it returns and each hop's searches sent as one
+# `SearchBatch`. (The baselines docs/BENCHMARKS.md compares against, payloads in the fan-out and one `Search` per
+# query, went with `router.payload_in_fanout` and `answer.batch_searches`; the commit named there has them.)
 #
-# Usage: benches/bench-payloads.sh [DATA (default ../shared/data/squad-dev)] [EVERY (default 5)] [payloads|batch]
-# Prints, per mode, asks, bytes from the shards per ask (router_replica_response_bytes_total), calls to shard
-# replicas per ask (router_replica_call_seconds_count; search, search_batch, fetch_chunks) and the ask p50/p95
-# from scripts/eval-ask.py, then the ratios of the first mode to the second.
+# Usage: benches/bench-payloads.sh [DATA (default ../shared/data/squad-dev)] [EVERY (default 5)]
+# Prints asks, bytes from the shards per ask (router_replica_response_bytes_total), calls to shard replicas per ask
+# (router_replica_call_seconds_count; search, search_batch, fetch_chunks) and the ask p50/p95 from
+# scripts/eval-ask.py.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DATA="${1:-$REPO/../shared/data/squad-dev}"
 EVERY="${2:-5}"
-COMPARE="${3:-payloads}"
-case "$COMPARE" in
-  payloads) MODES=(late fanout); declare -A ENV=([late]=ATTEST__ROUTER__PAYLOAD_IN_FANOUT=false [fanout]=ATTEST__ROUTER__PAYLOAD_IN_FANOUT=true) ;;
-  batch) MODES=(batched single); declare -A ENV=([batched]=ATTEST__ANSWER__BATCH_SEARCHES=true [single]=ATTEST__ANSWER__BATCH_SEARCHES=false) ;;
-  *) echo "unknown comparison $COMPARE (payloads, batch)" >&2; exit 2 ;;
-esac
 BIN="${ATTEST_BIN:-${CARGO_TARGET_DIR:-$HOME/.cache/attest-target}/debug/attest}"
 STORE="${BENCH_STORE:-$HOME/.cache/attest-bench-payloads}"
 HTTP=127.0.0.1:7720
@@ -35,8 +27,8 @@ pid=
 stop() { [ -n "$pid" ] && { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; }; pid=; }
 trap stop EXIT
 
-start() {  # start ENV...: attest dev over $STORE with these variables, waited for
-  env "$@" "$BIN" dev --data-dir "$STORE" --http "$HTTP" --grpc "$GRPC" 2>"$STORE.log" &
+start() {  # attest dev over $STORE, waited for
+  "$BIN" dev --data-dir "$STORE" --http "$HTTP" --grpc "$GRPC" 2>"$STORE.log" &
   pid=$!
   for _ in $(seq 1 240); do
     curl -sf "$ATTEST_SERVER/readyz" >/dev/null 2>&1 && return
@@ -53,7 +45,7 @@ wire() {  # bytes the shards sent so far and calls made to them (search, search_
     END {printf "%.0f %.0f\n", b, c}'
 }
 
-start "${ENV[${MODES[0]}]}"
+start
 want=$(grep -c . "$DATA/corpus.jsonl")
 have=$(curl -sf "$ATTEST_SERVER/v1/collections/$COLLECTION/stats" 2>/dev/null |
   python3 -c 'import json,sys; print(sum(s["live_documents"] for s in json.load(sys.stdin)["shards"]))' 2>/dev/null || echo 0)
@@ -64,15 +56,13 @@ if [ "$have" -lt "$want" ]; then
 fi
 stop
 
-declare -A RESULT
-for mode in "${MODES[@]}"; do
-  start "${ENV[$mode]}"
-  before=$(wire)
-  "$REPO/scripts/eval-ask.py" --server "$ATTEST_SERVER" --collection "$COLLECTION" --data "$DATA" \
-    --every "$EVERY" --json "$STORE.$mode.json" >"$STORE.$mode.out"
-  after=$(wire)
-  stop
-  RESULT[$mode]=$(python3 - "$STORE.$mode.json" $before $after <<'EOF'
+start
+before=$(wire)
+"$REPO/scripts/eval-ask.py" --server "$ATTEST_SERVER" --collection "$COLLECTION" --data "$DATA" \
+  --every "$EVERY" --json "$STORE.json" >"$STORE.out"
+after=$(wire)
+stop
+result=$(python3 - "$STORE.json" $before $after <<'EOF'
 import json, sys
 report = json.load(open(sys.argv[1]))
 asks = report["answers"]["questions"] if "answers" in report else report["questions"]
@@ -80,11 +70,7 @@ lat = report.get("latency_ms", {}).get("total", {})
 b0, c0, b1, c1 = map(int, sys.argv[2:6])
 print(asks, (b1 - b0) / asks, (c1 - c0) / asks, lat.get("p50", 0), lat.get("p95", 0))
 EOF
-  )
-  read -r asks per_ask calls p50 p95 <<<"${RESULT[$mode]}"
-  printf '%-7s asks %s  bytes from the shards per ask %.0f  shard calls per ask %.1f  ask p50 %.0f ms  p95 %.0f ms\n' \
-    "$mode" "$asks" "$per_ask" "$calls" "$p50" "$p95"
-done
-read -r _ a_bytes a_calls a_p50 a_p95 <<<"${RESULT[${MODES[0]}]}"
-read -r _ b_bytes b_calls b_p50 b_p95 <<<"${RESULT[${MODES[1]}]}"
-python3 -c "print(f'${MODES[0]} / ${MODES[1]}: bytes per ask {$a_bytes/$b_bytes:.3f}, shard calls per ask {$a_calls/$b_calls:.3f}, ask p50 {$a_p50/$b_p50:.3f}, p95 {$a_p95/$b_p95:.3f}')"
+)
+read -r asks per_ask calls p50 p95 <<<"$result"
+printf 'asks %s  bytes from the shards per ask %.0f  shard calls per ask %.1f  ask p50 %.0f ms  p95 %.0f ms\n' \
+  "$asks" "$per_ask" "$calls" "$p50" "$p95"

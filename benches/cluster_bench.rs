@@ -626,7 +626,7 @@ async fn overhead(shards: usize, rounds: usize, common: &Common) -> anyhow::Resu
                     k: depth as u32,
                     nprobe,
                     filter: None,
-                    include_payload: cfg.payload_in_fanout,
+                    include_payload: false,
                     payload_top,
                     exact_rescore: cfg.exact_rescore,
                 };
@@ -686,7 +686,7 @@ async fn overhead(shards: usize, rounds: usize, common: &Common) -> anyhow::Resu
                 "overhead_median_of_paired_diffs_ms": round3(percentile(&sorted(res.diffs), 0.5)),
                 "overhead_over_slowest_shard_p50": round3(overhead_p50 / percentile(&slowest, 0.5)),
                 "top10_agreement": round3(res.agree as f64 / n as f64),
-                "payload_top": payload_top, "payload_in_fanout": cfg.payload_in_fanout,
+                "payload_top": payload_top,
                 "inlined_top10": round3(res.inlined as f64 / n as f64),
                 "transport": "gRPC (tonic, HTTP/2, one connection per node, loopback)",
                 "embedding": if lanes.is_empty() { "router: query-cache hit (warmed); direct: precomputed vector" } else { "none" },

@@ -5,7 +5,7 @@
 //! it) and times the recall queries there, at each nprobe in turn, in a process that has built nothing.
 //!
 //! The vectors are `attest bench`'s clustered mixture (384-d, `vectors / 500` clusters, spread 0.5, seed 7).
-//! Three runs, one after the other, each timed and with the bytes the process wrote to storage
+//! Two runs, one after the other, each timed and with the bytes the process wrote to storage
 //! (`/proc/self/io` `write_bytes`):
 //! - `one-shot`: train IVF_PQ on a spread sample of `training_rows()` rows, add every vector, write the index and
 //!   the vector file — what a bulk build does, the floor for the dense index alone;
@@ -13,19 +13,19 @@
 //!   configuration — the WAL, the growing segment, a background seal once `seal_threshold` rows are in, encoding
 //!   with the shard's quantizer, and the tiered merges after it, moving inverted lists, while the writer goes on
 //!   (it waits only when a second segment's worth is in before that work is done: sustained ingest at the rate
-//!   sealing keeps up with; `--serial`: the writer waits for every seal and its merges, as the first runs did)
-//!   — until everything is sealed and merged as planned;
-//! - `engine-before`: the same with `shard_quantizer: false`, `merge_factor` unbounded and
-//!   `max_sealed_segments: 8` — every segment training its own quantizer and a compaction of every segment
-//!   whenever there are more than 8, the engine before issue 18.
+//!   sealing keeps up with; `--serial`: the writer waits for every seal and its merges)
+//!   — until everything is sealed and merged as planned.
 //!
-//! Each engine run ends with recall@10 of 200 queries (the mixture's query stream; dense lane, default nprobe and
+//! (The engine without a shard quantizer, measured against in docs/BENCHMARKS.md, went with
+//! `engine.shard_quantizer`; run this file at the commit named there for that run.)
+//!
+//! The engine run ends with recall@10 of 200 queries (the mixture's query stream; dense lane, default nprobe and
 //! over-fetch, exact re-score) against the exact top 10 over all vectors, so a faster ingest is not bought with
 //! worse segments, and with the p50 / p95 and QPS of those searches (one at a time, on the segments the run ended
 //! with: at 10M, up to `max_sealed_segments`) and the anonymous RSS after them. Prints each run's time, bytes
-//! written, bytes on disk at its end, segments, recall and serving figures, then the ratios; each run's files are
-//! removed once it is measured. With `ATTEST_LOG` set (e.g. `info`), the engine's events go to stderr as JSON
-//! lines, each seal and merge with its phase timings.
+//! written, bytes on disk at its end, segments, recall and serving figures, then the engine's ratios to the
+//! one-shot build; each run's files are removed once it is measured. With `ATTEST_LOG` set (e.g. `info`), the
+//! engine's events go to stderr as JSON lines, each seal and merge with its phase timings.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -48,16 +48,13 @@ struct Args {
     /// Where the runs write (removed after each); default a directory under ~/.cache.
     #[arg(long)]
     dir: Option<PathBuf>,
-    /// Skip the engine before issue 18 (it trains on every seal and merge: the slow one).
-    #[arg(long)]
-    skip_before: bool,
-    /// Skip the one-shot build too (no ratios are printed): for the engine's serving figures alone.
+    /// Skip the one-shot build (no ratios are printed): for the engine's serving figures alone.
     #[arg(long)]
     skip_one_shot: bool,
     /// Keep the engine run's shard directory (under `--dir`) instead of removing it, for `--serve`.
     #[arg(long)]
     keep: bool,
-    /// Pace the writer as the earlier runs did: it seals and merges on its own thread every segment's worth,
+    /// Pace the writer: it seals and merges on its own thread every segment's worth,
     /// so no ingest overlaps a seal or merge (the default lets the engine seal and merge in the background).
     #[arg(long)]
     serial: bool,
@@ -371,12 +368,6 @@ fn main() -> anyhow::Result<()> {
     let n = args.vectors;
     let mixture = Mixture::new(DIM, (n / 500).max(10), 0.5, 7);
     let config = engine_config(&args);
-    let before = EngineConfig {
-        shard_quantizer: false,
-        merge_factor: usize::MAX,
-        max_sealed_segments: 8,
-        ..config.clone()
-    };
     if let Some(dir) = &args.serve {
         return serve_only(dir, &mixture, n, &args);
     }
@@ -387,7 +378,7 @@ fn main() -> anyhow::Result<()> {
         std::fs::create_dir_all(&dir)?;
         Ok(dir)
     };
-    // Each run's files go once it is measured: at 10M vectors the three would not fit on the disk together.
+    // Each run's files go once it is measured: at 10M vectors the two would not fit on the disk together.
     let done = |run: Run| -> Run {
         if !(args.keep && run.name == "engine") {
             let _ = std::fs::remove_dir_all(root.join(run.name));
@@ -409,18 +400,6 @@ fn main() -> anyhow::Result<()> {
         truth,
         &args,
     )?));
-    if !args.skip_before {
-        let dir = fresh("engine-before")?;
-        runs.push(done(sustained(
-            "engine-before",
-            &dir,
-            &mixture,
-            n,
-            before,
-            truth,
-            &args,
-        )?));
-    }
     if !args.keep {
         let _ = std::fs::remove_dir_all(&root);
     }
@@ -446,13 +425,6 @@ fn main() -> anyhow::Result<()> {
             r.name,
             r.seconds / base.seconds,
             r.bytes as f64 / base.bytes.max(1) as f64
-        );
-    }
-    if let (false, [_, now, before]) = (args.skip_one_shot, runs.as_slice()) {
-        println!(
-            "engine / engine-before: time {:.2}x, bytes written {:.2}x",
-            now.seconds / before.seconds,
-            now.bytes as f64 / before.bytes.max(1) as f64
         );
     }
     Ok(())

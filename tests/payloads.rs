@@ -1,13 +1,13 @@
 //! What crosses the wire between the router and its shards (issue 18), through the binary:
 //! - fetch only what is returned: a search fans out for ids and scores, with the payloads of each shard's best
 //!   few hits per lane, and the router fetches the title, text and metadata of the other hits it returns. The
-//!   same searches against `attest dev` with `router.payload_inline_factor` 0 (every payload fetched) and with
-//!   `router.payload_in_fanout` (the behaviour before) must give the same hits, field for field, while the
-//!   shards send a fraction of the bytes (`router_replica_response_bytes_total`) and fewer fetches are made;
+//!   same searches against `attest dev` with `router.payload_inline_factor` 0 (every payload fetched) must give
+//!   the same hits, field for field, with more fetches made (`router_replica_call_seconds_count{call}`);
 //! - one fan-out per hop: a `SearchBatch` answers like its searches one by one with one call per shard, and an
-//!   ask (rewrites, identifier lookups) costs one round trip per shard per hop, against `answer.batch_searches`
-//!   off (one `Search` each, the behaviour before) with the same answer
-//!   (`router_replica_call_seconds_count{call}`).
+//!   ask (rewrites, identifier lookups) costs one round trip per shard per hop.
+//!
+//! The bytes and calls these save against payloads in the fan-out and one `Search` per query are in
+//! docs/BENCHMARKS.md ("Fetch only what is returned", "One fan-out per hop").
 
 mod common;
 
@@ -105,7 +105,7 @@ fn metric_sum(url: &str, prefix: &str, call: &str) -> f64 {
 
 #[test]
 fn the_router_fetches_only_the_payloads_it_returns() {
-    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
     // The default: each shard inlines the payloads of its best few hits per lane; the rest are fetched.
     let (_inline, inline) = dev_with(&[], dirs[0].path());
     // Every payload fetched after fusion.
@@ -113,12 +113,7 @@ fn the_router_fetches_only_the_payloads_it_returns() {
         &[("ATTEST__ROUTER__PAYLOAD_INLINE_FACTOR", "0")],
         dirs[1].path(),
     );
-    // Every candidate's payload in the fan-out (the behaviour before issue 18).
-    let (_fanout, fanout) = dev_with(
-        &[("ATTEST__ROUTER__PAYLOAD_IN_FANOUT", "true")],
-        dirs[2].path(),
-    );
-    let servers = [&inline, &late, &fanout];
+    let servers = [&inline, &late];
     let before: Vec<f64> = servers.iter().map(|u| bytes(u, "search")).collect();
     let hits: Vec<Vec<Value>> = servers.iter().map(|u| search_all(u)).collect();
     for other in &hits[1..] {
@@ -139,14 +134,9 @@ fn the_router_fetches_only_the_payloads_it_returns() {
         .zip(&before)
         .map(|(u, b)| bytes(u, "search") - b + bytes(u, "fetch_chunks"))
         .collect();
-    let [inline_bytes, late_bytes, fanout_bytes] = received[..] else {
+    let [inline_bytes, late_bytes] = received[..] else {
         unreachable!()
     };
-    assert_eq!(
-        calls(&fanout, "fetch_chunks"),
-        0.0,
-        "payloads in the fan-out need no fetch"
-    );
     let late_fetches = calls(&late, "fetch_chunks");
     assert!(late_fetches >= QUERIES.len() as f64, "{late_fetches}");
     let inline_fetches = calls(&inline, "fetch_chunks");
@@ -156,15 +146,9 @@ fn the_router_fetches_only_the_payloads_it_returns() {
     );
     eprintln!(
         "bytes from the shards for {} searches: {inline_bytes} (best hits inlined, {inline_fetches} fetches), \
-         {late_bytes} (fetch after fusion, {late_fetches} fetches), {fanout_bytes} (payloads in the fan-out)",
+         {late_bytes} (fetch after fusion, {late_fetches} fetches)",
         QUERIES.len(),
     );
-    for (what, b) in [("inlined", inline_bytes), ("fetched", late_bytes)] {
-        assert!(
-            b * 3.0 < fanout_bytes,
-            "{b} bytes with payloads {what}, {fanout_bytes} with every payload in the fan-out"
-        );
-    }
 }
 
 fn search(query: &str, k: u32, lanes: &[&str]) -> pb::SearchRequest {
@@ -246,12 +230,8 @@ fn a_search_batch_answers_like_its_searches_with_one_call_per_shard() {
 
 #[test]
 fn an_ask_costs_one_round_trip_per_shard_per_hop() {
-    let (batched_dir, single_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let (_batched, batched) = dev_with(&[], batched_dir.path());
-    let (_single, single) = dev_with(
-        &[("ATTEST__ANSWER__BATCH_SEARCHES", "false")],
-        single_dir.path(),
-    );
+    let dir = tempfile::tempdir().unwrap();
+    let (_dev, url) = dev_with(&[], dir.path());
     // Rewrites (the question, its keywords) and an identifier lookup: three searches in the first hop.
     let question =
         "Which ship did the harbour master record arriving with crates of tea in entry ADR-12?";
@@ -265,21 +245,12 @@ fn an_ask_costs_one_round_trip_per_shard_per_hop() {
         let after = (calls(url, "search"), calls(url, "search_batch"));
         (b, after.0 - before.0, after.1 - before.1)
     };
-    let (b, search_calls, batch_calls) = ask(&batched);
-    let (s, single_search_calls, single_batch_calls) = ask(&single);
+    let (b, search_calls, batch_calls) = ask(&url);
     let hops = b["hops"].as_f64().expect("hops in the response");
     assert!(hops >= 1.0, "{b}");
     assert_eq!(
         (search_calls, batch_calls),
         (0.0, 2.0 * hops),
-        "batched: one call per shard (2) per hop ({hops}); {b}"
+        "one call per shard (2) per hop ({hops}); {b}"
     );
-    assert_eq!(single_batch_calls, 0.0);
-    assert!(
-        single_search_calls >= 2.0 * (hops + 2.0),
-        "one by one: every search is a call per shard; {single_search_calls} calls for {hops} hops"
-    );
-    for field in ["status", "answer", "citations", "hops", "identifiers"] {
-        assert_eq!(b[field], s[field], "{field} differs:\n{b}\n{s}");
-    }
 }

@@ -20,9 +20,6 @@ pub struct AnswerConfig {
     pub candidates: u32,
     /// Hits asked of the router per search (its largest k is 100).
     pub search_k: u32,
-    /// The searches of a hop (rewrites, identifier lookups, curated pins' refs) go to the router as one
-    /// `SearchBatch`: one round trip per shard. Off: one `Search` each (the behaviour before; a baseline).
-    pub batch_searches: bool,
     /// Low noise pre-floor: a hit only the dense lane found, with a cosine below this, is dropped (seed: 0.18).
     pub noise_floor: f64,
     /// Sub-questions retrieved for a multi-hop question, at most.
@@ -85,7 +82,8 @@ pub struct AnswerConfig {
     pub llm: OpenAiChatConfig,
     /// The local GGUF model (SmolLM2), tried after `llm` and before the extractive composer when enabled.
     pub gguf: GgufConfig,
-    /// Which verifier scores claims: the learned one (default) or an LLM / local-model judge.
+    /// Which verifier scores claims: the reader's support head (default), the learned lexical one, or an LLM /
+    /// local-model judge.
     pub verifier: VerifierConfig,
     /// Which reranker scores candidates: the learned one (default), a remote cross-encoder, or lexical.
     pub rerank: RerankConfig,
@@ -104,7 +102,6 @@ impl Default for AnswerConfig {
         AnswerConfig {
             candidates: 150,
             search_k: 100,
-            batch_searches: true,
             noise_floor: 0.18,
             max_sub_questions: 3,
             identifier_patterns: vec![r"\b[A-Z]{2,6}[- ]?\d+(?:[.:]\d+)*\b".to_string()],

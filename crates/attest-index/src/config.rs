@@ -23,10 +23,6 @@ pub struct EngineConfig {
     /// Sealed segments merge in the background by levels of `merge_factor` (see [`crate::merge`]); past this
     /// many the smallest merge whatever their level.
     pub max_sealed_segments: usize,
-    /// Train one quantizer for the shard once it has enough rows and encode every later segment with it, merging
-    /// segments' inverted lists (see [`crate::quantizer`]). Off: every segment trains its own and a merge trains
-    /// again (the behaviour before; a baseline for `benches/engine_ingest.rs`).
-    pub shard_quantizer: bool,
     /// Segments of one level merged together (quickwit's merge factor); each row is rewritten about
     /// `log_merge_factor(rows / seal_threshold)` times.
     pub merge_factor: usize,
@@ -58,7 +54,6 @@ impl Default for EngineConfig {
             seal_threshold: 50_000,
             train_sample: 100_000,
             max_sealed_segments: 16,
-            shard_quantizer: true,
             // quickwit's and Lucene's 10, a little lower: at 10M rows in 50,000-row seals each row is rewritten
             // about twice (3 times at 4) and the shard ends with 4 segments (issue 18's sustained-ingest run).
             merge_factor: 8,

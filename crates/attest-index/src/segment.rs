@@ -9,8 +9,8 @@
 //!   the deep PQ candidate list in memory before the best few are re-scored from `vectors.f32` (segments
 //!   written before it existed have none and re-score from `vectors.f32` alone);
 //! - `ids.i64`, in a segment encoded with the shard's quantizer: the global id of each row (ascending), which a
-//!   merge carries over. The IVF_PQ index returns row numbers, except in segments written before session 14
-//!   (`row_labels` false in the manifest), whose index returns these ids.
+//!   merge carries over. The IVF_PQ index returns row numbers, except in segments whose manifest entry has no
+//!   `row_labels` (the earlier layout), whose index returns these ids.
 //!
 //! `MANIFEST.json` (replaced atomically) lists the segments with the log range each was built from and a CRC-32
 //! of every file, which start-up verifies before serving a segment.
@@ -52,7 +52,8 @@ pub struct SegmentMeta {
     #[serde(default)]
     pub quantizer: Option<u64>,
     /// The dense index of a segment encoded with a quantizer returns row numbers, not the global ids of
-    /// `ids.i64` (segments written before session 14): a search reads a candidate's row without looking it up.
+    /// `ids.i64` (false: the earlier layout, labelled with the ids): a search reads a candidate's row without
+    /// looking it up.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub row_labels: bool,
     /// Relative path → CRC-32 of every file of the segment.
@@ -184,12 +185,9 @@ pub fn build_segment(
     // A segment that trains its own lists while the shard has no quantizer yet is re-encoded with the shard's
     // when it merges: the lists its own size calls for train in seconds, where the configured count, sized for
     // the whole shard, took minutes (4,096 lists, cut to 1,282 by 50,000 rows: 110–144 s a seal).
-    let params = &match config.shard_quantizer {
-        true => IvfPqParams {
-            nlist: config.ivfpq.nlist.min(crate::ivfpq::nlist_for_rows(n)),
-            ..config.ivfpq
-        },
-        false => config.ivfpq,
+    let params = &IvfPqParams {
+        nlist: config.ivfpq.nlist.min(crate::ivfpq::nlist_for_rows(n)),
+        ..config.ivfpq
     };
     // The text index (one tantivy thread, so the index and its ties are the same on every build) is written on a
     // thread of its own while this one writes the dense index and the row files: a seal or merge uses both cores.
@@ -409,8 +407,8 @@ impl SealedSegment {
 }
 
 impl SealedSegment {
-    /// The row a label of the dense index names, if any: the label itself, or in a segment written before
-    /// session 14 the row of that global id.
+    /// The row a label of the dense index names, if any: the label itself, or in a segment labelled with global
+    /// ids (`row_labels` false) the row of that global id.
     pub fn row_of(&self, label: i64) -> Option<usize> {
         match &self.ids {
             Some(_) if !self.meta.row_labels => position_of(

@@ -87,7 +87,8 @@ impl Router {
                 nbits: index.nbits,
                 nprobe: index.nprobe,
             }),
-            seal_threshold: self.config.seal_threshold,
+            // 0: each shard seals at its own `engine.seal_threshold`.
+            seal_threshold: 0,
             embedder: self.embedder.id().to_string(),
         };
         // Meta places the replicas (distinct nodes, spread over zones) and records the collection.

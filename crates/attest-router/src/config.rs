@@ -26,15 +26,11 @@ pub struct RouterConfig {
     pub exact_rescore: bool,
     /// Default shards of a new collection (`attest dev` runs 2 shard nodes).
     pub default_shards: u32,
-    /// Growing-segment size at which shards seal (chunks).
-    pub seal_threshold: u64,
     pub chunking: ChunkingConfig,
     pub dedup: MinHashConfig,
     pub limits: DocumentLimits,
     /// Query embeddings kept in the LRU cache in front of the embedder.
     pub query_cache_capacity: usize,
-    /// Hit scores are multiplied by this when the dense lane is missing (SPEC: confidence reduced by 20%).
-    pub fallback_confidence_factor: f64,
     /// Tenant used when a request names none (no API keys in single-process mode).
     pub default_tenant: String,
     /// Every call to a shard replica: deadline, retry on another replica, hedging, concurrency limit, load
@@ -46,9 +42,6 @@ pub struct RouterConfig {
     pub default_replication: u32,
     /// How often a cluster router re-reads the shard map from meta.
     pub meta_poll_ms: u64,
-    /// Shards send every candidate's title, text and metadata with the search, instead of the router fetching
-    /// them for the hits it returns only (`crate::payloads`): the behaviour before, kept to measure against.
-    pub payload_in_fanout: bool,
     /// Each shard sends the payloads of its best ⌈factor × k / shards⌉ hits per lane with the search (its share of
     /// what the router returns, with room for RRF lifting a lower-ranked hit); the router fetches only the
     /// returned hits not among them, usually none, so a search is one round trip per shard. 0: every payload is
@@ -72,18 +65,15 @@ impl Default for RouterConfig {
             max_filter_values: 1024,
             exact_rescore: true,
             default_shards: 2,
-            seal_threshold: 50_000,
             chunking: ChunkingConfig::default(),
             dedup: MinHashConfig::default(),
             limits: DocumentLimits::default(),
             query_cache_capacity: attest_embed::DEFAULT_CACHE_CAPACITY,
-            fallback_confidence_factor: 0.8,
             default_tenant: "default".to_string(),
             replicas: crate::replicas::ReplicaPolicy::default(),
             write_quorum: 0,
             default_replication: 2,
             meta_poll_ms: 500,
-            payload_in_fanout: false,
             payload_inline_factor: 2.0,
             eval_reports_dir: None,
         }
@@ -126,14 +116,9 @@ impl RouterConfig {
             limits::MAX_REPLICATION,
             "the largest replica set",
         );
-        p.positive("seal_threshold", self.seal_threshold);
         if let Some((key, problem)) = self.chunking.problem() {
             p.add(&format!("chunking.{key}"), problem);
         }
-        p.unit_interval(
-            "fallback_confidence_factor",
-            self.fallback_confidence_factor,
-        );
         if self.default_tenant.is_empty() {
             p.add("default_tenant", "must not be empty");
         }

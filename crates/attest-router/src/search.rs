@@ -283,7 +283,7 @@ impl Router {
                     k: self.depth(s.k) as u32,
                     nprobe: s.nprobe,
                     filter: s.filter.clone(),
-                    include_payload: self.config.payload_in_fanout,
+                    include_payload: false,
                     payload_top: payload_top(
                         self.config.payload_inline_factor,
                         s.k,
@@ -329,21 +329,13 @@ impl Router {
         Ok(lists
             .into_iter()
             .zip(fallback)
-            .map(|(mut hits, fallback_mode)| {
-                if fallback_mode {
-                    // The seed's rule: confidence reduced by 20% when the dense lane is missing.
-                    for hit in &mut hits {
-                        hit.score *= self.config.fallback_confidence_factor;
-                    }
-                }
-                pb::SearchResponse {
-                    hits,
-                    degraded: !missing_shards.is_empty(),
-                    missing_shards: missing_shards.clone(),
-                    fallback_mode,
-                    request_id: request_id.clone(),
-                    took_ms,
-                }
+            .map(|(hits, fallback_mode)| pb::SearchResponse {
+                hits,
+                degraded: !missing_shards.is_empty(),
+                missing_shards: missing_shards.clone(),
+                fallback_mode,
+                request_id: request_id.clone(),
+                took_ms,
             })
             .collect())
     }

@@ -144,6 +144,7 @@ pub struct CollectionView {
     pub replication: u32,
     pub dimension: u32,
     pub index: IndexSettings,
+    /// Rows of a shard's growing segment at which it is sealed; 0: each shard's `engine.seal_threshold`.
     pub seal_threshold: u64,
     pub embedder: String,
     /// Null: the router's default chunking.

@@ -33,33 +33,24 @@ impl AnswerService {
             .collect()
     }
 
-    /// Runs `searches` for the turn's caller: one `SearchBatch` per `MAX_BATCH_SEARCHES` (one round trip per
-    /// shard), or with `batch_searches` off one `Search` each, concurrently. One answer per search, in order;
-    /// any that fell back to BM25 or missed a shard marks the turn.
+    /// Runs `searches` for the turn's caller: the searches of a hop (rewrites, identifier lookups, curated pins'
+    /// refs) go to the router as one `SearchBatch` per `MAX_BATCH_SEARCHES`, one round trip per shard. One answer
+    /// per search, in order; any that fell back to BM25 or missed a shard marks the turn.
     pub(super) async fn search_many(
         &self,
         turn: &mut Turn<'_>,
         searches: Vec<pb::SearchRequest>,
     ) -> Result<Vec<pb::SearchResponse>, AnswerError> {
         let (router, request_id, caller) = (&self.router, turn.request_id, turn.caller);
-        let answers: Vec<pb::SearchResponse> = if self.config.batch_searches {
-            let batches = searches
-                .chunks(MAX_BATCH_SEARCHES)
-                .map(|batch| router.search_batch(batch.to_vec(), request_id, caller));
-            futures::future::try_join_all(batches)
-                .await
-                .map_err(AnswerError::from_status)?
-                .into_iter()
-                .flatten()
-                .collect()
-        } else {
-            let each = searches
-                .into_iter()
-                .map(|req| router.search(req, request_id, caller));
-            futures::future::try_join_all(each)
-                .await
-                .map_err(AnswerError::from_status)?
-        };
+        let batches = searches
+            .chunks(MAX_BATCH_SEARCHES)
+            .map(|batch| router.search_batch(batch.to_vec(), request_id, caller));
+        let answers: Vec<pb::SearchResponse> = futures::future::try_join_all(batches)
+            .await
+            .map_err(AnswerError::from_status)?
+            .into_iter()
+            .flatten()
+            .collect();
         for resp in &answers {
             turn.out.fallback_mode |= resp.fallback_mode;
             turn.out.degraded |= resp.degraded;

@@ -131,9 +131,9 @@ impl ShardEngine {
 
     /// The shard's quantizer, trained now if there is none yet and the shard holds enough rows — its sealed rows
     /// and `fresh` (row-major; the rows being sealed) — to train the configured parameters in full (on at most
-    /// `training_rows()` of them); none while it is smaller (segments train their own, as they always did). So the
-    /// first seal big enough trains it: waiting for `train_sample` rows made that seal train its own index first,
-    /// two trainings where one does (47 s and 59 s of the 131 s that 300,000 rows took, docs/BENCHMARKS.md).
+    /// `training_rows()` of them); none while it is smaller (segments train their own). So the first seal big
+    /// enough trains it: waiting for `train_sample` rows would make that seal train its own index first, two
+    /// trainings where one does (47 s and 59 s of the 131 s that 300,000 rows took, docs/BENCHMARKS.md).
     fn ensure_quantizer(&self, fresh: &[f32]) -> Result<Option<Arc<ShardQuantizer>>> {
         let sealed_rows: usize = {
             let st = self.state.read();
@@ -143,9 +143,7 @@ impl ShardEngine {
             st.sealed.iter().map(|s| s.meta.rows).sum()
         };
         let rows = sealed_rows + fresh.len() / self.config.dimension;
-        if !self.config.shard_quantizer
-            || !enough_to_train(&self.config.ivfpq, rows, self.config.dimension)
-        {
+        if !enough_to_train(&self.config.ivfpq, rows, self.config.dimension) {
             return Ok(None);
         }
         self.train_quantizer(fresh).map(Some)
