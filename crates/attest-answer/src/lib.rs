@@ -1,8 +1,11 @@
 //! The grounded answer tier (SPEC "answer"): the steps that turn retrieved passages into an answer whose every
-//! citation points at a passage retrieved in the same turn.
+//! citation points at a passage retrieved in the same turn, or into an abstention that says why.
 //!
-//! This crate grows step by step (issue 3): the learned reranker, terminology, curated memory, LLM and GGUF
-//! generators are still to come; the deterministic defaults below run end to end.
+//! It reaches the cluster only through the router's proto ([`client`]). Every model it runs is local and checked
+//! on load: the reader (a cross-encoder whose weights are committed in `models/reader/`), the learned reranker and
+//! verifier (parameters committed in `models/*.json`) and, when configured, the SmolLM2 GGUF generator installed
+//! by `scripts/install-llm.sh`; an OpenAI-compatible endpoint may generate or judge instead. Without any of the
+//! optional ones the defaults (reader, learned reranker, extractive composer) answer end to end.
 //!
 //! # Layout
 //! - [`pipeline`]: `AnswerService::ask` — retrieval through the router with the coverage gate and CRAG hops,
@@ -22,8 +25,9 @@
 //!   malformed or repeated markers and leaked internal ids are dropped (counted in
 //!   `citation_dropped_total{why}`); surviving markers map back to real chunk ids.
 //! - [`claims`]: splitting an answer into atomic claims, each with the footnotes it cites, for verification.
-//! - [`verifier`]: the [`Verifier`] trait and the learned local verifier (features, logistic regression,
-//!   training and evaluation on HaluEval QA); LLM and local-model judges (`verifier::judge`).
+//! - [`verifier`]: the [`Verifier`] trait and its back ends (`answer.verifier.backend`): the reader's support head
+//!   (the default), the learned lexical verifier (features, logistic regression, training and evaluation on
+//!   HaluEval QA), and LLM and local-model judges (`verifier::judge`).
 //! - [`local_llm`]: SmolLM2-135M (GGUF) run with candle, its tokenizer built from the file; the `gguf`
 //!   generator.
 //! - [`text`]: words, content words, sentences, numbers, names, negation.
@@ -33,6 +37,8 @@
 //!   [`rewrite`] (rewrites, sub-questions, CRAG refinement), [`structural`] (identifiers resolved exactly),
 //!   [`terminology`] (glossary first, LRU + TTL cache), [`memory`] (curated pins and notes), [`pool`] (candidates,
 //!   noise pre-floor), [`reserves`] (the cut to `passages` with per-kind reserves), [`gate`] (the coverage gate).
+//! - [`rerank`]: the [`rerank::Reranker`] back ends that score candidates 0..1 against the question: the learned
+//!   local reranker (the default, trained by [`rerank::train`]), a remote cross-encoder, the lexical one.
 //! - [`reader`]: the trained cross-encoder that reads: answerability of (question, sentence) for the gate,
 //!   the confidence and the composer, support of (claim, evidence) as the default verifier.
 //! - [`cite`]: claims scored against the passages they cite, and the citations of a verified answer.
