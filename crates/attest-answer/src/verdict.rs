@@ -10,7 +10,7 @@
 //!
 //! A claim's clauses are its parts joined by ", and", "and", ", but", "but", "whereas", ", while" when each part
 //! has two content words or more (so "salt and pepper" stays one). Partial claims are dropped by the revision
-//! pass (`partial_claims: drop`, the default and the behaviour before verdicts) or kept and marked in the answer
+//! pass (`partial_claims: drop`, the default) or kept and marked in the answer
 //! (`mark`).
 
 use serde::{Deserialize, Serialize};

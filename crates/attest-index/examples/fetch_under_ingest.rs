@@ -1,6 +1,6 @@
 //! How long a search's payload fetch (`ShardEngine::fetch_chunks`, 10 chunks) takes on its own and while a writer
-//! upserts batches of 200 documents back to back (each a synced log append): the fetch used to take the writer
-//! lock and queue behind every append.
+//! upserts batches of 200 documents back to back (each a synced log append): the fetch reads without the writer
+//! lock, so it must not queue behind the appends.
 //!
 //! `$CARGO_TARGET_DIR/debug/examples/fetch_under_ingest [FETCHES]` prints p50 / p99 in ms of both phases as JSON.
 

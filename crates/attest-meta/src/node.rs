@@ -499,7 +499,7 @@ impl RaftLoop {
             self.resolve(entry.index, entry.term, effect);
         }
         // Only the records these entries touched are written. Readers may see the new state while it is
-        // being written (as before); this thread is its only writer, so the shared guard keeps it still.
+        // being written; this thread is its only writer, so the shared guard keeps it still.
         let changed = applied.state.take_changes();
         let applied = RwLockWriteGuard::downgrade(applied);
         let written = self.raw.store().persist_applied(

@@ -1,6 +1,6 @@
 //! The state machine as RocksDB records: one key per record, so that an apply writes only what it changed
-//! instead of the whole state (with 1,000 collections, a heartbeat's manifest report used to rewrite all of
-//! them).
+//! instead of the whole state (with 1,000 collections, writing the whole state would rewrite all of them for one
+//! heartbeat's manifest report).
 //!
 //! Key scheme, all under `s/`:
 //! - `s/meta` → [`MetaRecord`]: the scalar fields (`last_node_id`). Always written with the records, so its

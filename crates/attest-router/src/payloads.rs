@@ -1,7 +1,7 @@
 //! Fetch only what is returned: the fan-out carries ids, scores and lane ranks; after fusion the router asks each
 //! shard for the title, text and metadata of the hits it keeps (qdrant's second fetch step, quickwit's fetch of
-//! docs at the root). With `lane_depth` 50, two lanes and S shards, a search used to receive up to 100 × S chunk
-//! payloads to return 10.
+//! docs at the root). With `lane_depth` 50, two lanes and S shards, a fan-out carrying payloads would receive up to
+//! 100 × S chunk payloads to return 10.
 //!
 //! Most of what is returned comes with the search, though: each shard sends the payloads of its best few hits per
 //! lane ([`payload_top`]), and only returned hits outside those are fetched — one round trip per shard for most

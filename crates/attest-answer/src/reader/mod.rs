@@ -8,7 +8,7 @@
 //!
 //! Only what matters is read (inference is the expensive part of a turn): the sentences of the best
 //! `reader.passages` candidates, at most `reader.max_sentences` of them, chosen by question coverage.
-//! `reader.backend: lexical` turns the reader off (word-overlap gate, composer and verifier, as before).
+//! `reader.backend: lexical` turns the reader off (word-overlap gate, composer and verifier).
 //!
 //! - [`input`]: the token layout and the text each head reads (mirrors `scripts/reader/`).
 //! - [`model`]: the candle model, checksummed like the embedder.

@@ -1,5 +1,5 @@
-//! Segments written before session 14, whose IVF_PQ index returns the rows' global ids instead of their row
-//! numbers (`SegmentMeta::row_labels` false), keep serving and are re-encoded when they merge.
+//! Segments of the earlier layout, whose IVF_PQ index returns the rows' global ids instead of their row numbers
+//! (`SegmentMeta::row_labels` false), keep serving and are re-encoded when they merge.
 
 use std::sync::Arc;
 
@@ -75,8 +75,8 @@ fn missed(engine: &ShardEngine, docs: std::ops::Range<usize>) -> Vec<usize> {
     .collect()
 }
 
-/// Rewrites every segment encoded with the quantizer as the code before session 14 wrote it: the index labelled
-/// with the global ids of the id file, the manifest without `row_labels`.
+/// Rewrites every segment encoded with the quantizer in the earlier layout: the index labelled with the global ids
+/// of the id file, the manifest without `row_labels`.
 fn to_global_id_labels(dir: &std::path::Path) {
     let mut manifest = Manifest::load(dir).unwrap();
     for meta in manifest.segments.iter_mut().filter(|m| m.row_labels) {
