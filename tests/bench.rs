@@ -1,4 +1,4 @@
-//! `attest bench` through the real binary on a small synthetic set: every figure of the report is present
+//! `attest-lab bench` through the real binary on a small synthetic set: every figure of the report is present
 //! and sane (recall against exact search, exact slower than IVF_PQ, sizes on disk), the nprobe sweep is
 //! monotone in recall, and `--fit` turns two runs into a cost model with plots.
 
@@ -10,7 +10,7 @@ use std::process::Command;
 use serde_json::{json, Value};
 
 fn attest(args: &[&str]) -> String {
-    let out = Command::new(common::attest_bin())
+    let out = Command::new(common::lab_bin())
         .args(args)
         .arg("--log-level")
         .arg("warn")
@@ -159,13 +159,13 @@ fn bench_reports_every_figure_and_fits_a_cost_model() {
 
 #[test]
 fn bench_rejects_bad_arguments() {
-    let out = Command::new(common::attest_bin())
+    let out = Command::new(common::lab_bin())
         .args(["bench", "--vectors", "0"])
         .output()
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--vectors must be at least 1"));
-    let out = Command::new(common::attest_bin())
+    let out = Command::new(common::lab_bin())
         .args(["bench", "--fit", "/nonexistent/run.json"])
         .output()
         .unwrap();

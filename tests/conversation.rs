@@ -48,7 +48,7 @@ const PEOPLE: [(&str, &str, &str); 3] = [
 struct Stack {
     service: Arc<AnswerService>,
     _router: Arc<attest_router::Router>,
-    _plane: attest_cli::local::ControlPlane,
+    _plane: attest_node::local::ControlPlane,
     _dir: tempfile::TempDir,
 }
 
@@ -364,6 +364,7 @@ async fn history_reaches_the_pipeline_over_grpc() {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(attest_answer::grpc::serve_grpc(
         Arc::clone(&s.service),
+        attest_telemetry::ops::always_ready(),
         listener,
         async {
             let _ = stopped.await;

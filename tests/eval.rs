@@ -1,4 +1,4 @@
-//! `attest eval` through the real binary on a small fixture cut from the bundled squad sample: the report's
+//! `attest-lab eval` through the real binary on a small fixture cut from the bundled squad sample: the report's
 //! fields, the risk–coverage PNG, the threshold sweep, the baseline gate's exit code, and a near-duplicate in
 //! the corpus reported as skipped instead of stopping the run.
 
@@ -40,7 +40,7 @@ fn fixture(dir: &Path, docs: usize) {
 }
 
 fn eval(args: &[&str]) -> (i32, String) {
-    let out = Command::new(common::attest_bin())
+    let out = Command::new(common::lab_bin())
         .arg("eval")
         .args(args)
         .env("ATTEST_LOG", "warn")
@@ -133,7 +133,7 @@ fn eval_reports_sweeps_and_gates_against_a_baseline() {
 }
 
 /// With an out-of-corpus policy and a scripted LLM on loopback, the questions whose article is absent get the
-/// general-knowledge answer: `attest eval` counts them apart, never as answered (no coverage, no hallucination).
+/// general-knowledge answer: `attest-lab eval` counts them apart, never as answered (no coverage, no hallucination).
 #[test]
 fn eval_counts_out_of_corpus_answers_apart() {
     use common::llm::{Kind, ScriptedLlm};

@@ -7,10 +7,10 @@ mod common;
 
 use std::sync::Arc;
 
-use attest_cli::config::AttestConfig;
-use attest_cli::local::ControlPlane;
 use attest_embed::{build_embedder, Embedder, EmbedderConfig};
 use attest_ingest::SourceDocument;
+use attest_node::config::AttestConfig;
+use attest_node::local::ControlPlane;
 use attest_router::{IngestDocument, IngestReport, Router};
 
 const ARTICLE: &str = "The river otter spends most of its day in the water, diving for fish, crayfish and frogs \

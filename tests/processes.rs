@@ -2,7 +2,8 @@
 //! loopback and `attest serve --role router --meta ...`, the router reaching the shards through the gRPC shard
 //! client. Killing a shard gives degraded results that name the shard it held. A router started before meta
 //! answers listens at once, says in `/readyz` what it waits for, becomes ready when meta comes up, and stops
-//! promptly on SIGTERM either way.
+//! promptly on SIGTERM either way; so do meta (ready once it knows a leader), a shard (once registered), an answer
+//! replica (once its router answers) and an embedder, on `/readyz` and gRPC health alike.
 
 mod common;
 
@@ -242,4 +243,221 @@ fn a_router_listens_at_once_says_it_waits_for_meta_and_stops_on_sigterm() {
         limit,
     );
     stops_within(&mut stranded, std::time::Duration::from_secs(10));
+}
+
+/// The gRPC health status of `service` ("" for the whole server) at `addr`.
+fn grpc_health(addr: &str, service: &str) -> i32 {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        tonic_health::pb::health_client::HealthClient::new(channel)
+            .check(tonic_health::pb::HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .status
+    })
+}
+
+/// Polls `/readyz` until `done` accepts its (status, reason); panics after `limit` with the last answer.
+fn readyz_until(
+    http: &str,
+    limit: std::time::Duration,
+    log: &std::path::Path,
+    done: impl Fn(u16, &str) -> bool,
+) -> String {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let (status, reason) = readyz(http);
+        if done(status, &reason) {
+            return reason;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "/readyz still {status} {reason:?} after {limit:?} (log: {})",
+            log.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// A port nothing listens on (bound by the OS, then released).
+fn unused_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn meta_shard_answer_and_embedder_listen_at_once_say_what_they_wait_for_and_stop_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let limit = std::time::Duration::from_secs(60);
+    let sigterm_limit = std::time::Duration::from_secs(10);
+    let start = |name: &str, args: &[&str]| {
+        let log = dir.path().join(format!("{name}.log"));
+        let (proc, line) = common::start_within(args, &dir.path().join(name), &log, &[], limit);
+        (proc, line, log)
+    };
+
+    // Meta: one of two voters, its peer never answering: it listens and serves its probes, but without a
+    // leader it is not ready (HTTP and gRPC health); the gRPC `liveness` service says it runs.
+    let peer = format!("http://127.0.0.1:{}", unused_port());
+    let own_port = unused_port();
+    let peers = format!("1=http://127.0.0.1:{own_port},2={peer}");
+    let (mut lonely, line, log) = start(
+        "lonely-meta",
+        &[
+            "serve",
+            "--insecure",
+            "--role",
+            "meta",
+            "--meta-id",
+            "1",
+            "--meta-peers",
+            &peers,
+            "--grpc",
+            &format!("127.0.0.1:{own_port}"),
+            "--http",
+            "127.0.0.1:0",
+        ],
+    );
+    let (http, grpc) = (value_of(&line, "http="), value_of(&line, "grpc="));
+    let reason = readyz_until(&http, limit, &log, |s, r| {
+        s == 503 && r.contains("Raft leader")
+    });
+    assert!(reason.contains("waiting for a Raft leader"), "{reason}");
+    let (serving, not_serving) = (
+        tonic_health::ServingStatus::Serving as i32,
+        tonic_health::ServingStatus::NotServing as i32,
+    );
+    assert_eq!(grpc_health(&grpc, ""), not_serving);
+    assert_eq!(grpc_health(&grpc, "liveness"), serving);
+    stops_within(&mut lonely, sigterm_limit);
+
+    // A single-voter meta elects itself: ready, on both.
+    let (mut meta, line, log) = start(
+        "meta",
+        &[
+            "serve",
+            "--insecure",
+            "--role",
+            "meta",
+            "--meta-id",
+            "1",
+            "--grpc",
+            "127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
+        ],
+    );
+    let (meta_http, meta_grpc) = (value_of(&line, "http="), value_of(&line, "grpc="));
+    readyz_until(&meta_http, limit, &log, |s, _| s == 200);
+    assert_eq!(grpc_health(&meta_grpc, ""), serving);
+
+    // A shard whose meta does not answer: its probes answer at once and say it is registering.
+    let nowhere = format!("http://127.0.0.1:{}", unused_port());
+    let shard_args = |meta: &str| {
+        [
+            "serve",
+            "--insecure",
+            "--role",
+            "shard",
+            "--meta",
+            meta,
+            "--grpc",
+            "127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
+        ]
+        .map(str::to_string)
+    };
+    let log = dir.path().join("stranded-shard.log");
+    let args = shard_args(&nowhere);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut stranded = common::Proc(
+        std::process::Command::new(common::attest_bin())
+            .args(&args)
+            .arg("--data-dir")
+            .arg(dir.path().join("stranded-shard"))
+            .env("ATTEST_LOG", "info,tantivy=warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    // The shard prints its "listening" line once registered; its ops port is in its log before that.
+    let ops = wait_for_log_value(&log, "\"ops_http\":\"", limit);
+    let reason = readyz_until(&ops, limit, &log, |s, r| {
+        s == 503 && r.contains("registering")
+    });
+    assert!(reason.contains(&nowhere), "{reason}");
+    stops_within(&mut stranded, sigterm_limit);
+
+    // An answer replica whose router does not answer: models load, then it says it waits for the router.
+    let router_nowhere = format!("http://127.0.0.1:{}", unused_port());
+    let (mut answer, line, log) = start(
+        "answer",
+        &[
+            "serve",
+            "--insecure",
+            "--role",
+            "answer",
+            "--router",
+            &router_nowhere,
+            "--http",
+            "127.0.0.1:0",
+        ],
+    );
+    let answer_http = value_of(&line, "http=");
+    let reason = readyz_until(&answer_http, limit, &log, |s, r| {
+        s == 503 && r.contains("router")
+    });
+    assert!(reason.contains(&router_nowhere), "{reason}");
+    stops_within(&mut answer, sigterm_limit);
+
+    // An embedder is ready once its model is loaded; it stops promptly.
+    let (mut embedder, line, log) = start(
+        "embedder",
+        &[
+            "serve",
+            "--insecure",
+            "--role",
+            "embedder",
+            "--http",
+            "127.0.0.1:0",
+        ],
+    );
+    readyz_until(&value_of(&line, "http="), limit, &log, |s, _| s == 200);
+    stops_within(&mut embedder, sigterm_limit);
+    stops_within(&mut meta, sigterm_limit);
+}
+
+/// The value that follows `key` in the first line of the JSON log at `log` that has it (up to the next `"`).
+fn wait_for_log_value(log: &std::path::Path, key: &str, limit: std::time::Duration) -> String {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if let Some(rest) = text.split(key).nth(1) {
+            if let Some(value) = rest.split('"').next() {
+                return value.to_string();
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {key} in {} after {limit:?}",
+            log.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }

@@ -22,3 +22,29 @@ pub fn attest_bin() -> anyhow::Result<PathBuf> {
     );
     Ok(bin)
 }
+
+/// The "listening" line a started role prints first; with `until_ready`, also waits for its `attest ROLE ready`
+/// line (routers, answer replicas and embedders listen before their models and shard map are loaded). The rest
+/// of its output is read to the end, so no later line meets a closed pipe.
+#[allow(dead_code)] // not every example starts roles itself
+pub fn listening_line(
+    child: &mut std::process::Child,
+    until_ready: bool,
+) -> anyhow::Result<String> {
+    use std::io::{BufRead, BufReader};
+    let mut lines = BufReader::new(child.stdout.take().context("stdout")?).lines();
+    let first = lines.next().context("no output")??;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = lines.map_while(Result::ok);
+        let _ = tx.send(lines.any(|l| l.ends_with(" ready")));
+        lines.for_each(drop);
+    });
+    if until_ready {
+        anyhow::ensure!(
+            rx.recv_timeout(std::time::Duration::from_secs(120)) == Ok(true),
+            "not ready after its listening line {first:?}"
+        );
+    }
+    Ok(first)
+}

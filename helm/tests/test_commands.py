@@ -162,6 +162,10 @@ def test_every_probe_targets_a_served_port(value_set):
                 if "grpc" in probe:
                     assert not tls, "kubelet's gRPC probe cannot speak TLS"
                     assert probe["grpc"]["port"] == served["grpc"], (c["name"], kind)
+                    # The overall status ("") is readiness; only the `liveness` service says the process is up,
+                    # so a node still replaying its log is not restarted.
+                    expected = "liveness" if kind == "livenessProbe" else None
+                    assert probe["grpc"].get("service") == expected, (c["name"], kind)
                 else:
                     # The embedder's port too: under mutual TLS it asks for a client certificate without requiring
                     # one, and only its API routes want it (tests/tls.rs probes it without one).

@@ -2,7 +2,7 @@
 
 Split (written down, by article, so nothing learned from is judged on):
 - squad-dev and shift-reddit: an article (post) `…-aNNNN` is held out when NNNN % 5 == 0 (the reranker's split,
-  and `attest eval --heldout`'s); unanswerable questions by the article of `source_doc_removed`.
+  and `attest-lab eval --heldout`'s); unanswerable questions by the article of `source_doc_removed`.
 - halueval-qa: items hqNNNNN with NNNNN % 5 == 0 are held out (the lexical verifier's split).
 - vitaminc-train: lines whose 0-based index % 10 == 9 are held out (never trained on).
 - shift-new-wiki is never read here.

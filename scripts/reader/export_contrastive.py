@@ -1,5 +1,5 @@
 """Writes the synthetic contrastive claim/evidence pairs of held-out squad-dev articles (the same pairs the
-reader's training report scores) in the claim/evidence layout `attest eval --verifier-data` reads:
+reader's training report scores) in the claim/evidence layout `attest-lab eval --verifier-data` reads:
 `{"_id", "claim", "evidence", "label": true/false, "split": "heldout", "edit"}`.
 
 Usage: python scripts/reader/export_contrastive.py [--data ../shared/data] [--seed 13] --out FILE

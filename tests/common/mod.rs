@@ -20,36 +20,70 @@ pub fn repo_root() -> PathBuf {
 
 /// The `attest` binary of this build. These suites live in their own workspace member, so cargo does not build
 /// another package's binary for them: `make test` builds every target first (`cargo build --workspace
-/// --all-targets`), which puts it beside the test executables' `deps/` directory. A binary older than the
-/// attest-cli library these tests were just linked against would test stale code: refused with the fix.
+/// --all-targets`), which puts it beside the test executables' `deps/` directory. A binary older than a source
+/// file of the crates would test stale code: refused with the fix.
 pub fn attest_bin() -> PathBuf {
     static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| {
-        let exe = std::env::current_exe().unwrap();
-        let deps = exe.parent().unwrap();
-        let bin = deps.parent().unwrap().join("attest");
-        let built = |p: &Path| p.metadata().and_then(|m| m.modified()).ok();
-        let Some(bin_built) = built(&bin) else {
-            panic!("{} is missing: run `cargo build --workspace --all-targets` (or `make test`) first", bin.display());
-        };
-        let newest_lib = std::fs::read_dir(deps)
-            .unwrap()
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with("libattest_cli-") && n.ends_with(".rlib"))
-            })
-            .filter_map(|p| built(&p))
-            .max();
-        assert!(
-            newest_lib.is_none_or(|lib| lib <= bin_built),
-            "{} is older than the attest-cli library: rebuild it with `cargo build --workspace --all-targets`",
+    BIN.get_or_init(|| built_binary("attest")).clone()
+}
+
+/// The `attest-lab` binary of this build (evaluation, benchmarks, training), checked like [`attest_bin`].
+pub fn lab_bin() -> PathBuf {
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| built_binary("attest-lab")).clone()
+}
+
+/// `name` beside this test executable's `deps/`, refused when a source file of `crates/` is newer.
+fn built_binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe.parent().unwrap().parent().unwrap().join(name);
+    let built = |p: &Path| p.metadata().and_then(|m| m.modified()).ok();
+    let Some(bin_built) = built(&bin) else {
+        panic!(
+            "{} is missing: run `cargo build --workspace --all-targets` (or `make test`) first",
             bin.display()
         );
-        bin
-    })
-    .clone()
+    };
+    let newest_source = newest_file(&repo_root().join("crates"), &|p| {
+        p.extension().is_some_and(|e| e == "rs" || e == "toml")
+    });
+    if let Some((path, modified)) = newest_source {
+        assert!(
+            modified <= bin_built,
+            "{} is older than {}: rebuild it with `cargo build --workspace --all-targets`",
+            bin.display(),
+            path.display()
+        );
+    }
+    bin
+}
+
+/// The most recently modified file under `dir` that `wanted` accepts.
+fn newest_file(
+    dir: &Path,
+    wanted: &dyn Fn(&Path) -> bool,
+) -> Option<(PathBuf, std::time::SystemTime)> {
+    let mut newest: Option<(PathBuf, std::time::SystemTime)> = None;
+    for entry in std::fs::read_dir(dir).ok()?.filter_map(Result::ok) {
+        let path = entry.path();
+        let found = if path.is_dir() {
+            newest_file(&path, wanted)
+        } else if wanted(&path) {
+            entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .map(|m| (path, m))
+        } else {
+            None
+        };
+        if let Some((p, m)) = found {
+            if newest.as_ref().is_none_or(|(_, best)| m > *best) {
+                newest = Some((p, m));
+            }
+        }
+    }
+    newest
 }
 
 /// A child process killed when dropped, so a failing test leaves nothing running.
@@ -85,6 +119,9 @@ pub fn start(args: &[&str], data: Option<&Path>, logs: Logs<'_>) -> (Proc, Strin
     start_with_env(args, data, logs, &[])
 }
 
+/// How long [`start`] waits for a role to say it is ready.
+const READY_LIMIT: Duration = Duration::from_secs(120);
+
 /// [`start`] with extra environment variables (what a pod's environment would give it).
 pub fn start_with_env(
     args: &[&str],
@@ -106,10 +143,28 @@ pub fn start_with_env(
             .stderr(std::fs::File::create(path).unwrap()),
     };
     let mut child = cmd.spawn().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    stdout.read_line(&mut line).unwrap();
+    // Routers, answer replicas and embedders listen at once and print `attest ROLE ready` once they can serve
+    // (shard map read, models loaded, router reachable): the caller gets them ready.
+    let waits = args
+        .windows(2)
+        .any(|w| w[0] == "--role" && ["router", "answer", "embedder"].contains(&w[1]));
+    // The rest of its standard output is read to the end, so that no later line meets a closed pipe.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = stdout.lines().map_while(Result::ok);
+        let _ = tx.send(lines.any(|l| l.ends_with(" ready")));
+        lines.for_each(drop);
+    });
+    if waits {
+        match rx.recv_timeout(READY_LIMIT) {
+            Ok(true) => {}
+            Ok(false) => panic!("attest {args:?} exited before it was ready"),
+            Err(_) => panic!("attest {args:?} was not ready within {READY_LIMIT:?}"),
+        }
+    }
     (Proc(child), line)
 }
 
@@ -265,9 +320,9 @@ pub fn get_text(url: &str) -> (u16, String) {
 pub async fn router_with_collection_c(
     dir: &Path,
     embedder: std::sync::Arc<dyn attest_embed::Embedder>,
-) -> (attest_router::Router, attest_cli::local::ControlPlane) {
-    let cfg = attest_cli::config::AttestConfig::default();
-    let plane = attest_cli::local::ControlPlane::start(&cfg, dir, 1, None, Default::default())
+) -> (attest_router::Router, attest_node::local::ControlPlane) {
+    let cfg = attest_node::AttestConfig::default();
+    let plane = attest_node::local::ControlPlane::start(&cfg, dir, 1, None, Default::default())
         .await
         .unwrap();
     let router = plane.router(&cfg, embedder).await.unwrap();

@@ -90,7 +90,7 @@ pub struct AnswerConfig {
     /// The reader (answerability and support model) and how much of a turn it reads.
     pub reader: ReaderConfig,
     /// Answer only when the answer's confidence is at least this (0: the gates alone decide); a collection's
-    /// thresholds in meta (written by `attest eval --sweep` or `PUT /v1/collections/{name}/thresholds`)
+    /// thresholds in meta (written by `attest-lab eval --sweep` or `PUT /v1/collections/{name}/thresholds`)
     /// override it.
     pub min_confidence: f64,
     /// How often the answer tier re-reads the collections' thresholds from meta, in milliseconds.

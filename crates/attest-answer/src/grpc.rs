@@ -137,18 +137,20 @@ pub fn to_proto(answer: &AskResponse) -> pb::AskResult {
     }
 }
 
-/// Serves the answer tier's gRPC API (with the gRPC health service) until `shutdown` resolves.
+/// Serves the answer tier's gRPC API (with the gRPC health service, SERVING while `ready` holds) until
+/// `shutdown` resolves.
 pub async fn serve_grpc(
     service: Arc<AnswerService>,
+    ready: attest_telemetry::ops::ReadinessCheck,
     listener: impl Into<attest_telemetry::listener::Listener>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), tonic::transport::Error> {
-    let (mut reporter, health) = tonic_health::server::health_reporter();
-    reporter
-        .set_serving::<AnswerServiceServer<AnswerGrpc>>()
-        .await;
+    let health = attest_telemetry::readiness::ReadinessHealth::new(
+        ready,
+        vec![<AnswerServiceServer<AnswerGrpc> as tonic::server::NamedService>::NAME.into()],
+    );
     tonic::transport::Server::builder()
-        .add_service(health)
+        .add_service(health.server())
         .add_service(AnswerGrpc::server(service))
         .serve_with_incoming_shutdown(listener.into().incoming(), shutdown)
         .await

@@ -31,7 +31,7 @@
 //! - [`local_llm`]: SmolLM2-135M (GGUF) run with candle, its tokenizer built from the file; the `gguf`
 //!   generator.
 //! - [`text`]: words, content words, sentences, numbers, names, negation.
-//! - [`thresholds`]: per-collection minimum confidence, read from meta (written there by `attest eval --sweep`
+//! - [`thresholds`]: per-collection minimum confidence, read from meta (written there by `attest-lab eval --sweep`
 //!   and the router's `PUT /v1/collections/{name}/thresholds`).
 //! - Steps 1–8 of SPEC "answer", each its own module: [`route`] (no_retrieval / single_hop / multi_hop),
 //!   [`rewrite`] (rewrites, sub-questions, CRAG refinement), [`structural`] (identifiers resolved exactly),

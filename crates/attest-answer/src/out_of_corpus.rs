@@ -4,7 +4,7 @@
 //! answers from general knowledge.
 //!
 //! The response says so in every way a caller can read it: `status: "out_of_corpus"`, `reason:
-//! "out_of_corpus"` (counted in `rag_abstention_total{reason="out_of_corpus"}`, and by `attest eval` apart from
+//! "out_of_corpus"` (counted in `rag_abstention_total{reason="out_of_corpus"}`, and by `attest-lab eval` apart from
 //! answers), the fixed [`DISCLAIMER`] opening the answer text and in its own field, no citations, no claims, no
 //! confidence, and no footnote markers: the model is given no passages, and the gauntlet drops any marker it
 //! writes. A model that fails or declines leaves the turn's abstention as it was.

@@ -1,4 +1,4 @@
-//! Per-collection abstention thresholds, read from meta: `attest eval --sweep` and
+//! Per-collection abstention thresholds, read from meta: `attest-lab eval --sweep` and
 //! `PUT /v1/collections/{name}/thresholds` store a collection's operating point of its risk–coverage curve
 //! (most coverage under a hallucination budget) in meta's collection record; every answer replica keeps a copy
 //! of them, refreshed by polling meta's cluster state (a new state version replaces the whole map), and the

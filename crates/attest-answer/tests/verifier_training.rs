@@ -1,4 +1,4 @@
-//! `models/verifier.json` is what `attest train verifier` produces from HaluEval QA: retraining reproduces it
+//! `models/verifier.json` is what `attest-lab train verifier` produces from HaluEval QA: retraining reproduces it
 //! exactly, and it meets the bar on the held-out split (AUROC ≥ 0.85).
 
 use std::path::PathBuf;

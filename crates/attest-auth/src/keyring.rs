@@ -24,6 +24,16 @@ use crate::secret;
 
 /// Shortest admin key accepted: a bootstrap secret, so it must not be guessable.
 pub const MIN_ADMIN_KEY_LEN: usize = 24;
+
+/// Why `admin_key` cannot be a bootstrap admin key (too short, or with spaces), if it cannot.
+pub fn admin_key_problem(admin_key: &str) -> Result<(), String> {
+    if admin_key.len() < MIN_ADMIN_KEY_LEN || admin_key.chars().any(char::is_whitespace) {
+        return Err(format!(
+            "the admin key must be at least {MIN_ADMIN_KEY_LEN} characters without spaces"
+        ));
+    }
+    Ok(())
+}
 /// The key id logs show for the admin key.
 pub const ADMIN_KEY_ID: &str = "admin";
 
@@ -65,11 +75,7 @@ impl KeyRing {
 
     /// Turns authentication on, with `admin_key` as the bootstrap credential (admin scope, every tenant).
     pub fn enable(&self, admin_key: &str) -> Result<(), String> {
-        if admin_key.len() < MIN_ADMIN_KEY_LEN || admin_key.chars().any(char::is_whitespace) {
-            return Err(format!(
-                "the admin key must be at least {MIN_ADMIN_KEY_LEN} characters without spaces"
-            ));
-        }
+        admin_key_problem(admin_key)?;
         *self.admin_sha256.write() = Some(secret::digest(admin_key));
         self.enabled.store(true, Ordering::SeqCst);
         Ok(())

@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use attest_router::cluster_http::drain_name;
 
 use crate::cli::DrainArgs;
-use crate::cluster::meta_client;
+use attest_node::plumbing::meta_client;
 
 /// How often the wait re-reads the cluster state.
 const POLL: Duration = Duration::from_millis(500);
@@ -81,7 +81,9 @@ impl DrainProgress {
 pub async fn drain(args: DrainArgs) -> anyhow::Result<()> {
     let meta = meta_client(
         &args.meta,
-        crate::security::node_credential(&args.node_credential)?,
+        attest_node::plumbing::security::node_credential(&crate::node_args::credentials(
+            &args.node_credential,
+        ))?,
     )?;
     let kind = if args.undo {
         pb::NodeDrain::None

@@ -1,38 +1,18 @@
-//! `attest`: one binary, one role per process, and the client commands (the modules are in the library,
-//! `lib.rs`).
+//! `attest`: one binary, one role per process (`attest serve --role ...`, or all of them: `attest dev`), and the
+//! client and operator commands (the modules are in the library, `lib.rs`).
 
-use attest_cli::{bench, cli, cluster, commands, eval, roles, train};
+use std::time::Duration;
+
+use attest_cli::{cli, cluster, commands, node_args};
+use attest_node::{Listeners, Shutdown};
 use clap::Parser;
 
-/// Thread-pool settings that must be in the environment before libgomp and OpenBLAS initialise (they read it
-/// when loaded, before `main`): FAISS calls OpenBLAS inside OpenMP regions, and two spinning pools on a small
-/// machine slow index training down by orders of magnitude. Unless the caller chose otherwise, re-exec once with
-/// them set.
-fn ensure_thread_pool_environment() {
-    use std::os::unix::process::CommandExt;
-    let wanted = [
-        ("OPENBLAS_NUM_THREADS", "1"),
-        ("OMP_WAIT_POLICY", "PASSIVE"),
-    ];
-    if wanted.iter().all(|(k, _)| std::env::var_os(k).is_some()) {
-        return;
-    }
-    let Ok(exe) = std::env::current_exe() else {
-        return;
-    };
-    let mut cmd = std::process::Command::new(exe);
-    cmd.args(std::env::args_os().skip(1));
-    for (k, v) in wanted {
-        if std::env::var_os(k).is_none() {
-            cmd.env(k, v);
-        }
-    }
-    // Only returns if exec failed; then carry on with the inherited environment.
-    let _ = cmd.exec();
-}
+/// How long a stopping process waits for blocking start-up work it no longer needs (a shard's log replay, a
+/// model load): SIGTERM during start-up must not wait for them.
+const BLOCKING_WORK_GRACE: Duration = Duration::from_millis(500);
 
 fn main() -> anyhow::Result<()> {
-    ensure_thread_pool_environment();
+    attest_node::plumbing::ensure_thread_pool_environment();
     if let Err(why) = attest_index::ivfpq::check_cpu() {
         anyhow::bail!(why);
     }
@@ -41,45 +21,59 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(async move {
-        match cli.command {
-            cli::Command::Dev(args) => roles::dev(args).await,
-            cli::Command::Serve(args) => roles::serve(args).await,
-            cli::Command::Collection(cmd) => commands::collection(&cli.server, cmd).await,
-            cli::Command::Ingest(args) => commands::ingest(&cli.server, args).await,
-            cli::Command::Search(args) => commands::search(&cli.server, args).await,
-            cli::Command::Ask(args) => attest_cli::ask::ask(&cli.server, args).await,
-            cli::Command::Eval(args) => {
-                let code = eval::eval(args).await?;
-                if code != 0 {
-                    std::process::exit(code);
+    let outcome = runtime.block_on(run(cli));
+    runtime.shutdown_timeout(BLOCKING_WORK_GRACE);
+    outcome
+}
+
+async fn run(cli: cli::Cli) -> anyhow::Result<()> {
+    match cli.command {
+        cli::Command::Dev(args) => {
+            let cfg = node_args::dev_config(&args)?;
+            let http = attest_node::plumbing::bind(&args.http).await?;
+            let grpc = attest_node::plumbing::bind(&args.grpc).await?;
+            attest_node::dev::serve(&cfg, http, grpc, Shutdown::on_signals()).await
+        }
+        cli::Command::Serve(args) => {
+            let cfg = node_args::node_config(args)?;
+            let listeners = Listeners::bind(&cfg).await?;
+            attest_node::serve(&cfg, listeners, Shutdown::on_signals()).await
+        }
+        cli::Command::Collection(cmd) => commands::collection(&cli.server, cmd).await,
+        cli::Command::Ingest(args) => commands::ingest(&cli.server, args).await,
+        cli::Command::Search(args) => commands::search(&cli.server, args).await,
+        cli::Command::Ask(args) => attest_cli::ask::ask(&cli.server, args).await,
+        cli::Command::Eval(moved) => moved_to_lab("eval", moved),
+        cli::Command::Bench(moved) => moved_to_lab("bench", moved),
+        cli::Command::Train(moved) => moved_to_lab("train", moved),
+        cli::Command::Status(args) => cluster::status(args).await,
+        cli::Command::Cluster(cmd) => cluster::command(cmd).await,
+        cli::Command::Meta(cmd) => cluster::meta_command(cmd).await,
+        cli::Command::Key(cmd) => attest_cli::keys::command(&cli.server, cmd).await,
+        cli::Command::Snapshot(cmd) => attest_cli::snapshots::command(&cli.server, cmd).await,
+        cli::Command::Config(cli::ConfigCommand::Check { config }) => {
+            match attest_node::config::load(config.as_deref(), std::env::vars()) {
+                Ok(resolved) => {
+                    print!("{}", serde_yaml::to_string(&resolved)?);
+                    Ok(())
                 }
-                Ok(())
-            }
-            cli::Command::Bench(args) => {
-                tokio::task::spawn_blocking(move || bench::run(args)).await?
-            }
-            cli::Command::Status(args) => cluster::status(args).await,
-            cli::Command::Cluster(cmd) => cluster::command(cmd).await,
-            cli::Command::Meta(cmd) => cluster::meta_command(cmd).await,
-            cli::Command::Key(cmd) => attest_cli::keys::command(&cli.server, cmd).await,
-            cli::Command::Snapshot(cmd) => attest_cli::snapshots::command(&cli.server, cmd).await,
-            cli::Command::Config(cli::ConfigCommand::Check { config }) => {
-                match attest_cli::config::load(config.as_deref(), std::env::vars()) {
-                    Ok(resolved) => {
-                        print!("{}", serde_yaml::to_string(&resolved)?);
-                        Ok(())
-                    }
-                    Err(e) => {
-                        eprintln!("{e}");
-                        std::process::exit(1);
-                    }
+                Err(e) => {
+                    eprintln!("{e}");
+                    std::process::exit(1);
                 }
-            }
-            cli::Command::Openapi(args) => attest_cli::openapi::command(args),
-            cli::Command::Train(cmd) => {
-                tokio::task::spawn_blocking(move || train::run(cmd)).await?
             }
         }
-    })
+        cli::Command::Openapi(args) => attest_cli::openapi::command(args),
+    }
+}
+
+/// `attest-lab eval|bench|train ...`: these moved out of the production binary; says what to run instead.
+fn moved_to_lab(command: &str, moved: cli::MovedArgs) -> anyhow::Result<()> {
+    let mut instead = vec!["attest-lab".to_string(), command.to_string()];
+    instead.extend(moved.args);
+    eprintln!(
+        "`attest {command}` moved to the lab binary, built beside this one: run\n  {}",
+        instead.join(" ")
+    );
+    std::process::exit(2);
 }

@@ -1,6 +1,6 @@
 //! Per-collection settings that live in meta beside the shard map, in the JSON shape meta stores opaquely
 //! (`thresholds_json`): the router validates and writes them (`PUT /v1/collections/{name}/thresholds`,
-//! `attest eval --sweep`), every answer replica reads them from meta. Defined here so that both sides agree
+//! `attest-lab eval --sweep`), every answer replica reads them from meta. Defined here so that both sides agree
 //! on one shape and one validator.
 
 use serde::{Deserialize, Serialize};
@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 pub struct CollectionThresholds {
     /// Answer only when the answer's confidence is at least this (0..1).
     pub min_confidence: f64,
-    /// What `attest eval --sweep` measured at this threshold (absent when set by hand).
+    /// What `attest-lab eval --sweep` measured at this threshold (absent when set by hand).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hallucination_budget: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

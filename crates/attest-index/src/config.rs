@@ -30,7 +30,7 @@ pub struct EngineConfig {
     /// training vectors did (see [`crate::quantizer`]).
     pub quantizer_drift_bound: f32,
     /// Dense candidates fetched per requested hit before filters and exact re-scoring cut them down.
-    /// 16: on 1M clustered 384-d vectors (`attest bench`, docs/BENCHMARKS.md) recall@10 after re-scoring is
+    /// 16: on 1M clustered 384-d vectors (`attest-lab bench`, docs/BENCHMARKS.md) recall@10 after re-scoring is
     /// 0.68 with 4 × k candidates, 0.85 with 8 × k and 0.96 with 16 × k, for +0.1 ms per query — PQ distances
     /// rank near neighbours poorly, so the exact re-score needs a deep candidate list.
     pub overfetch: usize,

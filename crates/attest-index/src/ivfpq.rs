@@ -339,7 +339,7 @@ impl IvfPqIndex {
 
 /// An IVF_PQ index under construction: trained once, then fed vectors in batches, then written. Only the
 /// compressed codes (m bytes + an 8-byte id per vector) accumulate in memory, so a caller can stream more
-/// raw vectors through it than would fit in RAM (`attest bench` builds 10M × 384-d this way).
+/// raw vectors through it than would fit in RAM (`attest-lab bench` builds 10M × 384-d this way).
 pub struct IvfPqBuilder {
     index: IndexImpl,
     dim: usize,
@@ -525,7 +525,7 @@ pub fn exact_search(vectors: &[f32], dim: usize, query: &[f32], k: usize) -> Vec
 /// Exact top-`k` by inner product for a batch of `queries` (row-major) over `vectors`: one `(row, score)`
 /// list per query, best first. Scans `vectors` in blocks through a FAISS flat index, which scores a whole
 /// block against every query with one BLAS matrix product, so ground truth for thousands of queries over
-/// millions of rows costs one pass over the data instead of one per query. Used by `attest bench`.
+/// millions of rows costs one pass over the data instead of one per query. Used by `attest-lab bench`.
 pub fn exact_search_batch(
     vectors: &[f32],
     dim: usize,

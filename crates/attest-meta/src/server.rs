@@ -57,6 +57,26 @@ pub(crate) fn status_of(shared: &Shared) -> pb::MetaStatus {
 /// `attest.v1.MetaService` behind the cluster credential check.
 pub type GuardedMetaService = InterceptedService<MetaServiceServer<MetaServiceImpl>, ClusterGuard>;
 
+/// Ready while a leader is known (to this node: a follower that lost its leader says so within an election
+/// timeout).
+fn leader_readiness(shared: &Arc<Shared>) -> attest_telemetry::ops::ReadinessCheck {
+    let shared = Arc::clone(shared);
+    Arc::new(move || {
+        let (leader, term) = {
+            let status = shared.status.read();
+            (status.leader_id, status.term)
+        };
+        if leader != 0 {
+            return Ok(());
+        }
+        let voters = shared.applied.read().state.voters.len();
+        Err(format!(
+            "waiting for a Raft leader (meta node {}, term {term}, {voters} voters known)",
+            shared.id
+        ))
+    })
+}
+
 fn meta_service(core: &Arc<Core>, guard: &ClusterGuard) -> GuardedMetaService {
     let service = MetaServiceServer::new(MetaServiceImpl::new(core.clone()))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
@@ -158,10 +178,12 @@ impl MetaNode {
             config.node_timeout(),
             config.cluster_credential.clone(),
         ));
-        let (mut health, health_service) = tonic_health::server::health_reporter();
-        health
-            .set_serving::<MetaServiceServer<MetaServiceImpl>>()
-            .await;
+        // gRPC health is readiness (a leader known), as `/readyz` is.
+        let health_service = attest_telemetry::readiness::ReadinessHealth::new(
+            leader_readiness(&shared),
+            vec![<MetaServiceServer<MetaServiceImpl> as tonic::server::NamedService>::NAME.into()],
+        )
+        .server();
         let guard = ClusterGuard::for_listener(&config.cluster_credential, &listener);
         let service = meta_service(&core, &guard);
         let (stop_server, stopped) = oneshot::channel::<()>();
@@ -223,6 +245,11 @@ impl MetaNode {
 
     pub fn is_leader(&self) -> bool {
         self.shared.is_leader()
+    }
+
+    /// Ready once this node knows a leader; a node of a group without one says what it sees.
+    pub fn readiness(&self) -> attest_telemetry::ops::ReadinessCheck {
+        leader_readiness(&self.shared)
     }
 
     /// This node's applied state (non-linearizable, liveness as this node can tell).

@@ -47,7 +47,7 @@ pub struct RouterConfig {
     /// returned hits not among them, usually none, so a search is one round trip per shard. 0: every payload is
     /// fetched after fusion.
     pub payload_inline_factor: f64,
-    /// Where `attest eval --json` reports are kept for the console's Quality page (`DIR/{collection}.json` or
+    /// Where `attest-lab eval --json` reports are kept for the console's Quality page (`DIR/{collection}.json` or
     /// `DIR/{collection}/*.json`, the newest wins); served by `GET /v1/collections/{name}/eval`. None: no reports.
     pub eval_reports_dir: Option<std::path::PathBuf>,
 }

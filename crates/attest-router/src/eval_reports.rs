@@ -1,4 +1,4 @@
-//! `GET /v1/collections/{name}/eval` (read scope): the latest `attest eval --json` report of a collection, for the
+//! `GET /v1/collections/{name}/eval` (read scope): the latest `attest-lab eval --json` report of a collection, for the
 //! web console's Quality page. Reports are files an operator (or a CI job) puts in the router's
 //! `router.eval_reports_dir`: `DIR/{name}.json`, or any number of `DIR/{name}/*.json` of which the most recently
 //! modified is the latest. The router only reads them; with no directory configured or no report stored the answer
@@ -19,12 +19,12 @@ use crate::router::Router;
 /// Largest report read (a `--sweep` report with every curve is a few hundred kB).
 const MAX_REPORT_BYTES: u64 = 16 * 1024 * 1024;
 
-/// The latest `attest eval --json` report stored for the collection (its shape is `attest eval`'s, which this
+/// The latest `attest-lab eval --json` report stored for the collection (its shape is `attest-lab eval`'s, which this
 /// router passes through unread).
 #[utoipa::path(get, path = "/v1/collections/{name}/eval", tag = "collections", operation_id = "eval_report",
     params(("name" = String, Path, description = "The collection.")), security(("bearer_auth" = ["read"])),
     responses(
-        (status = 200, description = "The report, as `attest eval --json` wrote it.", body = Object),
+        (status = 200, description = "The report, as `attest-lab eval --json` wrote it.", body = Object),
         (status = 404, description = "NOT_FOUND: no report stored for it, or no report directory configured.",
             body = attest_telemetry::http_error::ErrorBody),
     ))]

@@ -262,7 +262,7 @@ pub(crate) async fn create_collection(
     Ok((StatusCode::CREATED, Json(CollectionView::from(&rec))))
 }
 
-/// Sets the collection's answer thresholds (what `attest eval --sweep` measures).
+/// Sets the collection's answer thresholds (what `attest-lab eval --sweep` measures).
 #[utoipa::path(put, path = "/v1/collections/{name}/thresholds", tag = "collections",
     operation_id = "set_thresholds", params(("name" = String, Path, description = "The collection.")), request_body = CollectionThresholds,
     security(("bearer_auth" = ["admin"])),

@@ -22,7 +22,7 @@
 //!   [`snapshot_http`]: their HTTP routes.
 //! - [`cluster_http`]: `GET /v1/cluster`, the cluster's shape as meta says (what `attest status` shows).
 //! - [`console`]: the web console's embedded files, served at `/`.
-//! - [`eval_reports`]: `GET /v1/collections/{name}/eval`, the latest `attest eval` report kept beside the router.
+//! - [`eval_reports`]: `GET /v1/collections/{name}/eval`, the latest `attest-lab eval` report kept beside the router.
 //! - [`error`]: router errors and their gRPC / HTTP mapping.
 //! - [`config`]: limits and defaults.
 

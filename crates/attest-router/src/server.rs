@@ -49,10 +49,13 @@ pub async fn serve_grpc_with(
     listener: impl Into<Listener>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
-    let (mut reporter, health) = tonic_health::server::health_reporter();
-    reporter
-        .set_serving::<RouterServiceServer<RouterServiceImpl>>()
-        .await;
+    // gRPC health says SERVING once the router holds the shard map, as `/readyz` does.
+    let view = Arc::clone(&router.view);
+    let health = attest_telemetry::readiness::ReadinessHealth::new(
+        Arc::new(move || view.readiness()),
+        vec![<RouterServiceServer<RouterServiceImpl> as tonic::server::NamedService>::NAME.into()],
+    )
+    .server();
     let routes = add_services(
         tonic::service::Routes::new(health)
             .add_service(RouterServiceServer::new(RouterServiceImpl::new(router))),

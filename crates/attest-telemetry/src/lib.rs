@@ -8,6 +8,7 @@
 //! - [`metrics`]: the metric names of SPEC.md ("names are part of the interface"), the process-wide Prometheus
 //!   recorder and small helpers to record stage latencies.
 //! - [`ops`]: `/healthz`, `/readyz` and `/metrics` as an axum router that every role mounts.
+//! - [`readiness`]: readiness set as a role starts (what it waits for), and gRPC health kept in step with it.
 //! - [`incoming`]: accepted connections with `TCP_NODELAY` for every role's gRPC server.
 //! - [`listener`]: a role's bound listener, plaintext or TLS, its accepted connections (tonic) and
 //!   [`listener::serve_http`] (axum).
@@ -25,5 +26,6 @@ pub mod logging;
 pub mod metrics;
 pub mod openapi;
 pub mod ops;
+pub mod readiness;
 pub mod request_id;
 pub mod tls;

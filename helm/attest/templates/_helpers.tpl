@@ -288,7 +288,8 @@ prometheus.io/scheme: https
 
 {{/*
 Probes of one container: (dict "root" $ "grpcPort" N "httpPort" N "startup" map).
-TLS off: native gRPC health probes on the gRPC port. TLS on: kubelet's gRPC probe cannot speak TLS, so HTTPS GETs
+TLS off: native gRPC health probes on the gRPC port: the overall status ("") is the role's readiness (startup,
+readiness), the service `liveness` is SERVING while the process runs (liveness). TLS on: kubelet's gRPC probe cannot speak TLS, so HTTPS GETs
 of /healthz (liveness) and /readyz (startup, readiness) on the HTTP port. The embedder's port under mutual TLS asks
 for a client certificate without requiring one (its API routes want it, or the cluster key; the probe paths not),
 so kubelet, which has none, probes it the same way.
@@ -301,6 +302,9 @@ so kubelet, which has none, probes it the same way.
   {{- if not $.root.Values.tls.enabled }}
   grpc:
     port: {{ $.grpcPort }}
+    {{- if eq $kind "liveness" }}
+    service: liveness
+    {{- end }}
   {{- else }}
   httpGet:
     path: {{ if eq $kind "liveness" }}/healthz{{ else }}/readyz{{ end }}

@@ -250,7 +250,7 @@ impl AnswerService {
         self.terminology.cache_hits()
     }
 
-    /// One turn for the open caller (the router's default tenant, no credential): what `attest eval` and
+    /// One turn for the open caller (the router's default tenant, no credential): what `attest-lab eval` and
     /// in-process callers use.
     pub async fn ask(
         &self,

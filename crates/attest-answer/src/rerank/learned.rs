@@ -1,5 +1,5 @@
 //! The learned local reranker: logistic regression over [`super::features`], trained on the TRAIN split of
-//! squad-dev by `attest train reranker` (see [`super::train`]). Its parameters, what they were trained on and
+//! squad-dev by `attest-lab train reranker` (see [`super::train`]). Its parameters, what they were trained on and
 //! the held-out figures are the committed file `models/reranker.json`; `rerank.model_path` overrides it.
 
 use std::path::Path;
@@ -79,7 +79,7 @@ impl LearnedReranker {
         Self::from_json(BUNDLED_MODEL)
     }
 
-    /// A model file written by `attest train reranker`.
+    /// A model file written by `attest-lab train reranker`.
     pub fn from_path(path: &Path) -> Result<Self, RerankError> {
         let json = std::fs::read_to_string(path)
             .map_err(|e| RerankError::Model(format!("reading {}: {e}", path.display())))?;
@@ -102,7 +102,7 @@ impl LearnedReranker {
             || model.scales.len() != n
         {
             return Err(RerankError::Model(format!(
-                "features {names:?} do not match this build's {FEATURE_NAMES:?}; retrain with `attest train reranker`"
+                "features {names:?} do not match this build's {FEATURE_NAMES:?}; retrain with `attest-lab train reranker`"
             )));
         }
         Ok(LearnedReranker { model })
@@ -207,7 +207,7 @@ mod tests {
             .expect_err("swapped features are refused");
         assert!(
             err.to_string()
-                .contains("retrain with `attest train reranker`"),
+                .contains("retrain with `attest-lab train reranker`"),
             "{err}"
         );
         let mut short = good;

@@ -74,7 +74,7 @@ pub struct RerankConfig {
     pub backend: RerankBackend,
     /// The cross-encoder service, for `backend: remote`.
     pub remote: RemoteRerankConfig,
-    /// A model file of `attest train reranker` used instead of the committed one, for `backend: learned`.
+    /// A model file of `attest-lab train reranker` used instead of the committed one, for `backend: learned`.
     pub model_path: Option<PathBuf>,
 }
 

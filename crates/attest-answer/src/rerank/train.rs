@@ -1,5 +1,5 @@
 //! Training and evaluating the learned reranker on squad-dev (`../shared/data/squad-dev`), with candidates from
-//! the real router (`attest train reranker`).
+//! the real router (`attest-lab train reranker`).
 //!
 //! Split (fixed, by article, so no article's paragraphs are both learned from and judged on): a query whose
 //! gold paragraph is `squad-dev-aNNNN-pNNN` is held out when `NNNN % 5 == 0`, otherwise it trains.

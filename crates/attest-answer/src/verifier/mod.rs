@@ -1,7 +1,7 @@
 //! The verifier (SPEC "answer" step 11): how well does a cited passage support a claim? A score in 0..1.
 //!
 //! The local default is a logistic regression over [`features`] learned from HaluEval QA
-//! (`attest train verifier`); its parameters are the committed file `models/verifier.json`. Other back ends
+//! (`attest-lab train verifier`); its parameters are the committed file `models/verifier.json`. Other back ends
 //! (an LLM judge over an OpenAI-compatible endpoint) implement the same [`Verifier`] trait.
 
 pub mod features;
@@ -82,7 +82,7 @@ impl LearnedVerifier {
             || file.model.scales.len() != FEATURE_NAMES.len()
         {
             return Err(VerifierError::Model(format!(
-                "features {names:?} do not match this build's {FEATURE_NAMES:?}; retrain with `attest train verifier`"
+                "features {names:?} do not match this build's {FEATURE_NAMES:?}; retrain with `attest-lab train verifier`"
             )));
         }
         Ok(LearnedVerifier { model: file.model })

@@ -1,4 +1,4 @@
-// Quality: the latest `attest eval --json` report of the collection — the risk–coverage curve, the 2×2 (answered /
+// Quality: the latest `attest-lab eval --json` report of the collection — the risk–coverage curve, the 2×2 (answered /
 // abstained × answerable / unanswerable), nDCG@10 per lane. The report is the one the router keeps
 // (GET /v1/collections/{name}/eval, from its `router.eval_reports_dir`); without one, a report loaded here from a
 // file, kept in this browser (localStorage, per collection).
@@ -72,7 +72,7 @@ export function render(view, ctx) {
     if (!file) return;
     try {
       const report = JSON.parse(await file.text());
-      if (!report.answers && !report.retrieval) throw new Error("not an `attest eval --json` report");
+      if (!report.answers && !report.retrieval) throw new Error("not an `attest-lab eval --json` report");
       localStorage.setItem(storeKey(collection), JSON.stringify(report));
       clear(status);
       clear(out, draw(report));
@@ -82,7 +82,7 @@ export function render(view, ctx) {
   });
   const source = h("p#quality-source", { "data-testid": "quality-source" });
   view.append(h("h1", {}, `Quality of ${collection}`),
-    h("p.muted", {}, "Run ", h("code", {}, `attest eval --data DIR --json EVAL_DIR/${collection}.json`),
+    h("p.muted", {}, "Run ", h("code", {}, `attest-lab eval --data DIR --json EVAL_DIR/${collection}.json`),
       " where the router's ", h("code", {}, "router.eval_reports_dir"), " is EVAL_DIR, or load a report here (it stays in this browser)."),
     h("div.field", {}, h("label", { for: "quality-file" }, "Load an eval report"), input), status, source, out);
   input.addEventListener("change", () => {

@@ -1,4 +1,4 @@
-//! Synthetic clustered vectors for `attest bench`: a Gaussian mixture of unit-norm centres, each point = a
+//! Synthetic clustered vectors for `attest-lab bench`: a Gaussian mixture of unit-norm centres, each point = a
 //! centre plus isotropic noise, L2-normalised (like sentence embeddings). Clustering is what makes recall a
 //! meaningful figure: uniform random vectors in 384-d are all nearly orthogonal, so every "neighbour" is noise.
 //!

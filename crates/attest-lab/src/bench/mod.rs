@@ -1,8 +1,8 @@
-//! `attest bench`: the dense index at scale, measured the way a shard serves it.
+//! `attest-lab bench`: the dense index at scale, measured the way a shard serves it.
 //!
 //! A run builds one IVF_PQ index through the engine's own path (`IvfPqBuilder`, then the full-precision
 //! `VectorFile` used for exact re-scoring), streaming the vectors in batches so that raw vectors never all
-//! sit in RAM. Then a fresh process (`attest bench ... --serve-only`, started by the run itself, as a shard
+//! sit in RAM. Then a fresh process (`attest-lab bench ... --serve-only`, started by the run itself, as a shard
 //! restarts onto sealed segments) reopens both memory-mapped and measures one-query-at-a-time latency,
 //! throughput with 1 and 2 threads, its resident memory, recall@10 against exact search and the exact
 //! scan's latency: memory the build's allocator kept would otherwise count as serving memory.
@@ -31,7 +31,7 @@ use attest_index::vector_file::{VectorFile, VectorFileWriter};
 use serde::{Deserialize, Serialize};
 
 use crate::cli::BenchArgs;
-use crate::config;
+use attest_node::config;
 
 use self::metrics::Memory;
 use self::serve::{Pass, Served};
@@ -207,7 +207,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
 
 /// Runs the serving half in a new process of this binary with the same arguments, on the files just built.
 fn serve_in_child(dir: &Path) -> anyhow::Result<()> {
-    let exe = std::env::current_exe().context("locating the attest binary")?;
+    let exe = std::env::current_exe().context("locating the attest-lab binary")?;
     let mut args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     args.push("--serve-only".into());
     if !args.iter().any(|a| a == "--dir") {

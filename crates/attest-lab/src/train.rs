@@ -1,5 +1,5 @@
-//! `attest train verifier`: fits the local verifier on HaluEval QA and writes the model file the answer tier
-//! loads (committed as `crates/attest-answer/models/verifier.json`). `attest train reranker`: the same for the
+//! `attest-lab train verifier`: fits the local verifier on HaluEval QA and writes the model file the answer tier
+//! loads (committed as `crates/attest-answer/models/verifier.json`). `attest-lab train reranker`: the same for the
 //! candidate reranker on squad-dev, with candidates from a running router (`models/reranker.json`).
 
 use std::path::{Path, PathBuf};

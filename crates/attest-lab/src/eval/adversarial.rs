@@ -1,4 +1,4 @@
-//! The adversarial check of `attest eval --adversarial N`: unanswerable questions whose topic IS in the corpus.
+//! The adversarial check of `attest-lab eval --adversarial N`: unanswerable questions whose topic IS in the corpus.
 //! For up to N answerable questions (one per gold paragraph, in the sample's order), the gold paragraph is kept
 //! with every sentence holding a gold answer removed; the collection holds those paragraphs and every other
 //! paragraph of their articles. A question that is answered there is a hallucination unless one of its quotes

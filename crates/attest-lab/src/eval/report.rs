@@ -1,4 +1,4 @@
-//! The `attest eval` report: its JSON form, the human table, and the comparison against a baseline report that
+//! The `attest-lab eval` report: its JSON form, the human table, and the comparison against a baseline report that
 //! fails the run (non-zero exit) when answer accuracy drops or the hallucination rate rises past the limits.
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! The question-perturbation half of `attest eval --adversarial N` (issue 41): answerable questions with one
+//! The question-perturbation half of `attest-lab eval --adversarial N` (issue 41): answerable questions with one
 //! number or name changed to one that no document of the corpus holds ("Who won Super Bowl 49?" against a
 //! corpus about Super Bowl 50), asked against the whole collection. The gold paragraph is still there and
 //! names the subject, but nothing answers the changed question: any answer is a hallucination (quoting the

@@ -1,4 +1,4 @@
-//! Transport security of `attest serve`: the TLS files of the command line made into the listeners of a role
+//! Transport security of a node (`attest serve`): the TLS files of the command line made into the listeners of a role
 //! and the credential it presents to other nodes, and the rule that a role does not serve unprotected unless
 //! told to (`--insecure`, which then says so at start-up and in every `/readyz` body).
 //!
@@ -18,7 +18,7 @@ use attest_telemetry::listener::Listener;
 use attest_telemetry::tls::{ServerTls, ServerTlsFiles};
 use tokio::net::TcpListener;
 
-use crate::cli::{NodeCredentialArgs, Role, ServeArgs};
+use crate::node_config::{Credentials, NodeConfig, Role};
 
 /// The TLS configurations and the cluster credential of one `attest serve` process.
 pub struct Security {
@@ -32,14 +32,14 @@ pub struct Security {
 impl Security {
     /// Reads the files of `args` (a bad certificate stops the start) and applies the rule: TLS, API keys where
     /// callers come in, the cluster credential where nodes talk — or `--insecure`.
-    pub fn from_args(args: &ServeArgs) -> anyhow::Result<Security> {
+    pub fn for_node(args: &NodeConfig) -> anyhow::Result<Security> {
         if !args.insecure {
             let missing = missing_protection(args);
             anyhow::ensure!(
                 missing.is_empty(),
                 "attest serve --role {} will not serve without {}; give --insecure to run unprotected anyway \
                  (a test, a trusted network)",
-                role_name(args.role),
+                args.role.name(),
                 missing.join(", ")
             );
         } else {
@@ -47,42 +47,42 @@ impl Security {
                 "started with --insecure: traffic may be plaintext and unauthenticated");
             attest_telemetry::ops::mark_insecure();
         }
-        let (public, internal, internal_http) = match (&args.tls_cert, &args.tls_key) {
-            (Some(cert), Some(key)) => {
-                let files = ServerTlsFiles {
-                    cert: cert.clone(),
-                    key: key.clone(),
-                    client_ca: None,
-                    client_cert_optional: false,
-                };
-                let public = ServerTls::load(files.clone()).context("--tls-cert/--tls-key")?;
-                let (internal, internal_http) = match &args.tls_ca {
-                    Some(ca) => {
-                        let mutual = ServerTlsFiles {
-                            client_ca: Some(ca.clone()),
-                            ..files
-                        };
-                        let optional = ServerTlsFiles {
-                            client_cert_optional: true,
-                            ..mutual.clone()
-                        };
-                        (
-                            ServerTls::load(mutual).context("--tls-ca")?,
-                            ServerTls::load(optional).context("--tls-ca")?,
-                        )
-                    }
-                    None => (Arc::clone(&public), Arc::clone(&public)),
-                };
-                (Some(public), Some(internal), Some(internal_http))
-            }
-            _ => (None, None, None),
-        };
-        let credential = node_credential(&NodeCredentialArgs {
-            cluster_key: args.cluster_key.clone(),
-            tls_ca: args.tls_ca.clone(),
-            tls_cert: args.tls_cert.clone(),
-            tls_key: args.tls_key.clone(),
-        })?;
+        let (public, internal, internal_http) =
+            match (&args.credentials.tls_cert, &args.credentials.tls_key) {
+                (Some(cert), Some(key)) => {
+                    let files = ServerTlsFiles {
+                        cert: cert.clone(),
+                        key: key.clone(),
+                        client_ca: None,
+                        client_cert_optional: false,
+                    };
+                    let public = ServerTls::load(files.clone()).context("--tls-cert/--tls-key")?;
+                    let (internal, internal_http) = match &args.credentials.tls_ca {
+                        Some(ca) => {
+                            let mutual = ServerTlsFiles {
+                                client_ca: Some(ca.clone()),
+                                ..files
+                            };
+                            let optional = ServerTlsFiles {
+                                client_cert_optional: true,
+                                ..mutual.clone()
+                            };
+                            (
+                                ServerTls::load(mutual).context("--tls-ca")?,
+                                ServerTls::load(optional).context("--tls-ca")?,
+                            )
+                        }
+                        None => (Arc::clone(&public), Arc::clone(&public)),
+                    };
+                    (Some(public), Some(internal), Some(internal_http))
+                }
+                _ => (None, None, None),
+            };
+        if let Some(key) = &args.admin_key {
+            attest_auth::keyring::admin_key_problem(key)
+                .map_err(|e| anyhow::anyhow!("--admin-key: {e}"))?;
+        }
+        let credential = node_credential(&args.credentials)?;
         Ok(Security {
             public,
             internal,
@@ -121,8 +121,8 @@ impl Security {
 /// What a process presents to the internal services: the cluster key, and with a cluster CA the client side of
 /// TLS (its certificate, when given, for mutual TLS). A node's and an operator's command (`attest status`,
 /// `attest cluster rebalance`) alike.
-pub fn node_credential(args: &NodeCredentialArgs) -> anyhow::Result<ClusterCredential> {
-    let mut credential = crate::cluster::cluster_credential(args.cluster_key.as_deref())?;
+pub fn node_credential(args: &Credentials) -> anyhow::Result<ClusterCredential> {
+    let mut credential = cluster_credential(args.cluster_key.as_deref())?;
     if let Some(ca) = &args.tls_ca {
         let identity = args.tls_cert.as_deref().zip(args.tls_key.as_deref());
         let tls = ClientTls::from_files(ca, identity).context("--tls-ca")?;
@@ -131,20 +131,17 @@ pub fn node_credential(args: &NodeCredentialArgs) -> anyhow::Result<ClusterCrede
     Ok(credential)
 }
 
-fn role_name(role: Role) -> &'static str {
-    match role {
-        Role::Meta => "meta",
-        Role::Shard => "shard",
-        Role::Router => "router",
-        Role::Answer => "answer",
-        Role::Embedder => "embedder",
-    }
+/// The credential of `--cluster-key` / `ATTEST_CLUSTER_KEY` (none without one).
+pub fn cluster_credential(cluster_key: Option<&str>) -> anyhow::Result<ClusterCredential> {
+    cluster_key.map_or(Ok(ClusterCredential::none()), |k| {
+        ClusterCredential::new(k).map_err(|e| anyhow::anyhow!("--cluster-key: {e}"))
+    })
 }
 
 /// What `args` lacks to serve protected, as the flags that would provide it.
-fn missing_protection(args: &ServeArgs) -> Vec<&'static str> {
+fn missing_protection(args: &NodeConfig) -> Vec<&'static str> {
     let mut missing = Vec::new();
-    if args.tls_cert.is_none() {
+    if args.credentials.tls_cert.is_none() {
         missing.push("TLS (--tls-cert, --tls-key)");
     }
     if matches!(args.role, Role::Router | Role::Answer) && args.admin_key.is_none() {
@@ -156,7 +153,10 @@ fn missing_protection(args: &ServeArgs) -> Vec<&'static str> {
         Role::Meta | Role::Shard | Role::Router | Role::Embedder => true,
         Role::Answer => !args.meta.is_empty(),
     };
-    if needs_cluster_credential && args.cluster_key.is_none() && args.tls_ca.is_none() {
+    if needs_cluster_credential
+        && args.credentials.cluster_key.is_none()
+        && args.credentials.tls_ca.is_none()
+    {
         missing.push("the cluster credential (--cluster-key or --tls-ca)");
     }
     missing
@@ -165,22 +165,23 @@ fn missing_protection(args: &ServeArgs) -> Vec<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
+    use std::path::PathBuf;
 
-    fn serve_args(extra: &[&str]) -> ServeArgs {
-        let mut argv = vec!["attest", "serve"];
-        argv.extend_from_slice(extra);
-        match crate::cli::Cli::try_parse_from(argv).unwrap().command {
-            crate::cli::Command::Serve(args) => args,
-            _ => unreachable!(),
-        }
+    fn node(role: Role, edit: impl FnOnce(&mut NodeConfig)) -> NodeConfig {
+        let mut cfg = NodeConfig::new(role, Default::default(), PathBuf::from("d"));
+        edit(&mut cfg);
+        cfg
+    }
+
+    fn tls(cfg: &mut NodeConfig) {
+        cfg.credentials.tls_cert = Some("c".into());
+        cfg.credentials.tls_key = Some("k".into());
     }
 
     #[test]
     fn each_role_names_what_it_lacks() {
-        let missing = |extra: &[&str]| missing_protection(&serve_args(extra));
         assert_eq!(
-            missing(&["--role", "router"]),
+            missing_protection(&node(Role::Router, |_| {})),
             [
                 "TLS (--tls-cert, --tls-key)",
                 "API keys (--admin-key)",
@@ -188,51 +189,31 @@ mod tests {
             ]
         );
         assert_eq!(
-            missing(&["--role", "embedder", "--cluster-key", "k"]),
+            missing_protection(&node(Role::Embedder, |c| {
+                c.credentials.cluster_key = Some("k".into())
+            })),
             ["TLS (--tls-cert, --tls-key)"]
         );
-        assert_eq!(
-            missing(&[
-                "--role",
-                "answer",
-                "--admin-key",
-                "a",
-                "--tls-cert",
-                "c",
-                "--tls-key",
-                "k"
-            ]),
-            Vec::<&str>::new()
-        );
-        assert!(missing(&[
-            "--role",
-            "shard",
-            "--meta",
-            "http://m:1",
-            "--tls-cert",
-            "c",
-            "--tls-key",
-            "k",
-            "--tls-ca",
-            "ca"
-        ])
+        assert!(missing_protection(&node(Role::Answer, |c| {
+            c.admin_key = Some("a".into());
+            tls(c);
+        }))
         .is_empty());
+        let shard_with = |ca: bool| {
+            node(Role::Shard, |c| {
+                c.meta = vec!["http://m:1".into()];
+                tls(c);
+                if ca {
+                    c.credentials.tls_ca = Some("ca".into());
+                }
+            })
+        };
+        assert!(missing_protection(&shard_with(true)).is_empty());
         assert_eq!(
-            missing(&[
-                "--role",
-                "shard",
-                "--meta",
-                "http://m:1",
-                "--tls-cert",
-                "c",
-                "--tls-key",
-                "k"
-            ]),
+            missing_protection(&shard_with(false)),
             ["the cluster credential (--cluster-key or --tls-ca)"]
         );
-        let refused = Security::from_args(&serve_args(&["--role", "meta"]))
-            .err()
-            .unwrap();
+        let refused = Security::for_node(&node(Role::Meta, |_| {})).err().unwrap();
         assert!(refused.to_string().contains("--insecure"), "{refused}");
     }
 }

@@ -1,4 +1,4 @@
-//! `attest eval`: the quality gate. Ingests a BEIR-layout data set into a fresh in-process cluster (the same
+//! `attest-lab eval`: the quality gate. Ingests a BEIR-layout data set into a fresh in-process cluster (the same
 //! shard nodes, router and answer tier `attest dev` runs), then measures retrieval per lane, the answer tier's
 //! 2×2 (answered/abstained × answerable/unanswerable), stage latencies and, optionally, the claim verifier;
 //! prints a table, writes the JSON report and the risk–coverage plot, compares against a baseline report and
@@ -30,10 +30,35 @@ use attest_core::settings::CollectionThresholds;
 use sha2::{Digest, Sha256};
 
 use crate::cli::EvalArgs;
-use crate::config;
+use attest_node::config;
 
 use self::data::EvalSet;
 use self::report::{compare, table, GateLimits, Report};
+
+/// Stores a collection's answer thresholds in a running cluster's meta, through its router (the caller's key
+/// from `ATTEST_API_KEY`, as the `attest` client commands take it).
+async fn put_thresholds(
+    server: &str,
+    collection: &str,
+    thresholds: &CollectionThresholds,
+) -> anyhow::Result<()> {
+    let url = format!(
+        "{}/v1/collections/{collection}/thresholds",
+        server.trim_end_matches('/')
+    );
+    let mut request = reqwest::Client::new().put(url).json(thresholds);
+    if let Ok(key) = std::env::var("ATTEST_API_KEY") {
+        request = request.bearer_auth(key);
+    }
+    let response = request.send().await?;
+    let status = response.status();
+    anyhow::ensure!(
+        status.is_success(),
+        "{status}: {}",
+        response.text().await.unwrap_or_default()
+    );
+    Ok(())
+}
 
 /// Runs the evaluation; the exit code is non-zero when the baseline gate fails.
 pub async fn eval(args: EvalArgs) -> anyhow::Result<i32> {
@@ -52,7 +77,7 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<i32> {
             scratch.path().to_path_buf()
         }
     };
-    let stack = crate::local::LocalStack::start(
+    let stack = attest_node::local::LocalStack::start(
         &cfg,
         &data_dir,
         args.shards,
@@ -150,7 +175,7 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<i32> {
             .await?;
         let mut written = vec![format!("meta under {}", data_dir.display())];
         if let Some(server) = &args.apply_to {
-            crate::commands::put_thresholds(server, &collection, &thresholds)
+            put_thresholds(server, &collection, &thresholds)
                 .await
                 .with_context(|| format!("storing the thresholds through {server}"))?;
             written.push(server.clone());
@@ -164,7 +189,7 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<i32> {
         let text = std::fs::read_to_string(base)
             .with_context(|| format!("reading the baseline {}", base.display()))?;
         let base: Report = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not an `attest eval` report", base.display()))?;
+            .with_context(|| format!("{} is not an `attest-lab eval` report", base.display()))?;
         let (lines, failures) = compare(&report, &base, GateLimits::default());
         println!(
             "against the baseline {}:",

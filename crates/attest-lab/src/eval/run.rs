@@ -21,7 +21,7 @@ use super::report::{
     AdversarialAnswer, AdversarialScores, AnswerScores, InvalidCitation, LaneScores, Latency,
     VerifierScores,
 };
-use crate::local::LocalStack;
+use attest_node::local::LocalStack;
 
 /// Candidates per search: recall@100 needs 100.
 const DEPTH: u32 = 100;

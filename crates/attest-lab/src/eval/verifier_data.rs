@@ -1,4 +1,4 @@
-//! Claim-verification data for `attest eval --verifier-data`, in either layout, held-out items only:
+//! Claim-verification data for `attest-lab eval --verifier-data`, in either layout, held-out items only:
 //! - HaluEval QA (`knowledge`, `question`, `answer`, `label` 1/0): held out when the id `hqNNNNN` has
 //!   NNNNN % 5 == 0 (the split the verifiers were trained with);
 //! - claim/evidence (`claim`, `evidence`, `label` `True`/`False`/`Neither` or a boolean), the layout of

@@ -37,7 +37,7 @@ pub struct Query {
 }
 
 /// Whether a paragraph id `…-aNNNN-pNNN` belongs to an article never trained on (the split of
-/// `attest train reranker` and `scripts/reader`, for squad-dev and any set with the same id layout).
+/// `attest-lab train reranker` and `scripts/reader`, for squad-dev and any set with the same id layout).
 pub fn heldout_article(doc_id: &str) -> bool {
     doc_id
         .rsplit_once("-p")

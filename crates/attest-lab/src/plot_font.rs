@@ -1,4 +1,4 @@
-//! The font every PNG plot (`attest eval`, `attest bench --fit`) draws its text with: DejaVu Sans from the
+//! The font every PNG plot (`attest-lab eval`, `attest-lab bench --fit`) draws its text with: DejaVu Sans from the
 //! Debian package `fonts-dejavu-core` (installed by `scripts/setup.sh`), registered with plotters once.
 
 use std::sync::OnceLock;

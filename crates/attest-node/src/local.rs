@@ -1,4 +1,4 @@
-//! The control plane in one process, and the stack over it: what `attest dev` serves, `attest eval` measures and
+//! The control plane in one process, and the stack over it: what `attest dev` serves, `attest-lab eval` measures and
 //! the in-process tests drive.
 //!
 //! There is one control plane, the cluster's: a single-voter meta (raft-rs on RocksDB under `DATA_DIR/meta`)
@@ -25,27 +25,18 @@ use attest_proto::{ClusterCredential, MetaClient};
 use attest_router::grpc::RouterServiceImpl;
 use attest_router::topology::ClusterView;
 use attest_router::{Router, ShardClient};
-use attest_shard::{ClusterAgentConfig, ShardNode, ShardNodeConfig, ShardServiceImpl};
+use attest_shard::{ClusterAgentConfig, ShardNode, ShardServiceImpl};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::config::AttestConfig;
+use crate::plumbing::{Shutdown, ShutdownTrigger};
 
 /// The meta node id of the in-process control plane (its only voter).
 const LOCAL_META_ID: u64 = 1;
 
 /// How long start-up waits for a shard node's first registration and reconcile pass.
 const SHARD_READY_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Opens a shard node's storage under `dir` with the configured engine defaults.
-pub fn open_node(dir: &Path, cfg: &AttestConfig) -> anyhow::Result<Arc<ShardNode>> {
-    ShardNode::open(ShardNodeConfig {
-        data_dir: dir.to_path_buf(),
-        engine_defaults: cfg.engine.clone(),
-    })
-    .with_context(|| format!("opening shard node in {}", dir.display()))
-}
 
 /// A single-voter meta and `shards` shard nodes joined to it, all in this process.
 pub struct ControlPlane {
@@ -57,7 +48,7 @@ pub struct ControlPlane {
     pub nodes: Vec<Arc<ShardNode>>,
     /// In-process clients of the shard nodes, by the address each registered with.
     local_clients: HashMap<String, ShardClient>,
-    stop: watch::Sender<bool>,
+    stop: ShutdownTrigger,
     tasks: Vec<JoinHandle<anyhow::Result<()>>>,
 }
 
@@ -92,7 +83,7 @@ impl ControlPlane {
         .await
         .context("starting the in-process meta")?;
         let client = MetaClient::with_credential([meta_address.as_str()], credential.clone())?;
-        let (stop, _) = watch::channel(false);
+        let (stop, _) = Shutdown::new();
         let mut plane = ControlPlane {
             meta,
             meta_address,
@@ -104,14 +95,15 @@ impl ControlPlane {
         };
         let mut ready = Vec::new();
         for i in 0..shards {
-            let node = open_node(&data_dir.join(format!("shard-node-{i}")), cfg)?;
+            let node =
+                crate::shard::open_node(&data_dir.join(format!("shard-node-{i}")), &cfg.engine)?;
             let listener = TcpListener::bind("127.0.0.1:0").await?;
             let address = with_scheme(&listener.local_addr()?.to_string());
             plane.tasks.push(tokio::spawn(attest_shard::serve(
                 Arc::clone(&node),
                 listener,
                 ClusterGuard::new(&credential),
-                crate::roles::until(plane.stop.subscribe()),
+                plane.stop.subscribe().signalled(),
             )));
             let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
             plane
@@ -126,7 +118,7 @@ impl ControlPlane {
                         ..cfg.agent.clone()
                     },
                     ready_tx,
-                    crate::roles::until(plane.stop.subscribe()),
+                    plane.stop.subscribe().signalled(),
                 )));
             ready.push(ready_rx);
             plane.local_clients.insert(
@@ -175,7 +167,7 @@ impl ControlPlane {
 
     /// Stops the agents and shard servers, then meta (its Raft loop and RocksDB).
     pub async fn shutdown(self) -> anyhow::Result<()> {
-        let _ = self.stop.send(true);
+        self.stop.trigger();
         for task in self.tasks {
             match task.await {
                 Ok(Ok(())) => {}
@@ -201,7 +193,7 @@ fn refuse_pre_meta_layout(data_dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Every role in one process over the in-process control plane: what `attest dev` serves and `attest eval`
+/// Every role in one process over the in-process control plane: what `attest dev` serves and `attest-lab eval`
 /// measures.
 pub struct LocalStack {
     pub plane: ControlPlane,
@@ -225,7 +217,7 @@ impl LocalStack {
         advertise: Option<String>,
         credential: ClusterCredential,
     ) -> anyhow::Result<LocalStack> {
-        let embedder = crate::roles::load_embedder(&cfg.embedder, model_dir, embedder_url)?;
+        let embedder = crate::plumbing::load_embedder(&cfg.embedder, model_dir, embedder_url)?;
         let mut cfg = cfg.clone();
         cfg.router.default_replication = 1;
         let plane = ControlPlane::start(&cfg, data_dir, shards, advertise, credential).await?;
@@ -233,7 +225,7 @@ impl LocalStack {
         let router_service = Arc::new(RouterServiceImpl::new(Arc::clone(&router)));
         let reranker = attest_answer::rerank::from_config(&cfg.answer.rerank)?;
         // The router's own embedder embeds questions for curated memory too.
-        let answer = crate::roles::answer_service(
+        let answer = crate::answer::answer_service(
             RouterClient::Local(Arc::clone(&router_service) as Arc<dyn RouterServiceApi>),
             embedder,
             Arc::clone(&reranker),

@@ -1,0 +1,140 @@
+//! `attest dev`: every role in one process over the in-process stack of [`crate::local`] — meta, shard
+//! nodes, router, answer tier and the local embedder — with the router's and the answer tier's HTTP routes on
+//! one listener, and their gRPC services beside meta's on another.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use attest_shard::ShardNode;
+use attest_telemetry::ops::MetricsRefresh;
+use tokio::net::TcpListener;
+use tracing::info;
+use utoipa::openapi::OpenApi;
+
+use crate::config::AttestConfig;
+use crate::local::LocalStack;
+use crate::plumbing::{enable_auth, served_document, Shutdown};
+
+/// What `attest dev` runs.
+#[derive(Clone, Debug)]
+pub struct DevConfig {
+    pub config: AttestConfig,
+    pub data_dir: PathBuf,
+    /// Shard nodes in the process (so fan-out and fusion are real).
+    pub shards: usize,
+    pub model_dir: Option<PathBuf>,
+    pub embedder_url: Option<String>,
+    /// Turns authentication on (every API request then needs a key).
+    pub admin_key: Option<String>,
+}
+
+/// The OpenAPI document of `attest dev`, whose one HTTP listener serves the router's and the answer tier's
+/// routes: both parts assembled by `attest_telemetry::openapi::document`, the same function each standalone
+/// role uses for its own (`attest openapi` prints it).
+pub fn openapi_document() -> OpenApi {
+    attest_telemetry::openapi::document([
+        attest_router::openapi::paths(),
+        attest_answer::openapi::paths(),
+    ])
+}
+
+/// Sets the shard gauges of every node before `/metrics` renders.
+fn shard_metrics(nodes: Vec<Arc<ShardNode>>) -> MetricsRefresh {
+    Arc::new(move || nodes.iter().for_each(|n| n.publish_metrics()))
+}
+
+/// With authentication on, `attest dev`'s internal services (meta on its gRPC listener, the shard nodes'
+/// loopback ports) accept only a cluster key made for this run, which its own roles present; without it they
+/// are open like the rest.
+fn dev_credential(auth: bool) -> anyhow::Result<attest_proto::ClusterCredential> {
+    if !auth {
+        return Ok(attest_proto::ClusterCredential::none());
+    }
+    attest_proto::ClusterCredential::new(&attest_auth::secret::random_token())
+        .map_err(|e| anyhow::anyhow!("cluster key: {e}"))
+}
+
+/// Serves every role on `http` and `grpc` until `shutdown`.
+pub async fn serve(
+    cfg: &DevConfig,
+    http: TcpListener,
+    grpc: TcpListener,
+    shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    let (http_addr, grpc_addr) = (http.local_addr()?, grpc.local_addr()?);
+    // Meta is served on the gRPC listener too, and records it as its address: `attest status --meta` works
+    // against `attest dev`.
+    let stack = LocalStack::start(
+        &cfg.config,
+        &cfg.data_dir,
+        cfg.shards,
+        cfg.model_dir.clone(),
+        cfg.embedder_url.as_deref(),
+        Some(format!("http://{grpc_addr}")),
+        dev_credential(cfg.admin_key.is_some())?,
+    )
+    .await?;
+    // Before the "listening" line: a caller waiting for it must not see a start that then fails on a bad key.
+    enable_auth(
+        &[stack.router.keys(), stack.answer.keys()],
+        cfg.admin_key.as_deref(),
+    )?;
+    println!(
+        "attest dev listening http=http://{http_addr} grpc={grpc_addr} shards={} data_dir={}",
+        cfg.shards,
+        cfg.data_dir.display()
+    );
+    info!(http = %http_addr, grpc = %grpc_addr, startup_ms = started.elapsed().as_millis() as u64,
+        faiss = attest_index::ivfpq::faiss_opt_level(), event = "dev_started", "attest dev started");
+    let meta_service = stack.plane.meta_service();
+    let (a, b) = tokio::join!(
+        attest_router::server::serve_http(
+            Arc::clone(&stack.router),
+            Some(shard_metrics(stack.nodes().to_vec())),
+            Some(attest_answer::http::routes(Arc::clone(&stack.answer))),
+            served_document(openapi_document(), cfg.admin_key.as_deref()),
+            http,
+            shutdown.signalled()
+        ),
+        attest_router::server::serve_grpc_with(
+            Arc::clone(&stack.router),
+            |routes| routes
+                .add_service(attest_answer::grpc::AnswerGrpc::server(Arc::clone(
+                    &stack.answer
+                )))
+                .add_service(meta_service),
+            grpc,
+            shutdown.signalled()
+        ),
+    );
+    stack.plane.shutdown().await?;
+    a?;
+    b?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Merging keeps the first schema of a name and drops the other's: two parts naming different types alike
+    /// would lose one silently.
+    #[test]
+    fn the_parts_share_no_schema_name_with_a_different_shape() {
+        let schemas = |doc: OpenApi| doc.components.unwrap_or_default().schemas;
+        let router = schemas(attest_router::openapi::paths());
+        for (name, schema) in schemas(attest_answer::openapi::paths()) {
+            if let Some(other) = router.get(&name) {
+                assert_eq!(
+                    serde_json::to_value(other).unwrap(),
+                    serde_json::to_value(&schema).unwrap(),
+                    "schema `{name}` differs between the router's and the answer tier's documents"
+                );
+            }
+        }
+        let paths = openapi_document().paths.paths;
+        assert!(paths.contains_key("/v1/collections/{name}/ask"));
+        assert!(paths.contains_key("/v1/collections/{name}/search"));
+    }
+}
