@@ -36,7 +36,7 @@ pub enum Command {
     /// Runs every role in one process: shard nodes, router (HTTP + gRPC), local embedder.
     Dev(DevArgs),
     /// Runs one role.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Creates, lists or drops collections.
     #[command(subcommand)]
     Collection(CollectionCommand),

@@ -35,7 +35,7 @@ async fn run(cli: cli::Cli) -> anyhow::Result<()> {
             attest_node::dev::serve(&cfg, http, grpc, Shutdown::on_signals()).await
         }
         cli::Command::Serve(args) => {
-            let cfg = node_args::node_config(args)?;
+            let cfg = node_args::node_config(*args)?;
             let listeners = Listeners::bind(&cfg).await?;
             attest_node::serve(&cfg, listeners, Shutdown::on_signals()).await
         }
