@@ -7,9 +7,10 @@ use attest_cli::{cli, cluster, commands, node_args};
 use attest_node::{Listeners, Shutdown};
 use clap::Parser;
 
-/// How long a stopping process waits for blocking start-up work it no longer needs (a shard's log replay, a
-/// model load): SIGTERM during start-up must not wait for them.
-const BLOCKING_WORK_GRACE: Duration = Duration::from_millis(500);
+/// How long a stopping process waits for blocking work still running (a shard's log replay or a model load it
+/// no longer needs, an index build): long enough for work that finishes, short enough that SIGTERM during a long
+/// start-up stops the process (what was abandoned is recovered at the next start, as after a crash).
+const BLOCKING_WORK_GRACE: Duration = Duration::from_secs(3);
 
 fn main() -> anyhow::Result<()> {
     attest_node::plumbing::ensure_thread_pool_environment();
