@@ -246,3 +246,42 @@ fn the_served_openapi_document_is_the_committed_one_and_its_scopes_hold() {
         "only {checked} guarded operations documented"
     );
 }
+
+/// `attest eval|bench|train` moved to `attest-lab`: the old commands say so with the command to run (exit 2), and
+/// the lab binary runs it.
+#[test]
+fn the_lab_commands_moved_out_of_the_production_binary_and_say_where() {
+    for (command, args) in [
+        ("eval", ["--data", "data/squad-sample", "--every", "4"]),
+        ("bench", ["--vectors", "1000", "--dim", "8"]),
+        ("train", ["verifier", "--json", "--out", "/tmp/x"]),
+    ] {
+        let out = Command::new(common::attest_bin())
+            .arg(command)
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        let said = stderr(&out);
+        let expected = format!("attest-lab {command} {}", args.join(" "));
+        assert!(said.contains(&expected), "{said}");
+    }
+    let help = Command::new(common::lab_bin())
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(help.status.success());
+    let text = String::from_utf8_lossy(&help.stdout);
+    for command in ["eval", "bench", "train"] {
+        assert!(text.contains(command), "{text}");
+    }
+    let help = Command::new(common::attest_bin())
+        .arg("--help")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        !text.contains("quality gate") && text.contains("serve"),
+        "the moved commands are hidden: {text}"
+    );
+}
