@@ -2,13 +2,14 @@
 //! (`attest serve --role ...`) on loopback. One request id given by the caller shows up in the JSON logs of
 //! every hop it crossed (router → embedder over HTTP, router → shard over gRPC, answer → router → shard over
 //! gRPC); `/metrics` parses as Prometheus text on every role (meta included) and holds that role's metrics; `/healthz`,
-//! `/readyz` and the gRPC health service answer on every role, `attest dev` included.
+//! `/readyz` and the gRPC health service answer on every role, `attest dev` included. The per-collection metrics
+//! (`attest_collection_*`) of two collections move apart, and a collection past the label cap counts as `other`.
 
 mod common;
 
 use std::path::Path;
 
-use common::{get_text, http, post, start, value_of, Logs, Proc};
+use common::{get_text, http, post, start, start_with_env, value_of, Logs, Proc};
 use serde_json::{json, Value};
 
 const TRACE_ID: &str = "req-observability-trace-1";
@@ -356,4 +357,177 @@ fn dev_serves_metrics_and_health_on_its_one_address() {
         })
         .sum();
     assert_eq!(chunks, 1.0, "one chunk over the dev shard nodes");
+}
+
+/// The sum of `name`'s samples whose labels hold every pair of `labels`.
+fn sum_where(scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
+    scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == name)
+        .filter(|s| labels.iter().all(|(k, v)| s.labels.get(k) == Some(v)))
+        .map(|s| match s.value {
+            prometheus_parse::Value::Counter(v) => v,
+            _ => 0.0,
+        })
+        .sum()
+}
+
+#[test]
+fn collections_are_metered_apart_and_past_the_cap_as_other() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two collections (and two tenants) get their own series; a third is `other`.
+    let (_dev, line) = start_with_env(
+        &["dev", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"],
+        Some(dir.path()),
+        Logs::Quiet,
+        &[
+            ("ATTEST__ROUTER__METRICS_LABEL_CAP", "2"),
+            ("ATTEST__ANSWER__METRICS_LABEL_CAP", "2"),
+        ],
+    );
+    let url = value_of(&line, "http=");
+    for name in ["alpha", "beta", "gamma"] {
+        let (s, b) = post(&format!("{url}/v1/collections"), &json!({"name": name}));
+        assert_eq!(s, 201, "{b}");
+    }
+    let alpha_texts = [
+        "Prometheus scrapes the router every fifteen seconds.",
+        "Grafana draws the latency of each collection as a line.",
+        "Alert rules fire when the error ratio stays above one percent.",
+    ];
+    let docs: Vec<Value> = alpha_texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| json!({"id": format!("a{i}"), "text": t}))
+        .collect();
+    let (s, b) = post(
+        &format!("{url}/v1/collections/alpha/documents"),
+        &json!({"documents": docs}),
+    );
+    assert_eq!((s, b["accepted"].as_u64()), (200, Some(3)), "{b}");
+    // One request, two tenants: the request is `mixed`, the documents count under their own tenants.
+    let (s, b) = post(
+        &format!("{url}/v1/collections/beta/documents"),
+        &json!({"documents": [
+            {"id": "b0", "text": "Tomatoes ripen faster next to bananas."},
+            {"id": "b1", "text": "Basil keeps best in a glass of water.", "tenant": "acme"},
+        ]}),
+    );
+    assert_eq!((s, b["accepted"].as_u64()), (200, Some(2)), "{b}");
+    let (s, b) = post(
+        &format!("{url}/v1/collections/gamma/documents"),
+        &json!({"documents": [{"id": "g0", "text": "Granite is an igneous rock."}]}),
+    );
+    assert_eq!(s, 200, "{b}");
+    for _ in 0..3 {
+        let (s, b) = post(
+            &format!("{url}/v1/collections/alpha/search"),
+            &json!({"query": "scrape interval"}),
+        );
+        assert_eq!(s, 200, "{b}");
+    }
+    let (s, b) = post(
+        &format!("{url}/v1/collections/beta/search"),
+        &json!({"query": "basil"}),
+    );
+    assert_eq!(s, 200, "{b}");
+    let (s, b) = post(
+        &format!("{url}/v1/collections/gamma/search"),
+        &json!({"query": "rock"}),
+    );
+    assert_eq!(s, 200, "{b}");
+    // A collection that does not exist takes no slot and no series of its own.
+    let (s, _) = post(
+        &format!("{url}/v1/collections/nope/search"),
+        &json!({"query": "anything"}),
+    );
+    assert_eq!(s, 404);
+    let (s, asked) = post(
+        &format!("{url}/v1/collections/alpha/ask"),
+        &json!({"question": "How often does Prometheus scrape the router?"}),
+    );
+    assert_eq!(s, 200, "{asked}");
+
+    let m = scrape(&url);
+    let requests = "attest_collection_requests_total";
+    let req = |collection: &str, op: &str, code: &str| {
+        sum_where(
+            &m,
+            requests,
+            &[("collection", collection), ("op", op), ("code", code)],
+        )
+    };
+    assert_eq!(req("alpha", "search", "OK"), 3.0);
+    assert_eq!(req("beta", "search", "OK"), 1.0);
+    assert_eq!(req("alpha", "ingest", "OK"), 1.0);
+    assert_eq!(req("beta", "ingest", "OK"), 1.0);
+    assert_eq!(req("alpha", "ask", "OK"), 1.0);
+    assert_eq!(req("beta", "ask", "OK"), 0.0);
+    assert_eq!(
+        sum_where(
+            &m,
+            requests,
+            &[
+                ("collection", "beta"),
+                ("op", "ingest"),
+                ("tenant", "mixed")
+            ]
+        ),
+        1.0
+    );
+    // Past the cap of 2: gamma is `other`, and so is the missing collection's NOT_FOUND.
+    assert_eq!(req("other", "search", "OK"), 1.0);
+    assert_eq!(req("other", "ingest", "OK"), 1.0);
+    assert_eq!(req("other", "search", "NOT_FOUND"), 1.0);
+    for name in ["gamma", "nope"] {
+        assert!(
+            !m.samples
+                .iter()
+                .any(|s| s.labels.get("collection") == Some(name)
+                    && s.metric.starts_with("attest_collection_")),
+            "{name} has series of its own"
+        );
+    }
+
+    let docs_total = "attest_collection_ingest_documents_total";
+    assert_eq!(sum_where(&m, docs_total, &[("collection", "alpha")]), 3.0);
+    assert_eq!(
+        sum_where(
+            &m,
+            docs_total,
+            &[("collection", "beta"), ("tenant", "acme")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        sum_where(
+            &m,
+            docs_total,
+            &[("collection", "beta"), ("tenant", "default")]
+        ),
+        1.0
+    );
+    let alpha_bytes: usize = alpha_texts.iter().map(|t| t.len()).sum();
+    assert_eq!(
+        sum_where(
+            &m,
+            "attest_collection_ingest_bytes_total",
+            &[("collection", "alpha")]
+        ),
+        alpha_bytes as f64
+    );
+    assert!(m.samples.iter().any(
+        |s| s.metric.starts_with("attest_collection_request_seconds")
+            && s.labels.get("collection") == Some("alpha")
+            && s.labels.get("op") == Some("search")
+    ));
+    let abstained = f64::from(u8::from(asked["status"] != "answered"));
+    let abstentions = "attest_collection_abstentions_total";
+    assert_eq!(
+        sum_where(&m, abstentions, &[("collection", "alpha")]),
+        abstained,
+        "{asked}"
+    );
+    assert_eq!(sum_where(&m, abstentions, &[("collection", "beta")]), 0.0);
 }

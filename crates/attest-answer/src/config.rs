@@ -95,6 +95,9 @@ pub struct AnswerConfig {
     pub min_confidence: f64,
     /// How often the answer tier re-reads the collections' thresholds from meta, in milliseconds.
     pub meta_refresh_ms: u64,
+    /// Distinct collections, and distinct tenants, that get their own series in the per-collection metrics
+    /// (`attest_collection_*`); the rest are counted under `other`, so callers cannot mint series without end.
+    pub metrics_label_cap: usize,
 }
 
 impl Default for AnswerConfig {
@@ -137,6 +140,7 @@ impl Default for AnswerConfig {
             reader: ReaderConfig::default(),
             min_confidence: 0.0,
             meta_refresh_ms: 1000,
+            metrics_label_cap: attest_telemetry::collection_metrics::DEFAULT_LABEL_CAP,
         }
     }
 }
@@ -204,6 +208,7 @@ impl AnswerConfig {
         p.positive("max_history_bytes", self.max_history_bytes);
         p.positive("candidates", self.candidates);
         p.positive("meta_refresh_ms", self.meta_refresh_ms);
+        p.positive("metrics_label_cap", self.metrics_label_cap);
         p.positive("search_k", self.search_k);
         p.positive("passages", self.passages);
         p.positive("max_hops", self.max_hops);

@@ -50,6 +50,9 @@ pub struct RouterConfig {
     /// Where `attest-lab eval --json` reports are kept for the console's Quality page (`DIR/{collection}.json` or
     /// `DIR/{collection}/*.json`, the newest wins); served by `GET /v1/collections/{name}/eval`. None: no reports.
     pub eval_reports_dir: Option<std::path::PathBuf>,
+    /// Distinct collections, and distinct tenants, that get their own series in the per-collection metrics
+    /// (`attest_collection_*`); the rest are counted under `other`, so callers cannot mint series without end.
+    pub metrics_label_cap: usize,
 }
 
 impl Default for RouterConfig {
@@ -76,6 +79,7 @@ impl Default for RouterConfig {
             meta_poll_ms: 500,
             payload_inline_factor: 2.0,
             eval_reports_dir: None,
+            metrics_label_cap: attest_telemetry::collection_metrics::DEFAULT_LABEL_CAP,
         }
     }
 }
@@ -124,6 +128,7 @@ impl RouterConfig {
         }
         p.positive("replicas.deadline_ms", self.replicas.deadline_ms);
         p.positive("meta_poll_ms", self.meta_poll_ms);
+        p.positive("metrics_label_cap", self.metrics_label_cap);
         if !(self.payload_inline_factor.is_finite() && self.payload_inline_factor >= 0.0) {
             p.add(
                 "payload_inline_factor",
@@ -131,5 +136,26 @@ impl RouterConfig {
             );
         }
         p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_metrics_label_cap_of_zero_is_refused() {
+        assert!(RouterConfig::default().problems().is_empty());
+        let config = RouterConfig {
+            metrics_label_cap: 0,
+            ..RouterConfig::default()
+        };
+        let problems = config.problems().into_vec();
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("router.metrics_label_cap")),
+            "{problems:?}"
+        );
     }
 }

@@ -54,10 +54,10 @@ fn check_vector(v: &[f32], dim: usize, field: &str) -> Result<(), RouterError> {
 }
 
 impl Router {
-    /// Validates every document (one bad document fails the whole request and nothing is written), drops near
-    /// duplicates, chunks, embeds and writes each document to its shard. Returns once every shard acknowledged
-    /// durably.
-    pub async fn ingest(
+    /// The body of [`Router::ingest`] (which counts it, [`crate::measured`]): validates every document (one bad
+    /// document fails the whole request and nothing is written), drops near duplicates, chunks, embeds and writes
+    /// each document to its shard. Returns once every shard acknowledged durably.
+    pub(crate) async fn ingest_unmeasured(
         &self,
         collection: &str,
         docs: Vec<IngestDocument>,
@@ -223,7 +223,8 @@ impl Router {
         Ok(report)
     }
 
-    pub async fn delete_document(
+    /// The body of [`Router::delete_document`] (which counts it, [`crate::measured`]).
+    pub(crate) async fn delete_document_unmeasured(
         &self,
         collection: &str,
         tenant: Option<&str>,

@@ -6,6 +6,8 @@
 //!   concern into [`collections`] (create, drop, maintain, stats), [`ingest`] (validate → dedup → chunk →
 //!   embed → place → write; delete) and [`search`] (validate → embed → fan out → fuse); [`near_dups`] asks
 //!   the shards whether a batch's documents are already stored (the router keeps no dedup state).
+//! - [`measured`]: the operations the fronts call (search, search batch, ingest, delete), each counted and timed
+//!   per collection and tenant around its unmeasured body.
 //! - [`fanout`]: the concurrent shard fan-out, per-lane global merge and fusion into hits with provenance;
 //!   [`payloads`]: the fetch of the returned hits' title, text and metadata after fusion.
 //! - [`rrf`]: weighted Reciprocal Rank Fusion, one pure property-tested function.
@@ -41,6 +43,7 @@ pub mod grpc;
 pub mod http;
 pub mod ingest;
 pub mod keys;
+pub mod measured;
 pub mod near_dups;
 pub mod openapi;
 pub mod payloads;

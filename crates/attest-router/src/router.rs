@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use attest_core::version::WriteClock;
 use attest_embed::{CachedEmbedder, Embedder};
+use attest_telemetry::collection_metrics::CollectionMetrics;
 use sha2::{Digest, Sha256};
 
 use crate::collection::CollectionRecord;
@@ -25,6 +26,8 @@ pub struct Router {
     pub(crate) embedder: Arc<dyn Embedder>,
     /// Embeds queries, with an LRU cache in front because users repeat queries.
     pub(crate) query_embedder: Arc<CachedEmbedder<Arc<dyn Embedder>>>,
+    /// Requests and ingest by collection and tenant ([`crate::measured`]).
+    pub(crate) metrics: CollectionMetrics,
 }
 
 /// Stable placement: the same document id always lands on the same shard.
@@ -39,6 +42,7 @@ impl Router {
     pub fn new(config: RouterConfig, view: Arc<ClusterView>, embedder: Arc<dyn Embedder>) -> Self {
         let query_cache_capacity = config.query_cache_capacity;
         Router {
+            metrics: CollectionMetrics::new(config.metrics_label_cap),
             config,
             view,
             clock: WriteClock::default(),

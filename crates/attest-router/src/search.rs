@@ -51,8 +51,9 @@ impl Router {
         Ok(())
     }
 
-    /// Hybrid search: validate, embed the query (BM25 alone if that fails), fan out, merge each lane, fuse.
-    pub async fn search(
+    /// The body of [`Router::search`] (which counts it, [`crate::measured`]): validate, embed the query (BM25
+    /// alone if that fails), fan out, merge each lane, fuse.
+    pub(crate) async fn search_unmeasured(
         &self,
         req: pb::SearchRequest,
         request_id: String,
@@ -66,7 +67,7 @@ impl Router {
     /// Several searches of one collection and tenant as one: one embedding call for their query texts, one
     /// round trip per shard, one payload fetch per shard. An invalid search fails the batch, its field named
     /// `searches[i].…`.
-    pub async fn search_batch(
+    pub(crate) async fn search_batch_unmeasured(
         &self,
         reqs: Vec<pb::SearchRequest>,
         request_id: String,
@@ -110,7 +111,7 @@ impl Router {
     }
 
     /// The tenant a search acts as (the router's default when it names none).
-    fn tenant_of(&self, req: &pb::SearchRequest) -> String {
+    pub(crate) fn tenant_of(&self, req: &pb::SearchRequest) -> String {
         if req.tenant.is_empty() {
             self.config.default_tenant.clone()
         } else {

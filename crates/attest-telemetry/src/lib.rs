@@ -7,6 +7,8 @@
 //!   gRPC (`x-request-id` metadata) hops.
 //! - [`metrics`]: the metric names of SPEC.md ("names are part of the interface"), the process-wide Prometheus
 //!   recorder and small helpers to record stage latencies.
+//! - [`collection_metrics`]: per-collection and per-tenant request, abstention and ingest metrics, each label
+//!   capped ([`collection_metrics::LabelCap`]: the first N values, the rest `other`).
 //! - [`ops`]: `/healthz`, `/readyz` and `/metrics` as an axum router that every role mounts.
 //! - [`readiness`]: readiness set as a role starts (what it waits for), and gRPC health kept in step with it.
 //! - [`incoming`]: accepted connections with `TCP_NODELAY` for every role's gRPC server.
@@ -18,6 +20,7 @@
 //!   `GET /v1/openapi.json`.
 //! - [`cpu`]: the one bounded pool per process for CPU-heavy work (`run_cpu_intensive`).
 
+pub mod collection_metrics;
 pub mod cpu;
 pub mod http_error;
 pub mod incoming;

@@ -62,6 +62,11 @@ pub fn install() -> &'static PrometheusHandle {
                 LATENCY_BUCKETS,
             )
             .expect("non-empty bucket list")
+            .set_buckets_for_metric(
+                Matcher::Full(crate::collection_metrics::COLLECTION_REQUEST_SECONDS.into()),
+                LATENCY_BUCKETS,
+            )
+            .expect("non-empty bucket list")
             .build_recorder();
         let handle = recorder.handle();
         if metrics::set_global_recorder(recorder).is_ok() {
@@ -118,6 +123,7 @@ fn describe() {
         EMBED_SERVER_TEXTS_TOTAL,
         "Texts embedded by this embedding server."
     );
+    crate::collection_metrics::describe();
     describe_histogram!(
         STAGE_LATENCY_SECONDS,
         Unit::Seconds,

@@ -21,6 +21,7 @@ use attest_auth::KeyRing;
 use attest_embed::Embedder;
 use attest_proto::meta_client::MetaClient;
 use attest_proto::v1 as pb;
+use attest_telemetry::collection_metrics::{CollectionMetrics, CODE_OK, OP_ASK};
 use attest_telemetry::metrics::{observe_stage, RAG_ABSTENTION_TOTAL};
 use serde::Serialize;
 
@@ -128,6 +129,8 @@ pub struct AnswerService {
     thresholds: Arc<ThresholdsCache>,
     /// The API keys callers present (meta's, from the same polls; authentication off until enabled).
     keys: Arc<KeyRing>,
+    /// Asks and abstentions by collection and tenant (capped by `answer.metrics_label_cap`).
+    metrics: CollectionMetrics,
     config: AnswerConfig,
 }
 
@@ -201,6 +204,7 @@ impl AnswerService {
                 .then(|| Arc::new(ChatClient::new(config.llm.clone()))),
             thresholds: Arc::new(ThresholdsCache::default()),
             keys: KeyRing::open(),
+            metrics: CollectionMetrics::new(config.metrics_label_cap),
             config,
         })
     }
@@ -275,8 +279,32 @@ impl AnswerService {
     }
 
     /// One turn of a conversation: `history` (oldest first) makes the question standalone before the stages
-    /// run (see [`conversation`]); only this turn's passages are cited.
+    /// run (see [`conversation`]); only this turn's passages are cited. Counted and timed per collection and
+    /// tenant (`attest_collection_requests_total{op="ask"}`), whichever front asked.
     pub async fn ask_in_conversation(
+        &self,
+        caller: &Caller,
+        collection: &str,
+        question: &str,
+        history: &[HistoryTurn],
+        request_id: &str,
+    ) -> Result<AskResponse, AnswerError> {
+        let started = Instant::now();
+        let outcome = self
+            .turn_in_conversation(caller, collection, question, history, request_id)
+            .await;
+        let code = match &outcome {
+            Ok(_) => CODE_OK,
+            Err(e) => e.api().code.as_str(),
+        };
+        let tenant = tenant_label(caller);
+        self.metrics
+            .request(OP_ASK, collection, tenant, code, started.elapsed());
+        outcome
+    }
+
+    /// The stages of one turn, in order; the first that ends the turn gives the response.
+    async fn turn_in_conversation(
         &self,
         caller: &Caller,
         collection: &str,
@@ -396,7 +424,7 @@ impl AnswerService {
         reason: &'static str,
         suggestions: Vec<String>,
     ) -> AskResponse {
-        count_abstention(reason);
+        self.count_abstention(turn, reason);
         let out = &mut turn.out;
         out.status = "abstained";
         out.reason = Some(reason);
@@ -407,10 +435,25 @@ impl AnswerService {
     }
 }
 
-/// Counts and logs a turn that ends without a grounded answer (`rag_abstention_total{reason}`).
-fn count_abstention(reason: &'static str) {
-    metrics::counter!(RAG_ABSTENTION_TOTAL, "reason" => reason).increment(1);
-    tracing::info!(reason, event = "abstained", "answer abstained");
+impl AnswerService {
+    /// Counts and logs a turn that ends without a grounded answer (`rag_abstention_total{reason}`, and per
+    /// collection and tenant `attest_collection_abstentions_total`).
+    fn count_abstention(&self, turn: &Turn, reason: &'static str) {
+        metrics::counter!(RAG_ABSTENTION_TOTAL, "reason" => reason).increment(1);
+        self.metrics
+            .abstention(turn.collection, tenant_label(turn.caller), reason);
+        tracing::info!(reason, event = "abstained", "answer abstained");
+    }
+}
+
+/// The caller's tenant as the metrics name it: a caller that names none asks as the router's default tenant,
+/// `default` unless `router.default_tenant` says otherwise (the answer tier does not know the router's config).
+fn tenant_label(caller: &Caller) -> &str {
+    if caller.tenant.is_empty() {
+        "default"
+    } else {
+        &caller.tenant
+    }
 }
 
 /// Runs `f` on a blocking thread (not the CPU pool: it waits on a remote model, which must not hold a core's

@@ -9,11 +9,11 @@ use std::time::Instant;
 use attest_proto::v1 as pb;
 
 use super::{
-    count_abstention, finish, on_a_blocking_thread, passage, AnswerService, Flow, Turn,
-    LOW_CONFIDENCE, MODEL_ABSTAINED, NO_RESULTS, OUT_OF_CORPUS, ROUTED_NO_RETRIEVAL,
-    STAGE_GAUNTLET, STAGE_GENERATE, STAGE_MEMORY, STAGE_READ, STAGE_RERANK, STAGE_RETRIEVE,
-    STAGE_ROUTE, STAGE_STRUCTURAL, STAGE_TERMINOLOGY, STAGE_VERIFY, TERMINOLOGY_NOT_FOUND,
-    UNRESOLVED_REFERENCE, UNSUPPORTED_CLAIMS,
+    finish, on_a_blocking_thread, passage, AnswerService, Flow, Turn, LOW_CONFIDENCE,
+    MODEL_ABSTAINED, NO_RESULTS, OUT_OF_CORPUS, ROUTED_NO_RETRIEVAL, STAGE_GAUNTLET,
+    STAGE_GENERATE, STAGE_MEMORY, STAGE_READ, STAGE_RERANK, STAGE_RETRIEVE, STAGE_ROUTE,
+    STAGE_STRUCTURAL, STAGE_TERMINOLOGY, STAGE_VERIFY, TERMINOLOGY_NOT_FOUND, UNRESOLVED_REFERENCE,
+    UNSUPPORTED_CLAIMS,
 };
 use crate::cite::{citations, render, render_checked, CheckedClaim};
 use crate::conversation;
@@ -264,7 +264,7 @@ impl AnswerService {
         .flatten();
         turn.record(STAGE_GENERATE, t);
         let text = text?;
-        count_abstention(OUT_OF_CORPUS);
+        self.count_abstention(turn, OUT_OF_CORPUS);
         let suggestions = self.titles(turn);
         let out = &mut turn.out;
         out.status = "out_of_corpus";

@@ -1,0 +1,155 @@
+//! The router's operations as the fronts (HTTP and gRPC) call them: each runs its body (in [`crate::search`] and
+//! [`crate::ingest`]) and records it per collection and tenant — requests by outcome and their latency, and for
+//! ingest the documents and bytes stored (`attest_collection_*`, capped by `router.metrics_label_cap`). Recording
+//! here rather than in each handler keeps both fronts counted alike.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use attest_proto::v1 as pb;
+use attest_telemetry::collection_metrics::{
+    CODE_OK, MIXED, OP_DELETE, OP_INGEST, OP_SEARCH, OP_SEARCH_BATCH,
+};
+
+use crate::error::RouterError;
+use crate::ingest::{IngestDocument, IngestReport};
+use crate::router::Router;
+
+/// The `code` label of an outcome.
+fn code<T>(outcome: &Result<T, RouterError>) -> &'static str {
+    match outcome {
+        Ok(_) => CODE_OK,
+        Err(e) => e.code().as_str(),
+    }
+}
+
+impl Router {
+    /// Hybrid search: validate, embed the query (BM25 alone if that fails), fan out, merge each lane, fuse.
+    pub async fn search(
+        &self,
+        req: pb::SearchRequest,
+        request_id: String,
+    ) -> Result<pb::SearchResponse, RouterError> {
+        let (collection, tenant) = (req.collection.clone(), self.tenant_of(&req));
+        let started = Instant::now();
+        let outcome = self.search_unmeasured(req, request_id).await;
+        self.metrics.request(
+            OP_SEARCH,
+            &collection,
+            &tenant,
+            code(&outcome),
+            started.elapsed(),
+        );
+        outcome
+    }
+
+    /// Several searches of one collection and tenant as one (the answer tier's retrieval hops): one embedding
+    /// call, one round trip per shard, one payload fetch per shard.
+    pub async fn search_batch(
+        &self,
+        reqs: Vec<pb::SearchRequest>,
+        request_id: String,
+    ) -> Result<pb::SearchBatchResponse, RouterError> {
+        // Every search of a batch names the same collection and tenant (the body refuses one that does not).
+        let labels = reqs
+            .first()
+            .map(|r| (r.collection.clone(), self.tenant_of(r)));
+        let started = Instant::now();
+        let outcome = self.search_batch_unmeasured(reqs, request_id).await;
+        if let Some((collection, tenant)) = labels {
+            self.metrics.request(
+                OP_SEARCH_BATCH,
+                &collection,
+                &tenant,
+                code(&outcome),
+                started.elapsed(),
+            );
+        }
+        outcome
+    }
+
+    /// Validates every document (one bad document fails the whole request and nothing is written), drops near
+    /// duplicates, chunks, embeds and writes each document to its shard. Returns once every shard acknowledged
+    /// durably.
+    pub async fn ingest(
+        &self,
+        collection: &str,
+        docs: Vec<IngestDocument>,
+        request_id: &str,
+    ) -> Result<IngestReport, RouterError> {
+        // Each document's tenant and size, by its position: the report names refusals by position.
+        let sizes: Vec<(String, u64)> = docs
+            .iter()
+            .map(|d| {
+                let tenant = match d.source.tenant.as_deref() {
+                    Some(t) if !t.is_empty() => t.to_string(),
+                    _ => self.config.default_tenant.clone(),
+                };
+                (tenant, (d.source.title.len() + d.source.text.len()) as u64)
+            })
+            .collect();
+        let tenant = match sizes.first() {
+            None => self.config.default_tenant.as_str(),
+            Some((first, _)) if sizes.iter().all(|(t, _)| t == first) => first.as_str(),
+            Some(_) => MIXED,
+        };
+        let started = Instant::now();
+        let outcome = self.ingest_unmeasured(collection, docs, request_id).await;
+        self.metrics.request(
+            OP_INGEST,
+            collection,
+            tenant,
+            code(&outcome),
+            started.elapsed(),
+        );
+        if let Ok(report) = &outcome {
+            let mut refused = vec![false; sizes.len()];
+            for i in report
+                .duplicates
+                .iter()
+                .map(|(i, _)| *i)
+                .chain(report.rejected.iter().map(|(i, _)| *i))
+            {
+                if let Some(r) = refused.get_mut(i) {
+                    *r = true;
+                }
+            }
+            let mut stored: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+            for ((tenant, bytes), _) in sizes.iter().zip(&refused).filter(|(_, r)| !**r) {
+                let entry = stored.entry(tenant.as_str()).or_default();
+                entry.0 += 1;
+                entry.1 += bytes;
+            }
+            for (tenant, (documents, bytes)) in stored {
+                self.metrics.ingested(collection, tenant, documents, bytes);
+            }
+        }
+        outcome
+    }
+
+    /// Deletes every chunk of a document from its tenant; `Ok(false)` when no replica held it.
+    pub async fn delete_document(
+        &self,
+        collection: &str,
+        tenant: Option<&str>,
+        doc_id: &str,
+        request_id: &str,
+    ) -> Result<bool, RouterError> {
+        let label = tenant
+            .filter(|t| !t.is_empty())
+            .unwrap_or(&self.config.default_tenant)
+            .to_string();
+        let started = Instant::now();
+        let outcome = self
+            .delete_document_unmeasured(collection, tenant, doc_id, request_id)
+            .await;
+        self.metrics.request(
+            OP_DELETE,
+            collection,
+            &label,
+            code(&outcome),
+            started.elapsed(),
+        );
+        outcome
+    }
+}
