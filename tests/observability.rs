@@ -15,30 +15,6 @@ use serde_json::{json, Value};
 const TRACE_ID: &str = "req-observability-trace-1";
 const ASK_TRACE_ID: &str = "req-observability-ask-2";
 
-/// The gRPC health service's answer for the whole server ("").
-fn grpc_health(addr: &str) -> i32 {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
-        let mut client = tonic_health::pb::health_client::HealthClient::new(channel);
-        client
-            .check(tonic_health::pb::HealthCheckRequest {
-                service: String::new(),
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .status
-    })
-}
-
 fn scrape(base: &str) -> prometheus_parse::Scrape {
     let (status, text) = get_text(&format!("{base}/metrics"));
     assert_eq!(status, 200);
@@ -235,7 +211,11 @@ fn request_ids_cross_every_hop_and_every_role_serves_metrics() {
         assert_health(base);
     }
     for addr in [&router_grpc, &shard_grpc, &embedder_grpc, &answer_grpc] {
-        assert_eq!(grpc_health(addr), 1, "gRPC health SERVING on {addr}");
+        assert_eq!(
+            common::grpc_health(addr, ""),
+            1,
+            "gRPC health SERVING on {addr}"
+        );
     }
     let a = scrape(&answer_url);
     for stage in ["retrieve", "generate", "verify", "ask_total"] {

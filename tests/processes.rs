@@ -160,11 +160,7 @@ fn readyz(http: &str) -> (u16, String) {
 fn a_router_listens_at_once_says_it_waits_for_meta_and_stops_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     // Meta's address, not yet served: the router starts before it.
-    let meta_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let meta_port = unused_port();
     let meta = format!("http://127.0.0.1:{meta_port}");
     let router_args = [
         "serve",
@@ -245,29 +241,6 @@ fn a_router_listens_at_once_says_it_waits_for_meta_and_stops_on_sigterm() {
     stops_within(&mut stranded, std::time::Duration::from_secs(10));
 }
 
-/// The gRPC health status of `service` ("" for the whole server) at `addr`.
-fn grpc_health(addr: &str, service: &str) -> i32 {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
-        tonic_health::pb::health_client::HealthClient::new(channel)
-            .check(tonic_health::pb::HealthCheckRequest {
-                service: service.into(),
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .status
-    })
-}
-
 /// Polls `/readyz` until `done` accepts its (status, reason); panics after `limit` with the last answer.
 fn readyz_until(
     http: &str,
@@ -341,8 +314,8 @@ fn meta_shard_answer_and_embedder_listen_at_once_say_what_they_wait_for_and_stop
         tonic_health::ServingStatus::Serving as i32,
         tonic_health::ServingStatus::NotServing as i32,
     );
-    assert_eq!(grpc_health(&grpc, ""), not_serving);
-    assert_eq!(grpc_health(&grpc, "liveness"), serving);
+    assert_eq!(common::grpc_health(&grpc, ""), not_serving);
+    assert_eq!(common::grpc_health(&grpc, "liveness"), serving);
     stops_within(&mut lonely, sigterm_limit);
 
     // A single-voter meta elects itself: ready, on both.
@@ -363,7 +336,7 @@ fn meta_shard_answer_and_embedder_listen_at_once_say_what_they_wait_for_and_stop
     );
     let (meta_http, meta_grpc) = (value_of(&line, "http="), value_of(&line, "grpc="));
     readyz_until(&meta_http, limit, &log, |s, _| s == 200);
-    assert_eq!(grpc_health(&meta_grpc, ""), serving);
+    assert_eq!(common::grpc_health(&meta_grpc, ""), serving);
 
     // A shard whose meta does not answer: its probes answer at once and say it is registering.
     let nowhere = format!("http://127.0.0.1:{}", unused_port());

@@ -302,6 +302,29 @@ pub fn start_role(args: &[&str], dir: &Path, name: &str) -> (Proc, String) {
     start(args, Some(&dir.join(name)), Logs::InfoTo(&log))
 }
 
+/// The gRPC health status of `service` ("" for the whole server) at `addr` (`host:port`).
+pub fn grpc_health(addr: &str, service: &str) -> i32 {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        tonic_health::pb::health_client::HealthClient::new(channel)
+            .check(tonic_health::pb::HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .status
+    })
+}
+
 pub fn post(url: &str, body: &Value) -> (u16, Value) {
     let r = http().post(url).json(body).send().unwrap();
     let status = r.status().as_u16();
