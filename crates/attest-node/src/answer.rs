@@ -16,8 +16,8 @@ use crate::config::AttestConfig;
 use crate::node_config::NodeConfig;
 use crate::plumbing::security::Security;
 use crate::plumbing::{
-    enable_auth, grpc_suffix, load_blocking, load_embedder, meta_client, served_document, url_of,
-    LateRoutes, Listeners, Shutdown,
+    enable_auth, finish, grpc_suffix, load_blocking, load_embedder, meta_client, served_document,
+    url_of, HttpTask, LateRoutes, Listeners, Shutdown,
 };
 
 /// How often a replica checks that its router answers.
@@ -74,11 +74,7 @@ pub async fn serve(
         grpc_suffix(grpc.as_ref())?
     );
     crate::plumbing::announce_when_ready(cfg.role, readiness.check(), &shutdown);
-    let http_task = tokio::spawn(attest_telemetry::listener::serve_http(
-        http,
-        app,
-        shutdown.signalled(),
-    ));
+    let http = HttpTask::start(http, app, &shutdown);
     let served = async {
         let router = RouterClient::connect_lazy(&endpoint, security.client_tls())?;
         let (node, router_client) = (cfg.clone(), router.clone());
@@ -123,12 +119,7 @@ pub async fn serve(
         served
     }
     .await;
-    if served.is_err() {
-        http_task.abort();
-        return served;
-    }
-    http_task.await??;
-    Ok(())
+    finish(Some(http), served).await
 }
 
 /// Keeps `readiness` at ready while the router at `endpoint` answers its gRPC health check as SERVING.

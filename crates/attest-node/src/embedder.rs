@@ -11,7 +11,8 @@ use attest_telemetry::readiness::Readiness;
 use crate::node_config::NodeConfig;
 use crate::plumbing::security::Security;
 use crate::plumbing::{
-    grpc_suffix, load_blocking, load_embedder, url_of, LateRoutes, Listeners, Shutdown,
+    finish, grpc_suffix, load_blocking, load_embedder, url_of, HttpTask, LateRoutes, Listeners,
+    Shutdown,
 };
 
 /// Serves the embedding API on `listeners.http` (and gRPC health on `listeners.grpc`) until `shutdown`.
@@ -43,11 +44,7 @@ pub async fn serve(
         grpc_suffix(health.as_ref())?
     );
     crate::plumbing::announce_when_ready(cfg.role, readiness.check(), &shutdown);
-    let http_task = tokio::spawn(attest_telemetry::listener::serve_http(
-        http,
-        app,
-        shutdown.signalled(),
-    ));
+    let http = HttpTask::start(http, app, &shutdown);
     let health_task = health.map(|listener| {
         let health =
             attest_telemetry::readiness::ReadinessHealth::new(readiness.check(), Vec::new());
@@ -63,24 +60,19 @@ pub async fn serve(
     let load = load_blocking("loading the embedding model", move || {
         load_embedder(&local, model_dir, None)
     });
-    if let Some(embedder) = shutdown.unless_signalled(load).await {
-        let embedder = match embedder {
-            Ok(e) => e,
-            Err(e) => {
-                http_task.abort();
-                return Err(e);
-            }
-        };
+    // `None`: stopped while loading.
+    let loaded = shutdown.unless_signalled(load).await.transpose();
+    if let Ok(Some(embedder)) = &loaded {
         tracing::info!(model = %embedder.id(), dimension = embedder.dimension(),
             event = "embedder_loaded", "embedding model loaded");
         late.set(attest_embed::server::guarded_routes(
-            Arc::clone(&embedder),
+            Arc::clone(embedder),
             cfg.config.embed_server.clone(),
             guard,
         ));
         readiness.set_ready();
     }
-    http_task.await??;
+    finish(Some(http), loaded.map(drop)).await?;
     if let Some(task) = health_task {
         task.await??;
     }

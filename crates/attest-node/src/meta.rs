@@ -9,7 +9,7 @@ use attest_telemetry::ops::ReadinessCheck;
 
 use crate::node_config::{MetaId, NodeConfig};
 use crate::plumbing::security::Security;
-use crate::plumbing::{listening_suffix, Listeners, Shutdown};
+use crate::plumbing::{finish, listening_suffix, HttpTask, Listeners, Shutdown};
 
 /// `1=http://127.0.0.1:7601,...` → [(1, "http://127.0.0.1:7601"), ...]
 pub fn parse_meta_peers(peers: &[String]) -> anyhow::Result<Vec<(u64, String)>> {
@@ -119,27 +119,27 @@ pub async fn serve(
         })
     };
     crate::plumbing::announce_when_ready(cfg.role, Arc::clone(&check), &shutdown);
-    let ops_task = ops.map(|l| {
-        let routes = attest_telemetry::ops::routes(Arc::clone(&check), None);
-        tokio::spawn(attest_telemetry::listener::serve_http(
+    let ops = ops.map(|l| {
+        HttpTask::start(
             l,
-            routes,
-            shutdown.signalled(),
-        ))
+            attest_telemetry::ops::routes(Arc::clone(&check), None),
+            &shutdown,
+        )
     });
-    let started = shutdown
-        .unless_signalled(attest_meta::MetaNode::start(config, listener))
-        .await;
-    if let Some(node) = started {
-        let node = node?;
-        let _ = node_readiness.set(node.readiness());
-        shutdown.signalled().await;
-        node.shutdown().await?;
+    let served = async {
+        let started = shutdown
+            .unless_signalled(attest_meta::MetaNode::start(config, listener))
+            .await;
+        if let Some(node) = started {
+            let node = node?;
+            let _ = node_readiness.set(node.readiness());
+            shutdown.signalled().await;
+            node.shutdown().await?;
+        }
+        Ok(())
     }
-    if let Some(task) = ops_task {
-        task.await??;
-    }
-    Ok(())
+    .await;
+    finish(ops, served).await
 }
 
 #[cfg(test)]

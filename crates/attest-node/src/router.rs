@@ -13,8 +13,8 @@ use attest_telemetry::ops::ReadinessCheck;
 use crate::node_config::NodeConfig;
 use crate::plumbing::security::Security;
 use crate::plumbing::{
-    enable_auth, load_blocking, load_embedder, meta_client, served_document, url_of, LateRoutes,
-    Listeners, Shutdown,
+    enable_auth, finish, load_blocking, load_embedder, meta_client, served_document, url_of,
+    HttpTask, LateRoutes, Listeners, Shutdown,
 };
 
 /// Serves a router on `listeners.http` and `listeners.grpc` until `shutdown`.
@@ -63,11 +63,7 @@ pub async fn serve(
         grpc.local_addr()?
     );
     crate::plumbing::announce_when_ready(cfg.role, Arc::clone(&ready), &shutdown);
-    let http_task = tokio::spawn(attest_telemetry::listener::serve_http(
-        http,
-        app,
-        shutdown.signalled(),
-    ));
+    let http = HttpTask::start(http, app, &shutdown);
     let served = async {
         let (embedder_cfg, model_dir, url) = (
             cfg.embedder_config(),
@@ -96,10 +92,5 @@ pub async fn serve(
     }
     .await;
     watch.abort();
-    if served.is_err() {
-        http_task.abort();
-        return served;
-    }
-    http_task.await??;
-    Ok(())
+    finish(Some(http), served).await
 }

@@ -15,7 +15,9 @@ use attest_telemetry::readiness::Readiness;
 
 use crate::node_config::NodeConfig;
 use crate::plumbing::security::Security;
-use crate::plumbing::{listening_suffix, load_blocking, meta_client, url_of, Listeners, Shutdown};
+use crate::plumbing::{
+    finish, listening_suffix, load_blocking, meta_client, url_of, HttpTask, Listeners, Shutdown,
+};
 
 /// Opens a shard node's storage under `dir` with the configured engine defaults (replaying its log: blocking).
 pub fn open_node(dir: &Path, engine: &EngineConfig) -> anyhow::Result<Arc<ShardNode>> {
@@ -56,25 +58,17 @@ pub async fn serve(
                 node.publish_metrics();
             }
         });
-        tokio::spawn(attest_telemetry::listener::serve_http(
+        HttpTask::start(
             l,
             attest_telemetry::ops::routes(readiness.check(), Some(refresh)),
-            shutdown.signalled(),
-        ))
+            &shutdown,
+        )
     });
     let served = serve_node(
         cfg, &security, listener, &ops_url, &readiness, &opened, &shutdown,
     )
     .await;
-    if let Some(task) = ops_task {
-        // The ops port stops with the process's shutdown; after a failed start it is stopped here.
-        if served.is_err() {
-            task.abort();
-        } else {
-            task.await??;
-        }
-    }
-    served
+    finish(ops_task, served).await
 }
 
 /// Opens the node, joins the cluster when `--meta` is given, then serves gRPC until `shutdown`.

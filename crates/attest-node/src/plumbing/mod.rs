@@ -117,6 +117,37 @@ pub(crate) fn say_ready(role: Role) {
     let _ = writeln!(std::io::stdout(), "attest {} ready", role.name());
 }
 
+/// An HTTP server started before the rest of its role, so that probes answer while the role starts.
+pub(crate) struct HttpTask(tokio::task::JoinHandle<std::io::Result<()>>);
+
+impl HttpTask {
+    /// Serves `app` on `listener` in its own task until `shutdown`.
+    pub fn start(listener: Listener, app: axum::Router, shutdown: &Shutdown) -> HttpTask {
+        HttpTask(tokio::spawn(attest_telemetry::listener::serve_http(
+            listener,
+            app,
+            shutdown.signalled(),
+        )))
+    }
+}
+
+/// Ends a role whose HTTP server (if any) was started first: when the role's own work `served` failed, the
+/// server is stopped and the failure returned; otherwise the server stops with the shutdown and is waited for.
+pub(crate) async fn finish(
+    http: Option<HttpTask>,
+    served: anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let Some(HttpTask(task)) = http else {
+        return served;
+    };
+    if served.is_err() {
+        task.abort();
+        return served;
+    }
+    task.await??;
+    Ok(())
+}
+
 /// Tells every server of a process to stop; cloned into each. Resolves at once for a server started after it
 /// was signalled, so a role stopped in the middle of its start-up stops there.
 #[derive(Clone, Debug)]
