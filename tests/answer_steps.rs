@@ -4,7 +4,7 @@
 //! hop limit), every abstention reason these steps can trigger, and the structural lookup forcing an identifier's
 //! passage into what the generator sees.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

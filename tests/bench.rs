@@ -2,7 +2,7 @@
 //! and sane (recall against exact search, exact slower than IVF_PQ, sizes on disk), the nprobe sweep is
 //! monotone in recall, and `--fit` turns two runs into a cost model with plots.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

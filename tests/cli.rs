@@ -4,7 +4,7 @@
 //! The OpenAPI contract: what `attest dev` serves at `/v1/openapi.json` (open) is `attest openapi`'s output and the
 //! committed docs/openapi.json, and every operation it says needs a scope refuses a key without it.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -6,7 +6,7 @@
 //! node is then drained as a pod's preStop hook does (routers turn to its peers), restarted (the drain ends), and
 //! decommissioned with `attest cluster drain --move` (its replicas move off; it is then killed, nothing lost).
 
-mod common;
+use crate::common;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};

@@ -5,7 +5,7 @@
 //! the admin key (UNAUTHENTICATED); `attest status` needs it too. `attest dev --admin-key` guards the meta
 //! service on its public gRPC listener the same way, with a key of its own.
 
-mod common;
+use crate::common;
 
 use attest_proto::v1 as pb;
 use attest_proto::v1::meta_service_client::MetaServiceClient;

@@ -10,7 +10,7 @@
 //!
 //! The end-to-end form (`attest dev`, `attest ask --follow-up`) is `follow_up_through_the_binary` below.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

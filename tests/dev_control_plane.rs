@@ -4,7 +4,7 @@
 //! nodes their ids); `attest status --meta <dev grpc address>` reports the nodes and the shard map.
 //! `attest config check` prints the resolved configuration, or names every unknown key and invalid value.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -2,7 +2,7 @@
 //! bundled squad sample ingested with `attest ingest`, then hybrid search and the bad-input table over HTTP and
 //! gRPC.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -2,7 +2,7 @@
 //! fields, the risk–coverage PNG, the threshold sweep, the baseline gate's exit code, and a near-duplicate in
 //! the corpus reported as skipped instead of stopping the run.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -6,7 +6,7 @@
 //! goes through and 2 successes close it. The metrics move as SPEC.md names them. Time is moved by hand
 //! (`ManualClock`) instead of waiting 30 s.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;

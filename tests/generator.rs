@@ -4,7 +4,7 @@
 //! support, a model that declines, a server that fails. Each is dropped, revised away or turned into an
 //! abstention as SPEC.md says; real ids never reach the model.
 
-mod common;
+use crate::common;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};

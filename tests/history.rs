@@ -16,7 +16,7 @@
 //! its peer was paused): that run must fail, which shows the suite catches lost writes end to end.
 //! `ATTEST_HISTORY_KEEP=1` keeps the directory of a passing run too (a recorded long run).
 
-mod common;
+use crate::common;
 
 #[path = "history/checker.rs"]
 mod checker;

@@ -3,7 +3,7 @@
 //! restart of everything forgets nothing, detection is per tenant (a rejection never names another tenant's
 //! document) and a deleted document's text can be stored again at once.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

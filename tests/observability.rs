@@ -5,7 +5,7 @@
 //! `/readyz` and the gRPC health service answer on every role, `attest dev` included. The per-collection metrics
 //! (`attest_collection_*`) of two collections move apart, and a collection past the label cap counts as `other`.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -9,7 +9,7 @@
 //! The bytes and calls these save against payloads in the fan-out and one `Search` per query are in
 //! docs/BENCHMARKS.md ("Fetch only what is returned", "One fan-out per hop").
 
-mod common;
+use crate::common;
 
 use attest_proto::v1 as pb;
 use attest_proto::v1::router_service_client::RouterServiceClient;

@@ -5,7 +5,7 @@
 //! promptly on SIGTERM either way; so do meta (ready once it knows a leader), a shard (once registered), an answer
 //! replica (once its router answers) and an embedder, on `/readyz` and gRPC health alike.
 
-mod common;
+use crate::common;
 
 use common::{post, start, value_of, Logs};
 use serde_json::{json, Value};

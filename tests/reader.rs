@@ -4,7 +4,7 @@
 //! URL title, a title with dots or a fragment split inside one), and suggestions only name titles near the
 //! question.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

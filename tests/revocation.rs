@@ -3,7 +3,7 @@
 //! — all with the cluster key; a key minted on router 1 works on router 2 and the answer tier, is revoked on
 //! router 1, and each front is polled until it answers 401.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -6,7 +6,7 @@
 //! lines and `auth_denied_total{reason}` record what happened. Logs of each run are kept in its temp directory
 //! (printed on failure).
 
-mod common;
+use crate::common;
 #[path = "security/scoped_admin.rs"]
 mod scoped_admin;
 

@@ -5,7 +5,7 @@
 //!
 //! Needs the model installed by `make setup` (`scripts/install-llm.sh`) and the MiniLM embedder.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -7,7 +7,7 @@
 //! without a checksum; restoring over an existing collection needs `--force`. Each process's log is kept in the
 //! test's temp directory.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -6,7 +6,7 @@
 //! under mutual TLS, its API does. `attest serve` without TLS or keys refuses to start unless `--insecure` is
 //! given, which `/readyz` then reports.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,6 +1,5 @@
 //! Helpers shared by the tests that drive the real `attest` binary: starting role processes on loopback,
 //! reading the address they print, and small HTTP calls.
-#![allow(dead_code)] // each test binary uses a different subset
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -174,7 +174,12 @@ impl IngestLog {
         opts.create_missing_column_families(true);
         let cfs = [CF_LOG, CF_DOCS, CF_META, CF_DEDUP]
             .map(|n| ColumnFamilyDescriptor::new(n, Options::default()));
-        let db = DB::open_cf_descriptors(&opts, path, cfs)?;
+        let db = DB::open_cf_descriptors(&opts, path, cfs).map_err(|e| {
+            IndexError::RocksDb(attest_core::rocksdb_files::explain_open_error(
+                path,
+                e.as_ref(),
+            ))
+        })?;
         let last_seq = match db.get_cf(db.cf_handle(CF_META).expect("meta cf"), KEY_LAST_SEQ)? {
             Some(b) => u64::from_be_bytes(
                 b.as_slice()

@@ -1,7 +1,5 @@
 //! Shared fixtures for the engine's integration tests: small deterministic documents with unit vectors.
 
-#![allow(dead_code)]
-
 use attest_index::{DocumentWrite, EngineConfig, IvfPqParams, LoggedChunk};
 use rand::{Rng, SeedableRng};
 

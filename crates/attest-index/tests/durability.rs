@@ -1,7 +1,7 @@
 //! Crash test: a child process ingesting is killed with SIGKILL at random moments; after each restart every
 //! acknowledged chunk is searchable exactly once.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

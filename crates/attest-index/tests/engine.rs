@@ -1,6 +1,6 @@
 //! Engine behaviour end to end on disk: search after write, tombstones, compaction, corrupt segments, bad input.
 
-mod common;
+use crate::common;
 
 use attest_index::{Condition, DocumentWrite, Filter, IndexError, SearchParams, ShardEngine};
 use common::*;

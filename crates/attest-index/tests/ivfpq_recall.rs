@@ -254,7 +254,7 @@ fn recall_at_10_with_default_params_on_50k_clustered_vectors() {
     );
 }
 
-/// Parameter sweep behind the defaults. `cargo test -p attest-index --test ivfpq_recall -- --ignored
+/// Parameter sweep behind the defaults. `cargo test -p attest-index --test integration ivfpq_recall -- --ignored
 /// --nocapture`. Measured with all 50k rows as training set (recall@10; nprobe 8, 32 and 64 gave identical
 /// figures on this fixture; the 40k training prefix used now gives 0.700 / 0.996 for m = 96):
 ///

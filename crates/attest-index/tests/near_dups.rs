@@ -1,7 +1,7 @@
 //! The near-duplicate keys a shard keeps beside its log: written with the document, per tenant, replaced when the
 //! document is, removed when it is deleted, kept across a restart and copied by catch-up.
 
-mod common;
+use crate::common;
 
 use attest_index::{DocumentWrite, FetchedDocument, NearDupKeys, ShardEngine};
 use common::*;

@@ -3,7 +3,7 @@
 //! training again, drift past the bound trains a new version while the old segments keep serving, and the
 //! quantizer survives restarts, damage and snapshots.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;

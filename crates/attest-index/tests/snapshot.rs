@@ -3,7 +3,7 @@
 //! snapshot began is in it; a compaction running meanwhile breaks neither; a snapshot with a missing, truncated
 //! or altered file is refused naming it, and nothing is restored.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,7 +1,7 @@
 //! Write versions: last writer wins by version on every replica, tombstones of unseen documents, and the
 //! catch-up reads (version listing, document fetch) that let a lagging replica copy what it missed.
 
-mod common;
+use crate::common;
 
 use attest_index::{doc_key, DocumentWrite, FetchedDocument, ShardEngine};
 use common::*;

@@ -53,6 +53,9 @@ pub enum MetaError {
     InboxFull,
     #[error("rocksdb: {0}")]
     Rocks(#[from] rocksdb::Error),
+    /// The store's RocksDB directory did not open (with what a directory of a newer format means).
+    #[error("rocksdb: {0}")]
+    Open(String),
     #[error("raft: {0}")]
     Raft(#[from] raft::Error),
     /// A stored or received value that does not decode.
@@ -89,7 +92,9 @@ impl From<MetaError> for Status {
             | MetaError::Unreachable(_)
             | MetaError::Shutdown
             | MetaError::InboxFull => Code::Unavailable,
-            MetaError::Rocks(_) | MetaError::Raft(_) | MetaError::Codec(_) => Code::Internal,
+            MetaError::Rocks(_) | MetaError::Open(_) | MetaError::Raft(_) | MetaError::Codec(_) => {
+                Code::Internal
+            }
         };
         Status::new(code, e.to_string())
     }

@@ -162,7 +162,12 @@ impl RocksStorage {
             .map_err(|e| MetaError::Codec(format!("create {}: {e}", path.display())))?;
         let mut opts = Options::default();
         opts.create_if_missing(true);
-        let db = DB::open(&opts, path)?;
+        let db = DB::open(&opts, path).map_err(|e| {
+            MetaError::Open(attest_core::rocksdb_files::explain_open_error(
+                path,
+                e.as_ref(),
+            ))
+        })?;
         let hard_state: HardState = decode(db.get(HARD_STATE)?)?;
         let conf_state: ConfState = decode(db.get(CONF_STATE)?)?;
         let mut snapshot = Snapshot::default();

@@ -1,7 +1,7 @@
 //! A 3-node meta cluster in one process: election, forwarded writes, linearizable reads on followers,
 //! heartbeats and liveness, leader failover, and a full restart from the same data directories.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

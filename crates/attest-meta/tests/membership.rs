@@ -1,7 +1,7 @@
 //! Membership: a one-node group that grows by `AddMetaNode` joins, and a three-node group that grows to
 //! five and then removes a follower and its leader with `RemoveMetaNode`.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Partitions over real sockets with the transport filter: an isolated follower, an isolated leader, and a
 //! follower that lags behind a compacted log and must install a snapshot.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! The snapshot store on a local directory.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -1,7 +1,7 @@
 //! The snapshot store on S3: against a `moto` server (PyPI, pinned) on 127.0.0.1, started by each test through
 //! scripts/s3-test-server.sh (which makes its virtual environment on first use) and killed when the test ends.
 
-mod common;
+use crate::common;
 
 use std::net::TcpListener;
 use std::path::PathBuf;

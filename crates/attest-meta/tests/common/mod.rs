@@ -1,6 +1,5 @@
 //! In-process sandbox cluster: real meta nodes (RocksDB, Raft thread, tonic server) on 127.0.0.1 ports in
 //! one test process, with the transport filter for partitions. Every wait is bounded.
-#![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;

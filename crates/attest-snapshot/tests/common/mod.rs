@@ -1,5 +1,4 @@
 //! Helpers shared by the snapshot store's tests.
-#![allow(dead_code)]
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};

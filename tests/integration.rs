@@ -1,0 +1,32 @@
+//! The one test binary of Attest's cross-role suites: each module is a suite in the file of its name (`attest dev`
+//! and the cluster roles driven through the real binary, and in-process stacks), `common/` their helpers. One
+//! binary rather than one per suite: the suites share their helpers and their dependencies' generic code, which
+//! were compiled and linked (FAISS included) 24 times. Run one suite with
+//! `cargo test -p attest-tests --test integration cluster::`.
+
+mod common;
+
+mod agent_heartbeat;
+mod answer_steps;
+mod bench;
+mod cli;
+mod cluster;
+mod cluster_credential;
+mod conversation;
+mod dev_control_plane;
+mod e2e;
+mod eval;
+mod fallback;
+mod generator;
+mod history;
+mod near_duplicates;
+mod observability;
+mod payloads;
+mod processes;
+mod reader;
+mod revocation;
+mod sandbox;
+mod security;
+mod smollm2;
+mod snapshots;
+mod tls;
