@@ -10,7 +10,8 @@
 //!
 //! The end-to-end form (`attest dev`, `attest ask --follow-up`) is `follow_up_through_the_binary` below.
 
-use crate::common;
+#[allow(dead_code)] // a binary of its own uses a few of the shared helpers
+mod common;
 
 use std::sync::Arc;
 

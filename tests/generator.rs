@@ -4,7 +4,8 @@
 //! support, a model that declines, a server that fails. Each is dropped, revised away or turned into an
 //! abstention as SPEC.md says; real ids never reach the model.
 
-use crate::common;
+#[allow(dead_code)] // a binary of its own uses a few of the shared helpers
+mod common;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};

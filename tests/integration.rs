@@ -2,7 +2,9 @@
 //! and the cluster roles driven through the real binary, and in-process stacks), `common/` their helpers. One
 //! binary rather than one per suite: the suites share their helpers and their dependencies' generic code, which
 //! were compiled and linked (FAISS included) 24 times. Run one suite with
-//! `cargo test -p attest-tests --test integration cluster::`.
+//! `cargo test -p attest-tests --test integration cluster::`. `conversation` and `generator` are binaries of their
+//! own: they assert exact counts of process-wide metrics (abstentions, dropped citations) that the in-process
+//! answer tiers of other suites would also move.
 
 mod common;
 
@@ -12,12 +14,10 @@ mod bench;
 mod cli;
 mod cluster;
 mod cluster_credential;
-mod conversation;
 mod dev_control_plane;
 mod e2e;
 mod eval;
 mod fallback;
-mod generator;
 mod history;
 mod near_duplicates;
 mod observability;
