@@ -434,3 +434,46 @@ fn wait_for_log_value(log: &std::path::Path, key: &str, limit: std::time::Durati
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+/// A reader that stops reading does not stop a role: `attest dev` whose standard output is closed before it prints
+/// anything (`attest dev … | head -0`) still serves, and stops on SIGTERM.
+#[test]
+fn attest_dev_serves_with_its_standard_output_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let http = format!("127.0.0.1:{}", unused_port());
+    let grpc = format!("127.0.0.1:{}", unused_port());
+    let log = dir.path().join("dev.log");
+    let mut child = std::process::Command::new(common::attest_bin())
+        .args(["dev", "--http", &http, "--grpc", &grpc, "--data-dir"])
+        .arg(dir.path().join("data"))
+        .env("ATTEST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let mut dev = common::Proc(child);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        if let Some(status) = dev.0.try_wait().unwrap() {
+            panic!(
+                "attest dev exited ({status}) with its stdout closed: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+        let ready = common::http()
+            .get(format!("http://{http}/readyz"))
+            .send()
+            .is_ok_and(|r| r.status().as_u16() == 200);
+        if ready {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "attest dev not ready within 120 s (log: {})",
+            log.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    stops_within(&mut dev, std::time::Duration::from_secs(10));
+}

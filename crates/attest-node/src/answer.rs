@@ -68,11 +68,11 @@ pub async fn serve(
         ),
         readiness.check(),
     );
-    println!(
+    crate::plumbing::say(format_args!(
         "attest answer listening http={}{} router={endpoint}",
         url_of(&http)?,
         grpc_suffix(grpc.as_ref())?
-    );
+    ));
     crate::plumbing::announce_when_ready(cfg.role, readiness.check(), &shutdown);
     let http = HttpTask::start(http, app, &shutdown);
     let served = async {

@@ -80,11 +80,11 @@ pub async fn serve(
         &[stack.router.keys(), stack.answer.keys()],
         cfg.admin_key.as_deref(),
     )?;
-    println!(
+    crate::plumbing::say(format_args!(
         "attest dev listening http=http://{http_addr} grpc={grpc_addr} shards={} data_dir={}",
         cfg.shards,
         cfg.data_dir.display()
-    );
+    ));
     info!(http = %http_addr, grpc = %grpc_addr, startup_ms = started.elapsed().as_millis() as u64,
         faiss = attest_index::ivfpq::faiss_opt_level(), event = "dev_started", "attest dev started");
     let meta_service = stack.plane.meta_service();

@@ -38,11 +38,11 @@ pub async fn serve(
         attest_telemetry::ops::routes(readiness.check(), None),
         readiness.check(),
     );
-    println!(
+    crate::plumbing::say(format_args!(
         "attest embedder listening http={}{}",
         url_of(&http)?,
         grpc_suffix(health.as_ref())?
-    );
+    ));
     crate::plumbing::announce_when_ready(cfg.role, readiness.check(), &shutdown);
     let http = HttpTask::start(http, app, &shutdown);
     let health_task = health.map(|listener| {

@@ -101,12 +101,12 @@ pub async fn serve(
     };
     let listener = security.internal(listener);
     let ops = listeners.http.map(|l| security.public(l));
-    println!(
+    crate::plumbing::say(format_args!(
         "attest meta listening grpc={}{} id={id} data_dir={}",
         listener.local_addr()?,
         listening_suffix("http", ops.as_ref())?,
         cfg.data_dir.display()
-    );
+    ));
     // The ops routes install the metrics recorder, so they are made before the node records anything; they
     // answer (503, "opening the Raft log") while the node opens its storage or waits for its peers, then
     // follow the node's own readiness (a leader known).

@@ -57,11 +57,11 @@ pub async fn serve(
         attest_telemetry::ops::routes(Arc::clone(&ready), None),
         Arc::clone(&ready),
     );
-    println!(
+    crate::plumbing::say(format_args!(
         "attest router listening http={} grpc={}",
         url_of(&http)?,
         grpc.local_addr()?
-    );
+    ));
     crate::plumbing::announce_when_ready(cfg.role, Arc::clone(&ready), &shutdown);
     let http = HttpTask::start(http, app, &shutdown);
     let served = async {

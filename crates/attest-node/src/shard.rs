@@ -90,11 +90,11 @@ async fn serve_node(
     let _ = opened.set(Arc::clone(&node));
     if cfg.meta.is_empty() {
         readiness.set_ready();
-        println!(
+        crate::plumbing::say(format_args!(
             "attest shard listening grpc={}{ops_url} data_dir={}",
             listener.local_addr()?,
             cfg.data_dir.display()
-        );
+        ));
         crate::plumbing::say_ready(cfg.role);
         let guard = ClusterGuard::for_listener(security.credential(), &listener);
         return attest_shard::serve(node, listener, guard, shutdown.signalled()).await;
@@ -135,12 +135,12 @@ async fn serve_node(
         None => return agent_task.await?,
     };
     readiness.set_ready();
-    println!(
+    crate::plumbing::say(format_args!(
         "attest shard listening grpc={}{ops_url} node_id={node_id} meta={} data_dir={}",
         listener.local_addr()?,
         cfg.meta.join(","),
         cfg.data_dir.display()
-    );
+    ));
     crate::plumbing::say_ready(cfg.role);
     let served = attest_shard::serve(node, listener, guard, shutdown.signalled()).await;
     agent_task.await??;

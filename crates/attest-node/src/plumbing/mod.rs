@@ -113,8 +113,14 @@ pub(crate) fn announce_when_ready(
 /// `attest ROLE ready` on standard output. Whoever started the process may have stopped reading after the
 /// "listening" line: a closed pipe is not an error here.
 pub(crate) fn say_ready(role: Role) {
+    say(format_args!("attest {} ready", role.name()));
+}
+
+/// Prints one start-up line to stdout (supervisors and tests read the addresses from it), ignoring a closed
+/// pipe: a reader that stopped reading (`attest dev | head`) must not stop the role.
+pub(crate) fn say(line: std::fmt::Arguments<'_>) {
     use std::io::Write;
-    let _ = writeln!(std::io::stdout(), "attest {} ready", role.name());
+    let _ = writeln!(std::io::stdout(), "{line}");
 }
 
 /// An HTTP server started before the rest of its role, so that probes answer while the role starts.
