@@ -85,6 +85,13 @@ impl Default for RouterConfig {
 }
 
 impl RouterConfig {
+    /// The tenant a request acts as: the one it names, or `default_tenant` when it names none (or an empty one).
+    pub fn tenant_or_default<'a>(&'a self, tenant: Option<&'a str>) -> &'a str {
+        tenant
+            .filter(|t| !t.is_empty())
+            .unwrap_or(&self.default_tenant)
+    }
+
     /// Values that cannot be right, named as `router.KEY` (checked at start-up and by `attest config check`).
     pub fn problems(&self) -> ConfigProblems {
         let mut p = ConfigProblems::new("router");

@@ -233,10 +233,7 @@ impl Router {
     ) -> Result<bool, RouterError> {
         let rec = self.view.get(collection)?;
         let shard = shard_for(doc_id, rec.shards);
-        let tenant = tenant
-            .filter(|t| !t.is_empty())
-            .unwrap_or(&self.config.default_tenant)
-            .to_string();
+        let tenant = self.config.tenant_or_default(tenant).to_string();
         let replicas = self.view.write_replicas(&rec, shard as usize);
         if self
             .held_by_no_replica(collection, shard, &tenant, doc_id, &replicas, request_id)

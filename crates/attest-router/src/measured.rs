@@ -81,10 +81,10 @@ impl Router {
         let sizes: Vec<(String, u64)> = docs
             .iter()
             .map(|d| {
-                let tenant = match d.source.tenant.as_deref() {
-                    Some(t) if !t.is_empty() => t.to_string(),
-                    _ => self.config.default_tenant.clone(),
-                };
+                let tenant = self
+                    .config
+                    .tenant_or_default(d.source.tenant.as_deref())
+                    .to_string();
                 (tenant, (d.source.title.len() + d.source.text.len()) as u64)
             })
             .collect();
@@ -135,10 +135,7 @@ impl Router {
         doc_id: &str,
         request_id: &str,
     ) -> Result<bool, RouterError> {
-        let label = tenant
-            .filter(|t| !t.is_empty())
-            .unwrap_or(&self.config.default_tenant)
-            .to_string();
+        let label = self.config.tenant_or_default(tenant).to_string();
         let started = Instant::now();
         let outcome = self
             .delete_document_unmeasured(collection, tenant, doc_id, request_id)

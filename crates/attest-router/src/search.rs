@@ -112,11 +112,7 @@ impl Router {
 
     /// The tenant a search acts as (the router's default when it names none).
     pub(crate) fn tenant_of(&self, req: &pb::SearchRequest) -> String {
-        if req.tenant.is_empty() {
-            self.config.default_tenant.clone()
-        } else {
-            req.tenant.clone()
-        }
+        self.config.tenant_or_default(Some(&req.tenant)).to_string()
     }
 
     /// A search request of `rec` checked against the limits (`field` prefixes the name of the field an error
