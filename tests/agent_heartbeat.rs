@@ -42,6 +42,7 @@ async fn a_catch_up_longer_than_the_node_timeout_does_not_get_the_node_marked_de
             advertise: "http://127.0.0.1:1".into(),
             zone: String::new(),
             heartbeat_interval_ms: 200,
+            meta_watch: true,
             reconcile_interval_ms: 100,
             repair_interval_ms: 60_000,
             peer_timeout_ms: 4 * NODE_TIMEOUT_MS,

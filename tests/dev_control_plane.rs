@@ -24,7 +24,7 @@ fn ask(dev: &Dev, question: &str) -> Value {
 }
 
 /// Asks until the answer tier's view of meta's thresholds gives `reason` (None: answered); the answer tier
-/// re-reads meta every `answer.meta_refresh_ms` (1 s), so this waits on the condition, up to 20 s.
+/// applies meta's state a moment after meta does (its watch), so this waits on the condition, up to 20 s.
 fn ask_until(dev: &Dev, question: &str, reason: Option<&str>) -> Value {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {

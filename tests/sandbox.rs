@@ -11,7 +11,7 @@ use std::time::Duration;
 use attest_embed::{build_embedder, Embedder, EmbedderConfig};
 use attest_ingest::SourceDocument;
 use attest_proto::v1 as pb;
-use attest_proto::MetaClient;
+use attest_proto::{FollowMode, MetaClient};
 use attest_router::topology::ClusterView;
 use attest_router::{IngestDocument, Router, RouterConfig};
 use attest_shard::{ClusterAgentConfig, ShardNode, ShardNodeConfig};
@@ -207,7 +207,7 @@ async fn sandbox_cluster_keeps_acknowledged_writes_through_node_failures_and_reb
     let view = ClusterView::connect(meta.clone(), Default::default())
         .await
         .unwrap();
-    view.spawn_watch(Duration::from_millis(200));
+    view.spawn_watch(FollowMode::Watch, Duration::from_millis(200));
     let router = Router::new(RouterConfig::default(), Arc::clone(&view), embedder);
     router
         .create_collection(

@@ -32,8 +32,15 @@ fn audit_lines(dev: &SecureDev, action: &str) -> Vec<Value> {
 #[test]
 fn a_scoped_admin_key_stays_within_its_grant_and_audit_lines_tell_the_truth() {
     let dir = tempfile::tempdir().unwrap();
-    // The answer tier re-reads meta only every 10 minutes: a key it accepts at once was looked up when shown.
-    let dev = start_secure_dev_with(dir.path(), &[("ATTEST__ANSWER__META_REFRESH_MS", "600000")]);
+    // The answer tier does not watch meta and re-reads it only every 10 minutes: a key it accepts at once was
+    // looked up when shown.
+    let dev = start_secure_dev_with(
+        dir.path(),
+        &[
+            ("ATTEST__ANSWER__META_WATCH", "false"),
+            ("ATTEST__ANSWER__META_REFRESH_MS", "600000"),
+        ],
+    );
     create_docs_collection(&dev);
     let url = |path: &str| format!("{}{path}", dev.url);
 

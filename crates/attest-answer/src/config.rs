@@ -93,7 +93,11 @@ pub struct AnswerConfig {
     /// thresholds in meta (written by `attest-lab eval --sweep` or `PUT /v1/collections/{name}/thresholds`)
     /// override it.
     pub min_confidence: f64,
-    /// How often the answer tier re-reads the collections' thresholds from meta, in milliseconds.
+    /// Follow meta's cluster state (thresholds, API keys) by a watch: a change arrives as soon as meta applies
+    /// it. Off: re-read the whole state every `meta_refresh_ms`.
+    pub meta_watch: bool,
+    /// How often the answer tier re-reads the whole cluster state when it does not watch (the watch off, or a
+    /// meta older than the watch), and how long it waits after a failed read, in milliseconds.
     pub meta_refresh_ms: u64,
     /// Distinct collections, and distinct tenants, that get their own series in the per-collection metrics
     /// (`attest_collection_*`); the rest are counted under `other`, so callers cannot mint series without end.
@@ -139,6 +143,7 @@ impl Default for AnswerConfig {
             rerank: RerankConfig::default(),
             reader: ReaderConfig::default(),
             min_confidence: 0.0,
+            meta_watch: true,
             meta_refresh_ms: 1000,
             metrics_label_cap: attest_telemetry::collection_metrics::DEFAULT_LABEL_CAP,
         }

@@ -280,7 +280,8 @@ pub struct DrainArgs {
     /// Give up waiting after this long (exit status 1; the drain stays in place).
     #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout_secs: u64,
-    /// After the wait: time for every router to re-read the cluster state (twice `router.meta_poll_ms`).
+    /// After the wait: time for every router to apply the cluster state (a router that watches meta has it within
+    /// milliseconds; this covers one that polls: twice `router.meta_poll_ms`).
     #[arg(long, default_value_t = 1000)]
     pub settle_ms: u64,
     #[arg(long, env = "ATTEST_META", value_delimiter = ',', required = true)]

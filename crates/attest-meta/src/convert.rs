@@ -205,6 +205,21 @@ pub fn voters_to_pb(state: &StateMachine) -> Vec<pb::MetaPeer> {
         .collect()
 }
 
+/// Every data-plane node, with its drain and what `liveness(id)` tells of it (last heartbeat ms, alive).
+pub fn cluster_state_nodes(
+    state: &StateMachine,
+    liveness: &impl Fn(u64) -> (u64, bool),
+) -> Vec<pb::NodeInfo> {
+    state
+        .nodes
+        .values()
+        .map(|n| {
+            let (hb, alive) = liveness(n.id);
+            node_to_pb(n, state.draining.get(&n.id).copied(), hb, alive)
+        })
+        .collect()
+}
+
 /// The cluster state as routers and shard nodes read it. `liveness(id)` gives (last heartbeat ms, alive).
 pub fn cluster_state_to_pb(
     state: &StateMachine,
@@ -214,14 +229,7 @@ pub fn cluster_state_to_pb(
 ) -> pb::ClusterState {
     pb::ClusterState {
         version,
-        nodes: state
-            .nodes
-            .values()
-            .map(|n| {
-                let (hb, alive) = liveness(n.id);
-                node_to_pb(n, state.draining.get(&n.id).copied(), hb, alive)
-            })
-            .collect(),
+        nodes: cluster_state_nodes(state, &liveness),
         collections: state.collections.values().map(collection_to_pb).collect(),
         api_keys: state.api_keys.values().map(key_to_pb).collect(),
         manifests: state.manifests.values().map(manifest_to_pb).collect(),

@@ -39,6 +39,7 @@ pub mod service;
 pub mod state;
 pub mod storage;
 pub mod transport;
+pub mod watch;
 
 use std::future::Future;
 

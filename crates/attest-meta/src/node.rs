@@ -82,12 +82,18 @@ pub(crate) struct Shared {
     /// Snapshots received from a leader and installed (lagging-follower checks).
     pub snapshots_installed: AtomicU64,
     pub filter: Arc<Filter>,
+    /// The applied index, published after each applied batch is persisted (what held watches wait on).
+    pub versions: tokio::sync::watch::Sender<u64>,
+    /// The records recent batches changed (what watch deltas are made of).
+    pub changelog: Mutex<crate::watch::ChangeLog>,
 }
 
 impl Shared {
     pub fn new(id: u64, applied: Applied, filter: Arc<Filter>) -> Self {
         Shared {
             id,
+            versions: tokio::sync::watch::Sender::new(applied.index),
+            changelog: Mutex::new(crate::watch::ChangeLog::starting_at(applied.index)),
             applied: RwLock::new(applied),
             status: RwLock::new(RaftStatus {
                 role: "follower",
@@ -442,7 +448,14 @@ impl RaftLoop {
     fn install_snapshot(&mut self, snapshot: Snapshot) -> Result<(), MetaError> {
         let index = snapshot.get_metadata().index;
         let state = self.raw.store().apply_snapshot(snapshot)?;
-        *self.shared.applied.write() = Applied { index, state };
+        {
+            // The log restarts at the snapshot: what it replaced is not known change by change. (The state's
+            // lock first, then the log's, as everywhere.)
+            let mut applied = self.shared.applied.write();
+            *applied = Applied { index, state };
+            *self.shared.changelog.lock() = crate::watch::ChangeLog::starting_at(index);
+        }
+        self.shared.versions.send_replace(index);
         self.shared
             .snapshots_installed
             .fetch_add(1, Ordering::Relaxed);
@@ -501,6 +514,8 @@ impl RaftLoop {
         // Only the records these entries touched are written. Readers may see the new state while it is
         // being written; this thread is its only writer, so the shared guard keeps it still.
         let changed = applied.state.take_changes();
+        // Recorded before readers see the batch: a delta made from this state must know what it changed.
+        self.shared.changelog.lock().record(last, &changed);
         let applied = RwLockWriteGuard::downgrade(applied);
         let written = self.raw.store().persist_applied(
             last,
@@ -509,6 +524,7 @@ impl RaftLoop {
             conf_state.as_ref(),
         )?;
         drop(applied);
+        self.shared.versions.send_replace(last);
         metrics::record_apply_bytes(self.shared.id, written.bytes);
         if conf_state.is_some() {
             self.update_peers();

@@ -9,6 +9,8 @@
 //!   Non-linearizable: the leader answers from its applied state; a follower forwards to the leader when it
 //!   can reach one (for the liveness flags, which only the leader knows) and otherwise answers from its own
 //!   applied state with every node marked alive and `last_heartbeat_ms = 0`.
+//! - `WatchClusterState`: the same state as a long poll by version (see [`crate::watch`]); followers pass it
+//!   to the leader like a non-linearizable read.
 //! - `Status` is always local.
 
 use std::sync::Arc;
@@ -27,6 +29,7 @@ use crate::node::Input;
 use crate::placement;
 use crate::route::{now_ms, Core, MAX_HOPS};
 use crate::state::{self, Command, Output};
+use crate::watch;
 
 /// The meta gRPC service of one node.
 #[derive(Clone)]
@@ -560,6 +563,37 @@ impl MetaService for MetaServiceImpl {
             }
         }
         Ok(Response::new(local_cluster_state(&self.core)))
+    }
+
+    async fn watch_cluster_state(
+        &self,
+        request: Request<pb::WatchClusterStateRequest>,
+    ) -> Result<Response<pb::ClusterStateChange>, Status> {
+        let hops = self.core.check_sender(&request)?;
+        let wait = watch::requested_wait(request.get_ref());
+        let until = Instant::now() + wait;
+        // Only the leader knows liveness: a follower passes the watch on when it can reach the leader, as
+        // `GetClusterState` does, and otherwise answers from its own state.
+        if !self.core.shared.is_leader() && hops < MAX_HOPS {
+            if let Some((leader, address)) = self.core.remote_leader() {
+                if self.core.shared.filter.allows(leader) {
+                    if let Ok(mut client) = self.core.client(&address) {
+                        let deadline = Instant::now() + wait + Duration::from_secs(1);
+                        let forwarded =
+                            self.core
+                                .forward_request(*request.get_ref(), hops, deadline);
+                        if let Ok(response) = client.watch_cluster_state(forwarded).await {
+                            return Ok(response);
+                        }
+                    }
+                }
+            }
+        }
+        // A forward that failed late leaves only the rest of the caller's wait.
+        let rest = until.saturating_duration_since(Instant::now());
+        let change =
+            watch::watch_local(&self.core, request.get_ref(), rest, local_cluster_state).await;
+        Ok(Response::new(change))
     }
 
     async fn status(

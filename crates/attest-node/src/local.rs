@@ -21,7 +21,7 @@ use attest_embed::Embedder;
 use attest_meta::{MetaConfig, MetaNode};
 use attest_proto::meta_client::with_scheme;
 use attest_proto::v1::router_service_server::RouterService as RouterServiceApi;
-use attest_proto::{ClusterCredential, MetaClient};
+use attest_proto::{ClusterCredential, FollowMode, MetaClient};
 use attest_router::grpc::RouterServiceImpl;
 use attest_router::topology::ClusterView;
 use attest_router::{Router, ShardClient};
@@ -149,7 +149,10 @@ impl ControlPlane {
         )
         .await
         .context("reading the shard map from the in-process meta")?;
-        view.spawn_watch(Duration::from_millis(cfg.router.meta_poll_ms));
+        view.spawn_watch(
+            FollowMode::from_setting(cfg.router.meta_watch),
+            Duration::from_millis(cfg.router.meta_poll_ms),
+        );
         Ok(Router::new(cfg.router.clone(), view, embedder))
     }
 

@@ -6,6 +6,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anyhow::Context;
+use attest_proto::FollowMode;
 use attest_router::topology::ClusterView;
 use attest_router::Router;
 use attest_telemetry::ops::ReadinessCheck;
@@ -40,7 +41,10 @@ pub async fn serve(
     );
     tracing::info!(meta = %cfg.meta.join(","), event = "router_waiting_for_meta",
         "not ready until the cluster state is read from meta");
-    let watch = view.spawn_watch(Duration::from_millis(cfg.config.router.meta_poll_ms));
+    let watch = view.spawn_watch(
+        FollowMode::from_setting(cfg.config.router.meta_watch),
+        Duration::from_millis(cfg.config.router.meta_poll_ms),
+    );
     let router: Arc<OnceLock<Arc<Router>>> = Arc::default();
     let ready: ReadinessCheck = {
         let (router, view) = (Arc::clone(&router), Arc::clone(&view));

@@ -20,9 +20,12 @@ pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 pub mod credential;
 pub mod error;
 pub mod meta_client;
+pub mod state_delta;
+pub mod state_follow;
 pub mod tls;
 
 pub use credential::ClusterCredential;
 pub use error::{ApiError, ErrorCode};
 pub use meta_client::MetaClient;
+pub use state_follow::{FollowMode, StateFollower};
 pub use v1::*;

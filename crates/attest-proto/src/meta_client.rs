@@ -195,6 +195,32 @@ impl MetaClient {
         .await
     }
 
+    /// One long poll of the cluster state (see `WatchClusterState`): the state (or, with `accept_delta`, maybe
+    /// a delta on the one at `since`) when meta's differs from the one at `since` (`(version, liveness)` of the
+    /// last change applied; `(0, 0)` for none), else, after `wait`, an answer without either. Each address may
+    /// hold the call for the wait and a few seconds more.
+    pub async fn watch_cluster_state(
+        &self,
+        since: (u64, u64),
+        wait: Duration,
+        accept_delta: bool,
+    ) -> Result<pb::ClusterStateChange, Status> {
+        let message = pb::WatchClusterStateRequest {
+            since_version: since.0,
+            since_liveness: since.1,
+            wait_ms: u32::try_from(wait.as_millis()).unwrap_or(u32::MAX),
+            accept_delta,
+        };
+        let held = self
+            .clone()
+            .with_attempt_timeout(wait + self.attempt_timeout)
+            .with_timeout(wait + self.timeout);
+        held.call(message, |mut c, r| async move {
+            Ok(c.watch_cluster_state(r).await?.into_inner())
+        })
+        .await
+    }
+
     /// Registers a data-plane node (same name → same id).
     pub async fn register_node(
         &self,

@@ -40,7 +40,11 @@ pub struct RouterConfig {
     pub write_quorum: u32,
     /// Replicas per shard of a new collection in a cluster (SPEC default 2).
     pub default_replication: u32,
-    /// How often a cluster router re-reads the shard map from meta.
+    /// Follow meta's cluster state by a watch (a long poll by version: a change arrives as soon as meta applies
+    /// it, an idle cluster costs nearly nothing). Off: re-read the whole state every `meta_poll_ms`.
+    pub meta_watch: bool,
+    /// How often a router re-reads the whole cluster state when it does not watch (the watch off, or a meta
+    /// older than the watch), and how long it waits after a failed read.
     pub meta_poll_ms: u64,
     /// Each shard sends the payloads of its best ⌈factor × k / shards⌉ hits per lane with the search (its share of
     /// what the router returns, with room for RRF lifting a lower-ranked hit); the router fetches only the
@@ -76,6 +80,7 @@ impl Default for RouterConfig {
             replicas: crate::replicas::ReplicaPolicy::default(),
             write_quorum: 0,
             default_replication: 2,
+            meta_watch: true,
             meta_poll_ms: 500,
             payload_inline_factor: 2.0,
             eval_reports_dir: None,

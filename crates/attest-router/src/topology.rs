@@ -1,5 +1,5 @@
 //! Where each collection's shards live and how to reach their replicas: the shard map kept by meta under Raft,
-//! watched (polled) through the meta proto client. Node addresses, liveness and replica roles come from there;
+//! followed through the meta proto client (a watch by version, see [`StateFollower`]). Node addresses, liveness and replica roles come from there;
 //! one tower stack per node ([`crate::replicas::ReplicaEndpoint`]) is kept across refreshes so that its
 //! concurrency limit holds. A process that hosts some shard nodes itself (`attest dev`) hands their in-process
 //! clients over by address, and calls them without a network hop.
@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use attest_auth::KeyRing;
 use attest_proto::v1 as pb;
-use attest_proto::MetaClient;
+use attest_proto::{FollowMode, MetaClient, StateFollower};
 use parking_lot::RwLock;
 use tracing::{info, warn};
 
@@ -116,23 +116,34 @@ impl ClusterView {
     /// Re-reads the cluster state from meta, applies it (keeps the tower stack of every known node) and returns
     /// it, for a caller that needs the state at a known Raft index and the view brought up to it in one read.
     pub async fn refresh(&self, linearizable: bool) -> Result<pb::ClusterState, RouterError> {
-        let state = match self.meta.cluster_state(linearizable).await {
-            Ok(state) => state,
-            Err(status) => {
-                let mut waiting = self.waiting.write();
-                if let Some(why) = waiting.as_mut() {
-                    *why = format!(
-                        "waiting for the cluster state from meta ({}): {}",
-                        self.meta.addresses().join(", "),
-                        status.message()
-                    );
-                }
-                return Err(RouterError::from_status(status));
+        match self.meta.cluster_state(linearizable).await {
+            Ok(state) => {
+                self.accept(&state);
+                Ok(state)
             }
-        };
-        self.apply(&state);
+            Err(status) => {
+                self.note_unreachable(&status);
+                Err(RouterError::from_status(status))
+            }
+        }
+    }
+
+    /// Applies a state read from meta; the view is ready from the first.
+    fn accept(&self, state: &pb::ClusterState) {
+        self.apply(state);
         *self.waiting.write() = None;
-        Ok(state)
+    }
+
+    /// Until a first state is applied, readiness says why meta has not given one.
+    fn note_unreachable(&self, status: &tonic::Status) {
+        let mut waiting = self.waiting.write();
+        if let Some(why) = waiting.as_mut() {
+            *why = format!(
+                "waiting for the cluster state from meta ({}): {}",
+                self.meta.addresses().join(", "),
+                status.message()
+            );
+        }
     }
 
     fn apply(&self, state: &pb::ClusterState) {
@@ -197,17 +208,26 @@ impl ClusterView {
         );
     }
 
-    /// Polls meta every `interval` while the view is in use (stops once the router is dropped).
-    pub fn spawn_watch(self: &Arc<Self>, interval: Duration) -> tokio::task::JoinHandle<()> {
+    /// Follows meta's cluster state while the view is in use (a watch by version, or a poll every `poll`; see
+    /// [`StateFollower`]); the task ends once the router is dropped.
+    pub fn spawn_watch(
+        self: &Arc<Self>,
+        mode: FollowMode,
+        poll: Duration,
+    ) -> tokio::task::JoinHandle<()> {
         let weak: Weak<Self> = Arc::downgrade(self);
+        let mut follower = StateFollower::new(self.meta.clone(), mode, poll);
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(interval);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                tick.tick().await;
+                let next = follower.next().await;
                 let Some(view) = weak.upgrade() else { return };
-                if let Err(e) = view.refresh(false).await {
-                    warn!(error = %e, event = "meta_watch_failed", "cluster state not refreshed; keeping the last one");
+                match next {
+                    Ok(Some(state)) => view.accept(&state),
+                    Ok(None) => {}
+                    Err(status) => {
+                        view.note_unreachable(&status);
+                        warn!(error = %status, event = "meta_watch_failed", "cluster state not refreshed; keeping the last one");
+                    }
                 }
             }
         })

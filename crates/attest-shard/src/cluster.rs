@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use attest_proto::credential::{ClusterCredential, Stamped};
 use attest_proto::v1 as pb;
 use attest_proto::v1::shard_service_client::ShardServiceClient;
-use attest_proto::MetaClient;
+use attest_proto::{FollowMode, MetaClient, StateFollower};
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
@@ -37,7 +37,11 @@ pub struct ClusterAgentConfig {
     #[serde(skip)]
     pub zone: String,
     pub heartbeat_interval_ms: u64,
-    /// How often the shard map is re-read and applied.
+    /// Follow meta's cluster state by a watch (a change to the shard map is applied as soon as meta applies it).
+    /// Off: the whole state is re-read on every reconcile pass.
+    pub meta_watch: bool,
+    /// How often the shard map is applied (the last state the watch delivered; re-read when not watching) and
+    /// repairs that are due are run.
     pub reconcile_interval_ms: u64,
     /// How often an ACTIVE replica lists what its peers changed since the last pass (anti-entropy for writes
     /// it missed while up, e.g. a timed-out replica write).
@@ -53,6 +57,7 @@ impl Default for ClusterAgentConfig {
             advertise: String::new(),
             zone: String::new(),
             heartbeat_interval_ms: 1000,
+            meta_watch: true,
             reconcile_interval_ms: 1000,
             repair_interval_ms: 10_000,
             peer_timeout_ms: 30_000,
@@ -150,23 +155,59 @@ pub async fn run_cluster_agent(
     let _stop_heartbeats = AbortOnDrop(heartbeats);
     let first = tokio::select! {
         _ = &mut shutdown => return Ok(()),
-        r = reconcile(&node, &meta, &config, &mut state) => r,
+        r = read_and_reconcile(&node, &meta, &config, &mut state) => r,
     };
     if let Err(e) = first {
         warn!(error = %e, event = "reconcile_failed", "first reconcile pass failed; serving what is here");
     }
     let _ = ready.send(state.node_id);
 
-    let mut reconcile_tick =
-        tokio::time::interval(Duration::from_millis(config.reconcile_interval_ms));
+    let reconcile_every = Duration::from_millis(config.reconcile_interval_ms);
+    let mut reconcile_tick = tokio::time::interval(reconcile_every);
     reconcile_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Watching, the follower task keeps the newest state here and each pass applies it; a change also starts a
+    // pass at once. Polling, each pass reads the state itself.
+    let (latest_tx, mut latest) = tokio::sync::watch::channel(None);
+    let _stop_follower = match FollowMode::from_setting(config.meta_watch) {
+        FollowMode::Watch => Some(AbortOnDrop(tokio::spawn(follow_state(
+            StateFollower::new(meta.clone(), FollowMode::Watch, reconcile_every),
+            latest_tx,
+        )))),
+        FollowMode::Poll => None,
+    };
     loop {
         tokio::select! {
             _ = &mut shutdown => return Ok(()),
-            _ = reconcile_tick.tick() => {
-                if let Err(e) = reconcile(&node, &meta, &config, &mut state).await {
-                    warn!(error = %e, event = "reconcile_failed", "reconcile pass failed");
-                }
+            _ = reconcile_tick.tick() => {}
+            Ok(()) = latest.changed() => {}
+        }
+        let delivered = latest.borrow_and_update().clone();
+        let pass = match delivered {
+            Some(cluster) => reconcile(&node, &meta, &config, &mut state, &cluster).await,
+            None if !config.meta_watch => {
+                read_and_reconcile(&node, &meta, &config, &mut state).await
+            }
+            None => continue, // watching, and nothing delivered yet
+        };
+        if let Err(e) = pass {
+            warn!(error = %e, event = "reconcile_failed", "reconcile pass failed");
+        }
+    }
+}
+
+/// Hands every state the follower delivers to the reconcile loop (until the agent stops).
+async fn follow_state(
+    mut follower: StateFollower,
+    latest: tokio::sync::watch::Sender<Option<Arc<pb::ClusterState>>>,
+) {
+    loop {
+        match follower.next().await {
+            Ok(Some(cluster)) => {
+                latest.send_replace(Some(Arc::new(cluster)));
+            }
+            Ok(None) => {}
+            Err(e) => {
+                warn!(error = %e, event = "meta_watch_failed", "shard map not refreshed; keeping the last one")
             }
         }
     }
@@ -261,19 +302,31 @@ fn assignments(state: &pb::ClusterState, me: u64) -> Vec<Assignment> {
     out
 }
 
-async fn reconcile(
+/// One reconcile pass on the state as meta gives it now.
+async fn read_and_reconcile(
     node: &Arc<ShardNode>,
     meta: &MetaClient,
     config: &ClusterAgentConfig,
     state: &mut AgentState,
 ) -> anyhow::Result<()> {
     let cluster = meta.cluster_state(false).await?;
+    reconcile(node, meta, config, state, &cluster).await
+}
+
+/// Creates and drops replicas to match `cluster`'s shard map, and runs the catch-ups and repairs that are due.
+async fn reconcile(
+    node: &Arc<ShardNode>,
+    meta: &MetaClient,
+    config: &ClusterAgentConfig,
+    state: &mut AgentState,
+    cluster: &pb::ClusterState,
+) -> anyhow::Result<()> {
     let me = state.node_id;
     if !cluster.nodes.iter().any(|n| n.id == me) {
         // A state that does not know us yet (a lagging meta follower): change nothing on its word.
         return Ok(());
     }
-    let assigned = assignments(&cluster, me);
+    let assigned = assignments(cluster, me);
     let wanted: HashSet<(String, u32)> = assigned
         .iter()
         .map(|a| (a.collection.clone(), a.shard))

@@ -21,6 +21,7 @@ use attest_auth::KeyRing;
 use attest_embed::Embedder;
 use attest_proto::meta_client::MetaClient;
 use attest_proto::v1 as pb;
+use attest_proto::{FollowMode, StateFollower};
 use attest_telemetry::collection_metrics::{CollectionMetrics, CODE_OK, OP_ASK};
 use attest_telemetry::metrics::{observe_stage, RAG_ABSTENTION_TOTAL};
 use serde::Serialize;
@@ -209,25 +210,28 @@ impl AnswerService {
         })
     }
 
-    /// Keeps the collections' thresholds and the API keys in step with meta (polled every
-    /// `answer.meta_refresh_ms`; the task ends when the service is dropped).
+    /// Keeps the collections' thresholds and the API keys in step with meta (a watch by version, or a poll every
+    /// `answer.meta_refresh_ms`; see [`StateFollower`]); the task ends when the service is dropped.
     pub fn watch_meta(&self, meta: MetaClient) -> tokio::task::JoinHandle<()> {
         self.keys.refresh_from(&meta);
         let (thresholds, keys) = (Arc::downgrade(&self.thresholds), Arc::downgrade(&self.keys));
-        let interval = Duration::from_millis(self.config.meta_refresh_ms);
+        let mut follower = StateFollower::new(
+            meta,
+            FollowMode::from_setting(self.config.meta_watch),
+            Duration::from_millis(self.config.meta_refresh_ms),
+        );
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(interval);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                tick.tick().await;
+                let next = follower.next().await;
                 let (Some(thresholds), Some(keys)) = (thresholds.upgrade(), keys.upgrade()) else {
                     return;
                 };
-                match meta.cluster_state(false).await {
-                    Ok(state) => {
+                match next {
+                    Ok(Some(state)) => {
                         thresholds.apply(&state);
                         keys.apply(&state);
                     }
+                    Ok(None) => {}
                     Err(e) => tracing::warn!(error = %e, event = "meta_watch_failed",
                         "thresholds and keys not refreshed; keeping the last ones"),
                 }
