@@ -10,7 +10,8 @@
 //!   1. idle: bytes per second from meta to all routers over `--seconds`;
 //!   2. churn: the same while the driver writes one API key to meta per second (each write changes the state);
 //!   3. propagation, `--rounds` times: a key minted through router 1 (`POST /v1/keys`), the time until every other
-//!      router accepts it; then revoked through router 1, the time until every other router refuses it (401).
+//!      router and an answer replica accept it; then revoked through router 1, the time until every one of them
+//!      refuses it (401). The answer replica's own bytes from meta are reported apart (idle).
 //!
 //! Prints one JSON line per mode, then the ratios poll / watch. Build with the workspace
 //! (`cargo build --workspace --all-targets`), then `$CARGO_TARGET_DIR/debug/examples/meta_watch_bench`.
@@ -68,14 +69,13 @@ impl Drop for Procs {
     }
 }
 
-/// Starts `attest ARGS` with `env`, logs in `log`; returns the `key=` value of its listening line (routers:
+/// Starts `attest ARGS` with `env`, logs in `log`; returns its listening line (routers and answer replicas:
 /// once they say they are ready).
 fn start(
     procs: &mut Procs,
     args: &[&str],
     env: &[(&str, &str)],
     log: &Path,
-    key: &str,
 ) -> anyhow::Result<String> {
     let mut child = Command::new(common::attest_bin()?)
         .args(args)
@@ -85,14 +85,28 @@ fn start(
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(log)?)
         .spawn()?;
-    let waits = args.windows(2).any(|w| w == ["--role", "router"]);
-    let line = common::listening_line(&mut child, waits)?;
+    let waits = args
+        .windows(2)
+        .any(|w| w == ["--role", "router"] || w == ["--role", "answer"]);
+    let line = common::listening_line(&mut child, waits)
+        .with_context(|| format!("see {}", log.display()))?;
     procs.0.push(child);
+    Ok(line)
+}
+
+/// The `key=` value of a listening line, without a scheme (`host:port`).
+fn value_in(line: &str, key: &str) -> anyhow::Result<String> {
     let value = line
         .split_whitespace()
         .find_map(|w| w.strip_prefix(key))
-        .with_context(|| format!("no {key} in {line:?} (see {})", log.display()))?;
-    Ok(value.to_string())
+        .with_context(|| format!("no {key} in {line:?}"))?;
+    Ok(value.trim_start_matches("http://").to_string())
+}
+
+/// A front that checks API keys: a router or an answer replica, at `host:port`.
+enum Front {
+    Router(String),
+    Answer(String),
 }
 
 /// A loopback proxy to `upstream`; the bytes it passes from upstream to its clients are added to `counted`.
@@ -143,30 +157,31 @@ fn churn_key(i: u64) -> pb::ApiKeyInfo {
     }
 }
 
-/// The HTTP status router `base` gives `key` on a call that reads only its own view.
-async fn status_with(http: &reqwest::Client, base: &str, key: &str) -> anyhow::Result<u16> {
-    Ok(http
-        .get(format!("http://{base}/v1/collections/c0"))
-        .bearer_auth(key)
-        .send()
-        .await?
-        .status()
-        .as_u16())
+/// The HTTP status a front gives `key` on a call that does no work past the key check: a router's view of one
+/// collection, an answer replica's ask of an empty question (refused as invalid once the key is accepted).
+async fn status_with(http: &reqwest::Client, front: &Front, key: &str) -> anyhow::Result<u16> {
+    let request = match front {
+        Front::Router(base) => http.get(format!("http://{base}/v1/collections/c0")),
+        Front::Answer(base) => http
+            .post(format!("http://{base}/v1/collections/c0/ask"))
+            .json(&json!({"question": ""})),
+    };
+    Ok(request.bearer_auth(key).send().await?.status().as_u16())
 }
 
-/// Milliseconds until every router in `others` gives `key` a status that `done` accepts (polled every 2 ms).
+/// Milliseconds until every front in `others` gives `key` a status that `done` accepts (polled every 2 ms).
 async fn until_every(
     http: &reqwest::Client,
-    others: &[String],
+    others: &[Front],
     key: &str,
     done: impl Fn(u16) -> bool,
 ) -> anyhow::Result<f64> {
     let start = Instant::now();
-    for base in others {
-        while !done(status_with(http, base, key).await?) {
+    for front in others {
+        while !done(status_with(http, front, key).await?) {
             ensure!(
                 start.elapsed() < Duration::from_secs(30),
-                "{base} did not change its answer"
+                "a front did not change its answer"
             );
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
@@ -227,13 +242,54 @@ async fn measure(
         ];
         let env = [("ATTEST__ROUTER__META_WATCH", setting)];
         let log = dir.join(format!("{name}.log"));
-        let http = tokio::task::block_in_place(|| start(&mut procs, &args, &env, &log, "http="))?;
-        routers.push(http.trim_start_matches("http://").to_string());
+        let line = tokio::task::block_in_place(|| start(&mut procs, &args, &env, &log))?;
+        routers.push((value_in(&line, "http=")?, value_in(&line, "grpc=")?));
         counted.push(bytes);
     }
+    // One answer replica (behind router 0), reaching meta through a proxy of its own.
+    let answer_bytes = Arc::new(AtomicU64::new(0));
+    let answer = {
+        let proxy = counting_proxy(meta_grpc.to_string(), Arc::clone(&answer_bytes)).await?;
+        let name = format!("{mode}-answer");
+        let data = dir.join(&name);
+        let (meta_url, router_url) = (
+            format!("http://{proxy}"),
+            format!("http://{}", routers[0].1),
+        );
+        let args = [
+            "serve",
+            "--insecure",
+            "--role",
+            "answer",
+            "--router",
+            &router_url,
+            "--meta",
+            &meta_url,
+            "--http",
+            "127.0.0.1:0",
+            "--admin-key",
+            ADMIN,
+            "--cluster-key",
+            CLUSTER,
+            "--data-dir",
+            data.to_str().context("data path")?,
+        ];
+        let env = [("ATTEST__ANSWER__META_WATCH", setting)];
+        let log = dir.join(format!("{name}.log"));
+        let line = tokio::task::block_in_place(|| start(&mut procs, &args, &env, &log))?;
+        value_in(&line, "http=")?
+    };
+    let mut others: Vec<Front> = routers[1..]
+        .iter()
+        .map(|(http, _)| Front::Router(http.clone()))
+        .collect();
+    others.push(Front::Answer(answer));
+    let minter = routers[0].0.clone();
     // Start-up reads are not what is measured.
     tokio::time::sleep(Duration::from_secs(2)).await;
+    let answer_before = answer_bytes.load(Ordering::Relaxed);
     let idle = rate(&counted, cli.seconds).await;
+    let answer_idle = (answer_bytes.load(Ordering::Relaxed) - answer_before) as f64 / cli.seconds;
 
     let writer = {
         let meta = meta.clone();
@@ -256,7 +312,7 @@ async fn measure(
     let (mut accept, mut refuse) = (Vec::new(), Vec::new());
     for _ in 0..cli.rounds {
         let minted: Value = http
-            .post(format!("http://{}/v1/keys", routers[0]))
+            .post(format!("http://{minter}/v1/keys"))
             .bearer_auth(ADMIN)
             .json(&json!({"scopes": ["read"], "tenants": ["*"]}))
             .send()
@@ -268,13 +324,13 @@ async fn measure(
             minted["id"].as_str().context("id")?.to_string(),
             minted["key"].as_str().context("key")?.to_string(),
         );
-        accept.push(until_every(&http, &routers[1..], &key, |s| s != 401).await?);
-        http.delete(format!("http://{}/v1/keys/{id}", routers[0]))
+        accept.push(until_every(&http, &others, &key, |s| s != 401).await?);
+        http.delete(format!("http://{minter}/v1/keys/{id}"))
             .bearer_auth(ADMIN)
             .send()
             .await?
             .error_for_status()?;
-        refuse.push(until_every(&http, &routers[1..], &key, |s| s == 401).await?);
+        refuse.push(until_every(&http, &others, &key, |s| s == 401).await?);
         // Let the revocation's own reads pass before the next round.
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
@@ -285,6 +341,7 @@ async fn measure(
         "routers": cli.routers,
         "idle_bytes_per_s": idle.round(),
         "churn_bytes_per_s": churn.round(),
+        "answer_idle_bytes_per_s": answer_idle.round(),
         "new_key_ms": {"p50": percentile(&accept, 0.5), "max": percentile(&accept, 1.0)},
         "revoked_key_ms": {"p50": percentile(&refuse, 0.5), "max": percentile(&refuse, 1.0)},
     });
@@ -300,7 +357,7 @@ async fn main() -> anyhow::Result<()> {
     std::fs::create_dir_all(&dir)?;
     let mut procs = Procs(Vec::new());
     let meta_data = dir.join("meta");
-    let meta_grpc = start(
+    let meta_line = start(
         &mut procs,
         &[
             "serve",
@@ -318,8 +375,8 @@ async fn main() -> anyhow::Result<()> {
         ],
         &[],
         &dir.join("meta.log"),
-        "grpc=",
     )?;
+    let meta_grpc = value_in(&meta_line, "grpc=")?;
     let credential = ClusterCredential::new(CLUSTER).map_err(anyhow::Error::msg)?;
     let meta = MetaClient::with_credential([format!("http://{meta_grpc}")], credential)?;
 
