@@ -30,3 +30,4 @@ mod security;
 mod smollm2;
 mod snapshots;
 mod tls;
+mod traces;

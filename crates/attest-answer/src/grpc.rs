@@ -42,7 +42,7 @@ impl AnswerRpc for AnswerGrpc {
     async fn ask(&self, request: Request<pb::AskRequest>) -> Result<Response<AskStream>, Status> {
         let principal =
             attest_auth::grpc::principal(self.service.keys(), &request, Scope::Read).await?;
-        let request_id = request_id::from_grpc(request.metadata());
+        let (request_id, span) = request_id::grpc_span(request.metadata());
         let req = request.into_inner();
         let caller = Caller::of(&principal, &req.collection, Some(&req.tenant))?;
         let history = req
@@ -60,7 +60,7 @@ impl AnswerRpc for AnswerGrpc {
                 &history,
                 &request_id,
             )
-            .instrument(request_id::span(&request_id))
+            .instrument(span)
             .await
             .map_err(Status::from)?;
         let events: Vec<Result<pb::AskEvent, Status>> =

@@ -18,41 +18,67 @@ fn main() -> anyhow::Result<()> {
         anyhow::bail!(why);
     }
     let cli = cli::Cli::parse();
-    attest_telemetry::logging::init(&cli.log_level);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let outcome = runtime.block_on(run(cli));
+    // A role's config is read before logging starts: its traces (`telemetry.otlp`) are a layer of the log
+    // subscriber, and their exporter runs on this runtime.
+    let role = match &cli.command {
+        cli::Command::Dev(args) => Some(RoleConfig::Dev(Box::new(node_args::dev_config(args)?))),
+        cli::Command::Serve(args) => Some(RoleConfig::Serve(Box::new(node_args::node_config(
+            (**args).clone(),
+        )?))),
+        _ => None,
+    };
+    let traces = {
+        let _in_runtime = runtime.enter();
+        match &role {
+            Some(RoleConfig::Dev(cfg)) => attest_node::traces::for_dev(cfg)?,
+            Some(RoleConfig::Serve(cfg)) => attest_node::traces::for_node(cfg)?,
+            None => None,
+        }
+    };
+    attest_telemetry::logging::init_with_traces(&cli.log_level, traces);
+    let outcome = runtime.block_on(run(cli, role));
+    // Spans still buffered go out while the runtime that exports them is alive.
+    attest_telemetry::traces::flush();
     runtime.shutdown_timeout(BLOCKING_WORK_GRACE);
     outcome
 }
 
-async fn run(cli: cli::Cli) -> anyhow::Result<()> {
-    match cli.command {
-        cli::Command::Dev(args) => {
-            let cfg = node_args::dev_config(&args)?;
+/// The config of the role this process serves, read before anything else (see `main`).
+enum RoleConfig {
+    Dev(Box<attest_node::dev::DevConfig>),
+    Serve(Box<attest_node::NodeConfig>),
+}
+
+async fn run(cli: cli::Cli, role: Option<RoleConfig>) -> anyhow::Result<()> {
+    match (cli.command, role) {
+        (cli::Command::Dev(args), Some(RoleConfig::Dev(cfg))) => {
             let http = attest_node::plumbing::bind(&args.http).await?;
             let grpc = attest_node::plumbing::bind(&args.grpc).await?;
             attest_node::dev::serve(&cfg, http, grpc, Shutdown::on_signals()).await
         }
-        cli::Command::Serve(args) => {
-            let cfg = node_args::node_config(*args)?;
+        (cli::Command::Serve(_), Some(RoleConfig::Serve(cfg))) => {
             let listeners = Listeners::bind(&cfg).await?;
             attest_node::serve(&cfg, listeners, Shutdown::on_signals()).await
         }
-        cli::Command::Collection(cmd) => commands::collection(&cli.server, cmd).await,
-        cli::Command::Ingest(args) => commands::ingest(&cli.server, args).await,
-        cli::Command::Search(args) => commands::search(&cli.server, args).await,
-        cli::Command::Ask(args) => attest_cli::ask::ask(&cli.server, args).await,
-        cli::Command::Eval(moved) => moved_to_lab("eval", moved),
-        cli::Command::Bench(moved) => moved_to_lab("bench", moved),
-        cli::Command::Train(moved) => moved_to_lab("train", moved),
-        cli::Command::Status(args) => cluster::status(args).await,
-        cli::Command::Cluster(cmd) => cluster::command(cmd).await,
-        cli::Command::Meta(cmd) => cluster::meta_command(cmd).await,
-        cli::Command::Key(cmd) => attest_cli::keys::command(&cli.server, cmd).await,
-        cli::Command::Snapshot(cmd) => attest_cli::snapshots::command(&cli.server, cmd).await,
-        cli::Command::Config(cli::ConfigCommand::Check { config }) => {
+        (cli::Command::Dev(_) | cli::Command::Serve(_), _) => {
+            unreachable!("main reads the role's config first")
+        }
+        (cli::Command::Collection(cmd), _) => commands::collection(&cli.server, cmd).await,
+        (cli::Command::Ingest(args), _) => commands::ingest(&cli.server, args).await,
+        (cli::Command::Search(args), _) => commands::search(&cli.server, args).await,
+        (cli::Command::Ask(args), _) => attest_cli::ask::ask(&cli.server, args).await,
+        (cli::Command::Eval(moved), _) => moved_to_lab("eval", moved),
+        (cli::Command::Bench(moved), _) => moved_to_lab("bench", moved),
+        (cli::Command::Train(moved), _) => moved_to_lab("train", moved),
+        (cli::Command::Status(args), _) => cluster::status(args).await,
+        (cli::Command::Cluster(cmd), _) => cluster::command(cmd).await,
+        (cli::Command::Meta(cmd), _) => cluster::meta_command(cmd).await,
+        (cli::Command::Key(cmd), _) => attest_cli::keys::command(&cli.server, cmd).await,
+        (cli::Command::Snapshot(cmd), _) => attest_cli::snapshots::command(&cli.server, cmd).await,
+        (cli::Command::Config(cli::ConfigCommand::Check { config }), _) => {
             match attest_node::config::load(config.as_deref(), std::env::vars()) {
                 Ok(resolved) => {
                     print!("{}", serde_yaml::to_string(&resolved)?);
@@ -64,7 +90,7 @@ async fn run(cli: cli::Cli) -> anyhow::Result<()> {
                 }
             }
         }
-        cli::Command::Openapi(args) => attest_cli::openapi::command(args),
+        (cli::Command::Openapi(args), _) => attest_cli::openapi::command(args),
     }
 }
 

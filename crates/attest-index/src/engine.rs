@@ -684,10 +684,13 @@ impl ShardEngine {
                 .collect()
         };
         let mut out = LaneResults::default();
+        // A span per lane: a trace shows which lane of which shard a slow search spent its time in.
         if let Some(q) = p.query_vector {
+            let _lane = tracing::info_span!("dense_lane", segments = views.len()).entered();
             out.dense = hits(self.dense_lane(&views, q, p, &passes)?);
         }
         if let Some(text) = p.query_text.filter(|t| !t.trim().is_empty()) {
+            let _lane = tracing::info_span!("bm25_lane", segments = views.len()).entered();
             out.bm25 = hits(self.bm25(&views, text, p, &passes)?);
         }
         Ok(out)

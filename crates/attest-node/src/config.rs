@@ -30,6 +30,8 @@ pub struct AttestConfig {
     /// Timings of a shard node's cluster agent: heartbeat, reconcile, repair, peer calls (the identity comes from
     /// flags).
     pub agent: attest_shard::ClusterAgentConfig,
+    /// Traces over OTLP (off unless `telemetry.otlp.endpoint` is set).
+    pub telemetry: attest_telemetry::traces::TelemetryConfig,
 }
 
 impl AttestConfig {
@@ -40,7 +42,9 @@ impl AttestConfig {
         all.extend(self.answer.problems());
         all.extend(self.meta.timing_problems());
         all.extend(self.agent.problems(self.meta.node_timeout_ms));
-        all.into_vec()
+        let mut all = all.into_vec();
+        all.extend(self.telemetry.problems());
+        all
     }
 }
 

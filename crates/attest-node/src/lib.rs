@@ -21,6 +21,7 @@ pub mod node_config;
 pub mod plumbing;
 pub mod router;
 pub mod shard;
+pub mod traces;
 
 pub use config::AttestConfig;
 pub use node_config::{Credentials, MetaId, NodeConfig, Role};

@@ -33,6 +33,7 @@ pub struct FanOut {
 /// Returns one [`FanOut`] per search, in order; all share `missing_shards` and `answered_by` (a shard's searches
 /// went to one replica together). A shard that fails with an argument error fails the search (the same request
 /// would fail everywhere); any other failure leaves the shard out and is reported in `missing_shards`.
+#[tracing::instrument(name = "fan_out", skip_all, fields(collection = %rec.name, shards = rec.shards, searches = searches.len()))]
 pub async fn fan_out(
     router: &Router,
     rec: &CollectionRecord,

@@ -57,11 +57,9 @@ impl RouterServiceImpl {
     }
 }
 
-/// The caller's request id (or a fresh one) and the span the handler runs in.
+/// The caller's request id (or a fresh one) and the span the handler runs in (the caller's trace its parent).
 fn request_span<T>(req: &Request<T>) -> (String, tracing::Span) {
-    let id = attest_telemetry::request_id::from_grpc(req.metadata());
-    let span = attest_telemetry::request_id::span(&id);
-    (id, span)
+    attest_telemetry::request_id::grpc_span(req.metadata())
 }
 
 #[tonic::async_trait]

@@ -34,7 +34,7 @@ use tower::timeout::error::Elapsed;
 use tower::timeout::Timeout;
 use tower::util::Either;
 use tower::{BoxError, ServiceBuilder, ServiceExt};
-use tracing::{debug, warn};
+use tracing::{debug, warn, Instrument};
 
 use crate::client::ShardClient;
 pub use call::{ShardCall, ShardCallService, ShardResponse};
@@ -179,7 +179,9 @@ impl ReplicaEndpoint {
     pub async fn call(&self, call: ShardCall) -> Result<ShardResponse, Status> {
         let name = call.name();
         let started = Instant::now();
-        let result = self.stack.clone().oneshot(call).await;
+        // One span per attempt: the trace shows which replica each shard's answer came from and how long it took.
+        let span = tracing::info_span!("shard_call", rpc = name, node = self.node_id, address = %self.address);
+        let result = self.stack.clone().oneshot(call).instrument(span).await;
         let outcome = match &result {
             Ok(_) => "ok",
             Err(e) if e.is::<Overloaded>() => "shed",
@@ -399,23 +401,27 @@ pub async fn call_all(
     for endpoint in replicas {
         outcome.pending.push(endpoint.node_id);
         let (endpoint, call, tx) = (endpoint.clone(), call.clone(), tx.clone());
-        tokio::spawn(async move {
-            let result = match tokio::time::timeout_at(deadline, endpoint.call(call)).await {
-                Ok(result) => result,
-                Err(_) => Err(Status::deadline_exceeded(format!(
-                    "replica node {}: write deadline passed",
-                    endpoint.node_id
-                ))),
-            };
-            if tx.send((endpoint.node_id, result)).is_err() {
-                debug!(
-                    node = endpoint.node_id,
-                    call = name,
-                    event = "replica_write_late",
-                    "replica write finished after its outcome"
-                );
+        let within = tracing::Span::current();
+        tokio::spawn(
+            async move {
+                let result = match tokio::time::timeout_at(deadline, endpoint.call(call)).await {
+                    Ok(result) => result,
+                    Err(_) => Err(Status::deadline_exceeded(format!(
+                        "replica node {}: write deadline passed",
+                        endpoint.node_id
+                    ))),
+                };
+                if tx.send((endpoint.node_id, result)).is_err() {
+                    debug!(
+                        node = endpoint.node_id,
+                        call = name,
+                        event = "replica_write_late",
+                        "replica write finished after its outcome"
+                    );
+                }
             }
-        });
+            .instrument(within),
+        );
     }
     drop(tx);
     let max_failures = replicas.len() - quorum;

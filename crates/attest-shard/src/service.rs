@@ -43,9 +43,10 @@ impl ShardServiceImpl {
     }
 }
 
-/// The span of one call: the router's request id from the gRPC metadata (or a fresh one).
+/// The span of one call: the router's request id from the gRPC metadata (or a fresh one), the router's trace
+/// its parent.
 fn request_span<T>(req: &Request<T>) -> tracing::Span {
-    attest_telemetry::request_id::span(&attest_telemetry::request_id::from_grpc(req.metadata()))
+    attest_telemetry::request_id::grpc_span(req.metadata()).1
 }
 
 /// Runs engine or filesystem work off the async workers (bounded by the CPU pool).

@@ -54,8 +54,11 @@ where
         .acquire_owned()
         .await
         .map_err(|e| CpuPoolError(e.to_string()))?;
+    // The closure runs inside the caller's span: its log lines keep the request id, its spans the trace.
+    let span = tracing::Span::current();
     tokio::task::spawn_blocking(move || {
         let _held = permit;
+        let _entered = span.enter();
         f()
     })
     .await

@@ -19,6 +19,7 @@
 //! - [`openapi`]: the OpenAPI 3.1 document of HTTP API v1 (its shared parts and assembly) and
 //!   `GET /v1/openapi.json`.
 //! - [`cpu`]: the one bounded pool per process for CPU-heavy work (`run_cpu_intensive`).
+//! - [`traces`]: OpenTelemetry spans over OTLP (off unless configured) and the W3C trace context on every hop.
 
 pub mod collection_metrics;
 pub mod cpu;
@@ -32,3 +33,4 @@ pub mod ops;
 pub mod readiness;
 pub mod request_id;
 pub mod tls;
+pub mod traces;

@@ -24,16 +24,26 @@ pub const REQUEST_ID_FIELD: &str = "request_id";
 
 /// Installs the JSON formatter on stderr for the whole process (a second call is ignored).
 pub fn init(filter: &str) {
-    init_with_writer(filter, std::io::stderr);
+    init_with_writer(filter, std::io::stderr, None);
 }
 
-/// As [`init`], writing to `writer` (tests capture the lines).
-pub fn init_with_writer<W>(filter: &str, writer: W)
+/// As [`init`], with the spans also exported as traces when `traces` is given ([`crate::traces::layer`]).
+pub fn init_with_traces(filter: &str, traces: Option<crate::traces::OtelLayer>) {
+    let exporting = traces.is_some();
+    init_with_writer(filter, std::io::stderr, traces);
+    if exporting {
+        tracing::info!(event = "traces_enabled", "exporting traces over OTLP");
+    }
+}
+
+/// As [`init_with_traces`], writing to `writer` (tests capture the lines).
+pub fn init_with_writer<W>(filter: &str, writer: W, traces: Option<crate::traces::OtelLayer>)
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
     let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
     let _ = tracing_subscriber::registry()
+        .with(traces)
         .with(RequestIdLayer)
         .with(
             tracing_subscriber::fmt::layer()

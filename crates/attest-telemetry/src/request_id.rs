@@ -40,13 +40,23 @@ pub fn from_grpc(metadata: &tonic::metadata::MetadataMap) -> String {
         .unwrap_or_else(new_id)
 }
 
-/// Wraps an outgoing gRPC message with the request id in its metadata.
+/// Wraps an outgoing gRPC message with the request id and the current span's trace context in its metadata.
 pub fn grpc_request<T>(message: T, request_id: &str) -> tonic::Request<T> {
     let mut req = tonic::Request::new(message);
     if let Ok(v) = tonic::metadata::MetadataValue::try_from(request_id) {
         req.metadata_mut().insert(HEADER, v);
     }
+    crate::traces::inject_grpc(req.metadata_mut());
     req
+}
+
+/// The caller's request id (or a fresh one) and the span a gRPC handler runs in, the caller's trace its
+/// parent.
+pub fn grpc_span(metadata: &tonic::metadata::MetadataMap) -> (String, tracing::Span) {
+    let id = from_grpc(metadata);
+    let span = span(&id);
+    crate::traces::set_parent_from_grpc(&span, metadata);
+    (id, span)
 }
 
 thread_local! {
@@ -87,7 +97,9 @@ pub async fn http_middleware(
     req.extensions_mut().insert(RequestId(id.clone()));
     let (method, path) = (req.method().clone(), req.uri().path().to_string());
     let started = std::time::Instant::now();
-    let mut resp = next.run(req).instrument(span(&id)).await;
+    let span = span(&id);
+    crate::traces::set_parent_from_http(&span, req.headers());
+    let mut resp = next.run(req).instrument(span).await;
     if let Ok(v) = axum::http::HeaderValue::from_str(&id) {
         resp.headers_mut().insert(HEADER, v);
     }

@@ -36,6 +36,7 @@ impl AnswerService {
     /// Runs `searches` for the turn's caller: the searches of a hop (rewrites, identifier lookups, curated pins'
     /// refs) go to the router as one `SearchBatch` per `MAX_BATCH_SEARCHES`, one round trip per shard. One answer
     /// per search, in order; any that fell back to BM25 or missed a shard marks the turn.
+    #[tracing::instrument(name = "retrieve", skip_all)]
     pub(super) async fn search_many(
         &self,
         turn: &mut Turn<'_>,
@@ -60,6 +61,7 @@ impl AnswerService {
 
     /// Reranker scores for `hits` against the question. A failing reranker falls back to the lexical one, so
     /// ranking never fails a turn.
+    #[tracing::instrument(name = "rerank", skip_all)]
     pub(super) async fn score(
         &self,
         question: &str,
@@ -94,6 +96,7 @@ impl AnswerService {
     /// The scores the coverage gate holds its thresholds against. With the reader: the answerability (best
     /// sentence) of every candidate read this turn, reading the best `reader.passages` not read yet. Without
     /// it, or if reading fails (logged): None, and the gate holds the reranker scores.
+    #[tracing::instrument(name = "read", skip_all)]
     pub(super) async fn read(&self, turn: &mut Turn<'_>) -> Option<Vec<f64>> {
         let reader = self.reader.clone()?;
         let todo: Vec<(String, String, String)> = turn
@@ -172,6 +175,7 @@ impl AnswerService {
 
     /// Claims of `text` scored against the passages they cite, on a blocking thread (a judge back end may call a
     /// model or an HTTP endpoint).
+    #[tracing::instrument(name = "verify", skip_all)]
     pub(super) async fn verify(
         &self,
         question: &str,

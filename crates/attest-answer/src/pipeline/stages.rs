@@ -53,6 +53,7 @@ impl AnswerService {
 
     /// Step 4: Terminology first (before any retrieval): a hit or an ambiguous term is answered from the glossary, a
     /// miss abstains; no glossary, a timeout or an error goes on to retrieval.
+    #[tracing::instrument(name = "terminology", skip_all)]
     pub(super) async fn terminology_first(&self, turn: &mut Turn<'_>) -> Flow {
         let Some(term) = self
             .config
@@ -102,6 +103,7 @@ impl AnswerService {
     /// the refs of accepted curated pins (their notes frame the answer, never cited). Their searches and the first
     /// retrieval's go to the router together, one round trip per shard; the first retrieval's lists wait in the
     /// turn for [`Self::recall`].
+    #[tracing::instrument(name = "lookups", skip_all)]
     pub(super) async fn lookups(&self, turn: &mut Turn<'_>) -> Result<(), AnswerError> {
         let t = Instant::now();
         let pins = self.recall_pins(turn).await;
@@ -148,6 +150,7 @@ impl AnswerService {
 
     /// Steps 6–8: Retrieval over the rewrites, rerank, read, the coverage gate; refine the query and retrieve again,
     /// at most `max_hops` retrievals. Ends the turn when nothing was found or the gate does not ground.
+    #[tracing::instrument(name = "recall", skip_all)]
     pub(super) async fn recall(&self, turn: &mut Turn<'_>) -> Result<Flow, AnswerError> {
         let mut pool = Pool::default();
         let t = Instant::now();
@@ -312,6 +315,7 @@ impl AnswerService {
     }
 
     /// Step 9: Generate from the footnoted passages (on a blocking thread). A back end that declines ends the turn.
+    #[tracing::instrument(name = "generate", skip_all)]
     pub(super) async fn generate(
         &self,
         turn: &mut Turn<'_>,
@@ -343,6 +347,7 @@ impl AnswerService {
     /// Confidence = the weakest claim's support × the score of the best passage it cites (the reader's
     /// answerability when it read the passage: the claim is only as sure as its evidence), × 0.8 in fallback
     /// mode; below the collection's minimum confidence the turn abstains with `low_confidence`.
+    #[tracing::instrument(name = "verify_and_answer", skip_all)]
     pub(super) async fn check_and_answer(
         &self,
         turn: &mut Turn<'_>,
