@@ -156,6 +156,9 @@ impl ChatClient {
         if let Some(id) = attest_telemetry::request_id::current() {
             request = request.set(attest_telemetry::request_id::HEADER, &id);
         }
+        for (name, value) in attest_telemetry::traces::http_headers() {
+            request = request.set(&name, &value);
+        }
         let response = request
             .send_json(body)
             .map_err(|e| GenerateError::Unavailable(format!("{}: {e}", self.endpoint)))?;

@@ -271,6 +271,9 @@ impl RemoteEmbedder {
         if let Some(id) = attest_telemetry::request_id::current() {
             request = request.set(attest_telemetry::request_id::HEADER, &id);
         }
+        for (name, value) in attest_telemetry::traces::http_headers() {
+            request = request.set(&name, &value);
+        }
         let response = request.send_json(body).map_err(|e| self.map_error(e))?;
         let garbled = |e: std::io::Error| {
             EmbedError::Unavailable(format!("unreadable embedder response: {e}"))

@@ -201,6 +201,17 @@ pub fn inject_grpc(metadata: &mut tonic::metadata::MetadataMap) {
     }
 }
 
+/// The current span's trace context as HTTP headers (`traceparent`, `tracestate`), for an outgoing HTTP call
+/// (the remote embedder, reranker, generator, judge); empty when traces are off.
+pub fn http_headers() -> Vec<(String, String)> {
+    let mut headers = std::collections::HashMap::new();
+    if PROVIDER.get().is_some() {
+        let context = tracing::Span::current().context();
+        TraceContextPropagator::new().inject_context(&context, &mut headers);
+    }
+    headers.into_iter().collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

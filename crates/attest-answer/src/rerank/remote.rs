@@ -165,6 +165,9 @@ impl Reranker for RemoteReranker {
         if let Some(id) = attest_telemetry::request_id::current() {
             request = request.set(attest_telemetry::request_id::HEADER, &id);
         }
+        for (name, value) in attest_telemetry::traces::http_headers() {
+            request = request.set(&name, &value);
+        }
         let response = request
             .send_json(self.body(question, &documents))
             .map_err(|e| RerankError::Unavailable(format!("{}: {e}", self.endpoint)))?;

@@ -150,6 +150,9 @@ impl LlmJudgeVerifier {
         if let Some(id) = attest_telemetry::request_id::current() {
             request = request.set(attest_telemetry::request_id::HEADER, &id);
         }
+        for (name, value) in attest_telemetry::traces::http_headers() {
+            request = request.set(&name, &value);
+        }
         let reply: Value = request
             .send_json(body)
             .map_err(|e| JudgeError::Unavailable(format!("{}: {e}", self.endpoint)))?
