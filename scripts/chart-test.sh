@@ -3,7 +3,8 @@
 # with helm-python-sdk (no helm binary, no cluster), validates every object against the Kubernetes schemas with
 # kubernetes-validate --strict, checks the rendered commands against the attest binary, and `ldd` of the binary
 # against deploy/Dockerfile's runtime packages; test_chart_cluster.py then starts the rendered commands themselves
-# as a local cluster on loopback (3 meta, 3 shards, router, answer) and exercises it.
+# as a local cluster on loopback (3 meta, 3 shards, router, answer) and exercises it, and
+# test_chart_rolling_upgrade.py rolls every pod of such a cluster onto a new binary under search and ingest load.
 #
 # Usage: scripts/chart-test.sh [pytest arguments...]
 # The binary: $ATTEST_BIN, else $CARGO_TARGET_DIR/debug/attest (default ~/.cache/attest-target); it is run, never
