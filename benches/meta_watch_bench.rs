@@ -19,8 +19,9 @@
 
 mod common;
 
+use common::{start, Procs};
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -57,50 +58,11 @@ struct Cli {
     dir: Option<PathBuf>,
 }
 
-/// Child processes, killed when dropped.
-struct Procs(Vec<Child>);
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// Starts `attest ARGS` with `env`, logs in `log`; returns its listening line (routers and answer replicas:
-/// once they say they are ready).
-fn start(
-    procs: &mut Procs,
-    args: &[&str],
-    env: &[(&str, &str)],
-    log: &Path,
-) -> anyhow::Result<String> {
-    let mut child = Command::new(common::attest_bin()?)
-        .args(args)
-        .envs(env.iter().copied())
-        .env("ATTEST_LOG", "warn")
-        .env("OPENBLAS_NUM_THREADS", "1")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(log)?)
-        .spawn()?;
-    let waits = args
-        .windows(2)
-        .any(|w| w == ["--role", "router"] || w == ["--role", "answer"]);
-    let line = common::listening_line(&mut child, waits)
-        .with_context(|| format!("see {}", log.display()))?;
-    procs.0.push(child);
-    Ok(line)
-}
-
-/// The `key=` value of a listening line, without a scheme (`host:port`).
+/// The `key=` address of a listening line as `host:port` (these roles listen in plaintext).
 fn value_in(line: &str, key: &str) -> anyhow::Result<String> {
-    let value = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix(key))
-        .with_context(|| format!("no {key} in {line:?}"))?;
-    Ok(value.trim_start_matches("http://").to_string())
+    Ok(common::value_in(line, key)?
+        .trim_start_matches("http://")
+        .to_string())
 }
 
 /// A front that checks API keys: a router or an answer replica, at `host:port`.

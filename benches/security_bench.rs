@@ -1,7 +1,9 @@
-//! Benchmark: what authentication and TLS add to a search. Three clusters of real processes run side by side
-//! on loopback, each `attest serve --role meta|shard|router` over the same 301 passages of `data/squad-sample`:
-//! *plaintext* (`--insecure`, no keys), *keys* (API keys and the cluster key, still plaintext) and
-//! *tls_and_keys* (TLS on every listener with a CA made here, mutual TLS between the nodes, API keys). Searches
+//! Benchmark: what authentication, TLS and tracing add to a search. Four clusters of real processes run side by
+//! side on loopback, each `attest serve --role meta|shard|router` over the same 301 passages of
+//! `data/squad-sample`: *plaintext* (`--insecure`, no keys), *keys* (API keys and the cluster key, still
+//! plaintext), *tls_and_keys* (TLS on every listener with a CA made here, mutual TLS between the nodes, API keys)
+//! and *traced* (plaintext, every span exported over OTLP to a sink in this process, sampled 1.0: the whole
+//! cost of traces). Searches
 //! are made with a read-only tenant key where keys are on. The same queries go to all three, in rotating
 //! order so all see the same machine load, over a kept-alive HTTP(S) client as a service calling the router
 //! would use; each latency is printed as a ratio of the plaintext one (p50, p95), for the BM25 lane alone
@@ -11,9 +13,11 @@
 //! (`ATTEST_BIN` overrides the binary). Prints one JSON object.
 
 mod common;
+mod otlp_sink;
+
+use common::Procs;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -27,38 +31,17 @@ use serde_json::{json, Value};
 const ADMIN: &str = "bench-admin-key-0123456789abcdef";
 const CLUSTER_KEY: &str = "bench-cluster-key-0123456789abcdef";
 
-/// Child processes killed when dropped.
-struct Procs(Vec<Child>);
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// Starts `attest ARGS` and returns the `key=` value of its "listening" line.
-fn start(procs: &mut Procs, args: &[String], log: &Path, key: &str) -> anyhow::Result<String> {
-    let bin = common::attest_bin()?;
-    let mut child = Command::new(bin)
-        .args(args)
-        .env("ATTEST_LOG", "warn")
-        .env("OPENBLAS_NUM_THREADS", "1")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(log)?)
-        .spawn()?;
-    let waits = args
-        .windows(2)
-        .any(|w| w[0] == "--role" && ["router", "answer", "embedder"].contains(&w[1].as_str()));
-    let line = common::listening_line(&mut child, waits)?;
-    procs.0.push(child);
-    let value = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix(key))
-        .with_context(|| format!("no {key} in {line:?} (see {})", log.display()))?;
-    Ok(value.to_string())
+/// Starts `attest ARGS` with `env` and returns the `key=` value of its "listening" line.
+fn start(
+    procs: &mut Procs,
+    args: &[String],
+    env: &[(&str, &str)],
+    log: &Path,
+    key: &str,
+) -> anyhow::Result<String> {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let line = common::start(procs, &args, env, log)?;
+    common::value_in(&line, key)
 }
 
 /// A CA and one node certificate (server and client use) for loopback, written under `dir`; returns the TLS
@@ -110,6 +93,7 @@ fn cluster(
     dir: &Path,
     name: &str,
     security: &[String],
+    env: &[(&str, &str)],
 ) -> anyhow::Result<String> {
     let d = |role: &str| dir.join(format!("{name}-{role}"));
     let with = |mut args: Vec<String>, role: &str| {
@@ -131,6 +115,7 @@ fn cluster(
             ]),
             "meta",
         ),
+        env,
         &d("meta.log"),
         "grpc=",
     )?;
@@ -149,6 +134,7 @@ fn cluster(
             ]),
             "shard",
         ),
+        env,
         &d("shard.log"),
         "grpc=",
     )?;
@@ -168,6 +154,7 @@ fn cluster(
             ]),
             "router",
         ),
+        env,
         &d("router.log"),
         "http=",
     )
@@ -215,6 +202,8 @@ fn main() -> anyhow::Result<()> {
     let plain = reqwest::blocking::Client::builder()
         .timeout(Duration::from_secs(120))
         .build()?;
+    let plain_traced = plain.clone();
+    let sink = otlp_sink::OtlpSink::start()?;
     let trusting = reqwest::blocking::Client::builder()
         .tls_built_in_root_certs(false)
         .add_root_certificate(reqwest::Certificate::from_pem(ca_pem.as_bytes())?)
@@ -233,23 +222,42 @@ fn main() -> anyhow::Result<()> {
     let mut setups = vec![
         Setup {
             name: "plaintext",
-            url: cluster(&mut procs, dir.path(), "plain", &strings(&["--insecure"]))?,
+            url: cluster(
+                &mut procs,
+                dir.path(),
+                "plain",
+                &strings(&["--insecure"]),
+                &[],
+            )?,
             client: plain.clone(),
             admin: None,
             reader: None,
         },
         Setup {
             name: "keys",
-            url: cluster(&mut procs, dir.path(), "keys", &keys_only)?,
+            url: cluster(&mut procs, dir.path(), "keys", &keys_only, &[])?,
             client: plain,
             admin: Some(ADMIN),
             reader: None,
         },
         Setup {
             name: "tls_and_keys",
-            url: cluster(&mut procs, dir.path(), "secure", &secured)?,
+            url: cluster(&mut procs, dir.path(), "secure", &secured, &[])?,
             client: trusting,
             admin: Some(ADMIN),
+            reader: None,
+        },
+        Setup {
+            name: "traced",
+            url: cluster(
+                &mut procs,
+                dir.path(),
+                "traced",
+                &strings(&["--insecure"]),
+                &[("ATTEST__TELEMETRY__OTLP__ENDPOINT", sink.endpoint.as_str())],
+            )?,
+            client: plain_traced,
+            admin: None,
             reader: None,
         },
     ];
@@ -338,6 +346,7 @@ fn main() -> anyhow::Result<()> {
         }
         report.insert(case.into(), Value::Object(figures));
     }
+    report.insert("traced_spans_exported".into(), json!(sink.spans()));
     println!("{}", serde_json::to_string_pretty(&Value::Object(report))?);
     Ok(())
 }

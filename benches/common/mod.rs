@@ -48,3 +48,52 @@ pub fn listening_line(
     }
     Ok(first)
 }
+
+/// Child processes, killed when dropped.
+#[allow(dead_code)] // not every example starts roles itself
+pub struct Procs(pub Vec<std::process::Child>);
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Starts `attest ARGS` with `env` added (warnings only in its log, `log`; one BLAS thread) and returns its
+/// listening line; a router, answer replica or embedder once it says it is ready.
+#[allow(dead_code)] // not every example starts roles itself
+pub fn start(
+    procs: &mut Procs,
+    args: &[&str],
+    env: &[(&str, &str)],
+    log: &Path,
+) -> anyhow::Result<String> {
+    let mut child = std::process::Command::new(attest_bin()?)
+        .args(args)
+        .envs(env.iter().copied())
+        .env("ATTEST_LOG", "warn")
+        .env("OPENBLAS_NUM_THREADS", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(log)?)
+        .spawn()?;
+    let waits = args
+        .windows(2)
+        .any(|w| w[0] == "--role" && ["router", "answer", "embedder"].contains(&w[1]));
+    let line =
+        listening_line(&mut child, waits).with_context(|| format!("see {}", log.display()))?;
+    procs.0.push(child);
+    Ok(line)
+}
+
+/// The `key=` value of a listening line (`grpc=` is `host:port`, `http=` a URL).
+#[allow(dead_code)] // not every example starts roles itself
+pub fn value_in(line: &str, key: &str) -> anyhow::Result<String> {
+    let value = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix(key))
+        .with_context(|| format!("no {key} in {line:?}"))?;
+    Ok(value.to_string())
+}

@@ -36,21 +36,24 @@ pub fn init_with_traces(filter: &str, traces: Option<crate::traces::OtelLayer>) 
     }
 }
 
-/// As [`init_with_traces`], writing to `writer` (tests capture the lines).
+/// As [`init_with_traces`], writing to `writer` (tests capture the lines). The log level filters the log lines
+/// only: traces record Attest's own spans at info level whatever the log level (`warn` logs still trace).
 pub fn init_with_writer<W>(filter: &str, writer: W, traces: Option<crate::traces::OtelLayer>)
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
     let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
-    let _ = tracing_subscriber::registry()
-        .with(traces)
-        .with(RequestIdLayer)
-        .with(
+    let logs = RequestIdLayer
+        .and_then(
             tracing_subscriber::fmt::layer()
                 .event_format(JsonLines)
                 .with_writer(writer),
         )
-        .with(filter)
+        .with_filter(filter);
+    let traces = traces.map(|layer| layer.with_filter(crate::traces::recorded()));
+    let _ = tracing_subscriber::registry()
+        .with(traces)
+        .with(logs)
         .try_init();
 }
 

@@ -73,6 +73,12 @@ impl TelemetryConfig {
     }
 }
 
+/// What becomes a span of a trace: Attest's own spans (targets `attest_*`) at info level and above. Not the
+/// libraries' (the OTLP exporter's own gRPC calls would trace themselves), and not the log level's business.
+pub fn recorded() -> tracing_subscriber::filter::Targets {
+    tracing_subscriber::filter::Targets::new().with_target("attest_", tracing::Level::INFO)
+}
+
 /// The layer that turns `tracing` spans into OpenTelemetry spans (nearest the registry, below the log layers).
 pub type OtelLayer =
     tracing_opentelemetry::OpenTelemetryLayer<Registry, opentelemetry_sdk::trace::Tracer>;
