@@ -18,6 +18,7 @@ mod dev_control_plane;
 mod e2e;
 mod eval;
 mod fallback;
+mod format_fixtures;
 mod history;
 mod near_duplicates;
 mod observability;
