@@ -147,3 +147,65 @@ fn snapshots_of_earlier_releases_restore() {
         serves_the_fixture(&dev, version);
     }
 }
+
+/// Sets the `format` of the JSON file at `path` to `version`.
+fn mark(path: &Path, version: u32) {
+    let mut v: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    v["format"] = json!(version);
+    std::fs::write(path, serde_json::to_vec(&v).unwrap()).unwrap();
+}
+
+#[test]
+fn layouts_of_a_newer_release_are_refused_naming_both_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    copy_dir(&fixture(1).join("data"), &data);
+    // A shard's segment manifest as a newer release would leave it: the process refuses to start (rebuilding
+    // the segments from the log would overwrite that release's data with this build's layout).
+    mark(
+        &data.join("shard-node-0/collections/notes/shard-1/MANIFEST.json"),
+        99,
+    );
+    let out = std::process::Command::new(common::attest_bin())
+        .args([
+            "dev",
+            "--http",
+            "127.0.0.1:0",
+            "--grpc",
+            "127.0.0.1:0",
+            "--data-dir",
+        ])
+        .arg(&data)
+        .env("ATTEST_LOG", "warn")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "attest dev started on a newer layout"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("segment manifest format version 99, but this build reads version 1"),
+        "{stderr}"
+    );
+
+    // A cluster snapshot of a newer release: restore refuses it, naming both versions.
+    let snapshots = dir.path().join("snapshots");
+    copy_dir(&fixture(1).join("snapshots"), &snapshots);
+    mark(&snapshots.join("format-1/attest-snapshot.json"), 99);
+    let dev = start_dev(&dir.path().join("fresh"));
+    ready(&dev);
+    let (s, b) = call(
+        "POST",
+        &format!("{}/v1/snapshots/restore", dev.url),
+        None,
+        Some(&json!({"source": snapshots.display().to_string(), "id": "format-1"})),
+    );
+    assert_ne!(s, 200);
+    let message = b["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("cluster snapshot format version 99, but this build reads version 1"),
+        "{b}"
+    );
+}

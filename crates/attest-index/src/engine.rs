@@ -281,6 +281,8 @@ impl ShardEngine {
         })?;
         let mut manifest = match Manifest::load(dir) {
             Ok(m) => m,
+            // Not damage: a manifest of another release. Rebuilding would overwrite it with this build's layout.
+            Err(e @ IndexError::Format(_)) => return Err(e),
             Err(e) => {
                 // Everything live is still in the log: start from no segments and replay it all.
                 warn!(error = %e, event = "manifest_corrupt", "manifest unreadable; rebuilding every segment from the log");

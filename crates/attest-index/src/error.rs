@@ -21,6 +21,9 @@ pub enum IndexError {
     Io(#[from] std::io::Error),
     #[error("serialization: {0}")]
     Serialization(String),
+    /// Data on disk of a format version this build does not read (see `attest_core::format`).
+    #[error("{0}")]
+    Format(#[from] attest_core::format::FormatError),
 }
 
 impl IndexError {

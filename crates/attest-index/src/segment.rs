@@ -76,19 +76,52 @@ pub struct Manifest {
     pub quantizer_versions: u64,
 }
 
+/// The segment manifest's layout (`attest_core::format`): `MANIFEST.json` and the segment files it lists.
+pub const SEGMENTS_FORMAT: attest_core::format::Layout = attest_core::format::Layout {
+    what: "segment manifest",
+    current: 1,
+};
+
+/// `MANIFEST.json` as written: the manifest with the format version it is written in.
+#[derive(Serialize)]
+struct StoredManifest<'a> {
+    format: u32,
+    #[serde(flatten)]
+    manifest: &'a Manifest,
+}
+
+/// `MANIFEST.json` as read: no version in manifests written before it was recorded.
+#[derive(Deserialize)]
+struct LoadedManifest {
+    #[serde(default)]
+    format: Option<u32>,
+    #[serde(flatten)]
+    manifest: Manifest,
+}
+
 impl Manifest {
+    /// The manifest in `dir` (an empty one when there is none); refused when its format version is outside the
+    /// window this build reads. The next [`Manifest::store`] writes it in the current version.
     pub fn load(dir: &Path) -> Result<Self> {
         let path = dir.join(MANIFEST_FILE);
         match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map_err(|e| IndexError::corrupt(&path, e.to_string())),
+            Ok(bytes) => {
+                let loaded: LoadedManifest = serde_json::from_slice(&bytes)
+                    .map_err(|e| IndexError::corrupt(&path, e.to_string()))?;
+                SEGMENTS_FORMAT.check(loaded.format, &path.display().to_string())?;
+                Ok(loaded.manifest)
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Manifest::default()),
             Err(e) => Err(e.into()),
         }
     }
 
     pub fn store(&self, dir: &Path) -> Result<()> {
-        let bytes = serde_json::to_vec_pretty(self)
+        let stored = StoredManifest {
+            format: SEGMENTS_FORMAT.current,
+            manifest: self,
+        };
+        let bytes = serde_json::to_vec_pretty(&stored)
             .map_err(|e| IndexError::Serialization(e.to_string()))?;
         crate::fsutil::write_atomically(&dir.join(MANIFEST_FILE), &bytes)
     }
@@ -442,8 +475,36 @@ impl SealedSegment {
 
 #[cfg(test)]
 mod tests {
-    use super::position_of;
+    use super::{position_of, Manifest, MANIFEST_FILE, SEGMENTS_FORMAT};
     use proptest::prelude::*;
+
+    #[test]
+    fn a_manifest_is_written_with_its_format_and_one_without_reads_as_version_1() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(MANIFEST_FILE);
+        std::fs::write(
+            &path,
+            br#"{"sealed_through_seq": 4, "segments": [], "next_segment": 2}"#,
+        )
+        .unwrap();
+        let m = Manifest::load(dir.path()).unwrap();
+        assert_eq!(m.sealed_through_seq, 4);
+        m.store(dir.path()).unwrap();
+        let stored: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(stored["format"], SEGMENTS_FORMAT.current);
+        assert_eq!(Manifest::load(dir.path()).unwrap(), m);
+        std::fs::write(
+            &path,
+            br#"{"format": 7, "sealed_through_seq": 4, "segments": [], "next_segment": 2}"#,
+        )
+        .unwrap();
+        let err = Manifest::load(dir.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("segment manifest format version 7, but this build reads version 1"),
+            "{err}"
+        );
+    }
 
     proptest! {
         /// Whatever the spacing of the ids (runs, gaps, one huge jump), the position is the binary search's.

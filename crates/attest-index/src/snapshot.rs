@@ -20,8 +20,13 @@ use crate::error::{IndexError, Result};
 
 /// The file that describes a snapshot directory.
 pub const SNAPSHOT_FILE: &str = "SNAPSHOT.json";
-/// Layout version of [`ShardSnapshot`].
-pub const SNAPSHOT_FORMAT: u32 = 1;
+/// The replica snapshot's layout (`attest_core::format`): [`ShardSnapshot`] and the files it lists.
+pub const SHARD_SNAPSHOT: attest_core::format::Layout = attest_core::format::Layout {
+    what: "replica snapshot",
+    current: 1,
+};
+/// The version [`ShardSnapshot`]s are written in.
+pub const SNAPSHOT_FORMAT: u32 = SHARD_SNAPSHOT.current;
 
 /// `SNAPSHOT.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -162,15 +167,7 @@ fn read_manifest(dir: &Path) -> Result<ShardSnapshot> {
         .map_err(|e| IndexError::corrupt(&manifest, format!("cannot read: {e}")))?;
     let snapshot: ShardSnapshot = serde_json::from_slice(&bytes)
         .map_err(|e| IndexError::corrupt(&manifest, format!("not a snapshot manifest: {e}")))?;
-    if snapshot.format != SNAPSHOT_FORMAT {
-        return Err(IndexError::corrupt(
-            &manifest,
-            format!(
-                "format {} (this build reads {SNAPSHOT_FORMAT})",
-                snapshot.format
-            ),
-        ));
-    }
+    SHARD_SNAPSHOT.check(Some(snapshot.format), &manifest.display().to_string())?;
     for file in &snapshot.files {
         let relative = Path::new(&file.path);
         if relative.is_absolute()

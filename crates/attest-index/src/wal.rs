@@ -29,6 +29,14 @@ const CF_DOCS: &str = "docs";
 const CF_META: &str = "meta";
 const CF_DEDUP: &str = "dedup";
 const KEY_LAST_SEQ: &[u8] = b"last_seq";
+/// The log's format version (u32, big-endian; absent in logs written before it was recorded: version 1).
+const KEY_FORMAT: &[u8] = b"format";
+
+/// The ingest log's layout (`attest_core::format`): the column families and encodings of this module.
+pub const LOG_FORMAT: attest_core::format::Layout = attest_core::format::Layout {
+    what: "shard ingest log",
+    current: 1,
+};
 
 /// Separates tenant and document id in a [`doc_key`]; tenants never contain it
 /// ([`attest_core::keys::tenant_problem`]).
@@ -180,7 +188,25 @@ impl IngestLog {
                 e.as_ref(),
             ))
         })?;
-        let last_seq = match db.get_cf(db.cf_handle(CF_META).expect("meta cf"), KEY_LAST_SEQ)? {
+        let meta = db.cf_handle(CF_META).expect("meta cf");
+        let recorded = match db.get_cf(meta, KEY_FORMAT)? {
+            Some(b) => {
+                Some(u32::from_be_bytes(b.as_slice().try_into().map_err(
+                    |_| IndexError::corrupt(path, "bad format version"),
+                )?))
+            }
+            None => None,
+        };
+        let found = LOG_FORMAT.check(recorded, &path.display().to_string())?;
+        if recorded != Some(LOG_FORMAT.current) {
+            // Recorded at open, the log's first write: from here on it is of the current version.
+            let mut sync = WriteOptions::default();
+            sync.set_sync(true);
+            db.put_cf_opt(meta, KEY_FORMAT, LOG_FORMAT.current.to_be_bytes(), &sync)?;
+            tracing::info!(path = %path.display(), from = found, to = LOG_FORMAT.current, event = "format_upgraded",
+                "ingest log format version recorded");
+        }
+        let last_seq = match db.get_cf(meta, KEY_LAST_SEQ)? {
             Some(b) => u64::from_be_bytes(
                 b.as_slice()
                     .try_into()
@@ -468,6 +494,25 @@ mod tests {
         let recs = log.range(2, 3).unwrap();
         assert_eq!(recs.len(), 2);
         assert_eq!(recs[0].1, upsert("b", 1));
+    }
+
+    #[test]
+    fn the_log_records_its_format_and_refuses_a_newer_one() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let log = IngestLog::open(dir.path()).unwrap();
+            let meta = log.db.cf_handle(CF_META).unwrap();
+            let stored = log.db.get_cf(&meta, KEY_FORMAT).unwrap().unwrap();
+            assert_eq!(stored, LOG_FORMAT.current.to_be_bytes(), "written at open");
+            log.db
+                .put_cf(&meta, KEY_FORMAT, (LOG_FORMAT.current + 1).to_be_bytes())
+                .unwrap();
+        }
+        let err = IngestLog::open(dir.path()).err().unwrap().to_string();
+        assert!(
+            err.contains("shard ingest log format version 2, but this build reads version 1"),
+            "{err}"
+        );
     }
 
     #[test]

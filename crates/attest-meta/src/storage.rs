@@ -7,6 +7,7 @@
 //! - `m/applied` + `s/…` → applied index and the state machine at that index, one record per key (the scheme
 //!   is in `records`), written together. An apply writes only the records its commands changed; installing
 //!   a snapshot replaces every `s/` key.
+//! - `m/format` → the store's format version ([`STORE_FORMAT`], `attest_core::format`).
 //! - `m/state` → only in a store written before the records existed: the whole state at `m/applied` as one
 //!   blob. It is read on open, and the next persist writes every record and deletes it.
 //!
@@ -35,6 +36,14 @@ const SNAPSHOT_DATA: &[u8] = b"m/snapshot_data";
 const APPLIED: &[u8] = b"m/applied";
 /// The whole state as one blob: the format before per-record keys, read for migration only.
 const LEGACY_STATE: &[u8] = b"m/state";
+/// The store's format version (u32, big-endian; absent in stores written before it was recorded: version 1).
+const FORMAT: &[u8] = b"m/format";
+
+/// Meta's store layout (`attest_core::format`): the keys of this module's header and `records`.
+pub const STORE_FORMAT: attest_core::format::Layout = attest_core::format::Layout {
+    what: "meta store",
+    current: 1,
+};
 
 fn entry_key(index: u64) -> [u8; 10] {
     let mut k = [0u8; 10];
@@ -168,6 +177,23 @@ impl RocksStorage {
                 e.as_ref(),
             ))
         })?;
+        let recorded = match db.get(FORMAT)? {
+            Some(b) => Some(u32::from_be_bytes(b.as_slice().try_into().map_err(
+                |_| MetaError::Codec(format!("{}: bad format version", path.display())),
+            )?)),
+            None => None,
+        };
+        let found = STORE_FORMAT
+            .check(recorded, &path.display().to_string())
+            .map_err(|e| MetaError::Open(e.to_string()))?;
+        if recorded != Some(STORE_FORMAT.current) {
+            // Recorded at open, the store's first write: from here on it is of the current version.
+            let mut sync = rocksdb::WriteOptions::default();
+            sync.set_sync(true);
+            db.put_opt(FORMAT, STORE_FORMAT.current.to_be_bytes(), &sync)?;
+            tracing::info!(path = %path.display(), from = found, to = STORE_FORMAT.current, event = "format_upgraded",
+                "meta store format version recorded");
+        }
         let hard_state: HardState = decode(db.get(HARD_STATE)?)?;
         let conf_state: ConfState = decode(db.get(CONF_STATE)?)?;
         let mut snapshot = Snapshot::default();
@@ -526,6 +552,26 @@ mod tests {
         let mut s = StateMachine::with_voters([(1, "http://m1".to_string())]);
         s.last_node_id = n;
         s
+    }
+
+    #[test]
+    fn the_store_records_its_format_and_refuses_a_newer_one() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let s = RocksStorage::open(dir.path()).unwrap();
+            assert_eq!(
+                s.db.get(FORMAT).unwrap().unwrap(),
+                STORE_FORMAT.current.to_be_bytes(),
+                "written at open"
+            );
+            s.db.put(FORMAT, (STORE_FORMAT.current + 1).to_be_bytes())
+                .unwrap();
+        }
+        let err = RocksStorage::open(dir.path()).err().unwrap().to_string();
+        assert!(
+            err.contains("meta store format version 2, but this build reads version 1"),
+            "{err}"
+        );
     }
 
     /// Persists `state` at `index` with only the scalar record marked changed.

@@ -13,6 +13,7 @@ pub fn api_error(e: &IndexError) -> ApiError {
             ApiError::invalid(field.clone(), e.to_string())
         }
         IndexError::Corrupt { .. } => ApiError::new(ErrorCode::DataLoss, e.to_string()),
+        IndexError::Format(_) => ApiError::new(ErrorCode::FailedPrecondition, e.to_string()),
         _ => ApiError::new(ErrorCode::Internal, e.to_string()),
     }
 }

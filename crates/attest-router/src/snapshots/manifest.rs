@@ -25,7 +25,13 @@ use super::{damaged, from_store, sha256_hex};
 use crate::error::RouterError;
 
 pub const CLUSTER_MANIFEST: &str = "attest-snapshot.json";
-pub const CLUSTER_SNAPSHOT_FORMAT: u32 = 1;
+/// The cluster snapshot's layout (`attest_core::format`): this manifest, `meta-state.pb` and the replica
+/// snapshots it lists.
+pub const CLUSTER_SNAPSHOT: attest_core::format::Layout = attest_core::format::Layout {
+    what: "cluster snapshot",
+    current: 1,
+};
+pub const CLUSTER_SNAPSHOT_FORMAT: u32 = CLUSTER_SNAPSHOT.current;
 const CHECKSUM_ALGORITHM: &str = "sha256:";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -151,10 +157,16 @@ pub(super) async fn read_unverified(
         .ok_or_else(|| RouterError::NotFound(format!("{key}: no snapshot `{id}` here")))?;
     let manifest: ClusterManifest =
         serde_json::from_slice(&bytes).map_err(|e| damaged(format!("{key}: {e}")))?;
-    if manifest.format != CLUSTER_SNAPSHOT_FORMAT || manifest.id != id {
+    if let Err(e) = CLUSTER_SNAPSHOT.check(Some(manifest.format), &key) {
+        return Err(RouterError::Callee(ApiError::new(
+            ErrorCode::FailedPrecondition,
+            e.to_string(),
+        )));
+    }
+    if manifest.id != id {
         return Err(damaged(format!(
-            "{key}: format {} of snapshot `{}` (expected format {CLUSTER_SNAPSHOT_FORMAT} of `{id}`)",
-            manifest.format, manifest.id
+            "{key}: the manifest of snapshot `{}` (expected `{id}`)",
+            manifest.id
         )));
     }
     Ok(manifest)
