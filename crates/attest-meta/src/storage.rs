@@ -8,8 +8,8 @@
 //!   is in `records`), written together. An apply writes only the records its commands changed; installing
 //!   a snapshot replaces every `s/` key.
 //! - `m/format` → the store's format version ([`STORE_FORMAT`], `attest_core::format`).
-//! - `m/state` → only in a store written before the records existed: the whole state at `m/applied` as one
-//!   blob. It is read on open, and the next persist writes every record and deletes it.
+//! - `m/state` → only in a store written before the records existed (the whole state as one blob): a layout
+//!   older than format version 1, refused on open.
 //!
 //! Every write is one synced `WriteBatch`, so a crash leaves either the old or the new value of everything a
 //! batch touches. The entries of the log (bounded by `snapshot_threshold` through compaction) are also kept in
@@ -34,7 +34,7 @@ const CONF_STATE: &[u8] = b"m/conf_state";
 const SNAPSHOT_META: &[u8] = b"m/snapshot_meta";
 const SNAPSHOT_DATA: &[u8] = b"m/snapshot_data";
 const APPLIED: &[u8] = b"m/applied";
-/// The whole state as one blob: the format before per-record keys, read for migration only.
+/// Where a store of the layout before version 1 kept its whole state (only to recognise and refuse one).
 const LEGACY_STATE: &[u8] = b"m/state";
 /// The store's format version (u32, big-endian; absent in stores written before it was recorded: version 1).
 const FORMAT: &[u8] = b"m/format";
@@ -66,7 +66,7 @@ pub struct AppliedState {
 pub struct StateWrite {
     /// Record keys put, in key order.
     pub put: Vec<Vec<u8>>,
-    /// Keys deleted (records that no longer exist, and the legacy blob when it is migrated).
+    /// Keys deleted (records that no longer exist).
     pub deleted: Vec<Vec<u8>>,
     /// Bytes of those keys and of the values put.
     pub bytes: u64,
@@ -102,10 +102,8 @@ struct Core {
     snapshot: Snapshot,
     /// The stored log, `entries[0].index == snapshot index + 1` when not empty.
     entries: VecDeque<Entry>,
-    /// Index of the state machine stored under `s/` (or in the legacy blob).
+    /// Index of the state machine stored under `s/`.
     applied: u64,
-    /// The state is still the `m/state` blob of the old format: the next persist writes every record.
-    legacy_blob: bool,
 }
 
 impl Core {
@@ -141,7 +139,7 @@ fn encode<M: PbMessage>(m: &M) -> Vec<u8> {
     m.write_to_bytes().expect("raft messages always encode")
 }
 
-/// The stored state machine: the `s/` records, else the legacy blob, else none (fresh store).
+/// The stored state machine: the `s/` records, else none (fresh store).
 fn load_state(db: &DB) -> Result<Option<StateMachine>, MetaError> {
     if db.get(records::META_KEY)?.is_some() {
         let iter = db.iterator(rocksdb::IteratorMode::From(
@@ -158,10 +156,7 @@ fn load_state(db: &DB) -> Result<Option<StateMachine>, MetaError> {
         }
         return Ok(Some(StateMachine::from_records(records)?));
     }
-    match db.get(LEGACY_STATE)? {
-        Some(blob) => Ok(Some(StateMachine::decode(&blob)?)),
-        None => Ok(None),
-    }
+    Ok(None)
 }
 
 impl RocksStorage {
@@ -183,8 +178,15 @@ impl RocksStorage {
             )?)),
             None => None,
         };
+        // The one-blob layout came before version 1: no marker, no records, the blob.
+        let blob_only = recorded.is_none()
+            && db.get(records::META_KEY)?.is_none()
+            && db.get(LEGACY_STATE)?.is_some();
         let found = STORE_FORMAT
-            .check(recorded, &path.display().to_string())
+            .check(
+                if blob_only { Some(0) } else { recorded },
+                &path.display().to_string(),
+            )
             .map_err(|e| MetaError::Open(e.to_string()))?;
         if recorded != Some(STORE_FORMAT.current) {
             // Recorded at open, the store's first write: from here on it is of the current version.
@@ -219,13 +221,6 @@ impl RocksStorage {
                 u64::from_be_bytes(arr)
             })
             .unwrap_or(0);
-        let legacy_blob = db.get(records::META_KEY)?.is_none() && db.get(LEGACY_STATE)?.is_some();
-        if legacy_blob {
-            tracing::info!(
-                path = %path.display(),
-                "meta state stored as one blob (old format): the next apply rewrites it as records"
-            );
-        }
         Ok(RocksStorage {
             db,
             core: RwLock::new(Core {
@@ -234,7 +229,6 @@ impl RocksStorage {
                 snapshot,
                 entries,
                 applied,
-                legacy_blob,
             }),
         })
     }
@@ -349,8 +343,7 @@ impl RocksStorage {
     }
 
     /// Persists the state machine after applying entries up to `index`: the records in `changed` (put, or
-    /// deleted when `state` no longer holds them), or every record when the store still holds the legacy
-    /// blob; with the conf state when a conf change was among the entries. The hard state's commit is raised
+    /// deleted when `state` no longer holds them); with the conf state when a conf change was among the entries. The hard state's commit is raised
     /// to `index` in the same batch (applied entries are committed), so a restart never sees applied > commit.
     pub fn persist_applied(
         &self,
@@ -363,15 +356,10 @@ impl RocksStorage {
         let mut batch = WriteBatch::default();
         batch.put(APPLIED, index.to_be_bytes());
         let mut written = StateWrite::default();
-        if core.legacy_blob {
-            written.replace_all(&mut batch, state);
-            written.delete(&mut batch, LEGACY_STATE.to_vec());
-        } else {
-            for key in changed {
-                match state.record(key) {
-                    Some(value) => written.put(&mut batch, key.to_bytes(), &value),
-                    None => written.delete(&mut batch, key.to_bytes()),
-                }
+        for key in changed {
+            match state.record(key) {
+                Some(value) => written.put(&mut batch, key.to_bytes(), &value),
+                None => written.delete(&mut batch, key.to_bytes()),
             }
         }
         if let Some(cs) = conf_state {
@@ -388,7 +376,6 @@ impl RocksStorage {
             core.conf_state = cs.clone();
         }
         core.applied = index;
-        core.legacy_blob = false;
         Ok(written)
     }
 
@@ -415,13 +402,11 @@ impl RocksStorage {
         batch.put(HARD_STATE, encode(&hs));
         batch.put(APPLIED, meta.index.to_be_bytes());
         StateWrite::default().replace_all(&mut batch, &state);
-        batch.delete(LEGACY_STATE);
         self.write(batch)?;
         core.entries.clear();
         core.hard_state = hs;
         core.conf_state = meta.get_conf_state().clone();
         core.applied = meta.index;
-        core.legacy_blob = false;
         core.snapshot = snapshot;
         Ok(state)
     }

@@ -1,15 +1,14 @@
 //! How the meta state machine is persisted: one RocksDB record per node, collection, key and manifest. An
 //! apply writes only the records it changed, a restart rebuilds the same state from them, a snapshot replaces
-//! them all, and a store written before the records (one `m/state` blob) still opens and is migrated.
+//! them all, and a store written before the records (one `m/state` blob, before format version 1) is refused.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use attest_meta::placement::Move;
 use attest_meta::records::RecordKey;
 use attest_meta::state::{
-    ApiKeyRecord, CollectionDef, CollectionRecord, Command, ManifestRecord, NodeRecord, NodeRole,
-    StateMachine,
+    ApiKeyRecord, CollectionDef, Command, ManifestRecord, NodeRole, StateMachine,
 };
 use attest_meta::storage::StateWrite;
 use attest_meta::RocksStorage;
@@ -256,89 +255,32 @@ fn an_apply_touching_one_collection_of_many_writes_only_its_key() {
     assert_eq!(reopened.applied_state().unwrap().state, Some(state));
 }
 
-/// The state machine as the code before per-record keys defined it: what `m/state` holds in an old store.
-#[derive(serde::Serialize)]
-struct OldStateMachine {
-    voters: BTreeMap<u64, String>,
-    nodes: BTreeMap<u64, NodeRecord>,
-    last_node_id: u64,
-    collections: BTreeMap<String, CollectionRecord>,
-    manifests: BTreeMap<(String, u32, u64), ManifestRecord>,
-    api_keys: BTreeMap<String, ApiKeyRecord>,
-}
-
 #[test]
-fn a_store_with_the_old_state_blob_opens_and_is_migrated_by_the_next_persist() {
+fn a_store_of_the_one_blob_layout_before_version_1_is_refused_naming_both_versions() {
     let dir = tempfile::tempdir().unwrap();
-    // The state an old node had applied at index 1.
     let mut state = StateMachine::with_voters([(1, "http://m1".to_string())]);
-    for n in ["s1", "s2"] {
-        state.apply(&register(n)).unwrap();
-    }
-    state.apply(&create("docs", 2, &[1, 2])).unwrap();
-    state.apply(&report("docs", 1, 2, 7)).unwrap();
-    state.take_changes();
-    let blob = bincode::serialize(&OldStateMachine {
-        voters: state.voters.clone(),
-        nodes: state.nodes.clone(),
-        last_node_id: state.last_node_id,
-        collections: state.collections.clone(),
-        manifests: state.manifests.clone(),
-        api_keys: state.api_keys.clone(),
-    })
-    .unwrap();
-    // Snapshots grew only at their end (the drains, after every field above): an old one still decodes.
-    assert!(
-        state.encode().starts_with(&blob),
-        "the snapshot format changed"
-    );
-    assert_eq!(StateMachine::decode(&blob).unwrap(), state);
+    state.apply(&register("s1")).unwrap();
     {
-        // The old code wrote the same log, hard state, conf state and snapshot keys; its state was the blob.
+        // Such a store held the log, hard state, conf state and snapshot keys of today, and its whole state as
+        // one blob at `m/state`, without records or a format marker.
         let storage = RocksStorage::open(dir.path()).unwrap();
         storage
-            .bootstrap(ConfState::from((vec![1], vec![])), blob.clone())
+            .bootstrap(ConfState::from((vec![1], vec![])), state.encode())
             .unwrap();
         drop(storage);
         let db = rocksdb::DB::open_default(dir.path()).unwrap();
         let mut batch = rocksdb::WriteBatch::default();
         batch.delete_range(b"s/", b"s0");
-        batch.put(b"m/state", &blob);
+        batch.delete(b"m/format");
+        batch.put(b"m/state", state.encode());
         db.write(batch).unwrap();
     }
-    assert!(state_keys(&stored_keys(dir.path())).is_empty());
-
-    let storage = RocksStorage::open(dir.path()).unwrap();
-    let applied = storage.applied_state().unwrap();
-    assert_eq!((applied.index, applied.state.as_ref()), (1, Some(&state)));
-    // Before the migration, a snapshot for a follower comes from the blob.
-    let snapshot = storage.snapshot(0, 2).unwrap();
-    assert_eq!(StateMachine::decode(&snapshot.data).unwrap(), state);
-
-    let mut node = Node {
-        storage,
-        state,
-        index: 1,
-    };
-    let w = node.step(&register("s3"));
-    assert_eq!(
-        w.put.len(),
-        node.state.record_keys().len(),
-        "every record is written"
+    let err = RocksStorage::open(dir.path()).err().unwrap().to_string();
+    assert!(
+        err.contains("meta store format version 0, but this build reads version 1"),
+        "{err}"
     );
-    assert_eq!(w.deleted, vec![b"m/state".to_vec()]);
-    // From then on, only what changed.
-    let w = node.step(&report("docs", 0, 1, 1));
-    assert_eq!(w.put, vec![b"s/m/docs/0/1".to_vec()]);
-    let Node { storage, state, .. } = node;
-    drop(storage);
-
-    let keys = stored_keys(dir.path());
-    assert!(!keys.contains("m/state"));
-    assert_eq!(state_keys(&keys), record_keys(&state));
-    let reopened = RocksStorage::open(dir.path()).unwrap();
-    let applied = reopened.applied_state().unwrap();
-    assert_eq!((applied.index, applied.state), (3, Some(state)));
+    assert!(err.contains("older release"), "{err}");
 }
 
 #[test]
