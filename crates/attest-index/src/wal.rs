@@ -175,6 +175,18 @@ fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T> {
     bincode::deserialize(bytes).map_err(|e| IndexError::Serialization(e.to_string()))
 }
 
+/// Whether `docs` holds a key without the tenant separator (the layout before per-tenant ids).
+fn has_bare_document_keys(db: &DB) -> Result<bool> {
+    let docs = db.cf_handle(CF_DOCS).expect("docs cf");
+    for item in db.iterator_cf(docs, IteratorMode::Start) {
+        let (k, _) = item?;
+        if !k.contains(&(DOC_KEY_SEPARATOR as u8)) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 impl IngestLog {
     pub fn open(path: &Path) -> Result<Self> {
         let mut opts = Options::default();
@@ -197,7 +209,13 @@ impl IngestLog {
             }
             None => None,
         };
-        let found = LOG_FORMAT.check(recorded, &path.display().to_string())?;
+        // Logs from before ids were per tenant keyed `docs` by the bare document id: a layout before version 1.
+        // Only an unmarked log can be one (one scan, once: the marker is written below).
+        let found = match recorded {
+            None if has_bare_document_keys(&db)? => Some(0),
+            other => other,
+        };
+        let found = LOG_FORMAT.check(found, &path.display().to_string())?;
         if recorded != Some(LOG_FORMAT.current) {
             // Recorded at open, the log's first write: from here on it is of the current version.
             let mut sync = WriteOptions::default();
@@ -218,37 +236,7 @@ impl IngestLog {
             db: Arc::new(db),
             last_seq: Arc::new(AtomicU64::new(last_seq)),
         };
-        log.key_documents_by_tenant()?;
         Ok(log)
-    }
-
-    /// Logs written before ids were per tenant keyed `docs` by the bare document id: re-key those entries by
-    /// [`doc_key`] (their value names the tenant) in one synced batch, so an upgraded shard keeps every document.
-    fn key_documents_by_tenant(&self) -> Result<()> {
-        let docs = self.db.cf_handle(CF_DOCS).expect("docs cf");
-        let mut batch = WriteBatch::default();
-        for item in self.db.iterator_cf(&docs, IteratorMode::Start) {
-            let (k, v) = item?;
-            if k.contains(&(DOC_KEY_SEPARATOR as u8)) {
-                continue;
-            }
-            let version: DocVersion = decode(&v)?;
-            let doc_id = String::from_utf8_lossy(&k);
-            batch.delete_cf(&docs, &k);
-            batch.put_cf(&docs, doc_key(&version.tenant, &doc_id).as_bytes(), &v);
-        }
-        if batch.is_empty() {
-            return Ok(());
-        }
-        tracing::info!(
-            documents = batch.len() / 2,
-            event = "docs_rekeyed",
-            "document versions re-keyed by tenant"
-        );
-        let mut wo = WriteOptions::default();
-        wo.set_sync(true);
-        self.db.write_opt(batch, &wo)?;
-        Ok(())
     }
 
     pub fn last_seq(&self) -> u64 {
@@ -530,7 +518,7 @@ mod tests {
     }
 
     #[test]
-    fn documents_keyed_by_bare_id_are_rekeyed_by_tenant_on_open() {
+    fn an_unmarked_log_keyed_by_bare_document_ids_is_refused_as_older_than_version_1() {
         let dir = tempfile::tempdir().unwrap();
         let version = DocVersion {
             seq: 1,
@@ -544,11 +532,13 @@ mod tests {
             log.db
                 .put_cf(&docs, b"legacy-doc", encode(&version).unwrap())
                 .unwrap();
+            let meta = log.db.cf_handle(CF_META).unwrap();
+            log.db.delete_cf(&meta, KEY_FORMAT).unwrap();
         }
-        let log = IngestLog::open(dir.path()).unwrap();
-        let v = doc_versions(&log);
-        assert_eq!(v.len(), 1, "{v:?}");
-        assert_eq!(v[&doc_key("acme", "legacy-doc")], version);
-        assert_eq!(doc_id_of_key(&doc_key("acme", "legacy-doc")), "legacy-doc");
+        let err = IngestLog::open(dir.path()).err().unwrap().to_string();
+        assert!(
+            err.contains("shard ingest log format version 0, but this build reads version 1"),
+            "{err}"
+        );
     }
 }
