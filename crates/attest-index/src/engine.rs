@@ -311,7 +311,11 @@ impl ShardEngine {
                     manifest.segments.push(meta);
                 }
                 Err(e) => {
-                    warn!(segment = %meta.id, error = %e, event = "segment_corrupt", "refusing damaged segment; rebuilding it from the log");
+                    if matches!(e, IndexError::Format(_)) {
+                        warn!(segment = %meta.id, error = %e, event = "segment_older_layout", "segment of a layout this build does not read; rebuilding it from the log");
+                    } else {
+                        warn!(segment = %meta.id, error = %e, event = "segment_corrupt", "refusing damaged segment; rebuilding it from the log");
+                    }
                     let records = log.range(meta.min_seq, meta.max_seq)?;
                     let (rows, vectors) = live_rows_from_log(&records, &versions);
                     let id = manifest.allocate_id();

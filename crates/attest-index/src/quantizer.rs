@@ -13,8 +13,7 @@
 //! way (the operator sizing the lists for a grown shard).
 //!
 //! Labels: a segment encoded with a quantizer keeps the global id of each row (see [`global_ids`]) in its id file,
-//! and its index returns row numbers (segments of the earlier layout return the global ids: see
-//! `SegmentMeta::row_labels`). A merge offsets each input's labels into one space and maps them to the merged
+//! and its index returns row numbers (`SegmentMeta::row_labels`). A merge offsets each input's labels into one space and maps them to the merged
 //! segment's rows as it writes the index ([`crate::merge`]).
 
 use std::path::{Path, PathBuf};

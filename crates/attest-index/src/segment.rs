@@ -6,11 +6,11 @@
 //! - `chunks.rkyv`: chunk texts and metadata, read zero-copy;
 //! - `vectors.f32`: the full vectors, for exact re-scoring of the top candidates;
 //! - `vectors.sq8`: the same vectors quantised to a byte per dimension (a quarter of the size), which re-score
-//!   the deep PQ candidate list in memory before the best few are re-scored from `vectors.f32` (segments
-//!   written before it existed have none and re-score from `vectors.f32` alone);
+//!   the deep PQ candidate list in memory before the best few are re-scored from `vectors.f32` (a segment
+//!   without one is of the layout before format version 1: refused, and rebuilt from the log);
 //! - `ids.i64`, in a segment encoded with the shard's quantizer: the global id of each row (ascending), which a
-//!   merge carries over. The IVF_PQ index returns row numbers, except in segments whose manifest entry has no
-//!   `row_labels` (the earlier layout), whose index returns these ids.
+//!   merge carries over. The IVF_PQ index returns row numbers (`row_labels`; a segment of the layout before
+//!   format version 1, whose index returned these ids, is refused and rebuilt from the log).
 //!
 //! `MANIFEST.json` (replaced atomically) lists the segments with the log range each was built from and a CRC-32
 //! of every file, which start-up verifies before serving a segment.
@@ -138,13 +138,11 @@ pub struct SealedSegment {
     pub dense: Option<IvfPqIndex>,
     /// The global id of each row when the dense index returns those (see [`Dense::Encoded`]).
     ids: Option<Mmap>,
-    /// Every [`ID_FENCE_STRIDE`]-th of `ids`, in memory (empty without them).
-    id_fences: Vec<i64>,
     pub text: TextIndex,
     pub chunks: ChunkStore,
     pub vectors: VectorFile,
-    /// The SQ8 copy of `vectors` (none in segments written before it existed).
-    pub compact: Option<Sq8File>,
+    /// The SQ8 copy of `vectors`.
+    pub compact: Sq8File,
 }
 
 pub fn segment_dir(root: &Path, id: &str) -> PathBuf {
@@ -273,37 +271,6 @@ pub fn build_segment(
     })
 }
 
-/// Rows between two ids a segment keeps in memory to find a row by its id: 1/64 of the id file (1.25 MB at
-/// 10M rows), and the last search is within 512 bytes of it.
-const ID_FENCE_STRIDE: usize = 64;
-
-/// The position of `id` among `len` ascending ids (`id_at` reads one), if there; `fences` holds every
-/// [`ID_FENCE_STRIDE`]-th of them. The fences (in memory) find the stretch of 64 ids, a binary search of those
-/// the id. A binary search of the memory-mapped id file alone took ~22 scattered reads for each of a 10M
-/// search's 640 candidates, 13% of the search; the ids' spread is too uneven for interpolation (a merged
-/// segment holds runs of sequence numbers far apart).
-pub(crate) fn position_of(
-    len: usize,
-    fences: &[i64],
-    id_at: impl Fn(usize) -> i64,
-    id: i64,
-) -> Option<usize> {
-    let stretch = fences.partition_point(|&f| f <= id).checked_sub(1)?;
-    let (mut lo, mut hi) = (
-        stretch * ID_FENCE_STRIDE,
-        ((stretch + 1) * ID_FENCE_STRIDE).min(len),
-    );
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        match id_at(mid).cmp(&id) {
-            std::cmp::Ordering::Less => lo = mid + 1,
-            std::cmp::Ordering::Greater => hi = mid,
-            std::cmp::Ordering::Equal => return Some(mid),
-        }
-    }
-    None
-}
-
 /// Writes the dense index of a new segment of `n` rows: trained on its rows, or the encoded index it was given.
 /// Returns the parameters used and the quantizer version encoded with, if any.
 fn write_dense(
@@ -404,14 +371,17 @@ impl SealedSegment {
         let text = TextIndex::open_mmap(&dir.join(TEXT_DIR))?;
         let chunks = ChunkStore::open(&dir.join(CHUNKS_FILE))?;
         let vectors = VectorFile::open(&dir.join(VECTORS_FILE))?;
-        let compact = if meta.files.contains_key(COMPACT_VECTORS_FILE) {
-            Some(Sq8File::open(&dir.join(COMPACT_VECTORS_FILE))?)
-        } else {
-            None
-        };
+        if !meta.files.contains_key(COMPACT_VECTORS_FILE) {
+            // The layout before format version 1 had no SQ8 copy: rebuilt from the log like any refused segment.
+            return Err(SEGMENTS_FORMAT
+                .check(Some(0), &dir.display().to_string())
+                .expect_err("version 0 is outside every window")
+                .into());
+        }
+        let compact = Sq8File::open(&dir.join(COMPACT_VECTORS_FILE))?;
         if chunks.len() != meta.rows
             || vectors.len() != meta.rows
-            || compact.as_ref().is_some_and(|c| c.len() != meta.rows)
+            || compact.len() != meta.rows
             || dense.as_ref().is_some_and(|d| d.len() != meta.rows)
         {
             return Err(IndexError::corrupt(
@@ -419,41 +389,33 @@ impl SealedSegment {
                 "row counts of the segment's files disagree",
             ));
         }
-        let mut segment = SealedSegment {
+        if ids.is_some() && !meta.row_labels {
+            // The layout before format version 1: an index labelled with global ids. Segments are derived
+            // data: the engine rebuilds a refused one from the log, in the current layout.
+            return Err(SEGMENTS_FORMAT
+                .check(Some(0), &dir.display().to_string())
+                .expect_err("version 0 is outside every window")
+                .into());
+        }
+        let segment = SealedSegment {
             meta: meta.clone(),
             dense,
             ids,
-            id_fences: Vec::new(),
             text,
             chunks,
             vectors,
             compact,
         };
-        if segment.ids.is_some() && !meta.row_labels {
-            segment.id_fences = (0..meta.rows)
-                .step_by(ID_FENCE_STRIDE)
-                .map(|row| segment.id_of(row))
-                .collect();
-        }
         Ok(segment)
     }
 }
 
 impl SealedSegment {
-    /// The row a label of the dense index names, if any: the label itself, or in a segment labelled with global
-    /// ids (`row_labels` false) the row of that global id.
+    /// The row a label of the dense index names, if any (labels are row numbers).
     pub fn row_of(&self, label: i64) -> Option<usize> {
-        match &self.ids {
-            Some(_) if !self.meta.row_labels => position_of(
-                self.meta.rows,
-                &self.id_fences,
-                |row| self.id_of(row),
-                label,
-            ),
-            _ => usize::try_from(label)
-                .ok()
-                .filter(|&row| row < self.meta.rows),
-        }
+        usize::try_from(label)
+            .ok()
+            .filter(|&row| row < self.meta.rows)
     }
 
     /// The id the dense index holds row `row` under (its row number in a segment trained on its own rows).
@@ -475,8 +437,7 @@ impl SealedSegment {
 
 #[cfg(test)]
 mod tests {
-    use super::{position_of, Manifest, MANIFEST_FILE, SEGMENTS_FORMAT};
-    use proptest::prelude::*;
+    use super::{Manifest, MANIFEST_FILE, SEGMENTS_FORMAT};
 
     #[test]
     fn a_manifest_is_written_with_its_format_and_one_without_reads_as_version_1() {
@@ -504,31 +465,5 @@ mod tests {
             err.contains("segment manifest format version 7, but this build reads version 1"),
             "{err}"
         );
-    }
-
-    proptest! {
-        /// Whatever the spacing of the ids (runs, gaps, one huge jump), the position is the binary search's.
-        #[test]
-        fn position_of_agrees_with_a_binary_search(
-            steps in proptest::collection::vec(prop_oneof![1i64..3, 1i64..1_000, Just(1i64 << 40)], 0..1000),
-            probes in proptest::collection::vec(any::<u16>(), 1..40),
-        ) {
-            let ids: Vec<i64> = steps
-                .iter()
-                .scan(0i64, |at, step| {
-                    *at += step;
-                    Some(*at)
-                })
-                .collect();
-            let last = ids.last().copied().unwrap_or(0);
-            let mut wanted: Vec<i64> = probes.iter().map(|&p| i64::from(p) % (last + 2)).collect();
-            wanted.extend(probes.iter().filter_map(|&p| ids.get(usize::from(p) % ids.len().max(1)).copied()));
-            wanted.extend([-1, last + 1, i64::MAX]);
-            for id in wanted {
-                let fences: Vec<i64> = ids.iter().copied().step_by(super::ID_FENCE_STRIDE).collect();
-                let found = position_of(ids.len(), &fences, |i| ids[i], id);
-                prop_assert_eq!(found, ids.binary_search(&id).ok(), "id {}", id);
-            }
-        }
     }
 }

@@ -417,9 +417,10 @@ fn fetched_chunks_are_the_live_ones_of_the_tenant_across_seal_and_restart() {
 
 /// A sealed segment keeps an SQ8 copy of its vectors (listed and checksummed in the manifest) and ranks the deep
 /// PQ list with it; what the dense lane returns is still scored exactly. A segment written before the copy
-/// existed (no `vectors.sq8`) serves the same hits from the full vectors alone.
+/// existed (no `vectors.sq8`: the layout before format version 1) is rebuilt from the log at open, with a copy,
+/// and serves the same hits.
 #[test]
-fn sealed_segments_rank_with_the_sq8_copy_and_score_exactly_and_old_segments_still_serve() {
+fn sealed_segments_rank_with_the_sq8_copy_and_score_exactly_and_old_segments_are_rebuilt() {
     let dir = tempfile::tempdir().unwrap();
     let queries = [3, 77, 150, 299];
     let dense = |e: &ShardEngine, d: usize| {
@@ -478,7 +479,12 @@ fn sealed_segments_rank_with_the_sq8_copy_and_score_exactly_and_old_segments_sti
         .remove("vectors.sq8");
     std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
     let e = ShardEngine::open(dir.path(), config(100_000)).unwrap();
-    assert!(e.stats().rebuilt_segments.is_empty());
+    assert_eq!(e.stats().rebuilt_segments, vec![seg_id.clone()]);
+    let rebuilt = e.segment_dirs().remove(0);
+    assert!(
+        rebuilt.join("vectors.sq8").exists(),
+        "rebuilt with its copy"
+    );
     let without_copy = queries.map(|d| dense(&e, d));
     let ids = |runs: &[Vec<attest_index::Hit>]| -> Vec<Vec<String>> {
         runs.iter()

@@ -65,7 +65,7 @@ impl ShardEngine {
         let nprobe = p.nprobe.unwrap_or(self.config.ivfpq.nprobe);
         // With SQ8 copies the PQ list can be deep: it is re-scored in memory from the copies, and only its best
         // EXACT_REFINE × k from the full vectors.
-        let compact = p.exact_rescore && group.iter().all(|s| s.compact.is_some());
+        let compact = p.exact_rescore;
         // Never shallower than the exact path's list: a collection that asked for a deep one keeps it.
         let overfetch = match compact {
             true => self.config.compact_overfetch.max(self.config.overfetch),
@@ -74,7 +74,7 @@ impl ShardEngine {
         let prepared = match compact {
             true => group
                 .iter()
-                .map(|s| s.compact.as_ref().expect("checked").prepare(q))
+                .map(|s| s.compact.prepare(q))
                 .collect::<Result<Vec<_>>>()?,
             false => Vec::new(),
         };
@@ -105,8 +105,7 @@ impl ShardEngine {
                 // are scored again from the full vectors.
                 let ranked = pooled
                     .map(|((i, r), s)| {
-                        let c = group[i].compact.as_ref().expect("checked");
-                        ((i, r), c.score(&prepared[i], r).unwrap_or(s))
+                        ((i, r), group[i].compact.score(&prepared[i], r).unwrap_or(s))
                     })
                     .collect();
                 best_passing(ranked, p.k * EXACT_REFINE, row, passes)
