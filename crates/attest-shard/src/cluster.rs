@@ -333,13 +333,34 @@ async fn reconcile(
         .collect();
 
     // Replicas the map no longer places here: their data lives on elsewhere (the map only removes a LEAVING
-    // replica once its replacement is ACTIVE) or the collection is gone.
-    for ((collection, shard), _) in node.replicas() {
-        if !wanted.contains(&(collection.clone(), shard)) {
+    // replica once its replacement is ACTIVE) or the collection is gone. A drop is the one step a stale map must
+    // not take (the map followed by the watch may be a moment old: a snapshot restore drops a collection and
+    // creates it again, adopting staged files, in less): it is confirmed against meta's state now, and the
+    // replica dropped only if it is still the engine seen here before that read.
+    let unwanted: Vec<_> = node
+        .replicas()
+        .into_iter()
+        .filter(|(key, _)| !wanted.contains(key))
+        .map(|(key, engine)| (key, Arc::downgrade(&engine)))
+        .collect();
+    if !unwanted.is_empty() {
+        let now = meta.cluster_state(true).await?;
+        let still: HashSet<(String, u32)> = assignments(&now, me)
+            .into_iter()
+            .map(|a| (a.collection, a.shard))
+            .collect();
+        for ((collection, shard), engine) in unwanted {
+            if still.contains(&(collection.clone(), shard)) {
+                continue;
+            }
             let n = Arc::clone(node);
             let c = collection.clone();
-            tokio::task::spawn_blocking(move || n.drop_shard(&c, shard)).await??;
-            info!(collection = %collection, shard, event = "replica_removed", "replica no longer placed here; dropped");
+            let dropped =
+                tokio::task::spawn_blocking(move || n.drop_shard_if_same(&c, shard, &engine))
+                    .await??;
+            if dropped {
+                info!(collection = %collection, shard, event = "replica_removed", "replica no longer placed here; dropped");
+            }
         }
     }
 

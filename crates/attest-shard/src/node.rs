@@ -229,6 +229,33 @@ impl ShardNode {
         Ok(true)
     }
 
+    /// Drops the replica only if it is still `seen`, the engine a reconcile pass decided to drop from the shard
+    /// map it read. The map may have moved on since: a snapshot restore can drop the collection and create it
+    /// again, adopting its staged files, between the pass's read and this call; that new replica stays. The
+    /// directory goes under the same lock as the check, so an adoption cannot land in between. `seen` is weak:
+    /// holding the engine would keep its files locked against that adoption.
+    pub fn drop_shard_if_same(
+        &self,
+        collection: &str,
+        shard: u32,
+        seen: &std::sync::Weak<ShardEngine>,
+    ) -> Result<bool, IndexError> {
+        let mut replicas = self.replicas.write();
+        let key = (collection.to_string(), shard);
+        let same = replicas
+            .get(&key)
+            .is_some_and(|now| std::sync::Weak::ptr_eq(&Arc::downgrade(now), seen));
+        if !same {
+            return Ok(false);
+        }
+        drop(replicas.remove(&key));
+        let dir = self.replica_dir(collection, shard);
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)?;
+        }
+        Ok(true)
+    }
+
     pub fn drop_shard(&self, collection: &str, shard: u32) -> Result<bool, IndexError> {
         let removed = self
             .replicas
@@ -241,5 +268,31 @@ impl ShardNode {
             return Ok(true);
         }
         Ok(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replica_created_again_after_a_pass_decided_to_drop_it_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = ShardNode::open(ShardNodeConfig {
+            data_dir: dir.path().to_path_buf(),
+            engine_defaults: EngineConfig::default(),
+        })
+        .unwrap();
+        node.ensure("c", 0, EngineConfig::default()).unwrap();
+        let seen = Arc::downgrade(&node.get("c", 0).unwrap());
+        // Between the pass's read and its drop, the collection is dropped and created again.
+        node.drop_shard("c", 0).unwrap();
+        node.ensure("c", 0, EngineConfig::default()).unwrap();
+        assert!(!node.drop_shard_if_same("c", 0, &seen).unwrap());
+        let now = Arc::downgrade(&node.get("c", 0).expect("the new replica stays"));
+        assert!(node.replica_dir("c", 0).exists());
+        assert!(node.drop_shard_if_same("c", 0, &now).unwrap());
+        assert!(node.get("c", 0).is_none());
+        assert!(!node.replica_dir("c", 0).exists());
     }
 }
