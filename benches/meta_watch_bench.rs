@@ -164,6 +164,38 @@ async fn rate(counted: &[Arc<AtomicU64>], seconds: f64) -> f64 {
     (total() - before) as f64 / seconds
 }
 
+/// Starts a front (`role_args`: its role and what only it takes) with keys on and `setting` in its environment,
+/// reaching meta at `meta_grpc` through a counting proxy of its own; its listening line and the proxy's count.
+async fn start_front(
+    procs: &mut Procs,
+    dir: &Path,
+    meta_grpc: &str,
+    name: &str,
+    role_args: &[&str],
+    setting: (&str, &str),
+) -> anyhow::Result<(String, Arc<AtomicU64>)> {
+    let bytes = Arc::new(AtomicU64::new(0));
+    let proxy = counting_proxy(meta_grpc.to_string(), Arc::clone(&bytes)).await?;
+    let (meta_url, data) = (format!("http://{proxy}"), dir.join(name));
+    let mut args = vec!["serve", "--insecure"];
+    args.extend_from_slice(role_args);
+    args.extend([
+        "--meta",
+        &meta_url,
+        "--http",
+        "127.0.0.1:0",
+        "--admin-key",
+        ADMIN,
+        "--cluster-key",
+        CLUSTER,
+        "--data-dir",
+        data.to_str().context("data path")?,
+    ]);
+    let log = dir.join(format!("{name}.log"));
+    let line = tokio::task::block_in_place(|| start(procs, &args, &[setting], &log))?;
+    Ok((line, bytes))
+}
+
 /// One mode on fresh routers: idle and churn rates, propagation times.
 async fn measure(
     cli: &Cli,
@@ -179,68 +211,30 @@ async fn measure(
     let mut routers = Vec::new();
     let setting = if watch { "true" } else { "false" };
     for i in 0..cli.routers {
-        let bytes = Arc::new(AtomicU64::new(0));
-        let proxy = counting_proxy(meta_grpc.to_string(), Arc::clone(&bytes)).await?;
-        let name = format!("{mode}-router-{i}");
-        let data = dir.join(&name);
-        let meta_url = format!("http://{proxy}");
-        let args = [
-            "serve",
-            "--insecure",
-            "--role",
-            "router",
-            "--meta",
-            &meta_url,
-            "--http",
-            "127.0.0.1:0",
-            "--grpc",
-            "127.0.0.1:0",
-            "--admin-key",
-            ADMIN,
-            "--cluster-key",
-            CLUSTER,
-            "--data-dir",
-            data.to_str().context("data path")?,
-        ];
-        let env = [("ATTEST__ROUTER__META_WATCH", setting)];
-        let log = dir.join(format!("{name}.log"));
-        let line = tokio::task::block_in_place(|| start(&mut procs, &args, &env, &log))?;
+        let (line, bytes) = start_front(
+            &mut procs,
+            dir,
+            meta_grpc,
+            &format!("{mode}-router-{i}"),
+            &["--role", "router", "--grpc", "127.0.0.1:0"],
+            ("ATTEST__ROUTER__META_WATCH", setting),
+        )
+        .await?;
         routers.push((value_in(&line, "http=")?, value_in(&line, "grpc=")?));
         counted.push(bytes);
     }
     // One answer replica (behind router 0), reaching meta through a proxy of its own.
-    let answer_bytes = Arc::new(AtomicU64::new(0));
-    let answer = {
-        let proxy = counting_proxy(meta_grpc.to_string(), Arc::clone(&answer_bytes)).await?;
-        let name = format!("{mode}-answer");
-        let data = dir.join(&name);
-        let (meta_url, router_url) = (
-            format!("http://{proxy}"),
-            format!("http://{}", routers[0].1),
-        );
-        let args = [
-            "serve",
-            "--insecure",
-            "--role",
-            "answer",
-            "--router",
-            &router_url,
-            "--meta",
-            &meta_url,
-            "--http",
-            "127.0.0.1:0",
-            "--admin-key",
-            ADMIN,
-            "--cluster-key",
-            CLUSTER,
-            "--data-dir",
-            data.to_str().context("data path")?,
-        ];
-        let env = [("ATTEST__ANSWER__META_WATCH", setting)];
-        let log = dir.join(format!("{name}.log"));
-        let line = tokio::task::block_in_place(|| start(&mut procs, &args, &env, &log))?;
-        value_in(&line, "http=")?
-    };
+    let router_url = format!("http://{}", routers[0].1);
+    let (line, answer_bytes) = start_front(
+        &mut procs,
+        dir,
+        meta_grpc,
+        &format!("{mode}-answer"),
+        &["--role", "answer", "--router", &router_url],
+        ("ATTEST__ANSWER__META_WATCH", setting),
+    )
+    .await?;
+    let answer = value_in(&line, "http=")?;
     let mut others: Vec<Front> = routers[1..]
         .iter()
         .map(|(http, _)| Front::Router(http.clone()))

@@ -10,7 +10,7 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::{start_role, start_with_env, value_of, Logs, Proc};
+use common::{start_role, start_role_with_env, value_of, Proc};
 use serde_json::{json, Value};
 
 const ADMIN: &str = "test-admin-key-0123456789abcdef";
@@ -24,9 +24,7 @@ const NO_POLL: [(&str, &str); 2] = [
 
 /// A front started with [`NO_POLL`], its log in `dir/NAME.log`.
 fn start_front(args: &[&str], dir: &std::path::Path, name: &str) -> (Proc, String) {
-    let log = dir.join(format!("{name}.log"));
-    eprintln!("{name} log: {}", log.display());
-    start_with_env(args, Some(&dir.join(name)), Logs::InfoTo(&log), &NO_POLL)
+    start_role_with_env(args, dir, name, &NO_POLL)
 }
 
 /// (status, body) of an HTTP call with a bearer token.

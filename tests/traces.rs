@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{start_with_env, value_of, Logs, Proc};
+use common::{start_role_with_env, value_of, Proc};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
 };
@@ -114,11 +114,8 @@ fn an_ask_is_one_trace_across_answer_router_and_both_shards() {
         // Export every 100 ms instead of every 5 s, so the spans arrive while the test waits.
         ("OTEL_BSP_SCHEDULE_DELAY", "100"),
     ];
-    let start = |args: &[&str], name: &str| -> (Proc, String) {
-        let log = d.join(format!("{name}.log"));
-        eprintln!("{name} log: {}", log.display());
-        start_with_env(args, Some(&d.join(name)), Logs::InfoTo(&log), &env)
-    };
+    let start =
+        |args: &[&str], name: &str| -> (Proc, String) { start_role_with_env(args, d, name, &env) };
     let (_meta, line) = start(
         &[
             "serve",

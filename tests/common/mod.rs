@@ -296,9 +296,19 @@ pub fn call(method: &str, url: &str, token: Option<&str>, body: Option<&Value>) 
 /// Starts `attest ARGS` with its data in `dir/NAME` and its info-level log in `dir/NAME.log` (named on stderr,
 /// so a failed run's logs can be found); returns it with its "listening" line.
 pub fn start_role(args: &[&str], dir: &Path, name: &str) -> (Proc, String) {
+    start_role_with_env(args, dir, name, &[])
+}
+
+/// [`start_role`] with extra environment variables.
+pub fn start_role_with_env(
+    args: &[&str],
+    dir: &Path,
+    name: &str,
+    env: &[(&str, &str)],
+) -> (Proc, String) {
     let log = dir.join(format!("{name}.log"));
     eprintln!("{name} log: {}", log.display());
-    start(args, Some(&dir.join(name)), Logs::InfoTo(&log))
+    start_with_env(args, Some(&dir.join(name)), Logs::InfoTo(&log), env)
 }
 
 /// The gRPC health status of `service` ("" for the whole server) at `addr` (`host:port`).

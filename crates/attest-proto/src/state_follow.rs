@@ -75,10 +75,6 @@ impl StateFollower {
         self
     }
 
-    pub fn mode(&self) -> FollowMode {
-        self.mode
-    }
-
     /// How many of the states handed out were made from a delta.
     pub fn deltas_applied(&self) -> u64 {
         self.deltas
