@@ -143,7 +143,21 @@ fn snapshots_of_earlier_releases_restore() {
                 &json!({"source": snapshots.display().to_string(), "id": format!("format-{version}")}),
             ),
         );
-        assert_eq!(s, 200, "format {version}: {b}");
+        assert_eq!(s, 202, "format {version}: {b}");
+        let job = format!(
+            "{}/v1/snapshots/jobs/{}",
+            dev.url,
+            b["id"].as_str().unwrap()
+        );
+        let started = std::time::Instant::now();
+        let done = loop {
+            let (_, j) = call("GET", &job, None, None);
+            if j["state"] != "running" || started.elapsed() > std::time::Duration::from_secs(60) {
+                break j;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        };
+        assert_eq!(done["state"], "succeeded", "format {version}: {done}");
         serves_the_fixture(&dev, version);
     }
 }
@@ -205,7 +219,8 @@ fn layouts_of_a_newer_release_are_refused_naming_both_versions() {
     assert_ne!(s, 200);
     let message = b["error"]["message"].as_str().unwrap_or_default();
     assert!(
-        message.contains("cluster snapshot format version 99, but this build reads version 1"),
+        message
+            .contains("cluster snapshot format version 99, but this build reads versions 1 and 2"),
         "{b}"
     );
 }

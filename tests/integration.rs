@@ -29,6 +29,7 @@ mod revocation;
 mod sandbox;
 mod security;
 mod smollm2;
+mod snapshot_jobs;
 mod snapshots;
 mod tls;
 mod traces;

@@ -620,6 +620,17 @@ fn snapshots_go_to_s3_compatible_storage_and_back() {
         objects.contains("cluster-a/nightly/squad/shard-0/SNAPSHOT.json"),
         "{objects}"
     );
+    // The replicas' files, content-addressed beside the snapshots (format 2).
+    let blobs = common::http()
+        .get(format!(
+            "{}/attest-backups?list-type=2&prefix=cluster-a/blobs/",
+            moto.endpoint
+        ))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(blobs.contains("<Key>cluster-a/blobs/"), "{blobs}");
 
     attest_json(
         &url,

@@ -142,6 +142,9 @@ pub enum SnapshotCommand {
         keep: Option<u32>,
         #[arg(long)]
         json: bool,
+        /// Start the snapshot job and print it, without following it.
+        #[arg(long)]
+        detach: bool,
     },
     /// Deletes a snapshot from a destination.
     Delete {
@@ -173,7 +176,21 @@ pub enum SnapshotCommand {
         force: bool,
         #[arg(long)]
         json: bool,
+        /// Start the restore job and print it, without following it.
+        #[arg(long)]
+        detach: bool,
     },
+    /// Lists snapshot jobs (running ones and the last finished), or shows one; `--follow` waits for it.
+    Jobs {
+        /// One job's id (default: all).
+        id: Option<String>,
+        #[arg(long)]
+        follow: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stops a running snapshot or restore job.
+    Cancel { id: String },
 }
 
 fn parse_rename(s: &str) -> Result<(String, String), String> {

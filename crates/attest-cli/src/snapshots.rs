@@ -1,6 +1,8 @@
-//! `attest snapshot create | list | restore`: cluster snapshots through a running router (admin scope; the
-//! caller's key is `ATTEST_API_KEY`). The router coordinates; shard nodes move the files themselves, so a
-//! directory destination must be one every shard node and the router reach (shared or mounted).
+//! `attest snapshot create | list | delete | restore | jobs | cancel`: cluster snapshots through a running router
+//! (admin scope; the caller's key is `ATTEST_API_KEY`). Create and restore start jobs that the router runs and
+//! meta records; the CLI follows a job (a bar per replica transfer) unless `--detach`ed, and leaving it does not
+//! stop the job (`attest snapshot cancel` does). Shard nodes move the files themselves, so a directory
+//! destination must be one every shard node and the router reach (shared or mounted).
 
 use std::time::{Duration, Instant};
 
@@ -22,24 +24,27 @@ pub async fn command(server: &str, cmd: SnapshotCommand) -> anyhow::Result<()> {
             id,
             keep,
             json,
+            detach,
         } => {
-            // The id is chosen here, so that the progress of this snapshot can be asked for while it runs.
-            let id = id.unwrap_or_else(|| {
-                format!("snapshot-{}", attest_core::clock::UtcTime::now().compact())
-            });
-            let destination = absolute(&to)?;
-            let body = json!({"destination": destination, "collections": collections, "keep": keep, "id": id});
+            let body = json!({"destination": absolute(&to)?, "collections": collections, "keep": keep, "id": id});
             let started = Instant::now();
-            let create = call(http.post(format!("{server}/v1/snapshots")).json(&body));
-            let manifest = if json {
-                create.await?
-            } else {
-                with_progress_bars(&http, &server, &destination, &id, create).await?
-            };
+            let job = call(http.post(format!("{server}/v1/snapshots")).json(&body)).await?;
+            if detach {
+                println!(
+                    "{}",
+                    if json {
+                        job.to_string()
+                    } else {
+                        text(&job["id"]).to_string()
+                    }
+                );
+                return Ok(());
+            }
+            let job = follow(&http, &server, job, !json).await?;
             if json {
-                println!("{manifest}");
+                println!("{}", job["manifest"]);
             } else {
-                print_manifest(&manifest, Some(started.elapsed()));
+                print_manifest(&job["manifest"], Some(started.elapsed()));
             }
         }
         SnapshotCommand::List { from, json } => {
@@ -74,6 +79,7 @@ pub async fn command(server: &str, cmd: SnapshotCommand) -> anyhow::Result<()> {
             rename,
             force,
             json,
+            detach,
         } => {
             let rename: serde_json::Map<String, Value> = rename
                 .into_iter()
@@ -82,19 +88,27 @@ pub async fn command(server: &str, cmd: SnapshotCommand) -> anyhow::Result<()> {
             let body = json!({"source": absolute(&from)?, "id": id, "collections": collections,
                 "rename": rename, "force": force});
             let started = Instant::now();
-            let restored = with_spinner(
-                "restoring",
-                json,
-                call(
-                    http.post(format!("{server}/v1/snapshots/restore"))
-                        .json(&body),
-                ),
+            let job = call(
+                http.post(format!("{server}/v1/snapshots/restore"))
+                    .json(&body),
             )
             .await?;
+            if detach {
+                println!(
+                    "{}",
+                    if json {
+                        job.to_string()
+                    } else {
+                        text(&job["id"]).to_string()
+                    }
+                );
+                return Ok(());
+            }
+            let job = follow(&http, &server, job, !json).await?;
+            let restored = json!({"collections": job["restored"]});
             if json {
                 println!("{restored}");
             } else {
-                let secs = started.elapsed().as_secs_f64().max(1e-3);
                 for c in restored["collections"].as_array().into_iter().flatten() {
                     let bytes = c["bytes"].as_u64().unwrap_or(0);
                     println!(
@@ -107,7 +121,43 @@ pub async fn command(server: &str, cmd: SnapshotCommand) -> anyhow::Result<()> {
                         size(bytes)
                     );
                 }
-                eprintln!("done in {secs:.1} s");
+                eprintln!("done in {:.1} s", started.elapsed().as_secs_f64());
+            }
+        }
+        SnapshotCommand::Jobs {
+            id,
+            follow: wait,
+            json,
+        } => {
+            let Some(id) = id else {
+                let listed = call(http.get(format!("{server}/v1/snapshots/jobs"))).await?;
+                if json {
+                    println!("{listed}");
+                } else {
+                    for j in listed["jobs"].as_array().into_iter().flatten() {
+                        print_job(j);
+                    }
+                }
+                return Ok(());
+            };
+            let mut job = call(http.get(format!("{server}/v1/snapshots/jobs/{id}"))).await?;
+            if wait {
+                job = follow(&http, &server, job, !json).await?;
+            }
+            if json {
+                println!("{job}");
+            } else {
+                print_job(&job);
+            }
+        }
+        SnapshotCommand::Cancel { id } => {
+            let job = call(http.post(format!("{server}/v1/snapshots/jobs/{id}/cancel"))).await?;
+            if text(&job["state"]) == "running" {
+                println!(
+                    "cancelling {id} (the router running it stops at its next progress report)"
+                );
+            } else {
+                println!("{id} already finished: {}", text(&job["state"]));
             }
         }
     }
@@ -124,74 +174,83 @@ fn absolute(location: &str) -> anyhow::Result<String> {
         .into_owned())
 }
 
-/// Runs `work` (the create call) with a bar per replica showing the bytes it has uploaded and its rate, polled
-/// from the router every 300 ms.
-async fn with_progress_bars<T>(
+/// Polls the job every 300 ms until it finishes, with a bar per replica transfer (bytes moved, of the replica's
+/// total once its node reports it, and the rate) when `bars`. Returns the finished job; an error when it failed
+/// or was cancelled.
+async fn follow(
     http: &reqwest::Client,
     server: &str,
-    destination: &str,
-    id: &str,
-    work: impl std::future::Future<Output = T>,
-) -> T {
-    let bars = MultiProgress::new();
+    mut job: Value,
+    bars: bool,
+) -> anyhow::Result<Value> {
+    let id = text(&job["id"]).to_string();
+    let all = MultiProgress::new();
+    if !bars {
+        all.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
     let style = ProgressStyle::with_template(
-        "{prefix:>24} {spinner} {bytes:>10} {bytes_per_sec:>12} {msg}",
+        "{prefix:>28} {spinner} {bytes:>10}/{total_bytes:<10} {bytes_per_sec:>12} {msg}",
     )
     .expect("static template");
     let mut shown: HashMap<String, ProgressBar> = HashMap::new();
-    tokio::pin!(work);
-    let mut tick = tokio::time::interval(Duration::from_millis(300));
     loop {
-        tokio::select! {
-            out = &mut work => {
-                for bar in shown.values() {
-                    bar.finish_with_message("done");
-                }
-                return out;
-            }
-            _ = tick.tick() => {
-                let progress = http
-                    .get(format!("{server}/v1/snapshots/{id}/progress"))
-                    .query(&[("from", destination)])
-                    .send()
-                    .await;
-                let Ok(progress) = progress else { continue };
-                let Ok(progress) = progress.json::<Value>().await else { continue };
-                for r in progress["replicas"].as_array().into_iter().flatten() {
-                    let name = format!("{}/shard-{}", text(&r["collection"]), r["shard"]);
-                    let bar = shown.entry(name.clone()).or_insert_with(|| {
-                        let bar = bars.add(ProgressBar::no_length().with_style(style.clone()));
-                        bar.set_prefix(name);
-                        bar
-                    });
-                    bar.set_position(r["bytes"].as_u64().unwrap_or(0));
-                    if r["complete"].as_bool() == Some(true) && !bar.is_finished() {
-                        bar.finish_with_message("uploaded");
-                    } else {
-                        bar.tick();
-                    }
-                }
+        for t in job["transfers"].as_array().into_iter().flatten() {
+            let name = format!(
+                "{}/shard-{} node {}",
+                text(&t["collection"]),
+                t["shard"],
+                t["node_id"]
+            );
+            let bar = shown
+                .entry(format!("{}/{}", t["collection"], t["shard"]))
+                .or_insert_with(|| {
+                    let bar = all.add(ProgressBar::new(0).with_style(style.clone()));
+                    bar.set_prefix(name.clone());
+                    bar
+                });
+            bar.set_prefix(name);
+            bar.set_length(t["total_bytes"].as_u64().unwrap_or(0));
+            bar.set_position(t["bytes"].as_u64().unwrap_or(0));
+            let state = text(&t["state"]);
+            if matches!(state, "done" | "failed") && !bar.is_finished() {
+                let skipped = t["skipped_bytes"].as_u64().unwrap_or(0);
+                bar.finish_with_message(if skipped > 0 {
+                    format!("{state}, {} already there", size(skipped))
+                } else {
+                    state.to_string()
+                });
+            } else {
+                bar.tick();
             }
         }
+        match text(&job["state"]) {
+            "running" => {}
+            "succeeded" => return Ok(job),
+            "cancelled" => anyhow::bail!("job {id} was cancelled"),
+            _ => anyhow::bail!("job {id} failed: {}", text(&job["error"])),
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        job = call(http.get(format!("{server}/v1/snapshots/jobs/{id}"))).await?;
     }
 }
 
-async fn with_spinner<T>(
-    what: &'static str,
-    quiet: bool,
-    work: impl std::future::Future<Output = T>,
-) -> T {
-    if quiet {
-        return work.await;
-    }
-    let bar = ProgressBar::new_spinner().with_style(
-        ProgressStyle::with_template("{spinner} {msg} {elapsed}").expect("static template"),
+fn print_job(j: &Value) {
+    let transfers = j["transfers"].as_array().map_or(&[][..], Vec::as_slice);
+    let sum = |field: &str| -> u64 { transfers.iter().filter_map(|t| t[field].as_u64()).sum() };
+    println!(
+        "{}  {} {}  {}  {}  {} moved, {} already there{}",
+        text(&j["id"]),
+        text(&j["kind"]),
+        text(&j["snapshot"]),
+        text(&j["location"]),
+        text(&j["state"]),
+        size(sum("bytes")),
+        size(sum("skipped_bytes")),
+        j["error"]
+            .as_str()
+            .map(|e| format!("  error: {e}"))
+            .unwrap_or_default()
     );
-    bar.set_message(what);
-    bar.enable_steady_tick(Duration::from_millis(120));
-    let out = work.await;
-    bar.finish_and_clear();
-    out
 }
 
 fn text(v: &Value) -> &str {

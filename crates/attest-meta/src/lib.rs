@@ -28,6 +28,7 @@ pub mod drain;
 pub mod error;
 mod guard;
 mod inbox;
+pub mod jobs;
 pub mod metrics;
 mod node;
 pub mod placement;

@@ -11,6 +11,7 @@
 //! - `s/k/<key sha256, hex>` → [`ApiKeyRecord`]
 //! - `s/m/<collection>/<shard>/<node id>` → [`ManifestRecord`]
 //! - `s/d/<node id>` → `(id, DrainKind)` of a node being drained ([`crate::drain`])
+//! - `s/j/<job id>` → [`SnapshotJobRecord`] ([`crate::jobs`])
 //!
 //! Numbers are decimal text, so that a RocksDB dump reads; collection names are `[A-Za-z0-9_-]` and key
 //! hashes hex, so `/` separates the parts unambiguously. Values are bincode and carry their own identity
@@ -23,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::drain::DrainKind;
 use crate::error::MetaError;
+use crate::jobs::SnapshotJobRecord;
 use crate::state::{ApiKeyRecord, CollectionRecord, ManifestRecord, NodeRecord, StateMachine};
 
 /// First key of the record key space.
@@ -38,6 +40,7 @@ const COLLECTION: &[u8] = b"s/c/";
 const API_KEY: &[u8] = b"s/k/";
 const MANIFEST: &[u8] = b"s/m/";
 const DRAIN: &[u8] = b"s/d/";
+const SNAPSHOT_JOB: &[u8] = b"s/j/";
 
 /// The scalar fields of the state, in one small record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,6 +60,7 @@ pub enum RecordKey {
     Manifest(String, u32, u64),
     /// A drained node's id.
     Drain(u64),
+    SnapshotJob(String),
 }
 
 impl RecordKey {
@@ -72,6 +76,7 @@ impl RecordKey {
                 format!("m/{collection}/{shard}/{node}")
             }
             RecordKey::Drain(id) => format!("d/{id}"),
+            RecordKey::SnapshotJob(id) => format!("j/{id}"),
         };
         let mut key = START.to_vec();
         key.extend_from_slice(tail.as_bytes());
@@ -96,6 +101,7 @@ impl StateMachine {
             RecordKey::ApiKey(hash) => self.api_keys.get(hash).map(encode),
             RecordKey::Manifest(c, s, n) => self.manifests.get(&(c.clone(), *s, *n)).map(encode),
             RecordKey::Drain(id) => self.draining.get(id).map(|kind| encode(&(*id, kind))),
+            RecordKey::SnapshotJob(id) => self.snapshot_jobs.get(id).map(encode),
         }
     }
 
@@ -112,6 +118,12 @@ impl StateMachine {
                 .map(|(c, s, n)| RecordKey::Manifest(c.clone(), *s, *n)),
         );
         keys.extend(self.draining.keys().map(|id| RecordKey::Drain(*id)));
+        keys.extend(
+            self.snapshot_jobs
+                .keys()
+                .cloned()
+                .map(RecordKey::SnapshotJob),
+        );
         keys
     }
 
@@ -149,6 +161,9 @@ impl StateMachine {
             } else if key.starts_with(DRAIN) {
                 let (id, kind): (u64, DrainKind) = bincode::deserialize(value)?;
                 state.draining.insert(id, kind);
+            } else if key.starts_with(SNAPSHOT_JOB) {
+                let job: SnapshotJobRecord = bincode::deserialize(value)?;
+                state.snapshot_jobs.insert(job.id.clone(), job);
             } else {
                 return Err(MetaError::Codec(format!(
                     "unknown state record key {:?}",
@@ -192,6 +207,7 @@ mod tests {
             ),
             (RecordKey::Manifest("docs".into(), 2, 17), "s/m/docs/2/17"),
             (RecordKey::Drain(17), "s/d/17"),
+            (RecordKey::SnapshotJob("job-1".into()), "s/j/job-1"),
         ];
         for (key, want) in cases {
             let bytes = key.to_bytes();

@@ -11,6 +11,8 @@
 //!   applied state with every node marked alive and `last_heartbeat_ms = 0`.
 //! - `WatchClusterState`: the same state as a long poll by version (see [`crate::watch`]); followers pass it
 //!   to the leader like a non-linearizable read.
+//! - Snapshot jobs ([`crate::jobs`]): puts and cancellations are proposed on the leader; reads are
+//!   linearizable (ReadIndex on the leader).
 //! - `Status` is always local.
 
 use std::sync::Arc;
@@ -25,6 +27,7 @@ use tonic::{Request, Response, Status};
 
 use crate::convert;
 use crate::error::{MetaError, StateError};
+use crate::jobs;
 use crate::node::Input;
 use crate::placement;
 use crate::route::{now_ms, Core, MAX_HOPS};
@@ -307,6 +310,77 @@ async fn rebalance(
     })
 }
 
+async fn put_snapshot_job(
+    core: Arc<Core>,
+    req: pb::PutSnapshotJobRequest,
+    deadline: Instant,
+) -> Result<pb::SnapshotJobInfo, MetaError> {
+    let job = req
+        .job
+        .map(jobs::job_from_pb)
+        .ok_or_else(|| MetaError::InvalidArgument("job is required".into()))?;
+    let cmd = Command::PutSnapshotJob(jobs::JobPut {
+        job,
+        create: req.create,
+        take_over_after_ms: req.take_over_after_ms,
+        now_ms: now_ms(),
+    });
+    job_output(core.propose(cmd, deadline).await?)
+}
+
+async fn cancel_snapshot_job(
+    core: Arc<Core>,
+    req: pb::GetSnapshotJobRequest,
+    deadline: Instant,
+) -> Result<pb::SnapshotJobInfo, MetaError> {
+    job_output(
+        core.propose(Command::CancelSnapshotJob { id: req.id }, deadline)
+            .await?,
+    )
+}
+
+fn job_output(out: Output) -> Result<pb::SnapshotJobInfo, MetaError> {
+    match out {
+        Output::Job(j) => Ok(jobs::job_to_pb(&j)),
+        other => Err(MetaError::Codec(format!(
+            "a job command returned {other:?}"
+        ))),
+    }
+}
+
+/// A linearizable read of the jobs (ReadIndex on the leader): a job just put is seen by the next read.
+async fn get_snapshot_job(
+    core: Arc<Core>,
+    req: pb::GetSnapshotJobRequest,
+    deadline: Instant,
+) -> Result<pb::SnapshotJobInfo, MetaError> {
+    core.read_index(deadline).await?;
+    let applied = core.shared.applied.read();
+    applied
+        .state
+        .snapshot_jobs
+        .get(&req.id)
+        .map(jobs::job_to_pb)
+        .ok_or_else(|| StateError::NotFound(format!("snapshot job {}", req.id)).into())
+}
+
+async fn list_snapshot_jobs(
+    core: Arc<Core>,
+    _req: pb::ListSnapshotJobsRequest,
+    deadline: Instant,
+) -> Result<pb::ListSnapshotJobsResponse, MetaError> {
+    core.read_index(deadline).await?;
+    let applied = core.shared.applied.read();
+    Ok(pb::ListSnapshotJobsResponse {
+        jobs: applied
+            .state
+            .snapshot_jobs_by_age()
+            .into_iter()
+            .map(jobs::job_to_pb)
+            .collect(),
+    })
+}
+
 async fn drain_node(
     core: Arc<Core>,
     req: pb::DrainNodeRequest,
@@ -504,6 +578,50 @@ impl MetaService for MetaServiceImpl {
         self.core
             .on_leader(request, drain_node, |mut c, r| async move {
                 c.drain_node(r).await
+            })
+            .await
+    }
+
+    async fn put_snapshot_job(
+        &self,
+        request: Request<pb::PutSnapshotJobRequest>,
+    ) -> Result<Response<pb::SnapshotJobInfo>, Status> {
+        self.core
+            .on_leader(request, put_snapshot_job, |mut c, r| async move {
+                c.put_snapshot_job(r).await
+            })
+            .await
+    }
+
+    async fn get_snapshot_job(
+        &self,
+        request: Request<pb::GetSnapshotJobRequest>,
+    ) -> Result<Response<pb::SnapshotJobInfo>, Status> {
+        self.core
+            .on_leader(request, get_snapshot_job, |mut c, r| async move {
+                c.get_snapshot_job(r).await
+            })
+            .await
+    }
+
+    async fn list_snapshot_jobs(
+        &self,
+        request: Request<pb::ListSnapshotJobsRequest>,
+    ) -> Result<Response<pb::ListSnapshotJobsResponse>, Status> {
+        self.core
+            .on_leader(request, list_snapshot_jobs, |mut c, r| async move {
+                c.list_snapshot_jobs(r).await
+            })
+            .await
+    }
+
+    async fn cancel_snapshot_job(
+        &self,
+        request: Request<pb::GetSnapshotJobRequest>,
+    ) -> Result<Response<pb::SnapshotJobInfo>, Status> {
+        self.core
+            .on_leader(request, cancel_snapshot_job, |mut c, r| async move {
+                c.cancel_snapshot_job(r).await
             })
             .await
     }

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::drain::DrainKind;
 use crate::error::StateError;
+use crate::jobs::{JobPut, SnapshotJobRecord};
 use crate::placement::{self, Candidate, Move, ShardReplicas};
 use crate::records::RecordKey;
 
@@ -181,12 +182,23 @@ pub enum Command {
         name: String,
         drain: Option<DrainKind>,
     },
+    /// Creates or updates a snapshot job ([`crate::jobs`]).
+    PutSnapshotJob(JobPut),
+    CancelSnapshotJob {
+        id: String,
+    },
 }
 
 /// The fields of [`StateMachine`] that snapshots carry after its serde fields.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct SnapshotExtension {
     draining: BTreeMap<u64, DrainKind>,
+}
+
+/// The fields snapshots carry after [`SnapshotExtension`] (absent from a snapshot written before them).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct SnapshotJobsExtension {
+    snapshot_jobs: BTreeMap<String, SnapshotJobRecord>,
 }
 
 impl Command {
@@ -206,6 +218,7 @@ pub enum Output {
     Collection(CollectionRecord),
     Dropped(bool),
     Moves(Vec<Move>),
+    Job(SnapshotJobRecord),
     Done,
 }
 
@@ -226,6 +239,9 @@ pub struct StateMachine {
     /// carry it after the fields above ([`StateMachine::encode`]), so a snapshot written before it still decodes.
     #[serde(skip)]
     pub draining: BTreeMap<u64, DrainKind>,
+    /// Snapshot jobs by id ([`crate::jobs`]); carried by snapshots after `draining`.
+    #[serde(skip)]
+    pub snapshot_jobs: BTreeMap<String, SnapshotJobRecord>,
     /// Records changed since the last [`StateMachine::take_changes`]: what the next persist writes. Local
     /// bookkeeping, not part of the replicated value: never serialized (snapshots and the legacy blob keep
     /// their format) and ignored by `==`.
@@ -245,6 +261,7 @@ impl PartialEq for StateMachine {
             manifests,
             api_keys,
             draining,
+            snapshot_jobs,
             changes: _,
         } = self;
         *voters == other.voters
@@ -254,6 +271,7 @@ impl PartialEq for StateMachine {
             && *manifests == other.manifests
             && *api_keys == other.api_keys
             && *draining == other.draining
+            && *snapshot_jobs == other.snapshot_jobs
     }
 }
 
@@ -276,6 +294,10 @@ impl StateMachine {
             draining: self.draining.clone(),
         };
         bytes.extend(bincode::serialize(&extension).expect("state always serializes"));
+        let jobs = SnapshotJobsExtension {
+            snapshot_jobs: self.snapshot_jobs.clone(),
+        };
+        bytes.extend(bincode::serialize(&jobs).expect("state always serializes"));
         bytes
     }
 
@@ -283,8 +305,12 @@ impl StateMachine {
         let mut rest = bytes;
         let mut state: StateMachine = bincode::deserialize_from(&mut rest)?;
         if !rest.is_empty() {
-            let extension: SnapshotExtension = bincode::deserialize(rest)?;
+            let extension: SnapshotExtension = bincode::deserialize_from(&mut rest)?;
             state.draining = extension.draining;
+        }
+        if !rest.is_empty() {
+            let jobs: SnapshotJobsExtension = bincode::deserialize(rest)?;
+            state.snapshot_jobs = jobs.snapshot_jobs;
         }
         Ok(state)
     }
@@ -418,6 +444,8 @@ impl StateMachine {
             Command::SetNodeDraining { name, drain } => {
                 Ok(Output::Node(self.set_node_draining(name, *drain)?))
             }
+            Command::PutSnapshotJob(put) => self.put_snapshot_job(put),
+            Command::CancelSnapshotJob { id } => self.cancel_snapshot_job(id),
             Command::SetThresholds {
                 collection,
                 thresholds_json,

@@ -124,7 +124,11 @@ fn delta_since(core: &Core, since: u64) -> Option<pb::ClusterStateDelta> {
                 }
             }
             // Nodes (with their drains) and voters come whole; the meta record is not part of the state.
-            RecordKey::Meta | RecordKey::Voter(_) | RecordKey::Node(_) | RecordKey::Drain(_) => {}
+            RecordKey::Meta
+            | RecordKey::Voter(_)
+            | RecordKey::Node(_)
+            | RecordKey::Drain(_)
+            | RecordKey::SnapshotJob(_) => {}
         }
     }
     Some(delta)

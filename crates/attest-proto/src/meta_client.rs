@@ -337,6 +337,48 @@ impl MetaClient {
         .await
     }
 
+    /// Creates (`create`) or updates a snapshot job; returns it as stored (with a cancellation, if asked for).
+    pub async fn put_snapshot_job(
+        &self,
+        job: pb::SnapshotJobInfo,
+        create: bool,
+        take_over_after_ms: u64,
+    ) -> Result<pb::SnapshotJobInfo, Status> {
+        let message = pb::PutSnapshotJobRequest {
+            job: Some(job),
+            create,
+            take_over_after_ms,
+        };
+        self.call(message, |mut c, r| async move {
+            Ok(c.put_snapshot_job(r).await?.into_inner())
+        })
+        .await
+    }
+
+    pub async fn snapshot_job(&self, id: &str) -> Result<pb::SnapshotJobInfo, Status> {
+        let message = pb::GetSnapshotJobRequest { id: id.to_string() };
+        self.call(message, |mut c, r| async move {
+            Ok(c.get_snapshot_job(r).await?.into_inner())
+        })
+        .await
+    }
+
+    /// Every snapshot job meta keeps, oldest first.
+    pub async fn snapshot_jobs(&self) -> Result<Vec<pb::SnapshotJobInfo>, Status> {
+        self.call(pb::ListSnapshotJobsRequest {}, |mut c, r| async move {
+            Ok(c.list_snapshot_jobs(r).await?.into_inner().jobs)
+        })
+        .await
+    }
+
+    pub async fn cancel_snapshot_job(&self, id: &str) -> Result<pb::SnapshotJobInfo, Status> {
+        let message = pb::GetSnapshotJobRequest { id: id.to_string() };
+        self.call(message, |mut c, r| async move {
+            Ok(c.cancel_snapshot_job(r).await?.into_inner())
+        })
+        .await
+    }
+
     /// Adds a meta voter; returns the voters after the change.
     pub async fn add_meta_node(&self, id: u64, address: &str) -> Result<Vec<pb::MetaPeer>, Status> {
         let peer = pb::MetaPeer {

@@ -146,6 +146,18 @@ pub(crate) fn api(keys: Arc<KeyRing>) -> axum::Router<Arc<Router>> {
             post(crate::snapshot_http::restore).route_layer(guard(Op::Snapshots)),
         )
         .route(
+            "/v1/snapshots/jobs",
+            get(crate::snapshot_http::jobs).route_layer(guard(Op::Snapshots)),
+        )
+        .route(
+            "/v1/snapshots/jobs/:id",
+            get(crate::snapshot_http::job).route_layer(guard(Op::Snapshots)),
+        )
+        .route(
+            "/v1/snapshots/jobs/:id/cancel",
+            post(crate::snapshot_http::cancel).route_layer(guard(Op::Snapshots)),
+        )
+        .route(
             "/v1/cluster",
             get(crate::cluster_http::cluster).route_layer(guard(Op::Cluster)),
         )

@@ -53,6 +53,7 @@ pub mod rrf;
 pub mod search;
 pub mod server;
 pub mod snapshot_http;
+pub mod snapshot_jobs;
 pub mod snapshots;
 pub mod topology;
 pub mod wire;

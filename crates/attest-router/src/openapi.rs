@@ -30,6 +30,9 @@ use crate::{cluster_http, documents_http, eval_reports, http, snapshot_http};
     snapshot_http::delete,
     snapshot_http::progress,
     snapshot_http::restore,
+    snapshot_http::jobs,
+    snapshot_http::job,
+    snapshot_http::cancel,
     cluster_http::cluster,
 ))]
 struct RouterApi;

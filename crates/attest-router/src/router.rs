@@ -28,6 +28,8 @@ pub struct Router {
     pub(crate) query_embedder: Arc<CachedEmbedder<Arc<dyn Embedder>>>,
     /// Requests and ingest by collection and tenant ([`crate::measured`]).
     pub(crate) metrics: CollectionMetrics,
+    /// This router process, as snapshot jobs name the router running them.
+    pub(crate) instance: String,
 }
 
 /// Stable placement: the same document id always lands on the same shard.
@@ -43,6 +45,10 @@ impl Router {
         let query_cache_capacity = config.query_cache_capacity;
         Router {
             metrics: CollectionMetrics::new(config.metrics_label_cap),
+            instance: format!(
+                "router-{}",
+                &uuid::Uuid::new_v4().simple().to_string()[..12]
+            ),
             config,
             view,
             clock: WriteClock::default(),

@@ -1,7 +1,9 @@
-//! HTTP routes of cluster snapshots (admin scope): `POST /v1/snapshots` creates one and answers its manifest,
-//! `GET /v1/snapshots?from=DEST` lists a destination, `DELETE /v1/snapshots/{id}?from=DEST` deletes one,
-//! `GET /v1/snapshots/{id}/progress?from=DEST` tells what a snapshot in progress has uploaded per replica,
-//! `POST /v1/snapshots/restore` restores collections. Each create, delete and restore writes an audit line.
+//! HTTP routes of cluster snapshots (admin scope): `POST /v1/snapshots` starts a snapshot job and
+//! `POST /v1/snapshots/restore` a restore job (both answer 202 with the job once the request is checked;
+//! `crate::snapshot_jobs`), `GET /v1/snapshots/jobs[/{id}]` reads jobs, `POST /v1/snapshots/jobs/{id}/cancel`
+//! stops one, `GET /v1/snapshots?from=DEST` lists a destination, `DELETE /v1/snapshots/{id}?from=DEST` deletes
+//! one, `GET /v1/snapshots/{id}/progress?from=DEST` tells what a snapshot has uploaded per replica, read from
+//! the destination. Each create, delete, restore and cancel writes an audit line.
 
 use std::sync::Arc;
 
@@ -21,15 +23,17 @@ use crate::access::{self, audited};
 use crate::error::RouterError;
 use crate::http::body;
 use crate::router::Router;
-use crate::snapshots::{ClusterManifest, CreateSnapshot, RestoreSnapshot};
-use crate::wire::{Deleted, Restored, SnapshotList, SnapshotProgress};
+use crate::snapshot_jobs::{JobKind, JobResult, SnapshotJob, SnapshotJobList};
+use crate::snapshots::{CreateSnapshot, RestoreSnapshot};
+use crate::wire::{Deleted, SnapshotList, SnapshotProgress};
 
-/// Snapshots collections (default: all) to a destination: meta's state, one replica of every shard, and the
-/// manifest written last.
+/// Starts a snapshot of collections (default: all) to a destination: meta's state, one replica of every
+/// shard, and the manifest written last. Answers the job once the request is checked.
 #[utoipa::path(post, path = "/v1/snapshots", tag = "snapshots", operation_id = "create_snapshot",
     request_body = CreateSnapshot, security(("bearer_auth" = ["admin"])),
     responses(
-        (status = 201, description = "The complete snapshot's manifest.", body = ClusterManifest),
+        (status = 202, description = "The snapshot job, running; its `manifest` once it succeeds.",
+            body = SnapshotJob),
         (status = 404, description = "NOT_FOUND: a named collection does not exist.", body = ErrorBody),
         (status = 409, description = "ALREADY_EXISTS: the destination has a snapshot of this id.",
             body = ErrorBody),
@@ -43,13 +47,37 @@ pub async fn create(
     access::whole_cluster(&p, "a snapshot")?;
     let req = body(b)?;
     let collections = req.collections.join(",");
-    let created = r.create_snapshot(req, &rid).await;
-    let id = created.as_ref().map(|m| m.id.clone()).unwrap_or_default();
+    let started = start_create(&r, req, rid).await;
+    let target = started
+        .as_ref()
+        .map(|j| j.snapshot.clone())
+        .unwrap_or_default();
     let action = Action::new("create_snapshot")
         .collection(&collections)
-        .target(&id);
-    let manifest = audited(&p, action, created)?;
-    Ok((StatusCode::CREATED, Json(manifest)))
+        .target(&target);
+    let job = audited(&p, action, started)?;
+    Ok((StatusCode::ACCEPTED, Json(job)))
+}
+
+async fn start_create(
+    r: &Arc<Router>,
+    req: CreateSnapshot,
+    rid: String,
+) -> Result<SnapshotJob, RouterError> {
+    let destination = req.destination.clone();
+    let plan = r.plan_create(req).await?;
+    let id = plan.id.clone();
+    r.start_snapshot_job(
+        JobKind::Create,
+        &id,
+        &destination,
+        move |r, tracker| async move {
+            r.run_create(plan, &tracker, &rid)
+                .await
+                .map(JobResult::Created)
+        },
+    )
+    .await
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -114,12 +142,13 @@ pub async fn progress(
     Ok(Json(SnapshotProgress { id, replicas }))
 }
 
-/// Restores collections of a snapshot into this cluster, whatever its node count: every replica is staged and
-/// checked before any collection is created.
+/// Starts a restore of collections of a snapshot into this cluster, whatever its node count: every replica is
+/// staged and checked before any collection is created. Answers the job once the request is checked.
 #[utoipa::path(post, path = "/v1/snapshots/restore", tag = "snapshots", operation_id = "restore_snapshot",
     request_body = RestoreSnapshot, security(("bearer_auth" = ["admin"])),
     responses(
-        (status = 200, description = "The collections restored.", body = Restored),
+        (status = 202, description = "The restore job, running; its `restored` collections once it succeeds.",
+            body = SnapshotJob),
         (status = 404, description = "NOT_FOUND: no such snapshot, or a named collection is not in it.",
             body = ErrorBody),
         (status = 409, description = "ALREADY_EXISTS: a collection exists (`force` replaces it).",
@@ -130,16 +159,82 @@ pub async fn restore(
     Extension(RequestId(rid)): Extension<RequestId>,
     Extension(p): Extension<Principal>,
     b: Result<Json<RestoreSnapshot>, JsonRejection>,
-) -> Result<Json<Restored>, RouterError> {
+) -> Result<impl IntoResponse, RouterError> {
     access::whole_cluster(&p, "a restore")?;
     let req = body(b)?;
-    let collections = req.collections.join(",");
-    let id = req.id.clone();
+    let (collections, id) = (req.collections.join(","), req.id.clone());
     let action = Action::new("restore_snapshot")
         .collection(&collections)
         .target(&id);
-    let restored = audited(&p, action, r.restore_snapshot(req, &rid).await)?;
-    Ok(Json(Restored {
-        collections: restored,
+    let job = audited(&p, action, start_restore(&r, req, rid).await)?;
+    Ok((StatusCode::ACCEPTED, Json(job)))
+}
+
+async fn start_restore(
+    r: &Arc<Router>,
+    req: RestoreSnapshot,
+    rid: String,
+) -> Result<SnapshotJob, RouterError> {
+    let (id, source) = (req.id.clone(), req.source.clone());
+    let plan = r.plan_restore(req).await?;
+    r.start_snapshot_job(
+        JobKind::Restore,
+        &id,
+        &source,
+        move |r, tracker| async move {
+            r.run_restore(plan, &tracker, &rid)
+                .await
+                .map(JobResult::Restored)
+        },
+    )
+    .await
+}
+
+/// The snapshot jobs meta keeps (running ones, and the last finished ones), oldest first.
+#[utoipa::path(get, path = "/v1/snapshots/jobs", tag = "snapshots", operation_id = "list_snapshot_jobs",
+    security(("bearer_auth" = ["admin"])),
+    responses((status = 200, description = "The jobs.", body = SnapshotJobList)))]
+pub async fn jobs(
+    State(r): State<Arc<Router>>,
+    Extension(p): Extension<Principal>,
+) -> Result<Json<SnapshotJobList>, RouterError> {
+    access::whole_cluster(&p, "snapshot jobs")?;
+    Ok(Json(SnapshotJobList {
+        jobs: r.snapshot_jobs().await?,
     }))
+}
+
+/// A snapshot or restore job: its state, per-replica bytes, and its result or error.
+#[utoipa::path(get, path = "/v1/snapshots/jobs/{id}", tag = "snapshots", operation_id = "get_snapshot_job",
+    params(("id" = String, Path, description = "The job's id.")), security(("bearer_auth" = ["admin"])),
+    responses(
+        (status = 200, description = "The job.", body = SnapshotJob),
+        (status = 404, description = "NOT_FOUND: no job of this id.", body = ErrorBody),
+    ))]
+pub async fn job(
+    State(r): State<Arc<Router>>,
+    Extension(p): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Result<Json<SnapshotJob>, RouterError> {
+    access::whole_cluster(&p, "a snapshot job")?;
+    Ok(Json(r.snapshot_job(&id).await?))
+}
+
+/// Asks a running job to stop: a snapshot deletes what it uploaded, a restore discards what it staged (a
+/// restore already creating its collections finishes). Answers the job; a finished one is left as it is.
+#[utoipa::path(post, path = "/v1/snapshots/jobs/{id}/cancel", tag = "snapshots",
+    operation_id = "cancel_snapshot_job",
+    params(("id" = String, Path, description = "The job's id.")), security(("bearer_auth" = ["admin"])),
+    responses(
+        (status = 200, description = "The job, `cancel_requested` set while it runs.", body = SnapshotJob),
+        (status = 404, description = "NOT_FOUND: no job of this id.", body = ErrorBody),
+    ))]
+pub async fn cancel(
+    State(r): State<Arc<Router>>,
+    Extension(p): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Result<Json<SnapshotJob>, RouterError> {
+    access::whole_cluster(&p, "cancelling a snapshot job")?;
+    let action = Action::new("cancel_snapshot_job").target(&id);
+    Ok(Json(audited(&p, action, r.cancel_snapshot_job(&id).await)?))
 }

@@ -16,10 +16,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use attest_core::limits;
 use attest_proto::v1 as pb;
 use attest_proto::{ApiError, ErrorCode};
-use attest_snapshot::{SnapshotStore, StoreError};
+use attest_snapshot::{SnapshotStore, StoreError, BLOBS};
 use futures::stream::{self, StreamExt};
 use prost::Message;
 use serde::{Deserialize, Serialize};
@@ -29,13 +28,18 @@ use tracing::{info, warn};
 use crate::error::RouterError;
 use crate::replicas::ShardCall;
 use crate::router::Router;
+use crate::snapshot_jobs::JobTracker;
 
+mod blobs;
 mod manifest;
+mod restore;
 
 use manifest::{read_manifest, read_unverified, ChecksumProblem};
 pub use manifest::{
     ClusterManifest, CollectionSnapshot, ReplicaSnapshot, CLUSTER_MANIFEST, CLUSTER_SNAPSHOT_FORMAT,
 };
+
+pub use restore::RestorePlan;
 
 pub const META_STATE: &str = "meta-state.pb";
 /// A replica snapshot's own manifest (written by `attest_index::ShardEngine::snapshot`).
@@ -80,7 +84,7 @@ pub struct RestoreSnapshot {
     pub force: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RestoredCollection {
     pub name: String,
     pub from: String,
@@ -131,8 +135,12 @@ fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// Snapshot ids become key prefixes: one name of `[A-Za-z0-9._-]`, 1–128 characters, not starting with `.`.
+/// Snapshot ids become key prefixes: one name of `[A-Za-z0-9._-]`, 1–128 characters, not starting with `.`,
+/// and not the blobs' folder.
 fn id_problem(id: &str) -> Option<&'static str> {
+    if id == BLOBS {
+        return Some("`blobs` holds the destination's shared files; choose another id");
+    }
     let ok = (1..=128).contains(&id.len())
         && !id.starts_with('.')
         && id
@@ -185,23 +193,33 @@ struct ReplicaManifest {
 struct ReplicaFile {
     path: String,
     bytes: u64,
+    sha256: String,
+}
+
+/// A checked snapshot, ready to run ([`Router::plan_create`]).
+pub struct CreatePlan {
+    pub id: String,
+    created_ms: u64,
+    store: SnapshotStore,
+    destination: String,
+    keep: Option<u32>,
+    chosen: Vec<pb::CollectionMeta>,
+    meta_version: u64,
+    api_keys: Vec<pb::ApiKeyInfo>,
 }
 
 impl Router {
-    pub async fn create_snapshot(
-        &self,
-        req: CreateSnapshot,
-        request_id: &str,
-    ) -> Result<ClusterManifest, RouterError> {
+    /// Everything a snapshot can be refused for before any file moves: its id, the destination, an existing
+    /// snapshot of that id, the collections named. Takes the state (linearizable) the snapshot records.
+    pub async fn plan_create(&self, req: CreateSnapshot) -> Result<CreatePlan, RouterError> {
         let created_ms = now_ms();
-        let id = req.id.unwrap_or_else(|| default_id(created_ms));
+        let id = req.id.clone().unwrap_or_else(|| default_id(created_ms));
         if let Some(problem) = id_problem(&id) {
             return Err(RouterError::invalid("id", problem));
         }
         let store = open_store(&req.destination, "destination")?;
-        let manifest_key = format!("{id}/{CLUSTER_MANIFEST}");
         if store
-            .size_of(&manifest_key)
+            .size_of(&format!("{id}/{CLUSTER_MANIFEST}"))
             .await
             .map_err(|e| from_store("destination", e))?
             .is_some()
@@ -221,18 +239,40 @@ impl Router {
                 )));
             }
         }
-        let chosen: Vec<pb::CollectionMeta> = state
+        let chosen = state
             .collections
             .iter()
             .filter(|c| wanted.is_empty() || wanted.contains(c.name.as_str()))
             .cloned()
             .collect();
-        info!(snapshot = %id, collections = chosen.len(), meta_version = state.version,
-            event = "snapshot_started", "cluster snapshot started");
+        Ok(CreatePlan {
+            id,
+            created_ms,
+            store,
+            destination: req.destination,
+            keep: req.keep,
+            chosen,
+            meta_version: state.version,
+            api_keys: state.api_keys,
+        })
+    }
 
+    /// The snapshot's work: one replica of every shard uploaded, then the meta state, then the manifest (last:
+    /// a snapshot with its manifest is complete), then retention. A cancellation removes what was uploaded
+    /// under the snapshot's id.
+    pub async fn run_create(
+        &self,
+        plan: CreatePlan,
+        tracker: &JobTracker,
+        request_id: &str,
+    ) -> Result<ClusterManifest, RouterError> {
+        let CreatePlan { id, store, .. } = &plan;
+        info!(snapshot = %id, collections = plan.chosen.len(), meta_version = plan.meta_version,
+            event = "snapshot_started", "cluster snapshot started");
         // (collection, shard, every replica's node, the ones that may be snapshotted: not JOINING copies).
         type Job = (String, u32, Vec<u64>, Vec<u64>);
-        let jobs: Vec<Job> = chosen
+        let jobs: Vec<Job> = plan
+            .chosen
             .iter()
             .flat_map(|c| {
                 c.placement.iter().map(|p| {
@@ -247,9 +287,12 @@ impl Router {
                 })
             })
             .collect();
-        let results: Vec<Result<(String, ReplicaSnapshot), RouterError>> = stream::iter(jobs)
+        for (collection, shard, _, _) in &jobs {
+            tracker.plan(collection, *shard, 0);
+        }
+        let uploads = stream::iter(jobs)
             .map(|(collection, shard, all, candidates)| {
-                let (id, destination) = (id.clone(), req.destination.clone());
+                let destination = plan.destination.clone();
                 async move {
                     let prefix = format!("{id}/{collection}/shard-{shard}");
                     let replicas = ShardReplicas {
@@ -258,14 +301,23 @@ impl Router {
                         all: &all,
                         candidates: &candidates,
                     };
-                    self.snapshot_replica(replicas, &destination, prefix, request_id)
+                    self.snapshot_replica(replicas, &destination, prefix, tracker, request_id)
                         .await
                         .map(|r| (collection, r))
                 }
             })
             .buffer_unordered(PARALLEL_TRANSFERS)
-            .collect()
-            .await;
+            .collect::<Vec<Result<(String, ReplicaSnapshot), RouterError>>>();
+        let results = tokio::select! {
+            results = uploads => results,
+            _ = tracker.cancelled() => {
+                delete_snapshot_files(store, id).await?;
+                return Err(RouterError::Callee(ApiError::new(
+                    ErrorCode::Cancelled,
+                    "the snapshot was cancelled; what it had uploaded under its id is deleted",
+                )));
+            }
+        };
         let mut by_collection: BTreeMap<String, Vec<ReplicaSnapshot>> = BTreeMap::new();
         for r in results {
             let (collection, replica) = r?;
@@ -273,19 +325,20 @@ impl Router {
         }
 
         let meta_state = pb::ClusterState {
-            version: state.version,
-            collections: chosen.clone(),
-            api_keys: state.api_keys.clone(),
+            version: plan.meta_version,
+            collections: plan.chosen.clone(),
+            api_keys: plan.api_keys.clone(),
             ..Default::default()
         }
         .encode_to_vec();
         let mut manifest = ClusterManifest {
             format: CLUSTER_SNAPSHOT_FORMAT,
             id: id.clone(),
-            created_ms,
-            meta_version: state.version,
+            created_ms: plan.created_ms,
+            meta_version: plan.meta_version,
             meta_state_sha256: sha256_hex(&meta_state),
-            collections: chosen
+            collections: plan
+                .chosen
                 .iter()
                 .map(|c| {
                     let mut replicas = by_collection.remove(&c.name).unwrap_or_default();
@@ -298,6 +351,7 @@ impl Router {
                     }
                 })
                 .collect(),
+            blobs: BLOBS.to_string(),
             checksum: String::new(),
         };
         store
@@ -306,18 +360,25 @@ impl Router {
             .map_err(|e| from_store("destination", e))?;
         // Last: a snapshot with its manifest is complete.
         store
-            .put_bytes(&manifest_key, manifest.encode())
+            .put_bytes(&format!("{id}/{CLUSTER_MANIFEST}"), manifest.encode())
             .await
             .map_err(|e| from_store("destination", e))?;
-        info!(snapshot = %id, bytes = manifest.total_bytes(), event = "snapshot_created", "cluster snapshot complete");
-        if let Some(keep) = req.keep {
-            self.prune_snapshots(&store, keep.max(1) as usize).await?;
+        info!(snapshot = %id, bytes = manifest.total_bytes(), skipped_bytes = manifest.skipped_bytes(),
+            event = "snapshot_created", "cluster snapshot complete");
+        if let Some(keep) = plan.keep {
+            self.prune_snapshots(store, &plan.destination, keep.max(1) as usize)
+                .await?;
         }
         Ok(manifest)
     }
 
     /// Deletes the oldest complete snapshots of `store` beyond the newest `keep` (by creation time).
-    async fn prune_snapshots(&self, store: &SnapshotStore, keep: usize) -> Result<(), RouterError> {
+    async fn prune_snapshots(
+        &self,
+        store: &SnapshotStore,
+        location: &str,
+        keep: usize,
+    ) -> Result<(), RouterError> {
         let mut complete: Vec<ClusterManifest> = Vec::new();
         for id in store
             .list_dirs("")
@@ -336,6 +397,9 @@ impl Router {
         for old in complete.iter().skip(keep) {
             delete_snapshot_files(store, &old.id).await?;
             info!(snapshot = %old.id, keep, event = "snapshot_pruned", "snapshot deleted by retention");
+        }
+        if complete.len() > keep {
+            self.collect_blobs(store, location).await?;
         }
         Ok(())
     }
@@ -364,7 +428,8 @@ impl Router {
                 "no snapshot `{id}` in {source}"
             )));
         }
-        delete_snapshot_files(&store, id).await
+        delete_snapshot_files(&store, id).await?;
+        self.collect_blobs(&store, source).await
     }
 
     /// One replica of the shard snapshotted and uploaded: the first candidate (live ones first) that manages.
@@ -375,6 +440,7 @@ impl Router {
         replicas: ShardReplicas<'_>,
         destination: &str,
         prefix: String,
+        tracker: &JobTracker,
         request_id: &str,
     ) -> Result<ReplicaSnapshot, RouterError> {
         let ShardReplicas {
@@ -405,12 +471,18 @@ impl Router {
                         .map(|(e, _)| e.address)
                         .collect(),
                     catch_up_needed,
+                    blobs: BLOBS.to_string(),
                 },
             };
+            tracker.started(collection, shard, endpoint.node_id);
             let response = endpoint
                 .call_long(call, REPLICA_TRANSFER_LIMIT)
                 .await
                 .and_then(pb::SnapshotShardResponse::try_from);
+            let sent = response
+                .as_ref()
+                .map_or((0, 0), |r| (r.bytes_sent, r.bytes_skipped));
+            tracker.finished(collection, shard, endpoint.node_id, response.is_ok(), sent);
             match response {
                 Ok(r) => {
                     let m: ReplicaManifest =
@@ -428,6 +500,7 @@ impl Router {
                         last_seq: m.last_seq,
                         live_documents: m.live_documents,
                         bytes: m.files.iter().map(|f| f.bytes).sum(),
+                        skipped_bytes: r.bytes_skipped,
                     });
                 }
                 Err(e) => {
@@ -452,6 +525,7 @@ impl Router {
         }
         let store = open_store(source, "from")?;
         let mut by_replica: BTreeMap<(String, u32), ReplicaProgress> = BTreeMap::new();
+        let mut manifests = Vec::new();
         for (key, size) in store
             .list_objects(id)
             .await
@@ -476,7 +550,23 @@ impl Router {
                     complete: false,
                 });
             entry.bytes += size;
-            entry.complete |= rest == REPLICA_MANIFEST;
+            if rest == REPLICA_MANIFEST {
+                entry.complete = true;
+                manifests.push((key.clone(), size, (collection.to_string(), shard)));
+            }
+        }
+        // Content-addressed replicas (format 2) keep only their manifest under the prefix: count the files
+        // it names.
+        for (key, size, replica) in manifests {
+            let named = store
+                .get_bytes(&key)
+                .await
+                .map_err(|e| from_store("from", e))?
+                .and_then(|b| serde_json::from_slice::<ReplicaManifest>(&b).ok())
+                .map_or(0, |m| m.files.iter().map(|f| f.bytes).sum::<u64>());
+            if let Some(entry) = by_replica.get_mut(&replica) {
+                entry.bytes = entry.bytes.max(named + size);
+            }
         }
         Ok(by_replica.into_values().collect())
     }
@@ -507,238 +597,6 @@ impl Router {
         }
         Ok(out)
     }
-
-    pub async fn restore_snapshot(
-        &self,
-        req: RestoreSnapshot,
-        request_id: &str,
-    ) -> Result<Vec<RestoredCollection>, RouterError> {
-        if let Some(problem) = id_problem(&req.id) {
-            return Err(RouterError::invalid("id", problem));
-        }
-        let store = open_store(&req.source, "source")?;
-        let manifest = read_manifest(&store, &req.id).await?;
-        let meta_key = format!("{}/{META_STATE}", req.id);
-        let meta_bytes = store
-            .get_bytes(&meta_key)
-            .await
-            .map_err(|e| from_store("source", e))?
-            .ok_or_else(|| {
-                RouterError::NotFound(format!("{meta_key}: not found in the snapshot"))
-            })?;
-        if sha256_hex(&meta_bytes) != manifest.meta_state_sha256 {
-            return Err(damaged(format!(
-                "{meta_key}: sha256 differs from the manifest's"
-            )));
-        }
-        let meta_state = pb::ClusterState::decode(meta_bytes.as_slice())
-            .map_err(|e| damaged(format!("{meta_key}: {e}")))?;
-
-        // Which collections, under which names.
-        let wanted: BTreeSet<&str> = req.collections.iter().map(String::as_str).collect();
-        for name in wanted
-            .iter()
-            .copied()
-            .chain(req.rename.keys().map(String::as_str))
-        {
-            if !manifest.collections.iter().any(|c| c.name == *name) {
-                return Err(RouterError::NotFound(format!(
-                    "collection `{name}` is not in snapshot `{}`",
-                    req.id
-                )));
-            }
-        }
-        let mut picked = Vec::new();
-        for c in manifest
-            .collections
-            .iter()
-            .filter(|c| wanted.is_empty() || wanted.contains(c.name.as_str()))
-        {
-            let meta = meta_state
-                .collections
-                .iter()
-                .find(|m| m.name == c.name)
-                .ok_or_else(|| damaged(format!("{meta_key}: no collection `{}`", c.name)))?;
-            let target = req
-                .rename
-                .get(&c.name)
-                .cloned()
-                .unwrap_or_else(|| c.name.clone());
-            if let Some(problem) = limits::collection_name_problem(&target) {
-                return Err(RouterError::invalid(
-                    "rename",
-                    format!("`{target}`: {problem}"),
-                ));
-            }
-            if c.replicas.len() != c.shards as usize {
-                return Err(damaged(format!(
-                    "{}/{CLUSTER_MANIFEST}: `{}` has {} of its {} shards",
-                    req.id,
-                    c.name,
-                    c.replicas.len(),
-                    c.shards
-                )));
-            }
-            picked.push((c, meta, target));
-        }
-        let targets: BTreeSet<&str> = picked.iter().map(|(_, _, t)| t.as_str()).collect();
-        if targets.len() != picked.len() {
-            return Err(RouterError::invalid(
-                "rename",
-                "two collections would get the same name",
-            ));
-        }
-        let state = self.view.refresh(true).await?;
-        for (_, _, target) in &picked {
-            if self.view.get(target).is_ok() && !req.force {
-                return Err(RouterError::AlreadyExists(format!(
-                    "collection `{target}` exists; restore over it with force (`--force`)"
-                )));
-            }
-        }
-        for (c, _, _) in &picked {
-            for r in &c.replicas {
-                check_replica_files(&store, r).await?;
-            }
-        }
-
-        // Where each restored replica goes: meta's plan over this cluster's live shard nodes.
-        let live_shard_nodes = state
-            .nodes
-            .iter()
-            .filter(|n| n.role == pb::NodeRole::Shard as i32 && n.alive)
-            .count() as u32;
-        let mut plans = Vec::new();
-        for (c, meta, target) in &picked {
-            let request = pb::MetaCreateCollectionRequest {
-                name: target.clone(),
-                shards: c.shards,
-                replication: c.replication.min(live_shard_nodes.max(1)),
-                spec: meta.spec.clone(),
-                chunking_json: meta.chunking_json.clone(),
-                thresholds_json: meta.thresholds_json.clone(),
-                placement: Vec::new(),
-                dry_run: true,
-            };
-            let planned = self
-                .view
-                .meta()
-                .create_collection(request.clone())
-                .await
-                .map_err(RouterError::from_status)?;
-            plans.push((request, planned));
-        }
-
-        // Stage every replica's files on its node; any failure discards everything staged.
-        let stage_jobs: Vec<(String, u32, u64, ReplicaSnapshot)> = picked
-            .iter()
-            .zip(&plans)
-            .flat_map(|((c, _, target), (_, planned))| {
-                planned.placement.iter().flat_map(move |p| {
-                    let snapshot = &c.replicas[p.shard as usize];
-                    p.replicas
-                        .iter()
-                        .map(move |r| (target.clone(), p.shard, r.node_id, snapshot.clone()))
-                })
-            })
-            .collect();
-        let staged: Vec<Result<(), RouterError>> = stream::iter(stage_jobs.clone())
-            .map(|(target, shard, node, snapshot)| {
-                let source = req.source.clone();
-                async move {
-                    self.stage_replica(&target, shard, node, &source, &snapshot, request_id)
-                        .await
-                }
-            })
-            .buffer_unordered(PARALLEL_TRANSFERS)
-            .collect()
-            .await;
-        if let Some(Err(e)) = staged.into_iter().find(Result::is_err) {
-            for (target, shard, node, _) in &stage_jobs {
-                self.discard_staged(target, *shard, *node, request_id).await;
-            }
-            return Err(e);
-        }
-
-        // Now visible: replace what --force names, create each collection with the staged placement.
-        let mut restored = Vec::new();
-        for ((c, _, target), (request, planned)) in picked.iter().zip(plans) {
-            if self.view.get(target).is_ok() {
-                self.drop_collection(target, request_id).await?;
-            }
-            let mut create = request;
-            create.dry_run = false;
-            create.placement = planned.placement.clone();
-            let created = self
-                .view
-                .meta()
-                .create_collection(create)
-                .await
-                .map_err(RouterError::from_status)?;
-            self.ensure_replicas(&created, request_id).await;
-            info!(collection = %target, from = %c.name, snapshot = %req.id, event = "collection_restored",
-                "collection restored from a snapshot");
-            restored.push(RestoredCollection {
-                name: target.clone(),
-                from: c.name.clone(),
-                shards: created.shards,
-                replication: created.replication,
-                live_documents: c.replicas.iter().map(|r| r.live_documents).sum(),
-                bytes: c.replicas.iter().map(|r| r.bytes).sum(),
-            });
-        }
-        Ok(restored)
-    }
-
-    async fn stage_replica(
-        &self,
-        collection: &str,
-        shard: u32,
-        node: u64,
-        source: &str,
-        snapshot: &ReplicaSnapshot,
-        request_id: &str,
-    ) -> Result<(), RouterError> {
-        let (endpoint, _) = self.view.endpoint(node).ok_or_else(|| {
-            RouterError::Unavailable(format!("shard node {node} is not in the cluster view"))
-        })?;
-        let call = ShardCall::StageRestore {
-            request_id: request_id.to_string(),
-            req: pb::StageRestoreRequest {
-                collection: collection.to_string(),
-                shard,
-                source: source.to_string(),
-                prefix: snapshot.prefix.clone(),
-                manifest_sha256: snapshot.manifest_sha256.clone(),
-            },
-        };
-        endpoint
-            .call_long(call, REPLICA_TRANSFER_LIMIT)
-            .await
-            .and_then(pb::StageRestoreResponse::try_from)
-            .map(|_| ())
-            .map_err(|s| match s.code() {
-                tonic::Code::FailedPrecondition => damaged(s.message()),
-                _ => RouterError::from_status(s),
-            })
-    }
-
-    async fn discard_staged(&self, collection: &str, shard: u32, node: u64, request_id: &str) {
-        let Some((endpoint, _)) = self.view.endpoint(node) else {
-            return;
-        };
-        let call = ShardCall::DiscardRestore {
-            request_id: request_id.to_string(),
-            req: pb::DiscardRestoreRequest {
-                collection: collection.to_string(),
-                shard,
-            },
-        };
-        if let Err(e) = endpoint.call(call).await {
-            warn!(collection, shard, node, error = %e, event = "discard_restore_failed",
-                "a staged restore could not be discarded; it is replaced by the next restore of this replica");
-        }
-    }
 }
 
 async fn delete_snapshot_files(store: &SnapshotStore, id: &str) -> Result<(), RouterError> {
@@ -753,44 +611,6 @@ async fn delete_snapshot_files(store: &SnapshotStore, id: &str) -> Result<(), Ro
     Ok(())
 }
 
-/// The replica's manifest matches the cluster manifest, and every file it names is there at its size.
-async fn check_replica_files(
-    store: &SnapshotStore,
-    r: &ReplicaSnapshot,
-) -> Result<(), RouterError> {
-    let key = format!("{}/{REPLICA_MANIFEST}", r.prefix);
-    let bytes = store
-        .get_bytes(&key)
-        .await
-        .map_err(|e| from_store("source", e))?
-        .ok_or_else(|| damaged(format!("{key}: missing")))?;
-    if sha256_hex(&bytes) != r.manifest_sha256 {
-        return Err(damaged(format!(
-            "{key}: sha256 differs from the cluster manifest's"
-        )));
-    }
-    let m: ReplicaManifest =
-        serde_json::from_slice(&bytes).map_err(|e| damaged(format!("{key}: {e}")))?;
-    for f in &m.files {
-        let key = format!("{}/{}", r.prefix, f.path);
-        match store
-            .size_of(&key)
-            .await
-            .map_err(|e| from_store("source", e))?
-        {
-            None => return Err(damaged(format!("{key}: missing"))),
-            Some(n) if n != f.bytes => {
-                return Err(damaged(format!(
-                    "{key}: {n} bytes, the manifest says {}",
-                    f.bytes
-                )))
-            }
-            Some(_) => {}
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -800,7 +620,7 @@ mod tests {
         assert_eq!(default_id(0), "snapshot-19700101T000000Z");
         assert_eq!(default_id(1_795_600_000_000), "snapshot-20261125T094640Z");
         assert!(id_problem(&default_id(now_ms())).is_none());
-        for bad in ["", ".hidden", "a/b", "a b", "..", &"x".repeat(129)] {
+        for bad in ["", ".hidden", "a/b", "a b", "..", "blobs", &"x".repeat(129)] {
             assert!(id_problem(bad).is_some(), "{bad:?}");
         }
     }

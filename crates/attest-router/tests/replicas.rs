@@ -173,6 +173,12 @@ impl ShardService for Fake {
     ) -> Result<Response<pb::DiscardRestoreResponse>, Status> {
         self.serve(r).await
     }
+    async fn transfer_progress(
+        &self,
+        r: Request<pb::TransferProgressRequest>,
+    ) -> Result<Response<pb::TransferProgressResponse>, Status> {
+        self.serve(r).await
+    }
 }
 
 /// Endpoints for `fakes`, node ids 1, 2, ...

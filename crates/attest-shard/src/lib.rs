@@ -22,6 +22,7 @@ pub mod server;
 pub mod service;
 pub mod snapshot;
 pub mod status;
+pub mod transfers;
 
 pub use cluster::{run_cluster_agent, ClusterAgentConfig};
 pub use node::{ShardNode, ShardNodeConfig};

@@ -29,6 +29,8 @@ pub struct ShardNode {
     replicas: RwLock<HashMap<(String, u32), Arc<ShardEngine>>>,
     /// What this node presents to its peers (set by the cluster agent): a snapshot first catches up from them.
     peer_credential: std::sync::OnceLock<attest_proto::ClusterCredential>,
+    /// The snapshot uploads and restore downloads running here, for `TransferProgress`.
+    pub(crate) transfers: crate::transfers::Transfers,
 }
 
 /// Collection names become directory names: the one rule of `attest_core::limits` keeps them to a safe
@@ -80,6 +82,7 @@ impl ShardNode {
             config,
             replicas: RwLock::new(replicas),
             peer_credential: std::sync::OnceLock::new(),
+            transfers: Default::default(),
         }))
     }
 

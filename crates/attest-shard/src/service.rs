@@ -572,6 +572,16 @@ impl ShardService for ShardServiceImpl {
             .map(Response::new)
     }
 
+    async fn transfer_progress(
+        &self,
+        req: Request<pb::TransferProgressRequest>,
+    ) -> Result<Response<pb::TransferProgressResponse>, Status> {
+        Ok(Response::new(crate::snapshot::transfer_progress(
+            &self.node,
+            req.get_ref(),
+        )))
+    }
+
     async fn discard_restore(
         &self,
         req: Request<pb::DiscardRestoreRequest>,

@@ -3,9 +3,11 @@
 //! into the node's staging area, where creating the replica adopts it — see [`crate::node`]).
 //!
 //! The local snapshot is taken in `<data_dir>/snapshots/` (hard links need the same filesystem) and removed
-//! once uploaded. A re-run of an interrupted upload takes a fresh snapshot and skips the files the destination
-//! already holds whose names are content-unique (RocksDB table files, sealed segment files); the small files
-//! that change under the same name (RocksDB's MANIFEST/CURRENT/OPTIONS, the segment manifest) are always sent.
+//! once uploaded. Content-addressed (the request names `blobs`, cluster snapshot format 2): each file goes to
+//! the blob of its sha256, and a blob the destination already holds — an earlier snapshot's, or an interrupted
+//! run's — is not sent again (its bytes are reported as skipped). Otherwise (format 1) the files go under the
+//! snapshot's prefix, and a re-run skips those whose names are content-unique (RocksDB table files, sealed
+//! segment files). Both directions report their bytes to [`crate::transfers`] as they go.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -14,7 +16,7 @@ use attest_index::snapshot::{ShardSnapshot, SNAPSHOT_FILE};
 use attest_index::ShardEngine;
 use attest_proto::v1 as pb;
 use attest_proto::{ApiError, ErrorCode};
-use attest_snapshot::{SnapshotStore, StoreError};
+use attest_snapshot::{blob_key, SnapshotStore, StoreError};
 use sha2::{Digest, Sha256};
 use tonic::Status;
 use tracing::info;
@@ -103,17 +105,33 @@ pub async fn snapshot_shard(
         })
         .await?
     };
-    let mut sent = 0;
+    let running = node
+        .transfers
+        .start(&r.collection, r.shard, snapshot.total_bytes());
+    let progress = running.progress();
+    let (mut sent, mut skipped) = (0, 0);
     for file in &snapshot.files {
-        let key = format!("{}/{}", r.prefix, file.path);
-        if !content_unique(&file.path) && store.size_of(&key).await.map_err(store_status)?.is_some()
-        {
-            store.delete(&key).await.map_err(store_status)?;
-        }
-        sent += store
-            .upload_file(&local.join(&file.path), &key, &|_| {})
+        let key = if r.blobs.is_empty() {
+            let key = format!("{}/{}", r.prefix, file.path);
+            if !content_unique(&file.path)
+                && store.size_of(&key).await.map_err(store_status)?.is_some()
+            {
+                store.delete(&key).await.map_err(store_status)?;
+            }
+            key
+        } else {
+            blob_key(&r.blobs, &file.sha256)
+                .ok_or_else(|| Status::internal(format!("{}: bad sha256", file.path)))?
+        };
+        let n = store
+            .upload_file(&local.join(&file.path), &key, &|n| progress.add_done(n))
             .await
             .map_err(store_status)?;
+        sent += n;
+        if n == 0 && !r.blobs.is_empty() {
+            skipped += file.bytes;
+            progress.add_skipped(file.bytes);
+        }
     }
     // Last: a replica snapshot whose manifest is in the destination is complete.
     let manifest_sha256 = sha256_hex(&manifest);
@@ -122,11 +140,12 @@ pub async fn snapshot_shard(
         .await
         .map_err(store_status)?;
     info!(collection = %r.collection, shard = r.shard, prefix = %r.prefix, bytes = snapshot.total_bytes(),
-        sent, last_seq = snapshot.last_seq, event = "replica_snapshot_uploaded", "replica snapshot uploaded");
+        sent, skipped, last_seq = snapshot.last_seq, event = "replica_snapshot_uploaded", "replica snapshot uploaded");
     Ok(pb::SnapshotShardResponse {
         manifest_json: String::from_utf8_lossy(&manifest).into_owned(),
         manifest_sha256,
         bytes_sent: sent,
+        bytes_skipped: skipped,
     })
 }
 
@@ -205,18 +224,27 @@ pub async fn stage_restore(
         .await?
     };
     let cleanup = RemoveOnDrop(download.clone());
+    let running = node
+        .transfers
+        .start(&r.collection, r.shard, snapshot.total_bytes());
     for file in &snapshot.files {
         let dest = safe_join(&download, &file.path).ok_or_else(|| {
             Status::failed_precondition(format!("{manifest_key}: bad file name {:?}", file.path))
         })?;
+        let key = if r.blobs.is_empty() {
+            format!("{}/{}", r.prefix, file.path)
+        } else {
+            blob_key(&r.blobs, &file.sha256).ok_or_else(|| {
+                Status::failed_precondition(format!(
+                    "{manifest_key}: bad sha256 for {:?}",
+                    file.path
+                ))
+            })?
+        };
         store
-            .download_verified(
-                &format!("{}/{}", r.prefix, file.path),
-                &dest,
-                file.bytes,
-                &file.sha256,
-                &|_| {},
-            )
+            .download_verified(&key, &dest, file.bytes, &file.sha256, &|n| {
+                running.progress().add_done(n)
+            })
             .await
             .map_err(store_status)?;
     }
@@ -237,6 +265,13 @@ pub async fn stage_restore(
         bytes: snapshot.total_bytes(),
         live_documents: snapshot.live_documents,
     })
+}
+
+pub fn transfer_progress(
+    node: &ShardNode,
+    r: &pb::TransferProgressRequest,
+) -> pb::TransferProgressResponse {
+    node.transfers.report(&r.collection, r.shard)
 }
 
 /// `dir/relative` when `relative` stays inside `dir` (a manifest names files, never `..` or absolute paths).

@@ -62,6 +62,7 @@ fn request(
         prefix: prefix.into(),
         peers,
         catch_up_needed: needed,
+        ..Default::default()
     })
 }
 

@@ -39,6 +39,21 @@ pub const DEFAULT_UPLOAD_CONCURRENCY: usize = 4;
 /// Size of the chunks local files are read, hashed and written in (each on a blocking thread).
 const CHUNK: usize = 1024 * 1024;
 
+/// Where content-addressed snapshots (cluster snapshot format 2) keep file contents, under the destination:
+/// one object per distinct file, shared by every snapshot of the destination that holds that file.
+pub const BLOBS: &str = "blobs";
+
+/// The key of the blob holding content of this sha256 (64 lowercase hex digits) under `blobs`:
+/// `<blobs>/<first two digits>/<sha256>`; `None` for anything else (manifests are read from the destination,
+/// so their hashes are checked before they become keys).
+pub fn blob_key(blobs: &str, sha256_hex: &str) -> Option<String> {
+    let ok = sha256_hex.len() == 64
+        && sha256_hex
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    ok.then(|| format!("{blobs}/{}/{sha256_hex}", &sha256_hex[..2]))
+}
+
 /// Errors of a snapshot destination. Every one names the key (relative to the location) it concerns.
 #[derive(thiserror::Error, Debug)]
 pub enum StoreError {
@@ -761,6 +776,21 @@ mod tests {
     use super::*;
 
     fn assert_send<T: Send>(_: &T) {}
+
+    #[test]
+    fn blob_keys_come_from_well_formed_hashes_only() {
+        let sha = "ab".repeat(32);
+        assert_eq!(blob_key(BLOBS, &sha), Some(format!("blobs/ab/{sha}")));
+        for bad in [
+            "",
+            "../x",
+            &"AB".repeat(32),
+            &"ab".repeat(31),
+            &format!("{}/x", "a".repeat(62)),
+        ] {
+            assert_eq!(blob_key(BLOBS, bad), None, "{bad:?}");
+        }
+    }
 
     /// The store is shared between tasks, and its futures can be spawned.
     #[test]

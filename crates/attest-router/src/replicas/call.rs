@@ -106,6 +106,7 @@ shard_calls! {
     SnapshotShard => snapshot_shard(SnapshotShardRequest) -> SnapshotShardResponse;
     StageRestore => stage_restore(StageRestoreRequest) -> StageRestoreResponse;
     DiscardRestore => discard_restore(DiscardRestoreRequest) -> DiscardRestoreResponse;
+    TransferProgress => transfer_progress(TransferProgressRequest) -> TransferProgressResponse;
 }
 
 /// The innermost service of a replica stack: one [`ShardCall`] to one node, no policy of its own. Always

@@ -26,10 +26,11 @@ use crate::error::RouterError;
 
 pub const CLUSTER_MANIFEST: &str = "attest-snapshot.json";
 /// The cluster snapshot's layout (`attest_core::format`): this manifest, `meta-state.pb` and the replica
-/// snapshots it lists.
+/// snapshots it lists. Version 2 keeps the replicas' files content-addressed under `blobs` (shared by the
+/// destination's snapshots); version 1 kept them under each replica's prefix.
 pub const CLUSTER_SNAPSHOT: attest_core::format::Layout = attest_core::format::Layout {
     what: "cluster snapshot",
-    current: 1,
+    current: 2,
 };
 pub const CLUSTER_SNAPSHOT_FORMAT: u32 = CLUSTER_SNAPSHOT.current;
 const CHECKSUM_ALGORITHM: &str = "sha256:";
@@ -44,6 +45,10 @@ pub struct ClusterManifest {
     pub meta_version: u64,
     pub meta_state_sha256: String,
     pub collections: Vec<CollectionSnapshot>,
+    /// Format 2: the key prefix of the content-addressed files (`attest_snapshot::blob_key`); empty in format 1,
+    /// whose files are under each replica's prefix.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub blobs: String,
     /// `sha256:<hex>` of the canonical content (everything above); set by [`ClusterManifest::encode`].
     /// Absent (empty) in manifests written before it existed, and while the canonical content is serialised.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -73,6 +78,13 @@ pub struct ReplicaSnapshot {
     pub last_seq: u64,
     pub live_documents: u64,
     pub bytes: u64,
+    /// Of `bytes`, those not sent because the destination already held them (format 2).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub skipped_bytes: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Why a manifest's checksum does not vouch for its content.
@@ -92,6 +104,14 @@ impl ClusterManifest {
             .iter()
             .flat_map(|c| &c.replicas)
             .map(|r| r.bytes)
+            .sum()
+    }
+
+    pub fn skipped_bytes(&self) -> u64 {
+        self.collections
+            .iter()
+            .flat_map(|c| &c.replicas)
+            .map(|r| r.skipped_bytes)
             .sum()
     }
 
@@ -217,6 +237,7 @@ mod tests {
             last_seq: 100 + u64::from(shard),
             live_documents: docs,
             bytes: 4096,
+            skipped_bytes: 0,
         }
     }
 
@@ -234,6 +255,7 @@ mod tests {
             meta_version: 42,
             meta_state_sha256: "ab".repeat(32),
             collections: vec![collection("docs"), collection("faq")],
+            blobs: String::new(),
             checksum: String::new(),
         }
     }

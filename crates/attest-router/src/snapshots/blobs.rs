@@ -1,0 +1,75 @@
+//! The content-addressed files of a destination (`blobs/`, cluster snapshot format 2) are shared by its
+//! snapshots, so deleting a snapshot deletes only its own folder; the blobs no snapshot names any more are then
+//! collected here: every snapshot folder's replica `SNAPSHOT.json` (complete or not) names the blobs it uses,
+//! and every other blob is deleted.
+//!
+//! A snapshot being taken uploads blobs before its replica manifests name them, so collection is skipped while
+//! a create job of this cluster writes to the same destination (meta's jobs say so); those blobs are collected
+//! after a later delete. Two clusters sharing one destination would need the same care across clusters, which
+//! this does not give: give each cluster its own destination (or prefix).
+
+use std::collections::BTreeSet;
+
+use attest_snapshot::{SnapshotStore, BLOBS};
+use tracing::info;
+
+use super::{from_store, ReplicaManifest, REPLICA_MANIFEST};
+use crate::error::RouterError;
+use crate::router::Router;
+use crate::snapshot_jobs::{JobKind, JobState};
+
+impl Router {
+    /// Deletes the blobs of `store` (at `location`) that no snapshot names; returns the bytes freed.
+    pub(super) async fn collect_blobs(
+        &self,
+        store: &SnapshotStore,
+        location: &str,
+    ) -> Result<(), RouterError> {
+        let writing = self.snapshot_jobs().await?.into_iter().any(|j| {
+            j.kind == JobKind::Create && j.state == JobState::Running && j.location == location
+        });
+        if writing {
+            info!(location, event = "snapshot_blobs_kept",
+                "a snapshot is being taken to this destination: unused files are collected after a later delete");
+            return Ok(());
+        }
+        let err = |e| from_store("from", e);
+        let mut named = BTreeSet::new();
+        for dir in store.list_dirs("").await.map_err(err)? {
+            if dir == BLOBS {
+                continue;
+            }
+            for (key, _) in store.list_objects(&dir).await.map_err(err)? {
+                if !key.ends_with(&format!("/{REPLICA_MANIFEST}")) {
+                    continue;
+                }
+                let Some(bytes) = store.get_bytes(&key).await.map_err(err)? else {
+                    continue;
+                };
+                // A replica manifest that does not parse names nothing we can keep for it; it is refused on
+                // restore anyway.
+                if let Ok(m) = serde_json::from_slice::<ReplicaManifest>(&bytes) {
+                    named.extend(m.files.into_iter().map(|f| f.sha256));
+                }
+            }
+        }
+        let (mut deleted, mut freed) = (0u64, 0u64);
+        for (key, size) in store.list_objects(BLOBS).await.map_err(err)? {
+            let sha256 = key.rsplit('/').next().unwrap_or_default();
+            if !named.contains(sha256) {
+                store.delete(&key).await.map_err(err)?;
+                deleted += 1;
+                freed += size;
+            }
+        }
+        info!(
+            location,
+            deleted,
+            freed,
+            kept = named.len(),
+            event = "snapshot_blobs_collected",
+            "files no snapshot names deleted"
+        );
+        Ok(())
+    }
+}
