@@ -341,8 +341,7 @@ fn snapshots_are_consistent_under_ingest_restore_elsewhere_and_refuse_damage() {
     // Damage, each refused naming the file, with nothing changed.
     let unchanged = collections(&b_dev.url);
     let quiet = dest.join("quiet");
-    let segment_file =
-        find_file(&quiet.join("squad/shard-0/segments")).expect("a sealed segment file");
+    let segment_file = largest_segment_blob(&dest, &quiet.join("squad/shard-0/SNAPSHOT.json"));
     let relative = segment_file
         .strip_prefix(&dest)
         .unwrap()
@@ -473,23 +472,18 @@ fn snapshots_are_consistent_under_ingest_restore_elsewhere_and_refuse_damage() {
 }
 
 /// The largest file under `dir` (a segment's vectors or index).
-fn find_file(dir: &Path) -> Option<std::path::PathBuf> {
-    let mut best: Option<(u64, std::path::PathBuf)> = None;
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).ok()?.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                let len = e.metadata().ok()?.len();
-                if best.as_ref().is_none_or(|(l, _)| len > *l) {
-                    best = Some((len, p));
-                }
-            }
-        }
-    }
-    best.map(|(_, p)| p)
+/// The content-addressed file (`blobs/…`) of the largest sealed segment file a replica manifest names.
+fn largest_segment_blob(dest: &Path, replica_manifest: &Path) -> std::path::PathBuf {
+    let m: Value = serde_json::from_slice(&std::fs::read(replica_manifest).unwrap()).unwrap();
+    let file = m["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["path"].as_str().unwrap().starts_with("segments/"))
+        .max_by_key(|f| f["bytes"].as_u64().unwrap())
+        .expect("a sealed segment file");
+    let sha = file["sha256"].as_str().unwrap();
+    dest.join("blobs").join(&sha[..2]).join(sha)
 }
 
 /// A moto S3 server on 127.0.0.1 (scripts/s3-test-server.sh makes its environment on first use), killed on drop.
