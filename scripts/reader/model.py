@@ -9,13 +9,17 @@
 Parameter names are the BERT checkpoint's (so the MiniLM weights load unchanged) plus `reader.*` for the new
 pooler and heads; `crates/attest-answer/src/reader` loads the same names with candle. The input layout (which
 tokens go where, the length limits) is defined once here and once in `reader/input.rs`; both must agree.
+`load_base` reads a base model's BERT tensors: a checkpoint's model.safetensors, or the int8 file that
+onnx_to_bert.py writes (issue 41's backbone comparison), dequantised to f32.
 """
 
 import math
+import os
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from safetensors.torch import load_file
 
 CLS, SEP, PAD = 101, 102, 0
 MAX_LEN = 128
@@ -23,6 +27,26 @@ MAX_FIRST = 48
 
 
 MAX_SPAN = 30
+
+
+def load_base(directory):
+    """The base model's tensors by BERT checkpoint name, in f32: `model.safetensors` as it is, else
+    `model.int8.safetensors` (onnx_to_bert.py): NAME.q (int8/uint8, torch layout) with NAME.scale and
+    NAME.zero_point (scalars, or one per output row) become (q - zero_point) * scale; other tensors are f32."""
+    if os.path.exists(f"{directory}/model.safetensors"):
+        return load_file(f"{directory}/model.safetensors")
+    packed = load_file(f"{directory}/model.int8.safetensors")
+    out = {}
+    for name, t in packed.items():
+        if name.endswith(".q"):
+            p = name[:-2]
+            scale, zero = packed[f"{p}.scale"].float(), packed[f"{p}.zero_point"].float()
+            if scale.dim():
+                scale, zero = scale[:, None], zero[:, None]
+            out[p] = (t.float() - zero) * scale
+        elif not name.endswith((".scale", ".zero_point")):
+            out[name] = t.float()
+    return out
 
 
 def pair_ids(tok, first, second, context=None):
@@ -169,8 +193,8 @@ class Reader(nn.Module):
         # Rounds without span loss leave the span head's dropout out (it would shift their random stream).
         self.train_span = False
 
-    def forward(self, ids, types, mask):
-        """Two logits per row, (answerable, supported), and two per token, (span start, span end)."""
+    def encode(self, ids, types, mask):
+        """The encoder's last hidden states (BertModel's last_hidden_state)."""
         t = ids.shape[1]
         e = self.embeddings
         pos = torch.arange(t, device=ids.device).unsqueeze(0)
@@ -178,6 +202,11 @@ class Reader(nn.Module):
         bias = (1.0 - mask[:, None, None, :].float()) * -10000.0
         for layer in self.encoder.layer:
             x = layer(x, bias)
+        return x
+
+    def forward(self, ids, types, mask):
+        """Two logits per row, (answerable, supported), and two per token, (span start, span end)."""
+        x = self.encode(ids, types, mask)
         pooled = torch.tanh(self.reader.pooler(self.dropout(x[:, 0])))
         pooled = self.dropout(pooled)
         heads = torch.cat([self.reader.answerable(pooled), self.reader.supported(pooled)], dim=-1)

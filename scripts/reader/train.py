@@ -8,6 +8,7 @@ the data sets (what the GPU machine is sent: scripts/reader/train-gpu.sh).
 Reproducible: every choice is seeded (`--seed`); resumable: a checkpoint is written every `--checkpoint-every`
 steps to `--work`, and a rerun with the same arguments continues from it. The lower layers and the embeddings
 stay as in all-MiniLM-L6-v2 (`--frozen-layers`); what fits this CPU is training the top ones and the heads.
+`--base` may also be a directory onnx_to_bert.py wrote (another backbone, issue 41; model.load_base reads it).
 
 Usage (scripts/train-reader.sh wraps it):
   python scripts/reader/train.py --data ../shared/data --base models/all-minilm-l6-v2 \
@@ -32,7 +33,8 @@ from tokenizers import Tokenizer
 
 sys.path.insert(0, os.path.dirname(__file__))
 from data import answerability_rows, halueval_answerability_rows, support_rows  # noqa: E402
-from model import MAX_FIRST, MAX_LEN, Reader, answer_span, collate, pair_ids, sentence_range, span_margin  # noqa: E402
+from model import (MAX_FIRST, MAX_LEN, Reader, answer_span, collate, load_base, pair_ids,  # noqa: E402
+                   sentence_range, span_margin)
 
 ANSWERABLE, SUPPORTED = 0, 1
 
@@ -171,6 +173,8 @@ def main():
     p.add_argument("--examples", help="train from this gzipped examples file (--build-only wrote it)")
     p.add_argument("--build-only", action="store_true", help="write the examples (gzipped) to --work and stop")
     p.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (a smoke test)")
+    p.add_argument("--time-limit", type=float, default=0,
+                   help="stop training after this many seconds and report and export as it is (0: no limit)")
     p.add_argument("--checkpoint-every", type=int, default=100)
     p.add_argument("--export-only", action="store_true", help="export the latest checkpoint as it is")
     p.add_argument("--init", help="start from this reader.safetensors (a further round) instead of the base model")
@@ -246,10 +250,11 @@ def main():
     config = json.load(open(f"{args.base}/config.json"))
     model = Reader(config)
     if not args.init:
-        base = load_file(f"{args.base}/model.safetensors")
+        base = load_base(args.base)
         state = {k: v for k, v in base.items() if not k.startswith("pooler.") and k != "embeddings.position_ids"}
-        state["reader.pooler.weight"] = base["pooler.dense.weight"]
-        state["reader.pooler.bias"] = base["pooler.dense.bias"]
+        if "pooler.dense.weight" in base:  # else (an ONNX export has none) the pooler starts from random weights
+            state["reader.pooler.weight"] = base["pooler.dense.weight"]
+            state["reader.pooler.bias"] = base["pooler.dense.bias"]
         missing, _ = model.load_state_dict(state, strict=False)
         assert all(m.startswith("reader.") for m in missing), missing
     else:
@@ -292,6 +297,9 @@ def main():
     if args.max_steps:
         total = min(total, args.max_steps)
     while step < total and not args.export_only:
+        if args.time_limit and time.time() - started > args.time_limit:
+            print(f"time limit: stopped at step {step}/{total}", flush=True)
+            break
         rows = [train[i] for i in plan[step]]
         ids, types, mask = (x.to(device) for x in collate([(r[0], r[1]) for r in rows]))
         task = torch.tensor([r[2] for r in rows], device=device)
@@ -321,9 +329,11 @@ def main():
                         "step": step, "rng": torch.get_rng_state()}, tmp)
             os.replace(tmp, ckpt)
 
+    trained_s = time.time() - started
     # Held-out report.
     predicted = predict(model, heldout, device)
-    report = {"base": "all-MiniLM-L6-v2", "seed": args.seed, "steps": step, "planned_steps": total,
+    report = {"base": config.get("name", "all-MiniLM-L6-v2"), "layers": config["num_hidden_layers"],
+              "train_seconds": round(trained_s, 1), "seed": args.seed, "steps": step, "planned_steps": total,
               "init": os.path.basename(args.init) if args.init else "base", "kind_weight": kind_weight,
               "span_weight": args.span_weight, "span_blend": args.span_blend,
               "batch": args.batch, "lr": args.lr, "epochs": args.epochs, "device": args.device,
