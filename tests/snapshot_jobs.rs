@@ -65,6 +65,23 @@ fn blobs(dest: &Path) -> Vec<String> {
     out
 }
 
+/// Field notes `ids` into collection `notes`, then sealed into a segment.
+fn add_and_seal(router: &str, ids: std::ops::Range<u32>, text: &str) {
+    let docs: Vec<_> = ids
+        .map(|i| json!({"id": format!("n{i}"), "text": format!("Field note {i}: {text}.")}))
+        .collect();
+    let (s, body) = post(
+        &format!("{router}/v1/collections/notes/documents"),
+        &json!({ "documents": docs }),
+    );
+    assert_eq!(s, 200, "{body}");
+    let (s, body) = post(
+        &format!("{router}/v1/collections/notes/maintain"),
+        &json!({"seal": true}),
+    );
+    assert_eq!(s, 200, "{body}");
+}
+
 fn role(d: &Path, name: &str, args: &[&str]) -> (Proc, String) {
     let mut all = vec!["serve", "--insecure"];
     all.extend_from_slice(args);
@@ -113,19 +130,7 @@ fn snapshot_jobs_outlive_their_router_skip_what_the_destination_holds_and_cancel
         &json!({"name": "notes", "shards": 1, "replication": 1}),
     );
     assert_eq!(s, 201, "{body}");
-    let docs: Vec<_> = (0..40)
-        .map(|i| json!({"id": format!("n{i}"), "text": format!("Field note {i}: the heron waded the marsh at dawn.")}))
-        .collect();
-    let (s, body) = post(
-        &format!("{a}/v1/collections/notes/documents"),
-        &json!({ "documents": docs }),
-    );
-    assert_eq!(s, 200, "{body}");
-    let (s, body) = post(
-        &format!("{a}/v1/collections/notes/maintain"),
-        &json!({"seal": true}),
-    );
-    assert_eq!(s, 200, "{body}");
+    add_and_seal(&a, 0..40, "the heron waded the marsh at dawn");
 
     // A snapshot job, started on A and followed on B to its manifest.
     let (s, started) = post(
@@ -153,19 +158,7 @@ fn snapshot_jobs_outlive_their_router_skip_what_the_destination_holds_and_cancel
 
     // A few more documents, then a second snapshot: the files the destination already holds (the first
     // segment, unchanged table files) are not sent again.
-    let more: Vec<_> = (40..44)
-        .map(|i| json!({"id": format!("n{i}"), "text": format!("Field note {i}: an egret joined the heron.")}))
-        .collect();
-    let (s, body) = post(
-        &format!("{a}/v1/collections/notes/documents"),
-        &json!({ "documents": more }),
-    );
-    assert_eq!(s, 200, "{body}");
-    let (s, body) = post(
-        &format!("{a}/v1/collections/notes/maintain"),
-        &json!({"seal": true}),
-    );
-    assert_eq!(s, 200, "{body}");
+    add_and_seal(&a, 40..44, "an egret joined the heron");
     let (s, started) = post(
         &format!("{a}/v1/snapshots"),
         &json!({"destination": dest_s, "id": "s2"}),

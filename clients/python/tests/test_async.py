@@ -76,3 +76,27 @@ def test_keys_and_cluster(dev_auth):
     key, listed, revoked, cluster = run(main())
     assert key.expires_at_ms and key.id in [k.id for k in listed] and revoked.revoked
     assert cluster.nodes
+
+
+def test_snapshot_and_restore_jobs(dev, tmp_path):
+    async def main():
+        async with attest.AsyncClient(dev.url) as c:
+            await c.create_collection("async-snap", shards=1)
+            await c.upload_documents("async-snap", [{"id": "a1", "text": "Awaited snapshots."}], progress=False)
+            manifest = await c.create_snapshot(str(tmp_path), id="async-1", collections=["async-snap"])
+            job = await c.start_snapshot(str(tmp_path), id="async-2", collections=["async-snap"])
+            ended = await c.wait_snapshot_job(job.id, timeout=60)
+            jobs = await c.snapshot_jobs()
+            restored = await c.restore_snapshot(str(tmp_path), "async-1", rename={"async-snap": "async-snap-copy"})
+            again = await c.cancel_snapshot_job(job.id)
+            await c.drop_collection("async-snap-copy")
+            await c.drop_collection("async-snap")
+            return manifest, job, ended, jobs, restored, again, await c.snapshot_job(job.id)
+
+    manifest, job, ended, jobs, restored, again, read = run(main())
+    assert manifest.id == "async-1" and [c.name for c in manifest.collections] == ["async-snap"]
+    assert job.state == "running" and ended.state == "succeeded" and ended.manifest.id == "async-2"
+    assert ended.transfers[0].skipped_bytes > 0 and ended.manifest.collections[0].replicas[0].skipped_bytes > 0
+    assert job.id in [j.id for j in jobs]
+    assert [(r.name, r.from_, r.live_documents) for r in restored] == [("async-snap-copy", "async-snap", 1)]
+    assert again.state == "succeeded" and read == ended

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 import attest
-from attest.models import Collection
+from attest._ops import JobWait
+from attest.models import Collection, SnapshotJob
 
 
 def test_create_get_list_drop(client):
@@ -79,3 +80,77 @@ def test_snapshot_create_list_progress_restore(client, fresh, tmp_path):
 
     assert client.delete_snapshot("snap-1", str(tmp_path)).deleted == "snap-1"
     assert client.list_snapshots(str(tmp_path)) == []
+
+
+def test_snapshot_jobs(client, fresh, tmp_path):
+    client.upload_documents(fresh, [{"id": "j1", "text": "A snapshot job runs after the request."}], progress=False)
+    dest = str(tmp_path)
+    started = client.start_snapshot(dest, id="job-snap-1", collections=[fresh])
+    assert (started.kind, started.snapshot, started.location) == ("create", "job-snap-1", dest)
+    assert started.state == "running" and started.running and started.manifest is None
+    assert started.id.startswith("job-")
+
+    first = client.wait_snapshot_job(started.id, timeout=60)
+    assert (first.id, first.state, first.error) == (started.id, "succeeded", None) and not first.running
+    assert [(t.collection, t.shard, t.state) for t in first.transfers] == [(fresh, 0, "done")]
+    transfer = first.transfers[0]
+    assert transfer.node_id > 0 and transfer.bytes > 0 and transfer.skipped_bytes == 0
+    assert transfer.total_bytes >= transfer.bytes
+    manifest = first.manifest
+    assert manifest is not None and manifest.id == "job-snap-1" and [c.name for c in manifest.collections] == [fresh]
+    assert manifest.blobs and manifest.collections[0].replicas[0].skipped_bytes == 0
+    assert client.snapshot_job(started.id) == first
+
+    # The second snapshot finds the same files in the destination (content-addressed): nothing is sent again.
+    second = client.create_snapshot(dest, id="job-snap-2", collections=[fresh], timeout=60)
+    replica = second.collections[0].replicas[0]
+    assert 0 < replica.skipped_bytes <= replica.bytes
+
+    jobs = client.snapshot_jobs()
+    assert all(isinstance(j, SnapshotJob) for j in jobs)
+    ours = [(j.snapshot, j.kind, j.state) for j in jobs if j.location == dest]
+    assert ours == [("job-snap-1", "create", "succeeded"), ("job-snap-2", "create", "succeeded")]
+    second_job = next(j for j in jobs if j.snapshot == "job-snap-2")
+    assert second_job.manifest == second and second_job.transfers[0].skipped_bytes == replica.skipped_bytes
+
+    # An ended job is left as it is.
+    cancelled = client.cancel_snapshot_job(started.id)
+    assert (cancelled.state, cancelled.manifest) == ("succeeded", manifest)
+    with pytest.raises(attest.NotFoundError):
+        client.snapshot_job("job-none")
+
+    restore = client.start_restore(dest, "job-snap-2", rename={fresh: f"{fresh}-jobs"})
+    assert (restore.kind, restore.snapshot, restore.location) == ("restore", "job-snap-2", dest)
+    restored = client.wait_snapshot_job(restore.id, timeout=60)
+    assert restored.state == "succeeded" and restored.transfers
+    assert all(t.state == "done" and t.collection == f"{fresh}-jobs" for t in restored.transfers)
+    assert [(r.name, r.from_, r.live_documents) for r in restored.restored] == [(f"{fresh}-jobs", fresh, 1)]
+    client.drop_collection(f"{fresh}-jobs")
+
+
+def test_a_failed_restore_job_raises_its_error(client, fresh, tmp_path):
+    client.upload_documents(fresh, [{"id": "d1", "text": "Damaged snapshots are refused."}], progress=False)
+    manifest = client.create_snapshot(str(tmp_path), id="damaged", collections=[fresh])
+    # Same size, other bytes: only the restore's staging (a job's transfer) finds it out.
+    blob = max((p for p in (tmp_path / manifest.blobs).rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+    blob.write_bytes(b"x" * blob.stat().st_size)
+
+    with pytest.raises(attest.AttestError) as failed:
+        client.restore_snapshot(str(tmp_path), "damaged", rename={fresh: f"{fresh}-damaged"})
+    assert failed.value.code == "ABORTED" and failed.value.status is None
+    job = next(j for j in reversed(client.snapshot_jobs()) if j.kind == "restore" and j.snapshot == "damaged")
+    assert job.state == "failed" and job.error and "damaged" in job.error and job.restored is None
+    assert job.id in failed.value.message and job.error in failed.value.message
+    assert "failed" in [t.state for t in job.transfers]
+    with pytest.raises(attest.NotFoundError):
+        client.get_collection(f"{fresh}-damaged")
+
+
+def test_waiting_for_a_job_times_out():
+    running = SnapshotJob(id="job-x", kind="create", snapshot="s", location="/d", state="running")
+    assert JobWait("job-x").pause(running) == 0.2
+    assert JobWait("job-x", timeout=60).pause(running) <= 0.2
+    assert JobWait("job-x", timeout=0).pause(running.model_copy(update={"state": "failed"})) is None
+    with pytest.raises(attest.AttestError) as late:
+        JobWait("job-x", timeout=0).pause(running)
+    assert late.value.code == "DEADLINE_EXCEEDED" and "job-x" in late.value.message

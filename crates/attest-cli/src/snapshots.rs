@@ -30,15 +30,7 @@ pub async fn command(server: &str, cmd: SnapshotCommand) -> anyhow::Result<()> {
             let started = Instant::now();
             let job = call(http.post(format!("{server}/v1/snapshots")).json(&body)).await?;
             if detach {
-                println!(
-                    "{}",
-                    if json {
-                        job.to_string()
-                    } else {
-                        text(&job["id"]).to_string()
-                    }
-                );
-                return Ok(());
+                return print_started(&job, json);
             }
             let job = follow(&http, &server, job, !json).await?;
             if json {
@@ -94,15 +86,7 @@ pub async fn command(server: &str, cmd: SnapshotCommand) -> anyhow::Result<()> {
             )
             .await?;
             if detach {
-                println!(
-                    "{}",
-                    if json {
-                        job.to_string()
-                    } else {
-                        text(&job["id"]).to_string()
-                    }
-                );
-                return Ok(());
+                return print_started(&job, json);
             }
             let job = follow(&http, &server, job, !json).await?;
             let restored = json!({"collections": job["restored"]});
@@ -232,6 +216,16 @@ async fn follow(
         tokio::time::sleep(Duration::from_millis(300)).await;
         job = call(http.get(format!("{server}/v1/snapshots/jobs/{id}"))).await?;
     }
+}
+
+/// A job started with `--detach`: its id (what `attest snapshot jobs ID` takes), or the whole job as JSON.
+fn print_started(job: &Value, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{job}");
+    } else {
+        println!("{}", text(&job["id"]));
+    }
+    Ok(())
 }
 
 fn print_job(j: &Value) {

@@ -6,11 +6,13 @@ only send the calls (the one blocking, the other awaiting).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
+from .errors import AttestError
 from .models import (
     ApiKey,
     AskRequest,
@@ -28,6 +30,7 @@ from .models import (
     RestoreRequest,
     SearchRequest,
     SearchResponse,
+    SnapshotJob,
     SnapshotManifest,
     SnapshotProgress,
     SnapshotRequest,
@@ -209,20 +212,21 @@ def revoke_key(key_id: str) -> Call[ApiKey]:
     return Call("DELETE", f"/v1/keys/{seg(key_id)}", ApiKey.model_validate)
 
 
-def create_snapshot(
+def start_snapshot(
     destination: str,
     *,
     id: str | None = None,
     collections: Sequence[str] | None = None,
     keep: int | None = None,
-) -> Call[SnapshotManifest]:
+) -> Call[SnapshotJob]:
+    """Answered 202 with the job, running."""
     body = SnapshotRequest(
         destination=destination,
         id=id,
         collections=list(collections) if collections is not None else None,
         keep=keep,
     )
-    return Call("POST", "/v1/snapshots", SnapshotManifest.model_validate, json=body.body())
+    return Call("POST", "/v1/snapshots", SnapshotJob.model_validate, json=body.body())
 
 
 def list_snapshots(source: str) -> Call[list[ListedSnapshot]]:
@@ -239,14 +243,15 @@ def delete_snapshot(snapshot_id: str, source: str) -> Call[Deleted]:
     return Call("DELETE", f"/v1/snapshots/{seg(snapshot_id)}", Deleted.model_validate, params={"from": source})
 
 
-def restore_snapshot(
+def start_restore(
     source: str,
     snapshot_id: str,
     *,
     collections: Sequence[str] | None = None,
     rename: Mapping[str, str] | None = None,
     force: bool = False,
-) -> Call[list[RestoredCollection]]:
+) -> Call[SnapshotJob]:
+    """Answered 202 with the job, running."""
     body = RestoreRequest(
         source=source,
         id=snapshot_id,
@@ -254,8 +259,83 @@ def restore_snapshot(
         rename=dict(rename) if rename is not None else None,
         force=force or None,
     )
-    parse = lambda d: [RestoredCollection.model_validate(c) for c in d["collections"]]  # noqa: E731
-    return Call("POST", "/v1/snapshots/restore", parse, json=body.body())
+    return Call("POST", "/v1/snapshots/restore", SnapshotJob.model_validate, json=body.body())
+
+
+def snapshot_job(job_id: str) -> Call[SnapshotJob]:
+    return Call("GET", f"/v1/snapshots/jobs/{seg(job_id)}", SnapshotJob.model_validate)
+
+
+def snapshot_jobs() -> Call[list[SnapshotJob]]:
+    return Call("GET", "/v1/snapshots/jobs", lambda d: [SnapshotJob.model_validate(j) for j in d["jobs"]])
+
+
+def cancel_snapshot_job(job_id: str) -> Call[SnapshotJob]:
+    return Call("POST", f"/v1/snapshots/jobs/{seg(job_id)}/cancel", SnapshotJob.model_validate)
+
+
+#: Seconds between two reads of a snapshot job being waited for.
+JOB_POLL_INTERVAL = 0.2
+
+
+class JobWait:
+    """Waiting for a snapshot job to end, for both clients: they send :attr:`call` (which reads the job) and
+    sleep what :meth:`pause` says until it says ``None``.
+
+    Args:
+        job_id: the job.
+        timeout: seconds to wait at most (``None``: until it ends); past them :meth:`pause` raises an
+            :class:`~attest.errors.AttestError` ``DEADLINE_EXCEEDED`` (the job goes on).
+    """
+
+    def __init__(self, job_id: str, timeout: float | None = None, interval: float = JOB_POLL_INTERVAL) -> None:
+        self.call = snapshot_job(job_id)
+        self.timeout = timeout
+        self.interval = interval
+        self._deadline = None if timeout is None else time.monotonic() + timeout
+
+    def pause(self, job: SnapshotJob) -> float | None:
+        """``None`` once ``job`` has ended; else the seconds to sleep before reading it again."""
+        if not job.running:
+            return None
+        if self._deadline is None:
+            return self.interval
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise AttestError(
+                f"snapshot job {job.id} is still running after {self.timeout:g} s (it goes on: "
+                "cancel_snapshot_job stops it)",
+                code="DEADLINE_EXCEEDED",
+            )
+        return min(self.interval, left)
+
+
+def _succeeded(job: SnapshotJob) -> SnapshotJob:
+    """``job`` if it succeeded; an AttestError ``CANCELLED`` or ``ABORTED`` (with the job's error) if not."""
+    if job.state == "succeeded":
+        return job
+    if job.state == "cancelled":
+        raise AttestError(f"snapshot job {job.id} ({job.kind} of {job.snapshot}) was cancelled", code="CANCELLED")
+    raise AttestError(
+        f"snapshot job {job.id} ({job.kind} of {job.snapshot}) {job.state}: {job.error or 'no error given'}",
+        code="ABORTED",
+    )
+
+
+def job_manifest(job: SnapshotJob) -> SnapshotManifest:
+    """The manifest of an ended create job; raises as :func:`_succeeded`."""
+    manifest = _succeeded(job).manifest
+    if manifest is None:
+        raise AttestError(f"snapshot job {job.id} succeeded without a manifest", code="INTERNAL")
+    return manifest
+
+
+def job_restored(job: SnapshotJob) -> list[RestoredCollection]:
+    """The collections of an ended restore job; raises as :func:`_succeeded`."""
+    restored = _succeeded(job).restored
+    if restored is None:
+        raise AttestError(f"snapshot job {job.id} succeeded without its restored collections", code="INTERNAL")
+    return restored
 
 
 def cluster() -> Call[ClusterStatus]:

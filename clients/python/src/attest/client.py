@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, overload
 
@@ -33,6 +34,7 @@ from .models import (
     ListedSnapshot,
     RestoredCollection,
     SearchResponse,
+    SnapshotJob,
     SnapshotManifest,
     SnapshotProgress,
     UploadReport,
@@ -275,9 +277,26 @@ class Client:
         id: str | None = None,
         collections: Sequence[str] | None = None,
         keep: int | None = None,
+        timeout: float | None = None,
     ) -> SnapshotManifest:
-        """Snapshots collections (default all) to a directory every node reaches or ``s3://bucket/prefix``."""
-        return self._sender.run(ops.create_snapshot(destination, id=id, collections=collections, keep=keep))
+        """Snapshots collections (default all) to a directory every node reaches or ``s3://bucket/prefix``
+        (``keep``: then delete the oldest snapshots there beyond this many), waiting for the job to end: its
+        manifest, or an AttestError ``ABORTED`` (the job failed; its message has the job's id and error) or
+        ``CANCELLED``. ``timeout``: seconds to wait at most (``DEADLINE_EXCEEDED``; the job goes on)."""
+        job = self.start_snapshot(destination, id=id, collections=collections, keep=keep)
+        return ops.job_manifest(self.wait_snapshot_job(job.id, timeout=timeout))
+
+    def start_snapshot(
+        self,
+        destination: str,
+        *,
+        id: str | None = None,
+        collections: Sequence[str] | None = None,
+        keep: int | None = None,
+    ) -> SnapshotJob:
+        """Starts a snapshot as :meth:`create_snapshot` does, without waiting: the job, running (follow it with
+        :meth:`snapshot_job` or :meth:`wait_snapshot_job`)."""
+        return self._sender.run(ops.start_snapshot(destination, id=id, collections=collections, keep=keep))
 
     def list_snapshots(self, source: str) -> list[ListedSnapshot]:
         """The snapshots in a destination (a damaged one has ``problem`` instead of ``manifest``)."""
@@ -299,11 +318,52 @@ class Client:
         collections: Sequence[str] | None = None,
         rename: Mapping[str, str] | None = None,
         force: bool = False,
+        timeout: float | None = None,
     ) -> list[RestoredCollection]:
-        """Restores collections of a snapshot (``rename`` ``{old: new}``; ``force`` replaces existing ones)."""
+        """Restores collections of a snapshot (``rename`` ``{old: new}``; ``force`` replaces existing ones),
+        waiting for the job to end: the restored collections, or an AttestError as :meth:`create_snapshot`."""
+        job = self.start_restore(source, snapshot_id, collections=collections, rename=rename, force=force)
+        return ops.job_restored(self.wait_snapshot_job(job.id, timeout=timeout))
+
+    def start_restore(
+        self,
+        source: str,
+        snapshot_id: str,
+        *,
+        collections: Sequence[str] | None = None,
+        rename: Mapping[str, str] | None = None,
+        force: bool = False,
+    ) -> SnapshotJob:
+        """Starts a restore as :meth:`restore_snapshot` does, without waiting: the job, running."""
         return self._sender.run(
-            ops.restore_snapshot(source, snapshot_id, collections=collections, rename=rename, force=force)
+            ops.start_restore(source, snapshot_id, collections=collections, rename=rename, force=force)
         )
+
+    def snapshot_job(self, job_id: str) -> SnapshotJob:
+        """A snapshot or restore job: its state, each replica's bytes, its result or error (admin)."""
+        return self._sender.run(ops.snapshot_job(job_id))
+
+    def snapshot_jobs(self) -> list[SnapshotJob]:
+        """The snapshot and restore jobs meta keeps (running ones and the last ended ones), oldest first."""
+        return self._sender.run(ops.snapshot_jobs())
+
+    def cancel_snapshot_job(self, job_id: str) -> SnapshotJob:
+        """Asks a running job to stop (a snapshot deletes what it uploaded, a restore discards what it staged; a
+        restore already creating its collections finishes); answers the job, ``cancel_requested`` set while it
+        runs. An ended job is left as it is."""
+        return self._sender.run(ops.cancel_snapshot_job(job_id))
+
+    def wait_snapshot_job(self, job_id: str, *, timeout: float | None = None) -> SnapshotJob:
+        """Reads the job every 0.2 s until it ends, and answers it as it ended (``succeeded``, ``failed`` or
+        ``cancelled``: check ``state``). ``timeout``: seconds to wait at most, then an AttestError
+        ``DEADLINE_EXCEEDED`` (the job goes on)."""
+        wait = ops.JobWait(job_id, timeout)
+        while True:
+            job = self._sender.run(wait.call)
+            pause = wait.pause(job)
+            if pause is None:
+                return job
+            time.sleep(pause)
 
     def cluster(self) -> ClusterStatus:
         """Meta voters, nodes, replica sets and their health (admin)."""

@@ -72,6 +72,8 @@ class SnapshotReplica(ApiModel):
     last_seq: int | None = None
     live_documents: int = 0
     manifest_sha256: str | None = None
+    #: Of ``bytes``, those not sent because the destination already held them (an earlier snapshot's files).
+    skipped_bytes: int = 0
 
 
 class SnapshotCollection(ApiModel):
@@ -93,6 +95,9 @@ class SnapshotManifest(ApiModel):
     collections: list[SnapshotCollection] = Field(default_factory=list)
     meta_version: int | None = None
     meta_state_sha256: str | None = None
+    #: The key prefix of the content-addressed files (format 2); empty or absent in format 1, whose files are
+    #: under each replica's ``prefix``.
+    blobs: str | None = None
 
 
 class ListedSnapshot(ApiModel):
@@ -148,6 +153,58 @@ class SnapshotProgress(ApiModel):
 
     id: str
     replicas: list[ReplicaProgress] = Field(default_factory=list)
+
+
+class ShardTransfer(ApiModel):
+    """One replica's transfer in a snapshot job: its upload (create) or its download into a node's staging area
+    (restore)."""
+
+    collection: str
+    shard: int
+    #: The node moving the files (0 until a create picks the replica).
+    node_id: int = 0
+    #: ``pending``, ``running``, ``done`` or ``failed``.
+    state: str
+    #: Bytes moved so far.
+    bytes: int = 0
+    #: Bytes not sent because the destination already held them (an earlier snapshot's files).
+    skipped_bytes: int = 0
+    #: The replica's bytes in all (0 until its transfer starts).
+    total_bytes: int = 0
+
+
+class SnapshotJob(ApiModel):
+    """A snapshot or restore job (``POST /v1/snapshots``, ``POST /v1/snapshots/restore``,
+    ``GET /v1/snapshots/jobs/{id}``): it runs on a router after the request that started it, and ends
+    ``succeeded`` (with its ``manifest`` or ``restored`` collections), ``failed`` (with its ``error``) or
+    ``cancelled``."""
+
+    id: str
+    #: ``create`` or ``restore``.
+    kind: str
+    #: The snapshot's id.
+    snapshot: str
+    #: The destination (create) or the source (restore).
+    location: str
+    #: ``running``, ``succeeded``, ``failed`` or ``cancelled``.
+    state: str
+    cancel_requested: bool = False
+    #: The router running it.
+    router: str | None = None
+    #: Unix ms, meta's clock.
+    created_ms: int | None = None
+    updated_ms: int | None = None
+    transfers: list[ShardTransfer] = Field(default_factory=list)
+    error: str | None = None
+    #: A succeeded create's manifest.
+    manifest: SnapshotManifest | None = None
+    #: A succeeded restore's collections.
+    restored: list[RestoredCollection] | None = None
+
+    @property
+    def running(self) -> bool:
+        """It has not ended yet."""
+        return self.state == "running"
 
 
 class ClusterNode(ApiModel):
