@@ -1,0 +1,122 @@
+"""Exports a trained reader as the int8 ONNX graph the answer tier runs under ONNX Runtime (issue 41: a backbone
+whose f16 weights are over the 50 MB the repository takes, bge-small-en-v1.5).
+
+Inputs: the base folder (onnx_to_bert.py's output: its embeddings, which the reader's rounds do not train,
+config.json, tokenizer.json) and the trained weights without embeddings (train-bge-gpu.sh's
+reader-encoder.safetensors, or a whole reader.safetensors). Output folder: `reader.onnx` (inputs `input_ids`,
+`token_type_ids`, `attention_mask`, int64 [batch, tokens]; outputs `heads` [batch, 2] — the answerable and
+supported logits — and `span` [batch, tokens, 2], the span head's start and end logits), dynamically quantised
+to int8 per output channel; `config.json` with `span_blend`, `max_len` and `max_first` from the weights'
+metadata; `tokenizer.json`; `reader.sha256`. Checked: the int8 graph against the f32 PyTorch model on held-out
+pairs (the logits' largest difference, and the agreement of their signs where the f32 logit is past ±1, are
+printed; it fails below 0.97).
+
+Usage: python scripts/reader/export_onnx.py BASE_DIR WEIGHTS.safetensors OUT_DIR [--examples EXAMPLES.json.gz]
+"""
+
+import argparse
+import gzip
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+import numpy as np
+import torch
+from safetensors import safe_open
+
+sys.path.insert(0, os.path.dirname(__file__))
+from model import Reader, collate, load_base  # noqa: E402
+
+
+class Exported(torch.nn.Module):
+    """The reader in eval mode, as one graph: (ids, types, mask) -> (heads, span)."""
+
+    def __init__(self, reader):
+        super().__init__()
+        self.reader = reader
+
+    def forward(self, input_ids, token_type_ids, attention_mask):
+        return self.reader(input_ids, token_type_ids, attention_mask)
+
+
+def sample_rows(examples, n):
+    """`n` (ids, types) pairs from the examples file, or made-up ones when there is none."""
+    if examples:
+        with gzip.open(examples, "rt") as f:
+            _, heldout = json.load(f)  # [training rows, held-out rows]; each row starts (ids, types, ...)
+        picked = [(r[0], r[1]) for r in heldout[:n]]
+        if picked:
+            return picked
+    rng = np.random.default_rng(7)
+    return [([101] + list(rng.integers(1000, 20000, 20)) + [102] + list(rng.integers(1000, 20000, 30)) + [102],
+             [0] * 22 + [1] * 31) for _ in range(n)]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("base")
+    p.add_argument("weights")
+    p.add_argument("out")
+    p.add_argument("--examples")
+    args = p.parse_args()
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    import onnxruntime as ort
+
+    config = json.load(open(f"{args.base}/config.json"))
+    model = Reader(config)
+    state = {k: v for k, v in load_base(args.base).items() if k.startswith("embeddings.")}
+    with safe_open(args.weights, "pt") as f:
+        meta = f.metadata() or {}
+        state.update({k: f.get_tensor(k).float() for k in f.keys() if not k.startswith("embeddings.")
+                      or k not in state})
+    state.pop("embeddings.position_ids", None)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    assert not missing and not unexpected, (missing, unexpected)
+    model.eval()
+
+    os.makedirs(args.out, exist_ok=True)
+    rows = sample_rows(args.examples, 64)
+    ids, types, mask = collate(rows)
+    with tempfile.TemporaryDirectory() as tmp:
+        f32 = f"{tmp}/reader-f32.onnx"
+        torch.onnx.export(Exported(model), (ids[:2], types[:2], mask[:2]), f32,
+                          input_names=["input_ids", "token_type_ids", "attention_mask"],
+                          output_names=["heads", "span"], opset_version=17, dynamo=False,
+                          dynamic_axes={n: {0: "batch", 1: "tokens"} for n in
+                                        ["input_ids", "token_type_ids", "attention_mask", "span"]}
+                          | {"heads": {0: "batch"}})
+        quantize_dynamic(f32, f"{args.out}/reader.onnx", weight_type=QuantType.QInt8, per_channel=True)
+
+    with torch.no_grad():
+        heads, span = model(ids, types, mask)
+    session = ort.InferenceSession(f"{args.out}/reader.onnx", providers=["CPUExecutionProvider"])
+    q_heads, q_span = session.run(None, {"input_ids": ids.numpy(), "token_type_ids": types.numpy(),
+                                         "attention_mask": mask.numpy()})
+    heads = heads.numpy()
+    decisive = np.abs(heads) > 1.0  # near 0 either side is a coin toss for any model
+    agree = float((np.sign(heads) == np.sign(q_heads))[decisive].mean()) if decisive.any() else 1.0
+    print(f"int8 graph vs f32 model on {len(rows)} pairs: heads max |diff| {np.abs(heads - q_heads).max():.3f}, "
+          f"sign agreement {agree:.3f}; span max |diff| {np.abs(span.numpy() - q_span).max():.3f}")
+    assert agree >= 0.97, "the int8 graph disagrees with the model"
+
+    out_config = dict(config)
+    for key in ("span_blend", "max_len", "max_first"):
+        if key in meta:
+            out_config[key] = float(meta[key]) if key == "span_blend" else int(meta[key])
+    with open(f"{args.out}/config.json", "w") as f:
+        json.dump(out_config, f, indent=2)
+    shutil.copyfile(f"{args.base}/tokenizer.json", f"{args.out}/tokenizer.json")
+    sums = {}
+    for name in ("config.json", "tokenizer.json", "reader.onnx"):
+        with open(f"{args.out}/{name}", "rb") as f:
+            sums[name] = hashlib.sha256(f.read()).hexdigest()
+    with open(f"{args.out}/reader.sha256", "w") as f:
+        f.writelines(f"{h}  {n}\n" for n, h in sums.items())
+    print(f"wrote {args.out}/reader.onnx ({os.path.getsize(f'{args.out}/reader.onnx') / 1e6:.1f} MB)")
+
+
+if __name__ == "__main__":
+    main()
