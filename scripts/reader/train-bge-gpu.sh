@@ -5,7 +5,8 @@
 # fits the device budget. The embeddings are not trained (round 7's flags freeze them), so the weights come back
 # without them, f16, split into 12 MB parts under $OUT (the device returns at most 16 MiB a file):
 # `cat OUT/reader-encoder.safetensors.part* > reader-encoder.safetensors`, then scripts/reader/export_onnx.py puts
-# the base's embeddings back and writes the int8 ONNX graph the answer tier runs.
+# the base's embeddings back and writes the int8 ONNX graph (round 8; served by the ONNX Runtime back end of
+# 9f05b15, not the default: docs/BENCHMARKS.md "Reader round 8").
 # Usage: OUT=dir scripts/reader/train-bge-gpu.sh [DIR]
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -11,11 +11,10 @@
 //! `reader.backend: lexical` turns the reader off (word-overlap gate, composer and verifier).
 //!
 //! - [`input`]: the token layout and the text each head reads (mirrors `scripts/reader/`).
-//! - [`model`]: the model, checksummed like the embedder; [`onnx`]: its ONNX Runtime back end.
+//! - [`model`]: the candle model, checksummed like the embedder.
 
 pub mod input;
 pub mod model;
-pub mod onnx;
 
 use std::path::PathBuf;
 use std::sync::Arc;
