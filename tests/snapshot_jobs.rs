@@ -82,6 +82,28 @@ fn add_and_seal(router: &str, ids: std::ops::Range<u32>, text: &str) {
     assert_eq!(s, 200, "{body}");
 }
 
+/// The content hashes the replica manifests of snapshot `id` name (every collection's), sorted, once each.
+fn named_by(dest: &Path, id: &str) -> Vec<String> {
+    let mut named = Vec::new();
+    for collection in std::fs::read_dir(dest.join(id)).unwrap().flatten() {
+        let path = collection.path().join("shard-0/SNAPSHOT.json");
+        if !path.exists() {
+            continue;
+        }
+        let manifest: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        named.extend(
+            manifest["files"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f["sha256"].as_str().unwrap().to_string()),
+        );
+    }
+    named.sort();
+    named.dedup();
+    named
+}
+
 fn role(d: &Path, name: &str, args: &[&str]) -> (Proc, String) {
     let mut all = vec!["serve", "--insecure"];
     all.extend_from_slice(args);
@@ -189,18 +211,7 @@ fn snapshot_jobs_outlive_their_router_skip_what_the_destination_holds_and_cancel
         None,
     );
     assert_eq!(s, 200, "{body}");
-    let replica_manifest: Value = serde_json::from_slice(
-        &std::fs::read(dest.join("s2/notes/shard-0/SNAPSHOT.json")).unwrap(),
-    )
-    .unwrap();
-    let mut named: Vec<String> = replica_manifest["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["sha256"].as_str().unwrap().to_string())
-        .collect();
-    named.sort();
-    named.dedup();
+    let named = named_by(&dest, "s2");
     assert!(
         after_s1.iter().any(|b| !named.contains(b)),
         "s1 had files of its own"
@@ -233,6 +244,27 @@ fn snapshot_jobs_outlive_their_router_skip_what_the_destination_holds_and_cancel
     );
     assert_eq!(s, 200, "{found}");
     assert_eq!(found["hits"].as_array().unwrap().len(), 3, "{found}");
+
+    // Retention: a snapshot with `keep: 1` after another write deletes s2 and collects what only s2 named.
+    add_and_seal(&a, 44..46, "a bittern boomed");
+    let (s, started) = post(
+        &format!("{a}/v1/snapshots"),
+        &json!({"destination": dest_s, "id": "s2b", "keep": 1}),
+    );
+    assert_eq!(s, 202, "{started}");
+    let s2b = wait_job(
+        &b,
+        started["id"].as_str().unwrap(),
+        Duration::from_secs(60),
+        finished,
+    );
+    assert_eq!(s2b["state"], "succeeded", "{s2b}");
+    assert!(!dest.join("s2").exists(), "s2 pruned");
+    assert_eq!(
+        blobs(&dest),
+        named_by(&dest, "s2b"),
+        "exactly the files s2b names remain"
+    );
 
     // Cancelled from B while the shard's upload hangs: the job ends cancelled and leaves no snapshot.
     signal(&shard, libc::SIGSTOP);
@@ -278,7 +310,14 @@ fn snapshot_jobs_outlive_their_router_skip_what_the_destination_holds_and_cancel
         .collect();
     assert_eq!(
         states,
-        ["succeeded", "succeeded", "succeeded", "cancelled", "failed"],
+        [
+            "succeeded",
+            "succeeded",
+            "succeeded",
+            "succeeded",
+            "cancelled",
+            "failed"
+        ],
         "{all}"
     );
 }

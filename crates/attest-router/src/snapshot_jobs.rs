@@ -195,6 +195,11 @@ impl JobTracker {
         });
     }
 
+    /// The job's id.
+    pub fn id(&self) -> String {
+        self.job.lock().id.clone()
+    }
+
     pub fn is_cancelled(&self) -> bool {
         *self.cancel.borrow()
     }

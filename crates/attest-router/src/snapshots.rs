@@ -366,8 +366,13 @@ impl Router {
         info!(snapshot = %id, bytes = manifest.total_bytes(), skipped_bytes = manifest.skipped_bytes(),
             event = "snapshot_created", "cluster snapshot complete");
         if let Some(keep) = plan.keep {
-            self.prune_snapshots(store, &plan.destination, keep.max(1) as usize)
-                .await?;
+            self.prune_snapshots(
+                store,
+                &plan.destination,
+                keep.max(1) as usize,
+                &tracker.id(),
+            )
+            .await?;
         }
         Ok(manifest)
     }
@@ -378,6 +383,7 @@ impl Router {
         store: &SnapshotStore,
         location: &str,
         keep: usize,
+        job: &str,
     ) -> Result<(), RouterError> {
         let mut complete: Vec<ClusterManifest> = Vec::new();
         for id in store
@@ -399,7 +405,7 @@ impl Router {
             info!(snapshot = %old.id, keep, event = "snapshot_pruned", "snapshot deleted by retention");
         }
         if complete.len() > keep {
-            self.collect_blobs(store, location).await?;
+            self.collect_blobs(store, location, Some(job)).await?;
         }
         Ok(())
     }
@@ -429,7 +435,7 @@ impl Router {
             )));
         }
         delete_snapshot_files(&store, id).await?;
-        self.collect_blobs(&store, source).await
+        self.collect_blobs(&store, source, None).await
     }
 
     /// One replica of the shard snapshotted and uploaded: the first candidate (live ones first) that manages.

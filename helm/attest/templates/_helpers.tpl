@@ -506,6 +506,14 @@ spec:
             - name: grpc
               containerPort: {{ $r.ports.grpc }}
           {{- include "attest.probes" (dict "root" $root "grpcPort" $r.ports.grpc "httpPort" $r.ports.http) | trim | nindent 10 }}
+          {{- with $r.preStopSleepSeconds }}
+          lifecycle:
+            preStop:
+              exec:
+                # The pod leaves the Service's endpoints while it terminates, not before: it keeps serving this
+                # long, so a connection routed to it just before is answered rather than cut by the shutdown.
+                command: ["/bin/sh", "-c", "sleep {{ . }}"]
+          {{- end }}
           resources:
             {{- $res := deepCopy $r.resources }}
             {{- if $gpu }}

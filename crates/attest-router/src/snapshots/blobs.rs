@@ -4,8 +4,9 @@
 //! and every other blob is deleted.
 //!
 //! A snapshot being taken uploads blobs before its replica manifests name them, so collection is skipped while
-//! a create job of this cluster writes to the same destination (meta's jobs say so); those blobs are collected
-//! after a later delete. Two clusters sharing one destination would need the same care across clusters, which
+//! another create job of this cluster writes to the same destination (meta's jobs say so); those blobs are
+//! collected after a later delete. The job whose retention collects is not one of them: its own files are named
+//! by its replica manifests by then. Two clusters sharing one destination would need the same care across clusters, which
 //! this does not give: give each cluster its own destination (or prefix).
 
 use std::collections::BTreeSet;
@@ -19,14 +20,19 @@ use crate::router::Router;
 use crate::snapshot_jobs::{JobKind, JobState};
 
 impl Router {
-    /// Deletes the blobs of `store` (at `location`) that no snapshot names; returns the bytes freed.
+    /// Deletes the blobs of `store` (at `location`) that no snapshot names, unless a create job other than
+    /// `collecting_job` is writing there.
     pub(super) async fn collect_blobs(
         &self,
         store: &SnapshotStore,
         location: &str,
+        collecting_job: Option<&str>,
     ) -> Result<(), RouterError> {
         let writing = self.snapshot_jobs().await?.into_iter().any(|j| {
-            j.kind == JobKind::Create && j.state == JobState::Running && j.location == location
+            j.kind == JobKind::Create
+                && j.state == JobState::Running
+                && j.location == location
+                && Some(j.id.as_str()) != collecting_job
         });
         if writing {
             info!(location, event = "snapshot_blobs_kept",
