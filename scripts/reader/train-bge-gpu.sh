@@ -10,18 +10,9 @@
 # Usage: OUT=dir scripts/reader/train-bge-gpu.sh [DIR]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-dir=${1:-.bge-gpu}
 out=${OUT:?set OUT to the output folder}
-work=/tmp/attest-reader-bge
-rm -rf "$work"
-mkdir -p "$out"
-started=$(date +%s)
-python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0))"
-# shellcheck disable=SC2046
-python3 -u scripts/reader/train.py --examples "$dir/examples.json.gz" --device cuda --base "$dir/base" \
-  --out "$work/out" --work "$work" --checkpoint-every 100000 $(cat scripts/reader/round7.args) \
-  --epochs 3 --time-limit 245 2>&1 | grep -v '^step ' | tee "$out/train.log"
-cp "$work/out/report.json" "$out/report.json"
+work=/tmp/attest-reader-bge  # where compare-backbones-gpu.sh trains
+EPOCHS=3 TIME_LIMIT=245 scripts/reader/compare-backbones-gpu.sh "${1:-.bge-gpu}"
 python3 - "$work/out/reader.safetensors" "$work/reader-encoder.safetensors" <<'PY'
 import sys
 from safetensors import safe_open
@@ -34,4 +25,3 @@ print(f"{len(kept)} tensors kept (embeddings left out)")
 PY
 split -b 12M -d "$work/reader-encoder.safetensors" "$out/reader-encoder.safetensors.part"
 ls -la "$out"
-echo "wall $(( $(date +%s) - started )) s"
