@@ -215,12 +215,6 @@ impl JobTracker {
     }
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 /// What a job's work returns.
 pub enum JobResult {
     Created(ClusterManifest),
@@ -248,8 +242,8 @@ impl Router {
             state: JobState::Running,
             cancel_requested: false,
             router: self.instance.clone(),
-            created_ms: now_ms(),
-            updated_ms: now_ms(),
+            created_ms: attest_core::clock::unix_ms(),
+            updated_ms: attest_core::clock::unix_ms(),
             transfers: Vec::new(),
             error: None,
             manifest: None,
@@ -423,7 +417,7 @@ impl Router {
     /// `job`, or — when it is running and its router has not put it for [`SILENT_LIMIT`] — the job recorded
     /// failed (meta checks the silence on its own clock, so a router whose clock is ahead cannot fail a live job).
     async fn settle_silent(&self, job: SnapshotJob) -> Result<SnapshotJob, RouterError> {
-        let silent_ms = now_ms().saturating_sub(job.updated_ms);
+        let silent_ms = attest_core::clock::unix_ms().saturating_sub(job.updated_ms);
         if job.state != JobState::Running || silent_ms <= SILENT_LIMIT.as_millis() as u64 {
             return Ok(job);
         }

@@ -149,12 +149,6 @@ fn id_problem(id: &str) -> Option<&'static str> {
     (!ok).then_some("use 1-128 characters from [A-Za-z0-9._-], not starting with '.'")
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 /// `snapshot-YYYYMMDDTHHMMSSZ` from the clock.
 fn default_id(ms: u64) -> String {
     format!(
@@ -212,7 +206,7 @@ impl Router {
     /// Everything a snapshot can be refused for before any file moves: its id, the destination, an existing
     /// snapshot of that id, the collections named. Takes the state (linearizable) the snapshot records.
     pub async fn plan_create(&self, req: CreateSnapshot) -> Result<CreatePlan, RouterError> {
-        let created_ms = now_ms();
+        let created_ms = attest_core::clock::unix_ms();
         let id = req.id.clone().unwrap_or_else(|| default_id(created_ms));
         if let Some(problem) = id_problem(&id) {
             return Err(RouterError::invalid("id", problem));
@@ -625,7 +619,7 @@ mod tests {
     fn ids_are_single_safe_names_and_default_to_the_utc_time() {
         assert_eq!(default_id(0), "snapshot-19700101T000000Z");
         assert_eq!(default_id(1_795_600_000_000), "snapshot-20261125T094640Z");
-        assert!(id_problem(&default_id(now_ms())).is_none());
+        assert!(id_problem(&default_id(attest_core::clock::unix_ms())).is_none());
         for bad in ["", ".hidden", "a/b", "a b", "..", "blobs", &"x".repeat(129)] {
             assert!(id_problem(bad).is_some(), "{bad:?}");
         }
