@@ -101,6 +101,7 @@ fn search_req(query: &str, lanes: &[&str]) -> pb::SearchRequest {
         filter: None,
         tenant: String::new(),
         nprobe: None,
+        vector: Vec::new(),
     }
 }
 

@@ -31,5 +31,6 @@ mod security;
 mod smollm2;
 mod snapshot_jobs;
 mod snapshots;
+mod supplied_vectors;
 mod tls;
 mod traces;

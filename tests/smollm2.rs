@@ -123,6 +123,7 @@ async fn every_citation_of_the_local_model_resolves_to_a_passage_retrieved_in_th
                     filter: None,
                     tenant: String::new(),
                     nprobe: None,
+                    vector: Vec::new(),
                 },
                 format!("check-{i}"),
             )

@@ -1,5 +1,8 @@
 //! What the benchmark examples share: finding the `attest` binary they start roles with.
 
+#[allow(dead_code)] // not every example starts a local cluster
+pub mod cluster;
+
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;

@@ -88,3 +88,26 @@ def test_delete_document(client, fresh):
     assert [h.doc_id for h in client.search(fresh, "glaciers valleys").hits] == ["keep"]
     with pytest.raises(attest.NotFoundError):
         client.delete_document(fresh, "drop/me 1")
+
+
+def test_search_with_the_callers_own_vectors(client, fresh):
+    # Two documents with vectors the caller made (nearly orthogonal unit vectors in 384-d); a search that brings
+    # one of them finds its document by the dense lane alone, with no query text.
+    import random
+
+    def unit(seed: int) -> list[float]:
+        rng = random.Random(seed)
+        v = [rng.random() - 0.5 for _ in range(384)]
+        norm = sum(x * x for x in v) ** 0.5
+        return [x / norm for x in v]
+
+    client.upload_documents(fresh, [
+        {"id": "own-a", "text": "Tide tables for the northern harbour.", "vector": unit(1)},
+        {"id": "own-b", "text": "Opening hours of the lighthouse museum.", "vector": unit(2)},
+    ], progress=False)
+    result = client.search(fresh, "", k=2, lanes="dense", vector=unit(2))
+    assert [h.doc_id for h in result.hits][0] == "own-b"
+    assert result.hits[0].lanes.dense.score > 0.99
+    with pytest.raises(attest.InvalidArgumentError) as short:
+        client.search(fresh, "", lanes="dense", vector=[1.0, 2.0])
+    assert short.value.field == "vector"

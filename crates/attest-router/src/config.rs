@@ -139,6 +139,10 @@ impl RouterConfig {
             p.add("default_tenant", "must not be empty");
         }
         p.positive("replicas.deadline_ms", self.replicas.deadline_ms);
+        p.positive(
+            "replicas.write_deadline_ms",
+            self.replicas.write_deadline_ms,
+        );
         p.positive("meta_poll_ms", self.meta_poll_ms);
         p.positive("metrics_label_cap", self.metrics_label_cap);
         if !(self.payload_inline_factor.is_finite() && self.payload_inline_factor >= 0.0) {

@@ -146,7 +146,7 @@ impl RouterService for RouterServiceImpl {
                         metadata,
                         tenant: (!d.tenant.is_empty()).then_some(d.tenant),
                     },
-                    vector: None,
+                    vector: (!d.vector.is_empty()).then_some(d.vector),
                 })
             })
             .collect::<Result<Vec<_>, RouterError>>()?;

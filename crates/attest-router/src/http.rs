@@ -461,6 +461,7 @@ pub(crate) async fn search(
         filter: b.filter.as_ref().map(filter_from_json).transpose()?,
         tenant: b.tenant.unwrap_or_default(),
         nprobe: b.nprobe,
+        vector: b.vector.unwrap_or_default(),
     };
     access::search(&p, &mut req, &r.config().default_tenant)?;
     let resp = r.search(req, rid).await?;

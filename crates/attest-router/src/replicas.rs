@@ -2,10 +2,11 @@
 //! (SPEC, router: "deadline, retry on another replica, hedged request after a latency threshold, concurrency
 //! limit, load shedding").
 //!
-//! Per node, one tower stack is built once per [`ReplicaEndpoint`] and cloned for each call:
-//! `LoadShed → ConcurrencyLimit → Timeout → ShardCallService`. Clones share the limit: tower 0.4's `Clone` for
-//! `ConcurrencyLimit` copies the `Arc<Semaphore>` and starts without a permit, so every caller of a node draws
-//! on the same permits without a `Buffer` task in front. The permit moves into the response future, so it is
+//! Per node, two tower stacks are built once per [`ReplicaEndpoint`] and cloned for each call:
+//! `LoadShed → ConcurrencyLimit → Timeout → ShardCallService`, one with the read attempt's timeout and one with
+//! the write deadline, over one `Arc<Semaphore>`: tower 0.4's `Clone` for `ConcurrencyLimit` copies the
+//! semaphore and starts without a permit, so every caller of a node, reads and writes alike, draws on the same
+//! permits without a `Buffer` task in front. The permit moves into the response future, so it is
 //! released when the attempt answers, times out or is dropped (a losing hedge). `LoadShed` turns "no permit
 //! free" into an immediate `Overloaded` error instead of a wait; [`status_from_tower`] maps it and the attempt
 //! timeout to gRPC codes.
@@ -22,12 +23,14 @@
 
 pub mod call;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::stream::{FuturesUnordered, StreamExt};
 use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
 use tonic::{Code, Status};
-use tower::limit::ConcurrencyLimit;
+use tower::limit::{ConcurrencyLimit, GlobalConcurrencyLimitLayer};
 use tower::load_shed::error::Overloaded;
 use tower::load_shed::{LoadShed, LoadShedLayer};
 use tower::timeout::error::Elapsed;
@@ -57,8 +60,13 @@ pub const REPLICA_RESPONSE_BYTES_TOTAL: &str = "router_replica_response_bytes_to
 pub struct ReplicaPolicy {
     /// Bound on a whole call, retries and hedges included (ms).
     pub deadline_ms: u64,
-    /// Bound on one attempt at one replica (ms); 0: only the deadline bounds it.
+    /// Bound on one attempt at one replica (ms); 0: only the deadline bounds it. Reads only: a read cut short
+    /// is tried on another replica.
     pub attempt_timeout_ms: u64,
+    /// Bound on a replicated write (ms). A write is sent once to every replica and not retried, so it has no
+    /// shorter per-attempt timeout: one cut short would be re-sent whole by its caller (doubling the work on
+    /// a busy node) and left to replica catch-up.
+    pub write_deadline_ms: u64,
     /// A read with no answer after this long is also sent to the next replica (ms); 0: no hedging.
     pub hedge_after_ms: u64,
     /// Distinct replicas a read tries at most (first attempt, retries and hedges together); 0 counts as 1.
@@ -75,6 +83,7 @@ impl Default for ReplicaPolicy {
         ReplicaPolicy {
             deadline_ms: 2000,
             attempt_timeout_ms: 1000,
+            write_deadline_ms: 10_000,
             hedge_after_ms: 50,
             max_attempts: 3,
             concurrency_limit: 64,
@@ -86,6 +95,10 @@ impl Default for ReplicaPolicy {
 impl ReplicaPolicy {
     pub fn deadline(&self) -> Duration {
         Duration::from_millis(self.deadline_ms)
+    }
+
+    pub fn write_deadline(&self) -> Duration {
+        Duration::from_millis(self.write_deadline_ms)
     }
 
     pub fn attempt_timeout(&self) -> Duration {
@@ -117,6 +130,8 @@ pub struct ReplicaEndpoint {
     pub address: String,
     /// Built once in [`ReplicaEndpoint::new`]; private so that every caller shares the same limit.
     stack: ReplicaStack,
+    /// The same, with the write deadline as its timeout, on the same permits.
+    write_stack: ReplicaStack,
     /// The node's client without the stack, for long operations the per-attempt timeout would cut short.
     client: ShardClient,
 }
@@ -137,15 +152,21 @@ impl ReplicaEndpoint {
         client: ShardClient,
         policy: &ReplicaPolicy,
     ) -> Self {
-        let stack = ServiceBuilder::new()
-            .option_layer(policy.load_shed.then(LoadShedLayer::new))
-            .concurrency_limit(policy.concurrency_limit.max(1))
-            .timeout(policy.attempt_timeout())
-            .service(ShardCallService::new(client.clone()));
+        let permits = Arc::new(Semaphore::new(policy.concurrency_limit.max(1)));
+        let stack = |timeout: Duration| {
+            ServiceBuilder::new()
+                .option_layer(policy.load_shed.then(LoadShedLayer::new))
+                .layer(GlobalConcurrencyLimitLayer::with_semaphore(Arc::clone(
+                    &permits,
+                )))
+                .timeout(timeout)
+                .service(ShardCallService::new(client.clone()))
+        };
         ReplicaEndpoint {
             node_id,
             address: address.into(),
-            stack,
+            stack: stack(policy.attempt_timeout()),
+            write_stack: stack(policy.write_deadline()),
             client,
         }
     }
@@ -177,11 +198,24 @@ impl ReplicaEndpoint {
     /// One attempt at this replica through its stack: no retry, no hedge. Records the attempt's latency and
     /// logs its failure.
     pub async fn call(&self, call: ShardCall) -> Result<ShardResponse, Status> {
+        self.attempt(&self.stack, call).await
+    }
+
+    /// A write to this replica, bounded by the write deadline rather than a read attempt's timeout.
+    pub async fn call_write(&self, call: ShardCall) -> Result<ShardResponse, Status> {
+        self.attempt(&self.write_stack, call).await
+    }
+
+    async fn attempt(
+        &self,
+        stack: &ReplicaStack,
+        call: ShardCall,
+    ) -> Result<ShardResponse, Status> {
         let name = call.name();
         let started = Instant::now();
         // One span per attempt: the trace shows which replica each shard's answer came from and how long it took.
         let span = tracing::info_span!("shard_call", rpc = name, node = self.node_id, address = %self.address);
-        let result = self.stack.clone().oneshot(call).instrument(span).await;
+        let result = stack.clone().oneshot(call).instrument(span).await;
         let outcome = match &result {
             Ok(_) => "ok",
             Err(e) if e.is::<Overloaded>() => "shed",
@@ -374,7 +408,8 @@ impl WriteOutcome {
     }
 }
 
-/// Write path: `call` to every replica at once, each through its node's stack and within `deadline_ms`.
+/// Write path: `call` to every replica at once, each through its node's write stack and within
+/// `write_deadline_ms`.
 /// Returns as soon as `quorum` replicas acknowledged (0 counts as 1); the other sends are spawned tasks and are
 /// not cancelled, so slow replicas still get the write. Fails when so many replicas failed that the quorum is
 /// out of reach, when the deadline passes first, or at once with a replica's non-retryable error (the same
@@ -396,7 +431,7 @@ pub async fn call_all(
         return outcome;
     }
     let name = call.name();
-    let deadline = tokio::time::Instant::now() + policy.deadline();
+    let deadline = tokio::time::Instant::now() + policy.write_deadline();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     for endpoint in replicas {
         outcome.pending.push(endpoint.node_id);
@@ -404,13 +439,14 @@ pub async fn call_all(
         let within = tracing::Span::current();
         tokio::spawn(
             async move {
-                let result = match tokio::time::timeout_at(deadline, endpoint.call(call)).await {
-                    Ok(result) => result,
-                    Err(_) => Err(Status::deadline_exceeded(format!(
-                        "replica node {}: write deadline passed",
-                        endpoint.node_id
-                    ))),
-                };
+                let result =
+                    match tokio::time::timeout_at(deadline, endpoint.call_write(call)).await {
+                        Ok(result) => result,
+                        Err(_) => Err(Status::deadline_exceeded(format!(
+                            "replica node {}: write deadline passed",
+                            endpoint.node_id
+                        ))),
+                    };
                 if tx.send((endpoint.node_id, result)).is_err() {
                     debug!(
                         node = endpoint.node_id,
@@ -437,7 +473,7 @@ pub async fn call_all(
                     "write acknowledged by {} of {} replica(s), quorum {quorum}, within the {} ms deadline",
                     outcome.acked.len(),
                     replicas.len(),
-                    policy.deadline_ms
+                    policy.write_deadline_ms
                 )));
                 return outcome;
             }
@@ -484,12 +520,13 @@ mod tests {
             (
                 p.deadline_ms,
                 p.attempt_timeout_ms,
+                p.write_deadline_ms,
                 p.hedge_after_ms,
                 p.max_attempts,
                 p.concurrency_limit,
                 p.load_shed
             ),
-            (2000, 1000, 50, 3, 64, true)
+            (2000, 1000, 10_000, 50, 3, 64, true)
         );
         let p: ReplicaPolicy =
             serde_json::from_str(r#"{"hedge_after_ms": 0, "attempt_timeout_ms": 0}"#).unwrap();

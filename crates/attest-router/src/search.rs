@@ -119,19 +119,13 @@ impl Router {
     /// names).
     fn check_search(
         &self,
-        req: pb::SearchRequest,
+        mut req: pb::SearchRequest,
         rec: &CollectionRecord,
         field: &str,
     ) -> Result<Checked, RouterError> {
         let invalid =
             |name: &str, reason: String| RouterError::invalid(format!("{field}{name}"), reason);
         let query = req.query.trim().to_string();
-        if query.chars().all(|c| c.is_whitespace() || c.is_control()) {
-            return Err(invalid(
-                "query",
-                "empty (nothing but whitespace or control characters)".into(),
-            ));
-        }
         if query.len() > self.config.max_query_bytes {
             return Err(invalid(
                 "query",
@@ -196,6 +190,21 @@ impl Router {
                 "all zero: every hit would score 0 (leave weights out for equal lanes)".into(),
             ));
         }
+        let vector = (!req.vector.is_empty()).then(|| std::mem::take(&mut req.vector));
+        if let Some(problem) = vector
+            .as_deref()
+            .and_then(|v| limits::vector_problem(v, rec.dimension as usize))
+        {
+            return Err(invalid("vector", problem));
+        }
+        // A text is needed unless the caller's vector is all the search uses (the dense lane alone).
+        let text_needed = want_bm25 || vector.is_none();
+        if text_needed && query.chars().all(|c| c.is_whitespace() || c.is_control()) {
+            return Err(invalid(
+                "query",
+                "empty (nothing but whitespace or control characters)".into(),
+            ));
+        }
         let weight = |lane: &str| req.weights.get(lane).copied().unwrap_or(1.0);
         Ok(Checked {
             tenant: self.tenant_of(&req),
@@ -206,6 +215,7 @@ impl Router {
             dense_weight: weight("dense"),
             bm25_weight: weight("bm25"),
             query,
+            vector,
             nprobe,
             filter: req.filter,
         })
@@ -243,9 +253,10 @@ impl Router {
         request_id: String,
     ) -> Result<Vec<pb::SearchResponse>, RouterError> {
         let started = Instant::now();
+        let embeds = |s: &Checked| s.want_dense && s.vector.is_none();
         let texts: Vec<String> = searches
             .iter()
-            .filter(|s| s.want_dense)
+            .filter(|s| embeds(s))
             .map(|s| s.query.clone())
             .collect();
         // SPEC: an embedder failure is never an error; the dense searches answer from BM25 alone.
@@ -257,15 +268,17 @@ impl Router {
         .map(Vec::into_iter);
         let fallback: Vec<bool> = searches
             .iter()
-            .map(|s| s.want_dense && vectors.is_none())
+            .map(|s| embeds(s) && vectors.is_none())
             .collect();
         let shard_requests = searches
             .iter()
             .zip(&fallback)
             .map(|(s, &fallback)| {
-                let query_vector = match (&mut vectors, s.want_dense) {
-                    (Some(v), true) => v.next().unwrap_or_default(),
-                    _ => Vec::new(),
+                let query_vector = match (&s.vector, &mut vectors) {
+                    _ if !s.want_dense => Vec::new(),
+                    (Some(own), _) => own.clone(),
+                    (None, Some(embedded)) => embedded.next().unwrap_or_default(),
+                    (None, None) => Vec::new(),
                 };
                 pb::ShardSearchRequest {
                     collection: rec.name.clone(),
@@ -346,6 +359,8 @@ impl Router {
 /// A search checked against the limits: what the fan-out, fusion and fetch need.
 struct Checked {
     query: String,
+    /// The caller's query vector, used instead of embedding `query`.
+    vector: Option<Vec<f32>>,
     tenant: String,
     k: usize,
     rrf_k: f64,

@@ -99,6 +99,7 @@ pub(crate) struct DocumentLine {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct SearchBody {
+    /// The query text (may be empty when `vector` is given and only the dense lane runs).
     pub query: String,
     /// Hits to return, 1..=`max_k` (default 10).
     pub k: Option<i64>,
@@ -114,6 +115,9 @@ pub(crate) struct SearchBody {
     pub tenant: Option<String>,
     /// IVF lists probed (default: the collection's).
     pub nprobe: Option<u32>,
+    /// The query's own vector (the collection's dimension): the dense lane searches with it instead of
+    /// embedding `query`.
+    pub vector: Option<Vec<f32>>,
 }
 
 /// `POST /v1/collections/{name}/maintain`.

@@ -477,7 +477,7 @@ async fn write_deadline_and_impossible_quorum() {
     let gate = Arc::new(Semaphore::new(0));
     let (up, hung) = (Fake::ok(), Fake::held(&gate));
     let policy = ReplicaPolicy {
-        deadline_ms: 200,
+        write_deadline_ms: 200,
         ..Default::default()
     };
     let eps = endpoints(&[&up, &hung], &policy);
@@ -492,4 +492,48 @@ async fn write_deadline_and_impossible_quorum() {
     assert_eq!(outcome.error.map(|s| s.code()), Some(Code::Unavailable));
     assert_eq!(up.calls(), 1, "an impossible quorum sends nothing");
     gate.add_permits(1);
+}
+
+/// A write slower than a read attempt's timeout still lands: writes are sent once and bounded by the write
+/// deadline alone (cut short at the attempt timeout, a bulk batch on a busy node was re-sent whole).
+#[tokio::test]
+async fn a_write_is_not_cut_short_by_the_read_attempt_timeout() {
+    let (a, b) = (Fake::slow(150), Fake::slow(150));
+    let policy = ReplicaPolicy {
+        attempt_timeout_ms: 50,
+        write_deadline_ms: 2000,
+        ..no_hedge()
+    };
+    let eps = endpoints(&[&a, &b], &policy);
+    let outcome = bounded(call_all(&eps, upsert(), 2, &policy)).await;
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    assert_eq!(outcome.acked.len(), 2);
+    // A read of the same slowness is still cut at its attempt timeout.
+    let err = bounded(call_any(&eps[..1], search(), &policy))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded);
+}
+
+/// Reads and writes of one node draw on the same permits: a write holding the only one sheds a read.
+#[tokio::test]
+async fn reads_and_writes_share_a_node_s_concurrency_limit() {
+    let gate = Arc::new(Semaphore::new(0));
+    let busy = Fake::held(&gate);
+    let policy = ReplicaPolicy {
+        concurrency_limit: 1,
+        ..no_hedge()
+    };
+    let eps = endpoints(&[&busy], &policy);
+    let writer = {
+        let (eps, policy) = (eps.clone(), policy.clone());
+        tokio::spawn(async move { call_all(&eps, upsert(), 1, &policy).await })
+    };
+    eventually("the write holds the permit", || busy.calls() == 1).await;
+    let err = bounded(call_any(&eps, search(), &policy))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    gate.add_permits(1);
+    assert!(bounded(writer).await.unwrap().error.is_none());
 }

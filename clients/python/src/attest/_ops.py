@@ -138,6 +138,7 @@ def search(
     filter: Mapping[str, Any] | None = None,
     tenant: str | None = None,
     nprobe: int | None = None,
+    vector: Sequence[float] | None = None,
 ) -> Call[SearchResponse]:
     if isinstance(lanes, str):
         lanes = None if lanes == "hybrid" else [lanes]
@@ -150,6 +151,7 @@ def search(
         filter=dict(filter) if filter is not None else None,
         tenant=tenant,
         nprobe=nprobe,
+        vector=[float(x) for x in vector] if vector is not None else None,
     )
     return Call("POST", f"{_collection(collection)}/search", SearchResponse.model_validate, json=body.body())
 

@@ -198,14 +198,15 @@ class AsyncClient:
         filter: Mapping[str, Any] | None = None,
         tenant: str | None = None,
         nprobe: int | None = None,
+        vector: Sequence[float] | None = None,
     ) -> SearchResponse:
         """Hybrid search: ``lanes`` ``["dense", "bm25"]`` (default both, or ``"dense"``/``"bm25"`` alone),
         ``weights`` per lane for RRF, ``filter`` on metadata, ``tenant`` among the key's, ``nprobe`` for the
-        dense index."""
+        dense index, ``vector`` the query's own embedding (then ``query`` may be ``""`` for ``lanes="dense"``)."""
         return await self._sender.run(
             ops.search(
                 collection, query, k=k, lanes=lanes, rrf_k=rrf_k, weights=weights, filter=filter, tenant=tenant,
-                nprobe=nprobe,
+                nprobe=nprobe, vector=vector,
             )
         )
 

@@ -9,12 +9,12 @@
 use std::path::Path;
 
 use anyhow::{bail, Context};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{default_nlist, BenchReport};
 
 /// What one node may hold (the aims for a single node).
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct NodeBudget {
     pub max_build_s: f64,
     pub max_p95_ms: f64,
@@ -31,7 +31,7 @@ pub const BUDGET: NodeBudget = NodeBudget {
 };
 
 /// A fitted linear model `y = Σ coef_i · feature_i(n)`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Fit {
     pub quantity: String,
     pub features: Vec<String>,
@@ -40,7 +40,7 @@ pub struct Fit {
     pub max_relative_error: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Projection {
     pub n: u64,
     pub nlist: u32,
@@ -58,7 +58,7 @@ pub struct Projection {
     pub shard_replicas: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CostModel {
     pub runs: Vec<(usize, String)>,
     pub fits: Vec<Fit>,
@@ -222,6 +222,23 @@ fn features_of(features: &[Feature], r: &BenchReport) -> Vec<f64> {
             )
         })
         .collect()
+}
+
+/// The fitted `quantity` (`build_s`, `disk_bytes`, `index_bytes`, `rss_bytes`, `p50_ms`, `p95_ms`) of one shard
+/// of `n` rows with `nlist` lists searched at `nprobe`; 0 for a quantity the model lacks.
+pub fn predict_quantity(model: &CostModel, quantity: &str, n: f64, nlist: u32, nprobe: u32) -> f64 {
+    let features: &[Feature] = match quantity {
+        "build_s" => &BUILD,
+        "p50_ms" | "p95_ms" => &LATENCY,
+        _ => &LINEAR,
+    };
+    model
+        .fits
+        .iter()
+        .find(|f| f.quantity == quantity)
+        .map_or(0.0, |f| {
+            predict(f, features, n, f64::from(nlist), f64::from(nprobe))
+        })
 }
 
 fn predict(fit: &Fit, features: &[Feature], n: f64, nlist: f64, nprobe: f64) -> f64 {

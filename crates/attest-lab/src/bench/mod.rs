@@ -12,8 +12,10 @@
 //! - [`fashion`]: the Fashion-MNIST loader (Debian `dataset-fashion-mnist`).
 //! - [`serve`]: the serving measurements.
 //! - [`fit`]: the cost model and its projection to 100M vectors.
+//! - [`cluster_plan`]: the cost model applied to a whole cluster (predictions, plans).
 //! - [`plot`]: latency against n, recall against QPS.
 
+pub mod cluster_plan;
 pub mod fashion;
 pub mod fit;
 pub mod metrics;

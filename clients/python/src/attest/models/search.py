@@ -14,8 +14,10 @@ Lane = Literal["dense", "bm25"]
 class SearchRequest(RequestModel):
     """Body of a search. ``lanes`` default to both (hybrid); ``weights`` per lane for the RRF fusion; ``filter``
     on metadata (``{"lang": "en", "year": {"gte": 2000}, "tag": {"in": ["a", "b"]}}``); ``tenant`` must be among
-    the API key's tenants; ``nprobe`` overrides the collection's for the dense lane. Values are checked by the
-    server (an unknown lane is an InvalidArgumentError naming ``lanes``), types here."""
+    the API key's tenants; ``nprobe`` overrides the collection's for the dense lane; ``vector`` is the query's own
+    embedding (the collection's dimension: the dense lane searches with it instead of embedding ``query``, which
+    may then be empty for the dense lane alone). Values are checked by the server (an unknown lane is an
+    InvalidArgumentError naming ``lanes``), types here."""
 
     query: str
     k: int | None = None
@@ -25,6 +27,7 @@ class SearchRequest(RequestModel):
     filter: dict[str, Any] | None = None
     tenant: str | None = None
     nprobe: int | None = None
+    vector: list[float] | None = None
 
 
 class LaneHit(ApiModel):

@@ -1,0 +1,284 @@
+//! `cluster_scale`: the cluster at the scale users run (issue 43), every role its own process on this machine
+//! (`scripts/local-cluster.sh`: 3 meta under Raft, 3 shard nodes, 1 router), one collection of `--shards` shards
+//! with replication `--replication` holding `--vectors` 384-d vectors of `attest-lab bench`'s clustered mixture,
+//! each document with 12 words of text for BM25.
+//!
+//! In order, each step printed as one JSON line (and to `--json`):
+//! 1. `prediction`: the cost model (`docs/bench/cost-model.json`, `attest-lab bench --fit`) applied to this
+//!    cluster ([`attest_lab::bench::cluster_plan`]) — ingest time, disk, p95 — before anything runs;
+//! 2. `baseline`: the single engine's sustained ingest of one replica's rows (`engine_ingest --skip-one-shot`,
+//!    the same vectors' generator and nlist), run alongside on the same machine (`--skip-baseline` leaves it out);
+//! 3. `ingest`: the corpus through the router's gRPC `Ingest` with supplied vectors, then a seal of every
+//!    replica; vectors/s, replica rows/s against the baseline's rate (the ratio), bytes written and CPU seconds of
+//!    every process, disk per node, RSS per process;
+//! 4. `serve`: recall@10 against the exact top 10 (brute force over every vector), p50/p95/QPS with 1 and
+//!    `--threads` clients, dense and hybrid;
+//! 5. `shard_down`: shard-1 SIGKILLed, the same searches (failed and degraded answers, recall), then
+//!    `--outage-docs` documents written while it is down;
+//! 6. `catch_up`: shard-1 restarted; the time until every shard's replicas hold the same live documents, then
+//!    the searches again (recall against the truth that includes the documents written during the outage);
+//! 7. `summary`: measured against predicted, and the 100M plan from the model corrected by those ratios.
+//!
+//! `benches/cluster-scale.sh` builds and runs it; `--dir` keeps the cluster's data and logs (default: a
+//! directory under ~/.cache that is deleted at the end: at 10M the data is tens of GB).
+
+#[path = "../common/mod.rs"]
+mod common;
+mod corpus;
+mod ingest;
+mod procs;
+mod report;
+mod serve;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Context};
+use attest_lab::bench::cluster_plan::{self, Corrections, Overheads, Shape};
+use attest_lab::bench::fit::CostModel;
+use attest_proto::v1 as pb;
+use clap::Parser;
+use common::cluster::{repo_root, Cluster};
+use pb::router_service_client::RouterServiceClient;
+use pb::shard_service_client::ShardServiceClient;
+use serde_json::{json, Value};
+use tonic::transport::Channel;
+
+use ingest::COLLECTION;
+
+#[derive(Parser)]
+#[command(
+    about = "A local cluster at scale: ingest through the router, serving, a shard killed, catch-up"
+)]
+pub struct Args {
+    #[arg(long, default_value_t = 10_000_000)]
+    vectors: usize,
+    #[arg(long, default_value_t = 6)]
+    shards: u32,
+    #[arg(long, default_value_t = 2)]
+    replication: u32,
+    /// Documents per ingest request.
+    #[arg(long, default_value_t = 1000)]
+    batch: usize,
+    /// Ingest requests outstanding at once.
+    #[arg(long, default_value_t = 4)]
+    in_flight: usize,
+    /// Queries (the mixture's query stream), each scored against its exact top 10.
+    #[arg(long, default_value_t = 200)]
+    queries: usize,
+    /// Seconds of each search phase.
+    #[arg(long, default_value_t = 15.0)]
+    seconds: f64,
+    /// Concurrent clients of the multi-client phases.
+    #[arg(long, default_value_t = 4)]
+    threads: usize,
+    /// Documents written while shard-1 is down (caught up after its restart).
+    #[arg(long, default_value_t = 20_000)]
+    outage_docs: usize,
+    #[arg(long, default_value_t = 17600)]
+    port: u16,
+    /// Cluster directory, kept; default: a fresh one under ~/.cache/attest-cluster-scale, deleted at the end.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// The cost model to predict with.
+    #[arg(long, default_value = "docs/bench/cost-model.json")]
+    model: PathBuf,
+    /// The engine's sustained ingest time ÷ the one-shot build's (measured at 10M: 1.47).
+    #[arg(long, default_value_t = 1.47)]
+    sustained_factor: f64,
+    /// What routing adds to a search's p50 (measured: 0.73–0.83 ms).
+    #[arg(long, default_value_t = 0.8)]
+    router_overhead_ms: f64,
+    #[arg(long)]
+    skip_baseline: bool,
+    /// JSON lines of every step.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// A client of the router's gRPC port with no deadline of its own (the ingest requests wait for durable writes).
+async fn router_client(cluster: &Cluster) -> anyhow::Result<RouterServiceClient<Channel>> {
+    let channel = tonic::transport::Endpoint::from_shared(cluster.router_grpc())?
+        .tcp_nodelay(true)
+        .connect()
+        .await?;
+    Ok(RouterServiceClient::new(channel)
+        .max_decoding_message_size(64 << 20)
+        .max_encoding_message_size(64 << 20))
+}
+
+async fn create_collection(
+    router: &mut RouterServiceClient<Channel>,
+    args: &Args,
+    nlist: u32,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    loop {
+        let request = pb::CreateCollectionRequest {
+            name: COLLECTION.into(),
+            shards: args.shards,
+            replication: args.replication,
+            index: Some(pb::IndexParams {
+                nlist,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        match router.create_collection(request).await {
+            Ok(_) => return Ok(()),
+            Err(e) if started.elapsed() < Duration::from_secs(60) => {
+                eprintln!("create collection: {} (retrying)", e.message());
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => anyhow::bail!("create collection: {e}"),
+        }
+    }
+}
+
+/// Each replica's live documents, by shard (from `ShardService/Stats` on the node holding it).
+async fn replica_documents(cluster: &Cluster) -> anyhow::Result<BTreeMap<u32, Vec<u64>>> {
+    let state = cluster.status()?;
+    let address: BTreeMap<u64, String> = state["nodes"]
+        .as_array()
+        .context("nodes")?
+        .iter()
+        .map(|n| {
+            (
+                n["id"].as_u64().unwrap_or(0),
+                n["address"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    let coll = state["collections"]
+        .as_array()
+        .context("collections")?
+        .iter()
+        .find(|c| c["name"] == COLLECTION)
+        .context("the collection in status")?;
+    let mut out = BTreeMap::new();
+    for p in coll["placement"].as_array().context("placement")? {
+        let shard = p["shard"].as_u64().context("shard")? as u32;
+        let mut counts = Vec::new();
+        for r in p["replicas"].as_array().context("replicas")? {
+            let addr = &address[&r["node"].as_u64().context("node")?];
+            let mut client = ShardServiceClient::connect(addr.clone()).await?;
+            let stats = client
+                .stats(pb::ShardStatsRequest {
+                    collection: COLLECTION.into(),
+                    shard,
+                })
+                .await?
+                .into_inner();
+            counts.push(stats.live_documents);
+        }
+        out.insert(shard, counts);
+    }
+    Ok(out)
+}
+
+fn emit(out: &mut Vec<Value>, json_path: Option<&PathBuf>, step: Value) -> anyhow::Result<()> {
+    println!("{step}");
+    out.push(step);
+    if let Some(p) = json_path {
+        let lines: Vec<String> = out.iter().map(Value::to_string).collect();
+        std::fs::write(p, lines.join("\n") + "\n")?;
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    std::env::set_current_dir(repo_root())?;
+    let mut steps = Vec::new();
+    let model: CostModel = serde_json::from_slice(
+        &std::fs::read(&args.model).with_context(|| format!("reading {}", args.model.display()))?,
+    )?;
+    let shape = Shape {
+        vectors: args.vectors as u64,
+        shards: args.shards,
+        replication: args.replication,
+        nodes: 3,
+        machines: 1,
+        nprobe: attest_core::limits::DEFAULT_NPROBE,
+    };
+    let overheads = Overheads {
+        sustained_factor: args.sustained_factor,
+        router_overhead_ms: args.router_overhead_ms,
+    };
+    let predicted = cluster_plan::estimate(&model, shape, overheads, Corrections::NONE);
+    emit(
+        &mut steps,
+        args.json.as_ref(),
+        json!({"step": "prediction", "estimate": predicted}),
+    )?;
+
+    let baseline = if args.skip_baseline {
+        None
+    } else {
+        let b = report::baseline(predicted.rows_per_replica as usize, predicted.nlist)?;
+        emit(
+            &mut steps,
+            args.json.as_ref(),
+            json!({"step": "baseline", "engine": b}),
+        )?;
+        Some(b)
+    };
+
+    let mixture = Arc::new(corpus::mixture(args.vectors));
+    let query_vectors = mixture.rows(corpus::QUERIES, 0, args.queries, 2);
+    let truth_started = Instant::now();
+    let before = corpus::exact_top_k(&mixture, &[(corpus::CORPUS, args.vectors)], &query_vectors)?;
+    let after = corpus::exact_top_k(
+        &mixture,
+        &[
+            (corpus::CORPUS, args.vectors),
+            (corpus::OUTAGE, args.outage_docs),
+        ],
+        &query_vectors,
+    )?;
+    eprintln!(
+        "exact top 10 of {} queries in {:.0} s",
+        args.queries,
+        truth_started.elapsed().as_secs_f64()
+    );
+
+    let (dir, owned) = match &args.dir {
+        Some(d) => (d.clone(), false),
+        None => {
+            let home = std::env::var("HOME").unwrap_or_else(|_| ".".into());
+            let d = PathBuf::from(home).join(".cache/attest-cluster-scale");
+            let _ = std::fs::remove_dir_all(&d);
+            (d, true)
+        }
+    };
+    let result = report::run(
+        &args,
+        &dir,
+        &mixture,
+        predicted.nlist,
+        query_vectors,
+        before,
+        after,
+    )
+    .await;
+    let measured = match result {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("the run failed; its logs are in {}/logs", dir.display());
+            return Err(e);
+        }
+    };
+    for step in &measured.steps {
+        emit(&mut steps, args.json.as_ref(), step.clone())?;
+    }
+    let summary = report::summary(&model, &predicted, &measured, baseline.as_ref(), overheads);
+    emit(&mut steps, args.json.as_ref(), summary)?;
+    if owned {
+        std::fs::remove_dir_all(&dir).ok();
+    }
+    ensure!(measured.ingest_accepted > 0, "nothing was ingested");
+    Ok(())
+}
