@@ -11,10 +11,19 @@
 //!   prefix scan.
 //!
 //! Everything is per tenant: a tenant's text never matches, nor names, another tenant's document.
+//!
+//! Almost every bucket a lookup asks for is empty (a new text shares no band with the corpus), and an ingest
+//! batch asks 32 per document of every shard. So the column family filters by bucket ([`column_options`]): its
+//! prefix extractor cuts a bucket key to its bucket, and bloom filters over those prefixes (in the memtable and
+//! in every table) answer "empty" without walking the memtable's skip list or reading a block; whole-key filters
+//! do the same for a new document's `s` key. Files written before the extractor existed have no prefix filter
+//! and are read as before.
 
 use std::collections::{BTreeSet, HashMap};
 
-use rocksdb::{ColumnFamily, IteratorMode, WriteBatch, DB};
+use rocksdb::{
+    BlockBasedOptions, ColumnFamily, Options, ReadOptions, SliceTransform, WriteBatch, DB,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{IndexError, Result};
@@ -50,6 +59,43 @@ fn bucket_prefix(tenant: &str, band: usize, key: u64) -> Vec<u8> {
     k.extend_from_slice(&(band as u16).to_be_bytes());
     k.extend_from_slice(&key.to_be_bytes());
     k
+}
+
+/// Band number and band key after the tenant's `\0`.
+const BUCKET_TAIL: usize = 2 + 8;
+
+/// Whether `key` is a bucket entry (or a bucket's seek prefix): `b` + tenant + `\0` + band + band key ….
+fn in_bucket_domain(key: &[u8]) -> bool {
+    key.first() == Some(&b'b')
+        && key
+            .iter()
+            .position(|b| *b == 0)
+            .is_some_and(|zero| key.len() > zero + BUCKET_TAIL)
+}
+
+/// The bucket of a bucket entry: the key up to its band key (the document id cut off).
+fn bucket_of(key: &[u8]) -> &[u8] {
+    match key.iter().position(|b| *b == 0) {
+        Some(zero) if key.len() > zero + BUCKET_TAIL => &key[..=zero + BUCKET_TAIL],
+        _ => key,
+    }
+}
+
+/// Options of the column family these keys live in: buckets as prefixes, bloom-filtered (see the header).
+pub(crate) fn column_options() -> Options {
+    let mut opts = Options::default();
+    opts.set_prefix_extractor(SliceTransform::create(
+        "attest.near_dup.bucket",
+        bucket_of,
+        Some(in_bucket_domain),
+    ));
+    opts.set_memtable_prefix_bloom_ratio(0.1);
+    opts.set_memtable_whole_key_filtering(true);
+    let mut table = BlockBasedOptions::default();
+    table.set_bloom_filter(10.0, false);
+    table.set_whole_key_filtering(true);
+    opts.set_block_based_table_factory(&table);
+    opts
 }
 
 fn bucket_key(tenant: &str, band: usize, key: u64, doc_id: &str) -> Vec<u8> {
@@ -140,11 +186,14 @@ pub(crate) fn best_match(
     threshold: f64,
 ) -> Result<Option<NearDupMatch>> {
     let mut candidates = BTreeSet::new();
+    // One iterator for every band, each seek confined to its bucket (so the prefix filters apply).
+    let mut read = ReadOptions::default();
+    read.set_prefix_same_as_start(true);
+    let mut it = db.raw_iterator_cf_opt(cf, read);
     for (band, key) in query.bands.iter().enumerate() {
         let prefix = bucket_prefix(tenant, band, *key);
-        let iter = db.iterator_cf(cf, IteratorMode::From(&prefix, rocksdb::Direction::Forward));
-        for item in iter {
-            let (k, _) = item?;
+        it.seek(&prefix);
+        while let Some(k) = it.key() {
             let Some(id) = k.strip_prefix(prefix.as_slice()) else {
                 break;
             };
@@ -152,8 +201,11 @@ pub(crate) fn best_match(
             if id != doc_id {
                 candidates.insert(id);
             }
+            it.next();
         }
+        it.status()?;
     }
+    drop(it);
     let mut best: Option<NearDupMatch> = None;
     for id in candidates {
         let Some(keys) = stored(db, cf, tenant, &id)? else {
@@ -178,4 +230,86 @@ pub(crate) fn keys_of(
     doc_id: &str,
 ) -> Result<Option<NearDupKeys>> {
     stored(db, cf, tenant, doc_id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bucket_is_its_entries_prefix() {
+        let entry = bucket_key("acme", 3, 0xdead_beef, "doc-1");
+        let seek = bucket_prefix("acme", 3, 0xdead_beef);
+        assert!(in_bucket_domain(&entry) && in_bucket_domain(&seek));
+        assert_eq!(bucket_of(&entry), seek.as_slice());
+        assert_eq!(bucket_of(&seek), seek.as_slice());
+        // Another band, key or tenant is another bucket; `s` keys are not buckets (whole-key filtered).
+        assert_ne!(
+            bucket_of(&bucket_key("acme", 4, 0xdead_beef, "doc-1")),
+            seek.as_slice()
+        );
+        assert_ne!(
+            bucket_of(&bucket_key("acm", 3, 0xdead_beef, "doc-1")),
+            seek.as_slice()
+        );
+        assert!(!in_bucket_domain(&doc_key("acme", "doc-1")));
+        assert!(!in_bucket_domain(b"b"));
+    }
+
+    /// Lookups through the filtered column family find what is there (across flushes to tables, where the
+    /// table filters apply) and nothing of another bucket.
+    #[test]
+    fn filtered_lookups_find_the_stored_neighbours() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut db_opts = Options::default();
+        db_opts.create_if_missing(true);
+        db_opts.create_missing_column_families(true);
+        let db = DB::open_cf_descriptors(
+            &db_opts,
+            dir.path(),
+            [rocksdb::ColumnFamilyDescriptor::new(
+                "dedup",
+                column_options(),
+            )],
+        )
+        .unwrap();
+        let cf = db.cf_handle("dedup").unwrap();
+        let keys = |first: u64| NearDupKeys {
+            signature: (0..8).map(|i| i as u32 + first as u32).collect(),
+            bands: (0..4).map(|b| first * 100 + b).collect(),
+        };
+        let mut batch = WriteBatch::default();
+        let mut writer = NearDupWriter::new(&db, cf);
+        writer
+            .replace(&mut batch, "t", "a", Some(&keys(1)))
+            .unwrap();
+        db.write(batch).unwrap();
+        db.flush_cf(cf).unwrap();
+        let mut batch = WriteBatch::default();
+        let mut writer = NearDupWriter::new(&db, cf);
+        writer
+            .replace(&mut batch, "t", "b", Some(&keys(2)))
+            .unwrap();
+        db.write(batch).unwrap();
+        // `a` is in a table, `b` in the memtable; each is found by a query sharing its bands.
+        for (id, first) in [("a", 1), ("b", 2)] {
+            let found = best_match(&db, cf, "t", "query", &keys(first), 0.9).unwrap();
+            assert_eq!(found.map(|m| m.doc_id), Some(id.to_string()));
+        }
+        assert_eq!(
+            best_match(&db, cf, "t", "query", &keys(3), 0.1).unwrap(),
+            None
+        );
+        assert_eq!(
+            best_match(&db, cf, "u", "query", &keys(1), 0.1).unwrap(),
+            None
+        );
+        assert_eq!(
+            best_match(&db, cf, "t", "a", &keys(1), 0.1).unwrap(),
+            None,
+            "not itself"
+        );
+        assert_eq!(keys_of(&db, cf, "t", "a").unwrap(), Some(keys(1)));
+        assert_eq!(keys_of(&db, cf, "t", "c").unwrap(), None);
+    }
 }

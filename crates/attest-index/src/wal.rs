@@ -192,8 +192,13 @@ impl IngestLog {
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.create_missing_column_families(true);
-        let cfs = [CF_LOG, CF_DOCS, CF_META, CF_DEDUP]
-            .map(|n| ColumnFamilyDescriptor::new(n, Options::default()));
+        let cfs = [CF_LOG, CF_DOCS, CF_META]
+            .map(|n| ColumnFamilyDescriptor::new(n, Options::default()))
+            .into_iter()
+            .chain([ColumnFamilyDescriptor::new(
+                CF_DEDUP,
+                near_dup::column_options(),
+            )]);
         let db = DB::open_cf_descriptors(&opts, path, cfs).map_err(|e| {
             IndexError::RocksDb(attest_core::rocksdb_files::explain_open_error(
                 path,
