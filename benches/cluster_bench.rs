@@ -37,7 +37,6 @@
 mod common;
 
 use common::cluster::{repo_root, wait_for, Cluster};
-use std::collections::HashMap;
 use std::path::PathBuf;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -305,34 +304,14 @@ async fn shard_clients(
     cluster: &Cluster,
     shards: usize,
 ) -> anyhow::Result<Vec<(u32, String, ShardServiceClient<Channel>)>> {
-    let state = cluster.status()?;
-    let address: HashMap<u64, String> = state["nodes"]
-        .as_array()
-        .context("nodes")?
-        .iter()
-        .map(|n| {
-            (
-                n["id"].as_u64().unwrap_or(0),
-                n["address"].as_str().unwrap_or("").to_string(),
-            )
-        })
-        .collect();
-    let coll = state["collections"]
-        .as_array()
-        .context("collections")?
-        .iter()
-        .find(|c| c["name"] == COLLECTION)
-        .context("the collection in status")?;
     let mut out = Vec::new();
-    for p in coll["placement"].as_array().context("placement")? {
-        let shard = p["shard"].as_u64().context("shard")? as u32;
-        let replicas = p["replicas"].as_array().context("replicas")?;
+    for (shard, replicas) in cluster.placement(COLLECTION)? {
         ensure!(
             replicas.len() == 1,
             "shard {shard} has {} replicas",
             replicas.len()
         );
-        let addr = address[&replicas[0]["node"].as_u64().context("node")?].clone();
+        let addr = replicas[0].clone();
         let channel = tonic::transport::Endpoint::from_shared(addr.clone())?
             .tcp_nodelay(true)
             .connect()

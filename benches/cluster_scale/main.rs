@@ -93,6 +93,15 @@ pub struct Args {
     router_overhead_ms: f64,
     #[arg(long)]
     skip_baseline: bool,
+    /// Serve the collection an earlier run left in `--dir` (same `--vectors`): no ingest; its ingest time, when
+    /// given here (`--ingest-seconds`, from that run's output), still corrects the model.
+    #[arg(long, requires = "dir")]
+    existing: bool,
+    #[arg(long)]
+    ingest_seconds: Option<f64>,
+    /// Serving is measured once the shard processes use less than this many CPU-seconds in 10 s.
+    #[arg(long, default_value_t = 4.0)]
+    idle_cpu_s: f64,
     /// JSON lines of every step.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -137,62 +146,58 @@ async fn create_collection(
     }
 }
 
-/// Each replica's live documents, by shard (from `ShardService/Stats` on the node holding it).
-async fn replica_documents(cluster: &Cluster) -> anyhow::Result<BTreeMap<u32, Vec<u64>>> {
-    let state = cluster.status()?;
-    let address: BTreeMap<u64, String> = state["nodes"]
-        .as_array()
-        .context("nodes")?
-        .iter()
-        .map(|n| {
-            (
-                n["id"].as_u64().unwrap_or(0),
-                n["address"].as_str().unwrap_or("").to_string(),
-            )
-        })
-        .collect();
-    let coll = state["collections"]
-        .as_array()
-        .context("collections")?
-        .iter()
-        .find(|c| c["name"] == COLLECTION)
-        .context("the collection in status")?;
+/// Each replica's live documents, by shard (from `ShardService/Stats` on the node holding it; None where the
+/// node does not answer).
+async fn replica_documents(cluster: &Cluster) -> anyhow::Result<BTreeMap<u32, Vec<Option<u64>>>> {
     let mut out = BTreeMap::new();
-    for p in coll["placement"].as_array().context("placement")? {
-        let shard = p["shard"].as_u64().context("shard")? as u32;
+    for (shard, replicas) in cluster.placement(COLLECTION)? {
         let mut counts = Vec::new();
-        for r in p["replicas"].as_array().context("replicas")? {
-            let addr = &address[&r["node"].as_u64().context("node")?];
-            let mut client = ShardServiceClient::connect(addr.clone()).await?;
-            let stats = client
-                .stats(pb::ShardStatsRequest {
-                    collection: COLLECTION.into(),
-                    shard,
-                })
-                .await?
-                .into_inner();
-            counts.push(stats.live_documents);
+        for addr in replicas {
+            let request = pb::ShardStatsRequest {
+                collection: COLLECTION.into(),
+                shard,
+            };
+            let live = match ShardServiceClient::connect(addr).await {
+                Ok(mut client) => client
+                    .stats(request)
+                    .await
+                    .ok()
+                    .map(|r| r.into_inner().live_documents),
+                Err(_) => None,
+            };
+            counts.push(live);
         }
         out.insert(shard, counts);
     }
     Ok(out)
 }
 
-fn emit(out: &mut Vec<Value>, json_path: Option<&PathBuf>, step: Value) -> anyhow::Result<()> {
-    println!("{step}");
-    out.push(step);
-    if let Some(p) = json_path {
-        let lines: Vec<String> = out.iter().map(Value::to_string).collect();
-        std::fs::write(p, lines.join("\n") + "\n")?;
+/// The steps measured so far, printed and written to `--json` as each is done (a failed run keeps them).
+pub struct Steps {
+    all: Vec<Value>,
+    path: Option<PathBuf>,
+}
+
+impl Steps {
+    pub fn emit(&mut self, step: Value) -> anyhow::Result<()> {
+        println!("{step}");
+        self.all.push(step);
+        if let Some(p) = &self.path {
+            let lines: Vec<String> = self.all.iter().map(Value::to_string).collect();
+            std::fs::write(p, lines.join("\n") + "\n")?;
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     std::env::set_current_dir(repo_root())?;
-    let mut steps = Vec::new();
+    let mut steps = Steps {
+        all: Vec::new(),
+        path: args.json.clone(),
+    };
     let model: CostModel = serde_json::from_slice(
         &std::fs::read(&args.model).with_context(|| format!("reading {}", args.model.display()))?,
     )?;
@@ -209,21 +214,13 @@ async fn main() -> anyhow::Result<()> {
         router_overhead_ms: args.router_overhead_ms,
     };
     let predicted = cluster_plan::estimate(&model, shape, overheads, Corrections::NONE);
-    emit(
-        &mut steps,
-        args.json.as_ref(),
-        json!({"step": "prediction", "estimate": predicted}),
-    )?;
+    steps.emit(json!({"step": "prediction", "estimate": predicted}))?;
 
     let baseline = if args.skip_baseline {
         None
     } else {
         let b = report::baseline(predicted.rows_per_replica as usize, predicted.nlist)?;
-        emit(
-            &mut steps,
-            args.json.as_ref(),
-            json!({"step": "baseline", "engine": b}),
-        )?;
+        steps.emit(json!({"step": "baseline", "engine": b}))?;
         Some(b)
     };
 
@@ -259,9 +256,8 @@ async fn main() -> anyhow::Result<()> {
         &dir,
         &mixture,
         predicted.nlist,
-        query_vectors,
-        before,
-        after,
+        (query_vectors, before, after),
+        &mut steps,
     )
     .await;
     let measured = match result {
@@ -271,11 +267,8 @@ async fn main() -> anyhow::Result<()> {
             return Err(e);
         }
     };
-    for step in &measured.steps {
-        emit(&mut steps, args.json.as_ref(), step.clone())?;
-    }
     let summary = report::summary(&model, &predicted, &measured, baseline.as_ref(), overheads);
-    emit(&mut steps, args.json.as_ref(), summary)?;
+    steps.emit(summary)?;
     if owned {
         std::fs::remove_dir_all(&dir).ok();
     }

@@ -16,7 +16,9 @@ use serde_json::{json, Value};
 
 use crate::common::cluster::Cluster;
 use crate::serve::{load, Lanes, LoadFigures, QuerySet};
-use crate::{corpus, create_collection, ingest, procs, replica_documents, router_client, Args};
+use crate::{
+    corpus, create_collection, ingest, procs, replica_documents, router_client, Args, Steps,
+};
 
 /// The single engine's sustained ingest of one replica's rows (`engine_ingest`).
 #[derive(Debug, Clone, Serialize)]
@@ -75,11 +77,13 @@ pub fn baseline(rows: usize, nlist: u32) -> anyhow::Result<Baseline> {
 
 /// What the summary needs from the measured steps.
 pub struct Measured {
-    pub steps: Vec<Value>,
     pub ingest_accepted: u64,
-    pub ingest_seconds: f64,
+    /// Ingest through the router until every replica was sealed (None: not measured by this run).
+    pub ingest_seconds: Option<f64>,
     pub disk_bytes: u64,
     pub healthy_dense_one: LoadFigures,
+    /// The dense phase with `--threads` clients: the machine saturated, so its QPS gives the CPU per search.
+    pub healthy_dense_many: LoadFigures,
 }
 
 /// The router's HTTP address (`scripts/local-cluster.sh` writes it).
@@ -114,24 +118,181 @@ async fn phases(
     out
 }
 
-/// Steps 3–6: up, ingest, serve, kill shard-1, write, restart, catch up, serve again.
+/// Waits until the shard processes have settled (together under `idle_cpu_s` CPU-seconds in 10 s): after a
+/// bulk load every replica merges its segments and RocksDB compacts, and serving measured meanwhile measures
+/// that. Settled is not silent: anti-entropy and heartbeats keep 12 replicas at ~0.28 cores here.
+async fn settle(dir: &Path, idle_cpu_s: f64) -> f64 {
+    let started = Instant::now();
+    let shards = |all: std::collections::BTreeMap<String, procs::ProcFigures>| {
+        all.into_iter()
+            .filter(|(n, _)| n.starts_with("shard"))
+            .collect()
+    };
+    while started.elapsed() < Duration::from_secs(3600) {
+        let before = shards(procs::snapshot(dir));
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let (_, cpu) = procs::delta(&before, &shards(procs::snapshot(dir)));
+        if cpu < idle_cpu_s {
+            break;
+        }
+        eprintln!("settling: the shard processes used {cpu:.1} CPU-s in 10 s");
+    }
+    started.elapsed().as_secs_f64()
+}
+
+/// Steps 3–6: up, ingest (unless `--existing`), settle, serve, kill shard-1, write, restart, catch up, serve.
 pub async fn run(
     args: &Args,
     dir: &Path,
     mixture: &Arc<Mixture>,
     nlist: u32,
-    query_vectors: Vec<f32>,
-    before: Vec<Vec<String>>,
-    after: Vec<Vec<String>>,
+    (query_vectors, before, after): (Vec<f32>, Vec<Vec<String>>, Vec<Vec<String>>),
+    steps: &mut Steps,
 ) -> anyhow::Result<Measured> {
     let cluster = Cluster::up(3, Some(dir), args.port)?;
     let mut router = router_client(&cluster).await?;
-    create_collection(&mut router, args, nlist).await?;
-    let mut steps = Vec::new();
+    let (accepted, ingest_seconds) = if args.existing {
+        (documents_held(&cluster).await?, args.ingest_seconds)
+    } else {
+        create_collection(&mut router, args, nlist).await?;
+        let (accepted, seconds) = ingest_step(args, dir, &router, mixture, steps).await?;
+        (accepted, Some(seconds))
+    };
+    let settle_s = settle(dir, args.idle_cpu_s).await;
+    eprintln!("the shard processes are idle {settle_s:.0} s after the ingest");
+    let disk_bytes: u64 = ["shard-1", "shard-2", "shard-3"]
+        .iter()
+        .map(|n| procs::disk_bytes(&dir.join(n)))
+        .sum();
 
+    // An earlier run's collection also holds the documents it wrote while its shard was down.
+    let truth_before = Arc::new(QuerySet {
+        vectors: query_vectors.clone(),
+        truth: if args.existing { after.clone() } else { before },
+    });
+    // One untimed pass, so the first phase does not pay for cold pages alone.
+    load(
+        &router,
+        &truth_before,
+        Lanes::Dense,
+        args.threads,
+        args.seconds / 3.0,
+    )
+    .await;
+    let t = args.threads;
+    let healthy = phases(
+        &router,
+        &truth_before,
+        &[
+            (Lanes::Dense, 1),
+            (Lanes::Dense, t),
+            (Lanes::Hybrid, 1),
+            (Lanes::Hybrid, t),
+        ],
+        args.seconds,
+    )
+    .await;
+    steps.emit(json!({
+        "step": "serve", "settle_s": settle_s, "documents": accepted, "disk_bytes_settled": disk_bytes,
+        "phases": healthy, "processes": procs::snapshot(dir),
+    }))?;
+
+    cluster.kill("shard-1")?;
+    eprintln!("shard-1 SIGKILLed");
+    let down = phases(
+        &router,
+        &truth_before,
+        &[(Lanes::Dense, 1), (Lanes::Dense, t), (Lanes::Hybrid, t)],
+        args.seconds,
+    )
+    .await;
+    let outage = ingest::ingest(
+        &router,
+        mixture,
+        corpus::OUTAGE,
+        args.outage_docs,
+        args.batch,
+        args.in_flight,
+    )
+    .await?;
+    steps.emit(json!({
+        "step": "shard_down", "killed": "shard-1", "phases": down,
+        "written_while_down": outage.accepted, "write_seconds": outage.seconds,
+    }))?;
+
+    // What the live replicas hold now (an --existing collection may already have had these ids).
+    let expected = documents_held(&cluster).await?;
+    cluster.restart("shard-1")?;
+    let restarted = Instant::now();
+    let mut last = String::new();
+    let caught_up = loop {
+        ensure!(
+            restarted.elapsed() < Duration::from_secs(3600),
+            "replicas still disagree an hour after the restart: {last}"
+        );
+        if cluster.alive_shards().unwrap_or(0) == 3 {
+            match replica_documents(&cluster).await {
+                Ok(counts) => {
+                    let agree = counts
+                        .values()
+                        .all(|c| c.iter().all(|x| x.is_some() && *x == c[0]));
+                    let total: u64 = counts.values().filter_map(|c| c[0]).sum();
+                    if agree && total == expected {
+                        break restarted.elapsed().as_secs_f64();
+                    }
+                    last = format!("{counts:?}");
+                }
+                Err(e) => last = e.to_string(),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    eprintln!("shard-1 caught up {caught_up:.1} s after its restart");
+    let truth_after = Arc::new(QuerySet {
+        vectors: query_vectors,
+        truth: after,
+    });
+    let again = phases(
+        &router,
+        &truth_after,
+        &[(Lanes::Dense, 1), (Lanes::Dense, t)],
+        args.seconds,
+    )
+    .await;
+    steps.emit(json!({
+        "step": "catch_up", "seconds_to_agree": caught_up, "documents": expected, "phases": again,
+    }))?;
+    Ok(Measured {
+        ingest_accepted: accepted,
+        ingest_seconds,
+        disk_bytes,
+        healthy_dense_one: healthy[0].clone(),
+        healthy_dense_many: healthy[1].clone(),
+    })
+}
+
+/// Documents the collection holds: per shard, the most any answering replica holds.
+async fn documents_held(cluster: &Cluster) -> anyhow::Result<u64> {
+    Ok(replica_documents(cluster)
+        .await?
+        .values()
+        .map(|c| c.iter().flatten().copied().max().unwrap_or(0))
+        .sum())
+}
+
+/// The corpus through the router, then a seal of every replica: (documents accepted, seconds).
+async fn ingest_step(
+    args: &Args,
+    dir: &Path,
+    router: &attest_proto::v1::router_service_client::RouterServiceClient<
+        tonic::transport::Channel,
+    >,
+    mixture: &Arc<Mixture>,
+    steps: &mut Steps,
+) -> anyhow::Result<(u64, f64)> {
     let procs_before = procs::snapshot(dir);
     let ingested = ingest::ingest(
-        &router,
+        router,
         mixture,
         corpus::CORPUS,
         args.vectors,
@@ -170,7 +331,7 @@ pub async fn run(
         .map(|(_, b)| b)
         .sum();
     let replica_rows = ingested.accepted * u64::from(args.replication);
-    steps.push(json!({
+    steps.emit(json!({
         "step": "ingest", "vectors": args.vectors, "accepted": ingested.accepted,
         "near_duplicates": ingested.near_duplicates, "rejected": ingested.rejected,
         "acked_s": acked_s, "sealed_s": ingest_seconds,
@@ -178,112 +339,29 @@ pub async fn run(
         "replica_rows_per_s": replica_rows as f64 / ingest_seconds,
         "bytes_written": written, "cpu_seconds": cpu,
         "disk_bytes": disk_bytes, "disk_by_node": disk, "processes": procs_after,
-    }));
+    }))?;
     eprintln!(
         "ingest: {} documents acknowledged in {acked_s:.0} s, sealed at {ingest_seconds:.0} s; {:.1} GB written, {:.1} GB on the shard nodes",
         ingested.accepted,
         written as f64 / 1e9,
         disk_bytes as f64 / 1e9
     );
+    Ok((ingested.accepted, ingest_seconds))
+}
 
-    let truth_before = Arc::new(QuerySet {
-        vectors: query_vectors.clone(),
-        truth: before,
-    });
-    // One untimed pass, so the first phase does not pay for cold pages alone.
-    load(
-        &router,
-        &truth_before,
-        Lanes::Dense,
-        args.threads,
-        args.seconds / 3.0,
-    )
-    .await;
-    let t = args.threads;
-    let healthy = phases(
-        &router,
-        &truth_before,
-        &[
-            (Lanes::Dense, 1),
-            (Lanes::Dense, t),
-            (Lanes::Hybrid, 1),
-            (Lanes::Hybrid, t),
-        ],
-        args.seconds,
-    )
-    .await;
-    steps.push(json!({"step": "serve", "phases": healthy, "processes": procs::snapshot(dir)}));
-
-    cluster.kill("shard-1")?;
-    eprintln!("shard-1 SIGKILLed");
-    let down = phases(
-        &router,
-        &truth_before,
-        &[(Lanes::Dense, 1), (Lanes::Dense, t), (Lanes::Hybrid, t)],
-        args.seconds,
-    )
-    .await;
-    let outage = ingest::ingest(
-        &router,
-        mixture,
-        corpus::OUTAGE,
-        args.outage_docs,
-        args.batch,
-        args.in_flight,
-    )
-    .await?;
-    steps.push(json!({
-        "step": "shard_down", "killed": "shard-1", "phases": down,
-        "written_while_down": outage.accepted, "write_seconds": outage.seconds,
-    }));
-
-    cluster.restart("shard-1")?;
-    let restarted = Instant::now();
-    let expected = ingested.accepted + outage.accepted;
-    let mut last = String::new();
-    let caught_up = loop {
-        ensure!(
-            restarted.elapsed() < Duration::from_secs(3600),
-            "replicas still disagree an hour after the restart: {last}"
-        );
-        if cluster.alive_shards().unwrap_or(0) == 3 {
-            match replica_documents(&cluster).await {
-                Ok(counts) => {
-                    let agree = counts.values().all(|c| c.iter().all(|x| *x == c[0]));
-                    let total: u64 = counts.values().map(|c| c[0]).sum();
-                    if agree && total == expected {
-                        break restarted.elapsed().as_secs_f64();
-                    }
-                    last = format!("{counts:?}");
-                }
-                Err(e) => last = e.to_string(),
-            }
+/// Bytes of the filesystem of $HOME: (its size, what is free now).
+fn home_disk() -> (f64, f64) {
+    let home = std::ffi::CString::new(std::env::var("HOME").unwrap_or_else(|_| "/".into()))
+        .unwrap_or_default();
+    // SAFETY: statvfs only fills the struct it is given.
+    unsafe {
+        let mut s: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(home.as_ptr(), &mut s) != 0 {
+            return (0.0, 0.0);
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
-    eprintln!("shard-1 caught up {caught_up:.1} s after its restart");
-    let truth_after = Arc::new(QuerySet {
-        vectors: query_vectors,
-        truth: after,
-    });
-    let again = phases(
-        &router,
-        &truth_after,
-        &[(Lanes::Dense, 1), (Lanes::Dense, t)],
-        args.seconds,
-    )
-    .await;
-    steps.push(json!({
-        "step": "catch_up", "seconds_to_agree": caught_up, "documents": expected, "phases": again,
-    }));
-    let healthy_dense_one = healthy[0].clone();
-    Ok(Measured {
-        steps,
-        ingest_accepted: ingested.accepted,
-        ingest_seconds,
-        disk_bytes,
-        healthy_dense_one,
-    })
+        let block = s.f_frsize as f64;
+        (s.f_blocks as f64 * block, s.f_bavail as f64 * block)
+    }
 }
 
 /// This machine as a node of the 100M plan: its memory, and the disk of the filesystem the run used.
@@ -294,20 +372,9 @@ fn this_machine() -> Machine {
         .find_map(|l| l.strip_prefix("MemTotal:"))
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .unwrap_or(0.0);
-    // SAFETY: statvfs fills the struct it is given.
-    let disk = unsafe {
-        let mut s: libc::statvfs = std::mem::zeroed();
-        let home =
-            std::ffi::CString::new(std::env::var("HOME").unwrap_or_else(|_| "/".into())).unwrap();
-        if libc::statvfs(home.as_ptr(), &mut s) == 0 {
-            s.f_blocks as f64 * s.f_frsize as f64
-        } else {
-            0.0
-        }
-    };
     Machine {
         ram_bytes: ram_kb * 1024.0,
-        disk_bytes: disk,
+        disk_bytes: home_disk().0,
     }
 }
 
@@ -319,24 +386,31 @@ pub fn summary(
     baseline: Option<&Baseline>,
     overheads: Overheads,
 ) -> Value {
-    let replica_rows_per_s =
-        (m.ingest_accepted * u64::from(predicted.shape.replication)) as f64 / m.ingest_seconds;
+    let replica_rows_per_s = m
+        .ingest_seconds
+        .map(|s| (m.ingest_accepted * u64::from(predicted.shape.replication)) as f64 / s);
+    // With every core busy (the many-client phase), each routed search cost cores ÷ QPS of CPU, spread over
+    // one search per shard: what one shard's search costs here, against the model's p50 for it.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let shard_search_cpu_ms =
+        cores * 1e3 / (m.healthy_dense_many.qps.max(1e-9) * f64::from(predicted.shape.shards));
     let corrections = Corrections {
-        ingest: m.ingest_seconds / predicted.ingest_s,
+        ingest: m.ingest_seconds.map_or(1.0, |s| s / predicted.ingest_s),
         disk: m.disk_bytes as f64 / predicted.disk_bytes,
+        latency: shard_search_cpu_ms / predicted.shard_p50_ms.max(1e-9),
     };
-    // What routing really added to the slowest shard's p95 at this size (gRPC, fan-out, merge, payloads).
-    let corrected = Overheads {
-        router_overhead_ms: (m.healthy_dense_one.p95_ms - predicted.shard_p95_ms).max(0.0),
-        ..overheads
-    };
+    // The largest collection this machine's free disk (what the run's data left, plus that data) holds.
+    let replica_rows = (m.ingest_accepted * u64::from(predicted.shape.replication)) as f64;
+    let bytes_per_replica_row = m.disk_bytes as f64 / replica_rows.max(1.0);
+    let holds = (home_disk().1 + m.disk_bytes as f64)
+        / (bytes_per_replica_row * f64::from(predicted.shape.replication));
     let plan = cluster_plan::plan(
         model,
         100_000_000,
         predicted.shape.replication,
         predicted.shape.nprobe,
         this_machine(),
-        corrected,
+        overheads,
         corrections,
     );
     json!({
@@ -345,10 +419,14 @@ pub fn summary(
         "disk_bytes": {"predicted": predicted.disk_bytes, "measured": m.disk_bytes},
         "p95_ms_dense_one_client": {"predicted": predicted.p95_ms, "measured": m.healthy_dense_one.p95_ms},
         "corrections": corrections,
-        "routed_p95_overhead_ms": corrected.router_overhead_ms,
+        "disk_bytes_per_replica_row": bytes_per_replica_row,
+        "vectors_this_disk_holds": holds,
+        "shard_search_cpu_ms": shard_search_cpu_ms,
         "replica_rows_per_s": replica_rows_per_s,
         "baseline_vectors_per_s": baseline.map(|b| b.vectors_per_s),
-        "ingest_ratio_to_single_engine": baseline.map(|b| replica_rows_per_s / b.vectors_per_s),
+        "ingest_ratio_to_single_engine": baseline
+            .zip(replica_rows_per_s)
+            .map(|(b, r)| r / b.vectors_per_s),
         "plan_100m": plan,
     })
 }

@@ -126,6 +126,40 @@ impl Cluster {
         Ok(serde_json::from_slice(&out.stdout)?)
     }
 
+    /// Each shard of `collection` with the addresses of the nodes holding its replicas, from `attest status`.
+    pub fn placement(&self, collection: &str) -> anyhow::Result<Vec<(u32, Vec<String>)>> {
+        let state = self.status()?;
+        let address: HashMap<u64, String> = state["nodes"]
+            .as_array()
+            .context("nodes")?
+            .iter()
+            .map(|n| {
+                let id = n["id"].as_u64().unwrap_or(0);
+                (id, n["address"].as_str().unwrap_or("").to_string())
+            })
+            .collect();
+        let coll = state["collections"]
+            .as_array()
+            .context("collections")?
+            .iter()
+            .find(|c| c["name"] == collection)
+            .with_context(|| format!("collection {collection} in status"))?;
+        let mut out = Vec::new();
+        for p in coll["placement"].as_array().context("placement")? {
+            let shard = p["shard"].as_u64().context("shard")? as u32;
+            let nodes = p["replicas"].as_array().context("replicas")?.iter();
+            let addresses = nodes
+                .map(|r| {
+                    let node = r["node"].as_u64().context("node")?;
+                    address.get(&node).cloned().context("a replica's node")
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            out.push((shard, addresses));
+        }
+        out.sort_by_key(|(shard, _)| *shard);
+        Ok(out)
+    }
+
     pub fn alive_shards(&self) -> anyhow::Result<usize> {
         Ok(self.status()?["nodes"]
             .as_array()
@@ -154,14 +188,24 @@ impl Cluster {
         unsafe {
             libc::kill(pid, libc::SIGKILL);
         }
-        for _ in 0..200 {
+        // A process with gigabytes mapped takes seconds to be torn down; a zombie is gone for our purpose.
+        let gone = || {
             // SAFETY: signal 0 only checks that the process exists.
-            if unsafe { libc::kill(pid, 0) } != 0 {
+            let missing = unsafe { libc::kill(pid, 0) } != 0;
+            let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                s.rsplit_once(')')
+                    .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+            });
+            missing || zombie
+        };
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while Instant::now() < deadline {
+            if gone() {
                 return Ok(());
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        bail!("{name} (pid {pid}) still there after SIGKILL")
+        bail!("{name} (pid {pid}) still there 120 s after SIGKILL")
     }
 
     /// Starts `name` again with the script's command line; its pid goes into the pid file (so `down` stops it).

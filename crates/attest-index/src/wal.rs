@@ -28,6 +28,12 @@ const CF_LOG: &str = "log";
 const CF_DOCS: &str = "docs";
 const CF_META: &str = "meta";
 const CF_DEDUP: &str = "dedup";
+
+/// RocksDB keeps a write-ahead file until every column family with data in it has flushed its memtable, and
+/// `meta` (one key rewritten per append) never fills one: unbounded, every WAL file since the last start stays
+/// on disk (measured on a 500,000-row replica: 1.28 GB of files holding nothing the tables do not, beside
+/// 1.11 GB of tables). Past this many bytes of WAL, RocksDB flushes the column families that hold the oldest.
+const MAX_TOTAL_WAL_BYTES: u64 = 256 << 20;
 const KEY_LAST_SEQ: &[u8] = b"last_seq";
 /// The log's format version (u32, big-endian; absent in logs written before it was recorded: version 1).
 const KEY_FORMAT: &[u8] = b"format";
@@ -189,9 +195,14 @@ fn has_bare_document_keys(db: &DB) -> Result<bool> {
 
 impl IngestLog {
     pub fn open(path: &Path) -> Result<Self> {
+        Self::open_with_wal_bound(path, MAX_TOTAL_WAL_BYTES)
+    }
+
+    fn open_with_wal_bound(path: &Path, max_total_wal_bytes: u64) -> Result<Self> {
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.create_missing_column_families(true);
+        opts.set_max_total_wal_size(max_total_wal_bytes);
         let cfs = [CF_LOG, CF_DOCS, CF_META]
             .map(|n| ColumnFamilyDescriptor::new(n, Options::default()))
             .into_iter()
@@ -435,6 +446,40 @@ mod tests {
             tenant: "default".into(),
             chunks,
         }
+    }
+
+    /// Bytes of RocksDB's write-ahead files in `dir`.
+    fn wal_file_bytes(dir: &Path) -> u64 {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
+            .map(|e| e.metadata().unwrap().len())
+            .sum()
+    }
+
+    /// Write-ahead files do not pile up behind the `meta` column family's memtable, which never fills.
+    #[test]
+    fn write_ahead_files_stay_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = IngestLog::open_with_wal_bound(dir.path(), 1 << 20).unwrap();
+        let mut most = 0;
+        // ~12 MB of appends: many WAL files' worth at a 1 MB bound.
+        for batch in 0..60 {
+            let ops: Vec<(LogOp, u64)> = (0..50)
+                .map(|i| (upsert(&format!("d{batch}-{i}"), 8), 1))
+                .map(|(mut op, v)| {
+                    if let LogOp::Upsert { chunks, .. } = &mut op {
+                        chunks.iter_mut().for_each(|c| c.vector = vec![0.5; 128]);
+                    }
+                    (op, v)
+                })
+                .collect();
+            log.append(&ops).unwrap();
+            most = most.max(wal_file_bytes(dir.path()));
+        }
+        assert!(most < 6 << 20, "{most} bytes of WAL files kept");
+        assert_eq!(log.reader().last_seq(), 60 * 50);
     }
 
     #[test]

@@ -25,18 +25,21 @@ pub struct Shape {
     pub nprobe: u32,
 }
 
-/// Measured ÷ predicted for the costs a cluster run checks that grow with the data (1.0: the model as fitted).
-/// What routing adds to a search is a constant, not a factor: a run corrects it in [`Overheads`].
+/// Measured ÷ predicted for the costs a cluster run checks (1.0: the model as fitted). `latency` scales a
+/// shard's search time: a local cluster's routed p95 is the CPU of every shard's search queued on the same
+/// cores, not what one node per machine would see, so a run measures the CPU one shard search takes instead.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Corrections {
     pub ingest: f64,
     pub disk: f64,
+    pub latency: f64,
 }
 
 impl Corrections {
     pub const NONE: Corrections = Corrections {
         ingest: 1.0,
         disk: 1.0,
+        latency: 1.0,
     };
 }
 
@@ -58,6 +61,7 @@ pub struct ClusterEstimate {
     pub disk_bytes_per_node: f64,
     pub index_bytes_per_node: f64,
     pub rss_bytes_per_node: f64,
+    pub shard_p50_ms: f64,
     pub shard_p95_ms: f64,
     pub p95_ms: f64,
 }
@@ -70,7 +74,7 @@ pub fn estimate(model: &CostModel, shape: Shape, o: Overheads, c: Corrections) -
     let replicas = u64::from(shape.shards) * u64::from(shape.replication);
     let per_node = replicas as f64 / f64::from(shape.nodes.max(1));
     let per_machine = replicas as f64 / f64::from(shape.machines.max(1));
-    let shard_p95_ms = at("p95_ms");
+    let shard_p95_ms = at("p95_ms") * c.latency;
     let disk_bytes = replicas as f64 * at("disk_bytes") * c.disk;
     ClusterEstimate {
         shape,
@@ -82,6 +86,7 @@ pub fn estimate(model: &CostModel, shape: Shape, o: Overheads, c: Corrections) -
         disk_bytes_per_node: disk_bytes / f64::from(shape.nodes.max(1)),
         index_bytes_per_node: per_node * at("index_bytes"),
         rss_bytes_per_node: per_node * at("rss_bytes"),
+        shard_p50_ms: at("p50_ms") * c.latency,
         shard_p95_ms,
         p95_ms: shard_p95_ms + o.router_overhead_ms,
     }
