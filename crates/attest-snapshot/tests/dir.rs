@@ -252,8 +252,20 @@ async fn list_dirs_and_delete_prefix() {
     assert!(store.delete_prefix("/").await.is_err());
 }
 
-#[tokio::test]
-async fn interrupted_multipart_upload_leaves_no_object_and_rerun_completes() {
+/// The upload is dropped after its first part. To make "after its first part" certain (the next part's read
+/// and write may otherwise both finish before the test's task is polled again), the runtime has one blocking
+/// thread and the first progress call occupies it until the upload is dropped: the second part cannot start.
+#[test]
+fn interrupted_multipart_upload_leaves_no_object_and_rerun_completes() {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(1)
+        .build()
+        .unwrap()
+        .block_on(interrupted_multipart_upload())
+}
+
+async fn interrupted_multipart_upload() {
     let tmp = tempfile::tempdir().unwrap();
     let dest_dir = tmp.path().join("dest");
     let store = open(&dest_dir)
@@ -266,13 +278,21 @@ async fn interrupted_multipart_upload_leaves_no_object_and_rerun_completes() {
 
     let first_part = Arc::new(tokio::sync::Notify::new());
     let notify = first_part.clone();
-    let signal = move |_| notify.notify_one();
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    let gate = std::sync::Mutex::new(Some(gate));
+    let signal = move |_| {
+        if let Some(gate) = gate.lock().unwrap().take() {
+            tokio::task::spawn_blocking(move || gate.recv());
+            notify.notify_one();
+        }
+    };
     let upload = store.upload_file(&local, key, &signal);
     let interrupted = tokio::select! {
         biased;
         _ = first_part.notified() => true,
         _ = upload => false,
     };
+    release.send(()).unwrap();
     assert!(interrupted, "the upload was cancelled after its first part");
     assert_eq!(
         store.size_of(key).await.unwrap(),
