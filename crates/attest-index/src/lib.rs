@@ -36,7 +36,8 @@ pub mod merge;
 pub mod near_dup;
 pub mod quantizer;
 pub mod segment;
-mod simd;
+#[doc(hidden)]
+pub mod simd;
 pub mod snapshot;
 pub mod sq8;
 pub mod text_index;

@@ -185,20 +185,24 @@ impl Sq8File {
         }
         let start = HEADER_LEN + self.dim * 8 + row * self.dim;
         let codes = &self.mmap[start..start + self.dim];
-        // Four independent sums so that the loop vectorises (an f32 sum is not reassociated by the compiler).
-        let mut acc = [0f32; 4];
-        let (chunks, rest) = (codes.chunks_exact(4), codes.len() / 4 * 4);
-        for (c, q) in chunks.zip(query.scaled.chunks_exact(4)) {
-            for i in 0..4 {
-                acc[i] += q[i] * f32::from(c[i]);
+        Some(query.offset + crate::simd::dot_u8(&query.scaled, codes))
+    }
+
+    /// Asks the CPU to start loading row `row` (nothing past the end): the re-scoring reads thousands of rows at
+    /// random places of the file, each a wait on memory unless it was asked for a few rows ahead.
+    pub fn prefetch(&self, row: usize) {
+        if row >= self.len {
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let start = HEADER_LEN + self.dim * 8 + row * self.dim;
+            for line in (start..start + self.dim).step_by(64) {
+                // SAFETY: a prefetch never faults, and `line` is inside the mapping (row < len).
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(self.mmap.as_ptr().add(line).cast()) };
             }
         }
-        let tail: f32 = codes[rest..]
-            .iter()
-            .zip(&query.scaled[rest..])
-            .map(|(&c, q)| q * f32::from(c))
-            .sum();
-        Some(query.offset + acc.iter().sum::<f32>() + tail)
     }
 
     /// Approximate inner products of `query` with each row of `rows` (rows out of range skipped), best first,

@@ -293,7 +293,7 @@ impl IngestLog {
                 LogOp::Upsert { .. } => keys.get(i).and_then(Option::as_ref),
                 LogOp::Delete { .. } => None,
             };
-            near_dups.replace(&mut batch, tenant, op.doc_id(), new_keys)?;
+            near_dups.replace(tenant, op.doc_id(), new_keys)?;
             seq += 1;
             batch.put_cf(&log, seq.to_be_bytes(), encode(op)?);
             let version = DocVersion {
@@ -305,6 +305,7 @@ impl IngestLog {
             batch.put_cf(&docs, op.doc_key().as_bytes(), encode(&version)?);
             seqs.push(seq);
         }
+        near_dups.write_to(&mut batch);
         batch.put_cf(&meta, KEY_LAST_SEQ, seq.to_be_bytes());
         let mut wo = WriteOptions::default();
         wo.set_sync(true);
