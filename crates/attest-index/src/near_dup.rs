@@ -257,6 +257,22 @@ pub(crate) fn keys_of(
 mod tests {
     use super::*;
 
+    /// A database with the `dedup` column family as the ingest log opens it.
+    fn open_dedup(dir: &std::path::Path) -> DB {
+        let mut db_opts = Options::default();
+        db_opts.create_if_missing(true);
+        db_opts.create_missing_column_families(true);
+        DB::open_cf_descriptors(
+            &db_opts,
+            dir,
+            [rocksdb::ColumnFamilyDescriptor::new(
+                "dedup",
+                column_options(),
+            )],
+        )
+        .unwrap()
+    }
+
     #[test]
     fn a_bucket_is_its_entries_prefix() {
         let entry = bucket_key("acme", 3, 0xdead_beef, "doc-1");
@@ -282,18 +298,7 @@ mod tests {
     #[test]
     fn filtered_lookups_find_the_stored_neighbours() {
         let dir = tempfile::tempdir().unwrap();
-        let mut db_opts = Options::default();
-        db_opts.create_if_missing(true);
-        db_opts.create_missing_column_families(true);
-        let db = DB::open_cf_descriptors(
-            &db_opts,
-            dir.path(),
-            [rocksdb::ColumnFamilyDescriptor::new(
-                "dedup",
-                column_options(),
-            )],
-        )
-        .unwrap();
+        let db = open_dedup(dir.path());
         let cf = db.cf_handle("dedup").unwrap();
         let keys = |first: u64| NearDupKeys {
             signature: (0..8).map(|i| i as u32 + first as u32).collect(),
@@ -337,18 +342,7 @@ mod tests {
     #[test]
     fn sorted_changes_keep_the_order_of_one_documents_writes() {
         let dir = tempfile::tempdir().unwrap();
-        let mut db_opts = Options::default();
-        db_opts.create_if_missing(true);
-        db_opts.create_missing_column_families(true);
-        let db = DB::open_cf_descriptors(
-            &db_opts,
-            dir.path(),
-            [rocksdb::ColumnFamilyDescriptor::new(
-                "dedup",
-                column_options(),
-            )],
-        )
-        .unwrap();
+        let db = open_dedup(dir.path());
         let cf = db.cf_handle("dedup").unwrap();
         let keys = |bands: [u64; 4], sig: u32| NearDupKeys {
             signature: vec![sig; 8],

@@ -198,7 +198,8 @@ impl Sq8File {
         {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
             let start = HEADER_LEN + self.dim * 8 + row * self.dim;
-            for line in (start..start + self.dim).step_by(64) {
+            // Every 64-byte line the row touches (the header leaves rows unaligned); the mapping starts on a page.
+            for line in (start & !63..start + self.dim).step_by(64) {
                 // SAFETY: a prefetch never faults, and `line` is inside the mapping (row < len).
                 unsafe { _mm_prefetch::<_MM_HINT_T0>(self.mmap.as_ptr().add(line).cast()) };
             }
