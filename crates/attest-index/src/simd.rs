@@ -34,6 +34,17 @@ fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
+/// The sum of the 16 lanes of an AVX2 kernel's two accumulators (the three kernels below end with it).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn sum_lanes(acc0: std::arch::x86_64::__m256, acc1: std::arch::x86_64::__m256) -> f32 {
+    use std::arch::x86_64::*;
+    let mut lanes = [0f32; 8];
+    // SAFETY: stores 8 floats into an array of 8.
+    unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), _mm256_add_ps(acc0, acc1)) };
+    lanes.iter().sum()
+}
+
 /// 16 lanes of fused multiply-adds, for the coarse assignment of a query to (say) 4,096 centroids of 384
 /// dimensions ([`crate::coarse`]).
 #[cfg(target_arch = "x86_64")]
@@ -44,7 +55,7 @@ unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
     let (pa, pb) = (a.as_ptr(), b.as_ptr());
     // SAFETY: every load reads 8 floats at i..i + 8 or i + 8..i + 16 with i + 16 <= n, inside both slices.
     let mut i = 0;
-    let lanes = unsafe {
+    let head = unsafe {
         let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
         while i + 16 <= n {
             acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), _mm256_loadu_ps(pb.add(i)), acc0);
@@ -55,11 +66,9 @@ unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
             );
             i += 16;
         }
-        let mut lanes = [0f32; 8];
-        _mm256_storeu_ps(lanes.as_mut_ptr(), _mm256_add_ps(acc0, acc1));
-        lanes
+        sum_lanes(acc0, acc1)
     };
-    lanes.iter().sum::<f32>() + dot_portable(&a[i..n], &b[i..n])
+    head + dot_portable(&a[i..n], &b[i..n])
 }
 
 /// `values` in half precision, as [`dot_f16`] reads them.
@@ -100,7 +109,7 @@ unsafe fn dot_f16_avx2(a: &[f32], b: &[u16]) -> f32 {
     let (pa, pb) = (a.as_ptr(), b.as_ptr());
     // SAFETY: every load reads 8 values at i..i + 8 or i + 8..i + 16 with i + 16 <= n, inside both slices.
     let mut i = 0;
-    let lanes = unsafe {
+    let head = unsafe {
         let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
         while i + 16 <= n {
             let b0 = _mm256_cvtph_ps(_mm_loadu_si128(pb.add(i).cast()));
@@ -109,11 +118,9 @@ unsafe fn dot_f16_avx2(a: &[f32], b: &[u16]) -> f32 {
             acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i + 8)), b1, acc1);
             i += 16;
         }
-        let mut lanes = [0f32; 8];
-        _mm256_storeu_ps(lanes.as_mut_ptr(), _mm256_add_ps(acc0, acc1));
-        lanes
+        sum_lanes(acc0, acc1)
     };
-    lanes.iter().sum::<f32>() + dot_f16_portable(&a[i..n], &b[i..n])
+    head + dot_f16_portable(&a[i..n], &b[i..n])
 }
 
 /// Inner product of `a` with `b`'s bytes read as 0..=255: an SQ8 row against a query scaled by its steps
@@ -157,7 +164,7 @@ unsafe fn dot_u8_avx2(a: &[f32], b: &[u8]) -> f32 {
     // SAFETY: every load reads 16 bytes at i..i + 16 of `b` and 8 floats at i..i + 8 or i + 8..i + 16 of `a`,
     // with i + 16 <= n, inside both slices.
     let mut i = 0;
-    let lanes = unsafe {
+    let head = unsafe {
         let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
         while i + 16 <= n {
             let bytes = _mm_loadu_si128(pb.add(i).cast());
@@ -167,11 +174,9 @@ unsafe fn dot_u8_avx2(a: &[f32], b: &[u8]) -> f32 {
             acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i + 8)), hi, acc1);
             i += 16;
         }
-        let mut lanes = [0f32; 8];
-        _mm256_storeu_ps(lanes.as_mut_ptr(), _mm256_add_ps(acc0, acc1));
-        lanes
+        sum_lanes(acc0, acc1)
     };
-    lanes.iter().sum::<f32>() + dot_u8_portable(&a[i..n], &b[i..n])
+    head + dot_u8_portable(&a[i..n], &b[i..n])
 }
 
 #[cfg(test)]
