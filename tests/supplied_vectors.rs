@@ -79,6 +79,19 @@ async fn supplied_vectors_are_stored_and_searched_as_given() {
         score > 0.99,
         "the stored vector is the supplied one: cosine {score}"
     );
+    // One lane alone asks each shard for its top k only (not `lane_depth`): still the exact top 3 over both
+    // shards, in order.
+    let query = unit(7);
+    let mut exact: Vec<(f32, String)> = (0..12)
+        .map(|i| {
+            let cos = unit(i).iter().zip(&query).map(|(a, b)| a * b).sum::<f32>();
+            (cos, format!("n{i}"))
+        })
+        .collect();
+    exact.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let found: Vec<&str> = hits.hits.iter().map(|h| h.doc_id.as_str()).collect();
+    let expected: Vec<&str> = exact[..3].iter().map(|(_, id)| id.as_str()).collect();
+    assert_eq!(found, expected, "{hits:?}");
 
     // Hybrid: the vector drives the dense lane, the text the BM25 lane; both lanes rank n7 first.
     let hybrid = router

@@ -280,17 +280,21 @@ impl Router {
                     (None, Some(embedded)) => embedded.next().unwrap_or_default(),
                     (None, None) => Vec::new(),
                 };
+                let query_text = if s.want_bm25 || fallback {
+                    s.query.clone()
+                } else {
+                    String::new()
+                };
+                let lanes =
+                    usize::from(!query_vector.is_empty()) + usize::from(!query_text.is_empty());
+                let depth = self.depth(s.k, lanes);
                 pb::ShardSearchRequest {
                     collection: rec.name.clone(),
                     shard: 0,
                     tenant: s.tenant.clone(),
                     query_vector,
-                    query_text: if s.want_bm25 || fallback {
-                        s.query.clone()
-                    } else {
-                        String::new()
-                    },
-                    k: self.depth(s.k) as u32,
+                    query_text,
+                    k: depth as u32,
                     nprobe: s.nprobe,
                     filter: s.filter.clone(),
                     include_payload: false,
@@ -298,12 +302,13 @@ impl Router {
                         self.config.payload_inline_factor,
                         s.k,
                         rec.shards as usize,
-                        self.depth(s.k),
+                        depth,
                     ),
                     exact_rescore: self.config.exact_rescore,
                 }
             })
-            .collect();
+            .collect::<Vec<_>>();
+        let depths: Vec<usize> = shard_requests.iter().map(|r| r.k as usize).collect();
         let fanout_started = Instant::now();
         let fans = fan_out(self, rec, shard_requests, &request_id).await?;
         observe_stage(STAGE_FANOUT, fanout_started.elapsed());
@@ -311,10 +316,8 @@ impl Router {
         let mut lists: Vec<Vec<pb::Hit>> = searches
             .iter()
             .zip(&fans)
-            .map(|(s, fan)| {
-                let depth = self.depth(s.k);
-                fuse(fan, depth, s.k, s.rrf_k, s.dense_weight, s.bm25_weight)
-            })
+            .zip(depths)
+            .map(|((s, fan), depth)| fuse(fan, depth, s.k, s.rrf_k, s.dense_weight, s.bm25_weight))
             .collect();
         observe_stage(STAGE_FUSE, fuse_started.elapsed());
         let mut missing_shards = fans
@@ -350,10 +353,20 @@ impl Router {
             .collect())
     }
 
-    /// How deep each lane is searched for a search returning `k`.
-    fn depth(&self, k: usize) -> usize {
-        self.config.lane_depth.max(k).min(limits::MAX_TOP_K)
+    /// How deep each shard searches each lane for a search returning `k` through `lanes` lanes. Fusion ranks
+    /// by two lists, so each is searched `lane_depth` deep. One lane alone is its own ranking, and the best `k`
+    /// of the union of every shard's best `k` are the collection's best `k`: `k` deep loses nothing, and a
+    /// shard's dense lane re-scores `compact_overfetch` × its depth candidates, so 50 deep for a top 10 cost a
+    /// shard ~4× the work (docs/BENCHMARKS.md, "Serving at 1M").
+    fn depth(&self, k: usize, lanes: usize) -> usize {
+        lane_depth(self.config.lane_depth, k, lanes)
     }
+}
+
+/// [`Router::depth`] for a configured `lane_depth`.
+fn lane_depth(configured: usize, k: usize, lanes: usize) -> usize {
+    let depth = if lanes > 1 { configured.max(k) } else { k };
+    depth.min(limits::MAX_TOP_K)
 }
 
 /// A search checked against the limits: what the fan-out, fusion and fetch need.
@@ -371,4 +384,24 @@ struct Checked {
     /// Lists probed per shard: the request's, checked, or the collection's.
     nprobe: u32,
     filter: Option<pb::Filter>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lane_depth;
+    use attest_core::limits::MAX_TOP_K;
+
+    #[test]
+    fn fused_lanes_are_searched_deep_and_a_lone_lane_k_deep() {
+        assert_eq!(lane_depth(50, 10, 2), 50, "fusion needs the deep lists");
+        assert_eq!(lane_depth(50, 80, 2), 80, "never shallower than k");
+        assert_eq!(
+            lane_depth(50, 10, 1),
+            10,
+            "one lane: each shard's top k holds the top k"
+        );
+        assert_eq!(lane_depth(50, 10, 0), 10);
+        assert_eq!(lane_depth(50, MAX_TOP_K + 5, 2), MAX_TOP_K);
+        assert_eq!(lane_depth(MAX_TOP_K * 2, 10, 2), MAX_TOP_K);
+    }
 }
