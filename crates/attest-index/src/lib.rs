@@ -21,6 +21,7 @@
 //! - [`config`]: engine configuration and limits.
 //! - [`error`]: the crate's error type.
 
+mod bucket_presence;
 pub mod chunk_store;
 pub mod coarse;
 pub mod config;

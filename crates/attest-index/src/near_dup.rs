@@ -26,6 +26,7 @@ use rocksdb::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::bucket_presence::BucketPresence;
 use crate::error::{IndexError, Result};
 
 /// A document's MinHash signature and its LSH band keys (one per band, in band order).
@@ -51,7 +52,7 @@ fn doc_key(tenant: &str, doc_id: &str) -> Vec<u8> {
     k
 }
 
-fn bucket_prefix(tenant: &str, band: usize, key: u64) -> Vec<u8> {
+pub(crate) fn bucket_prefix(tenant: &str, band: usize, key: u64) -> Vec<u8> {
     let mut k = Vec::with_capacity(12 + tenant.len());
     k.push(b'b');
     k.extend_from_slice(tenant.as_bytes());
@@ -74,7 +75,7 @@ fn in_bucket_domain(key: &[u8]) -> bool {
 }
 
 /// The bucket of a bucket entry: the key up to its band key (the document id cut off).
-fn bucket_of(key: &[u8]) -> &[u8] {
+pub(crate) fn bucket_of(key: &[u8]) -> &[u8] {
     match key.iter().position(|b| *b == 0) {
         Some(zero) if key.len() > zero + BUCKET_TAIL => &key[..=zero + BUCKET_TAIL],
         _ => key,
@@ -132,6 +133,8 @@ pub fn similarity(a: &[u32], b: &[u32]) -> f64 {
 pub(crate) struct NearDupWriter<'a> {
     db: &'a DB,
     cf: &'a ColumnFamily,
+    /// Told of every bucket the batch puts an entry in, before the batch is written.
+    presence: Option<&'a BucketPresence>,
     /// Keys as this batch leaves them, for documents it already touched (None: none).
     pending: HashMap<(String, String), Option<NearDupKeys>>,
     /// Puts (Some value) and deletes (None), in the order the documents' writes made them.
@@ -139,10 +142,15 @@ pub(crate) struct NearDupWriter<'a> {
 }
 
 impl<'a> NearDupWriter<'a> {
-    pub(crate) fn new(db: &'a DB, cf: &'a ColumnFamily) -> Self {
+    pub(crate) fn new(
+        db: &'a DB,
+        cf: &'a ColumnFamily,
+        presence: Option<&'a BucketPresence>,
+    ) -> Self {
         NearDupWriter {
             db,
             cf,
+            presence,
             pending: HashMap::new(),
             changes: Vec::new(),
         }
@@ -187,6 +195,14 @@ impl<'a> NearDupWriter<'a> {
     /// (a band entry deleted and put again by two writes of one document ends put).
     pub(crate) fn write_to(mut self, batch: &mut WriteBatch) {
         self.changes.sort_by(|a, b| a.0.cmp(&b.0));
+        if let Some(presence) = self.presence {
+            presence.insert(
+                self.changes
+                    .iter()
+                    .filter(|(key, value)| value.is_some() && in_bucket_domain(key))
+                    .map(|(key, _)| bucket_of(key)),
+            );
+        }
         for (key, value) in self.changes {
             match value {
                 Some(value) => batch.put_cf(self.cf, key, value),
@@ -201,18 +217,29 @@ impl<'a> NearDupWriter<'a> {
 pub(crate) fn best_match(
     db: &DB,
     cf: &ColumnFamily,
+    presence: Option<&BucketPresence>,
     tenant: &str,
     doc_id: &str,
     query: &NearDupKeys,
     threshold: f64,
 ) -> Result<Option<NearDupMatch>> {
     let mut candidates = BTreeSet::new();
+    // Only the buckets that may hold entries are sought (for a new text, usually none).
+    let buckets: Vec<Vec<u8>> = query
+        .bands
+        .iter()
+        .enumerate()
+        .map(|(band, key)| bucket_prefix(tenant, band, *key))
+        .filter(|prefix| presence.is_none_or(|p| p.may_hold(prefix)))
+        .collect();
+    if buckets.is_empty() {
+        return Ok(None);
+    }
     // One iterator for every band, each seek confined to its bucket (so the prefix filters apply).
     let mut read = ReadOptions::default();
     read.set_prefix_same_as_start(true);
     let mut it = db.raw_iterator_cf_opt(cf, read);
-    for (band, key) in query.bands.iter().enumerate() {
-        let prefix = bucket_prefix(tenant, band, *key);
+    for prefix in buckets {
         it.seek(&prefix);
         while let Some(k) = it.key() {
             let Some(id) = k.strip_prefix(prefix.as_slice()) else {
@@ -305,31 +332,31 @@ mod tests {
             bands: (0..4).map(|b| first * 100 + b).collect(),
         };
         let mut batch = WriteBatch::default();
-        let mut writer = NearDupWriter::new(&db, cf);
+        let mut writer = NearDupWriter::new(&db, cf, None);
         writer.replace("t", "a", Some(&keys(1))).unwrap();
         writer.write_to(&mut batch);
         db.write(batch).unwrap();
         db.flush_cf(cf).unwrap();
         let mut batch = WriteBatch::default();
-        let mut writer = NearDupWriter::new(&db, cf);
+        let mut writer = NearDupWriter::new(&db, cf, None);
         writer.replace("t", "b", Some(&keys(2))).unwrap();
         writer.write_to(&mut batch);
         db.write(batch).unwrap();
         // `a` is in a table, `b` in the memtable; each is found by a query sharing its bands.
         for (id, first) in [("a", 1), ("b", 2)] {
-            let found = best_match(&db, cf, "t", "query", &keys(first), 0.9).unwrap();
+            let found = best_match(&db, cf, None, "t", "query", &keys(first), 0.9).unwrap();
             assert_eq!(found.map(|m| m.doc_id), Some(id.to_string()));
         }
         assert_eq!(
-            best_match(&db, cf, "t", "query", &keys(3), 0.1).unwrap(),
+            best_match(&db, cf, None, "t", "query", &keys(3), 0.1).unwrap(),
             None
         );
         assert_eq!(
-            best_match(&db, cf, "u", "query", &keys(1), 0.1).unwrap(),
+            best_match(&db, cf, None, "u", "query", &keys(1), 0.1).unwrap(),
             None
         );
         assert_eq!(
-            best_match(&db, cf, "t", "a", &keys(1), 0.1).unwrap(),
+            best_match(&db, cf, None, "t", "a", &keys(1), 0.1).unwrap(),
             None,
             "not itself"
         );
@@ -351,7 +378,7 @@ mod tests {
         let first = keys([100, 101, 102, 103], 1);
         let second = keys([100, 201, 202, 203], 2);
         let mut batch = WriteBatch::default();
-        let mut writer = NearDupWriter::new(&db, cf);
+        let mut writer = NearDupWriter::new(&db, cf, None);
         writer.replace("t", "a", Some(&first)).unwrap();
         writer.replace("t", "a", Some(&second)).unwrap();
         writer
@@ -364,14 +391,14 @@ mod tests {
         assert_eq!(keys_of(&db, cf, "t", "a").unwrap(), Some(second.clone()));
         assert_eq!(keys_of(&db, cf, "t", "b").unwrap(), None);
         // Band 0's entry (put, deleted, put again) stays; band 1's first key (put, then deleted) is gone.
-        let found = best_match(&db, cf, "t", "q", &keys([100, 0, 0, 0], 2), 0.9).unwrap();
+        let found = best_match(&db, cf, None, "t", "q", &keys([100, 0, 0, 0], 2), 0.9).unwrap();
         assert_eq!(found.map(|m| m.doc_id), Some("a".to_string()));
         assert_eq!(
-            best_match(&db, cf, "t", "q", &keys([0, 101, 0, 0], 1), 0.1).unwrap(),
+            best_match(&db, cf, None, "t", "q", &keys([0, 101, 0, 0], 1), 0.1).unwrap(),
             None
         );
         assert_eq!(
-            best_match(&db, cf, "t", "q", &keys([0, 0, 302, 0], 3), 0.1).unwrap(),
+            best_match(&db, cf, None, "t", "q", &keys([0, 0, 302, 0], 3), 0.1).unwrap(),
             None
         );
     }

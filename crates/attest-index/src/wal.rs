@@ -8,7 +8,8 @@
 //!   may each hold a document `a`, and neither can learn from a write that the other holds one.
 //! - `meta`: engine bookkeeping (`last_seq`).
 //! - `dedup`: the near-duplicate keys of live documents ([`crate::near_dup`]), changed in the same batch as
-//!   the documents they describe.
+//!   the documents they describe; which of its buckets hold entries is also kept in memory
+//!   ([`crate::bucket_presence`]), so that lookups of new texts need not seek.
 //!
 //! Sync policy: every append is one `WriteBatch` written with `sync = true` (fsync of the RocksDB WAL) before
 //! the call returns, so an acknowledged write survives `kill -9` and power loss. Callers batch whole requests
@@ -21,6 +22,7 @@ use std::sync::Arc;
 use rocksdb::{ColumnFamilyDescriptor, IteratorMode, Options, WriteBatch, WriteOptions, DB};
 use serde::{Deserialize, Serialize};
 
+use crate::bucket_presence::BucketPresence;
 use crate::error::{IndexError, Result};
 use crate::near_dup::{self, NearDupKeys, NearDupMatch, NearDupWriter};
 
@@ -125,6 +127,8 @@ pub struct IngestLog {
     db: Arc<DB>,
     /// Written only by `append` (under the engine's writer lock); read without it through [`LogReader`].
     last_seq: Arc<AtomicU64>,
+    /// Which near-duplicate buckets hold entries, so that lookups of new texts need not seek.
+    presence: BucketPresence,
 }
 
 /// Reads of log records that need no writer lock (RocksDB reads are safe beside writes): what a search's payload
@@ -248,8 +252,10 @@ impl IngestLog {
             ),
             None => 0,
         };
+        let db = Arc::new(db);
         let log = IngestLog {
-            db: Arc::new(db),
+            presence: BucketPresence::open(Arc::clone(&db), CF_DEDUP),
+            db,
             last_seq: Arc::new(AtomicU64::new(last_seq)),
         };
         Ok(log)
@@ -283,7 +289,7 @@ impl IngestLog {
         let docs = self.db.cf_handle(CF_DOCS).expect("docs cf");
         let meta = self.db.cf_handle(CF_META).expect("meta cf");
         let dedup = self.db.cf_handle(CF_DEDUP).expect("dedup cf");
-        let mut near_dups = NearDupWriter::new(&self.db, dedup);
+        let mut near_dups = NearDupWriter::new(&self.db, dedup, Some(&self.presence));
         let mut batch = WriteBatch::default();
         let mut seqs = Vec::with_capacity(ops.len());
         let mut seq = self.last_seq();
@@ -326,7 +332,15 @@ impl IngestLog {
         queries
             .iter()
             .map(|(doc_id, keys)| {
-                near_dup::best_match(&self.db, dedup, tenant, doc_id, keys, threshold)
+                near_dup::best_match(
+                    &self.db,
+                    dedup,
+                    Some(&self.presence),
+                    tenant,
+                    doc_id,
+                    keys,
+                    threshold,
+                )
             })
             .collect()
     }
@@ -489,6 +503,71 @@ mod tests {
             kept = wal_file_bytes(dir.path());
         }
         assert!(kept < 3 << 20, "{kept} bytes of WAL files kept");
+    }
+
+    /// The filter's capacity once no build is under way, waiting (bounded) for the background one.
+    fn settled_filter(log: &IngestLog) -> usize {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            if let Some(capacity) = log.presence.settled_capacity() {
+                return capacity;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the bucket filter was never built"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    /// Near-duplicate lookups answered through the in-memory bucket filter still find every stored document:
+    /// after a reopen (the filter built by a scan while writes go on), and once it fills and a bigger one is
+    /// built; an unknown bucket is answered from memory.
+    #[test]
+    fn near_duplicates_are_found_through_the_bucket_filter() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = |i: u64| NearDupKeys {
+            signature: vec![i as u32; 8],
+            bands: (0..4).map(|b| i * 10 + b).collect(),
+        };
+        let write = |log: &mut IngestLog, docs: std::ops::Range<u64>| {
+            let ops: Vec<(LogOp, u64)> = docs
+                .clone()
+                .map(|i| (upsert(&format!("d{i}"), 1), 1))
+                .collect();
+            let k: Vec<Option<NearDupKeys>> = docs.map(|i| Some(keys(i))).collect();
+            log.append_with_keys(&ops, &k).unwrap();
+        };
+        let found = |log: &IngestLog, i: u64| {
+            log.near_duplicates("default", &[("query".to_string(), keys(i))], 0.9)
+                .unwrap()
+                .pop()
+                .flatten()
+                .map(|m| m.doc_id)
+        };
+        {
+            let mut log = IngestLog::open(dir.path()).unwrap();
+            write(&mut log, 0..100);
+        }
+        let mut log = IngestLog::open(dir.path()).unwrap();
+        write(&mut log, 100..200);
+        let first = settled_filter(&log);
+        for i in (0..200).step_by(7) {
+            assert_eq!(found(&log, i), Some(format!("d{i}")), "document {i}");
+        }
+        let unknown = crate::near_dup::bucket_prefix("default", 0, 999_999);
+        assert!(!log.presence.may_hold(&unknown), "answered from memory");
+        assert_eq!(found(&log, 999_999), None);
+
+        // 4 buckets per document: past the first filter's capacity, a bigger one is built.
+        let docs = first as u64 / 4 + 1_000;
+        for start in (200..200 + docs).step_by(2_000) {
+            write(&mut log, start..(start + 2_000).min(200 + docs));
+        }
+        assert!(settled_filter(&log) > first);
+        for i in (0..200 + docs).step_by(997) {
+            assert_eq!(found(&log, i), Some(format!("d{i}")), "document {i}");
+        }
     }
 
     #[test]
