@@ -356,8 +356,8 @@ impl Router {
     /// How deep each shard searches each lane for a search returning `k` through `lanes` lanes. Fusion ranks
     /// by two lists, so each is searched `lane_depth` deep. One lane alone is its own ranking, and the best `k`
     /// of the union of every shard's best `k` are the collection's best `k`: `k` deep loses nothing, and a
-    /// shard's dense lane re-scores `compact_overfetch` × its depth candidates, so 50 deep for a top 10 cost a
-    /// shard ~4× the work (docs/BENCHMARKS.md, "Serving at 1M").
+    /// shard's dense lane re-scores `compact_overfetch` × its depth candidates (50 deep for a top 10: 1.6× the
+    /// CPU of a shard search at 1M, docs/BENCHMARKS.md "1M, fourth session").
     fn depth(&self, k: usize, lanes: usize) -> usize {
         lane_depth(self.config.lane_depth, k, lanes)
     }
