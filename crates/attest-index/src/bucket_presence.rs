@@ -11,8 +11,9 @@
 //! capacity, where false positives climb, a filter twice the size is built the same way, the full one answering
 //! meanwhile.
 //!
-//! Memory: [`BITS_PER_BUCKET`] bits per bucket entry of headroom-sized capacity — about 60 bytes per stored
-//! document at 32 bands (the SQ8 copy of its vector is 384).
+//! Memory: [`BITS_PER_BUCKET`] bits per bucket of capacity, which doubles when full and is rounded up to a power
+//! of two of blocks — 40 to 160 bytes per stored document at 32 bands (the SQ8 copy of its vector is 384), twice
+//! that while a bigger filter is built beside the full one.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
