@@ -144,13 +144,21 @@ impl BucketPresence {
         presence
     }
 
-    /// Whether `bucket` may hold entries: false only when a built filter says it holds none.
-    pub(crate) fn may_hold(&self, bucket: &[u8]) -> bool {
+    /// Keeps the `buckets` that may hold entries: all of them until a filter is built, then those it does not
+    /// rule out. One lock for a whole lookup (a document's 32 bands).
+    pub(crate) fn retain_possible(&self, buckets: &mut Vec<Vec<u8>>) {
         let filters = self.shared.filters.lock();
-        filters
-            .ready
-            .as_ref()
-            .is_none_or(|f| f.may_contain(bucket_hash(bucket)))
+        if let Some(ready) = filters.ready.as_ref() {
+            buckets.retain(|b| ready.may_contain(bucket_hash(b)));
+        }
+    }
+
+    /// Whether `bucket` may hold entries: false only when a built filter says it holds none.
+    #[cfg(test)]
+    pub(crate) fn may_hold(&self, bucket: &[u8]) -> bool {
+        let mut one = vec![bucket.to_vec()];
+        self.retain_possible(&mut one);
+        !one.is_empty()
     }
 
     /// Records that `buckets` are about to get entries: called by the log's only writer before the batch that

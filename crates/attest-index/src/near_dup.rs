@@ -225,13 +225,15 @@ pub(crate) fn best_match(
 ) -> Result<Option<NearDupMatch>> {
     let mut candidates = BTreeSet::new();
     // Only the buckets that may hold entries are sought (for a new text, usually none).
-    let buckets: Vec<Vec<u8>> = query
+    let mut buckets: Vec<Vec<u8>> = query
         .bands
         .iter()
         .enumerate()
         .map(|(band, key)| bucket_prefix(tenant, band, *key))
-        .filter(|prefix| presence.is_none_or(|p| p.may_hold(prefix)))
         .collect();
+    if let Some(presence) = presence {
+        presence.retain_possible(&mut buckets);
+    }
     if buckets.is_empty() {
         return Ok(None);
     }

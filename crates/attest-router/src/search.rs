@@ -287,7 +287,7 @@ impl Router {
                 };
                 let lanes =
                     usize::from(!query_vector.is_empty()) + usize::from(!query_text.is_empty());
-                let depth = self.depth(s.k, lanes);
+                let depth = lane_depth(self.config.lane_depth, s.k, lanes);
                 pb::ShardSearchRequest {
                     collection: rec.name.clone(),
                     shard: 0,
@@ -352,18 +352,13 @@ impl Router {
             })
             .collect())
     }
-
-    /// How deep each shard searches each lane for a search returning `k` through `lanes` lanes. Fusion ranks
-    /// by two lists, so each is searched `lane_depth` deep. One lane alone is its own ranking, and the best `k`
-    /// of the union of every shard's best `k` are the collection's best `k`: `k` deep loses nothing, and a
-    /// shard's dense lane re-scores `compact_overfetch` × its depth candidates (50 deep for a top 10: 1.6× the
-    /// CPU of a shard search at 1M, docs/BENCHMARKS.md "1M, fourth session").
-    fn depth(&self, k: usize, lanes: usize) -> usize {
-        lane_depth(self.config.lane_depth, k, lanes)
-    }
 }
 
-/// [`Router::depth`] for a configured `lane_depth`.
+/// How deep each shard searches each lane for a search returning `k` through `lanes` lanes. Fusion ranks
+/// by two lists, so each is searched `lane_depth` deep. One lane alone is its own ranking, and the best `k`
+/// of the union of every shard's best `k` are the collection's best `k`: `k` deep loses nothing, and a
+/// shard's dense lane re-scores `compact_overfetch` × its depth candidates (50 deep for a top 10: 1.6× the
+/// CPU of a shard search at 1M, docs/BENCHMARKS.md "1M, fourth session").
 fn lane_depth(configured: usize, k: usize, lanes: usize) -> usize {
     let depth = if lanes > 1 { configured.max(k) } else { k };
     depth.min(limits::MAX_TOP_K)
