@@ -183,9 +183,14 @@ impl Sq8File {
         if row >= self.len {
             return None;
         }
-        let start = HEADER_LEN + self.dim * 8 + row * self.dim;
+        let start = self.row_start(row);
         let codes = &self.mmap[start..start + self.dim];
         Some(query.offset + crate::simd::dot_u8(&query.scaled, codes))
+    }
+
+    /// Byte offset of row `row`'s codes: after the header and the per-dimension `low` and `step` (an f32 each).
+    fn row_start(&self, row: usize) -> usize {
+        HEADER_LEN + self.dim * 8 + row * self.dim
     }
 
     /// Asks the CPU to start loading row `row` (nothing past the end): the re-scoring reads thousands of rows at
@@ -197,7 +202,7 @@ impl Sq8File {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let start = HEADER_LEN + self.dim * 8 + row * self.dim;
+            let start = self.row_start(row);
             // Every 64-byte line the row touches (the header leaves rows unaligned); the mapping starts on a page.
             for line in (start & !63..start + self.dim).step_by(64) {
                 // SAFETY: a prefetch never faults, and `line` is inside the mapping (row < len).
