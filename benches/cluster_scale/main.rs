@@ -214,7 +214,10 @@ async fn main() -> anyhow::Result<()> {
         router_overhead_ms: args.router_overhead_ms,
     };
     let predicted = cluster_plan::estimate(&model, shape, overheads, Corrections::NONE);
-    steps.emit(json!({"step": "prediction", "estimate": predicted}))?;
+    // The shard processes' engine settings come from the environment (`local-cluster.sh` passes no config file).
+    let engine = attest_node::config::load(None, std::env::vars())?.engine;
+    steps.emit(json!({"step": "prediction", "estimate": predicted,
+        "keep_sealed_vectors_in_log": engine.keep_sealed_vectors_in_log}))?;
 
     let baseline = if args.skip_baseline {
         None

@@ -20,11 +20,13 @@ use crate::filter::Filter;
 use crate::growing::GrowingSegment;
 use crate::near_dup::{NearDupKeys, NearDupMatch};
 use crate::quantizer::{quantizer_path, ShardQuantizer, MAX_CHUNKS_PER_DOCUMENT};
+use crate::sealed_vectors::SealedVectors;
 use crate::segment::{build_segment, segment_dir, Manifest, SealedSegment};
 use crate::text_index::{bm25_search, TextIndex};
 use crate::wal::{doc_key, DocVersion, IngestLog, LogOp, LogReader, LoggedChunk};
 
 mod dense;
+mod log_vectors;
 #[cfg(test)]
 mod old_labels_tests;
 mod ranking;
@@ -146,6 +148,8 @@ pub struct ShardEngine {
     log: Mutex<IngestLog>,
     /// Record reads without the writer lock (payload fetches of searches).
     log_reader: LogReader,
+    /// Drops sealed rows' vectors from the log (`EngineConfig::keep_sealed_vectors_in_log` false).
+    sealed_vectors: SealedVectors,
     state: RwLock<State>,
     /// One seal or compaction at a time.
     maintenance: Mutex<()>,
@@ -274,7 +278,7 @@ impl ShardEngine {
     /// log past the last sealed segment is replayed into the growing segment.
     pub fn open(dir: &Path, config: EngineConfig) -> Result<Arc<Self>> {
         std::fs::create_dir_all(dir.join("segments"))?;
-        let log = IngestLog::open(&dir.join("wal"))?;
+        let mut log = IngestLog::open(&dir.join("wal"))?;
         let mut versions = DocVersions::default();
         log.for_each_doc_version(|doc_id, v| {
             versions.insert(&v.tenant, doc_id, HeldVersion::of(&v));
@@ -317,6 +321,14 @@ impl ShardEngine {
                         warn!(segment = %meta.id, error = %e, event = "segment_corrupt", "refusing damaged segment; rebuilding it from the log");
                     }
                     let records = log.range(meta.min_seq, meta.max_seq)?;
+                    if matches!(e, IndexError::Format(_))
+                        && log_vectors::has_stripped(&records, &versions)
+                    {
+                        // Not damage: every replica holds it in that layout, so forgetting would lose it.
+                        warn!(segment = %meta.id, event = "segment_not_rebuildable", "the log holds no vectors to rebuild this segment in the current layout (keep_sealed_vectors_in_log is off): open it with a release that reads it");
+                        return Err(e);
+                    }
+                    log_vectors::forget_stripped(&mut log, &mut versions, &records, &meta.id)?;
                     let (rows, vectors) = live_rows_from_log(&records, &versions);
                     let id = manifest.allocate_id();
                     let dense = encoded(quantizer.as_deref(), &rows, &vectors)?;
@@ -342,6 +354,8 @@ impl ShardEngine {
 
         let mut growing = GrowingSegment::new(config.dimension)?;
         let records = log.range(manifest.sealed_through_seq + 1, u64::MAX)?;
+        // Stripped records past the manifest's mark: only where the manifest was lost and rebuilt empty.
+        log_vectors::forget_stripped(&mut log, &mut versions, &records, "growing")?;
         let (rows, vectors) = live_rows_from_log(&records, &versions);
         for (i, row) in rows.into_iter().enumerate() {
             growing.push(
@@ -350,11 +364,17 @@ impl ShardEngine {
             )?;
         }
         growing.commit()?;
+        let sealed_vectors = log.sealed_vectors();
+        if !config.keep_sealed_vectors_in_log {
+            // Catches up a range a crash left between a seal and its compaction.
+            sealed_vectors.drop_through(manifest.sealed_through_seq)?;
+        }
         info!(dir = %dir.display(), segments = sealed.len(), growing = growing.len(), event = "shard_recovered", "shard engine open");
         Ok(Arc::new(ShardEngine {
             dir: dir.to_path_buf(),
             config,
             log_reader: log.reader(),
+            sealed_vectors,
             log: Mutex::new(log),
             state: RwLock::new(State {
                 versions,
@@ -580,7 +600,8 @@ impl ShardEngine {
     }
 
     /// The current content of each named (tenant, document id): live ones with every chunk and vector (from the
-    /// log, which keeps every live row), deleted ones as tombstones. Unknown documents are left out.
+    /// log, which keeps every live row; a vector the log dropped from its sealed segment), deleted ones as
+    /// tombstones. Unknown documents are left out.
     pub fn fetch_documents(&self, docs: &[(String, String)]) -> Result<Vec<FetchedDocument>> {
         let log = self.log.lock();
         let st = self.state.read();
@@ -597,7 +618,8 @@ impl ShardEngine {
                 });
                 continue;
             }
-            let (tenant, chunks) = self.live_chunks(v.seq, id)?;
+            let (tenant, mut chunks) = self.live_chunks(v.seq, id)?;
+            st.fill_sealed_vectors(&self.dir, v.seq, &mut chunks)?;
             let near_dup = log.near_dup_keys(&tenant, id)?;
             out.push(FetchedDocument::Live(DocumentWrite {
                 doc_id: id.clone(),

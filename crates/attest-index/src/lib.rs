@@ -4,6 +4,7 @@
 //! - [`engine`]: `ShardEngine` — writes, deletes (tombstones), search, sealing, compaction, recovery.
 //! - [`wal`]: the RocksDB write-ahead ingest log and the per-document version map (the tombstones).
 //! - [`near_dup`]: the near-duplicate keys (MinHash signature, LSH bands) of live documents, beside the log.
+//! - [`sealed_vectors`]: the log's copies of sealed rows' vectors, dropped at compaction where configured.
 //! - [`growing`]: the growing segment — exact vector search and an in-RAM tantivy index.
 //! - [`segment`]: sealed segments on disk and the manifest that lists them with checksums.
 //! - [`ivfpq`]: the FAISS IVF_PQ index of a sealed segment, opened memory-mapped.
@@ -36,6 +37,7 @@ pub mod maintenance;
 pub mod merge;
 pub mod near_dup;
 pub mod quantizer;
+pub mod sealed_vectors;
 pub mod segment;
 #[doc(hidden)]
 pub mod simd;

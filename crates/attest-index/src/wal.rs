@@ -25,10 +25,11 @@ use serde::{Deserialize, Serialize};
 use crate::bucket_presence::BucketPresence;
 use crate::error::{IndexError, Result};
 use crate::near_dup::{self, NearDupKeys, NearDupMatch, NearDupWriter};
+use crate::sealed_vectors::{SealedVectors, StripFactory};
 
-const CF_LOG: &str = "log";
+pub(crate) const CF_LOG: &str = "log";
 const CF_DOCS: &str = "docs";
-const CF_META: &str = "meta";
+pub(crate) const CF_META: &str = "meta";
 const CF_DEDUP: &str = "dedup";
 
 /// RocksDB keeps a write-ahead file until every column family with data in it has flushed its memtable, and
@@ -129,6 +130,8 @@ pub struct IngestLog {
     last_seq: Arc<AtomicU64>,
     /// Which near-duplicate buckets hold entries, so that lookups of new texts need not seek.
     presence: BucketPresence,
+    /// Records at or below this lose their vectors at compaction ([`crate::sealed_vectors`]; 0: none do).
+    strip_through: Arc<AtomicU64>,
 }
 
 /// Reads of log records that need no writer lock (RocksDB reads are safe beside writes): what a search's payload
@@ -207,13 +210,15 @@ impl IngestLog {
         opts.create_if_missing(true);
         opts.create_missing_column_families(true);
         opts.set_max_total_wal_size(max_total_wal_bytes);
-        let cfs = [CF_LOG, CF_DOCS, CF_META]
-            .map(|n| ColumnFamilyDescriptor::new(n, Options::default()))
-            .into_iter()
-            .chain([ColumnFamilyDescriptor::new(
-                CF_DEDUP,
-                near_dup::column_options(),
-            )]);
+        let strip_through = Arc::new(AtomicU64::new(0));
+        let mut log_opts = Options::default();
+        log_opts.set_compaction_filter_factory(StripFactory::new(Arc::clone(&strip_through)));
+        let cfs = [
+            ColumnFamilyDescriptor::new(CF_LOG, log_opts),
+            ColumnFamilyDescriptor::new(CF_DOCS, Options::default()),
+            ColumnFamilyDescriptor::new(CF_META, Options::default()),
+            ColumnFamilyDescriptor::new(CF_DEDUP, near_dup::column_options()),
+        ];
         let db = DB::open_cf_descriptors(&opts, path, cfs).map_err(|e| {
             IndexError::RocksDb(attest_core::rocksdb_files::explain_open_error(
                 path,
@@ -257,6 +262,7 @@ impl IngestLog {
             presence: BucketPresence::open(Arc::clone(&db), CF_DEDUP),
             db,
             last_seq: Arc::new(AtomicU64::new(last_seq)),
+            strip_through,
         };
         Ok(log)
     }
@@ -400,6 +406,35 @@ impl IngestLog {
             db: Arc::clone(&self.db),
             last_seq: Arc::clone(&self.last_seq),
         }
+    }
+
+    /// The handle that lets sealed rows' vectors go from the log (used only when the engine is configured so).
+    pub fn sealed_vectors(&self) -> SealedVectors {
+        SealedVectors {
+            db: Arc::clone(&self.db),
+            through: Arc::clone(&self.strip_through),
+        }
+    }
+
+    /// Forgets documents as if never written — their version, their record `seq` and their near-duplicate
+    /// keys — in one synced batch: what the engine does with the live documents of a damaged segment it cannot
+    /// rebuild (their vectors were dropped from the log), so that catch-up copies them from a replica.
+    pub fn forget_documents(&mut self, docs: &[(String, String, u64)]) -> Result<()> {
+        let log = self.db.cf_handle(CF_LOG).expect("log cf");
+        let docs_cf = self.db.cf_handle(CF_DOCS).expect("docs cf");
+        let dedup = self.db.cf_handle(CF_DEDUP).expect("dedup cf");
+        let mut near_dups = NearDupWriter::new(&self.db, dedup, Some(&self.presence));
+        let mut batch = WriteBatch::default();
+        for (tenant, doc_id, seq) in docs {
+            near_dups.replace(tenant, doc_id, None)?;
+            batch.delete_cf(&log, seq.to_be_bytes());
+            batch.delete_cf(&docs_cf, doc_key(tenant, doc_id).as_bytes());
+        }
+        near_dups.write_to(&mut batch);
+        let mut wo = WriteOptions::default();
+        wo.set_sync(true);
+        self.db.write_opt(batch, &wo)?;
+        Ok(())
     }
 
     /// Drops records that no segment can need any more (superseded upserts, deletes of dropped rows).

@@ -1,6 +1,8 @@
 //! Shared fixtures for the engine's integration tests: small deterministic documents with unit vectors.
 
-use attest_index::{DocumentWrite, EngineConfig, IvfPqParams, LoggedChunk};
+use attest_index::{
+    DocumentWrite, EngineConfig, Filter, IvfPqParams, LoggedChunk, SearchParams, ShardEngine,
+};
 use rand::{Rng, SeedableRng};
 
 pub const DIM: usize = 16;
@@ -62,4 +64,48 @@ pub fn doc(doc: usize, version: usize) -> DocumentWrite {
         version: 0,
         near_dup: None,
     }
+}
+
+/// Chunk ids of the BM25 lane's top `k` for `text` (tenant `t1`).
+pub fn bm25_ids(engine: &ShardEngine, text: &str, k: usize) -> Vec<String> {
+    let f = Filter::default();
+    let p = SearchParams {
+        tenant: "t1",
+        query_vector: None,
+        query_text: Some(text),
+        k,
+        nprobe: None,
+        filter: &f,
+        exact_rescore: true,
+        payload_top: attest_index::ALL_PAYLOADS,
+    };
+    engine
+        .search(&p)
+        .unwrap()
+        .bm25
+        .into_iter()
+        .map(|h| h.chunk_id)
+        .collect()
+}
+
+/// Chunk ids of the dense lane's top `k` for `q` (tenant `t1`, exact re-scoring).
+pub fn dense_ids(engine: &ShardEngine, q: &[f32], k: usize) -> Vec<String> {
+    let f = Filter::default();
+    let p = SearchParams {
+        tenant: "t1",
+        query_vector: Some(q),
+        query_text: None,
+        k,
+        nprobe: None,
+        filter: &f,
+        exact_rescore: true,
+        payload_top: attest_index::ALL_PAYLOADS,
+    };
+    engine
+        .search(&p)
+        .unwrap()
+        .dense
+        .into_iter()
+        .map(|h| h.chunk_id)
+        .collect()
 }

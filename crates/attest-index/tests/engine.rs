@@ -6,48 +6,6 @@ use attest_index::{Condition, DocumentWrite, Filter, IndexError, SearchParams, S
 use common::*;
 use serde_json::json;
 
-fn bm25_ids(engine: &ShardEngine, text: &str, k: usize) -> Vec<String> {
-    let f = Filter::default();
-    let p = SearchParams {
-        tenant: "t1",
-        query_vector: None,
-        query_text: Some(text),
-        k,
-        nprobe: None,
-        filter: &f,
-        exact_rescore: true,
-        payload_top: attest_index::ALL_PAYLOADS,
-    };
-    engine
-        .search(&p)
-        .unwrap()
-        .bm25
-        .into_iter()
-        .map(|h| h.chunk_id)
-        .collect()
-}
-
-fn dense_ids(engine: &ShardEngine, q: &[f32], k: usize) -> Vec<String> {
-    let f = Filter::default();
-    let p = SearchParams {
-        tenant: "t1",
-        query_vector: Some(q),
-        query_text: None,
-        k,
-        nprobe: None,
-        filter: &f,
-        exact_rescore: true,
-        payload_top: attest_index::ALL_PAYLOADS,
-    };
-    engine
-        .search(&p)
-        .unwrap()
-        .dense
-        .into_iter()
-        .map(|h| h.chunk_id)
-        .collect()
-}
-
 #[test]
 fn writes_are_searchable_at_once_in_both_lanes() {
     let dir = tempfile::tempdir().unwrap();

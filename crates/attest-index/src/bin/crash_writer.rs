@@ -2,7 +2,9 @@
 //! documents from `START` on, forever, printing `ack FIRST LAST` after each batch is acknowledged. The test kills
 //! it with SIGKILL at random moments.
 
+// The tests' fixtures, of which this writer uses the documents only (not the search helpers).
 #[path = "../../tests/common.rs"]
+#[allow(dead_code)]
 mod common;
 
 use std::io::Write;

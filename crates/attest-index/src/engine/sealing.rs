@@ -99,6 +99,11 @@ impl ShardEngine {
             st.manifest.store(&self.dir)?;
             st.frozen = None;
         }
+        if !self.config.keep_sealed_vectors_in_log {
+            // Only now: a reader that finds a record stripped finds its rows in the sealed segments.
+            self.sealed_vectors.drop_through(range.1)?;
+            phases.mark("log_vectors");
+        }
         if let Some(q) = before.filter(|_| !rows.is_empty()) {
             let drift = q.drift(&vectors)?;
             phases.mark("drift");

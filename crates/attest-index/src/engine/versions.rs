@@ -126,6 +126,14 @@ impl DocVersions {
         replaced
     }
 
+    /// Forgets the document (as if never written); returns the version it held.
+    pub fn remove(&mut self, tenant: &str, doc_id: &str) -> Option<HeldVersion> {
+        let key = self.key(tenant, doc_id);
+        let removed = self.by_key.remove(&key).map(HeldVersion::from);
+        self.live -= u64::from(removed.is_some_and(|v| !v.deleted));
+        removed
+    }
+
     pub fn live(&self) -> u64 {
         self.live
     }
