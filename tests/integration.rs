@@ -27,6 +27,7 @@ mod processes;
 mod reader;
 mod revocation;
 mod sandbox;
+mod sealed_vectors_catch_up;
 mod security;
 mod smollm2;
 mod snapshot_jobs;

@@ -7,20 +7,11 @@ use crate::common;
 
 use attest_proto::v1 as pb;
 use attest_proto::v1::router_service_client::RouterServiceClient;
-use common::{post, start_dev};
-use rand::{Rng, SeedableRng};
+use common::{post, start_dev, unit};
 use serde_json::json;
 use tonic::Code;
 
 const DIM: usize = 384;
-
-/// A pseudo-random unit vector: in 384 dimensions any two are nearly orthogonal.
-fn unit(seed: u64) -> Vec<f32> {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let v: Vec<f32> = (0..DIM).map(|_| rng.gen::<f32>() - 0.5).collect();
-    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    v.into_iter().map(|x| x / norm).collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn supplied_vectors_are_stored_and_searched_as_given() {

@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 pub mod llm;
+pub mod local_cluster;
 
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -435,4 +436,14 @@ pub fn counter(name: &str, label: Option<(&str, &str)>) -> f64 {
             _ => 0.0,
         })
         .sum()
+}
+
+/// A pseudo-random unit vector of the local embedder's dimension (384), for documents and queries that bring
+/// their own: in 384 dimensions any two are nearly orthogonal, so each is its own nearest.
+pub fn unit(seed: u64) -> Vec<f32> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let v: Vec<f32> = (0..384).map(|_| rng.gen::<f32>() - 0.5).collect();
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.into_iter().map(|x| x / norm).collect()
 }
