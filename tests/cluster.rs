@@ -18,6 +18,7 @@ use common::local_cluster::LocalCluster;
 use common::{http, post};
 use serde_json::{json, Value};
 
+/// Searches shard node `i` has served (its `stage_latency_seconds{stage="shard_search"}` count).
 fn shard_searches(cluster: &LocalCluster, i: u16) -> u64 {
     let text = http()
         .get(format!(

@@ -184,8 +184,6 @@ impl LocalCluster {
     }
 }
 
-/// Searches shard node `i` has served (its `stage_latency_seconds{stage="shard_search"}` count).
-
 /// Milliseconds since the Unix epoch (unique names for restarted processes' logs).
 pub fn now_ms() -> u128 {
     std::time::SystemTime::now()
