@@ -7,7 +7,7 @@
 #
 #   benches/cluster-scale.sh [VECTORS] [extra cluster_scale flags...]     # default 10000000
 #
-# At 10M: ~35 GB of disk under ~/.cache/attest-cluster-scale (deleted at the end; --dir DIR keeps it), and
+# At 10M: ~45 GB of disk under ~/.cache/attest-cluster-scale (deleted at the end; --dir DIR keeps it), and
 # hours on 2 cores. JSON lines go to docs/bench/cluster-scale-<VECTORS>.jsonl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +18,9 @@ export ATTEST_LOG="${ATTEST_LOG:-warn}"
 # Replication 2: a damaged segment is copied back from the other replica, so the log need not keep a third copy
 # of every sealed vector (crates/attest-index/src/sealed_vectors.rs; 1.5 KB of disk per replica row at 384-d).
 export ATTEST__ENGINE__KEEP_SEALED_VECTORS_IN_LOG="${ATTEST__ENGINE__KEEP_SEALED_VECTORS_IN_LOG:-false}"
+# Vectors supplied by the caller, texts unique by construction: no near-duplicate check (its keys are another
+# 1.5 KB per replica row; crates/attest-router/src/config.rs `check_near_duplicates`). Set true to measure it.
+export ATTEST__ROUTER__CHECK_NEAR_DUPLICATES="${ATTEST__ROUTER__CHECK_NEAR_DUPLICATES:-false}"
 vectors="${1:-10000000}"
 shift || true
 cargo build --workspace --all-targets

@@ -1,7 +1,8 @@
 //! Near-duplicate detection lives in the data plane: the shard that stores a document keeps its MinHash sketch
 //! in its RocksDB, and every router asks the shards. Two routers over one control plane therefore agree, a
 //! restart of everything forgets nothing, detection is per tenant (a rejection never names another tenant's
-//! document) and a deleted document's text can be stored again at once.
+//! document) and a deleted document's text can be stored again at once. Turned off (`router.check_near_duplicates`),
+//! nothing is matched and nothing sketched.
 
 use crate::common;
 
@@ -101,5 +102,37 @@ async fn two_routers_agree_on_near_duplicates_and_a_restart_forgets_nothing() {
     let r = ingest(&router_c, vec![doc("beaver-late", None, OTHER)]).await;
     assert_eq!(r.duplicates, vec![(0, "beaver".to_string())], "{r:?}");
     drop(router_c);
+    plane.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_check_off_nothing_is_matched_nor_sketched() {
+    let dir = tempfile::tempdir().unwrap();
+    let embedder: Arc<dyn Embedder> = build_embedder(&EmbedderConfig::default()).unwrap();
+    let (router_on, plane) =
+        common::router_with_collection_c(dir.path(), Arc::clone(&embedder)).await;
+    let mut off = AttestConfig::default();
+    off.router.check_near_duplicates = false;
+    let router_off = plane.router(&off, Arc::clone(&embedder)).await.unwrap();
+
+    let r = ingest(&router_on, vec![doc("otter", None, ARTICLE)]).await;
+    assert_eq!((r.accepted, r.duplicates.len()), (1, 0), "{r:?}");
+    // Off: neither a stored document's edited copy nor a copy within the batch is a duplicate.
+    let r = ingest(
+        &router_off,
+        vec![
+            doc("otter-copy", None, ARTICLE_EDITED),
+            doc("beaver", None, OTHER),
+            doc("beaver-copy", None, &OTHER.to_uppercase()),
+        ],
+    )
+    .await;
+    assert_eq!((r.accepted, r.duplicates.len()), (3, 0), "{r:?}");
+    // What was written with the check off has no keys: on again, the check matches only what it sketched.
+    let r = ingest(&router_on, vec![doc("beaver-late", None, OTHER)]).await;
+    assert_eq!((r.accepted, r.duplicates.len()), (1, 0), "{r:?}");
+    let r = ingest(&router_on, vec![doc("otter-late", None, ARTICLE_EDITED)]).await;
+    assert_eq!(r.duplicates, vec![(0, "otter".to_string())], "{r:?}");
+    drop((router_on, router_off));
     plane.shutdown().await.unwrap();
 }

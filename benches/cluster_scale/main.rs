@@ -214,10 +214,11 @@ async fn main() -> anyhow::Result<()> {
         router_overhead_ms: args.router_overhead_ms,
     };
     let predicted = cluster_plan::estimate(&model, shape, overheads, Corrections::NONE);
-    // The shard processes' engine settings come from the environment (`local-cluster.sh` passes no config file).
-    let engine = attest_node::config::load(None, std::env::vars())?.engine;
+    // The processes' settings come from the environment (`local-cluster.sh` passes no config file).
+    let settings = attest_node::config::load(None, std::env::vars())?;
     steps.emit(json!({"step": "prediction", "estimate": predicted,
-        "keep_sealed_vectors_in_log": engine.keep_sealed_vectors_in_log}))?;
+        "keep_sealed_vectors_in_log": settings.engine.keep_sealed_vectors_in_log,
+        "check_near_duplicates": settings.router.check_near_duplicates}))?;
 
     let baseline = if args.skip_baseline {
         None

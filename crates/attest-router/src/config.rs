@@ -28,6 +28,12 @@ pub struct RouterConfig {
     pub default_shards: u32,
     pub chunking: ChunkingConfig,
     pub dedup: MinHashConfig,
+    /// Check every ingested document for near-duplicates of the batch and of what the collection stores (default
+    /// true). Off, documents are neither sketched nor checked and shards store no near-duplicate keys: ~1.5 KB
+    /// less disk per document (the 32 bucket keys and signature of the shard's `dedup` family), and no fan-out to
+    /// every shard per ingest batch — for corpora deduplicated upstream. Turned on again, documents written
+    /// while it was off are never matched (they have no keys).
+    pub check_near_duplicates: bool,
     pub limits: DocumentLimits,
     /// Query embeddings kept in the LRU cache in front of the embedder.
     pub query_cache_capacity: usize,
@@ -74,6 +80,7 @@ impl Default for RouterConfig {
             default_shards: 2,
             chunking: ChunkingConfig::default(),
             dedup: MinHashConfig::default(),
+            check_near_duplicates: true,
             limits: DocumentLimits::default(),
             query_cache_capacity: attest_embed::DEFAULT_CACHE_CAPACITY,
             default_tenant: "default".to_string(),

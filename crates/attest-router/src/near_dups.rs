@@ -35,7 +35,7 @@ pub(crate) fn keys_to_proto(s: &Sketch) -> pb::NearDupKeys {
 
 impl Router {
     /// Checks `docs` (except those `skip`ped) for near-duplicates of each other and of what the collection
-    /// stores, per tenant. A shard that cannot be asked is logged and passed over: a missed duplicate is
+    /// stores, per tenant; none at all when `router.check_near_duplicates` is off. A shard that cannot be asked is logged and passed over: a missed duplicate is
     /// better than a refused write.
     pub(crate) async fn check_near_duplicates(
         &self,
@@ -44,6 +44,12 @@ impl Router {
         skip: &[bool],
         request_id: &str,
     ) -> Result<BatchCheck, RouterError> {
+        if !self.config.check_near_duplicates {
+            return Ok(BatchCheck {
+                sketches: vec![None; docs.len()],
+                duplicate_of: vec![None; docs.len()],
+            });
+        }
         let texts: Vec<Option<String>> = docs
             .iter()
             .zip(skip)
