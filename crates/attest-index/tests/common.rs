@@ -66,46 +66,67 @@ pub fn doc(doc: usize, version: usize) -> DocumentWrite {
     }
 }
 
-/// Chunk ids of the BM25 lane's top `k` for `text` (tenant `t1`).
-pub fn bm25_ids(engine: &ShardEngine, text: &str, k: usize) -> Vec<String> {
+/// The top `k` of a search of tenant `t1` by a vector or a text (exact re-scoring): (dense, BM25) chunk ids.
+fn lane_ids(
+    engine: &ShardEngine,
+    query_vector: Option<&[f32]>,
+    query_text: Option<&str>,
+    k: usize,
+) -> (Vec<String>, Vec<String>) {
     let f = Filter::default();
     let p = SearchParams {
         tenant: "t1",
-        query_vector: None,
-        query_text: Some(text),
+        query_vector,
+        query_text,
         k,
         nprobe: None,
         filter: &f,
         exact_rescore: true,
         payload_top: attest_index::ALL_PAYLOADS,
     };
-    engine
-        .search(&p)
-        .unwrap()
-        .bm25
-        .into_iter()
-        .map(|h| h.chunk_id)
-        .collect()
+    let found = engine.search(&p).unwrap();
+    let ids = |hits: Vec<attest_index::Hit>| hits.into_iter().map(|h| h.chunk_id).collect();
+    (ids(found.dense), ids(found.bm25))
+}
+
+/// Chunk ids of the BM25 lane's top `k` for `text` (tenant `t1`).
+pub fn bm25_ids(engine: &ShardEngine, text: &str, k: usize) -> Vec<String> {
+    lane_ids(engine, None, Some(text), k).1
 }
 
 /// Chunk ids of the dense lane's top `k` for `q` (tenant `t1`, exact re-scoring).
 pub fn dense_ids(engine: &ShardEngine, q: &[f32], k: usize) -> Vec<String> {
-    let f = Filter::default();
-    let p = SearchParams {
-        tenant: "t1",
-        query_vector: Some(q),
-        query_text: None,
-        k,
-        nprobe: None,
-        filter: &f,
-        exact_rescore: true,
-        payload_top: attest_index::ALL_PAYLOADS,
-    };
-    engine
-        .search(&p)
-        .unwrap()
-        .dense
-        .into_iter()
-        .map(|h| h.chunk_id)
-        .collect()
+    lane_ids(engine, Some(q), None, k).0
+}
+
+/// What a replica's catch-up does (`attest_shard::catchup`), in process: pages through `from`'s versions,
+/// fetches the documents newer there than in `to` and writes them (deletes as deletes) with `from`'s versions.
+pub fn copy_newer(from: &ShardEngine, to: &std::sync::Arc<ShardEngine>) {
+    let mut after = String::new();
+    loop {
+        let (page, _) = from.doc_versions_after(&after, 16).unwrap();
+        let Some((last_id, last)) = page.last() else {
+            return;
+        };
+        after = attest_index::doc_key(&last.tenant, last_id);
+        let wanted: Vec<(String, String)> = page
+            .into_iter()
+            .filter(|(id, v)| v.version > to.version_of(&v.tenant, id))
+            .map(|(id, v)| (v.tenant, id))
+            .collect();
+        let mut upserts = Vec::new();
+        for f in from.fetch_documents(&wanted).unwrap() {
+            match f {
+                attest_index::FetchedDocument::Live(w) => upserts.push(w),
+                attest_index::FetchedDocument::Tombstone {
+                    doc_id,
+                    tenant,
+                    version,
+                } => {
+                    to.delete_versioned(&tenant, &doc_id, version).unwrap();
+                }
+            }
+        }
+        to.upsert(upserts).unwrap();
+    }
 }

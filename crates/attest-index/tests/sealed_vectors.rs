@@ -6,7 +6,7 @@ use std::path::Path;
 use crate::common;
 
 use attest_index::wal::{IngestLog, LogOp};
-use attest_index::{doc_key, DocumentWrite, EngineConfig, FetchedDocument, ShardEngine};
+use attest_index::{DocumentWrite, EngineConfig, FetchedDocument, ShardEngine};
 use common::*;
 
 fn stripping(seal_threshold: usize) -> EngineConfig {
@@ -140,29 +140,7 @@ fn a_damaged_segment_forgets_its_documents_and_catch_up_copies_them_back() {
     assert_fetched_whole(&b, 300..310);
 
     // The catch-up loop (attest_shard::catchup): a's versions, newer than b's, fetched and written to b.
-    let mut after = String::new();
-    loop {
-        let (page, _) = a.doc_versions_after(&after, 64).unwrap();
-        let Some((last_id, last)) = page.last() else {
-            break;
-        };
-        after = doc_key(&last.tenant, last_id);
-        let wanted: Vec<(String, String)> = page
-            .into_iter()
-            .filter(|(id, v)| v.version > b.version_of(&v.tenant, id))
-            .map(|(id, v)| (v.tenant, id))
-            .collect();
-        let upserts = a
-            .fetch_documents(&wanted)
-            .unwrap()
-            .into_iter()
-            .map(|f| match f {
-                FetchedDocument::Live(w) => w,
-                other => panic!("no deletes here: {other:?}"),
-            })
-            .collect();
-        b.upsert(upserts).unwrap();
-    }
+    copy_newer(&a, &b);
     assert_eq!(b.stats().live_documents, 310);
     assert_fetched_whole(&b, 0..310);
     assert_eq!(dense_ids(&b, &vector_for(150), 1), vec!["doc-150#0"]);

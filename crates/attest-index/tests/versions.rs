@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use attest_index::{doc_key, DocumentWrite, FetchedDocument, ShardEngine};
+use attest_index::{DocumentWrite, FetchedDocument, ShardEngine};
 use common::*;
 
 fn versioned(d: usize, text_version: usize, version: u64) -> DocumentWrite {
@@ -125,34 +125,7 @@ fn a_replica_copies_everything_it_missed_through_listing_and_fetch() {
     a.seal().unwrap();
 
     // The catch-up loop: page through a's versions, fetch what is newer, apply it with a's versions.
-    let mut after = String::new();
-    loop {
-        let (page, _) = a.doc_versions_after(&after, 16).unwrap();
-        if page.is_empty() {
-            break;
-        }
-        let (last_id, last) = page.last().unwrap();
-        after = doc_key(&last.tenant, last_id);
-        let wanted: Vec<(String, String)> = page
-            .into_iter()
-            .filter(|(id, v)| v.version > b.version_of(&v.tenant, id))
-            .map(|(id, v)| (v.tenant, id))
-            .collect();
-        let mut upserts = Vec::new();
-        for f in a.fetch_documents(&wanted).unwrap() {
-            match f {
-                FetchedDocument::Live(w) => upserts.push(w),
-                FetchedDocument::Tombstone {
-                    doc_id,
-                    tenant,
-                    version,
-                } => {
-                    b.delete_versioned(&tenant, &doc_id, version).unwrap();
-                }
-            }
-        }
-        b.upsert(upserts).unwrap();
-    }
+    copy_newer(&a, &b);
     assert_eq!(b.stats().live_documents, a.stats().live_documents);
     for d in 0..70 {
         let id = format!("doc-{d}");
