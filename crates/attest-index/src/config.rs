@@ -49,6 +49,14 @@ pub struct EngineConfig {
     /// not be rebuilt from the log: its live documents are forgotten and copied back from a replica by catch-up
     /// — so only for collections with replication ≥ 2 ([`crate::sealed_vectors`]).
     pub keep_sealed_vectors_in_log: bool,
+    /// Rows a replica holds in memory unsealed (growing + being sealed) before writes wait for a seal
+    /// ([`crate::engine`]'s backlog; at least twice `seal_threshold`). 200,000: four seals' worth, ~0.5 GB of 384-d
+    /// rows per replica.
+    pub max_unsealed_rows: usize,
+    /// How long a write waits for the backlog to fall under `max_unsealed_rows` before it is refused as busy
+    /// (`RESOURCE_EXHAUSTED`); under the router's replica write deadline (10 s), so the refusal, not a timeout,
+    /// reaches it.
+    pub unsealed_wait_ms: u64,
 }
 
 impl Default for EngineConfig {
@@ -67,6 +75,8 @@ impl Default for EngineConfig {
             compact_overfetch: 64,
             max_concurrent_maintenance: crate::maintenance::DEFAULT_MAX_CONCURRENT,
             keep_sealed_vectors_in_log: true,
+            max_unsealed_rows: 200_000,
+            unsealed_wait_ms: 5_000,
         }
     }
 }

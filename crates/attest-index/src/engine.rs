@@ -25,6 +25,7 @@ use crate::segment::{build_segment, segment_dir, Manifest, SealedSegment};
 use crate::text_index::{bm25_search, TextIndex};
 use crate::wal::{doc_key, DocVersion, IngestLog, LogOp, LogReader, LoggedChunk};
 
+mod backlog;
 mod dense;
 mod log_vectors;
 #[cfg(test)]
@@ -154,6 +155,8 @@ pub struct ShardEngine {
     /// One seal or compaction at a time.
     maintenance: Mutex<()>,
     background_seal: AtomicBool,
+    /// Signalled when a seal finishes, for writes waiting on the backlog ([`backlog`]).
+    seal_finished: (Mutex<()>, parking_lot::Condvar),
     rebuilt: Vec<String>,
 }
 
@@ -387,6 +390,7 @@ impl ShardEngine {
             }),
             maintenance: Mutex::new(()),
             background_seal: AtomicBool::new(false),
+            seal_finished: (Mutex::new(()), parking_lot::Condvar::new()),
             rebuilt,
         }))
     }
@@ -434,6 +438,7 @@ impl ShardEngine {
                 }
             }
         }
+        self.wait_for_sealing()?;
         // Ids are per tenant: a document of another tenant with the same id is a different document.
         let mut log = self.log.lock();
         // Last writer wins by version: drop writes older than what this replica holds (a retried request, or a

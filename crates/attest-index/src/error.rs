@@ -21,6 +21,9 @@ pub enum IndexError {
     Io(#[from] std::io::Error),
     #[error("serialization: {0}")]
     Serialization(String),
+    /// The engine cannot take the write now (sealing is behind); the caller may retry.
+    #[error("busy: {0}")]
+    Busy(String),
     /// Data on disk of a format version this build does not read (see `attest_core::format`).
     #[error("{0}")]
     Format(#[from] attest_core::format::FormatError),

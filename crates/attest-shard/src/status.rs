@@ -14,6 +14,7 @@ pub fn api_error(e: &IndexError) -> ApiError {
         }
         IndexError::Corrupt { .. } => ApiError::new(ErrorCode::DataLoss, e.to_string()),
         IndexError::Format(_) => ApiError::new(ErrorCode::FailedPrecondition, e.to_string()),
+        IndexError::Busy(_) => ApiError::new(ErrorCode::ResourceExhausted, e.to_string()),
         _ => ApiError::new(ErrorCode::Internal, e.to_string()),
     }
 }

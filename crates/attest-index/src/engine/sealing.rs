@@ -26,12 +26,27 @@ impl ShardEngine {
         }
         let engine = Arc::clone(self);
         std::thread::spawn(move || {
-            if let Err(e) = engine.seal() {
-                warn!(error = %e, event = "seal_failed", "sealing failed; rows stay in the growing segment");
-            } else if let Err(e) = engine.merge_as_planned() {
-                warn!(error = %e, event = "compaction_failed", "compaction failed; segments stay as they are");
+            // Seals before merges: rows that arrived during a seal are sealed next, so writes waiting on the
+            // backlog do not wait for a merge too.
+            let sealed = loop {
+                if let Err(e) = engine.seal() {
+                    warn!(error = %e, event = "seal_failed", "sealing failed; rows stay in the growing segment");
+                    break false;
+                }
+                // Merges wait at most until the segments they keep in check have piled up.
+                let piled = engine.state.read().sealed.len() >= engine.config.max_sealed_segments;
+                if engine.unsealed_rows() < engine.config.seal_threshold || piled {
+                    break true;
+                }
+            };
+            if sealed {
+                if let Err(e) = engine.merge_as_planned() {
+                    warn!(error = %e, event = "compaction_failed", "compaction failed; segments stay as they are");
+                }
             }
             engine.background_seal.store(false, Ordering::SeqCst);
+            // Waiting writers start the next seal themselves.
+            engine.notify_sealing();
         });
     }
 
@@ -99,6 +114,7 @@ impl ShardEngine {
             st.manifest.store(&self.dir)?;
             st.frozen = None;
         }
+        self.notify_sealing();
         if !self.config.keep_sealed_vectors_in_log {
             // Only now: a reader that finds a record stripped finds its rows in the sealed segments.
             self.sealed_vectors.drop_through(range.1)?;
