@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -54,10 +55,27 @@ DOCS = [
 ]
 
 
+# Ports handed out by this process, so no two pods get the same one.
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port no one listens on, below Linux's ephemeral range (32768-60999): a port the OS picks (bind to
+    0) is ephemeral, and any process's outgoing connection may take it between this check and the pod's own bind
+    (a shard once exited with "Address already in use" so); below the range only listeners take ports."""
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    for _ in range(1000):
+        port = rng.randrange(22000, 32000)
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
+    raise RuntimeError("no free loopback port in 22000-31999")
 
 
 @dataclass
