@@ -324,14 +324,13 @@ impl ShardEngine {
                         warn!(segment = %meta.id, error = %e, event = "segment_corrupt", "refusing damaged segment; rebuilding it from the log");
                     }
                     let records = log.range(meta.min_seq, meta.max_seq)?;
-                    if matches!(e, IndexError::Format(_))
-                        && log_vectors::has_stripped(&records, &versions)
-                    {
+                    let lost = log_vectors::stripped_live_documents(&records, &versions);
+                    if matches!(e, IndexError::Format(_)) && !lost.is_empty() {
                         // Not damage: every replica holds it in that layout, so forgetting would lose it.
                         warn!(segment = %meta.id, event = "segment_not_rebuildable", "the log holds no vectors to rebuild this segment in the current layout (keep_sealed_vectors_in_log is off): open it with a release that reads it");
                         return Err(e);
                     }
-                    log_vectors::forget_stripped(&mut log, &mut versions, &records, &meta.id)?;
+                    log_vectors::forget_stripped(&mut log, &mut versions, &lost, &meta.id)?;
                     let (rows, vectors) = live_rows_from_log(&records, &versions);
                     let id = manifest.allocate_id();
                     let dense = encoded(quantizer.as_deref(), &rows, &vectors)?;
@@ -358,7 +357,8 @@ impl ShardEngine {
         let mut growing = GrowingSegment::new(config.dimension)?;
         let records = log.range(manifest.sealed_through_seq + 1, u64::MAX)?;
         // Stripped records past the manifest's mark: only where the manifest was lost and rebuilt empty.
-        log_vectors::forget_stripped(&mut log, &mut versions, &records, "growing")?;
+        let lost = log_vectors::stripped_live_documents(&records, &versions);
+        log_vectors::forget_stripped(&mut log, &mut versions, &lost, "growing")?;
         let (rows, vectors) = live_rows_from_log(&records, &versions);
         for (i, row) in rows.into_iter().enumerate() {
             growing.push(

@@ -13,21 +13,20 @@ use crate::wal::{IngestLog, LogOp, LoggedChunk};
 
 use super::versions::DocVersions;
 
-/// Forgets the live documents among `records` whose record has lost its vectors, before the segment they were
-/// sealed in (`segment`, damaged or unlisted) is rebuilt from the log: their vectors were there alone. A replica
-/// has them, and catch-up copies them back once they are unknown here.
+/// Forgets `lost` ([`stripped_live_documents`]) before the segment they were sealed in (`segment`, damaged or
+/// unlisted) is rebuilt from the log: their vectors were there alone. A replica has them, and catch-up copies them
+/// back once they are unknown here.
 pub(super) fn forget_stripped(
     log: &mut IngestLog,
     versions: &mut DocVersions,
-    records: &[(u64, LogOp)],
+    lost: &[(String, String, u64)],
     segment: &str,
 ) -> Result<()> {
-    let lost = stripped_live_documents(records, versions);
     if lost.is_empty() {
         return Ok(());
     }
-    log.forget_documents(&lost)?;
-    for (tenant, doc_id, _) in &lost {
+    log.forget_documents(lost)?;
+    for (tenant, doc_id, _) in lost {
         versions.remove(tenant, doc_id);
     }
     warn!(segment, documents = lost.len(), event = "segment_documents_forgotten",
@@ -35,13 +34,8 @@ pub(super) fn forget_stripped(
     Ok(())
 }
 
-/// Whether a live document among `records` has lost its vectors (a segment of them cannot be rebuilt whole).
-pub(super) fn has_stripped(records: &[(u64, LogOp)], versions: &DocVersions) -> bool {
-    !stripped_live_documents(records, versions).is_empty()
-}
-
 /// The live documents among `records` whose record has lost its vectors: (tenant, document id, seq).
-fn stripped_live_documents(
+pub(super) fn stripped_live_documents(
     records: &[(u64, LogOp)],
     versions: &DocVersions,
 ) -> Vec<(String, String, u64)> {
