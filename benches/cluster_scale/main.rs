@@ -99,6 +99,13 @@ pub struct Args {
     existing: bool,
     #[arg(long)]
     ingest_seconds: Option<f64>,
+    /// With `--existing`: measure the healthy cluster's serving only (no shard killed, nothing written).
+    #[arg(long, requires = "existing")]
+    serve_only: bool,
+    /// Inverted lists each shard probes per search (sent with every query); default: the collection's
+    /// (`attest_core::limits::DEFAULT_NPROBE`). The recall / latency trade-off at a scale.
+    #[arg(long)]
+    nprobe: Option<u32>,
     /// Serving is measured once the shard processes use less than this many CPU-seconds in 10 s.
     #[arg(long, default_value_t = 4.0)]
     idle_cpu_s: f64,
@@ -207,7 +214,7 @@ async fn main() -> anyhow::Result<()> {
         replication: args.replication,
         nodes: 3,
         machines: 1,
-        nprobe: attest_core::limits::DEFAULT_NPROBE,
+        nprobe: args.nprobe.unwrap_or(attest_core::limits::DEFAULT_NPROBE),
     };
     let overheads = Overheads {
         sustained_factor: args.sustained_factor,

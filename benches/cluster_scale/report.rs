@@ -169,6 +169,7 @@ pub async fn run(
     let truth_before = Arc::new(QuerySet {
         vectors: query_vectors.clone(),
         truth: if args.existing { after.clone() } else { before },
+        nprobe: args.nprobe,
     });
     // One untimed pass, so the first phase does not pay for cold pages alone.
     load(
@@ -194,8 +195,18 @@ pub async fn run(
     .await;
     steps.emit(json!({
         "step": "serve", "settle_s": settle_s, "documents": accepted, "disk_bytes_settled": disk_bytes,
-        "phases": healthy, "processes": procs::snapshot(dir),
+        "nprobe": args.nprobe, "phases": healthy, "processes": procs::snapshot(dir),
     }))?;
+    let measured = Measured {
+        ingest_accepted: accepted,
+        ingest_seconds,
+        disk_bytes,
+        healthy_dense_one: healthy[0].clone(),
+        healthy_dense_many: healthy[1].clone(),
+    };
+    if args.serve_only {
+        return Ok(measured);
+    }
 
     cluster.kill("shard-1")?;
     eprintln!("shard-1 SIGKILLed");
@@ -251,6 +262,7 @@ pub async fn run(
     let truth_after = Arc::new(QuerySet {
         vectors: query_vectors,
         truth: after,
+        nprobe: args.nprobe,
     });
     let again = phases(
         &router,
@@ -262,13 +274,7 @@ pub async fn run(
     steps.emit(json!({
         "step": "catch_up", "seconds_to_agree": caught_up, "documents": expected, "phases": again,
     }))?;
-    Ok(Measured {
-        ingest_accepted: accepted,
-        ingest_seconds,
-        disk_bytes,
-        healthy_dense_one: healthy[0].clone(),
-        healthy_dense_many: healthy[1].clone(),
-    })
+    Ok(measured)
 }
 
 /// Documents the collection holds: per shard, the most any answering replica holds.

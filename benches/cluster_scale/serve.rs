@@ -27,6 +27,8 @@ pub enum Lanes {
 pub struct QuerySet {
     pub vectors: Vec<f32>,
     pub truth: Vec<Vec<String>>,
+    /// Lists probed per shard (the request's `nprobe`); `None`: the collection's.
+    pub nprobe: Option<u32>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -69,6 +71,7 @@ fn request(queries: &QuerySet, q: usize, lanes: Lanes) -> pb::SearchRequest {
             Lanes::Hybrid => Vec::new(),
         },
         vector: queries.vectors[q * DIM..(q + 1) * DIM].to_vec(),
+        nprobe: queries.nprobe,
         ..Default::default()
     }
 }

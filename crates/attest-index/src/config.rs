@@ -41,8 +41,8 @@ pub struct EngineConfig {
     /// 10M"); with one quantizer per shard and 4,096 lists it is 0.999 at nprobe 4, 388 searches a second on one
     /// core (48: 0.998, 32: 0.978; "Rows without a lookup").
     pub compact_overfetch: usize,
-    /// Seals and compactions that may run at once in this process, over all its replicas (node-wide, see
-    /// [`crate::maintenance`]). Default 1.
+    /// Seals that may run at once in this process, over all its replicas, and as many merges beside them
+    /// (node-wide, each kind its own queue: see [`crate::maintenance`]). Default 1.
     pub max_concurrent_maintenance: usize,
     /// Whether the ingest log keeps the vectors of rows that sealed segments hold (default true). False saves
     /// ~4 bytes per dimension per row (1.5 KB of a 384-d row's ~5.5 KB on disk) but a damaged segment can then

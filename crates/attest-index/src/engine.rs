@@ -152,9 +152,15 @@ pub struct ShardEngine {
     /// Drops sealed rows' vectors from the log (`EngineConfig::keep_sealed_vectors_in_log` false).
     sealed_vectors: SealedVectors,
     state: RwLock<State>,
-    /// One seal or compaction at a time.
-    maintenance: Mutex<()>,
+    /// One seal at a time. Merges run beside seals (their own lock): a merge of a million rows takes minutes,
+    /// and writes wait on seals once the unsealed backlog is full. Taken before `merging` where both are.
+    sealing: Mutex<()>,
+    /// One merge (tiered, or a full compaction) at a time.
+    merging: Mutex<()>,
+    /// Held while the shard quantizer is trained: a seal and a merge may both find it missing or drifted.
+    quantizer_training: Mutex<()>,
     background_seal: AtomicBool,
+    background_merge: AtomicBool,
     /// Signalled when a seal finishes, for writes waiting on the backlog ([`backlog`]).
     seal_finished: (Mutex<()>, parking_lot::Condvar),
     rebuilt: Vec<String>,
@@ -388,8 +394,11 @@ impl ShardEngine {
                 quantizer,
                 dead: DeadRecords::default(),
             }),
-            maintenance: Mutex::new(()),
+            sealing: Mutex::new(()),
+            merging: Mutex::new(()),
+            quantizer_training: Mutex::new(()),
             background_seal: AtomicBool::new(false),
+            background_merge: AtomicBool::new(false),
             seal_finished: (Mutex::new(()), parking_lot::Condvar::new()),
             rebuilt,
         }))
@@ -792,7 +801,7 @@ impl ShardEngine {
     pub fn snapshot(&self, dest: &Path) -> Result<crate::snapshot::ShardSnapshot> {
         crate::snapshot::prepare_destination(dest)?;
         let (last_seq, live_documents) = {
-            let _maintenance = self.maintenance.lock();
+            let (_sealing, _merging) = (self.sealing.lock(), self.merging.lock());
             let (manifest, last_seq, live_documents) = {
                 let log = self.log.lock();
                 let st = self.state.read();

@@ -398,6 +398,26 @@ impl WriteOutcome {
         }
     }
 
+    /// Why the quorum is out of reach. When every failed replica shed the write as busy (its unsealed backlog
+    /// or concurrency limit), the answer is `ResourceExhausted` (HTTP 429): the client should back off and
+    /// resend, not fail over as from an outage. Any other failure among them makes it `Unavailable`.
+    fn quorum_lost(&self, quorum: usize, replicas: usize) -> Status {
+        let message = format!(
+            "write quorum {quorum} of {replicas} replica(s) is out of reach: {}",
+            self.failures()
+        );
+        let all_busy = !self.failed.is_empty()
+            && self
+                .failed
+                .iter()
+                .all(|(_, s)| s.code() == Code::ResourceExhausted);
+        if all_busy {
+            Status::resource_exhausted(message)
+        } else {
+            Status::unavailable(message)
+        }
+    }
+
     fn failures(&self) -> String {
         let parts: Vec<String> = self
             .failed
@@ -497,11 +517,7 @@ pub async fn call_all(
             Err(status) => {
                 outcome.failed.push((node, status));
                 if outcome.failed.len() > max_failures {
-                    outcome.error = Some(Status::unavailable(format!(
-                        "write quorum {quorum} of {} replica(s) is out of reach: {}",
-                        replicas.len(),
-                        outcome.failures()
-                    )));
+                    outcome.error = Some(outcome.quorum_lost(quorum, replicas.len()));
                     return outcome;
                 }
             }
@@ -586,6 +602,26 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(failed.failures(), "node 2: Unavailable down");
+        assert_eq!(failed.quorum_lost(1, 2).code(), Code::Unavailable);
         assert_eq!(failed.into_result().unwrap_err().code(), Code::Unavailable);
+    }
+
+    #[test]
+    fn a_quorum_lost_to_busy_replicas_only_is_resource_exhausted() {
+        let busy = |node| (node, Status::resource_exhausted("unsealed backlog full"));
+        let outcome = WriteOutcome {
+            failed: vec![busy(1), busy(2)],
+            ..Default::default()
+        };
+        let status = outcome.quorum_lost(1, 2);
+        assert_eq!(status.code(), Code::ResourceExhausted);
+        assert!(status
+            .message()
+            .contains("node 1: ResourceExhausted unsealed backlog full"));
+        let mixed = WriteOutcome {
+            failed: vec![busy(1), (2, Status::unavailable("connection refused"))],
+            ..Default::default()
+        };
+        assert_eq!(mixed.quorum_lost(1, 2).code(), Code::Unavailable);
     }
 }

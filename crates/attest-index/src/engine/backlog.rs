@@ -93,10 +93,8 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn writes_past_the_backlog_wait_for_a_seal_and_are_refused_when_none_comes() {
-        let dir = tempfile::tempdir().unwrap();
-        let config = EngineConfig {
+    fn small_config() -> EngineConfig {
+        EngineConfig {
             dimension: DIM,
             ivfpq: IvfPqParams {
                 nlist: 4,
@@ -108,10 +106,15 @@ mod tests {
             max_unsealed_rows: 100,
             unsealed_wait_ms: 300,
             ..Default::default()
-        };
-        let e = ShardEngine::open(dir.path(), config).unwrap();
-        // No seal can run while the engine's maintenance lock is held here.
-        let held = e.maintenance.lock();
+        }
+    }
+
+    #[test]
+    fn writes_past_the_backlog_wait_for_a_seal_and_are_refused_when_none_comes() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = ShardEngine::open(dir.path(), small_config()).unwrap();
+        // No seal can run while the engine's sealing lock is held here.
+        let held = e.sealing.lock();
         e.upsert(docs(0..100)).unwrap();
         assert_eq!(e.unsealed_rows(), 100);
         let started = Instant::now();
@@ -134,5 +137,31 @@ mod tests {
         writer.join().unwrap().unwrap();
         assert!(e.unsealed_rows() < 100);
         assert_eq!(e.stats().live_documents, 101);
+    }
+
+    #[test]
+    fn seals_keep_up_with_writes_while_a_merge_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = EngineConfig {
+            // Long enough that a seal queued behind the merge would refuse the writes below.
+            unsealed_wait_ms: 5_000,
+            merge_factor: 2,
+            ..small_config()
+        };
+        let e = ShardEngine::open(dir.path(), config).unwrap();
+        // A merge that does not end while the writes go on: this replica's, and the node's only merge slot.
+        let merging = e.merging.lock();
+        let slot = crate::maintenance::acquire(crate::maintenance::Work::Merge);
+        for batch in 0..15 {
+            e.upsert(docs(batch * 20..(batch + 1) * 20))
+                .unwrap_or_else(|err| panic!("batch {batch}: {err}"));
+        }
+        assert!(e.unsealed_rows() < 100, "at least 200 rows were sealed");
+        assert!(e.segment_dirs().len() >= 2, "in more than one seal");
+        drop((slot, merging));
+        // Let go, the background merge waiting for the lock runs, and a compaction after it.
+        e.compact().unwrap();
+        assert_eq!(e.segment_dirs().len(), 1);
+        assert_eq!(e.stats().live_documents, 300);
     }
 }

@@ -11,7 +11,7 @@ use super::{Frozen, SegmentView, ShardEngine, State};
 use crate::chunk_store::StoredChunk;
 use crate::error::Result;
 use crate::growing::GrowingSegment;
-use crate::maintenance::Phases;
+use crate::maintenance::{Phases, Work};
 use crate::merge::MergeInput;
 use crate::quantizer::{
     enough_to_train, evenly_spread, global_ids, quantizer_path, split_for_training, ShardQuantizer,
@@ -26,22 +26,16 @@ impl ShardEngine {
         }
         let engine = Arc::clone(self);
         std::thread::spawn(move || {
-            // Seals before merges: rows that arrived during a seal are sealed next, so writes waiting on the
-            // backlog do not wait for a merge too.
-            let sealed = loop {
+            // Rows that arrived during a seal are sealed next, so writes waiting on the backlog wait for seals
+            // only; merges run on their own thread beside them.
+            loop {
                 if let Err(e) = engine.seal() {
                     warn!(error = %e, event = "seal_failed", "sealing failed; rows stay in the growing segment");
-                    break false;
+                    break;
                 }
-                // Merges wait at most until the segments they keep in check have piled up.
-                let piled = engine.state.read().sealed.len() >= engine.config.max_sealed_segments;
-                if engine.unsealed_rows() < engine.config.seal_threshold || piled {
-                    break true;
-                }
-            };
-            if sealed {
-                if let Err(e) = engine.merge_as_planned() {
-                    warn!(error = %e, event = "compaction_failed", "compaction failed; segments stay as they are");
+                engine.merge_in_background();
+                if engine.unsealed_rows() < engine.config.seal_threshold {
+                    break;
                 }
             }
             engine.background_seal.store(false, Ordering::SeqCst);
@@ -50,11 +44,32 @@ impl ShardEngine {
         });
     }
 
+    /// Starts merging as planned on a thread of its own unless one runs; a seal that ends during the last merge
+    /// finds that thread running, so it looks at the plan again before it stops.
+    fn merge_in_background(self: &Arc<Self>) {
+        if self.background_merge.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let engine = Arc::clone(self);
+        std::thread::spawn(move || loop {
+            let merged = engine.merge_as_planned();
+            engine.background_merge.store(false, Ordering::SeqCst);
+            if let Err(e) = merged {
+                warn!(error = %e, event = "compaction_failed", "compaction failed; segments stay as they are");
+                break;
+            }
+            let more = engine.planned_merge(&engine.state.read()).is_some();
+            if !more || engine.background_merge.swap(true, Ordering::SeqCst) {
+                break;
+            }
+        });
+    }
+
     /// Seals the growing segment into an IVF_PQ segment now. Writes continue into a fresh growing segment
     /// meanwhile, and the frozen rows stay searchable until the sealed segment replaces them.
     pub fn seal(&self) -> Result<()> {
-        let _m = self.maintenance.lock();
-        let _slot = crate::maintenance::acquire();
+        let _m = self.sealing.lock();
+        let _slot = crate::maintenance::acquire(Work::Seal);
         let (frozen, id) = {
             let log = self.log.lock();
             let mut st = self.state.write();
@@ -142,6 +157,7 @@ impl ShardEngine {
             }
             if drift > self.config.quantizer_drift_bound || reconfigured {
                 // The sealed segment is among the sealed ones now: the sample covers it.
+                let _training = self.quantizer_training.lock();
                 self.train_quantizer(&[])?;
                 phases.mark("retrain");
             }
@@ -156,6 +172,8 @@ impl ShardEngine {
     /// enough trains it: waiting for `train_sample` rows would make that seal train its own index first, two
     /// trainings where one does (47 s and 59 s of the 131 s that 300,000 rows took, docs/BENCHMARKS.md).
     fn ensure_quantizer(&self, fresh: &[f32]) -> Result<Option<Arc<ShardQuantizer>>> {
+        // Checked under the lock: a merge beside this seal may be training it now.
+        let _training = self.quantizer_training.lock();
         let sealed_rows: usize = {
             let st = self.state.read();
             if let Some(q) = st.quantizer.clone() {
@@ -182,7 +200,8 @@ impl ShardEngine {
     }
 
     /// Trains a new quantizer version on a sample of the shard (the sealed rows and `vectors`, the rows being
-    /// sealed) and makes it the one new segments and merges encode with. Runs under the maintenance lock, beside searches and writes; the replaced version's file goes
+    /// sealed) and makes it the one new segments and merges encode with. The caller holds `quantizer_training`;
+    /// searches, writes and the other kind of maintenance go on meanwhile. The replaced version's file goes
     /// (every segment carries its own copy of the centroids and codebooks it was encoded with).
     fn train_quantizer(&self, vectors: &[f32]) -> Result<Arc<ShardQuantizer>> {
         let dim = self.config.dimension;
@@ -226,17 +245,20 @@ impl ShardEngine {
 
     /// Merges segments as the tiered policy asks ([`crate::merge::plan`]) until it asks for nothing.
     pub fn merge_as_planned(&self) -> Result<()> {
-        while self.merge_segments(|st| {
-            let rows: Vec<usize> = st.sealed.iter().map(|s| s.meta.rows).collect();
-            crate::merge::plan(
-                &rows,
-                self.config.merge_factor,
-                self.config.seal_threshold,
-                self.config.max_sealed_segments,
-            )
-            .map(|p| p.into_iter().map(|i| Arc::clone(&st.sealed[i])).collect())
-        })? {}
+        while self.merge_segments(|st| self.planned_merge(st))? {}
         Ok(())
+    }
+
+    /// The sealed segments the tiered policy would merge next, if any.
+    fn planned_merge(&self, st: &State) -> Option<Vec<Arc<SealedSegment>>> {
+        let rows: Vec<usize> = st.sealed.iter().map(|s| s.meta.rows).collect();
+        crate::merge::plan(
+            &rows,
+            self.config.merge_factor,
+            self.config.seal_threshold,
+            self.config.max_sealed_segments,
+        )
+        .map(|p| p.into_iter().map(|i| Arc::clone(&st.sealed[i])).collect())
     }
 
     /// Merges every sealed segment into one without tombstoned rows, then drops log records that no segment
@@ -249,14 +271,14 @@ impl ShardEngine {
     /// Merges the segments `pick` chooses into one segment of their live rows (in global id order when encoded
     /// with the shard's quantizer: the inputs' inverted lists are moved, not rebuilt), swaps it in, removes
     /// theirs; false when `pick` chose nothing. `pick` sees the sealed segments once this merge holds the
-    /// maintenance lock: chosen before, they could be ones another merge (the background's after a seal, a
+    /// merging lock: chosen before, they could be ones another merge (the background's after a seal, a
     /// `Maintain` call's) has just merged and removed.
     fn merge_segments(
         &self,
         pick: impl FnOnce(&State) -> Option<Vec<Arc<SealedSegment>>>,
     ) -> Result<bool> {
-        let _m = self.maintenance.lock();
-        let _slot = crate::maintenance::acquire();
+        let _m = self.merging.lock();
+        let _slot = crate::maintenance::acquire(Work::Merge);
         let Some(mut inputs) = pick(&self.state.read()).filter(|i| !i.is_empty()) else {
             return Ok(false);
         };
