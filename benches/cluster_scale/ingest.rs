@@ -23,20 +23,31 @@ pub struct Ingested {
     pub near_duplicates: u64,
     pub rejected: u64,
     pub seconds: f64,
+    /// The longest any one batch took to be acknowledged, its resends included: how long writes stalled.
+    pub slowest_batch_s: f64,
+    /// Batches sent again after a refusal (busy, a quorum not reached, a deadline).
+    pub resent: u64,
 }
 
+/// How long a batch is sent again before the run fails: a bulk loader backs off and resends while the cluster
+/// catches up on its seals, and the run reports how long that took (`slowest_batch_s`).
+const RESEND_FOR: Duration = Duration::from_secs(600);
+
+/// The batch through the router, sent again on refusals: (the response, resends, seconds until acknowledged).
 async fn send(
     router: &mut RouterServiceClient<Channel>,
     docs: Vec<pb::Document>,
-) -> anyhow::Result<pb::IngestResponse> {
-    let deadline = Instant::now() + Duration::from_secs(120);
+) -> anyhow::Result<(pb::IngestResponse, u64, f64)> {
+    let started = Instant::now();
+    let deadline = started + RESEND_FOR;
+    let mut resent = 0;
     loop {
         let request = pb::IngestRequest {
             collection: COLLECTION.into(),
             documents: docs.clone(),
         };
         match router.ingest(request).await {
-            Ok(r) => return Ok(r.into_inner()),
+            Ok(r) => return Ok((r.into_inner(), resent, started.elapsed().as_secs_f64())),
             Err(e)
                 if matches!(
                     e.code(),
@@ -46,13 +57,20 @@ async fn send(
                 ) && Instant::now() < deadline =>
             {
                 eprintln!(
-                    "ingest: {:?} {} (sending the batch again)",
+                    "ingest: {:?} {} (sending the batch again, {:.0} s after its first send)",
                     e.code(),
-                    e.message()
+                    e.message(),
+                    started.elapsed().as_secs_f64()
                 );
+                resent += 1;
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
-            Err(e) => bail!("ingest: {:?}: {}", e.code(), e.message()),
+            Err(e) => bail!(
+                "ingest: {:?}: {} ({:.0} s after the batch was first sent, {resent} resends)",
+                e.code(),
+                e.message(),
+                started.elapsed().as_secs_f64()
+            ),
         }
     }
 }
@@ -84,7 +102,7 @@ pub async fn ingest(
             }
         })
     };
-    let results: Vec<anyhow::Result<pb::IngestResponse>> =
+    let results: Vec<anyhow::Result<(pb::IngestResponse, u64, f64)>> =
         futures::stream::iter((0..n).step_by(batch.max(1)))
             .map(|start| {
                 let (mut router, mixture, done) =
@@ -110,9 +128,13 @@ pub async fn ingest(
         near_duplicates: 0,
         rejected: 0,
         seconds: started.elapsed().as_secs_f64(),
+        slowest_batch_s: 0.0,
+        resent: 0,
     };
     for r in results {
-        let r = r?;
+        let (r, resent, took) = r?;
+        out.resent += resent;
+        out.slowest_batch_s = out.slowest_batch_s.max(took);
         out.accepted += u64::from(r.accepted);
         out.near_duplicates += u64::from(r.duplicates);
         out.rejected += r.rejected.len() as u64;

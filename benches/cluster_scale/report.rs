@@ -341,6 +341,7 @@ async fn ingest_step(
         "step": "ingest", "vectors": args.vectors, "accepted": ingested.accepted,
         "near_duplicates": ingested.near_duplicates, "rejected": ingested.rejected,
         "acked_s": acked_s, "sealed_s": ingest_seconds,
+        "slowest_batch_s": ingested.slowest_batch_s, "batches_resent": ingested.resent,
         "vectors_per_s": ingested.accepted as f64 / ingest_seconds,
         "replica_rows_per_s": replica_rows as f64 / ingest_seconds,
         "bytes_written": written, "cpu_seconds": cpu,
