@@ -167,6 +167,15 @@ impl ShardServiceImpl {
             })
             .collect();
         let documents = docs.len();
+        // A full unsealed backlog is waited out before the write takes a CPU permit: waiting uses no CPU, and
+        // a process has as many permits as cores — two writes waiting 5 s each on them stalled every replica's
+        // writes and searches on the node (10M through the router, docs/BENCHMARKS.md). Bounded by
+        // `engine.unsealed_wait_ms`, and by the router's per-node concurrency limit.
+        let waiting = Arc::clone(&engine);
+        tokio::task::spawn_blocking(move || waiting.wait_for_sealing())
+            .await
+            .map_err(|e| Status::internal(format!("worker failed: {e}")))?
+            .map_err(to_status)?;
         let last_seq = blocking(move || engine.upsert(docs).map_err(to_status)).await?;
         tracing::info!(collection = %collection, shard, documents, chunks = chunks_written, last_seq,
             event = "upserted", "documents written durably");

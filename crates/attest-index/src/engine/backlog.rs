@@ -28,8 +28,9 @@ impl ShardEngine {
     }
 
     /// Returns once the backlog is under its bound, starting a seal where none runs; refuses the write as busy
-    /// when it is still over after `unsealed_wait_ms`.
-    pub(super) fn wait_for_sealing(self: &Arc<Self>) -> Result<()> {
+    /// when it is still over after `unsealed_wait_ms`. Every write checks it; a caller that runs writes on a
+    /// bounded CPU pool calls it first, off that pool, so a waiting write holds no permit.
+    pub fn wait_for_sealing(self: &Arc<Self>) -> Result<()> {
         let bound = self.backlog_bound();
         if self.unsealed_rows() < bound {
             return Ok(());
