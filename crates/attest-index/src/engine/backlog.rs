@@ -159,7 +159,10 @@ mod tests {
         }
         // Each write waited until fewer than 100 rows waited, then added its 20.
         let unsealed = e.unsealed_rows();
-        assert!(unsealed < 120, "{unsealed} rows unsealed: more than the bound and one write");
+        assert!(
+            unsealed < 120,
+            "{unsealed} rows unsealed: more than the bound and one write"
+        );
         assert!(e.segment_dirs().len() >= 2, "in more than one seal");
         drop((slot, merging));
         // Let go, the background merge waiting for the lock runs; with the last rows sealed (seals run beside
