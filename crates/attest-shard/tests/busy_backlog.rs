@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use attest_index::maintenance::{self, Work};
-use attest_index::{DocumentWrite, EngineConfig, IvfPqParams, LoggedChunk};
+use attest_index::{EngineConfig, IvfPqParams};
 use attest_proto::v1 as pb;
 use attest_proto::v1::shard_service_server::ShardService;
+use attest_shard::convert::write_from_proto;
 use attest_shard::{ShardNode, ShardNodeConfig, ShardServiceImpl};
 use tonic::{Code, Request};
 
@@ -26,36 +27,22 @@ fn chunk(d: usize) -> pb::ChunkRecord {
     }
 }
 
+fn documents(docs: std::ops::Range<usize>) -> Vec<pb::DocumentChunks> {
+    docs.map(|d| pb::DocumentChunks {
+        doc_id: format!("doc-{d}"),
+        tenant: "t".into(),
+        chunks: vec![chunk(d)],
+        ..Default::default()
+    })
+    .collect()
+}
+
 fn upsert(shard: u32, docs: std::ops::Range<usize>) -> Request<pb::UpsertRequest> {
     Request::new(pb::UpsertRequest {
         collection: "c".into(),
         shard,
-        documents: docs
-            .map(|d| pb::DocumentChunks {
-                doc_id: format!("doc-{d}"),
-                tenant: "t".into(),
-                chunks: vec![chunk(d)],
-                ..Default::default()
-            })
-            .collect(),
+        documents: documents(docs),
     })
-}
-
-fn write(d: usize) -> DocumentWrite {
-    let c = chunk(d);
-    DocumentWrite {
-        doc_id: format!("doc-{d}"),
-        tenant: "t".into(),
-        chunks: vec![LoggedChunk {
-            chunk_id: c.chunk_id,
-            title: String::new(),
-            text: c.text,
-            metadata_json: c.metadata_json,
-            vector: c.vector,
-        }],
-        version: 0,
-        near_dup: None,
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -89,7 +76,7 @@ async fn writes_waiting_on_one_replicas_backlog_leave_the_other_replicas_writabl
         .unwrap();
     node.get("c", 0)
         .unwrap()
-        .upsert((0..80).map(write).collect())
+        .upsert(documents(0..80).into_iter().map(write_from_proto).collect())
         .unwrap();
     let service = Arc::new(ShardServiceImpl::new(Arc::clone(&node)));
     let waiting: Vec<_> = (0..2)
