@@ -156,27 +156,57 @@ async fn create_collection(
 /// Each replica's live documents, by shard (from `ShardService/Stats` on the node holding it; None where the
 /// node does not answer).
 async fn replica_documents(cluster: &Cluster) -> anyhow::Result<BTreeMap<u32, Vec<Option<u64>>>> {
+    Ok(replica_stats(cluster)
+        .await?
+        .into_iter()
+        .map(|(shard, stats)| {
+            (
+                shard,
+                stats
+                    .iter()
+                    .map(|s| s.as_ref().map(|s| s.live_documents))
+                    .collect(),
+            )
+        })
+        .collect())
+}
+
+/// Every replica's Stats (None: it did not answer), by shard, in placement order.
+async fn replica_stats(
+    cluster: &Cluster,
+) -> anyhow::Result<BTreeMap<u32, Vec<Option<pb::ShardStatsResponse>>>> {
     let mut out = BTreeMap::new();
     for (shard, replicas) in cluster.placement(COLLECTION)? {
-        let mut counts = Vec::new();
+        let mut stats = Vec::new();
         for addr in replicas {
             let request = pb::ShardStatsRequest {
                 collection: COLLECTION.into(),
                 shard,
             };
-            let live = match ShardServiceClient::connect(addr).await {
-                Ok(mut client) => client
-                    .stats(request)
-                    .await
-                    .ok()
-                    .map(|r| r.into_inner().live_documents),
+            let answer = match ShardServiceClient::connect(addr).await {
+                Ok(mut client) => client.stats(request).await.ok().map(|r| r.into_inner()),
                 Err(_) => None,
             };
-            counts.push(live);
+            stats.push(answer);
         }
-        out.insert(shard, counts);
+        out.insert(shard, stats);
     }
     Ok(out)
+}
+
+/// What each replica serves from: its growing rows (scanned flat by every search) and sealed segments.
+async fn replica_layout(cluster: &Cluster) -> anyhow::Result<Value> {
+    let stats = replica_stats(cluster).await?;
+    Ok(json!(stats
+        .into_iter()
+        .map(|(shard, replicas)| {
+            let each: Vec<Value> = replicas
+                .into_iter()
+                .map(|s| s.map_or(Value::Null, |s| json!({"growing_rows": s.growing_rows, "sealed_segments": s.sealed_segments})))
+                .collect();
+            (shard.to_string(), json!(each))
+        })
+        .collect::<BTreeMap<_, _>>()))
 }
 
 /// The steps measured so far, printed and written to `--json` as each is done (a failed run keeps them).

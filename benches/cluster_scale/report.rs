@@ -17,7 +17,8 @@ use serde_json::{json, Value};
 use crate::common::cluster::Cluster;
 use crate::serve::{load, Lanes, LoadFigures, QuerySet};
 use crate::{
-    corpus, create_collection, ingest, procs, replica_documents, router_client, Args, Steps,
+    corpus, create_collection, ingest, procs, replica_documents, replica_layout, router_client,
+    Args, Steps,
 };
 
 /// The single engine's sustained ingest of one replica's rows (`engine_ingest`).
@@ -165,10 +166,16 @@ pub async fn run(
         .map(|n| procs::disk_bytes(&dir.join(n)))
         .sum();
 
-    // An earlier run's collection also holds the documents it wrote while its shard was down.
+    // An earlier run's collection also holds the documents it wrote while its shard was down, unless that run
+    // stopped before (it then holds the corpus alone).
+    let holds_outage_docs = accepted > args.vectors as u64;
     let truth_before = Arc::new(QuerySet {
         vectors: query_vectors.clone(),
-        truth: if args.existing { after.clone() } else { before },
+        truth: if holds_outage_docs {
+            after.clone()
+        } else {
+            before
+        },
         nprobe: args.nprobe,
     });
     // One untimed pass, so the first phase does not pay for cold pages alone.
@@ -196,6 +203,7 @@ pub async fn run(
     steps.emit(json!({
         "step": "serve", "settle_s": settle_s, "documents": accepted, "disk_bytes_settled": disk_bytes,
         "nprobe": args.nprobe, "phases": healthy, "processes": procs::snapshot(dir),
+        "replicas": replica_layout(&cluster).await?,
     }))?;
     let measured = Measured {
         ingest_accepted: accepted,

@@ -41,6 +41,19 @@ pub struct EngineConfig {
     /// 10M"); with one quantizer per shard and 4,096 lists it is 0.999 at nprobe 4, 388 searches a second on one
     /// core (48: 0.998, 32: 0.978; "Rows without a lookup").
     pub compact_overfetch: usize,
+    /// Of the candidates ranked by their SQ8 copies, the best `exact_refine` × k are scored again from the full
+    /// vectors ([`crate::engine::EXACT_REFINE`], 2). 0: the copies' scores are final and a search reads no full
+    /// vector — each is a random read of 1.5 KB (384-d) in a file the page cache cannot hold once a node serves
+    /// more rows than its memory (10M × 384-d is 15 GB of full vectors), where the copies (a quarter of it) can.
+    pub exact_refine: usize,
+    /// A replica whose last write is this old (ms) seals its growing segment when it holds at least
+    /// `seal_idle_rows` rows, rather than scanning them flat in every search until more writes fill it
+    /// ([`crate::idle_seal`]); 0: only `seal_threshold` seals. Default 30,000.
+    pub seal_idle_ms: u64,
+    /// See `seal_idle_ms`. Default 10,000, a fifth of `seal_threshold`: a flat scan of fewer costs a search under
+    /// 0.5 ms at 384-d, and collections that small (the bundled sample, the QA evaluation sets) keep the exact
+    /// scan they are measured with.
+    pub seal_idle_rows: usize,
     /// Seals that may run at once in this process, over all its replicas, and as many merges beside them
     /// (node-wide, each kind its own queue: see [`crate::maintenance`]). Default 1.
     pub max_concurrent_maintenance: usize,
@@ -73,6 +86,9 @@ impl Default for EngineConfig {
             quantizer_drift_bound: 1.5,
             overfetch: 16,
             compact_overfetch: 64,
+            exact_refine: crate::engine::EXACT_REFINE,
+            seal_idle_ms: 30_000,
+            seal_idle_rows: 10_000,
             max_concurrent_maintenance: crate::maintenance::DEFAULT_MAX_CONCURRENT,
             keep_sealed_vectors_in_log: true,
             max_unsealed_rows: 200_000,

@@ -164,6 +164,8 @@ pub struct ShardEngine {
     /// Signalled when a seal finishes, for writes waiting on the backlog ([`backlog`]).
     seal_finished: (Mutex<()>, parking_lot::Condvar),
     rebuilt: Vec<String>,
+    /// When the last write was logged (for sealing an idle backlog: [`crate::idle_seal`]).
+    last_write: parking_lot::Mutex<std::time::Instant>,
 }
 
 /// Read access to the rows of any segment kind.
@@ -401,7 +403,9 @@ impl ShardEngine {
             background_merge: AtomicBool::new(false),
             seal_finished: (Mutex::new(()), parking_lot::Condvar::new()),
             rebuilt,
+            last_write: parking_lot::Mutex::new(std::time::Instant::now()),
         }))
+        .inspect(crate::idle_seal::watch)
     }
 
     pub fn config(&self) -> &EngineConfig {
@@ -488,6 +492,7 @@ impl ShardEngine {
             return Ok(log.last_seq());
         }
         let seqs = log.append_with_keys(&ops, &keys)?;
+        *self.last_write.lock() = std::time::Instant::now();
         let mut st = self.state.write();
         for ((op, version), seq) in ops.into_iter().zip(seqs) {
             if let LogOp::Upsert {
@@ -611,6 +616,25 @@ impl ShardEngine {
             .map(|(key, v)| (crate::wal::doc_id_of_key(&key).to_string(), v))
             .collect();
         Ok((page, last_seq))
+    }
+
+    /// Documents changed after log position `after_seq` (their current version is a later record), from the next
+    /// `page` entries of the log's changes index, with the position to list after next (None: the last page)
+    /// and the log position they reflect at least: catch-up's incremental listing, at a cost that follows the
+    /// changes rather than the shard's size.
+    pub fn doc_versions_changed_after(
+        &self,
+        after_seq: u64,
+        page: usize,
+    ) -> Result<(crate::wal::VersionPage, Option<u64>, u64)> {
+        let log = self.log.lock();
+        let last_seq = log.last_seq();
+        let (entries, next) = log.doc_versions_changed_after(after_seq, page)?;
+        let entries = entries
+            .into_iter()
+            .map(|(key, v)| (crate::wal::doc_id_of_key(&key).to_string(), v))
+            .collect();
+        Ok((entries, next, last_seq))
     }
 
     /// The current content of each named (tenant, document id): live ones with every chunk and vector (from the
@@ -854,8 +878,9 @@ pub enum FetchedDocument {
     },
 }
 
-/// Candidates re-scored from the full vectors per requested hit, after an SQ8 copy has ranked the PQ list: SQ8
-/// orders near neighbours almost exactly, so 2 × k are enough to put the true top k in order.
+/// Candidates re-scored from the full vectors per requested hit after an SQ8 copy has ranked the PQ list (the
+/// default of `engine.exact_refine`): SQ8 orders near neighbours almost exactly, so 2 × k are enough to put the
+/// true top k in order.
 pub const EXACT_REFINE: usize = 2;
 
 /// The live rows (and their vectors, row-major) of upsert records.

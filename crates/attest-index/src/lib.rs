@@ -23,6 +23,7 @@
 //! - [`error`]: the crate's error type.
 
 mod bucket_presence;
+mod changes;
 pub mod chunk_store;
 pub mod coarse;
 pub mod config;
@@ -31,6 +32,7 @@ pub mod error;
 pub mod filter;
 pub mod fsutil;
 pub mod growing;
+mod idle_seal;
 pub mod ivfpq;
 mod labels;
 pub mod maintenance;

@@ -23,6 +23,7 @@ use rocksdb::{ColumnFamilyDescriptor, IteratorMode, Options, WriteBatch, WriteOp
 use serde::{Deserialize, Serialize};
 
 use crate::bucket_presence::BucketPresence;
+use crate::changes::{self, ChangesWriter};
 use crate::error::{IndexError, Result};
 use crate::near_dup::{self, NearDupKeys, NearDupMatch, NearDupWriter};
 use crate::sealed_vectors::{SealedVectors, StripFactory};
@@ -44,8 +45,12 @@ const KEY_FORMAT: &[u8] = b"format";
 /// The ingest log's layout (`attest_core::format`): the column families and encodings of this module.
 pub const LOG_FORMAT: attest_core::format::Layout = attest_core::format::Layout {
     what: "shard ingest log",
-    current: 1,
+    // 2: the `changes` family ([`crate::changes`]), built from `docs` when a version-1 log opens.
+    current: 2,
 };
+
+/// A page of a catch-up listing: (document key or id, its current version) pairs.
+pub type VersionPage = Vec<(String, DocVersion)>;
 
 /// Separates tenant and document id in a [`doc_key`]; tenants never contain it
 /// ([`attest_core::keys::tenant_problem`]).
@@ -218,6 +223,7 @@ impl IngestLog {
             ColumnFamilyDescriptor::new(CF_DOCS, Options::default()),
             ColumnFamilyDescriptor::new(CF_META, Options::default()),
             ColumnFamilyDescriptor::new(CF_DEDUP, near_dup::column_options()),
+            ColumnFamilyDescriptor::new(changes::CF_CHANGES, Options::default()),
         ];
         let db = DB::open_cf_descriptors(&opts, path, cfs).map_err(|e| {
             IndexError::RocksDb(attest_core::rocksdb_files::explain_open_error(
@@ -241,6 +247,13 @@ impl IngestLog {
             other => other,
         };
         let found = LOG_FORMAT.check(found, &path.display().to_string())?;
+        if found < 2 {
+            // Before the version is recorded: a build cut short is done again at the next open.
+            let docs = db.cf_handle(CF_DOCS).expect("docs cf");
+            let indexed = changes::build(&db, docs, |v| Ok(decode::<DocVersion>(v)?.seq))?;
+            tracing::info!(path = %path.display(), documents = indexed, event = "changes_indexed",
+                "ingest log: documents indexed by log position");
+        }
         if recorded != Some(LOG_FORMAT.current) {
             // Recorded at open, the log's first write: from here on it is of the current version.
             let mut sync = WriteOptions::default();
@@ -296,6 +309,7 @@ impl IngestLog {
         let meta = self.db.cf_handle(CF_META).expect("meta cf");
         let dedup = self.db.cf_handle(CF_DEDUP).expect("dedup cf");
         let mut near_dups = NearDupWriter::new(&self.db, dedup, Some(&self.presence));
+        let mut changed = ChangesWriter::new(&self.db);
         let mut batch = WriteBatch::default();
         let mut seqs = Vec::with_capacity(ops.len());
         let mut seq = self.last_seq();
@@ -314,7 +328,13 @@ impl IngestLog {
                 tenant: tenant.clone(),
                 version: *write_version,
             };
-            batch.put_cf(&docs, op.doc_key().as_bytes(), encode(&version)?);
+            let key = op.doc_key();
+            let stored = match self.db.get_cf(&docs, key.as_bytes())? {
+                Some(v) => Some(decode::<DocVersion>(&v)?.seq),
+                None => None,
+            };
+            changed.moved(&mut batch, &key, seq, stored);
+            batch.put_cf(&docs, key.as_bytes(), encode(&version)?);
             seqs.push(seq);
         }
         near_dups.write_to(&mut batch);
@@ -368,6 +388,25 @@ impl IngestLog {
         Ok(())
     }
 
+    /// Entries of the changes index.
+    #[cfg(test)]
+    pub(crate) fn changes_entries(&self) -> usize {
+        changes::after(&self.db, 0, usize::MAX).unwrap().len()
+    }
+
+    /// Makes this log look as a version-1 log does (no changes index, format 1): what the upgrade test opens.
+    #[cfg(test)]
+    pub(crate) fn as_version_1(&self) {
+        let changes = self.db.cf_handle(changes::CF_CHANGES).expect("changes cf");
+        for item in self.db.iterator_cf(changes, IteratorMode::Start) {
+            self.db.delete_cf(changes, item.unwrap().0).unwrap();
+        }
+        let meta = self.db.cf_handle(CF_META).expect("meta cf");
+        self.db
+            .put_cf(meta, KEY_FORMAT, 1u32.to_be_bytes())
+            .unwrap();
+    }
+
     /// Up to `limit` (key, version) pairs with [`doc_key`]s after `after` (exclusive), in key order: the
     /// catch-up listing.
     pub fn doc_versions_after(
@@ -393,6 +432,32 @@ impl IngestLog {
             }
         }
         Ok(out)
+    }
+
+    /// Documents whose current version is a record after `after_seq`, in log order, from the next `limit`
+    /// entries of the changes index; with the position to list after next (None: none left): catch-up's
+    /// listing of what changed.
+    pub fn doc_versions_changed_after(
+        &self,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<(VersionPage, Option<u64>)> {
+        let docs = self.db.cf_handle(CF_DOCS).expect("docs cf");
+        let entries = changes::after(&self.db, after_seq, limit)?;
+        let next = (entries.len() >= limit)
+            .then(|| entries.last().map(|(seq, _)| *seq))
+            .flatten();
+        let mut out = Vec::with_capacity(entries.len());
+        for (seq, key) in entries {
+            let version = self.db.get_cf(&docs, key.as_bytes())?;
+            let version = version.map(|v| decode::<DocVersion>(&v)).transpose()?;
+            // The index and `docs` change in one batch; a document that moved since the entry was read has an
+            // entry at its newer position, listed later.
+            if let Some(v) = version.filter(|v| v.seq == seq) {
+                out.push((key, v));
+            }
+        }
+        Ok((out, next))
     }
 
     /// Records with `lo <= seq <= hi`, in order.
@@ -429,6 +494,7 @@ impl IngestLog {
             near_dups.replace(tenant, doc_id, None)?;
             batch.delete_cf(&log, seq.to_be_bytes());
             batch.delete_cf(&docs_cf, doc_key(tenant, doc_id).as_bytes());
+            changes::forgotten(&self.db, &mut batch, *seq);
         }
         near_dups.write_to(&mut batch);
         let mut wo = WriteOptions::default();

@@ -76,6 +76,24 @@ pub struct ReplicaPolicy {
     /// When a node is at its concurrency limit, fail at once with `ResourceExhausted` (a read then moves on to
     /// another replica) instead of queueing for a permit.
     pub load_shed: bool,
+    /// Which live replica of a shard a read tries first (the others answer its retries and hedges).
+    pub read_from: ReadFrom,
+}
+
+/// Which live replica of a shard a read tries first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReadFrom {
+    /// Each read of a shard starts on the next live replica in turn: every replica's CPU serves, and every
+    /// replica's serving files are paged in.
+    #[default]
+    Spread,
+    /// Always the first live replica of the shard's placement. Meta places each shard's first replica on the
+    /// least loaded node, so the first replicas of a collection spread over the nodes as evenly as its replicas
+    /// do, and the page cache has to hold one copy of each shard's serving files, not one per replica — for nodes
+    /// whose memory holds one copy and not two. At 10M vectors on this project's 3-node VM it made no difference
+    /// that stood out of the runs' spread (docs/BENCHMARKS.md, "10M, settled").
+    First,
 }
 
 impl Default for ReplicaPolicy {
@@ -88,6 +106,7 @@ impl Default for ReplicaPolicy {
             max_attempts: 3,
             concurrency_limit: 64,
             load_shed: true,
+            read_from: ReadFrom::default(),
         }
     }
 }
@@ -233,15 +252,22 @@ impl ReplicaEndpoint {
         }
         result.map_err(|e| {
             let status = status_from_tower(self.node_id, e);
-            warn!(
-                node = self.node_id,
-                address = %self.address,
-                call = name,
-                code = ?status.code(),
-                error = %status.message(),
-                event = "replica_call_failed",
-                "replica call failed"
-            );
+            // Back-pressure (this node's concurrency limit, a replica's full backlog) is expected under load and
+            // counted above (`outcome` shed or error); a 10M ingest logged it ~3,700 times at WARN. Its caller
+            // reports what it did about it (another replica, or the client's 429).
+            if status.code() == Code::ResourceExhausted {
+                debug!(node = self.node_id, call = name, error = %status.message(), event = "replica_busy", "replica call refused: busy");
+            } else {
+                warn!(
+                    node = self.node_id,
+                    address = %self.address,
+                    call = name,
+                    code = ?status.code(),
+                    error = %status.message(),
+                    event = "replica_call_failed",
+                    "replica call failed"
+                );
+            }
             status
         })
     }

@@ -17,7 +17,7 @@ use tracing::{info, warn};
 use crate::client::ShardClient;
 use crate::collection::{record_from_meta, CollectionRecord, ReplicaRef};
 use crate::error::RouterError;
-use crate::replicas::{ReplicaEndpoint, ReplicaPolicy};
+use crate::replicas::{ReadFrom, ReplicaEndpoint, ReplicaPolicy};
 
 /// The router's copy of meta's cluster state.
 #[derive(Default)]
@@ -36,7 +36,7 @@ pub struct ClusterView {
     keys: Arc<KeyRing>,
     policy: ReplicaPolicy,
     snapshot: RwLock<Snapshot>,
-    /// Spreads reads over replicas: the next starting replica of each (collection, shard). Per shard, so that each
+    /// With [`ReadFrom::Spread`], the next starting replica of each (collection, shard). Per shard, so that each
     /// shard's replicas take turns exactly; one counter for all shards let a fixed pattern of calls per search
     /// (shards × fan-outs) keep landing on the same replica of a shard.
     next_start: parking_lot::Mutex<HashMap<(String, usize), usize>>,
@@ -258,15 +258,18 @@ impl ClusterView {
         self.snapshot.read().collections.values().cloned().collect()
     }
 
-    /// Replicas that can answer a search of `shard`, in the order to try them: live ones first (the starting
-    /// replica taking turns per call, so the load spreads over the replica set), then live ones being drained (a
-    /// node going away: its peers serve while it stops), then the rest.
+    /// Replicas that can answer a search of `shard`, in the order to try them: live ones first (starting with
+    /// the first of the placement, or taking turns per call: [`ReadFrom`]), then live ones being drained (a node
+    /// going away: its peers serve while it stops), then the rest.
     pub fn read_replicas(&self, rec: &CollectionRecord, shard: usize) -> Vec<ReplicaEndpoint> {
-        let turn = {
-            let mut next = self.next_start.lock();
-            let counter = next.entry((rec.name.clone(), shard)).or_default();
-            *counter = counter.wrapping_add(1);
-            *counter
+        let turn = match self.policy.read_from {
+            ReadFrom::First => 0,
+            ReadFrom::Spread => {
+                let mut next = self.next_start.lock();
+                let counter = next.entry((rec.name.clone(), shard)).or_default();
+                *counter = counter.wrapping_add(1);
+                *counter
+            }
         };
         self.ordered(rec, shard, turn)
     }
@@ -332,5 +335,99 @@ impl ClusterView {
         live.extend(draining);
         live.extend(rest);
         live
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Three live shard nodes; one collection of three shards × 2, placed as meta places them (each shard's
+    /// first replica on a different node).
+    fn state() -> pb::ClusterState {
+        let nodes = (1..=3)
+            .map(|id| pb::NodeInfo {
+                id,
+                name: format!("shard-{id}"),
+                address: format!("http://127.0.0.1:{}", 1000 + id),
+                role: pb::NodeRole::Shard as i32,
+                alive: true,
+                ..Default::default()
+            })
+            .collect();
+        let placement = [[1, 2], [3, 1], [2, 3]]
+            .iter()
+            .zip(0..)
+            .map(|(nodes, shard)| pb::ShardPlacement {
+                shard,
+                replicas: nodes
+                    .iter()
+                    .map(|&node_id| pb::ReplicaPlacement {
+                        node_id,
+                        state: pb::ReplicaState::Active as i32,
+                    })
+                    .collect(),
+            })
+            .collect();
+        pb::ClusterState {
+            version: 1,
+            nodes,
+            collections: vec![pb::CollectionMeta {
+                name: "c".into(),
+                shards: 3,
+                replication: 2,
+                placement,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    /// The node each of `reads` reads of `shard` tries first.
+    fn first_tried(view: &ClusterView, shard: usize, reads: usize) -> Vec<u64> {
+        let rec = view.get("c").expect("collection applied");
+        (0..reads)
+            .map(|_| view.read_replicas(&rec, shard)[0].node_id)
+            .collect()
+    }
+
+    fn view(read_from: ReadFrom) -> Arc<ClusterView> {
+        let meta = MetaClient::new(["http://127.0.0.1:1"]).unwrap();
+        let view = ClusterView::unconnected(
+            meta,
+            ReplicaPolicy {
+                read_from,
+                ..ReplicaPolicy::default()
+            },
+        );
+        view.apply(&state());
+        view
+    }
+
+    #[tokio::test]
+    async fn reads_start_on_the_first_replica_or_take_turns() {
+        let first = view(ReadFrom::First);
+        for (shard, node) in [(0, 1), (1, 3), (2, 2)] {
+            assert_eq!(
+                first_tried(&first, shard, 4),
+                vec![node; 4],
+                "shard {shard}"
+            );
+        }
+        let spread = view(ReadFrom::Spread);
+        let mut tried = first_tried(&spread, 0, 4);
+        assert_ne!(tried[0], tried[1], "spread reads take turns: {tried:?}");
+        tried.sort_unstable();
+        assert_eq!(tried, vec![1, 1, 2, 2]);
+    }
+
+    #[tokio::test]
+    async fn a_dead_first_replica_leaves_its_reads_to_the_next() {
+        let view = view(ReadFrom::First);
+        let mut state = state();
+        state.nodes[0].alive = false;
+        view.apply(&state);
+        assert_eq!(first_tried(&view, 0, 3), vec![2; 3]);
+        assert_eq!(first_tried(&view, 1, 3), vec![3; 3]);
     }
 }

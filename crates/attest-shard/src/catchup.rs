@@ -24,6 +24,8 @@ const FETCH_BATCH: usize = 64;
 pub struct CatchUpReport {
     /// Entries the peer listed (all documents for a full pass, changed ones for an incremental one).
     pub listed: u64,
+    /// Listing pages asked for: a full pass reads every document of the peer, an incremental one the changes.
+    pub pages: u64,
     /// Live documents copied because the peer's version was newer.
     pub copied: u64,
     /// Deletes copied.
@@ -32,53 +34,106 @@ pub struct CatchUpReport {
     pub peer_last_seq: u64,
 }
 
-/// Copies from `peer` every document of (collection, shard) it holds at a newer version than `engine`.
-/// `changed_after_seq` = the `peer_last_seq` of an earlier complete pass against the same peer (0: all).
+/// Where catch-up from one peer stands, kept from pass to pass. A pass cut short (its timeout) leaves behind the
+/// pages it applied, and the next pass goes on after them: restarted from the first page each time, a full listing
+/// longer than a pass may take never finished (1.67M documents a replica at 10M vectors: every pass after a
+/// restart timed out at 30 s and began again).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PeerCursor {
+    /// The peer's log position when the last complete listing began (0: none complete): the next listing need
+    /// only hold what changed after it.
+    pub complete_through: u64,
+    /// A listing not finished yet.
+    pub under_way: Option<Listing>,
+}
+
+/// A listing of a peer's documents under way.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listing {
+    /// What it lists: documents changed after this position (0: all).
+    pub changed_after_seq: u64,
+    /// The peer's log position when its first page was read; the listing's `complete_through` once it ends.
+    pub peer_last_seq: u64,
+    /// The page cursor after the last page applied.
+    pub after: String,
+}
+
+impl PeerCursor {
+    /// A cursor after a complete listing that began at the peer's position `seq`.
+    pub fn complete_through(seq: u64) -> Self {
+        PeerCursor {
+            complete_through: seq,
+            under_way: None,
+        }
+    }
+}
+
+/// Copies from `peer` every document of (collection, shard) it holds at a newer version than `engine`: all of
+/// them when `cursor` has no complete listing, else those it changed since; a listing under way goes on after its
+/// last page. `cursor` moves as pages are applied, so a pass dropped at any await leaves it where it got to.
 ///
-/// A peer whose log is now *behind* that position has started a new log (it came back with an empty disk under
-/// the same name): its positions no longer compare with the remembered one, and an incremental listing would
-/// skip every write it took since. The pass then lists everything.
+/// A peer whose log is now *behind* the position a listing started from has started a new log (it came back with
+/// an empty disk under the same name): its positions no longer compare with the remembered one, and an
+/// incremental listing would skip every write it took since. The pass then lists everything.
 pub async fn catch_up_from(
     engine: Arc<ShardEngine>,
     peer: &ShardServiceClient<Stamped>,
     collection: &str,
     shard: u32,
-    changed_after_seq: u64,
+    cursor: &mut PeerCursor,
 ) -> Result<CatchUpReport, Status> {
     let mut peer = peer.clone();
     let mut report = CatchUpReport::default();
-    let mut after = String::new();
+    let mut listing = cursor.under_way.clone().unwrap_or(Listing {
+        changed_after_seq: cursor.complete_through,
+        peer_last_seq: 0,
+        after: String::new(),
+    });
     let mut first = true;
-    let mut changed_after_seq = changed_after_seq;
     loop {
         let page = peer
             .doc_versions(pb::DocVersionsRequest {
                 collection: collection.to_string(),
                 shard,
-                after_doc_id: after.clone(),
+                after_doc_id: listing.after.clone(),
                 limit: PAGE,
-                changed_after_seq,
+                changed_after_seq: listing.changed_after_seq,
             })
             .await?
             .into_inner();
         if first {
-            if page.last_seq < changed_after_seq {
+            // A new listing is checked against the position it lists after, one under way against where it began.
+            let began = match cursor.under_way {
+                Some(_) => listing.peer_last_seq,
+                None => listing.changed_after_seq,
+            };
+            if page.last_seq < began {
                 info!(
                     collection,
                     shard,
-                    remembered = changed_after_seq,
+                    remembered = began,
                     peer_last_seq = page.last_seq,
                     event = "peer_log_restarted",
                     "the peer's log is behind where it was: listing everything"
                 );
-                changed_after_seq = 0;
+                *cursor = PeerCursor::default();
+                listing = Listing {
+                    changed_after_seq: 0,
+                    peer_last_seq: 0,
+                    after: String::new(),
+                };
                 continue;
             }
-            // Writes that land on the peer after this point have larger seqs: the next pass lists them.
-            report.peer_last_seq = page.last_seq;
+            if cursor.under_way.is_none() {
+                // Writes that land on the peer after this point have larger seqs: the next listing holds them.
+                listing.peer_last_seq = page.last_seq;
+                cursor.under_way = Some(listing.clone());
+            }
+            report.peer_last_seq = listing.peer_last_seq;
             first = false;
         }
         report.listed += page.entries.len() as u64;
+        report.pages += 1;
         // Version look-ups take the engine's state lock, which a write holds across its index commit: off the
         // async workers.
         let newer: Vec<pb::DocRef> = {
@@ -128,9 +183,11 @@ pub async fn catch_up_from(
             report.tombstones += tombstones as u64;
         }
         if page.next_after.is_empty() {
+            *cursor = PeerCursor::complete_through(listing.peer_last_seq);
             break;
         }
-        after = page.next_after;
+        listing.after = page.next_after;
+        cursor.under_way = Some(listing.clone());
     }
     if report.copied + report.tombstones > 0 {
         info!(

@@ -18,7 +18,7 @@ use attest_proto::{FollowMode, MetaClient, StateFollower};
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
-use crate::catchup::catch_up_from;
+use crate::catchup::{catch_up_from, PeerCursor};
 use crate::node::ShardNode;
 use crate::service::engine_config_from_spec;
 use attest_proto::MAX_MESSAGE_BYTES;
@@ -102,8 +102,8 @@ struct Assignment {
 #[derive(Default)]
 struct AgentState {
     node_id: u64,
-    /// (collection, shard, peer node) → the peer's log position at our last complete pass against it.
-    cursors: HashMap<(String, u32, u64), u64>,
+    /// (collection, shard, peer node) → where catch-up from that peer stands.
+    cursors: HashMap<(String, u32, u64), PeerCursor>,
     /// When each replica last ran a repair pass.
     last_repair: HashMap<(String, u32), Instant>,
     peers: HashMap<String, ShardServiceClient<Stamped>>,
@@ -401,17 +401,14 @@ async fn reconcile(
                 }
             };
             let cursor_key = (a.collection.clone(), a.shard, *peer_id);
-            let since = state.cursors.get(&cursor_key).copied().unwrap_or(0);
+            let cursor = state.cursors.entry(cursor_key).or_default();
             let pass = tokio::time::timeout(
                 Duration::from_millis(config.peer_timeout_ms),
-                catch_up_from(Arc::clone(&engine), &client, &a.collection, a.shard, since),
+                catch_up_from(Arc::clone(&engine), &client, &a.collection, a.shard, cursor),
             )
             .await;
             match pass {
-                Ok(Ok(report)) => {
-                    state.cursors.insert(cursor_key, report.peer_last_seq);
-                    complete_from_a_peer = true;
-                }
+                Ok(Ok(_)) => complete_from_a_peer = true,
                 Ok(Err(e)) => {
                     warn!(collection = %a.collection, shard = a.shard, peer = peer_id, error = %e,
                         event = "catch_up_failed", "catch-up from peer failed; next pass retries")

@@ -49,6 +49,23 @@ fn request_span<T>(req: &Request<T>) -> tracing::Span {
     attest_telemetry::request_id::grpc_span(req.metadata()).1
 }
 
+/// How an incremental listing's page cursor (`DocVersionsResponse.next_after`) starts: the log position of the
+/// last entry it read. A full listing's cursor is a document key, which always holds the tenant separator.
+const SEQ_CURSOR: &str = "seq:";
+
+/// Where an incremental listing (`changed_after_seq` > 0) goes on from: its first page starts at that position,
+/// later ones at their cursor. None for a full listing, and for a cursor of one (a pass begun against a release
+/// that listed every document), which goes on as it began.
+fn incremental_cursor(changed_after_seq: u64, cursor: &str) -> Option<u64> {
+    if changed_after_seq == 0 {
+        return None;
+    }
+    match cursor {
+        "" => Some(changed_after_seq),
+        c => c.strip_prefix(SEQ_CURSOR)?.parse().ok(),
+    }
+}
+
 /// Runs engine or filesystem work off the async workers (bounded by the CPU pool).
 pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, Status> + Send + 'static,
@@ -210,6 +227,26 @@ impl ShardServiceImpl {
             0 => DOC_VERSIONS_PAGE,
             n => (n as usize).min(MAX_DOC_VERSIONS_PAGE),
         };
+        let changed_after = r.changed_after_seq;
+        let entry = |(doc_id, v): (String, attest_index::DocVersion)| pb::DocVersionEntry {
+            doc_id,
+            tenant: v.tenant,
+            version: v.version,
+            deleted: v.deleted,
+        };
+        if let Some(from) = incremental_cursor(changed_after, &r.after_doc_id) {
+            let (page, next, last_seq) = blocking(move || {
+                engine
+                    .doc_versions_changed_after(from, limit)
+                    .map_err(to_status)
+            })
+            .await?;
+            return Ok(Response::new(pb::DocVersionsResponse {
+                entries: page.into_iter().map(entry).collect(),
+                next_after: next.map_or_else(String::new, |seq| format!("{SEQ_CURSOR}{seq}")),
+                last_seq,
+            }));
+        }
         let after = r.after_doc_id.clone();
         let (page, last_seq) =
             blocking(move || engine.doc_versions_after(&after, limit).map_err(to_status)).await?;
@@ -220,17 +257,11 @@ impl ShardServiceImpl {
         } else {
             String::new()
         };
-        let changed_after = r.changed_after_seq;
         Ok(Response::new(pb::DocVersionsResponse {
             entries: page
                 .into_iter()
                 .filter(|(_, v)| v.seq > changed_after)
-                .map(|(doc_id, v)| pb::DocVersionEntry {
-                    doc_id,
-                    tenant: v.tenant,
-                    version: v.version,
-                    deleted: v.deleted,
-                })
+                .map(entry)
                 .collect(),
             next_after,
             last_seq,

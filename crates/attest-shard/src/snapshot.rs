@@ -21,7 +21,7 @@ use sha2::{Digest, Sha256};
 use tonic::Status;
 use tracing::info;
 
-use crate::catchup::catch_up_from;
+use crate::catchup::{catch_up_from, PeerCursor};
 use crate::node::ShardNode;
 use crate::service::blocking;
 use crate::status::{invalid, to_status};
@@ -170,7 +170,15 @@ async fn catch_up_first(
     for peer in &r.peers {
         let pass = match crate::cluster::connect_peer(peer, credential) {
             Ok(client) => {
-                catch_up_from(Arc::clone(engine), &client, &r.collection, r.shard, 0).await
+                let mut cursor = PeerCursor::default();
+                catch_up_from(
+                    Arc::clone(engine),
+                    &client,
+                    &r.collection,
+                    r.shard,
+                    &mut cursor,
+                )
+                .await
             }
             Err(e) => Err(Status::unavailable(e.to_string())),
         };

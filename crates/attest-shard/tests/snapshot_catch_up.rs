@@ -2,7 +2,8 @@
 //! when the write quorum is smaller than the replica set: a write acknowledged by the other replica alone is in
 //! the snapshot; a snapshot that cannot reach enough peers is refused rather than taken incomplete. And a peer
 //! that came back with an empty disk (its log restarted behind the position remembered from before) is listed
-//! in full, so the writes it took since are copied rather than skipped.
+//! in full, so the writes it took since are copied rather than skipped; a pass after a complete one reads the
+//! peer's changes, not all of its documents; and a pass cut short goes on where it stopped.
 
 use std::sync::Arc;
 
@@ -11,6 +12,7 @@ use attest_index::{DocumentWrite, EngineConfig, LoggedChunk};
 use attest_proto::v1 as pb;
 use attest_proto::v1::shard_service_server::ShardService;
 use attest_proto::ClusterCredential;
+use attest_shard::catchup::{catch_up_from, Listing, PeerCursor};
 use attest_shard::{ShardNode, ShardNodeConfig, ShardServiceImpl};
 use tonic::Request;
 
@@ -184,10 +186,16 @@ async fn a_peer_whose_log_restarted_is_listed_in_full() {
     }
     let (b_address, stop_b) = serve(&b);
     let a_engine = a.get("c", 0).unwrap();
-    let first =
-        attest_shard::catchup::catch_up_from(Arc::clone(&a_engine), &client(&b_address), "c", 0, 0)
-            .await
-            .unwrap();
+    let mut cursor = PeerCursor::default();
+    let first = catch_up_from(
+        Arc::clone(&a_engine),
+        &client(&b_address),
+        "c",
+        0,
+        &mut cursor,
+    )
+    .await
+    .unwrap();
     assert_eq!(first.copied, 20);
     assert!(first.peer_last_seq >= 20, "{first:?}");
     let _ = stop_b.send(());
@@ -198,12 +206,13 @@ async fn a_peer_whose_log_restarted_is_listed_in_full() {
         wiped.get("c", 0).unwrap().upsert(vec![doc(i)]).unwrap();
     }
     let (wiped_address, stop_wiped) = serve(&wiped);
-    let again = attest_shard::catchup::catch_up_from(
+    assert_eq!(cursor, PeerCursor::complete_through(first.peer_last_seq));
+    let again = catch_up_from(
         Arc::clone(&a_engine),
         &client(&wiped_address),
         "c",
         0,
-        first.peer_last_seq,
+        &mut cursor,
     )
     .await
     .unwrap();
@@ -216,4 +225,108 @@ async fn a_peer_whose_log_restarted_is_listed_in_full() {
         );
     }
     let _ = stop_wiped.send(());
+}
+
+/// The pass after a complete one lists what the peer changed since — overwrites, deletes and new documents, over
+/// more than one page — by reading those changes alone: 2,500 documents held, 1,207 changed, two pages (a listing
+/// that filtered every document read three, and at 10M documents a whole collection every 10 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_incremental_pass_reads_only_the_changes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (node(&tmp.path().join("a")), node(&tmp.path().join("b")));
+    let b_engine = b.get("c", 0).unwrap();
+    b_engine.upsert((0..2_500).map(doc).collect()).unwrap();
+    let (b_address, stop_b) = serve(&b);
+    let a_engine = a.get("c", 0).unwrap();
+    let peer = client(&b_address);
+    let mut cursor = PeerCursor::default();
+    let first = catch_up_from(Arc::clone(&a_engine), &peer, "c", 0, &mut cursor)
+        .await
+        .unwrap();
+    assert_eq!((first.copied, first.pages), (2_500, 3), "{first:?}");
+
+    let overwritten = (0..5).map(|i| DocumentWrite {
+        version: 5000 + i as u64,
+        ..doc(i)
+    });
+    b_engine
+        .upsert(overwritten.chain((2_500..3_700).map(doc)).collect())
+        .unwrap();
+    for i in [10, 11] {
+        b_engine
+            .delete_versioned("t", &format!("doc-{i}"), 6000 + i as u64)
+            .unwrap();
+    }
+    let again = catch_up_from(Arc::clone(&a_engine), &peer, "c", 0, &mut cursor)
+        .await
+        .unwrap();
+    assert_eq!(
+        (again.listed, again.copied, again.tombstones, again.pages),
+        (1_207, 1_205, 2, 2),
+        "{again:?}"
+    );
+    for (i, version) in [(0, 5000), (4, 5004), (10, 6010), (3_699, 4_699)] {
+        assert_eq!(
+            a_engine.version_of("t", &format!("doc-{i}")),
+            version,
+            "doc-{i}"
+        );
+    }
+    assert_eq!(
+        a_engine.stats().live_documents,
+        b_engine.stats().live_documents
+    );
+    let idle = catch_up_from(Arc::clone(&a_engine), &peer, "c", 0, &mut cursor)
+        .await
+        .unwrap();
+    assert_eq!((idle.listed, idle.pages), (0, 1), "{idle:?}");
+    let _ = stop_b.send(());
+}
+
+/// A listing cut short after its first page (what the agent's 30 s timeout does to a full listing of a large
+/// replica) goes on after that page in the next pass, rather than from the first again, and ends as a complete one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_cut_short_goes_on_after_its_last_page() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (node(&tmp.path().join("a")), node(&tmp.path().join("b")));
+    let b_engine = b.get("c", 0).unwrap();
+    b_engine.upsert((0..2_500).map(doc).collect()).unwrap();
+    let (b_address, stop_b) = serve(&b);
+    let mut peer = client(&b_address);
+    let page = peer
+        .doc_versions(pb::DocVersionsRequest {
+            collection: "c".into(),
+            shard: 0,
+            limit: 1000,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    // Where a pass that applied the first page and was dropped during the second leaves its cursor.
+    let a_engine = a.get("c", 0).unwrap();
+    let first_page: Vec<_> = (0..2_500)
+        .map(doc)
+        .filter(|d| page.entries.iter().any(|e| e.doc_id == d.doc_id))
+        .collect();
+    a_engine.upsert(first_page).unwrap();
+    let mut cursor = PeerCursor {
+        complete_through: 0,
+        under_way: Some(Listing {
+            changed_after_seq: 0,
+            peer_last_seq: page.last_seq,
+            after: page.next_after.clone(),
+        }),
+    };
+    let resumed = catch_up_from(Arc::clone(&a_engine), &peer, "c", 0, &mut cursor)
+        .await
+        .unwrap();
+    assert_eq!(
+        (resumed.listed, resumed.copied, resumed.pages),
+        (1_500, 1_500, 2),
+        "{resumed:?}"
+    );
+    assert_eq!(cursor, PeerCursor::complete_through(page.last_seq));
+    assert_eq!(a_engine.stats().live_documents, 2_500);
+    let _ = stop_b.send(());
 }

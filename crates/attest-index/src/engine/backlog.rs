@@ -56,6 +56,25 @@ impl ShardEngine {
         }
     }
 
+    /// Seals the growing segment in the background when the last write is `seal_idle_ms` old (0: never) and it
+    /// holds at least `seal_idle_rows` rows, unless a seal runs ([`crate::idle_seal`]).
+    pub(crate) fn seal_if_idle(self: &Arc<Self>) {
+        let idle_for = Duration::from_millis(self.config.seal_idle_ms);
+        if idle_for.is_zero() || self.last_write.lock().elapsed() < idle_for {
+            return;
+        }
+        let waiting = {
+            let st = self.state.read();
+            if st.frozen.is_some() {
+                return;
+            }
+            st.growing.len()
+        };
+        if waiting >= self.config.seal_idle_rows.max(1) {
+            self.seal_in_background();
+        }
+    }
+
     /// Wakes the writers waiting for a seal (after a seal, and when the background maintenance ends).
     pub(super) fn notify_sealing(&self) {
         let (lock, sealed) = &self.seal_finished;
@@ -171,5 +190,41 @@ mod tests {
         e.compact().unwrap();
         assert_eq!(e.segment_dirs().len(), 1);
         assert_eq!(e.stats().live_documents, 300);
+    }
+
+    /// Rows left under the seal threshold when writes stop are sealed once the replica has been idle for
+    /// `seal_idle_ms`, when there are at least `seal_idle_rows` of them; with the idle seal off they stay.
+    #[test]
+    fn an_idle_backlog_is_sealed() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = EngineConfig {
+            seal_idle_ms: 200,
+            seal_idle_rows: 10,
+            ..small_config()
+        };
+        let engine = ShardEngine::open(&dir.path().join("idle"), config.clone()).unwrap();
+        let kept = ShardEngine::open(
+            &dir.path().join("kept"),
+            EngineConfig {
+                seal_idle_ms: 0,
+                ..config
+            },
+        )
+        .unwrap();
+        engine.upsert(docs(0..30)).unwrap();
+        kept.upsert(docs(0..30)).unwrap();
+        assert_eq!(engine.stats().growing_rows, 30, "under seal_threshold (40)");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while engine.stats().growing_rows > 0 {
+            assert!(Instant::now() < deadline, "30 idle rows never sealed");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let sealed = engine.stats();
+        assert_eq!((sealed.sealed_rows, sealed.live_documents), (30, 30));
+        assert_eq!(
+            kept.stats().growing_rows,
+            30,
+            "seal_idle_ms 0: only the threshold seals"
+        );
     }
 }

@@ -4,13 +4,13 @@
 //! Sealed segments encoded with one version of the shard's quantizer are searched as one (issue 18): the query
 //! is assigned to its lists once ([`crate::coarse`]), each segment scans those lists, and the best PQ candidates
 //! of all of them form one list that is re-scored once — from the SQ8 copies, then the best
-//! [`super::EXACT_REFINE`] × k from the full vectors — as a single segment of their combined size would be. A
+//! `engine.exact_refine` × k from the full vectors (none at 0) — as a single segment of their combined size would be. A
 //! segment trained on its own rows (before the shard had a quantizer) is a group of its own.
 
 use std::collections::BTreeMap;
 
 use super::ranking::{best_passing, keep_best, top_k};
-use super::{RowView, SearchParams, SegmentView, ShardEngine, EXACT_REFINE};
+use super::{RowView, SearchParams, SegmentView, ShardEngine};
 use crate::error::Result;
 use crate::segment::SealedSegment;
 use crate::simd::dot;
@@ -68,7 +68,7 @@ impl ShardEngine {
         let dense = |i: usize| group[i].dense.as_ref().expect("grouped segments have one");
         let nprobe = p.nprobe.unwrap_or(self.config.ivfpq.nprobe);
         // With SQ8 copies the PQ list can be deep: it is re-scored in memory from the copies, and only its best
-        // EXACT_REFINE × k from the full vectors.
+        // `exact_refine` × k from the full vectors.
         let compact = p.exact_rescore;
         // Never shallower than the exact path's list: a collection that asked for a deep one keeps it.
         let overfetch = match compact {
@@ -105,7 +105,7 @@ impl ShardEngine {
                 .into_iter()
                 .filter_map(|((i, id), score)| Some(((i, group[i].row_of(id)?), score)));
             let hits: Vec<(RowView<'v>, f32)> = if compact {
-                // The list ranked by the copies; rows checked best first for its top EXACT_REFINE × k, which
+                // The list ranked by the copies; rows checked best first for its top `exact_refine` × k, which
                 // are scored again from the full vectors.
                 let pooled: Vec<(GroupRow, f32)> = pooled.collect();
                 let ranked = pooled
@@ -118,9 +118,13 @@ impl ShardEngine {
                         ((i, r), group[i].compact.score(&prepared[i], r).unwrap_or(s))
                     })
                     .collect();
-                best_passing(ranked, p.k * EXACT_REFINE, row, passes)
+                let refine = self.config.exact_refine;
+                best_passing(ranked, p.k * refine.max(1), row, passes)
                     .into_iter()
-                    .map(|(r, s, (i, at))| (r, view(i).vector(at).map_or(s, |v| dot(q, v))))
+                    .map(|(r, s, (i, at))| match refine {
+                        0 => (r, s),
+                        _ => (r, view(i).vector(at).map_or(s, |v| dot(q, v))),
+                    })
                     .collect()
             } else {
                 pooled
