@@ -737,7 +737,11 @@ mod tests {
         }
         let err = IngestLog::open(dir.path()).err().unwrap().to_string();
         assert!(
-            err.contains("shard ingest log format version 2, but this build reads version 1"),
+            err.contains(&format!(
+                "shard ingest log format version {}, but this build reads versions 1 and {}",
+                LOG_FORMAT.current + 1,
+                LOG_FORMAT.current
+            )),
             "{err}"
         );
     }
@@ -776,7 +780,7 @@ mod tests {
         }
         let err = IngestLog::open(dir.path()).err().unwrap().to_string();
         assert!(
-            err.contains("shard ingest log format version 0, but this build reads version 1"),
+            err.contains("shard ingest log format version 0, but this build reads versions 1 and 2"),
             "{err}"
         );
     }
