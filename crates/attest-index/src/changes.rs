@@ -16,7 +16,7 @@ use std::collections::HashMap;
 
 use rocksdb::{ColumnFamily, IteratorMode, WriteBatch, DB};
 
-use crate::error::{IndexError, Result};
+use crate::error::Result;
 
 pub(crate) const CF_CHANGES: &str = "changes";
 
@@ -25,12 +25,6 @@ const BUILD_BATCH: usize = 10_000;
 
 fn cf(db: &DB) -> &ColumnFamily {
     db.cf_handle(CF_CHANGES).expect("changes cf")
-}
-
-fn seq_of(key: &[u8]) -> Result<u64> {
-    Ok(u64::from_be_bytes(key.try_into().map_err(|_| {
-        IndexError::Serialization("bad changes key".into())
-    })?))
 }
 
 /// Builds the index from the `docs` family (`seq_of_version` reads a stored version's position); entries left by
@@ -105,7 +99,7 @@ pub(crate) fn after(db: &DB, after: u64, limit: usize) -> Result<Vec<(u64, Strin
     ) {
         let (key, doc_key) = item?;
         out.push((
-            seq_of(&key)?,
+            crate::wal::seq_key(&key)?,
             String::from_utf8_lossy(&doc_key).into_owned(),
         ));
         if out.len() >= limit {
@@ -164,7 +158,7 @@ mod tests {
     fn changed_after(log: &IngestLog, after: u64, page: usize) -> BTreeMap<String, DocVersion> {
         let (mut out, mut from) = (BTreeMap::new(), after);
         loop {
-            let (entries, next) = log.doc_versions_changed_after(from, page).unwrap();
+            let (entries, next) = log.reader().doc_versions_changed_after(from, page).unwrap();
             for (key, v) in entries {
                 assert!(out.insert(key.clone(), v).is_none(), "{key} listed twice");
             }

@@ -627,9 +627,12 @@ impl ShardEngine {
         after_seq: u64,
         page: usize,
     ) -> Result<(crate::wal::VersionPage, Option<u64>, u64)> {
-        let log = self.log.lock();
-        let last_seq = log.last_seq();
-        let (entries, next) = log.doc_versions_changed_after(after_seq, page)?;
+        // Without the writer lock (a listing page is 1,000 reads, and writes would wait on them): the position is
+        // read first, so the page reflects at least it.
+        let last_seq = self.log_reader.last_seq();
+        let (entries, next) = self
+            .log_reader
+            .doc_versions_changed_after(after_seq, page)?;
         let entries = entries
             .into_iter()
             .map(|(key, v)| (crate::wal::doc_id_of_key(&key).to_string(), v))

@@ -155,11 +155,45 @@ impl LogReader {
         records(&self.db, lo, hi)
     }
 
+    /// Documents whose current version is a record after `after_seq`, in log order, from the next `limit`
+    /// entries of the changes index; with the position to list after next (None: none left): catch-up's
+    /// listing of what changed. Reads need no writer lock: a write moves a document's entry and its
+    /// version in one batch.
+    pub fn doc_versions_changed_after(
+        &self,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<(VersionPage, Option<u64>)> {
+        let docs = self.db.cf_handle(CF_DOCS).expect("docs cf");
+        let entries = changes::after(&self.db, after_seq, limit)?;
+        let next = (entries.len() >= limit)
+            .then(|| entries.last().map(|(seq, _)| *seq))
+            .flatten();
+        let mut out = Vec::with_capacity(entries.len());
+        for (seq, key) in entries {
+            let version = self.db.get_cf(&docs, key.as_bytes())?;
+            let version = version.map(|v| decode::<DocVersion>(&v)).transpose()?;
+            // The index and `docs` change in one batch; a document that moved since the entry was read has an
+            // entry at its newer position, listed later.
+            if let Some(v) = version.filter(|v| v.seq == seq) {
+                out.push((key, v));
+            }
+        }
+        Ok((out, next))
+    }
+
     /// The sequence number of the last durable record, without waiting for a writer: stats, heartbeats and
     /// scrapes read it while an ingest holds the writer lock through its synced append.
     pub fn last_seq(&self) -> u64 {
         self.last_seq.load(Ordering::Acquire)
     }
+}
+
+/// A key that is a log position (big-endian u64): the `log` and `changes` families'.
+pub(crate) fn seq_key(key: &[u8]) -> Result<u64> {
+    Ok(u64::from_be_bytes(key.try_into().map_err(|_| {
+        IndexError::Serialization("bad log position key".into())
+    })?))
 }
 
 /// Records `lo..=hi` of the log column family, in order.
@@ -172,11 +206,7 @@ fn records(db: &DB, lo: u64, hi: u64) -> Result<Vec<(u64, LogOp)>> {
         IteratorMode::From(&start, rocksdb::Direction::Forward),
     ) {
         let (k, v) = item?;
-        let seq = u64::from_be_bytes(
-            k.as_ref()
-                .try_into()
-                .map_err(|_| IndexError::Serialization("bad log key".into()))?,
-        );
+        let seq = seq_key(&k)?;
         if seq > hi {
             break;
         }
@@ -434,32 +464,6 @@ impl IngestLog {
         Ok(out)
     }
 
-    /// Documents whose current version is a record after `after_seq`, in log order, from the next `limit`
-    /// entries of the changes index; with the position to list after next (None: none left): catch-up's
-    /// listing of what changed.
-    pub fn doc_versions_changed_after(
-        &self,
-        after_seq: u64,
-        limit: usize,
-    ) -> Result<(VersionPage, Option<u64>)> {
-        let docs = self.db.cf_handle(CF_DOCS).expect("docs cf");
-        let entries = changes::after(&self.db, after_seq, limit)?;
-        let next = (entries.len() >= limit)
-            .then(|| entries.last().map(|(seq, _)| *seq))
-            .flatten();
-        let mut out = Vec::with_capacity(entries.len());
-        for (seq, key) in entries {
-            let version = self.db.get_cf(&docs, key.as_bytes())?;
-            let version = version.map(|v| decode::<DocVersion>(&v)).transpose()?;
-            // The index and `docs` change in one batch; a document that moved since the entry was read has an
-            // entry at its newer position, listed later.
-            if let Some(v) = version.filter(|v| v.seq == seq) {
-                out.push((key, v));
-            }
-        }
-        Ok((out, next))
-    }
-
     /// Records with `lo <= seq <= hi`, in order.
     pub fn range(&self, lo: u64, hi: u64) -> Result<Vec<(u64, LogOp)>> {
         records(&self.db, lo, hi)
@@ -522,11 +526,7 @@ impl IngestLog {
         let mut out = Vec::new();
         for item in self.db.iterator_cf(&log, IteratorMode::Start) {
             let (k, _) = item?;
-            out.push(u64::from_be_bytes(
-                k.as_ref()
-                    .try_into()
-                    .map_err(|_| IndexError::Serialization("bad log key".into()))?,
-            ));
+            out.push(seq_key(&k)?);
         }
         Ok(out)
     }
@@ -780,7 +780,9 @@ mod tests {
         }
         let err = IngestLog::open(dir.path()).err().unwrap().to_string();
         assert!(
-            err.contains("shard ingest log format version 0, but this build reads versions 1 and 2"),
+            err.contains(
+                "shard ingest log format version 0, but this build reads versions 1 and 2"
+            ),
             "{err}"
         );
     }
