@@ -11,6 +11,7 @@ mod common;
 mod agent_heartbeat;
 mod answer_steps;
 mod bench;
+mod catch_up_restart;
 mod cli;
 mod cluster;
 mod cluster_credential;

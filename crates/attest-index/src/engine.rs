@@ -289,7 +289,7 @@ impl ShardEngine {
     /// log past the last sealed segment is replayed into the growing segment.
     pub fn open(dir: &Path, config: EngineConfig) -> Result<Arc<Self>> {
         std::fs::create_dir_all(dir.join("segments"))?;
-        let mut log = IngestLog::open(&dir.join("wal"))?;
+        let mut log = IngestLog::open(&dir.join(crate::wal::WAL_DIR))?;
         let mut versions = DocVersions::default();
         log.for_each_doc_version(|doc_id, v| {
             versions.insert(&v.tenant, doc_id, HeldVersion::of(&v));
@@ -640,6 +640,23 @@ impl ShardEngine {
         Ok((entries, next, last_seq))
     }
 
+    /// Which ingest log this replica writes: its log positions compare only with others of the same id
+    /// ([`crate::log_identity`]).
+    pub fn log_id(&self) -> u64 {
+        self.log_reader.log_id()
+    }
+
+    /// The note this replica last kept on peer node `peer`'s log (catch-up's cursor), if any.
+    pub fn peer_note(&self, peer: u64) -> Result<Option<Vec<u8>>> {
+        self.log_reader.peer_note(peer)
+    }
+
+    /// Keeps `note` on peer node `peer`'s log, across restarts; only once the writes it accounts for are
+    /// applied (they are durable when `upsert` returns).
+    pub fn keep_peer_note(&self, peer: u64, note: &[u8]) -> Result<()> {
+        self.log_reader.keep_peer_note(peer, note)
+    }
+
     /// The current content of each named (tenant, document id): live ones with every chunk and vector (from the
     /// log, which keeps every live row; a vector the log dropped from its sealed segment), deleted ones as
     /// tombstones. Unknown documents are left out.
@@ -679,7 +696,7 @@ impl ShardEngine {
         match self.log_reader.range(seq, seq)?.pop() {
             Some((_, LogOp::Upsert { tenant, chunks, .. })) => Ok((tenant, chunks)),
             _ => Err(IndexError::corrupt(
-                self.dir.join("wal"),
+                self.dir.join(crate::wal::WAL_DIR),
                 format!("log record {seq} of live document `{doc_id}` is missing"),
             )),
         }
@@ -832,7 +849,7 @@ impl ShardEngine {
             let (manifest, last_seq, live_documents) = {
                 let log = self.log.lock();
                 let st = self.state.read();
-                log.checkpoint(&dest.join("wal"))?;
+                log.checkpoint(&dest.join(crate::wal::WAL_DIR))?;
                 let live = st.versions.live();
                 (st.manifest.clone(), log.last_seq(), live)
             };

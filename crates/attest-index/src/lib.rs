@@ -35,6 +35,7 @@ pub mod growing;
 mod idle_seal;
 pub mod ivfpq;
 mod labels;
+mod log_identity;
 pub mod maintenance;
 pub mod merge;
 pub mod near_dup;

@@ -244,6 +244,15 @@ pub fn restore(snapshot_dir: &Path, target: &Path) -> Result<ShardSnapshot> {
         }
         Ok(())
     })();
+    // A restored log goes on numbering from the snapshot's position, which its original has used since for
+    // other writes: to the peers it is a new log (crate::log_identity).
+    let copied = copied.and_then(|()| {
+        let wal = staging.join(crate::wal::WAL_DIR);
+        if wal.is_dir() {
+            crate::wal::IngestLog::open(&wal)?.renew_id()?;
+        }
+        Ok(())
+    });
     if let Err(e) = copied {
         let _ = std::fs::remove_dir_all(&staging);
         return Err(e);

@@ -6,7 +6,8 @@
 //! - `docs`: [`doc_key`] (tenant, document id) → its latest [`DocVersion`]. This *is* the tombstone set: a row
 //!   is live only when it carries its document's latest upsert sequence number. Ids are per tenant: two tenants
 //!   may each hold a document `a`, and neither can learn from a write that the other holds one.
-//! - `meta`: engine bookkeeping (`last_seq`).
+//! - `meta`: engine bookkeeping (`last_seq`, the format version, the log's id and the notes on peers' logs of
+//!   [`crate::log_identity`]).
 //! - `dedup`: the near-duplicate keys of live documents ([`crate::near_dup`]), changed in the same batch as
 //!   the documents they describe; which of its buckets hold entries is also kept in memory
 //!   ([`crate::bucket_presence`]), so that lookups of new texts need not seek.
@@ -27,6 +28,9 @@ use crate::changes::{self, ChangesWriter};
 use crate::error::{IndexError, Result};
 use crate::near_dup::{self, NearDupKeys, NearDupMatch, NearDupWriter};
 use crate::sealed_vectors::{SealedVectors, StripFactory};
+
+/// The ingest log's directory in a shard directory (and in a snapshot of one).
+pub const WAL_DIR: &str = "wal";
 
 pub(crate) const CF_LOG: &str = "log";
 const CF_DOCS: &str = "docs";
@@ -137,6 +141,8 @@ pub struct IngestLog {
     presence: BucketPresence,
     /// Records at or below this lose their vectors at compaction ([`crate::sealed_vectors`]; 0: none do).
     strip_through: Arc<AtomicU64>,
+    /// Which log this is ([`crate::log_identity`]).
+    log_id: Arc<AtomicU64>,
 }
 
 /// Reads of log records that need no writer lock (RocksDB reads are safe beside writes): what a search's payload
@@ -147,6 +153,7 @@ pub struct IngestLog {
 pub struct LogReader {
     db: Arc<DB>,
     last_seq: Arc<AtomicU64>,
+    log_id: Arc<AtomicU64>,
 }
 
 impl LogReader {
@@ -186,6 +193,21 @@ impl LogReader {
     /// scrapes read it while an ingest holds the writer lock through its synced append.
     pub fn last_seq(&self) -> u64 {
         self.last_seq.load(Ordering::Acquire)
+    }
+
+    /// Which log this is: its positions compare only with others of the same id ([`crate::log_identity`]).
+    pub fn log_id(&self) -> u64 {
+        self.log_id.load(Ordering::Acquire)
+    }
+
+    /// The note last kept on peer node `peer`'s log (catch-up's cursor), if any.
+    pub fn peer_note(&self, peer: u64) -> Result<Option<Vec<u8>>> {
+        crate::log_identity::peer_note(&self.db, peer)
+    }
+
+    /// Keeps `note` on peer node `peer`'s log; keep it only after the writes it accounts for are durable.
+    pub fn keep_peer_note(&self, peer: u64, note: &[u8]) -> Result<()> {
+        crate::log_identity::keep_peer_note(&self.db, peer, note)
     }
 }
 
@@ -300,18 +322,33 @@ impl IngestLog {
             ),
             None => 0,
         };
+        let log_id = crate::log_identity::ensure(&db)?;
         let db = Arc::new(db);
         let log = IngestLog {
             presence: BucketPresence::open(Arc::clone(&db), CF_DEDUP),
             db,
             last_seq: Arc::new(AtomicU64::new(last_seq)),
             strip_through,
+            log_id: Arc::new(AtomicU64::new(log_id)),
         };
         Ok(log)
     }
 
     pub fn last_seq(&self) -> u64 {
         self.last_seq.load(Ordering::Acquire)
+    }
+
+    /// Which log this is ([`crate::log_identity`]).
+    pub fn log_id(&self) -> u64 {
+        self.log_id.load(Ordering::Acquire)
+    }
+
+    /// Makes this a new log to its peers: a restored snapshot numbers its next records from the snapshot's
+    /// position, which the original log has already used for others.
+    pub fn renew_id(&mut self) -> Result<u64> {
+        let id = crate::log_identity::renew(&self.db)?;
+        self.log_id.store(id, Ordering::Release);
+        Ok(id)
     }
 
     /// A consistent copy of the whole log at `path` (which must not exist): a RocksDB checkpoint, hard links to
@@ -474,6 +511,7 @@ impl IngestLog {
         LogReader {
             db: Arc::clone(&self.db),
             last_seq: Arc::clone(&self.last_seq),
+            log_id: Arc::clone(&self.log_id),
         }
     }
 
@@ -487,7 +525,9 @@ impl IngestLog {
 
     /// Forgets documents as if never written — their version, their record `seq` and their near-duplicate
     /// keys — in one synced batch: what the engine does with the live documents of a damaged segment it cannot
-    /// rebuild (their vectors were dropped from the log), so that catch-up copies them from a replica.
+    /// rebuild (their vectors were dropped from the log), so that catch-up copies them from a replica. The notes
+    /// on peers' logs go in the same batch: they say what this log holds from each peer, which is no longer so,
+    /// and the next catch-up must list everything to find what was forgotten.
     pub fn forget_documents(&mut self, docs: &[(String, String, u64)]) -> Result<()> {
         let log = self.db.cf_handle(CF_LOG).expect("log cf");
         let docs_cf = self.db.cf_handle(CF_DOCS).expect("docs cf");
@@ -500,6 +540,7 @@ impl IngestLog {
             batch.delete_cf(&docs_cf, doc_key(tenant, doc_id).as_bytes());
             changes::forgotten(&self.db, &mut batch, *seq);
         }
+        crate::log_identity::forget_peer_notes(&self.db, &mut batch)?;
         near_dups.write_to(&mut batch);
         let mut wo = WriteOptions::default();
         wo.set_sync(true);

@@ -78,6 +78,8 @@ fn a_restored_snapshot_answers_every_query_as_its_source() {
         )
     );
     assert!(r.rebuilt_segments.is_empty(), "{:?}", r.rebuilt_segments);
+    // Same positions, but a log of its own from here on: its next records are not the source's.
+    assert_ne!(restored.log_id(), source.log_id());
     // 50 fixture queries across both segments, the growing rows and the deleted documents.
     for d in (0..460).step_by(460 / 50 + 1).chain([5, 250, 410]) {
         assert_eq!(

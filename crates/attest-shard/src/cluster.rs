@@ -21,6 +21,7 @@ use tracing::{info, warn};
 use crate::catchup::{catch_up_from, PeerCursor};
 use crate::node::ShardNode;
 use crate::service::engine_config_from_spec;
+use attest_index::ShardEngine;
 use attest_proto::MAX_MESSAGE_BYTES;
 
 /// How the node takes part in the cluster. The timings are the `agent` section of the YAML config; the identity
@@ -102,8 +103,10 @@ struct Assignment {
 #[derive(Default)]
 struct AgentState {
     node_id: u64,
-    /// (collection, shard, peer node) → where catch-up from that peer stands.
-    cursors: HashMap<(String, u32, u64), PeerCursor>,
+    /// (collection, shard, peer node, this replica's log id) → where catch-up from that peer stands (kept in the
+    /// replica's log too). The log id: a replica dropped and placed here again is empty, and must not go on
+    /// from where the one before it stood.
+    cursors: HashMap<(String, u32, u64, u64), PeerCursor>,
     /// When each replica last ran a repair pass.
     last_repair: HashMap<(String, u32), Instant>,
     peers: HashMap<String, ShardServiceClient<Stamped>>,
@@ -400,13 +403,21 @@ async fn reconcile(
                     continue;
                 }
             };
-            let cursor_key = (a.collection.clone(), a.shard, *peer_id);
-            let cursor = state.cursors.entry(cursor_key).or_default();
+            let cursor_key = (a.collection.clone(), a.shard, *peer_id, engine.log_id());
+            if !state.cursors.contains_key(&cursor_key) {
+                let kept = kept_cursor(&engine, *peer_id).await;
+                state.cursors.insert(cursor_key.clone(), kept);
+            }
+            let cursor = state.cursors.get_mut(&cursor_key).expect("inserted above");
+            let before = cursor.clone();
             let pass = tokio::time::timeout(
                 Duration::from_millis(config.peer_timeout_ms),
                 catch_up_from(Arc::clone(&engine), &client, &a.collection, a.shard, cursor),
             )
             .await;
+            if *cursor != before {
+                keep_cursor(&engine, *peer_id, cursor).await;
+            }
             match pass {
                 Ok(Ok(_)) => complete_from_a_peer = true,
                 Ok(Err(e)) => {
@@ -425,6 +436,37 @@ async fn reconcile(
         }
     }
     Ok(())
+}
+
+/// The catch-up cursor `engine`'s log keeps on peer `peer` (none: a first pass lists everything).
+async fn kept_cursor(engine: &Arc<ShardEngine>, peer: u64) -> PeerCursor {
+    let e = Arc::clone(engine);
+    let note = tokio::task::spawn_blocking(move || e.peer_note(peer))
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r.map_err(|e| e.to_string()));
+    let cursor = match note {
+        Ok(None) => return PeerCursor::default(),
+        Ok(Some(note)) => PeerCursor::from_note(&note).ok_or_else(|| "not a cursor".to_string()),
+        Err(e) => Err(e),
+    };
+    cursor.unwrap_or_else(|error| {
+        warn!(peer, %error, event = "catch_up_cursor_unreadable", "kept catch-up cursor unreadable; listing everything");
+        PeerCursor::default()
+    })
+}
+
+/// Keeps `cursor` in `engine`'s log for the next start. The pages it accounts for are applied (durable) by now;
+/// a cursor not kept only makes the next start's first pass list more.
+async fn keep_cursor(engine: &Arc<ShardEngine>, peer: u64, cursor: &PeerCursor) {
+    let (e, note) = (Arc::clone(engine), cursor.to_note());
+    let kept = tokio::task::spawn_blocking(move || e.keep_peer_note(peer, &note)).await;
+    if let Err(error) = kept
+        .map_err(|e| e.to_string())
+        .and_then(|r| r.map_err(|e| e.to_string()))
+    {
+        warn!(peer, %error, event = "catch_up_cursor_not_kept", "catch-up cursor not kept; a restart lists more");
+    }
 }
 
 /// A peer's client, presenting the credential this node presents to meta (the cluster's).

@@ -228,6 +228,7 @@ impl ShardServiceImpl {
             n => (n as usize).min(MAX_DOC_VERSIONS_PAGE),
         };
         let changed_after = r.changed_after_seq;
+        let log_id = engine.log_id();
         let entry = |(doc_id, v): (String, attest_index::DocVersion)| pb::DocVersionEntry {
             doc_id,
             tenant: v.tenant,
@@ -245,6 +246,7 @@ impl ShardServiceImpl {
                 entries: page.into_iter().map(entry).collect(),
                 next_after: next.map_or_else(String::new, |seq| format!("{SEQ_CURSOR}{seq}")),
                 last_seq,
+                log_id,
             }));
         }
         let after = r.after_doc_id.clone();
@@ -265,6 +267,7 @@ impl ShardServiceImpl {
                 .collect(),
             next_after,
             last_seq,
+            log_id,
         }))
     }
 

@@ -206,7 +206,10 @@ async fn a_peer_whose_log_restarted_is_listed_in_full() {
         wiped.get("c", 0).unwrap().upsert(vec![doc(i)]).unwrap();
     }
     let (wiped_address, stop_wiped) = serve(&wiped);
-    assert_eq!(cursor, PeerCursor::complete_through(first.peer_last_seq));
+    assert_eq!(
+        cursor,
+        PeerCursor::complete_through(first.peer_last_seq, b.get("c", 0).unwrap().log_id())
+    );
     let again = catch_up_from(
         Arc::clone(&a_engine),
         &client(&wiped_address),
@@ -224,6 +227,54 @@ async fn a_peer_whose_log_restarted_is_listed_in_full() {
             1000 + i as u64
         );
     }
+    let _ = stop_wiped.send(());
+}
+
+/// A peer back with an empty disk that has taken *more* writes than the remembered position by the next pass:
+/// its log is ahead, not behind, so only its log id tells that the positions are another log's. Listed in full,
+/// so the writes it took at positions the cursor had passed are copied too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_writes_a_new_log_is_listed_in_full() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (node(&tmp.path().join("a")), node(&tmp.path().join("b")));
+    for i in 0..5 {
+        b.get("c", 0).unwrap().upsert(vec![doc(i)]).unwrap();
+    }
+    let (b_address, stop_b) = serve(&b);
+    let a_engine = a.get("c", 0).unwrap();
+    let mut cursor = PeerCursor::default();
+    let first = catch_up_from(
+        Arc::clone(&a_engine),
+        &client(&b_address),
+        "c",
+        0,
+        &mut cursor,
+    )
+    .await
+    .unwrap();
+    assert_eq!(first.copied, 5);
+    let _ = stop_b.send(());
+
+    let wiped = node(&tmp.path().join("b-wiped"));
+    for i in 100..120 {
+        wiped.get("c", 0).unwrap().upsert(vec![doc(i)]).unwrap();
+    }
+    let (wiped_address, stop_wiped) = serve(&wiped);
+    // Kept and read back, as the cluster agent does across a restart of this node.
+    let mut cursor = PeerCursor::from_note(&cursor.to_note()).unwrap();
+    let again = catch_up_from(
+        Arc::clone(&a_engine),
+        &client(&wiped_address),
+        "c",
+        0,
+        &mut cursor,
+    )
+    .await
+    .unwrap();
+    assert!(again.peer_last_seq > first.peer_last_seq, "{again:?}");
+    assert_eq!(again.copied, 20, "{again:?}");
+    assert_eq!(cursor.peer_log_id, wiped.get("c", 0).unwrap().log_id());
+    assert_eq!(a_engine.stats().live_documents, 25);
     let _ = stop_wiped.send(());
 }
 
@@ -317,6 +368,7 @@ async fn a_pass_cut_short_goes_on_after_its_last_page() {
             peer_last_seq: page.last_seq,
             after: page.next_after.clone(),
         }),
+        peer_log_id: page.log_id,
     };
     let resumed = catch_up_from(Arc::clone(&a_engine), &peer, "c", 0, &mut cursor)
         .await
@@ -326,7 +378,10 @@ async fn a_pass_cut_short_goes_on_after_its_last_page() {
         (1_500, 1_500, 2),
         "{resumed:?}"
     );
-    assert_eq!(cursor, PeerCursor::complete_through(page.last_seq));
+    assert_eq!(
+        cursor,
+        PeerCursor::complete_through(page.last_seq, page.log_id)
+    );
     assert_eq!(a_engine.stats().live_documents, 2_500);
     let _ = stop_b.send(());
 }
