@@ -21,6 +21,9 @@ export ATTEST__ENGINE__KEEP_SEALED_VECTORS_IN_LOG="${ATTEST__ENGINE__KEEP_SEALED
 # Vectors supplied by the caller, texts unique by construction: no near-duplicate check (its keys are another
 # 1.5 KB per replica row; crates/attest-router/src/config.rs `check_near_duplicates`). Set true to measure it.
 export ATTEST__ROUTER__CHECK_NEAR_DUPLICATES="${ATTEST__ROUTER__CHECK_NEAR_DUPLICATES:-false}"
+# The SQ8 copy's scores final (no random read of a full vector per candidate: at 10M the full vectors, 15 GB, do not
+# fit in the page cache beside the rest on a 24 GiB machine; docs/BENCHMARKS.md "10M: p95 under 10 ms").
+export ATTEST__ENGINE__EXACT_REFINE="${ATTEST__ENGINE__EXACT_REFINE:-0}"
 vectors="${1:-10000000}"
 shift || true
 cargo build --workspace --all-targets

@@ -54,6 +54,11 @@ pub struct EngineConfig {
     /// 0.5 ms at 384-d, and collections that small (the bundled sample, the QA evaluation sets) keep the exact
     /// scan they are measured with.
     pub seal_idle_rows: usize,
+    /// `seal_idle_rows` for a replica whose shard quantizer is trained (it has held `nlist` × 39 rows): its
+    /// backlog is encoded with that quantizer, and at 384-d a flat scan of 3,000–8,000 rows beside the sealed
+    /// ones was 6% of a 10M cluster's search CPU (docs/BENCHMARKS.md, "10M: p95 under 10 ms"). Default 1,000: a
+    /// flat scan of fewer costs about what a segment's fixed search cost does.
+    pub seal_idle_rows_quantized: usize,
     /// Seals that may run at once in this process, over all its replicas, and as many merges beside them
     /// (node-wide, each kind its own queue: see [`crate::maintenance`]). Default 1.
     pub max_concurrent_maintenance: usize,
@@ -89,6 +94,7 @@ impl Default for EngineConfig {
             exact_refine: crate::engine::EXACT_REFINE,
             seal_idle_ms: 30_000,
             seal_idle_rows: 10_000,
+            seal_idle_rows_quantized: 1_000,
             max_concurrent_maintenance: crate::maintenance::DEFAULT_MAX_CONCURRENT,
             keep_sealed_vectors_in_log: true,
             max_unsealed_rows: 200_000,
@@ -150,6 +156,7 @@ impl EngineConfig {
             "max_concurrent_maintenance",
             self.max_concurrent_maintenance,
         );
+        p.positive("seal_idle_rows_quantized", self.seal_idle_rows_quantized);
         p.positive("overfetch", self.overfetch);
         p.positive("compact_overfetch", self.compact_overfetch);
         p

@@ -57,20 +57,28 @@ impl ShardEngine {
     }
 
     /// Seals the growing segment in the background when the last write is `seal_idle_ms` old (0: never) and it
-    /// holds at least `seal_idle_rows` rows, unless a seal runs ([`crate::idle_seal`]).
+    /// holds at least `seal_idle_rows` rows (`seal_idle_rows_quantized` once the shard's quantizer is trained),
+    /// unless a seal runs ([`crate::idle_seal`]).
     pub(crate) fn seal_if_idle(self: &Arc<Self>) {
         let idle_for = Duration::from_millis(self.config.seal_idle_ms);
         if idle_for.is_zero() || self.last_write.lock().elapsed() < idle_for {
             return;
         }
-        let waiting = {
+        let (waiting, quantized) = {
             let st = self.state.read();
             if st.frozen.is_some() {
                 return;
             }
-            st.growing.len()
+            (st.growing.len(), st.quantizer.is_some())
         };
-        if waiting >= self.config.seal_idle_rows.max(1) {
+        let at_least = match quantized {
+            true => self
+                .config
+                .seal_idle_rows_quantized
+                .min(self.config.seal_idle_rows),
+            false => self.config.seal_idle_rows,
+        };
+        if waiting >= at_least.max(1) {
             self.seal_in_background();
         }
     }
@@ -226,5 +234,41 @@ mod tests {
             30,
             "seal_idle_ms 0: only the threshold seals"
         );
+    }
+
+    /// Once the shard's quantizer is trained, a backlog under `seal_idle_rows` but at `seal_idle_rows_quantized`
+    /// is sealed too (encoded with that quantizer); a replica without one keeps such a backlog in its exact scan.
+    #[test]
+    fn a_small_idle_backlog_is_sealed_once_the_quantizer_is_trained() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = EngineConfig {
+            seal_idle_ms: 200,
+            seal_idle_rows: 100,
+            seal_idle_rows_quantized: 10,
+            seal_threshold: 1_000,
+            max_unsealed_rows: 2_000,
+            train_sample: 1,
+            ..small_config()
+        };
+        let trained = ShardEngine::open(&dir.path().join("trained"), config.clone()).unwrap();
+        let untrained = ShardEngine::open(&dir.path().join("untrained"), config).unwrap();
+        // nlist 4 × 39 rows train the shard's quantizer at the first seal that holds them.
+        trained.upsert(docs(0..200)).unwrap();
+        trained.seal().unwrap();
+        assert!(
+            trained.state.read().quantizer.is_some(),
+            "the quantizer trained"
+        );
+        trained.upsert(docs(200..212)).unwrap();
+        untrained.upsert(docs(0..12)).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while trained.stats().growing_rows > 0 {
+            assert!(Instant::now() < deadline, "12 idle rows never sealed");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(trained.stats().live_documents, 212);
+        // Past two idle periods: the untrained replica's 12 rows are under its bound (100) and stay.
+        std::thread::sleep(Duration::from_millis(1_500));
+        assert_eq!(untrained.stats().growing_rows, 12);
     }
 }
