@@ -177,11 +177,19 @@ fn client(
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_peer_whose_log_restarted_is_listed_in_full() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (a, b) = (node(&tmp.path().join("a")), node(&tmp.path().join("b")));
-    for i in 0..20 {
+/// Node `b` takes documents `0..n` one write each and is served; node `a` catches up from it once, then `b` stops.
+/// Returns `a`'s engine, its cursor on `b`, that pass's report, and `b`.
+async fn caught_up_once(
+    tmp: &std::path::Path,
+    n: usize,
+) -> (
+    Arc<attest_index::ShardEngine>,
+    PeerCursor,
+    attest_shard::catchup::CatchUpReport,
+    Arc<ShardNode>,
+) {
+    let (a, b) = (node(&tmp.join("a")), node(&tmp.join("b")));
+    for i in 0..n {
         b.get("c", 0).unwrap().upsert(vec![doc(i)]).unwrap();
     }
     let (b_address, stop_b) = serve(&b);
@@ -196,9 +204,16 @@ async fn a_peer_whose_log_restarted_is_listed_in_full() {
     )
     .await
     .unwrap();
-    assert_eq!(first.copied, 20);
-    assert!(first.peer_last_seq >= 20, "{first:?}");
+    assert_eq!(first.copied, n as u64);
+    assert!(first.peer_last_seq >= n as u64, "{first:?}");
     let _ = stop_b.send(());
+    (a_engine, cursor, first, b)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_whose_log_restarted_is_listed_in_full() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a_engine, mut cursor, first, b) = caught_up_once(tmp.path(), 20).await;
 
     // b comes back with an empty disk and takes three writes: its log is at 3, behind the remembered position.
     let wiped = node(&tmp.path().join("b-wiped"));
@@ -236,24 +251,7 @@ async fn a_peer_whose_log_restarted_is_listed_in_full() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_that_writes_a_new_log_is_listed_in_full() {
     let tmp = tempfile::tempdir().unwrap();
-    let (a, b) = (node(&tmp.path().join("a")), node(&tmp.path().join("b")));
-    for i in 0..5 {
-        b.get("c", 0).unwrap().upsert(vec![doc(i)]).unwrap();
-    }
-    let (b_address, stop_b) = serve(&b);
-    let a_engine = a.get("c", 0).unwrap();
-    let mut cursor = PeerCursor::default();
-    let first = catch_up_from(
-        Arc::clone(&a_engine),
-        &client(&b_address),
-        "c",
-        0,
-        &mut cursor,
-    )
-    .await
-    .unwrap();
-    assert_eq!(first.copied, 5);
-    let _ = stop_b.send(());
+    let (a_engine, cursor, first, _) = caught_up_once(tmp.path(), 5).await;
 
     let wiped = node(&tmp.path().join("b-wiped"));
     for i in 100..120 {
