@@ -608,9 +608,11 @@ impl ShardEngine {
         after: &str,
         limit: usize,
     ) -> Result<(Vec<(String, DocVersion)>, u64)> {
-        let log = self.log.lock();
-        let last_seq = log.last_seq();
-        let page = log
+        // Without the writer lock, as the incremental listing: the position is read first, so the page reflects
+        // at least it (a page is up to 1,000 reads, and writes waited on them after every restart).
+        let last_seq = self.log_reader.last_seq();
+        let page = self
+            .log_reader
             .doc_versions_after(after, limit)?
             .into_iter()
             .map(|(key, v)| (crate::wal::doc_id_of_key(&key).to_string(), v))

@@ -189,6 +189,12 @@ impl LogReader {
         Ok((out, next))
     }
 
+    /// Up to `limit` (key, version) pairs with [`doc_key`]s after `after` (exclusive), in key order: catch-up's
+    /// full listing. No writer lock: the iterator reads one consistent view of `docs`.
+    pub fn doc_versions_after(&self, after: &str, limit: usize) -> Result<VersionPage> {
+        doc_versions_after(&self.db, after, limit)
+    }
+
     /// The sequence number of the last durable record, without waiting for a writer: stats, heartbeats and
     /// scrapes read it while an ingest holds the writer lock through its synced append.
     pub fn last_seq(&self) -> u64 {
@@ -209,6 +215,28 @@ impl LogReader {
     pub fn keep_peer_note(&self, peer: u64, note: &[u8]) -> Result<()> {
         crate::log_identity::keep_peer_note(&self.db, peer, note)
     }
+}
+
+/// See [`LogReader::doc_versions_after`].
+fn doc_versions_after(db: &DB, after: &str, limit: usize) -> Result<VersionPage> {
+    let docs = db.cf_handle(CF_DOCS).expect("docs cf");
+    let mut out = Vec::with_capacity(limit.min(4096));
+    let mode = if after.is_empty() {
+        IteratorMode::Start
+    } else {
+        IteratorMode::From(after.as_bytes(), rocksdb::Direction::Forward)
+    };
+    for item in db.iterator_cf(&docs, mode) {
+        let (k, v) = item?;
+        if !after.is_empty() && k.as_ref() == after.as_bytes() {
+            continue;
+        }
+        out.push((String::from_utf8_lossy(&k).into_owned(), decode(&v)?));
+        if out.len() >= limit {
+            break;
+        }
+    }
+    Ok(out)
 }
 
 /// A key that is a log position (big-endian u64): the `log` and `changes` families'.
@@ -475,30 +503,13 @@ impl IngestLog {
     }
 
     /// Up to `limit` (key, version) pairs with [`doc_key`]s after `after` (exclusive), in key order: the
-    /// catch-up listing.
+    /// catch-up listing ([`LogReader::doc_versions_after`]).
     pub fn doc_versions_after(
         &self,
         after: &str,
         limit: usize,
     ) -> Result<Vec<(String, DocVersion)>> {
-        let docs = self.db.cf_handle(CF_DOCS).expect("docs cf");
-        let mut out = Vec::with_capacity(limit.min(4096));
-        let mode = if after.is_empty() {
-            IteratorMode::Start
-        } else {
-            IteratorMode::From(after.as_bytes(), rocksdb::Direction::Forward)
-        };
-        for item in self.db.iterator_cf(&docs, mode) {
-            let (k, v) = item?;
-            if !after.is_empty() && k.as_ref() == after.as_bytes() {
-                continue;
-            }
-            out.push((String::from_utf8_lossy(&k).into_owned(), decode(&v)?));
-            if out.len() >= limit {
-                break;
-            }
-        }
-        Ok(out)
+        doc_versions_after(&self.db, after, limit)
     }
 
     /// Records with `lo <= seq <= hi`, in order.

@@ -65,6 +65,17 @@ pub struct Listing {
     pub after: String,
 }
 
+impl Listing {
+    /// A new listing of the documents changed after position `seq` (0: all), from its first page.
+    fn after(seq: u64) -> Self {
+        Listing {
+            changed_after_seq: seq,
+            peer_last_seq: 0,
+            after: String::new(),
+        }
+    }
+}
+
 impl PeerCursor {
     /// A cursor after a complete listing that began at position `seq` of the peer's log `peer_log_id`.
     pub fn complete_through(seq: u64, peer_log_id: u64) -> Self {
@@ -103,11 +114,10 @@ pub async fn catch_up_from(
 ) -> Result<CatchUpReport, Status> {
     let mut peer = peer.clone();
     let mut report = CatchUpReport::default();
-    let mut listing = cursor.under_way.clone().unwrap_or(Listing {
-        changed_after_seq: cursor.complete_through,
-        peer_last_seq: 0,
-        after: String::new(),
-    });
+    let mut listing = cursor
+        .under_way
+        .clone()
+        .unwrap_or_else(|| Listing::after(cursor.complete_through));
     let mut first = true;
     loop {
         let page = peer
@@ -139,11 +149,7 @@ pub async fn catch_up_from(
                     "the peer writes a new log: listing everything"
                 );
                 *cursor = PeerCursor::default();
-                listing = Listing {
-                    changed_after_seq: 0,
-                    peer_last_seq: 0,
-                    after: String::new(),
-                };
+                listing = Listing::after(0);
                 continue;
             }
             cursor.peer_log_id = page.log_id;

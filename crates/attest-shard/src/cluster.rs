@@ -103,10 +103,6 @@ struct Assignment {
 #[derive(Default)]
 struct AgentState {
     node_id: u64,
-    /// (collection, shard, peer node, this replica's log id) → where catch-up from that peer stands (kept in the
-    /// replica's log too). The log id: a replica dropped and placed here again is empty, and must not go on
-    /// from where the one before it stood.
-    cursors: HashMap<(String, u32, u64, u64), PeerCursor>,
     /// When each replica last ran a repair pass.
     last_repair: HashMap<(String, u32), Instant>,
     peers: HashMap<String, ShardServiceClient<Stamped>>,
@@ -403,20 +399,23 @@ async fn reconcile(
                     continue;
                 }
             };
-            let cursor_key = (a.collection.clone(), a.shard, *peer_id, engine.log_id());
-            if !state.cursors.contains_key(&cursor_key) {
-                let kept = kept_cursor(&engine, *peer_id).await;
-                state.cursors.insert(cursor_key.clone(), kept);
-            }
-            let cursor = state.cursors.get_mut(&cursor_key).expect("inserted above");
+            // The replica's log is where the cursor lives (one point read a pass): a replica dropped and placed
+            // here again starts with none, and a restarted node goes on from where it stood.
+            let mut cursor = kept_cursor(&engine, *peer_id).await;
             let before = cursor.clone();
             let pass = tokio::time::timeout(
                 Duration::from_millis(config.peer_timeout_ms),
-                catch_up_from(Arc::clone(&engine), &client, &a.collection, a.shard, cursor),
+                catch_up_from(
+                    Arc::clone(&engine),
+                    &client,
+                    &a.collection,
+                    a.shard,
+                    &mut cursor,
+                ),
             )
             .await;
-            if *cursor != before {
-                keep_cursor(&engine, *peer_id, cursor).await;
+            if cursor != before {
+                keep_cursor(&engine, *peer_id, &cursor).await;
             }
             match pass {
                 Ok(Ok(_)) => complete_from_a_peer = true,
