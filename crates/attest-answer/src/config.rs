@@ -172,7 +172,6 @@ impl AnswerConfig {
             ),
             ("reader.bail_threshold", self.reader.bail_threshold),
             ("reader.ground_threshold", self.reader.ground_threshold),
-            ("reader.lexical_weight", self.reader.lexical_weight),
         ] {
             p.unit_interval(key, value);
         }

@@ -49,6 +49,24 @@ pub enum TrainCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The reader verifier's calibration (its support head with the lexical features), on the held-in items of
+    /// claim-verification sets; AUROC and balanced accuracy at 0.5 on each set's held-out items.
+    Support {
+        /// A HaluEval-QA or claim/evidence (VitaminC) set, its directory or items.jsonl (repeatable).
+        #[arg(long, default_values = ["../shared/data/halueval-qa", "../shared/data/vitaminc-train"])]
+        data: Vec<PathBuf>,
+        /// Fit on every N-th held-in item of each set (the reader reads each one).
+        #[arg(long, default_value_t = 3)]
+        every: usize,
+        /// Where to write the calibration.
+        #[arg(
+            long,
+            default_value = "crates/attest-answer/models/reader/support.json"
+        )]
+        out: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
     /// The candidate reranker, on squad-dev with candidates from a running router (train split by article;
     /// nDCG@10 / MRR@10 / recall@10 and AUROC on the held-out split).
     Reranker {

@@ -1,6 +1,8 @@
 //! `attest-lab train verifier`: fits the local verifier on HaluEval QA and writes the model file the answer tier
 //! loads (committed as `crates/attest-answer/models/verifier.json`). `attest-lab train reranker`: the same for the
 //! candidate reranker on squad-dev, with candidates from a running router (`models/reranker.json`).
+//! `attest-lab train support`: the reader verifier's calibration on claim-verification sets
+//! (`models/reader/support.json`).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -48,6 +50,12 @@ pub fn run(cmd: TrainCommand) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        TrainCommand::Support {
+            data,
+            every,
+            out,
+            json,
+        } => train_support(&data, every, &out, json),
         TrainCommand::Reranker {
             data,
             router,
@@ -163,6 +171,84 @@ fn train_reranker(
                 s.queries,
                 cells.join("  "),
                 s.median
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Reads every set's held-in items (every `every`-th) and held-out items with the committed reader, fits the
+/// calibration on the former, scores it on the latter, writes it and prints the held-out figures.
+fn train_support(data: &[PathBuf], every: usize, out: &PathBuf, json: bool) -> anyhow::Result<()> {
+    use crate::eval::verifier_data::{items_path, load, Split};
+    use attest_answer::reader::{Reader, ReaderConfig, ReaderVerifier};
+    use attest_answer::verifier::calibration::{self, CalibrationFile, Example};
+    anyhow::ensure!(every >= 1, "--every must be at least 1");
+    let reader = Reader::from_config(&ReaderConfig::default())?
+        .context("the reader back end is lexical: nothing to calibrate")?;
+    let verifier = ReaderVerifier::new(reader);
+    let started = Instant::now();
+    let (mut train, mut heldout) = (Vec::new(), Vec::new());
+    for path in data {
+        let path = items_path(path);
+        let set = crate::eval::verifier_data::set_name(&path);
+        for (split, step, into) in [
+            (Split::Heldin, every, &mut train),
+            (Split::Heldout, 1, &mut heldout),
+        ] {
+            let items = load(&path, split)?;
+            let bar =
+                crate::eval::run::progress(items.len().div_ceil(step), &format!("{set} {split:?}"));
+            for item in items.iter().step_by(step) {
+                bar.inc(1);
+                into.push(Example {
+                    set: set.clone(),
+                    inputs: item.support_inputs(&verifier),
+                    supported: item.supported(),
+                });
+            }
+            bar.finish_and_clear();
+        }
+    }
+    let model = calibration::fit(&train);
+    let mut scores = std::collections::BTreeMap::new();
+    for e in &heldout {
+        scores.entry(e.set.clone()).or_insert_with(Vec::new).push(e);
+    }
+    let heldout_scores: std::collections::BTreeMap<_, _> = scores
+        .into_iter()
+        .map(|(set, examples)| (set, calibration::score(&model, &examples)))
+        .collect();
+    let names: Vec<String> = data.iter().map(|p| p.display().to_string()).collect();
+    let file = CalibrationFile {
+        features: calibration::input_names(),
+        model,
+        trained_on: format!(
+            "every {every}th held-in item of {} with the committed reader",
+            names.join(", ")
+        ),
+        split: "held out: HaluEval items hqNNNNN with NNNNN % 5 == 0; claim/evidence items marked heldout, else line % 10 == 9".into(),
+        train_items: train.len(),
+        heldout: heldout_scores,
+    };
+    write_model(out, &serde_json::to_string_pretty(&file)?)?;
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"out": out, "train_items": file.train_items, "heldout": file.heldout,
+                "seconds": started.elapsed().as_secs_f64()})
+        );
+    } else {
+        println!(
+            "support calibration fitted on {} held-in items in {:.0} s, written to {}",
+            file.train_items,
+            started.elapsed().as_secs_f64(),
+            out.display()
+        );
+        for (set, s) in &file.heldout {
+            println!(
+                "  held out {set}: {} items, AUROC {:.3}, balanced accuracy {:.3} at 0.5",
+                s.items, s.auroc, s.balanced_accuracy
             );
         }
     }

@@ -4,7 +4,8 @@
 //!   and the sentences the extractive composer quotes come from it; with weights that carry a span head, the
 //!   answerability blends the `answerable` head with the span margin (is there an answer span in this sentence
 //!   at all, against "no answer here"), which is what tells "names the subject" from "answers the question";
-//! - *does this passage support this claim?* ([`ReaderVerifier`]) — the local verifier.
+//! - *does this passage support this claim?* ([`ReaderVerifier`]) — the local verifier, the head calibrated
+//!   together with the lexical verifier's features ([`crate::verifier::calibration`]).
 //!
 //! Only what matters is read (inference is the expensive part of a turn): the sentences of the best
 //! `reader.passages` candidates, at most `reader.max_sentences` of them, chosen by question coverage.
@@ -24,6 +25,8 @@ use serde::{Deserialize, Serialize};
 pub use self::model::{Head, ReaderError, ReaderModel, RELATIVE_READER_DIR};
 use crate::relevance::sentence_relevance;
 use crate::text;
+use crate::verifier::calibration::{SupportCalibration, SupportInputs};
+use crate::verifier::features::features;
 use crate::verifier::Verifier;
 
 /// Which judgement back end the answer tier uses.
@@ -69,10 +72,6 @@ pub struct ReaderConfig {
     /// How this gate combines with the lexical one (`veto`: this one, unless the lexical one bails; `both`: ground
     /// only when both do; `reader`: this one alone).
     pub gate: crate::gate::GateMode,
-    /// The verifier's support = (1 − w) × the support head + w × the learned lexical verifier: the head reads
-    /// one-edit changes word overlap cannot see, the lexical model catches claims carrying words the evidence
-    /// lacks (HaluEval's kind), which this head, trained briefly on a CPU, still misses.
-    pub lexical_weight: f64,
 }
 
 impl Default for ReaderConfig {
@@ -87,7 +86,6 @@ impl Default for ReaderConfig {
             bail_threshold: 0.05,
             ground_threshold: 0.15,
             gate: crate::gate::GateMode::Veto,
-            lexical_weight: 0.5,
         }
     }
 }
@@ -150,18 +148,13 @@ impl Reader {
             ));
         }
         let unit = 0.0..=1.0;
-        if ![
-            config.bail_threshold,
-            config.ground_threshold,
-            config.lexical_weight,
-        ]
-        .iter()
-        .all(|v| unit.contains(v))
+        if ![config.bail_threshold, config.ground_threshold]
+            .iter()
+            .all(|v| unit.contains(v))
             || config.bail_threshold > config.ground_threshold
         {
             return Err(ReaderError::Model(
-                "reader thresholds and lexical_weight must be in 0..1, bail_threshold ≤ ground_threshold"
-                    .into(),
+                "reader thresholds must be in 0..1, bail_threshold ≤ ground_threshold".into(),
             ));
         }
         Ok(Some(Reader {
@@ -224,32 +217,45 @@ impl Reader {
     }
 }
 
-/// The support head as the answer tier's verifier. A model error scores 0 (the claim is not verified, so the
-/// turn abstains rather than answering unchecked), logged.
+/// The support head as the answer tier's verifier, calibrated together with the lexical features
+/// ([`SupportCalibration`]). A model error scores the head 0 (the claim is then judged on its words alone and
+/// rarely passes, so the turn abstains rather than answering unchecked), logged.
 #[derive(Debug, Clone)]
 pub struct ReaderVerifier {
     reader: Reader,
-    lexical: crate::verifier::LearnedVerifier,
+    calibration: SupportCalibration,
 }
 
 impl ReaderVerifier {
     pub fn new(reader: Reader) -> Self {
         ReaderVerifier {
             reader,
-            lexical: crate::verifier::LearnedVerifier::bundled(),
+            calibration: SupportCalibration::bundled(),
         }
     }
 
-    fn blend(&self, head: f64, question: &str, claim: &str, passage: &str) -> f64 {
-        let w = self.reader.config.lexical_weight;
-        if w == 0.0 {
-            return head;
+    /// What the calibration reads for a claim made in answer to `question` (empty for a bare claim).
+    pub fn inputs_in(
+        &self,
+        question: &str,
+        claim: &str,
+        title: &str,
+        passage: &str,
+    ) -> SupportInputs {
+        SupportInputs {
+            head: self.head(claim, title, passage),
+            lexical: features(question, claim, passage),
         }
-        (1.0 - w) * head + w * self.lexical.support(question, claim, passage)
     }
-}
 
-impl ReaderVerifier {
+    /// What the calibration reads for `answer` as the answer to `question` (the head reads both as one).
+    pub fn inputs_answer(&self, question: &str, answer: &str, passage: &str) -> SupportInputs {
+        SupportInputs {
+            head: self.head(&format!("{question} {answer}"), "", passage),
+            lexical: features(question, answer, passage),
+        }
+    }
+
     /// The support head alone; a model error scores 0 (logged).
     fn head(&self, claim: &str, title: &str, passage: &str) -> f64 {
         self.reader
@@ -267,12 +273,12 @@ impl Verifier for ReaderVerifier {
     }
 
     fn support_answer(&self, question: &str, answer: &str, passage: &str) -> f64 {
-        let head = self.head(&format!("{question} {answer}"), "", passage);
-        self.blend(head, question, answer, passage)
+        self.calibration
+            .support(&self.inputs_answer(question, answer, passage))
     }
 
     fn support_in(&self, question: &str, claim: &str, title: &str, passage: &str) -> f64 {
-        let head = self.head(claim, title, passage);
-        self.blend(head, question, claim, passage)
+        self.calibration
+            .support(&self.inputs_in(question, claim, title, passage))
     }
 }

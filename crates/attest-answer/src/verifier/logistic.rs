@@ -53,7 +53,26 @@ impl LogisticModel {
         signs: &[Sign],
         settings: TrainSettings,
     ) -> Self {
-        assert!(!rows.is_empty() && rows.len() == labels.len());
+        Self::train_weighted(rows, labels, &vec![1.0; rows.len()], signs, settings)
+    }
+
+    /// Fits `labels` from `rows`, each row counting `weights[i]` in the loss (the inputs are standardised over
+    /// the rows unweighted).
+    ///
+    /// # Panics
+    /// If `rows` is empty, rows differ in length, or the weights do not sum to a positive number.
+    pub fn train_weighted(
+        rows: &[Vec<f64>],
+        labels: &[bool],
+        weights_of_rows: &[f64],
+        signs: &[Sign],
+        settings: TrainSettings,
+    ) -> Self {
+        assert!(
+            !rows.is_empty() && rows.len() == labels.len() && rows.len() == weights_of_rows.len()
+        );
+        let total: f64 = weights_of_rows.iter().sum();
+        assert!(total > 0.0, "the weights sum to a positive number");
         let dim = rows[0].len();
         assert_eq!(signs.len(), dim, "one sign per feature");
         let n = rows.len() as f64;
@@ -79,16 +98,17 @@ impl LogisticModel {
         for _ in 0..settings.epochs {
             let mut grad_w = vec![0.0; dim];
             let mut grad_b = 0.0;
-            for (xi, &yi) in x.iter().zip(labels) {
+            for ((xi, &yi), &wi) in x.iter().zip(labels).zip(weights_of_rows) {
                 let z = bias + xi.iter().zip(&weights).map(|(a, w)| a * w).sum::<f64>();
-                let err = sigmoid(z) - f64::from(u8::from(yi));
+                let err = (sigmoid(z) - f64::from(u8::from(yi))) * wi;
                 grad_b += err;
                 for j in 0..dim {
                     grad_w[j] += err * xi[j];
                 }
             }
             for j in 0..dim {
-                weights[j] -= settings.learning_rate * (grad_w[j] / n + settings.l2 * weights[j]);
+                weights[j] -=
+                    settings.learning_rate * (grad_w[j] / total + settings.l2 * weights[j]);
                 // Projected gradient descent: the constrained problem stays convex.
                 weights[j] = match signs[j] {
                     Sign::Positive => weights[j].max(0.0),
@@ -96,7 +116,7 @@ impl LogisticModel {
                     Sign::Free => weights[j],
                 };
             }
-            bias -= settings.learning_rate * grad_b / n;
+            bias -= settings.learning_rate * grad_b / total;
         }
         LogisticModel {
             means,

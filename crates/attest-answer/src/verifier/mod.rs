@@ -4,6 +4,7 @@
 //! (`attest-lab train verifier`); its parameters are the committed file `models/verifier.json`. Other back ends
 //! (an LLM judge over an OpenAI-compatible endpoint) implement the same [`Verifier`] trait.
 
+pub mod calibration;
 pub mod features;
 pub mod judge;
 pub mod logistic;

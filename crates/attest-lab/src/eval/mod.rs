@@ -116,15 +116,7 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<i32> {
         report.perturbed = Some(run::adversarial(&stack, &collection, &perturbed).await?);
     }
     for path in &args.verifier_data {
-        // The set's name: its directory (`…/vitaminc-train/items.jsonl`, `…/halueval-qa`) or its file stem.
-        let named = if path.ends_with("items.jsonl") {
-            path.parent()
-        } else {
-            Some(path.as_path())
-        };
-        let name = named
-            .and_then(Path::file_stem)
-            .map_or("verifier".into(), |n| n.to_string_lossy().into_owned());
+        let name = verifier_data::set_name(path);
         report
             .verifier
             .insert(name, run::verifier(&cfg.answer, path)?);

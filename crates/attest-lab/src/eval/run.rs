@@ -30,7 +30,7 @@ const INGEST_BATCH: usize = 32;
 /// Thresholds of the risk–coverage curve.
 const CURVE_STEPS: usize = 50;
 
-fn progress(len: usize, what: &str) -> ProgressBar {
+pub(crate) fn progress(len: usize, what: &str) -> ProgressBar {
     let bar = ProgressBar::new(len as u64);
     bar.set_style(
         ProgressStyle::with_template("{msg:>10} [{bar:30}] {pos}/{len} ({eta})")

@@ -8,6 +8,8 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use attest_answer::reader::ReaderVerifier;
+use attest_answer::verifier::calibration::SupportInputs;
 use attest_answer::verifier::Verifier;
 use serde_json::Value;
 
@@ -34,6 +36,21 @@ impl Item {
         }
     }
 
+    /// What the reader verifier's calibration reads for the item, asked as [`Item::score`] asks it.
+    pub fn support_inputs(&self, verifier: &ReaderVerifier) -> SupportInputs {
+        match self {
+            Item::Answer {
+                question,
+                answer,
+                evidence,
+                ..
+            } => verifier.inputs_answer(question, answer, evidence),
+            Item::Claim {
+                claim, evidence, ..
+            } => verifier.inputs_in("", claim, "", evidence),
+        }
+    }
+
     /// The verifier's support score for the item.
     pub fn score(&self, verifier: &dyn Verifier) -> f64 {
         match self {
@@ -48,6 +65,18 @@ impl Item {
             } => verifier.support_in("", claim, "", evidence),
         }
     }
+}
+
+/// A set's name: its directory (`…/vitaminc-train/items.jsonl`, `…/halueval-qa`) or its file stem.
+pub fn set_name(path: &Path) -> String {
+    let named = if path.ends_with("items.jsonl") {
+        path.parent()
+    } else {
+        Some(path)
+    };
+    named
+        .and_then(Path::file_stem)
+        .map_or("verifier".into(), |n| n.to_string_lossy().into_owned())
 }
 
 /// `dir/items.jsonl` for a directory, else the file itself.
@@ -72,8 +101,23 @@ fn label(v: &Value) -> Option<bool> {
     }
 }
 
+/// Which part of a claim-verification file to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Split {
+    /// The held-out items (reported on).
+    Heldout,
+    /// The rest (what calibration may be fitted on).
+    Heldin,
+}
+
 /// The held-out items of a file in either layout.
 pub fn load_heldout(path: &Path) -> anyhow::Result<Vec<Item>> {
+    load(path, Split::Heldout)
+}
+
+/// The items of `split` of a file in either layout.
+pub fn load(path: &Path, split: Split) -> anyhow::Result<Vec<Item>> {
+    let wanted = split == Split::Heldout;
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let mut out = Vec::new();
@@ -97,6 +141,7 @@ pub fn load_heldout(path: &Path) -> anyhow::Result<Vec<Item>> {
             str_field(&v, "answer"),
         ) {
             if attest_answer::verifier::train::halueval_heldout(str_field(&v, "_id").unwrap_or(""))
+                == wanted
             {
                 out.push(Item::Answer {
                     question: question.into(),
@@ -112,7 +157,7 @@ pub fn load_heldout(path: &Path) -> anyhow::Result<Vec<Item>> {
                 Some(split) => split == "heldout",
                 None => i % 10 == 9,
             };
-            if heldout {
+            if heldout == wanted {
                 out.push(Item::Claim {
                     claim: claim.into(),
                     evidence: evidence.into(),
@@ -123,7 +168,7 @@ pub fn load_heldout(path: &Path) -> anyhow::Result<Vec<Item>> {
             return Err(bad());
         }
     }
-    anyhow::ensure!(!out.is_empty(), "{} has no held-out items", path.display());
+    anyhow::ensure!(!out.is_empty(), "{} has no {split:?} items", path.display());
     Ok(out)
 }
 
@@ -146,6 +191,10 @@ mod tests {
         let items = load_heldout(&halu).unwrap();
         assert_eq!(items.len(), 2);
         assert!(items[0].supported() && !items[1].supported());
+        // The held-in split is the complement: what calibration is fitted on, never what is reported.
+        let heldin = load(&halu, Split::Heldin).unwrap();
+        assert_eq!(heldin.len(), 1);
+        assert!(matches!(&heldin[0], Item::Answer { question, .. } if question == "Q"));
 
         let vc = dir.path().join("v.jsonl");
         let lines: Vec<String> = (0..20)
@@ -159,6 +208,7 @@ mod tests {
         // Lines 9 and 19 (0-based): both odd, so not supported.
         assert_eq!(items.len(), 2);
         assert!(items.iter().all(|i| !i.supported()));
+        assert_eq!(load(&vc, Split::Heldin).unwrap().len(), 18);
 
         let syn = dir.path().join("s.jsonl");
         std::fs::write(
@@ -168,6 +218,12 @@ mod tests {
         )
         .unwrap();
         assert_eq!(load_heldout(&syn).unwrap().len(), 1);
+        assert_eq!(load(&syn, Split::Heldin).unwrap().len(), 1);
+        assert_eq!(
+            set_name(&dir.path().join("vitaminc-train/items.jsonl")),
+            "vitaminc-train"
+        );
+        assert_eq!(set_name(&syn), "s");
 
         let bad = dir.path().join("b.jsonl");
         std::fs::write(&bad, r#"{"text":"x","label":1}"#).unwrap();
