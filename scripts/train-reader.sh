@@ -20,7 +20,8 @@
 #      Checkpoints every 100 steps in ATTEST_READER_WORK/rN (default ~/.cache/attest-reader): rerun the same
 #      command to resume; a finished round is not run again. 4. docs/eval/contrastive-heldout.jsonl.
 #   5. the verifier's calibration for the new weights (`attest-lab train support`: the support head with the
-#      lexical features, fitted on held-in HaluEval and VitaminC items; models/reader/support.json, ~7 min here).
+#      lexical features and the quote flag, fitted on held-in HaluEval, VitaminC and synthetic contrastive pairs;
+#      models/reader/support.json, ~10 min here).
 # On the idle 2-core machine rounds 2 and 3 take about 25 and 35 minutes; round 1 about 90 (shared with a build),
 # round 4 about 35 (beside builds), round 5 about 10 and round 6 about 25 (idle, ~40 pairs/s); round 7 builds its
 # examples in 2 minutes, then trains 275,900 rows with every layer trainable: about 3 hours at the ~30 rows/s
@@ -76,4 +77,6 @@ fi
 round 7 crates/attest-answer/models/reader --init "$WORK/r6/out/reader.safetensors" \
   --device "${ATTEST_READER_DEVICE:-cpu}" $(cat scripts/reader/round7.args) "$@"
 "$VENV/bin/python" scripts/reader/export_contrastive.py --data "$DATA" --out docs/eval/contrastive-heldout.jsonl
-CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/attest-target}" cargo run -q -p attest-lab -- train support
+"$VENV/bin/python" scripts/reader/export_contrastive.py --data "$DATA" --heldin --out "$WORK/contrastive-heldin.jsonl"
+CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/attest-target}" cargo run -q -p attest-lab -- train support \
+  --data "$DATA/halueval-qa" --data "$DATA/vitaminc-train" --data "$WORK/contrastive-heldin.jsonl"

@@ -172,6 +172,7 @@ impl AnswerConfig {
             ),
             ("reader.bail_threshold", self.reader.bail_threshold),
             ("reader.ground_threshold", self.reader.ground_threshold),
+            ("reader.veto_threshold", self.reader.veto_threshold),
         ] {
             p.unit_interval(key, value);
         }

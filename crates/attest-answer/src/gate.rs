@@ -18,6 +18,20 @@ pub enum Gate {
 
 /// The gate over the pool's scores (any order). An empty pool asks for another try.
 pub fn decide(scores: &[f64], config: &AnswerConfig) -> Gate {
+    decide_bailing_below(scores, config, config.bail_threshold)
+}
+
+/// The lexical gate the reader's gate is combined with: [`decide`], except that under `reader.gate: veto` it
+/// bails below `reader.veto_threshold` instead of `answer.bail_threshold` (the veto only ever bails).
+pub fn lexical_beside_reader(scores: &[f64], config: &AnswerConfig) -> Gate {
+    let bail = match config.reader.gate {
+        GateMode::Veto => config.reader.veto_threshold,
+        GateMode::Both | GateMode::Reader => config.bail_threshold,
+    };
+    decide_bailing_below(scores, config, bail)
+}
+
+fn decide_bailing_below(scores: &[f64], config: &AnswerConfig, bail_threshold: f64) -> Gate {
     let best = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     if scores.is_empty() {
         return Gate::Refine;
@@ -30,7 +44,7 @@ pub fn decide(scores: &[f64], config: &AnswerConfig) -> Gate {
         || (best >= config.ground_with_support_threshold && supporting >= config.min_supporting)
     {
         Gate::Ground
-    } else if best < config.bail_threshold {
+    } else if best < bail_threshold {
         Gate::Bail
     } else {
         Gate::Refine
@@ -106,6 +120,17 @@ mod tests {
         assert_eq!(combine(Refine, Ground, GateMode::Veto), Refine);
         assert_eq!(combine(Ground, Ground, GateMode::Both), Ground);
         assert_eq!(combine(Refine, Refine, GateMode::Both), Refine);
+    }
+
+    #[test]
+    fn the_veto_bails_at_its_own_threshold() {
+        let mut c = AnswerConfig::default();
+        c.reader.veto_threshold = 0.25;
+        assert_eq!(decide(&[0.3], &c), Gate::Bail, "the lexical gate alone");
+        assert_eq!(lexical_beside_reader(&[0.3], &c), Gate::Refine);
+        assert_eq!(lexical_beside_reader(&[0.2], &c), Gate::Bail);
+        c.reader.gate = GateMode::Both;
+        assert_eq!(lexical_beside_reader(&[0.3], &c), Gate::Bail);
     }
 
     #[test]

@@ -197,6 +197,11 @@ fn train_support(data: &[PathBuf], every: usize, out: &PathBuf, json: bool) -> a
             (Split::Heldout, 1, &mut heldout),
         ] {
             let items = load(&path, split)?;
+            anyhow::ensure!(
+                split == Split::Heldout || !items.is_empty(),
+                "{} has no held-in items to fit on",
+                path.display()
+            );
             let bar =
                 crate::eval::run::progress(items.len().div_ceil(step), &format!("{set} {split:?}"));
             for item in items.iter().step_by(step) {

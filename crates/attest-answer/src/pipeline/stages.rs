@@ -190,16 +190,15 @@ impl AnswerService {
             let answerability = self.read(turn).await;
             turn.record(STAGE_READ, t);
             let reranked: Vec<f64> = turn.ranked.iter().map(|c| c.score).collect();
-            let lexical = gate::decide(&reranked, &self.config);
             let gate = match (&answerability, &self.reader) {
                 // A curated pin is sufficient evidence by itself (the seed's `assess_sufficiency`).
                 _ if !turn.out.pinned.is_empty() => Gate::Ground,
                 (Some(scores), Some(reader)) => gate::combine(
                     gate::decide_read(scores, reader.config()),
-                    lexical,
+                    gate::lexical_beside_reader(&reranked, &self.config),
                     reader.config().gate,
                 ),
-                _ => lexical,
+                _ => gate::decide(&reranked, &self.config),
             };
             if gate != Gate::Refine || turn.out.hops >= self.config.max_hops.max(1) {
                 break gate;

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 pub use self::model::{Head, ReaderError, ReaderModel, RELATIVE_READER_DIR};
 use crate::relevance::sentence_relevance;
 use crate::text;
-use crate::verifier::calibration::{SupportCalibration, SupportInputs};
+use crate::verifier::calibration::{is_quote, SupportCalibration, SupportInputs};
 use crate::verifier::features::features;
 use crate::verifier::Verifier;
 
@@ -72,6 +72,9 @@ pub struct ReaderConfig {
     /// How this gate combines with the lexical one (`veto`: this one, unless the lexical one bails; `both`: ground
     /// only when both do; `reader`: this one alone).
     pub gate: crate::gate::GateMode,
+    /// Under `gate: veto`, the lexical gate refuses when the best reranked score is below this (its own gate's
+    /// `answer.bail_threshold` is 0.40; see [`crate::gate::lexical_beside_reader`]).
+    pub veto_threshold: f64,
 }
 
 impl Default for ReaderConfig {
@@ -86,6 +89,7 @@ impl Default for ReaderConfig {
             bail_threshold: 0.05,
             ground_threshold: 0.15,
             gate: crate::gate::GateMode::Veto,
+            veto_threshold: 0.40,
         }
     }
 }
@@ -148,9 +152,13 @@ impl Reader {
             ));
         }
         let unit = 0.0..=1.0;
-        if ![config.bail_threshold, config.ground_threshold]
-            .iter()
-            .all(|v| unit.contains(v))
+        if ![
+            config.bail_threshold,
+            config.ground_threshold,
+            config.veto_threshold,
+        ]
+        .iter()
+        .all(|v| unit.contains(v))
             || config.bail_threshold > config.ground_threshold
         {
             return Err(ReaderError::Model(
@@ -245,6 +253,7 @@ impl ReaderVerifier {
         SupportInputs {
             head: self.head(claim, title, passage),
             lexical: features(question, claim, passage),
+            quoted: is_quote(claim, passage),
         }
     }
 
@@ -253,6 +262,7 @@ impl ReaderVerifier {
         SupportInputs {
             head: self.head(&format!("{question} {answer}"), "", passage),
             lexical: features(question, answer, passage),
+            quoted: is_quote(answer, passage),
         }
     }
 

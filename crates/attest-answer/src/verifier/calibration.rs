@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::features::{FEATURE_COUNT, FEATURE_NAMES, FEATURE_SIGNS};
 use super::logistic::{auroc, balanced_accuracy, LogisticModel, Sign, TrainSettings};
+use crate::text;
 
 /// The committed calibration of the committed reader.
 const BUNDLED: &str = include_str!("../../models/reader/support.json");
@@ -23,20 +24,30 @@ const BUNDLED: &str = include_str!("../../models/reader/support.json");
 /// Head scores are clamped this far from 0 and 1 before their logit is taken.
 const HEAD_CLAMP: f64 = 1e-6;
 
-/// The inputs of one judgement: the support head's probability and the lexical features.
+/// Inputs besides the lexical features: the head's logit first, whether the claim is a quote last.
+const INPUTS: usize = FEATURE_COUNT + 2;
+
+/// The inputs of one judgement: the support head's probability, the lexical features, and whether the claim is
+/// a quote of the passage (its words, in order, are a run of the passage's words).
+///
+/// The quote flag is there because the extractive composer's claims are quotes, which the head, trained on
+/// whole sentences and rewrites, can score low when a quote is a clause or starts with a pronoun; fitted with
+/// the synthetic pairs (passage sentences against their one-edit twins), it weighs what quoting proves.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SupportInputs {
     pub head: f64,
     pub lexical: [f64; FEATURE_COUNT],
+    pub quoted: bool,
 }
 
 impl SupportInputs {
-    /// The model's input row: the head's logit, then the lexical features.
+    /// The model's input row: the head's logit, the lexical features, the quote flag.
     fn row(&self) -> Vec<f64> {
         let p = self.head.clamp(HEAD_CLAMP, 1.0 - HEAD_CLAMP);
-        let mut row = Vec::with_capacity(1 + FEATURE_COUNT);
+        let mut row = Vec::with_capacity(INPUTS);
         row.push((p / (1.0 - p)).ln());
         row.extend_from_slice(&self.lexical);
+        row.push(f64::from(u8::from(self.quoted)));
         row
     }
 }
@@ -45,8 +56,16 @@ impl SupportInputs {
 pub fn input_names() -> Vec<String> {
     std::iter::once("head_logit")
         .chain(FEATURE_NAMES)
+        .chain(["quoted"])
         .map(str::to_string)
         .collect()
+}
+
+/// Whether `claim`'s words, in order, are a run of `passage`'s words (case, punctuation and possessives aside).
+pub fn is_quote(claim: &str, passage: &str) -> bool {
+    let claim = text::words(claim);
+    let passage = text::words(passage);
+    !claim.is_empty() && passage.windows(claim.len()).any(|w| w == claim.as_slice())
 }
 
 /// How well the calibrated support did on one set's held-out items.
@@ -88,7 +107,7 @@ impl SupportCalibration {
     pub fn from_json(json: &str) -> Result<Self, CalibrationError> {
         let file: CalibrationFile =
             serde_json::from_str(json).map_err(|e| CalibrationError(e.to_string()))?;
-        let dim = 1 + FEATURE_COUNT;
+        let dim = INPUTS;
         if file.features != input_names()
             || [
                 file.model.weights.len(),
@@ -133,6 +152,7 @@ pub fn fit(examples: &[Example]) -> LogisticModel {
     let labels: Vec<bool> = examples.iter().map(|e| e.supported).collect();
     let signs: Vec<Sign> = std::iter::once(Sign::Positive)
         .chain(FEATURE_SIGNS)
+        .chain([Sign::Positive])
         .collect();
     LogisticModel::train_weighted(&rows, &labels, &weights, &signs, TrainSettings::default())
 }
@@ -162,7 +182,11 @@ mod tests {
         lexical[2] = coverage;
         Example {
             set: set.into(),
-            inputs: SupportInputs { head, lexical },
+            inputs: SupportInputs {
+                head,
+                lexical,
+                quoted: false,
+            },
             supported,
         }
     }
@@ -174,10 +198,12 @@ mod tests {
         let sure = c.support(&SupportInputs {
             head: 0.98,
             lexical: covered,
+            quoted: false,
         });
         let doubtful = c.support(&SupportInputs {
             head: 0.05,
             lexical: covered,
+            quoted: false,
         });
         assert!(
             sure > 0.5 && doubtful < 0.5,
@@ -203,6 +229,16 @@ mod tests {
             let s = score(&model, &of_set);
             assert!(s.balanced_accuracy > 0.95, "{set}: {s:?}");
         }
+    }
+
+    #[test]
+    fn a_quote_is_a_run_of_the_passages_words() {
+        let passage = "Denver's defense, led by Von Miller, held Carolina to 10 points.";
+        assert!(is_quote("led by Von Miller", passage));
+        assert!(is_quote("Denver defense, led by von miller", passage));
+        assert!(!is_quote("led by Miller", passage), "a word left out");
+        assert!(!is_quote("held Carolina to 12 points", passage));
+        assert!(!is_quote("", passage));
     }
 
     #[test]

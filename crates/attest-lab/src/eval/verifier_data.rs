@@ -112,10 +112,16 @@ pub enum Split {
 
 /// The held-out items of a file in either layout.
 pub fn load_heldout(path: &Path) -> anyhow::Result<Vec<Item>> {
-    load(path, Split::Heldout)
+    let items = load(path, Split::Heldout)?;
+    anyhow::ensure!(
+        !items.is_empty(),
+        "{} has no held-out items",
+        path.display()
+    );
+    Ok(items)
 }
 
-/// The items of `split` of a file in either layout.
+/// The items of `split` of a file in either layout (perhaps none: a file may hold one split only).
 pub fn load(path: &Path, split: Split) -> anyhow::Result<Vec<Item>> {
     let wanted = split == Split::Heldout;
     let text =
@@ -168,7 +174,6 @@ pub fn load(path: &Path, split: Split) -> anyhow::Result<Vec<Item>> {
             return Err(bad());
         }
     }
-    anyhow::ensure!(!out.is_empty(), "{} has no {split:?} items", path.display());
     Ok(out)
 }
 
