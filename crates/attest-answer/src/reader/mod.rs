@@ -72,8 +72,11 @@ pub struct ReaderConfig {
     /// How this gate combines with the lexical one (`veto`: this one, unless the lexical one bails; `both`: ground
     /// only when both do; `reader`: this one alone).
     pub gate: crate::gate::GateMode,
-    /// Under `gate: veto`, the lexical gate refuses when the best reranked score is below this (its own gate's
-    /// `answer.bail_threshold` is 0.40; see [`crate::gate::lexical_beside_reader`]).
+    /// Under `gate: veto`, the lexical gate refuses when the best reranked score is below this (see
+    /// [`crate::gate::lexical_beside_reader`]). 0.40, the lexical gate's own bail threshold: on held-in articles
+    /// and posts, 0.30 covered 3.5 points more of squad-dev at the same hallucination (0.7%) but hallucinated
+    /// 13.3% on shift-reddit against 10.2% (docs/BENCHMARKS.md "Verifier calibration"); a corpus of
+    /// encyclopedic text may take the lower value.
     pub veto_threshold: f64,
 }
 
