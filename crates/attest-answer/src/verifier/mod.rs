@@ -1,8 +1,10 @@
 //! The verifier (SPEC "answer" step 11): how well does a cited passage support a claim? A score in 0..1.
 //!
-//! The local default is a logistic regression over [`features`] learned from HaluEval QA
-//! (`attest-lab train verifier`); its parameters are the committed file `models/verifier.json`. Other back ends
-//! (an LLM judge over an OpenAI-compatible endpoint) implement the same [`Verifier`] trait.
+//! The default is the reader's support head calibrated together with the lexical features ([`calibration`],
+//! `models/reader/support.json`, `attest-lab train support`). Without the reader, the learned lexical verifier: a
+//! logistic regression over [`features`] learned from HaluEval QA (`attest-lab train verifier`,
+//! `models/verifier.json`). Other back ends (an LLM judge over an OpenAI-compatible endpoint, the local GGUF model)
+//! implement the same [`Verifier`] trait.
 
 pub mod calibration;
 pub mod features;
