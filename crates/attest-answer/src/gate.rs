@@ -21,11 +21,16 @@ pub fn decide(scores: &[f64], config: &AnswerConfig) -> Gate {
     decide_bailing_below(scores, config, config.bail_threshold)
 }
 
-/// The lexical gate the reader's gate is combined with: [`decide`], except that under `reader.gate: veto` it
-/// bails below `reader.veto_threshold` instead of `answer.bail_threshold` (the veto only ever bails).
-pub fn lexical_beside_reader(scores: &[f64], config: &AnswerConfig) -> Gate {
-    let bail = match config.reader.gate {
-        GateMode::Veto => config.reader.veto_threshold,
+/// The lexical gate the reader's gate is combined with (under `reader`, the one [`combine`] is given with it):
+/// [`decide`], except that under `gate: veto` it bails below `reader.veto_threshold` instead of
+/// `answer.bail_threshold` (the veto only ever bails).
+pub fn lexical_beside_reader(
+    scores: &[f64],
+    config: &AnswerConfig,
+    reader: &crate::reader::ReaderConfig,
+) -> Gate {
+    let bail = match reader.gate {
+        GateMode::Veto => reader.veto_threshold,
         GateMode::Both | GateMode::Reader => config.bail_threshold,
     };
     decide_bailing_below(scores, config, bail)
@@ -127,10 +132,10 @@ mod tests {
         let mut c = AnswerConfig::default();
         c.reader.veto_threshold = 0.25;
         assert_eq!(decide(&[0.3], &c), Gate::Bail, "the lexical gate alone");
-        assert_eq!(lexical_beside_reader(&[0.3], &c), Gate::Refine);
-        assert_eq!(lexical_beside_reader(&[0.2], &c), Gate::Bail);
+        assert_eq!(lexical_beside_reader(&[0.3], &c, &c.reader), Gate::Refine);
+        assert_eq!(lexical_beside_reader(&[0.2], &c, &c.reader), Gate::Bail);
         c.reader.gate = GateMode::Both;
-        assert_eq!(lexical_beside_reader(&[0.3], &c), Gate::Bail);
+        assert_eq!(lexical_beside_reader(&[0.3], &c, &c.reader), Gate::Bail);
     }
 
     #[test]

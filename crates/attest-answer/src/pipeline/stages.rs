@@ -193,11 +193,14 @@ impl AnswerService {
             let gate = match (&answerability, &self.reader) {
                 // A curated pin is sufficient evidence by itself (the seed's `assess_sufficiency`).
                 _ if !turn.out.pinned.is_empty() => Gate::Ground,
-                (Some(scores), Some(reader)) => gate::combine(
-                    gate::decide_read(scores, reader.config()),
-                    gate::lexical_beside_reader(&reranked, &self.config),
-                    reader.config().gate,
-                ),
+                (Some(scores), Some(reader)) => {
+                    let settings = reader.config();
+                    gate::combine(
+                        gate::decide_read(scores, settings),
+                        gate::lexical_beside_reader(&reranked, &self.config, settings),
+                        settings.gate,
+                    )
+                }
                 _ => gate::decide(&reranked, &self.config),
             };
             if gate != Gate::Refine || turn.out.hops >= self.config.max_hops.max(1) {
