@@ -12,7 +12,9 @@ gold answer. Negatives: the other sentences of the gold paragraph (the topic is 
 "answer sentence removed" case), the best-overlapping sentence of another paragraph of the same article and of
 the BM25 top paragraphs of other articles, and the answer sentence against a perturbed question: a name or a
 number of the question changed for one the passage does not hold ("Super Bowl 49" against a Super Bowl 50
-passage). The same rows are made from squad-dev, shift-reddit (forum posts) and HaluEval QA's held-in items
+passage), and the mirror of that: the answer sentence with the name or number it shares with the question changed,
+its title and context untouched ("… to win Super Bowl XLIX" in the article on Super Bowl 50, asked "Who won Super
+Bowl 50?": a true sentence about another edition, round 8's failure on the console's corpus). The same rows are made from squad-dev, shift-reddit (forum posts) and HaluEval QA's held-in items
 (its knowledge passage, the correct answer's items only).
 
 Support rows: (claim, evidence window). FactCC-style from held-in paragraphs: a sentence verbatim or with a
@@ -257,9 +259,68 @@ def perturb_question(question, passage, pool_names, rng):
     return None
 
 
-def answerability_rows(squad_dir, rng):
+ROMAN = [(1000, "M"), (900, "CM"), (500, "D"), (400, "CD"), (100, "C"), (90, "XC"), (50, "L"), (40, "XL"),
+         (10, "X"), (9, "IX"), (5, "V"), (4, "IV"), (1, "I")]
+
+
+def roman(n):
+    out = ""
+    for value, letters in ROMAN:
+        while n >= value:
+            out, n = out + letters, n - value
+    return out
+
+
+def perturb_sentence(question, sentence, answers, pool_names, rng):
+    """The answer sentence with a name or number that both it and the question hold changed, everywhere in the
+    sentence, for one the question does not hold — so the sentence, still true of something, is about another
+    edition, year or person than the question asks about; None when they share neither, or when the change would
+    touch the answer. A small number is sometimes written as another edition's Roman numeral ("Super Bowl 50" →
+    "Super Bowl XLIX"), the form the console's corpus uses for earlier editions."""
+
+    def has(text, token):
+        return re.search(rf"(?<![\w]){re.escape(token)}(?![\w])", text) is not None
+
+    def whole_name(text, name):
+        # Not a piece of a longer name or of a name with a number ("Super Bowl" of "Super Bowl 50" or of
+        # "Super Bowl MVP"): changing that piece would not change what the text is about.
+        for m in re.finditer(rf"(?<![\w]){re.escape(name)}(?![\w])", text):
+            before, after = text[: m.start()].rstrip(), text[m.end() :].lstrip()
+            if (after[:1].isupper() or after[:1].isdigit()) and text[m.end() : m.end() + 1] == " ":
+                return False
+            last = before.split()[-1] if before else ""
+            if last[:1].isupper() and last.lower() not in STOPWORDS and text[m.start() - 1 : m.start()] == " " \
+                    and re.search(r"[.?!]$", before) is None:
+                return False
+        return True
+
+    shared = [("number", n) for n in NUMBER.findall(question) if has(sentence, n)]
+    shared += [("name", n) for n in names_in(question)
+               if has(sentence, n) and whole_name(question, n) and whole_name(sentence, n)]
+    shared = [(k, t) for k, t in shared if not any(t in a or a in t for a in answers if a.strip())]
+    rng.shuffle(shared)
+    for kind, old in shared:
+        if kind == "number":
+            if old.isdigit() and 1 < int(old) <= 100 and rng.random() < 0.3:
+                tries = [roman(max(1, int(old) - rng.randint(1, 30)))]
+            else:
+                tries = [nudge_digit(old, rng) for _ in range(5)]
+        else:
+            others = [n for n in pool_names[:5000] if n not in question and n not in sentence]
+            tries = [rng.choice(others)] if others else []
+        for new in tries:
+            if new == old or has(question, new):
+                continue
+            changed = re.sub(rf"(?<![\w]){re.escape(old)}(?![\w])", new, sentence)
+            if holds_answer(changed, answers) and not has(changed, old):
+                return changed
+    return None
+
+
+def answerability_rows(squad_dir, rng, sentence_perturbed=False):
     """(split, question, sentence, context, label, kind, answers) rows from a SQuAD-layout set (squad-dev,
-    shift-reddit); `answers` (the gold answer strings, for the span head) only on the answer sentence's row."""
+    shift-reddit); `answers` (the gold answer strings, for the span head) only on the answer sentence's row.
+    `sentence_perturbed` adds `perturb_sentence`'s rows (round 9 on; off, the rows and draws are round 7's)."""
     corpus = load_jsonl(f"{squad_dir}/corpus.jsonl")
     queries = load_jsonl(f"{squad_dir}/queries.jsonl")
     by_id = {d["_id"]: d for d in corpus}
@@ -329,10 +390,15 @@ def answerability_rows(squad_dir, rng):
         perturbed = perturb_question(text, passage, all_names, rng)
         if perturbed:
             add(split, perturbed, gold, i, 0, "question_perturbed")
+        elsewhere = sentence_perturbed and perturb_sentence(text, ss[i], q["answers"], all_names, rng)
+        if elsewhere:
+            d = by_id[gold]
+            rows.append((split, text, elsewhere, answer_context(title_text(d["title"]), ss, i), 0,
+                         "sentence_perturbed", []))
     return rows
 
 
-def halueval_answerability_rows(path, rng):
+def halueval_answerability_rows(path, rng, sentence_perturbed=False):
     """Answerability rows from HaluEval QA's items with the correct answer: the knowledge sentence holding the
     answer (positive), the knowledge's other sentences (answer removed) and the answer sentence against a
     perturbed question. Split as the support rows: hqNNNNN held out when NNNNN % 5 == 0."""
@@ -357,6 +423,9 @@ def halueval_answerability_rows(path, rng):
         perturbed = perturb_question(q, f"{answer_context('', ss, i)} {ss[i]}", all_names, rng)
         if perturbed:
             rows.append((split, perturbed, ss[i], answer_context("", ss, i), 0, "question_perturbed", []))
+        elsewhere = sentence_perturbed and perturb_sentence(q, ss[i], answers, all_names, rng)
+        if elsewhere:
+            rows.append((split, q, elsewhere, answer_context("", ss, i), 0, "sentence_perturbed", []))
     return rows
 
 

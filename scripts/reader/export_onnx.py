@@ -71,8 +71,8 @@ def main():
     state = {k: v for k, v in load_base(args.base).items() if k.startswith("embeddings.")}
     with safe_open(args.weights, "pt") as f:
         meta = f.metadata() or {}
-        state.update({k: f.get_tensor(k).float() for k in f.keys() if not k.startswith("embeddings.")
-                      or k not in state})
+        # The weights' own tensors win; the base fills in the embeddings when the weights come without them.
+        state.update({k: f.get_tensor(k).float() for k in f.keys()})
     state.pop("embeddings.position_ids", None)
     missing, unexpected = model.load_state_dict(state, strict=False)
     assert not missing and not unexpected, (missing, unexpected)

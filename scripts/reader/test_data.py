@@ -12,7 +12,7 @@ import tempfile
 import unittest
 
 from data import (answer_context, answerability_rows, halueval_answerability_rows, holds_answer, perturb_question,
-                  sentences)
+                  perturb_sentence, roman, sentences)
 
 SUPER_BOWL = ("Super Bowl 50 was an American football game to determine the champion of the National Football "
               "League (NFL) for the 2015 season. The American Football Conference (AFC) champion Denver Broncos "
@@ -55,6 +55,39 @@ class PerturbQuestion(unittest.TestCase):
         self.assertIsNone(perturb_question("what is the weather like?", SUPER_BOWL, ["Mars"], random.Random(1)))
 
 
+class PerturbSentence(unittest.TestCase):
+    WINNER = "The Denver Broncos won Super Bowl 50, their third title."
+
+    def test_the_shared_number_is_changed_everywhere_and_the_answer_kept(self):
+        romans = 0
+        for seed in range(60):
+            s = perturb_sentence("Who won Super Bowl 50?", self.WINNER, ["Denver Broncos"], ["Green Bay Packers"],
+                                 random.Random(seed))
+            self.assertIsNotNone(s)
+            self.assertIsNone(re.search(r"(?<!\w)50(?!\w)", s), s)
+            self.assertIn("Denver Broncos", s)
+            edition = s.removeprefix("The Denver Broncos won Super Bowl ").split(",")[0]
+            self.assertNotEqual(edition, "50")
+            romans += edition == edition.upper() and edition.isalpha()
+        self.assertGreater(romans, 0, "no edition was written as a Roman numeral")
+
+    def test_a_name_is_changed_only_when_whole_and_not_the_answer(self):
+        q, s = "Who did the Denver Broncos defeat?", "The Denver Broncos defeated the Carolina Panthers."
+        for seed in range(30):
+            out = perturb_sentence(q, s, ["Carolina Panthers"], ["Green Bay Packers"], random.Random(seed))
+            self.assertEqual(out, "The Green Bay Packers defeated the Carolina Panthers.")
+        # "Super Bowl" is a piece of "Super Bowl MVP" and of "Super Bowl 50": not a name to change.
+        self.assertIsNone(perturb_sentence("Who was the Super Bowl MVP of Super Bowl 50?",
+                                           "Von Miller was named Super Bowl MVP.", ["Von Miller"], ["Warsaw"],
+                                           random.Random(1)))
+        # The answer itself is never the changed part.
+        self.assertIsNone(perturb_sentence("Was it the Denver Broncos?", s, ["Denver Broncos"], ["Warsaw"],
+                                           random.Random(1)))
+
+    def test_roman_numerals(self):
+        self.assertEqual([roman(n) for n in (19, 49, 50, 4, 1994)], ["XIX", "XLIX", "L", "IV", "MCMXCIV"])
+
+
 class Negatives(unittest.TestCase):
     def rows(self):
         with tempfile.TemporaryDirectory() as root:
@@ -82,8 +115,8 @@ class Negatives(unittest.TestCase):
             with open(f"{root}/hal.jsonl", "w") as f:
                 f.writelines(json.dumps(i) + "\n" for i in hal)
             answers = {q["text"]: q["answers"] for q in queries}
-            rows = answerability_rows(f"{root}/set", random.Random(7))
-            rows += halueval_answerability_rows(f"{root}/hal.jsonl", random.Random(7))
+            rows = answerability_rows(f"{root}/set", random.Random(7), sentence_perturbed=True)
+            rows += halueval_answerability_rows(f"{root}/hal.jsonl", random.Random(7), sentence_perturbed=True)
             return rows, answers
 
     def test_answer_removed_negatives_never_hold_the_answer(self):
@@ -108,6 +141,30 @@ class Negatives(unittest.TestCase):
             self.assertTrue(new_words, q)
             held = [w for w in new_words if re.search(rf"(?<!\w){re.escape(w.lower())}(?!\w)", passage)]
             self.assertNotEqual(held, new_words, (q, passage))
+
+    def test_perturbed_sentences_no_longer_name_what_the_question_asks_about(self):
+        rows, answers = self.rows()
+        mirrored = [r for r in rows if r[5] == "sentence_perturbed"]
+        self.assertGreater(len(mirrored), 0)
+        for _, q, sentence, _, label, _, _ in mirrored:
+            self.assertEqual(label, 0)
+            self.assertIn(q, answers, "the question must be the original")
+            # The answer string is still there (a hard negative), but something the question names is not.
+            self.assertTrue(holds_answer(sentence, answers[q]), (q, sentence))
+            originals = [s for s in sentences(SUPER_BOWL + " " + FORUM) if holds_answer(s, answers[q])]
+            self.assertNotIn(sentence, originals)
+
+    def test_without_the_flag_there_are_none(self):
+        with tempfile.TemporaryDirectory() as root:
+            write_set(f"{root}/set", [{"_id": "set-a0001-p000", "title": "Super_Bowl_50", "text": SUPER_BOWL}],
+                      [{"_id": "q1", "text": "Which NFC champion did the Denver Broncos defeat?", "answerable": True,
+                        "answers": ["Carolina Panthers"], "gold_doc": "set-a0001-p000"},
+                       {"_id": "q2", "text": "Where did the Green Bay Packers watch the game?", "answerable": True,
+                        "answers": ["Levi's Stadium"], "gold_doc": "set-a0001-p000"}])
+            on = answerability_rows(f"{root}/set", random.Random(7), sentence_perturbed=True)
+            off = answerability_rows(f"{root}/set", random.Random(7))
+        self.assertIn("sentence_perturbed", {r[5] for r in on})
+        self.assertEqual(off, [r for r in on if r[5] != "sentence_perturbed"])
 
     def test_positives_hold_the_answer(self):
         rows, answers = self.rows()

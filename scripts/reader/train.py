@@ -182,6 +182,8 @@ def main():
     p.add_argument("--span-blend", type=float, default=0.0,
                    help="answerability = answerable logit + this x span margin in the binary (written to the "
                         "weights' metadata; 0: the span head is not used)")
+    p.add_argument("--sentence-perturbed", action="store_true",
+                   help="add answer sentences with the question's name or number changed (data.perturb_sentence)")
     p.add_argument("--kind-weight", default="",
                    help="loss weight per example kind, e.g. answer_removed=2,halueval=1.5 (default 1 each)")
     args = p.parse_args()
@@ -196,6 +198,8 @@ def main():
     quotas = f"{args.answerability}-{args.vitaminc}-{args.synthetic}-{args.halueval}-{args.heldout_per_kind}"
     if args.reddit or args.halueval_answerability:
         quotas += f"-r{args.reddit}-ha{args.halueval_answerability}"
+    if args.sentence_perturbed:
+        quotas += "-sp"
     cache = args.examples or f"{args.work}/examples-{args.seed}-{quotas}.json.gz"
     if os.path.exists(cache):
         with gzip.open(cache, "rt") as f:
@@ -203,11 +207,12 @@ def main():
     else:
         print("building examples", flush=True)
         # Every row travels with its source (the quota it counts against); the row layout stays model.py's.
-        tagged = [("answerability", r) for r in answerability_rows(f"{args.data}/squad-dev", rng)]
+        mirrored = args.sentence_perturbed
+        tagged = [("answerability", r) for r in answerability_rows(f"{args.data}/squad-dev", rng, mirrored)]
         if args.reddit:
-            tagged += [("reddit", r) for r in answerability_rows(f"{args.data}/shift-reddit", rng)]
+            tagged += [("reddit", r) for r in answerability_rows(f"{args.data}/shift-reddit", rng, mirrored)]
         if args.halueval_answerability:
-            hal = halueval_answerability_rows(f"{args.data}/halueval-qa/items.jsonl", rng)
+            hal = halueval_answerability_rows(f"{args.data}/halueval-qa/items.jsonl", rng, mirrored)
             tagged += [("halueval_answerability", r) for r in hal]
         s = support_rows(f"{args.data}/squad-dev", f"{args.data}/halueval-qa/items.jsonl",
                          f"{args.data}/vitaminc-train/items.jsonl", rng)

@@ -52,6 +52,7 @@ pub mod client;
 pub mod compose;
 pub mod config;
 pub mod conversation;
+pub mod edition;
 pub mod error;
 pub mod footnotes;
 pub mod gate;

@@ -44,7 +44,7 @@ const EMBEDDING: &str = "embedding";
 static RUNTIME: Mutex<Option<(PathBuf, Environment)>> = Mutex::new(None);
 
 /// Loads (once) and returns the ONNX Runtime environment from `library`, after checking the file's hash.
-fn runtime(library: &Path) -> Result<Environment, EmbedError> {
+pub fn runtime(library: &Path) -> Result<Environment, EmbedError> {
     let mut loaded = RUNTIME.lock();
     match &*loaded {
         Some((path, env)) if path == library => Ok(env.clone()),
@@ -175,7 +175,7 @@ impl OnnxMiniLmEmbedder {
 
 /// One session of the graph on one core. Intra-op threads do not spin: on a small machine a spinning pool takes
 /// the core from the searches and the other sessions beside it.
-fn new_session(env: &Environment, graph: &[u8]) -> Result<Session, EmbedError> {
+pub fn new_session(env: &Environment, graph: &[u8]) -> Result<Session, EmbedError> {
     let configured = || -> Result<ort::session::builder::SessionBuilder, ort::Error> {
         Ok(Session::builder(env)?
             .with_optimization_level(GraphOptimizationLevel::Level3)?

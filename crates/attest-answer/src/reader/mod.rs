@@ -12,10 +12,11 @@
 //! `reader.backend: lexical` turns the reader off (word-overlap gate, composer and verifier).
 //!
 //! - [`input`]: the token layout and the text each head reads (mirrors `scripts/reader/`).
-//! - [`model`]: the candle model, checksummed like the embedder.
+//! - [`model`]: the model, checksummed like the embedder; [`onnx`]: its ONNX Runtime back end.
 
 pub mod input;
 pub mod model;
+pub mod onnx;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 pub use self::model::{Head, ReaderError, ReaderModel, RELATIVE_READER_DIR};
+use crate::edition::Editions;
 use crate::relevance::sentence_relevance;
 use crate::text;
 use crate::verifier::calibration::{is_quote, SupportCalibration, SupportInputs};
@@ -203,6 +205,9 @@ impl Reader {
         if !q.is_empty() {
             candidates.retain(|c| c.0 > 0.0);
         }
+        // Nor a sentence about another edition of what the question names ("Super Bowl XIX" for "Super Bowl 50").
+        let editions = Editions::of_question(question);
+        candidates.retain(|&(_, p, i)| !editions.names_another(split[p][i]));
         candidates.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
         candidates.truncate(self.config.max_sentences);
         let tokenizer = self.model.tokenizer();

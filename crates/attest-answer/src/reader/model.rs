@@ -1,13 +1,16 @@
-//! The reader model run with candle: all-MiniLM-L6-v2's BERT encoder fine-tuned as a cross-encoder
-//! (`scripts/train-reader.sh`), a tanh pooler over `[CLS]` and two logistic heads — `answerable` (does this
+//! The reader model: a BERT encoder fine-tuned as a cross-encoder (`scripts/train-reader.sh`; bge-small-en-v1.5
+//! since round 8, all-MiniLM-L6-v2 before), a tanh pooler over `[CLS]` and two logistic heads — `answerable` (does this
 //! sentence answer the question?) and `supported` (does this evidence support this claim?) — and, in weights
 //! that have it, a span head (a start and an end logit per token, SQuAD 2.0 style): the answerability of a
 //! sentence is then its `answerable` logit plus `span_blend` (from the weights' metadata) times the span margin,
 //! the best answer span of the sentence against `[CLS]` (the "no answer here" position).
 //!
-//! The model directory holds `reader.safetensors` (f16), `tokenizer.json` and `config.json`; each is checked
-//! against the sha256 committed in `models/reader/reader.sha256` (compiled in, so a swapped file is refused)
-//! by the same function that checks the embedder's weights (`attest_embed::checksum::read_verified`).
+//! The model directory holds `tokenizer.json`, `config.json` and either `reader.onnx` — the int8 graph run by
+//! ONNX Runtime ([`super::onnx`]; bge-small-en-v1.5, the committed reader since issue 41), its `span_blend` in
+//! `config.json` — or `reader.safetensors` (f16, run with candle; the MiniLM rounds of `scripts/train-reader.sh`),
+//! its `span_blend` in the weights' metadata. Each file is checked against the sha256 committed in
+//! `models/reader/reader.sha256` (compiled in, so a swapped file is refused) by the same function that checks the
+//! embedder's weights (`attest_embed::checksum::read_verified`).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -19,11 +22,10 @@ use candle_transformers::models::bert::{BertModel, Config as BertConfig};
 use tokenizers::Tokenizer;
 
 use super::input::{self, PairIds};
+use super::onnx::{OnnxReader, ONNX_READER_FILE};
 
 /// The committed checksums of the model files.
 const CHECKSUMS: &str = include_str!("../../models/reader/reader.sha256");
-/// The files of a reader model directory, smallest first.
-pub const READER_FILES: [&str; 3] = ["config.json", "tokenizer.json", "reader.safetensors"];
 /// The model directory relative to a checkout's root.
 pub const RELATIVE_READER_DIR: &str = "crates/attest-answer/models/reader";
 
@@ -81,10 +83,20 @@ impl From<tokenizers::Error> for ReaderError {
 /// Longest answer span the span head scores, in tokens (as trained: `MAX_SPAN` in scripts/reader/model.py).
 pub const MAX_SPAN: usize = 30;
 
-/// The span head and how much of its margin goes into answerability.
-struct SpanHead {
-    linear: Linear,
-    blend: f32,
+/// The span head's logits of a batch: per row, per token, `[start, end]`.
+type SpanLogits = Vec<Vec<Vec<f32>>>;
+
+/// What computes the logits: candle over safetensors weights, or ONNX Runtime over the int8 graph.
+enum Encoder {
+    Candle {
+        bert: Box<BertModel>,
+        pooler: Linear,
+        answerable: Linear,
+        supported: Linear,
+        /// The span head, in weights that have one.
+        span: Option<Linear>,
+    },
+    Onnx(OnnxReader),
 }
 
 /// Which head scores a batch.
@@ -97,11 +109,9 @@ pub enum Head {
 /// The loaded reader. Cheap to share behind an `Arc`; inference is blocking CPU work (call it off the async
 /// workers).
 pub struct ReaderModel {
-    bert: BertModel,
-    pooler: Linear,
-    answerable: Linear,
-    supported: Linear,
-    span: Option<SpanHead>,
+    encoder: Encoder,
+    /// How much of the span margin goes into answerability (0: no span head).
+    span_blend: f32,
     tokenizer: Tokenizer,
     device: Device,
     /// Pairs per forward pass.
@@ -130,40 +140,44 @@ impl ReaderModel {
     pub fn load(dir: &Path, batch: usize, threads: usize) -> Result<Self, ReaderError> {
         let started = Instant::now();
         let device = Device::Cpu;
-        let config: BertConfig = serde_json::from_slice(&read_verified(dir, "config.json")?)
-            .map_err(|e| ReaderError::Model(format!("config.json: {e}")))?;
+        let config_bytes = read_verified(dir, "config.json")?;
         let mut tokenizer = Tokenizer::from_bytes(read_verified(dir, "tokenizer.json")?)?;
         tokenizer.with_truncation(None)?;
         tokenizer.with_padding(None);
-        let weights = read_verified(dir, "reader.safetensors")?;
-        let blend = span_blend(&weights)?;
-        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)?;
-        let bert = BertModel::load(vb.clone(), &config)?;
-        let h = config.hidden_size;
-        let heads = vb.pp("reader");
-        let pooler = candle_nn::linear(h, h, heads.pp("pooler"))?;
-        let answerable = candle_nn::linear(h, 1, heads.pp("answerable"))?;
-        let supported = candle_nn::linear(h, 1, heads.pp("supported"))?;
-        // A blend without span weights fails here (a missing tensor), not silently.
-        let span = if blend > 0.0 {
-            Some(SpanHead {
-                linear: candle_nn::linear(h, 2, heads.pp("span"))?,
-                blend,
-            })
+        let (encoder, span_blend) = if dir.join(ONNX_READER_FILE).exists() {
+            let blend = config_span_blend(&config_bytes)?;
+            let graph = read_verified(dir, ONNX_READER_FILE)?;
+            (Encoder::Onnx(OnnxReader::load(&graph, threads)?), blend)
         } else {
-            None
+            let config: BertConfig = serde_json::from_slice(&config_bytes)
+                .map_err(|e| ReaderError::Model(format!("config.json: {e}")))?;
+            let weights = read_verified(dir, "reader.safetensors")?;
+            let blend = span_blend(&weights)?;
+            let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)?;
+            let bert = Box::new(BertModel::load(vb.clone(), &config)?);
+            let h = config.hidden_size;
+            let heads = vb.pp("reader");
+            let encoder = Encoder::Candle {
+                bert,
+                pooler: candle_nn::linear(h, h, heads.pp("pooler"))?,
+                answerable: candle_nn::linear(h, 1, heads.pp("answerable"))?,
+                supported: candle_nn::linear(h, 1, heads.pp("supported"))?,
+                // A blend without span weights fails here (a missing tensor), not silently.
+                span: (blend > 0.0)
+                    .then(|| candle_nn::linear(h, 2, heads.pp("span")))
+                    .transpose()?,
+            };
+            (encoder, blend)
         };
         tracing::info!(
             dir = %dir.display(),
             elapsed_ms = started.elapsed().as_millis() as u64,
+            runtime = match encoder { Encoder::Onnx(_) => "onnx", Encoder::Candle { .. } => "candle" },
             "loaded reader model"
         );
         Ok(ReaderModel {
-            bert,
-            pooler,
-            answerable,
-            supported,
-            span,
+            encoder,
+            span_blend,
             tokenizer,
             device,
             batch: batch.max(1),
@@ -173,7 +187,7 @@ impl ReaderModel {
 
     /// How much of the span margin goes into answerability (0: no span head in these weights).
     pub fn span_blend(&self) -> f32 {
-        self.span.as_ref().map_or(0.0, |s| s.blend)
+        self.span_blend
     }
 
     pub fn tokenizer(&self) -> &Tokenizer {
@@ -208,28 +222,75 @@ impl ReaderModel {
             types[at..at + row.types.len()].copy_from_slice(&row.types);
             mask[at..at + row.ids.len()].fill(1);
         }
-        let shape = (n, t);
-        let ids = Tensor::from_vec(ids, shape, &self.device)?;
-        let types = Tensor::from_vec(types, shape, &self.device)?;
-        let mask = Tensor::from_vec(mask, shape, &self.device)?;
-        let hidden = self.bert.forward(&ids, &types, Some(&mask))?;
-        let pooled = self.pooler.forward(&hidden.i((.., 0, ..))?)?.tanh()?;
-        let logits = match head {
-            Head::Answerable => self.answerable.forward(&pooled)?,
-            Head::Supported => self.supported.forward(&pooled)?,
+        let with_span = head == Head::Answerable && self.span_blend > 0.0;
+        let (mut logits, per_token): (Vec<f32>, Option<SpanLogits>) = match &self.encoder {
+            Encoder::Candle {
+                bert,
+                pooler,
+                answerable,
+                supported,
+                span,
+            } => {
+                let shape = (n, t);
+                let ids = Tensor::from_vec(ids, shape, &self.device)?;
+                let types = Tensor::from_vec(types, shape, &self.device)?;
+                let mask = Tensor::from_vec(mask, shape, &self.device)?;
+                let hidden = bert.forward(&ids, &types, Some(&mask))?;
+                let pooled = pooler.forward(&hidden.i((.., 0, ..))?)?.tanh()?;
+                let logits = match head {
+                    Head::Answerable => answerable.forward(&pooled)?,
+                    Head::Supported => supported.forward(&pooled)?,
+                };
+                let per_token = match span {
+                    Some(span) if with_span => Some(span.forward(&hidden)?.to_vec3()?),
+                    _ => None,
+                };
+                (logits.squeeze(1)?.to_vec1()?, per_token)
+            }
+            Encoder::Onnx(reader) => {
+                let out = reader.run((n, t), &ids, &types, &mask)?;
+                let column = match head {
+                    Head::Answerable => 0,
+                    Head::Supported => 1,
+                };
+                let logits = (0..n).map(|r| out.heads[r * 2 + column]).collect();
+                let per_token = with_span.then(|| {
+                    out.span
+                        .chunks(t * 2)
+                        .map(|row| row.chunks(2).map(<[f32]>::to_vec).collect())
+                        .collect()
+                });
+                (logits, per_token)
+            }
         };
-        let mut logits: Vec<f32> = logits.squeeze(1)?.to_vec1()?;
-        if let (Head::Answerable, Some(span)) = (head, &self.span) {
-            let per_token: Vec<Vec<Vec<f32>>> = span.linear.forward(&hidden)?.to_vec3()?;
+        if let Some(per_token) = per_token {
             for ((logit, row), tokens) in logits.iter_mut().zip(&rows).zip(&per_token) {
                 let (lo, hi) = input::sentence_range(&row.ids);
-                *logit += span.blend * span_margin(tokens, lo, hi);
+                *logit += self.span_blend * span_margin(tokens, lo, hi);
             }
         }
         Ok(logits
             .into_iter()
             .map(|l| 1.0 / (1.0 + (-f64::from(l)).exp()))
             .collect())
+    }
+}
+
+/// `span_blend` of an ONNX reader's `config.json` (0 when absent).
+fn config_span_blend(config: &[u8]) -> Result<f32, ReaderError> {
+    let config: serde_json::Value = serde_json::from_slice(config)
+        .map_err(|e| ReaderError::Model(format!("config.json: {e}")))?;
+    match config.get("span_blend") {
+        None => Ok(0.0),
+        Some(v) => v
+            .as_f64()
+            .map(|b| b as f32)
+            .filter(|b| b.is_finite() && *b >= 0.0)
+            .ok_or_else(|| {
+                ReaderError::Model(format!(
+                    "config.json: span_blend {v} is not a non-negative number"
+                ))
+            }),
     }
 }
 
@@ -292,6 +353,14 @@ mod tests {
         assert!(span_blend(&header(r#"{"span_blend":"-1"}"#)).is_err());
         assert!(span_blend(&header(r#"{"span_blend":"x"}"#)).is_err());
         assert!(span_blend(&[1, 2]).is_err());
+    }
+
+    #[test]
+    fn an_onnx_readers_span_blend_comes_from_its_config() {
+        assert_eq!(config_span_blend(br#"{"span_blend": 0.5}"#).unwrap(), 0.5);
+        assert_eq!(config_span_blend(br#"{"hidden_size": 384}"#).unwrap(), 0.0);
+        assert!(config_span_blend(br#"{"span_blend": -1}"#).is_err());
+        assert!(config_span_blend(br#"{"span_blend": "x"}"#).is_err());
     }
 
     #[test]
