@@ -97,7 +97,7 @@ round 8 "$WORK/r8/out" --examples "$examples" --base "$BGE/base" --device "${ATT
   $(cat scripts/reader/round7.args) --epochs 3 --max-steps 6874 "$@"
 [ -f "$WORK/r8/onnx/reader.onnx" ] || "$VENV/bin/python" scripts/reader/export_onnx.py "$BGE/base" \
   "$WORK/r8/out/reader.safetensors" "$WORK/r8/onnx" --examples "$examples"
-# Round 9 (issue 41; committed): from round 8's int8 graph, dequantised (scripts/reader/onnx_to_reader.py; the
+# Round 9 (issue 41; measured, not committed — round 7 is, see docs/BENCHMARKS.md "Reader round 9"): from round 8's int8 graph, dequantised (scripts/reader/onnx_to_reader.py; the
 # committed run started from 9f05b15's graph, which the lines above reproduce to rounding), one epoch over a fresh
 # held-in sample with the mirror of the question perturbation: the answer sentence with the name or number it shares
 # with the question changed (data.perturb_sentence: "… to win Super Bowl XLIX" asked "Who won Super Bowl 50?"),
