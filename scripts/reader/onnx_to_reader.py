@@ -9,7 +9,9 @@ which keeps its parameter name (`reader.encoder.layer.0.attention.self.query.bia
 `.weight`. Weights are stored [in, out] with one scale and zero point per output column; they come back [out, in].
 
 --check runs the graph under onnxruntime and model.Reader on the dequantised weights over a few pairs and fails
-when their head logits differ by more than 0.05 (the two compute the same function up to int8 activations).
+when a head logit differs by more than 1.5 or changes sign where the graph's is past ±1: the graph quantises its
+activations to 8 bits per tensor at every layer, the f32 model does not (round 8's graph: largest difference 0.84
+over logits of 2-5), while a weight mapped wrongly gives unrelated logits.
 
 Usage: python scripts/reader/onnx_to_reader.py MODEL_DIR OUT.safetensors [--check]
        (MODEL_DIR holds reader.onnx, config.json, tokenizer.json; e.g. `git show 9f05b15:…/reader.onnx`)
@@ -93,11 +95,13 @@ def check(model_dir, state, config):
     session = ort.InferenceSession(f"{model_dir}/reader.onnx", providers=["CPUExecutionProvider"])
     ref = session.run(None, {"input_ids": ids.numpy(), "token_type_ids": types.numpy(),
                              "attention_mask": mask.numpy()})[0]
-    diff = float(np.abs(heads.numpy() - ref).max())
-    print(f"dequantised reader vs the int8 graph on {len(rows)} pairs: head logits max |diff| {diff:.3f}")
-    print("  graph:", np.round(ref, 2).tolist())
-    print("  model:", np.round(heads.numpy(), 2).tolist())
-    assert diff <= 0.25, "the weights do not reproduce the graph"
+    ours = heads.numpy()
+    diff = float(np.abs(ours - ref).max())
+    decisive = np.abs(ref) > 1.0
+    flipped = int((np.sign(ours) != np.sign(ref))[decisive].sum())
+    print(f"dequantised reader vs the int8 graph on {len(rows)} pairs: head logits max |diff| {diff:.3f}, "
+          f"{flipped} decisive signs flipped")
+    assert diff <= 1.5 and flipped == 0, "the weights do not reproduce the graph"
 
 
 def main():

@@ -1,13 +1,11 @@
 //! Editions: a name that the question qualifies with a number — "Super Bowl 50", "Apollo 11", "World War II",
 //! "January 7" — against a sentence that names the same thing with another number ("… in 1985 (Super Bowl XIX) …,
-//! won by the home team 49ers") is a true sentence about something else. The reader is trained against such
-//! sentences (`scripts/reader/data.py` `perturb_sentence`) but a 12-layer encoder does not hold to it every time
-//! (issue 41: "Who won Super Bowl 50?" answered from the Super Bowl XIX sentence), so the reader does not read them
-//! at all, as it does not read sentences off the question's topic. A sentence that also names the question's own
-//! edition is read.
+//! won by the home team 49ers") is a true sentence about something else. Reader round 9 was trained against such
+//! sentences (`scripts/reader/data.py` `perturb_sentence`) and still answered "Who won Super Bowl 50?" from the
+//! Super Bowl XIX sentence (issue 41; round 8 too), so no reader model is trusted with them: the reader does not
+//! read them at all, as it does not read sentences off the question's topic. A sentence that also names the
+//! question's own edition is read.
 
-/// Numbers larger than this are not editions (amounts, years are kept: "Windows 2000", "Paris 2024").
-const LARGEST_EDITION: u32 = 9999;
 /// At most this many capitalised words before the number make its name.
 const LONGEST_NAME: usize = 4;
 
@@ -58,9 +56,11 @@ fn to_roman(mut n: u32) -> String {
     out
 }
 
+/// An edition's number: up to four digits (years count: "Windows 2000", "Paris 2024"; amounts do not), or a
+/// Roman numeral.
 fn number_value(token: &str) -> Option<u32> {
     if !token.is_empty() && token.len() <= 4 && token.chars().all(|c| c.is_ascii_digit()) {
-        return token.parse().ok().filter(|v| *v <= LARGEST_EDITION);
+        return token.parse().ok();
     }
     roman_value(token)
 }
