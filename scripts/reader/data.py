@@ -429,6 +429,82 @@ def halueval_answerability_rows(path, rng, sentence_perturbed=False):
     return rows
 
 
+# "X is a …" / "X (1856–1943) was an …": a sentence defining its subject (round 10). The subject is a name (capitalised
+# words, joined by a few lower-case ones: "Victoria and Albert Museum", "Princess Johanna of Hesse"), the predicate
+# starts with an article; the answer is the predicate up to its first clause.
+DEFINITION = re.compile(
+    r"^(?P<subject>(?:The )?[A-Z0-9][\w'’.-]*(?: (?:[A-Z0-9][\w'’.-]*|of|and|de|von|van|der|the|in|on|for|la|le|du)){0,7})"
+    r"(?: \([^)]*\))?,?(?: [^,]{0,60},)? (?P<verb>is|was|are|were) (?P<predicate>(?:an?|the|one) [^.;]{3,}?)"
+    r"(?:,| which | who | that |;|\.?$)"
+)
+# Nouns that make a definition's subject a person: "Who was X?" rather than "What was X?".
+PERSON_NOUNS = set(
+    "actor actress singer songwriter writer author politician player footballer musician director producer composer "
+    "poet painter artist journalist businessman businesswoman inventor engineer scientist physicist chemist "
+    "philosopher lawyer judge king queen prince princess general officer soldier coach model comedian rapper "
+    "drummer guitarist entrepreneur historian economist professor bishop priest explorer architect designer dancer "
+    "leader founder diplomat novelist screenwriter playwright cricketer boxer wrestler athlete swimmer cyclist "
+    "pitcher quarterback manager executive emperor daughter son wife husband mathematician astronomer biologist "
+    "physician surgeon activist presenter host personality socialite monarch pope saint scholar theologian "
+    "vocalist bassist pianist violinist conductor cartoonist illustrator photographer filmmaker broadcaster "
+    "commentator columnist critic editor publisher statesman senator governor mayor president minister lord".split()
+)
+
+
+def definition_of(sentence):
+    """(question, answer) when `sentence` defines its subject ("Nikola Tesla was a Serbian-American inventor …" →
+    "Who was Nikola Tesla?", "a Serbian-American inventor …"), else None."""
+    m = DEFINITION.match(sentence)
+    if not m:
+        return None
+    subject, verb, predicate = m.group("subject"), m.group("verb"), m.group("predicate").strip()
+    if subject.lower() in {"it", "this", "he", "she", "they", "there"} or len(predicate.split()) < 2:
+        return None
+    # The predicate's head, before its first preposition ("the second album by Australian singer …" is a what).
+    head = re.split(r" (?:of|by|in|from|for|at|with|on|to|based|known|who|that|which) ", predicate.lower())[0]
+    born = re.search(r"\((?:born |[^)]*\d{4}\s*[–-])", sentence[: m.start("verb")]) is not None
+    who = born or any(w in PERSON_NOUNS for w in re.findall(r"[a-z]+", head))
+    if subject.startswith("The "):
+        subject = "the " + subject[4:]
+    return f"{'Who' if who else 'What'} {verb} {subject}?", predicate
+
+
+def definition_rows(halueval_path, squad_dir, rng):
+    """Definitional questions (round 10: bge-small rounds 8-9 refused "Who was Nikola Tesla?" against "Nikola Tesla
+    was a Serbian-American inventor …" — SQuAD asks few of them): the question a sentence defining its subject
+    answers, against that sentence (positive, kind `definition`, the predicate as the answer span) and against another subject's
+    definition (negative, `other_subject`: "Who was Nikola Tesla?" against "Thomas Edison was an American
+    inventor …", its own title). From HaluEval QA's knowledge passages and squad-dev's articles' first sentences,
+    split as their other rows. Rows as `answerability_rows`'."""
+    found = []
+    for item in load_jsonl(halueval_path):
+        if not item["_id"].endswith("-right"):
+            continue  # each knowledge passage appears once with each label
+        n = int(re.search(r"hq(\d+)", item["_id"]).group(1))
+        ss = sentences(item["knowledge"])
+        for i, s in enumerate(ss):
+            d = definition_of(s)
+            if d:
+                found.append(("heldout" if n % 5 == 0 else "train", d, s, answer_context("", ss, i)))
+                break
+    for doc in load_jsonl(f"{squad_dir}/corpus.jsonl"):
+        if not doc["_id"].endswith("-p000"):
+            continue
+        ss = sentences(doc["text"])
+        d = definition_of(ss[0]) if ss else None
+        if d:
+            split = "heldout" if squad_heldout(doc["_id"]) else "train"
+            found.append((split, d, ss[0], answer_context(title_text(doc["title"]), ss, 0)))
+    rows = []
+    for split, (question, answer), sentence, context in found:
+        rows.append((split, question, sentence, context, 1, "definition", [answer]))
+        others = [f for f in found if f[0] == split and f[1][0] != question and not holds_answer(f[2], [answer])]
+        if others:
+            _, _, other, other_context = rng.choice(others)
+            rows.append((split, question, other, other_context, 0, "other_subject", []))
+    return rows
+
+
 def support_rows(squad_dir, halueval_path, vitaminc_path, rng):
     """(split, claim, evidence, label, source) rows."""
     rows = []

@@ -11,8 +11,8 @@ import re
 import tempfile
 import unittest
 
-from data import (answer_context, answerability_rows, halueval_answerability_rows, holds_answer, perturb_question,
-                  perturb_sentence, roman, sentences)
+from data import (answer_context, answerability_rows, definition_of, definition_rows, halueval_answerability_rows,
+                  holds_answer, perturb_question, perturb_sentence, roman, sentences)
 
 SUPER_BOWL = ("Super Bowl 50 was an American football game to determine the champion of the National Football "
               "League (NFL) for the 2015 season. The American Football Conference (AFC) champion Denver Broncos "
@@ -86,6 +86,59 @@ class PerturbSentence(unittest.TestCase):
 
     def test_roman_numerals(self):
         self.assertEqual([roman(n) for n in (19, 49, 50, 4, 1994)], ["XIX", "XLIX", "L", "IV", "MCMXCIV"])
+
+
+class Definitions(unittest.TestCase):
+    PEOPLE = [("hq00001-right", "Nikola Tesla (10 July 1856 – 7 January 1943) was a Serbian-American inventor and "
+               "electrical engineer. He is known for the induction motor."),
+              ("hq00002-right", "Thomas Edison was an American inventor and businessman. He developed the phonograph."),
+              ("hq00003-right", "Pride Divide is a 1997 documentary film directed by Paris Poirier."),
+              ("hq00004-right", "It was a cold winter. Nothing here defines anything.")]
+
+    def test_a_defining_sentence_gives_its_question_and_predicate(self):
+        self.assertEqual(definition_of("Nikola Tesla was a Serbian-American inventor and electrical engineer."),
+                         ("Who was Nikola Tesla?", "a Serbian-American inventor and electrical engineer"))
+        self.assertEqual(definition_of("The Rhine is a European river that begins in the Swiss canton of Graubünden."),
+                         ("What is the Rhine?", "a European river"))
+        # Born in the parenthesis: a person, whatever the predicate's noun.
+        self.assertEqual(definition_of("Nabor Vargas García (born 12 July 1976) is a Mexican suspected drug lord.")[0],
+                         "Who is Nabor Vargas García?")
+        # The head noun decides: an album by a singer is a what.
+        self.assertEqual(definition_of("Aspects is the second studio album by Australian singer Marina Prior.")[0],
+                         "What is Aspects?")
+        for s in ["It was a cold winter.", "He was born on 10 July 1856.", "The game was played on February 7.",
+                  "Tesla was born in Smiljan."]:
+            self.assertIsNone(definition_of(s), s)
+
+    def rows(self):
+        with tempfile.TemporaryDirectory() as root:
+            with open(f"{root}/hal.jsonl", "w") as f:
+                for _id, knowledge in self.PEOPLE:
+                    for label in ("right", "hallu"):  # each passage is there twice, once per answer label
+                        f.write(json.dumps({"_id": _id.replace("right", label), "knowledge": knowledge,
+                                            "question": "q", "answer": "a", "label": int(label == "right")}) + "\n")
+            write_set(f"{root}/squad", [{"_id": "set-a0001-p000", "title": "Super_Bowl_50", "text": SUPER_BOWL}], [])
+            return definition_rows(f"{root}/hal.jsonl", f"{root}/squad", random.Random(3))
+
+    def test_each_definition_is_a_positive_once_and_another_subjects_is_its_negative(self):
+        rows = self.rows()
+        positives = [r for r in rows if r[4] == 1]
+        self.assertEqual(sorted(r[1] for r in positives),
+                         ["What is Pride Divide?", "What was Super Bowl 50?", "Who was Nikola Tesla?",
+                          "Who was Thomas Edison?"])
+        for r in positives:
+            self.assertEqual(r[5], "definition")
+            self.assertTrue(holds_answer(r[2], r[6]), r)
+        negatives = [r for r in rows if r[4] == 0]
+        self.assertEqual(len(negatives), len(positives))
+        answer_of = {r[1]: r[6] for r in positives}
+        for r in negatives:
+            self.assertEqual(r[5], "other_subject")
+            self.assertFalse(holds_answer(r[2], answer_of[r[1]]), r)
+            subject = r[1].split(" ", 2)[2].rstrip("?")
+            self.assertNotIn(subject.removeprefix("the "), r[2], r)
+        # Split as HaluEval's and squad-dev's other rows: hq00001-4 and article 1 are held in.
+        self.assertEqual({r[0] for r in rows}, {"train"})
 
 
 class Negatives(unittest.TestCase):

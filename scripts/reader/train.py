@@ -32,7 +32,7 @@ from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 
 sys.path.insert(0, os.path.dirname(__file__))
-from data import answerability_rows, halueval_answerability_rows, support_rows  # noqa: E402
+from data import answerability_rows, definition_rows, halueval_answerability_rows, support_rows  # noqa: E402
 from model import (MAX_FIRST, MAX_LEN, Reader, answer_span, collate, load_base, pair_ids,  # noqa: E402
                    sentence_range, span_margin)
 
@@ -58,7 +58,7 @@ def auroc(scores, labels):
 
 # Answerability sources other than squad-dev: each has its own quota, and its held-out rows report under
 # `<source>_<kind>` (reddit_answer_removed, ...) against that source's positives.
-EXTRA_SOURCES = ("reddit", "halueval_answerability")
+EXTRA_SOURCES = ("reddit", "halueval_answerability", "definitions")
 
 
 def source_prefix(kind):
@@ -159,6 +159,8 @@ def main():
     p.add_argument("--reddit", type=int, default=0, help="shift-reddit answerability rows trained on")
     p.add_argument("--halueval-answerability", type=int, default=0,
                    help="answerability rows from HaluEval QA's knowledge passages trained on")
+    p.add_argument("--definitions", type=int, default=0,
+                   help="definitional question rows trained on (data.definition_rows: 'Who was Nikola Tesla?')")
     p.add_argument("--vitaminc", type=int, default=6000)
     p.add_argument("--synthetic", type=int, default=4000)
     p.add_argument("--halueval", type=int, default=3000)
@@ -200,6 +202,8 @@ def main():
         quotas += f"-r{args.reddit}-ha{args.halueval_answerability}"
     if args.sentence_perturbed:
         quotas += "-sp"
+    if args.definitions:
+        quotas += f"-d{args.definitions}"
     cache = args.examples or f"{args.work}/examples-{args.seed}-{quotas}.json.gz"
     if os.path.exists(cache):
         with gzip.open(cache, "rt") as f:
@@ -214,6 +218,9 @@ def main():
         if args.halueval_answerability:
             hal = halueval_answerability_rows(f"{args.data}/halueval-qa/items.jsonl", rng, mirrored)
             tagged += [("halueval_answerability", r) for r in hal]
+        if args.definitions:
+            defs = definition_rows(f"{args.data}/halueval-qa/items.jsonl", f"{args.data}/squad-dev", rng)
+            tagged += [("definitions", r) for r in defs]
         s = support_rows(f"{args.data}/squad-dev", f"{args.data}/halueval-qa/items.jsonl",
                          f"{args.data}/vitaminc-train/items.jsonl", rng)
         tagged = [(src, (ANSWERABLE,) + r[1:], r[0]) for src, r in tagged]
@@ -225,7 +232,7 @@ def main():
         rng.shuffle(tr)
         quota = {"answerability": args.answerability, "vitaminc": args.vitaminc,
                  "synthetic": args.synthetic, "halueval": args.halueval, "reddit": args.reddit,
-                 "halueval_answerability": args.halueval_answerability}
+                 "halueval_answerability": args.halueval_answerability, "definitions": args.definitions}
         taken = {k: 0 for k in quota}
         chosen = []
         for src, r in tr:
@@ -342,7 +349,8 @@ def main():
               "init": os.path.basename(args.init) if args.init else "base", "kind_weight": kind_weight,
               "span_weight": args.span_weight, "span_blend": args.span_blend,
               "batch": args.batch, "lr": args.lr, "epochs": args.epochs, "device": args.device,
-              "sources": {"reddit": args.reddit, "halueval_answerability": args.halueval_answerability},
+              "sources": {"reddit": args.reddit, "halueval_answerability": args.halueval_answerability,
+                          "definitions": args.definitions},
               "frozen_layers": args.frozen_layers, "max_len": MAX_LEN,
               "max_first": MAX_FIRST, "train_rows": len(train),
               "split": "squad-dev and shift-reddit by article/post (NNNN % 5 == 0 held out); halueval hqNNNNN % 5 "
