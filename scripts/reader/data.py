@@ -15,7 +15,9 @@ number of the question changed for one the passage does not hold ("Super Bowl 49
 passage), and the mirror of that: the answer sentence with the name or number it shares with the question changed,
 its title and context untouched ("… to win Super Bowl XLIX" in the article on Super Bowl 50, asked "Who won Super
 Bowl 50?": a true sentence about another edition, round 8's failure on the console's corpus). The same rows are made from squad-dev, shift-reddit (forum posts) and HaluEval QA's held-in items
-(its knowledge passage, the correct answer's items only).
+(its knowledge passage, the correct answer's items only). Definitional questions (`definition_rows`, round 10):
+"Who/What was X?" against the sentence defining X (positive) and against another subject's definition (negative),
+from HaluEval's knowledge passages and squad-dev's articles' first sentences.
 
 Support rows: (claim, evidence window). FactCC-style from held-in paragraphs: a sentence verbatim or with a
 clause dropped → supported; entity, number, date, pronoun, negation and direction swaps, or a sentence of a
