@@ -66,6 +66,7 @@ pub mod openapi;
 pub mod out_of_corpus;
 pub mod pipeline;
 pub mod pool;
+pub mod question_names;
 pub mod reader;
 pub mod relevance;
 pub mod rerank;
