@@ -216,15 +216,13 @@ impl Reader {
         let editions = Editions::of_question(question);
         candidates.retain(|&(_, p, i)| !editions.names_another(split[p][i]));
         // With `question_names`, nor one whose context, all the reader sees, names none of the question's names.
-        let names = if self.config.question_names {
-            QuestionNames::of_question(question)
-        } else {
-            QuestionNames::default()
-        };
-        candidates.retain(|&(_, p, i)| {
-            let context = input::answer_context(passages[p].title, &split[p], i);
-            names.any_named_in(&format!("{context} {}", split[p][i]))
-        });
+        if self.config.question_names {
+            let names = QuestionNames::of_question(question);
+            candidates.retain(|&(_, p, i)| {
+                let context = input::answer_context(passages[p].title, &split[p], i);
+                names.any_named_in(&format!("{context} {}", split[p][i]))
+            });
+        }
         candidates.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
         candidates.truncate(self.config.max_sentences);
         let tokenizer = self.model.tokenizer();
