@@ -92,6 +92,19 @@ fn eval_reports_sweeps_and_gates_against_a_baseline() {
     );
     assert!(a["coverage"].as_f64().unwrap() > 0.3, "{a}");
     assert_eq!(a["citation_validity"], 1.0, "{a}");
+    // Every answered unanswerable question is listed, with what it cited: as many as the rate counts.
+    let listed = a["unanswerable_answered"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let counted = a["hallucination_rate"].as_f64().unwrap() * a["unanswerable"].as_f64().unwrap();
+    assert_eq!(listed.len() as f64, counted.round(), "{a}");
+    assert!(
+        listed
+            .iter()
+            .all(|c| !c["doc_ids"].as_array().unwrap().is_empty()),
+        "{a}"
+    );
     assert!(report["latency_ms"]["total"]["p95"].as_f64().unwrap() > 0.0);
     assert_eq!(report["meta"]["data_hash"].as_str().unwrap().len(), 64);
     assert_eq!(report["skipped"]["documents"], 1, "{}", report["skipped"]);

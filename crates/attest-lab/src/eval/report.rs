@@ -47,6 +47,10 @@ pub struct AnswerScores {
     /// not in the answer).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub invalid_citations: Vec<InvalidCitation>,
+    /// Every unanswerable question answered, with what it cited: what to read when the hallucination rate
+    /// moves, and what two runs on the same questions can be compared by.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unanswerable_answered: Vec<AnsweredCase>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -80,19 +84,21 @@ pub struct AdversarialScores {
     pub by_threshold: Vec<CurvePoint>,
     /// Every answer given, with what it quoted: what to read when this check goes wrong.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub answers: Vec<AdversarialAnswer>,
+    pub answers: Vec<AnsweredCase>,
 }
 
-/// One answered adversarial question.
+/// One answer to a question the corpus was made unable to answer (an adversarial case, or an unanswerable
+/// question of the set).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct AdversarialAnswer {
+pub struct AnsweredCase {
     pub question_id: String,
     pub question: String,
     pub answer: String,
     pub confidence: f64,
     /// The cited documents, in citation order.
     pub doc_ids: Vec<String>,
-    /// A quote states a gold answer (from another paragraph): not a hallucination.
+    /// A quote states a gold answer (from another paragraph): not a hallucination (adversarial cases only).
+    #[serde(default)]
     pub elsewhere: bool,
 }
 

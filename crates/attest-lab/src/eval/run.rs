@@ -18,7 +18,7 @@ use super::metrics::{
     dedup_docs, mrr_at, ndcg_at, percentile, recall_at, risk_coverage, CurvePoint, Outcome,
 };
 use super::report::{
-    AdversarialAnswer, AdversarialScores, AnswerScores, InvalidCitation, LaneScores, Latency,
+    AdversarialScores, AnswerScores, AnsweredCase, InvalidCitation, LaneScores, Latency,
     VerifierScores,
 };
 use attest_node::local::LocalStack;
@@ -242,6 +242,20 @@ fn squash(text: &str) -> String {
         .join(" ")
 }
 
+impl AnsweredCase {
+    /// The answer `a` gave to `q`, with the documents it cited in citation order.
+    fn of(q: &Query, a: &attest_answer::AskResponse) -> Self {
+        AnsweredCase {
+            question_id: q.id.clone(),
+            question: q.text.clone(),
+            answer: a.answer.clone(),
+            confidence: a.confidence,
+            doc_ids: a.citations.iter().map(|c| c.doc_id.clone()).collect(),
+            elsewhere: false,
+        }
+    }
+}
+
 /// Asks the adversarial questions (all unanswerable) against their collection.
 pub async fn adversarial(
     stack: &LocalStack,
@@ -272,13 +286,9 @@ pub async fn adversarial(
         answered += usize::from(is_answered);
         scores.answered_elsewhere += usize::from(elsewhere);
         if is_answered {
-            scores.answers.push(AdversarialAnswer {
-                question_id: q.id.clone(),
-                question: q.text.clone(),
-                answer: a.answer.clone(),
-                confidence: a.confidence,
-                doc_ids: a.citations.iter().map(|c| c.doc_id.clone()).collect(),
+            scores.answers.push(AnsweredCase {
                 elsewhere,
+                ..AnsweredCase::of(q, &a)
             });
         }
         outcomes.push(Outcome {
@@ -372,6 +382,9 @@ pub async fn answers(
         } else {
             scores.unanswerable += 1;
             hallucinated += usize::from(is_answered);
+            if is_answered {
+                scores.unanswerable_answered.push(AnsweredCase::of(q, &a));
+            }
         }
         bar.inc(1);
     }
