@@ -14,16 +14,11 @@ use crate::text;
 pub struct QuestionNames(HashSet<String>);
 
 impl QuestionNames {
-    /// The capitalised words of `question` after its first word (which is capitalised whatever it is), each as
-    /// [`text::words`] spells it ("Tesla's" → "tesla", "Who-related" → "who", "related").
+    /// The capitalised words of `question` ([`text::capitalised_tokens`]: not a sentence's first, which is
+    /// capitalised whatever it is), each as [`text::words`] spells it ("Tesla's" → "tesla", "Who-related" →
+    /// "who", "related").
     pub fn of_question(question: &str) -> Self {
-        let names = question
-            .split_whitespace()
-            .skip(1)
-            .filter(|raw| {
-                raw.trim_start_matches(|c: char| !c.is_alphanumeric())
-                    .starts_with(char::is_uppercase)
-            })
+        let names = text::capitalised_tokens(question)
             .flat_map(text::words)
             .filter(|w| !text::is_function_word(w))
             .map(|w| text::stem(&w))
@@ -31,11 +26,11 @@ impl QuestionNames {
         QuestionNames(names)
     }
 
-    /// Whether `context` (the text the reader reads with a sentence, the sentence included) names one of the
-    /// question's names, or the question names nothing.
-    pub fn any_named_in(&self, context: &str) -> bool {
+    /// Whether `part` (of what the reader reads with a sentence: its context, or the sentence) names one of
+    /// the question's names, or the question names nothing.
+    pub fn any_named_in(&self, part: &str) -> bool {
         self.0.is_empty()
-            || text::words(context)
+            || text::words(part)
                 .iter()
                 .any(|w| self.0.contains(&text::stem(w)))
     }

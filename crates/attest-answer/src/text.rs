@@ -73,17 +73,26 @@ pub fn numbers(text: &str) -> Vec<String> {
 
 /// Capitalised words not at the start of a sentence: names of people, places, works.
 pub fn names(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
+    capitalised_tokens(text)
+        .map(|raw| {
+            stem(
+                &raw.trim_matches(|c: char| !c.is_alphanumeric())
+                    .to_lowercase(),
+            )
+        })
+        .collect()
+}
+
+/// The whitespace-separated tokens of `text` whose first letter or digit is a capital, except where a sentence
+/// starts (capitalised whatever it is), as they stand (punctuation and all): what [`names`] reads.
+pub fn capitalised_tokens(text: &str) -> impl Iterator<Item = &str> {
     let mut sentence_start = true;
-    for raw in text.split_whitespace() {
-        let token = raw.trim_matches(|c: char| !c.is_alphanumeric());
-        let first = token.chars().next();
-        if !sentence_start && first.is_some_and(char::is_uppercase) {
-            out.push(stem(&token.to_lowercase()));
-        }
+    text.split_whitespace().filter(move |raw| {
+        let first = raw.chars().find(|c| c.is_alphanumeric());
+        let capitalised = !sentence_start && first.is_some_and(char::is_uppercase);
         sentence_start = raw.ends_with(['.', '!', '?', ':']);
-    }
-    out
+        capitalised
+    })
 }
 
 /// Whether the text states a negation.

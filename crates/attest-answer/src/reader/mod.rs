@@ -86,7 +86,7 @@ pub struct ReaderConfig {
     /// Read only sentences whose context names one of the question's names ([`QuestionNames`]). Off: on held-in
     /// squad-dev articles (1-in-8, round 7) it cut hallucination 0.7% → 0.0% and answer-removed 15.3% → 14.0%
     /// but cost 2.0 points of coverage (81.1% → 79.2%); on held-in shift-reddit posts 10.2% → 8.4% at 46.8% →
-    /// 45.9% (docs/BENCHMARKS.md "The question's names"). Kept to be chosen with lower gate thresholds.
+    /// 45.9% (docs/bench/history.md "The question's names"); with a lower veto it did not hold on held-out posts.
     pub question_names: bool,
 }
 
@@ -222,7 +222,7 @@ impl Reader {
             let names = QuestionNames::of_question(question);
             candidates.retain(|&(_, p, i)| {
                 let context = input::answer_context(passages[p].title, &split[p], i);
-                names.any_named_in(&format!("{context} {}", split[p][i]))
+                names.any_named_in(&context) || names.any_named_in(split[p][i])
             });
         }
         candidates.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
