@@ -2,8 +2,10 @@
 # Trains the reader (answerability + support cross-encoder, issue 13) reproducibly on this CPU and writes
 # crates/attest-answer/models/reader/{reader.safetensors,reader.sha256,report.json,config.json,tokenizer.json} —
 # round 7, the committed reader (all-MiniLM-L6-v2, f16, run with candle) — and its verifier calibration
-# (support.json). With ATTEST_READER_BGE=1 it also trains the bge-small rounds 8 and 10 (measured, not committed:
-# docs/BENCHMARKS.md "Reader round 10") into $WORK/r10/onnx; to run round 10, copy that folder's files over
+# (support.json). With ATTEST_READER_BGE=1 it also trains the bge-small rounds 8 and 10 into $WORK/r8/onnx and
+# $WORK/r10/onnx: round 8 is the committed second reader (crates/attest-answer/models/reader-bge, the answer tier's
+# `reader.ensemble`, docs/BENCHMARKS.md "Two readers"; its graph was trained on an H200, so a CPU run reproduces it
+# to the step, not to the byte); round 10 was measured, not committed ("Reader round 10"); to run round 10, copy that folder's files over
 # models/reader (removing reader.safetensors), rebuild (the checksums are compiled in), and refit support.json.
 #   1. a virtual environment with PyTorch (CPU), tokenizers, safetensors, onnx and onnxruntime from PyPI
 #      (ATTEST_TRAIN_VENV, default ~/.cache/attest-train-venv), 2. the MiniLM base model (scripts/install-model.sh:

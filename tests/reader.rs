@@ -195,6 +195,41 @@ fn the_span_head_finds_the_answer_sentence_and_nothing_once_it_is_gone() {
 }
 
 #[test]
+fn an_ensembles_answerability_is_the_mean_of_its_models() {
+    let question = "When did the Harbor Bridge open to traffic?";
+    let passage = attest_answer::reader::ToRead {
+        title: BRIDGE_TITLE,
+        text: BRIDGE,
+    };
+    let read = |config: &AnswerConfig| {
+        model_reader(config)
+            .read(question, &[passage])
+            .unwrap()
+            .remove(0)
+    };
+    let mut alone = reader_config();
+    alone.reader.ensemble.clear();
+    let mut second = alone.clone();
+    second.reader.model_dir = Some(attest_embed::config::locate_repository_dir(
+        attest_answer::reader::SECOND_READER_DIR,
+    ));
+    let mut both = alone.clone();
+    both.reader.ensemble = vec![attest_answer::reader::SECOND_READER_DIR.into()];
+    let (a, b, mean) = (read(&alone), read(&second), read(&both));
+    // Two different models (MiniLM and bge-small) judge the same sentences differently (relatively: both are
+    // sure of this passage, so the off-answer sentences score near 0)…
+    let relative = |x: f64, y: f64| (x - y).abs() / x.abs().max(y.abs());
+    assert!(
+        a.iter().zip(&b).any(|(&x, &y)| relative(x, y) > 0.5),
+        "{a:?} {b:?}"
+    );
+    // …and the ensemble says their mean, sentence by sentence.
+    for ((&x, &y), &m) in a.iter().zip(&b).zip(&mean) {
+        assert!(relative(m, (x + y) / 2.0) < 1e-4, "{a:?} {b:?} {mean:?}");
+    }
+}
+
+#[test]
 fn a_sentence_off_the_questions_topic_is_not_read() {
     let config = reader_config();
     let reader = model_reader(&config);

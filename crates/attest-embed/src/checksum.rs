@@ -33,7 +33,16 @@ pub enum ChecksumError {
 
 /// The committed sha256 (hex) of `file` in a `sha256sum -c` table (`HASH  NAME` or `HASH *NAME` lines).
 pub fn expected_sha256<'t>(table: &'t str, file: &str) -> Option<&'t str> {
-    table.lines().find_map(|line| {
+    expected_sha256s(table, file).next()
+}
+
+/// Every committed sha256 of `file` in a table: tables concatenated from several model directories (the
+/// reader's members, each with its own `config.json`) list a name once per directory.
+fn expected_sha256s<'t, 'f>(
+    table: &'t str,
+    file: &'f str,
+) -> impl Iterator<Item = &'t str> + use<'t, 'f> {
+    table.lines().filter_map(move |line| {
         let mut parts = line.split_whitespace();
         let hash = parts.next()?;
         let name = parts.next()?;
@@ -41,7 +50,8 @@ pub fn expected_sha256<'t>(table: &'t str, file: &str) -> Option<&'t str> {
     })
 }
 
-/// Reads the file at `path` whole and checks it against its hash in `table`, under its file name.
+/// Reads the file at `path` whole and checks it against its hash in `table`, under its file name; where the
+/// table lists that name more than once, any of its hashes is accepted.
 pub fn read_verified(table: &str, path: &Path) -> Result<Vec<u8>, ChecksumError> {
     let name = path
         .file_name()
@@ -56,7 +66,7 @@ pub fn read_verified(table: &str, path: &Path) -> Result<Vec<u8>, ChecksumError>
         error,
     })?;
     let actual = hex::encode(Sha256::digest(&bytes));
-    if !actual.eq_ignore_ascii_case(expected) {
+    if !expected_sha256s(table, name).any(|e| actual.eq_ignore_ascii_case(e)) {
         return Err(ChecksumError::Mismatch {
             file: path.to_path_buf(),
             expected: expected.to_string(),
@@ -94,6 +104,17 @@ mod tests {
         assert!(matches!(
             read_verified(TABLE, &other),
             Err(ChecksumError::Unreadable { .. })
+        ));
+        // A table of two directories: either file of the name is accepted, nothing else.
+        let two = format!(
+            "{TABLE}{}  hello.txt\n",
+            hex::encode(Sha256::digest(b"hello!"))
+        );
+        assert_eq!(read_verified(&two, &hello).unwrap(), b"hello!");
+        std::fs::write(&hello, "hello?").unwrap();
+        assert!(matches!(
+            read_verified(&two, &hello),
+            Err(ChecksumError::Mismatch { .. })
         ));
         let unknown = dir.path().join("unknown.bin");
         std::fs::write(&unknown, "x").unwrap();

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-pub use self::model::{Head, ReaderError, ReaderModel, RELATIVE_READER_DIR};
+pub use self::model::{Head, ReaderError, ReaderModel, RELATIVE_READER_DIR, SECOND_READER_DIR};
 use crate::edition::Editions;
 use crate::question_names::QuestionNames;
 use crate::relevance::sentence_relevance;
@@ -88,6 +88,13 @@ pub struct ReaderConfig {
     /// but cost 2.0 points of coverage (81.1% → 79.2%); on held-in shift-reddit posts 10.2% → 8.4% at 46.8% →
     /// 45.9% (docs/bench/history.md "The question's names"); with a lower veto it did not hold on held-out posts.
     pub question_names: bool,
+    /// More reader model directories (relative ones found as `model_dir` is) whose answerability is averaged with
+    /// the main model's; the support head stays the main model's. Default: round 8 (bge-small-en-v1.5, int8 ONNX,
+    /// [`SECOND_READER_DIR`]) beside round 7 (MiniLM): two backbones err on different sentences, and the mean
+    /// covered 3.8 points more of squad-dev held-out, 4.1 of shift-new-wiki and 2.3 of shift-reddit at the same
+    /// number of answered unanswerable questions (one more on squad-dev), and its confidence separates them
+    /// better, hence `answer.min_confidence` 0.20 (docs/BENCHMARKS.md "Two readers"). `[]`: round 7 alone.
+    pub ensemble: Vec<PathBuf>,
 }
 
 impl Default for ReaderConfig {
@@ -104,6 +111,7 @@ impl Default for ReaderConfig {
             gate: crate::gate::GateMode::Veto,
             veto_threshold: 0.40,
             question_names: false,
+            ensemble: vec![PathBuf::from(SECOND_READER_DIR)],
         }
     }
 }
@@ -113,6 +121,19 @@ impl ReaderConfig {
         self.model_dir
             .clone()
             .unwrap_or_else(|| attest_embed::config::locate_repository_dir(RELATIVE_READER_DIR))
+    }
+
+    /// The ensemble's directories, relative ones found as the default `model_dir` is.
+    pub fn ensemble_dirs(&self) -> Vec<PathBuf> {
+        self.ensemble
+            .iter()
+            .map(|d| match d.to_str() {
+                Some(relative) if d.is_relative() && !d.exists() => {
+                    attest_embed::config::locate_repository_dir(relative)
+                }
+                _ => d.clone(),
+            })
+            .collect()
     }
 }
 
@@ -150,6 +171,8 @@ fn shared_model(
 #[derive(Debug, Clone)]
 pub struct Reader {
     model: Arc<ReaderModel>,
+    /// The ensemble's other members (`reader.ensemble`): answerability is the mean over all models.
+    members: Vec<Arc<ReaderModel>>,
     config: ReaderConfig,
 }
 
@@ -179,8 +202,14 @@ impl Reader {
                 "reader thresholds must be in 0..1, bail_threshold ≤ ground_threshold".into(),
             ));
         }
+        let members = config
+            .ensemble_dirs()
+            .iter()
+            .map(|dir| shared_model(dir, config.batch, config.threads))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Some(Reader {
             model: shared_model(&config.model_dir(), config.batch, config.threads)?,
+            members,
             config: config.clone(),
         }))
     }
@@ -227,17 +256,24 @@ impl Reader {
         }
         candidates.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
         candidates.truncate(self.config.max_sentences);
-        let tokenizer = self.model.tokenizer();
-        let pairs = candidates
+        let contexts: Vec<String> = candidates
             .iter()
-            .map(|&(_, p, i)| {
-                let context = input::answer_context(passages[p].title, &split[p], i);
-                input::pair_ids(tokenizer, question, split[p][i], Some(&context))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let scores = self.model.score(Head::Answerable, &pairs)?;
-        for (&(_, p, i), s) in candidates.iter().zip(scores) {
-            out[p][i] = s;
+            .map(|&(_, p, i)| input::answer_context(passages[p].title, &split[p], i))
+            .collect();
+        let models = std::iter::once(&self.model).chain(&self.members);
+        let weight = 1.0 / (1 + self.members.len()) as f64;
+        for model in models {
+            let pairs = candidates
+                .iter()
+                .zip(&contexts)
+                .map(|(&(_, p, i), context)| {
+                    input::pair_ids(model.tokenizer(), question, split[p][i], Some(context))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let scores = model.score(Head::Answerable, &pairs)?;
+            for (&(_, p, i), s) in candidates.iter().zip(scores) {
+                out[p][i] += weight * s;
+            }
         }
         Ok(out)
     }

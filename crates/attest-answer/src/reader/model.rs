@@ -24,10 +24,15 @@ use tokenizers::Tokenizer;
 use super::input::{self, PairIds};
 use super::onnx::{OnnxReader, ONNX_READER_FILE};
 
-/// The committed checksums of the model files.
-const CHECKSUMS: &str = include_str!("../../models/reader/reader.sha256");
+/// The committed checksums of the model files: the reader's and its second member's ([`SECOND_READER_DIR`]).
+const CHECKSUMS: &str = concat!(
+    include_str!("../../models/reader/reader.sha256"),
+    include_str!("../../models/reader-bge/reader.sha256")
+);
 /// The model directory relative to a checkout's root.
 pub const RELATIVE_READER_DIR: &str = "crates/attest-answer/models/reader";
+/// The committed second member's directory relative to a checkout's root (round 8, bge-small-en-v1.5).
+pub const SECOND_READER_DIR: &str = "crates/attest-answer/models/reader-bge";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReaderError {
