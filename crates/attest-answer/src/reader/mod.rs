@@ -13,6 +13,9 @@
 //!
 //! - [`input`]: the token layout and the text each head reads (mirrors `scripts/reader/`).
 //! - [`model`]: the model, checksummed like the embedder; [`onnx`]: its ONNX Runtime back end.
+//!
+//! Answerability is read by every model of `reader.ensemble` beside the main one and averaged (two backbones,
+//! MiniLM and bge-small, by default); support by the main model alone.
 
 pub mod input;
 pub mod model;
@@ -91,9 +94,9 @@ pub struct ReaderConfig {
     /// More reader model directories (relative ones found as `model_dir` is) whose answerability is averaged with
     /// the main model's; the support head stays the main model's. Default: round 8 (bge-small-en-v1.5, int8 ONNX,
     /// [`SECOND_READER_DIR`]) beside round 7 (MiniLM): two backbones err on different sentences, and the mean
-    /// covered 3.8 points more of squad-dev held-out, 4.1 of shift-new-wiki and 2.3 of shift-reddit at the same
-    /// number of answered unanswerable questions (one more on squad-dev), and its confidence separates them
-    /// better, hence `answer.min_confidence` 0.20 (docs/BENCHMARKS.md "Two readers"). `[]`: round 7 alone.
+    /// covered 3.8 points more of squad-dev held-out, 4.1 of shift-new-wiki and 2.3 of shift-reddit, answering the
+    /// same number of unanswerable questions on the last two and one more on squad-dev, for ~1.5× the ask time
+    /// (docs/BENCHMARKS.md "Two readers"). `[]`: round 7 alone.
     pub ensemble: Vec<PathBuf>,
 }
 
