@@ -84,7 +84,7 @@ pub struct ReaderConfig {
     /// 13.3% on shift-reddit against 10.2% (docs/BENCHMARKS.md "Verifier calibration"); a corpus of
     /// encyclopedic text may take the lower value. With `question_names` on, 0.35 passed on held-in posts (17 of 166
     /// answered, as 0.40 without it) but answered 5.9% of shift-reddit's held-out posts against 4.4%, over the 5%
-    /// target (docs/BENCHMARKS.md "The question's names with a lower veto").
+    /// target (docs/bench/history.md "The question's names with a lower veto").
     pub veto_threshold: f64,
     /// Read only sentences whose context names one of the question's names ([`QuestionNames`]). Off: on held-in
     /// squad-dev articles (1-in-8, round 7) it cut hallucination 0.7% → 0.0% and answer-removed 15.3% → 14.0%

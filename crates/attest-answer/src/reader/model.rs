@@ -1,16 +1,17 @@
-//! The reader model: a BERT encoder fine-tuned as a cross-encoder (`scripts/train-reader.sh`; bge-small-en-v1.5
-//! since round 8, all-MiniLM-L6-v2 before), a tanh pooler over `[CLS]` and two logistic heads — `answerable` (does this
-//! sentence answer the question?) and `supported` (does this evidence support this claim?) — and, in weights
-//! that have it, a span head (a start and an end logit per token, SQuAD 2.0 style): the answerability of a
+//! The reader model: a BERT encoder fine-tuned as a cross-encoder (`scripts/train-reader.sh`: all-MiniLM-L6-v2 in
+//! rounds 1-7, bge-small-en-v1.5 from round 8), a tanh pooler over `[CLS]` and two logistic heads — `answerable`
+//! (does this sentence answer the question?) and `supported` (does this evidence support this claim?) — and, in
+//! weights that have it, a span head (a start and an end logit per token, SQuAD 2.0 style): the answerability of a
 //! sentence is then its `answerable` logit plus `span_blend` (from the weights' metadata) times the span margin,
 //! the best answer span of the sentence against `[CLS]` (the "no answer here" position).
 //!
-//! The model directory holds `tokenizer.json`, `config.json` and either `reader.onnx` — the int8 graph run by
-//! ONNX Runtime ([`super::onnx`]; bge-small-en-v1.5, the committed reader since issue 41), its `span_blend` in
-//! `config.json` — or `reader.safetensors` (f16, run with candle; the MiniLM rounds of `scripts/train-reader.sh`),
-//! its `span_blend` in the weights' metadata. Each file is checked against the sha256 committed in
-//! `models/reader/reader.sha256` (compiled in, so a swapped file is refused) by the same function that checks the
-//! embedder's weights (`attest_embed::checksum::read_verified`).
+//! A model directory holds `tokenizer.json`, `config.json` and either `reader.onnx` — the int8 graph run by ONNX
+//! Runtime ([`super::onnx`]; round 8, bge-small-en-v1.5, the second member of the default ensemble,
+//! [`SECOND_READER_DIR`]), its `span_blend` in `config.json` — or `reader.safetensors` (f16, run with candle;
+//! round 7, MiniLM, the main reader, [`RELATIVE_READER_DIR`]), its `span_blend` in the weights' metadata. Each
+//! file is checked against the sha256 committed in its directory's `reader.sha256` (both tables compiled in, so a
+//! swapped file is refused) by the same function that checks the embedder's weights
+//! (`attest_embed::checksum::read_verified`).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
