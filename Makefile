@@ -5,6 +5,8 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/attest-target
 ATTEST := $(CARGO_TARGET_DIR)/debug/attest
 # Evaluation, benchmarks and training (kept out of the production binary).
 ATTEST_LAB := $(CARGO_TARGET_DIR)/debug/attest-lab
+# onnx, onnxruntime and numpy, pinned (scripts/install-onnxruntime.sh, run by `setup`): the reader's graph tests.
+ONNX_PYTHON := $${ATTEST_ONNX_VENV:-$(HOME)/.cache/attest-onnx-venv}/bin/python
 # FAISS runs inside OpenMP regions and calls OpenBLAS: with both thread pools spinning on 2 cores and tests
 # running in parallel, training slows down a hundredfold. One BLAS thread and passive OpenMP waiting fix it.
 export OPENBLAS_NUM_THREADS ?= 1
@@ -32,7 +34,7 @@ demo: setup
 # `build` first: the suites of tests/ run the `attest` binary of the same build, which `cargo test` alone does
 # not build for another package's tests (and the chart tests check the chart's flags against it).
 test: build feature-check proto-lint chart-test console-test client-test api-fuzz
-	python3 -m unittest discover -s scripts/reader -p 'test_*.py'
+	$(ONNX_PYTHON) -m unittest discover -s scripts/reader -p 'test_*.py'
 	cargo test --workspace --no-fail-fast
 
 feature-check:

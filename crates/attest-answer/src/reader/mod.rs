@@ -64,7 +64,7 @@ pub struct ReaderConfig {
     /// on squad-dev held-out (12 gave ~1.3 s p95) at 0.7 points less coverage and the same hallucination, on
     /// squad-dev held-out and shift-new-wiki alike (docs/bench/history.md, "Eight windows").
     pub max_sentences: usize,
-    /// Pairs per forward pass (small batches: candle's batched attention pads and slows per pair).
+    /// Pairs per forward pass (small batches: a batch pads every pair to its longest).
     pub batch: usize,
     /// Threads one read spreads its batches over (a forward pass uses one core; 4 × 2 reads 20 sentences in
     /// half the time of 16 × 1, see docs/BENCHMARKS.md "Reader latency").
@@ -98,6 +98,30 @@ pub struct ReaderConfig {
     /// same number of unanswerable questions on the last two and one more on squad-dev, for ~1.5× the ask time
     /// (docs/BENCHMARKS.md "Two readers"). `[]`: round 7 alone.
     pub ensemble: Vec<PathBuf>,
+    /// How the ensemble's answerabilities combine ([`EnsembleRule`]).
+    pub ensemble_rule: EnsembleRule,
+}
+
+/// How the ensemble's answerability probabilities combine into one per sentence.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EnsembleRule {
+    /// The arithmetic mean: one confident model can carry a sentence the other scores near 0.
+    #[default]
+    Mean,
+    /// The geometric mean: a sentence passes only when every model gives it some weight.
+    Geometric,
+}
+
+impl EnsembleRule {
+    /// The combination of `scores` (one per model, each in 0..=1).
+    pub fn combine(self, scores: &[f64]) -> f64 {
+        let n = scores.len().max(1) as f64;
+        match self {
+            EnsembleRule::Mean => scores.iter().sum::<f64>() / n,
+            EnsembleRule::Geometric => scores.iter().map(|s| s.max(0.0).powf(1.0 / n)).product(),
+        }
+    }
 }
 
 impl Default for ReaderConfig {
@@ -115,6 +139,7 @@ impl Default for ReaderConfig {
             veto_threshold: 0.40,
             question_names: false,
             ensemble: vec![PathBuf::from(SECOND_READER_DIR)],
+            ensemble_rule: EnsembleRule::Mean,
         }
     }
 }
@@ -174,7 +199,7 @@ fn shared_model(
 #[derive(Debug, Clone)]
 pub struct Reader {
     model: Arc<ReaderModel>,
-    /// The ensemble's other members (`reader.ensemble`): answerability is the mean over all models.
+    /// The ensemble's other members (`reader.ensemble`): answerability combines every model's (`reader.ensemble_rule`).
     members: Vec<Arc<ReaderModel>>,
     config: ReaderConfig,
 }
@@ -264,7 +289,9 @@ impl Reader {
             .map(|&(_, p, i)| input::answer_context(passages[p].title, &split[p], i))
             .collect();
         let models = std::iter::once(&self.model).chain(&self.members);
-        let weight = 1.0 / (1 + self.members.len()) as f64;
+        // Per candidate, each model's probability, in model order.
+        let mut per_model: Vec<Vec<f64>> =
+            vec![Vec::with_capacity(1 + self.members.len()); candidates.len()];
         for model in models {
             let pairs = candidates
                 .iter()
@@ -273,10 +300,15 @@ impl Reader {
                     input::pair_ids(model.tokenizer(), question, split[p][i], Some(context))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            let scores = model.score(Head::Answerable, &pairs)?;
-            for (&(_, p, i), s) in candidates.iter().zip(scores) {
-                out[p][i] += weight * s;
+            for (scores, s) in per_model
+                .iter_mut()
+                .zip(model.score(Head::Answerable, &pairs)?)
+            {
+                scores.push(s);
             }
+        }
+        for (&(_, p, i), scores) in candidates.iter().zip(&per_model) {
+            out[p][i] = self.config.ensemble_rule.combine(scores);
         }
         Ok(out)
     }
@@ -354,5 +386,25 @@ impl Verifier for ReaderVerifier {
     fn support_in(&self, question: &str, claim: &str, title: &str, passage: &str) -> f64 {
         self.calibration
             .support(&self.inputs_in(question, claim, title, passage))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EnsembleRule;
+
+    #[test]
+    fn the_geometric_rule_lets_no_single_model_carry_a_sentence() {
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+        assert!(close(EnsembleRule::Mean.combine(&[0.9, 0.1]), 0.5));
+        assert!(close(EnsembleRule::Geometric.combine(&[0.9, 0.1]), 0.3));
+        // One model at 0 vetoes under the geometric rule; the mean still passes a 0.15 ground threshold.
+        assert!(close(EnsembleRule::Geometric.combine(&[0.8, 0.0]), 0.0));
+        assert!(EnsembleRule::Mean.combine(&[0.8, 0.0]) > 0.15);
+        // Agreement is kept as it is, and one model alone is itself.
+        assert!(close(EnsembleRule::Geometric.combine(&[0.6, 0.6]), 0.6));
+        for rule in [EnsembleRule::Mean, EnsembleRule::Geometric] {
+            assert!(close(rule.combine(&[0.42]), 0.42));
+        }
     }
 }

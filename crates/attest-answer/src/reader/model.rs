@@ -2,24 +2,21 @@
 //! rounds 1-7, bge-small-en-v1.5 from round 8), a tanh pooler over `[CLS]` and two logistic heads — `answerable`
 //! (does this sentence answer the question?) and `supported` (does this evidence support this claim?) — and, in
 //! weights that have it, a span head (a start and an end logit per token, SQuAD 2.0 style): the answerability of a
-//! sentence is then its `answerable` logit plus `span_blend` (from the weights' metadata) times the span margin,
-//! the best answer span of the sentence against `[CLS]` (the "no answer here" position).
+//! sentence is then its `answerable` logit plus `span_blend` (from `config.json`) times the span margin, the best
+//! answer span of the sentence against `[CLS]` (the "no answer here" position).
 //!
-//! A model directory holds `tokenizer.json`, `config.json` and either `reader.onnx` — the int8 graph run by ONNX
-//! Runtime ([`super::onnx`]; round 8, bge-small-en-v1.5, the second member of the default ensemble,
-//! [`SECOND_READER_DIR`]), its `span_blend` in `config.json` — or `reader.safetensors` (f16, run with candle;
-//! round 7, MiniLM, the main reader, [`RELATIVE_READER_DIR`]), its `span_blend` in the weights' metadata. Each
-//! file is checked against the sha256 committed in its directory's `reader.sha256` (both tables compiled in, so a
-//! swapped file is refused) by the same function that checks the embedder's weights
-//! (`attest_embed::checksum::read_verified`).
+//! A model directory holds `tokenizer.json`, `config.json` and `reader.onnx`, a graph run by ONNX Runtime
+//! ([`super::onnx`]): round 7 (MiniLM, the main reader, [`RELATIVE_READER_DIR`]) as its f16 weights cast to f32 at
+//! load (`scripts/reader/safetensors_to_onnx.py`: the logits candle computed from the same weights, 2.8× faster),
+//! round 8 (bge-small-en-v1.5, the default ensemble's second member, [`SECOND_READER_DIR`]) as an int8 graph
+//! (`scripts/reader/export_onnx.py`). Each file is checked against the sha256 committed in its directory's
+//! `reader.sha256` (both tables compiled in, so a swapped file is refused) by the same function that checks the
+//! embedder's weights (`attest_embed::checksum::read_verified`).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use attest_embed::checksum::ChecksumError;
-use candle_core::{DType, Device, IndexOp, Tensor};
-use candle_nn::{Linear, Module, VarBuilder};
-use candle_transformers::models::bert::{BertModel, Config as BertConfig};
 use tokenizers::Tokenizer;
 
 use super::input::{self, PairIds};
@@ -47,12 +44,6 @@ pub enum ReaderError {
     },
     #[error("reader model: {0}")]
     Model(String),
-}
-
-impl From<candle_core::Error> for ReaderError {
-    fn from(e: candle_core::Error) -> Self {
-        ReaderError::Model(e.to_string())
-    }
 }
 
 /// A refused model file, named as the reader's.
@@ -89,22 +80,6 @@ impl From<tokenizers::Error> for ReaderError {
 /// Longest answer span the span head scores, in tokens (as trained: `MAX_SPAN` in scripts/reader/model.py).
 pub const MAX_SPAN: usize = 30;
 
-/// The span head's logits of a batch: per row, per token, `[start, end]`.
-type SpanLogits = Vec<Vec<Vec<f32>>>;
-
-/// What computes the logits: candle over safetensors weights, or ONNX Runtime over the int8 graph.
-enum Encoder {
-    Candle {
-        bert: Box<BertModel>,
-        pooler: Linear,
-        answerable: Linear,
-        supported: Linear,
-        /// The span head, in weights that have one.
-        span: Option<Linear>,
-    },
-    Onnx(OnnxReader),
-}
-
 /// Which head scores a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Head {
@@ -115,14 +90,13 @@ pub enum Head {
 /// The loaded reader. Cheap to share behind an `Arc`; inference is blocking CPU work (call it off the async
 /// workers).
 pub struct ReaderModel {
-    encoder: Encoder,
+    encoder: OnnxReader,
     /// How much of the span margin goes into answerability (0: no span head).
     span_blend: f32,
     tokenizer: Tokenizer,
-    device: Device,
     /// Pairs per forward pass.
     batch: usize,
-    /// Threads one `score` call spreads its batches over (candle's CPU forward pass uses one core).
+    /// Threads one `score` call spreads its batches over (each session runs on one core).
     threads: usize,
 }
 
@@ -145,47 +119,28 @@ impl ReaderModel {
     /// of one call spread over `threads` threads.
     pub fn load(dir: &Path, batch: usize, threads: usize) -> Result<Self, ReaderError> {
         let started = Instant::now();
-        let device = Device::Cpu;
-        let config_bytes = read_verified(dir, "config.json")?;
+        let span_blend = config_span_blend(&read_verified(dir, "config.json")?)?;
         let mut tokenizer = Tokenizer::from_bytes(read_verified(dir, "tokenizer.json")?)?;
         tokenizer.with_truncation(None)?;
         tokenizer.with_padding(None);
-        let (encoder, span_blend) = if dir.join(ONNX_READER_FILE).exists() {
-            let blend = config_span_blend(&config_bytes)?;
-            let graph = read_verified(dir, ONNX_READER_FILE)?;
-            (Encoder::Onnx(OnnxReader::load(&graph, threads)?), blend)
-        } else {
-            let config: BertConfig = serde_json::from_slice(&config_bytes)
-                .map_err(|e| ReaderError::Model(format!("config.json: {e}")))?;
-            let weights = read_verified(dir, "reader.safetensors")?;
-            let blend = span_blend(&weights)?;
-            let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)?;
-            let bert = Box::new(BertModel::load(vb.clone(), &config)?);
-            let h = config.hidden_size;
-            let heads = vb.pp("reader");
-            let encoder = Encoder::Candle {
-                bert,
-                pooler: candle_nn::linear(h, h, heads.pp("pooler"))?,
-                answerable: candle_nn::linear(h, 1, heads.pp("answerable"))?,
-                supported: candle_nn::linear(h, 1, heads.pp("supported"))?,
-                // A blend without span weights fails here (a missing tensor), not silently.
-                span: (blend > 0.0)
-                    .then(|| candle_nn::linear(h, 2, heads.pp("span")))
-                    .transpose()?,
-            };
-            (encoder, blend)
-        };
+        if !dir.join(ONNX_READER_FILE).exists() {
+            return Err(ReaderError::File {
+                file: dir.join(ONNX_READER_FILE),
+                why: "missing (a reader.safetensors from scripts/reader/train.py runs once written as a graph by \
+                      scripts/reader/safetensors_to_onnx.py)"
+                    .into(),
+            });
+        }
+        let encoder = OnnxReader::load(&read_verified(dir, ONNX_READER_FILE)?, threads)?;
         tracing::info!(
             dir = %dir.display(),
             elapsed_ms = started.elapsed().as_millis() as u64,
-            runtime = match encoder { Encoder::Onnx(_) => "onnx", Encoder::Candle { .. } => "candle" },
             "loaded reader model"
         );
         Ok(ReaderModel {
             encoder,
             span_blend,
             tokenizer,
-            device,
             batch: batch.max(1),
             threads: threads.max(1),
         })
@@ -229,49 +184,16 @@ impl ReaderModel {
             mask[at..at + row.ids.len()].fill(1);
         }
         let with_span = head == Head::Answerable && self.span_blend > 0.0;
-        let (mut logits, per_token): (Vec<f32>, Option<SpanLogits>) = match &self.encoder {
-            Encoder::Candle {
-                bert,
-                pooler,
-                answerable,
-                supported,
-                span,
-            } => {
-                let shape = (n, t);
-                let ids = Tensor::from_vec(ids, shape, &self.device)?;
-                let types = Tensor::from_vec(types, shape, &self.device)?;
-                let mask = Tensor::from_vec(mask, shape, &self.device)?;
-                let hidden = bert.forward(&ids, &types, Some(&mask))?;
-                let pooled = pooler.forward(&hidden.i((.., 0, ..))?)?.tanh()?;
-                let logits = match head {
-                    Head::Answerable => answerable.forward(&pooled)?,
-                    Head::Supported => supported.forward(&pooled)?,
-                };
-                let per_token = match span {
-                    Some(span) if with_span => Some(span.forward(&hidden)?.to_vec3()?),
-                    _ => None,
-                };
-                (logits.squeeze(1)?.to_vec1()?, per_token)
-            }
-            Encoder::Onnx(reader) => {
-                let out = reader.run((n, t), &ids, &types, &mask)?;
-                let column = match head {
-                    Head::Answerable => 0,
-                    Head::Supported => 1,
-                };
-                let logits = (0..n).map(|r| out.heads[r * 2 + column]).collect();
-                let per_token = with_span.then(|| {
-                    out.span
-                        .chunks(t * 2)
-                        .map(|row| row.chunks(2).map(<[f32]>::to_vec).collect())
-                        .collect()
-                });
-                (logits, per_token)
-            }
+        let out = self.encoder.run((n, t), &ids, &types, &mask)?;
+        let column = match head {
+            Head::Answerable => 0,
+            Head::Supported => 1,
         };
-        if let Some(per_token) = per_token {
-            for ((logit, row), tokens) in logits.iter_mut().zip(&rows).zip(&per_token) {
+        let mut logits: Vec<f32> = (0..n).map(|r| out.heads[r * 2 + column]).collect();
+        if with_span {
+            for (r, (logit, row)) in logits.iter_mut().zip(&rows).enumerate() {
                 let (lo, hi) = input::sentence_range(&row.ids);
+                let tokens = &out.span[r * t * 2..(r + 1) * t * 2];
                 *logit += self.span_blend * span_margin(tokens, lo, hi);
             }
         }
@@ -282,7 +204,7 @@ impl ReaderModel {
     }
 }
 
-/// `span_blend` of an ONNX reader's `config.json` (0 when absent).
+/// `span_blend` of a reader's `config.json` (0 when absent: weights without a span head).
 fn config_span_blend(config: &[u8]) -> Result<f32, ReaderError> {
     let config: serde_json::Value = serde_json::from_slice(config)
         .map_err(|e| ReaderError::Model(format!("config.json: {e}")))?;
@@ -300,35 +222,21 @@ fn config_span_blend(config: &[u8]) -> Result<f32, ReaderError> {
     }
 }
 
-/// `span_blend` of the weights' safetensors metadata (0 when absent: weights without a span head).
-fn span_blend(weights: &[u8]) -> Result<f32, ReaderError> {
-    let bad = |why: String| ReaderError::Model(format!("reader.safetensors header: {why}"));
-    let (_, metadata) =
-        safetensors::SafeTensors::read_metadata(weights).map_err(|e| bad(e.to_string()))?;
-    match metadata
-        .metadata()
-        .as_ref()
-        .and_then(|m| m.get("span_blend"))
-    {
-        None => Ok(0.0),
-        Some(v) => v
-            .parse::<f32>()
-            .ok()
-            .filter(|b| b.is_finite() && *b >= 0.0)
-            .ok_or_else(|| bad(format!("span_blend {v:?} is not a non-negative number"))),
-    }
-}
-
 /// The span margin of one pair: the best start + end logit over spans of at most [`MAX_SPAN`] tokens inside
-/// `[lo, hi)`, minus `[CLS]`'s start + end (`tokens[i] = [start, end]`). Positive: an answer span beats "no
-/// answer here".
-fn span_margin(tokens: &[Vec<f32>], lo: usize, hi: usize) -> f32 {
-    let null = tokens.first().map_or(0.0, |t| t[0] + t[1]);
-    let hi = hi.min(tokens.len());
+/// `[lo, hi)`, minus `[CLS]`'s start + end (`tokens[2 i]`, `tokens[2 i + 1]`: token i's start and end). Positive:
+/// an answer span beats "no answer here".
+fn span_margin(tokens: &[f32], lo: usize, hi: usize) -> f32 {
+    let (start, end) = (|i: usize| tokens[2 * i], |i: usize| tokens[2 * i + 1]);
+    let null = if tokens.len() >= 2 {
+        start(0) + end(0)
+    } else {
+        0.0
+    };
+    let hi = hi.min(tokens.len() / 2);
     let mut best = f32::NEG_INFINITY;
     for i in lo..hi {
         for j in i..hi.min(i + MAX_SPAN) {
-            best = best.max(tokens[i][0] + tokens[j][1]);
+            best = best.max(start(i) + end(j));
         }
     }
     if best.is_finite() {
@@ -342,25 +250,6 @@ fn span_margin(tokens: &[Vec<f32>], lo: usize, hi: usize) -> f32 {
 mod tests {
     use super::*;
 
-    fn header(meta: &str) -> Vec<u8> {
-        let json = format!(r#"{{"__metadata__":{meta}}}"#);
-        let mut bytes = (json.len() as u64).to_le_bytes().to_vec();
-        bytes.extend_from_slice(json.as_bytes());
-        bytes
-    }
-
-    #[test]
-    fn span_blend_comes_from_the_metadata() {
-        assert_eq!(span_blend(&header(r#"{"span_blend":"0.5"}"#)).unwrap(), 0.5);
-        assert_eq!(
-            span_blend(&header(r#"{"format":"attest-reader-1"}"#)).unwrap(),
-            0.0
-        );
-        assert!(span_blend(&header(r#"{"span_blend":"-1"}"#)).is_err());
-        assert!(span_blend(&header(r#"{"span_blend":"x"}"#)).is_err());
-        assert!(span_blend(&[1, 2]).is_err());
-    }
-
     #[test]
     fn an_onnx_readers_span_blend_comes_from_its_config() {
         assert_eq!(config_span_blend(br#"{"span_blend": 0.5}"#).unwrap(), 0.5);
@@ -372,21 +261,20 @@ mod tests {
     #[test]
     fn span_margin_is_the_best_span_inside_the_sentence_against_cls() {
         // [CLS] q [SEP] s1 s2 s3 [SEP]: the best span is s2..s3 (start 2.0 + end 3.0), CLS scores 1 + 1.
-        let t = |s: f32, e: f32| vec![s, e];
-        let tokens = vec![
-            t(1.0, 1.0),
-            t(9.0, 9.0), // the question: outside the sentence, never counted
-            t(0.0, 0.0),
-            t(0.0, -1.0),
-            t(2.0, 0.0),
-            t(0.0, 3.0),
-            t(9.0, 9.0),
+        let tokens = [
+            1.0, 1.0, // [CLS]
+            9.0, 9.0, // the question: outside the sentence, never counted
+            0.0, 0.0, //
+            0.0, -1.0, //
+            2.0, 0.0, //
+            0.0, 3.0, //
+            9.0, 9.0,
         ];
         assert_eq!(span_margin(&tokens, 3, 6), 3.0);
         // An end before the start does not count: start 5 at s3 can only end at s3.
-        let tokens = vec![t(0.0, 0.0), t(0.0, 4.0), t(5.0, -5.0)];
+        let tokens = [0.0, 0.0, 0.0, 4.0, 5.0, -5.0];
         assert_eq!(span_margin(&tokens, 1, 3), 0.0 + 4.0);
         // No sentence: minus CLS.
-        assert_eq!(span_margin(&[t(1.0, 2.0)], 1, 1), -3.0);
+        assert_eq!(span_margin(&[1.0, 2.0], 1, 1), -3.0);
     }
 }

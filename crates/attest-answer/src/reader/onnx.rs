@@ -1,5 +1,6 @@
-//! The reader run by ONNX Runtime: the int8 graph that `scripts/reader/export_onnx.py` writes (`reader.onnx`),
-//! for a backbone whose f16 weights are more than the repository takes (bge-small-en-v1.5, issue 41). The graph
+//! The reader run by ONNX Runtime: a `reader.onnx` graph — f16 weights cast to f32 at load
+//! (`scripts/reader/safetensors_to_onnx.py`, the MiniLM rounds) or int8 (`scripts/reader/export_onnx.py`, for a
+//! backbone whose f16 weights are more than the repository takes: bge-small-en-v1.5, issue 41). The graph
 //! returns both heads' logits and the span head's per-token logits in one pass. One session per thread, each
 //! single-threaded (as the embedder's): [`super::model::ReaderModel::score`] spreads a call's batches over them.
 
