@@ -17,10 +17,8 @@ Usage: python scripts/reader/export_onnx.py BASE_DIR WEIGHTS.safetensors OUT_DIR
 
 import argparse
 import gzip
-import hashlib
 import json
 import os
-import shutil
 import sys
 import tempfile
 
@@ -30,6 +28,7 @@ from safetensors import safe_open
 
 sys.path.insert(0, os.path.dirname(__file__))
 from model import Reader, collate, load_base  # noqa: E402
+from safetensors_to_onnx import write_model_files  # noqa: E402
 
 
 class Exported(torch.nn.Module):
@@ -108,21 +107,7 @@ def main():
           f"sign agreement {agree:.3f}; span max |diff| {np.abs(span.numpy() - q_span).max():.3f}")
     assert agree >= 0.97, "the int8 graph disagrees with the model"
 
-    out_config = dict(config)
-    for key in ("span_blend", "max_len", "max_first"):
-        if key in meta:
-            out_config[key] = float(meta[key]) if key == "span_blend" else int(meta[key])
-    with open(f"{args.out}/config.json", "w") as f:
-        json.dump(out_config, f, indent=2)
-    shutil.copyfile(f"{args.base}/tokenizer.json", f"{args.out}/tokenizer.json")
-    sums = {}
-    for name in ("config.json", "tokenizer.json", "reader.onnx"):
-        with open(f"{args.out}/{name}", "rb") as f:
-            sums[name] = hashlib.sha256(f.read()).hexdigest()
-    with open(f"{args.out}/reader.sha256", "w") as f:
-        f.writelines(f"{h}  {n}\n" for n, h in sums.items())
-    print(f"wrote {args.out}/reader.onnx ({os.path.getsize(f'{args.out}/reader.onnx') / 1e6:.1f} MB)")
-
+    write_model_files(args.out, config, meta, f"{args.base}/tokenizer.json")
 
 if __name__ == "__main__":
     main()

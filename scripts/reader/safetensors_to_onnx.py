@@ -210,15 +210,20 @@ def convert(weights, model_dir, out, check_graph=False):
         if check_graph:
             check(f"{tmp}/reader.onnx", tensors, config)
         shutil.move(f"{tmp}/reader.onnx", f"{out}/reader.onnx")
+    write_model_files(out, config, meta, f"{model_dir}/tokenizer.json")
+
+
+def write_model_files(out, config, meta, tokenizer):
+    """OUT/config.json (the base's config with the weights' META_KEYS), OUT/tokenizer.json, and OUT/reader.sha256
+    over them and OUT/reader.onnx, which must be written already. Also export_onnx.py's (the int8 graphs)."""
     out_config = {k: v for k, v in config.items() if k not in META_KEYS}
     for key in META_KEYS:
         if key in meta:
             out_config[key] = float(meta[key]) if key == "span_blend" else int(meta[key])
     with open(f"{out}/config.json", "w") as f:
         json.dump(out_config, f, indent=2)
-        f.write("\n")
-    if os.path.abspath(model_dir) != os.path.abspath(out):
-        shutil.copyfile(f"{model_dir}/tokenizer.json", f"{out}/tokenizer.json")
+    if os.path.abspath(tokenizer) != os.path.abspath(f"{out}/tokenizer.json"):
+        shutil.copyfile(tokenizer, f"{out}/tokenizer.json")
     sums = {}
     for name in ("config.json", "tokenizer.json", "reader.onnx"):
         with open(f"{out}/{name}", "rb") as f:
@@ -226,7 +231,6 @@ def convert(weights, model_dir, out, check_graph=False):
     with open(f"{out}/reader.sha256", "w") as f:
         f.writelines(f"{h}  {n}\n" for n, h in sums.items())
     print(f"wrote {out}/reader.onnx ({os.path.getsize(f'{out}/reader.onnx') / 1e6:.1f} MB)")
-
 
 if __name__ == "__main__":
     sys.exit(main())
