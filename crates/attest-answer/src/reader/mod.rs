@@ -98,9 +98,9 @@ pub struct ReaderConfig {
     /// same number of unanswerable questions on the last two and one more on squad-dev, for ~1.5× the ask time
     /// (docs/BENCHMARKS.md "Two readers"). `[]`: round 7 alone.
     pub ensemble: Vec<PathBuf>,
-    /// How the ensemble's answerabilities combine ([`EnsembleRule`]). `mean`: `geometric` (chosen held-in, where
-    /// it kept squad-dev at 0.0% and 78.7% with ground 0.10 and halved shift-reddit's answered unanswerable posts)
-    /// met every hallucination target held-out and answered 10% / 18% of answer-removed questions, but covered
+    /// How the ensemble's answerabilities combine ([`EnsembleRule`]); default `mean`. `geometric` (chosen held-in,
+    /// where it kept squad-dev at 0.0% and 78.7% with ground 0.10 and halved shift-reddit's answered unanswerable
+    /// posts) met every hallucination target held-out and answered 10% / 18% of answer-removed questions, but covered
     /// 65.4% of squad-dev, 64.9% of shift-new-wiki and 36.7% of shift-reddit: on text they were not trained on the
     /// two readers disagree on answers too (docs/BENCHMARKS.md "The geometric mean of the two readers").
     pub ensemble_rule: EnsembleRule,
