@@ -102,7 +102,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         work.len()
     );
     let mut variants = vec![(shipped.batch, shipped.threads, shipped.max_sentences)];
-    variants.extend([(4, 1, 20), (4, 2, 20), (4, 2, 12), (4, 2, 8), (2, 2, 8), (1, 2, 8)]);
+    variants.extend([
+        (4, 1, 20),
+        (4, 2, 20),
+        (4, 2, 12),
+        (4, 2, 8),
+        (2, 2, 8),
+        (1, 2, 8),
+    ]);
     for (batch, threads, max_sentences) in variants {
         let config = ReaderConfig {
             batch,

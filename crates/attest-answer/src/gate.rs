@@ -78,7 +78,7 @@ pub fn decide_read(scores: &[f64], reader: &crate::reader::ReaderConfig) -> Gate
 /// but alone on forum posts it grounded questions whose post was deleted (28.9% of them on shift-reddit's held-out
 /// posts) that the lexical gate refuses (issue 41). `veto` (the default) lets the lexical gate refuse but not
 /// demand: chosen on held-in squad-dev articles and shift-reddit posts as the mode with the most coverage that
-/// hallucinated less than the lexical gate on both (docs/BENCHMARKS.md "Reader round 7").
+/// hallucinated less than the lexical gate on both (docs/bench/history.md "Reader round 7").
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum GateMode {

@@ -14,8 +14,9 @@
 //! - [`input`]: the token layout and the text each head reads (mirrors `scripts/reader/`).
 //! - [`model`]: the model, checksummed like the embedder; [`onnx`]: its ONNX Runtime back end.
 //!
-//! Answerability is read by every model of `reader.ensemble` beside the main one and averaged (two backbones,
-//! MiniLM and bge-small, by default); support by the main model alone.
+//! Answerability is read by every model of `reader.ensemble` beside the main one and combined by
+//! `reader.ensemble_rule` (the mean of two backbones, MiniLM and bge-small, by default); support by the main model
+//! alone.
 
 pub mod input;
 pub mod model;
@@ -39,7 +40,7 @@ use crate::verifier::Verifier;
 ///
 /// The default is the reader (issue 41): trained on Wikipedia, forum posts and HaluEval's passages, its gate
 /// combined with the lexical one (`reader.gate: veto`: the lexical gate can refuse), which hallucinated less than
-/// the lexical default on every shared set (docs/BENCHMARKS.md "Reader round 7").
+/// the lexical default on every shared set (docs/bench/history.md "Reader round 7").
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ReaderBackend {
@@ -67,7 +68,7 @@ pub struct ReaderConfig {
     /// Pairs per forward pass (small batches: a batch pads every pair to its longest).
     pub batch: usize,
     /// Threads one read spreads its batches over (a forward pass uses one core; 4 × 2 reads 20 sentences in
-    /// half the time of 16 × 1, see docs/BENCHMARKS.md "Reader latency").
+    /// half the time of 16 × 1, see docs/bench/history.md "Reader latency").
     pub threads: usize,
     /// The coverage gate on answerability (chosen on squad-dev held-out articles and unchanged on
     /// shift-new-wiki): bail below `bail_threshold`, ground at `ground_threshold` or above, else refine.
@@ -96,7 +97,8 @@ pub struct ReaderConfig {
     /// [`SECOND_READER_DIR`]) beside round 7 (MiniLM): two backbones err on different sentences, and the mean
     /// covered 3.8 points more of squad-dev held-out, 4.1 of shift-new-wiki and 2.3 of shift-reddit, answering the
     /// same number of unanswerable questions on the last two and one more on squad-dev, for ~1.5× the ask time
-    /// (docs/BENCHMARKS.md "Two readers"). `[]`: round 7 alone.
+    /// of round 7 alone (both under candle then; with every reader under ONNX Runtime the two ask in half the time
+    /// they took: docs/BENCHMARKS.md "Two readers", "The main reader under ONNX Runtime"). `[]`: round 7 alone.
     pub ensemble: Vec<PathBuf>,
     /// How the ensemble's answerabilities combine ([`EnsembleRule`]); default `mean`. `geometric` (chosen held-in,
     /// where it kept squad-dev at 0.0% and 78.7% with ground 0.10 and halved shift-reddit's answered unanswerable
