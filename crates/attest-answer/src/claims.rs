@@ -1,5 +1,9 @@
 //! Atomic claims (SPEC "answer" step 11): an answer is split into sentences, and sentences joined by `;` into
 //! their parts; each claim keeps the footnotes it cites, and its text without the markers, for the verifier.
+//!
+//! A marker at a sentence's end cites the whole sentence (the extractive composer writes `A; B [1].`, and so do
+//! most writers), so a `;` part without markers of its own takes those of the part that ends its sentence; a `;`
+//! inside brackets (`Nikola Tesla (Serbian Cyrillic: Никола Тесла; 10 July 1856 – …) was …`) splits nothing.
 
 /// One claim of an answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -17,6 +21,9 @@ pub fn split_claims(answer: &str) -> Vec<Claim> {
     let mut text = String::new();
     let mut citations: Vec<u32> = Vec::new();
     let mut ended = false; // the current claim's sentence has ended; only markers may still attach to it
+    let mut sentence_ended = false; // ...and it ended at a full stop or a line break, not at a `;`
+    let mut sentence_first = 0; // index in `claims` of the current sentence's first part
+    let mut depth = 0usize; // brackets open in the current sentence
     let mut chars = answer.char_indices().peekable();
     while let Some((i, c)) = chars.next() {
         if c == '[' {
@@ -35,7 +42,13 @@ pub fn split_claims(answer: &str) -> Vec<Claim> {
         }
         if ended && !c.is_whitespace() {
             push_claim(&mut claims, &mut text, &mut citations);
+            if sentence_ended {
+                cite_uncited_parts(&mut claims[sentence_first..]);
+                sentence_first = claims.len();
+                depth = 0;
+            }
             ended = false;
+            sentence_ended = false;
         }
         match c {
             '.' | '!' | '?' => {
@@ -44,16 +57,43 @@ pub fn split_claims(answer: &str) -> Vec<Claim> {
                 text.push(c);
                 if next.is_none_or(|n| n.is_whitespace() || n == '[') {
                     ended = true;
+                    sentence_ended = true;
                 }
             }
-            ';' | '\n' => {
+            '\n' => {
                 ended = true;
+                sentence_ended = true;
+            }
+            ';' if depth == 0 => ended = true,
+            '(' => {
+                depth += 1;
+                text.push(c);
+            }
+            ')' => {
+                depth = depth.saturating_sub(1);
+                text.push(c);
             }
             _ => text.push(c),
         }
     }
     push_claim(&mut claims, &mut text, &mut citations);
+    cite_uncited_parts(&mut claims[sentence_first..]);
     claims
+}
+
+/// The `;` parts of one sentence: when its last part (the sentence's end) has markers, which cite the whole
+/// sentence, the parts without markers take them.
+fn cite_uncited_parts(parts: &mut [Claim]) {
+    let Some(sentence_citations) = parts
+        .last()
+        .filter(|p| !p.citations.is_empty())
+        .map(|p| p.citations.clone())
+    else {
+        return;
+    };
+    for part in parts.iter_mut().filter(|p| p.citations.is_empty()) {
+        part.citations = sentence_citations.clone();
+    }
 }
 
 fn push_claim(claims: &mut Vec<Claim>, text: &mut String, citations: &mut Vec<u32>) {
@@ -98,6 +138,54 @@ mod tests {
                 claim("Tesla hung a sign.", &[2]),
                 claim("It read \"do not disturb\"", &[1, 2]),
                 claim("he kept it up for years.", &[3]),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_sentences_end_marker_cites_its_uncited_parts() {
+        let claims = split_claims(
+            "Tesla was born in Smiljan; he died in New York [1]. Edison lived; he died [2].",
+        );
+        assert_eq!(
+            claims,
+            vec![
+                claim("Tesla was born in Smiljan", &[1]),
+                claim("he died in New York.", &[1]),
+                claim("Edison lived", &[2]),
+                claim("he died.", &[2]),
+            ]
+        );
+        // A part with markers of its own keeps them; a sentence whose end has none leaves its uncited parts so.
+        let claims = split_claims("A rose [3]; B fell [1]. C stayed; D left. E rose [2]; F fell.");
+        assert_eq!(
+            claims,
+            vec![
+                claim("A rose", &[3]),
+                claim("B fell.", &[1]),
+                claim("C stayed", &[]),
+                claim("D left.", &[]),
+                claim("E rose", &[2]),
+                claim("F fell.", &[]),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_semicolon_in_brackets_splits_nothing() {
+        let claims = split_claims(
+            "Nikola Tesla (Serbian Cyrillic: Никола Тесла; 10 July 1856 – 7 January 1943) was an inventor [1]. \
+             He worked (briefly; unpaid) for Edison; he left [2].",
+        );
+        assert_eq!(
+            claims,
+            vec![
+                claim(
+                    "Nikola Tesla (Serbian Cyrillic: Никола Тесла; 10 July 1856 – 7 January 1943) was an inventor.",
+                    &[1]
+                ),
+                claim("He worked (briefly; unpaid) for Edison", &[2]),
+                claim("he left.", &[2]),
             ]
         );
     }
