@@ -104,7 +104,7 @@ pub struct ReaderConfig {
     /// where it kept squad-dev at 0.0% and 78.7% with ground 0.10 and halved shift-reddit's answered unanswerable
     /// posts) met every hallucination target held-out and answered 10% / 18% of answer-removed questions, but covered
     /// 65.4% of squad-dev, 64.9% of shift-new-wiki and 36.7% of shift-reddit: on text they were not trained on the
-    /// two readers disagree on answers too (docs/BENCHMARKS.md "The geometric mean of the two readers").
+    /// two readers disagree on answers too (docs/bench/history.md "The geometric mean of the two readers").
     pub ensemble_rule: EnsembleRule,
 }
 
