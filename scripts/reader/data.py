@@ -63,11 +63,42 @@ def content_set(text):
     return {stem(w) for w in words(text) if w not in STOPWORDS}
 
 
+# The abbreviation rule of crates/attest-answer/src/text.rs (`stop_continues`), word for word.
+JOINING_ABBREVIATIONS = set(
+    "Mr Mrs Ms Dr St Mt Ft Prof Gen Col Lt Sgt Capt Gov Sen Rep Rev Hon Pres Adm Maj Messrs vs v cf viz ca".split())
+TRAILING_ABBREVIATIONS = set(
+    "Jr Sr Inc Ltd Co Corp Bros etc No Nos Vol approx est al fig pp Jan Feb Mar Apr Jun Jul Aug Sep Sept Oct Nov Dec"
+    .split())
+SENTENCE_OPENERS = set(
+    "a after all also although an and another as at because before both but by during each even for from he her here "
+    "his how however i if in it its later many most my no not now on one only other our she since so some "
+    "such that the their then there these they this those though thus to today we what when where which while who why "
+    "with yet you your".split())
+OPENING = "(\"'\u201c\u2018["
+
+
+def stop_continues(before, nxt):
+    """Whether a full stop right after the token `before` continues its sentence when the word `nxt` follows."""
+    before, nxt = before.lstrip(OPENING), nxt.lstrip(OPENING)
+    if not before or not nxt:
+        return False
+    if before in JOINING_ABBREVIATIONS or before.lower() in JOINING_ABBREVIATIONS:
+        return True
+    initial = len(before) == 1 and before.isalpha()
+    acronym = "." in before and all(1 <= len(p) <= 2 and p.isalpha() for p in before.split("."))
+    if not (initial or acronym or before in TRAILING_ABBREVIATIONS):
+        return False
+    first = words(nxt)
+    return not (nxt[0].isupper() and bool(first) and first[0] in SENTENCE_OPENERS)
+
+
 def sentences(text):
     """The answer tier's splitter (crates/attest-answer/src/text.rs `sentences`)."""
     out, start = [], 0
     for i, c in enumerate(text):
-        ends = (c in ".!?" and (i + 1 >= len(text) or text[i + 1] in " \t\n\r\x0b\x0c")) or c == "\n"
+        ends = (c in ".!?" and (i + 1 >= len(text) or text[i + 1] in " \t\n\r\x0b\x0c")
+                and not (c == "." and stop_continues(re.split(r"\s", text[start:i])[-1],
+                                                     (text[i + 1:].split() or [""])[0]))) or c == "\n"
         if ends:
             s = text[start : i + 1].strip()
             if s:

@@ -226,6 +226,18 @@ class Negatives(unittest.TestCase):
         for _, q, sentence, _, _, _, gold in positives:
             self.assertTrue(holds_answer(sentence, gold))
 
+    def test_abbreviations_split_as_the_answer_tier_splits(self):
+        # The cases of text.rs `abbreviations_and_initials_do_not_end_sentences`: both splitters must agree.
+        self.assertEqual(
+            sentences("It was funded by John D. Rockefeller. Jean Ribault charted the St. Johns River in 1562. "
+                      "Ted Ginn Jr. caught it; the U.S. Army e.g. came at 5 p.m. on Monday."),
+            ["It was funded by John D. Rockefeller.", "Jean Ribault charted the St. Johns River in 1562.",
+             "Ted Ginn Jr. caught it; the U.S. Army e.g. came at 5 p.m. on Monday."])
+        self.assertEqual(
+            sentences("He moved to the U.S. In 1990 he left. Pens, pencils, etc. The rest went. Go to Main St."),
+            ["He moved to the U.S.", "In 1990 he left.", "Pens, pencils, etc.", "The rest went.", "Go to Main St."])
+        self.assertEqual(sentences("We won. No. It lost."), ["We won.", "No.", "It lost."])
+
     def test_context_is_the_sentence_before(self):
         ss = sentences(SUPER_BOWL)
         self.assertEqual(answer_context("Super Bowl 50", ss, 1), f"Super Bowl 50. {ss[0]}")

@@ -5,6 +5,8 @@
 //! most writers), so a `;` part without markers of its own takes those of the part that ends its sentence; a `;`
 //! inside brackets (`Nikola Tesla (Serbian Cyrillic: Никола Тесла; 10 July 1856 – …) was …`) splits nothing.
 
+use crate::text;
+
 /// One claim of an answer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Claim {
@@ -52,10 +54,16 @@ pub fn split_claims(answer: &str) -> Vec<Claim> {
         }
         match c {
             '.' | '!' | '?' => {
-                // A full stop inside a number or an abbreviation-like token (`3.5`, `e.g.x`) does not end it.
+                // A full stop inside a number or an abbreviation-like token (`3.5`, `e.g.x`) does not end it,
+                // nor one after an abbreviation that goes on (`John D. Rockefeller`), as in passages.
                 let next = chars.peek().map(|&(_, n)| n);
+                let continues = c == '.'
+                    && text::stop_continues(
+                        text::token_before(&text),
+                        word_after_markers(&answer[i + 1..]),
+                    );
                 text.push(c);
-                if next.is_none_or(|n| n.is_whitespace() || n == '[') {
+                if next.is_none_or(|n| n.is_whitespace() || n == '[') && !continues {
                     ended = true;
                     sentence_ended = true;
                 }
@@ -79,6 +87,20 @@ pub fn split_claims(answer: &str) -> Vec<Claim> {
     push_claim(&mut claims, &mut text, &mut citations);
     cite_uncited_parts(&mut claims[sentence_first..]);
     claims
+}
+
+/// The first word of `rest` after its whitespace and `[n]` markers.
+fn word_after_markers(rest: &str) -> &str {
+    let mut rest = rest.trim_start();
+    while let Some(inner) = rest.strip_prefix('[') {
+        match inner.find(']') {
+            Some(end) if inner[..end].parse::<u32>().is_ok() => {
+                rest = inner[end + 1..].trim_start()
+            }
+            _ => break,
+        }
+    }
+    text::next_word(rest)
 }
 
 /// The `;` parts of one sentence: when its last part (the sentence's end) has markers, which cite the whole
@@ -186,6 +208,24 @@ mod tests {
                 ),
                 claim("He worked (briefly; unpaid) for Edison", &[2]),
                 claim("he left.", &[2]),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_abbreviation_inside_a_quoted_sentence_ends_no_claim() {
+        // The composer quotes whole passage sentences; before, `John D.` ended a claim with no marker, which
+        // the verifier could not check and the revision pass removed.
+        let claims = split_claims(
+            "It was funded by John D. Rockefeller [1]. Ribault charted the St. Johns River [2]. He moved to the U.S. [2] In 1990 he left [2].",
+        );
+        assert_eq!(
+            claims,
+            vec![
+                claim("It was funded by John D. Rockefeller.", &[1]),
+                claim("Ribault charted the St. Johns River.", &[2]),
+                claim("He moved to the U.S.", &[2]),
+                claim("In 1990 he left.", &[2]),
             ]
         );
     }

@@ -101,7 +101,75 @@ pub fn is_negated(text: &str) -> bool {
         || words(text).iter().any(|w| NEGATIONS.contains(&w.as_str()))
 }
 
-/// Sentences, split after `.`, `!`, `?` followed by whitespace (and at line breaks).
+/// Abbreviations after which a full stop never ends a sentence: titles before a name (`St. Augustine`,
+/// `Dr. Watson`) and Latin joiners (`e.g.`, `Brown v. Board`). Compared case-sensitively for titles.
+const JOINING_ABBREVIATIONS: &[&str] = &[
+    "Mr", "Mrs", "Ms", "Dr", "St", "Mt", "Ft", "Prof", "Gen", "Col", "Lt", "Sgt", "Capt", "Gov",
+    "Sen", "Rep", "Rev", "Hon", "Pres", "Adm", "Maj", "Messrs", "vs", "v", "cf", "viz", "ca",
+];
+
+/// Abbreviations that usually go on (`Ted Ginn Jr. and`, `Apple Inc. said`) but can end a sentence: a full stop
+/// after one ends it only when a sentence opener follows. Initials (`John D. Rockefeller`) and dotted acronyms
+/// (`the U.S. Army`, `e.g.`, `a.m.`) are read the same way.
+const TRAILING_ABBREVIATIONS: &[&str] = &[
+    "Jr", "Sr", "Inc", "Ltd", "Co", "Corp", "Bros", "etc", "No", "Nos", "Vol", "approx", "est",
+    "al", "fig", "pp", "Jan", "Feb", "Mar", "Apr", "Jun", "Jul", "Aug", "Sep", "Sept", "Oct",
+    "Nov", "Dec",
+];
+
+/// Capitalised words that open sentences (lowercased): after an abbreviation, one of these starts a new sentence.
+const SENTENCE_OPENERS: &[&str] = &[
+    "a", "after", "all", "also", "although", "an", "and", "another", "as", "at", "because",
+    "before", "both", "but", "by", "during", "each", "even", "for", "from", "he", "her", "here",
+    "his", "how", "however", "i", "if", "in", "it", "its", "later", "many", "most", "my", "no",
+    "not", "now", "on", "one", "only", "other", "our", "she", "since", "so", "some", "such",
+    "that", "the", "their", "then", "there", "these", "they", "this", "those", "though", "thus",
+    "to", "today", "we", "what", "when", "where", "which", "while", "who", "why", "with", "yet",
+    "you", "your",
+];
+
+/// Whether a full stop right after the token `before` continues its sentence when the word `next` follows
+/// ("" at the end of the text): after a title or a joining abbreviation it always does; after an initial, a
+/// dotted acronym or a trailing abbreviation it does unless a capitalised sentence opener follows. Both
+/// splitters (passages: [`sentences`]; answers: [`crate::claims`]) ask this, so a quote is never cut at
+/// `John D.` on one side and read whole on the other.
+pub fn stop_continues(before: &str, next: &str) -> bool {
+    const OPENING: &[char] = &['(', '"', '\'', '“', '‘', '['];
+    let before = before.trim_start_matches(OPENING);
+    let next = next.trim_start_matches(OPENING);
+    if before.is_empty() || next.is_empty() {
+        return false;
+    }
+    if JOINING_ABBREVIATIONS.contains(&before)
+        || JOINING_ABBREVIATIONS.contains(&before.to_lowercase().as_str())
+    {
+        return true;
+    }
+    let initial = before.chars().count() == 1 && before.chars().all(char::is_alphabetic);
+    let acronym = before.contains('.')
+        && before.split('.').all(|part| {
+            (1..=2).contains(&part.chars().count()) && part.chars().all(char::is_alphabetic)
+        });
+    if !(initial || acronym || TRAILING_ABBREVIATIONS.contains(&before)) {
+        return false;
+    }
+    let opens = next.chars().next().is_some_and(char::is_uppercase)
+        && SENTENCE_OPENERS.contains(&words(next).first().map_or("", String::as_str));
+    !opens
+}
+
+/// The token a full stop ends (the text since the last whitespace; "" right after whitespace).
+pub fn token_before(text: &str) -> &str {
+    text.rsplit(char::is_whitespace).next().unwrap_or("")
+}
+
+/// The first word of `text` after any whitespace.
+pub fn next_word(text: &str) -> &str {
+    text.split_whitespace().next().unwrap_or("")
+}
+
+/// Sentences, split after `.`, `!`, `?` followed by whitespace (and at line breaks), except after an
+/// abbreviation that goes on ([`stop_continues`]).
 pub fn sentences(text: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let mut start = 0;
@@ -109,6 +177,8 @@ pub fn sentences(text: &str) -> Vec<&str> {
     for (i, c) in text.char_indices() {
         let ends = matches!(c, '.' | '!' | '?')
             && bytes.get(i + 1).is_none_or(|b| b.is_ascii_whitespace())
+            && !(c == '.'
+                && stop_continues(token_before(&text[start..i]), next_word(&text[i + 1..])))
             || c == '\n';
         if ends {
             let s = text[start..=i].trim();
@@ -157,6 +227,37 @@ mod tests {
         assert_eq!(
             sentences("One. Two 3.5 three! Four"),
             vec!["One.", "Two 3.5 three!", "Four"]
+        );
+    }
+
+    #[test]
+    fn abbreviations_and_initials_do_not_end_sentences() {
+        assert_eq!(
+            sentences(
+                "It was funded by John D. Rockefeller. Jean Ribault charted the St. Johns River in 1562. \
+                 Ted Ginn Jr. caught it; the U.S. Army e.g. came at 5 p.m. on Monday."
+            ),
+            vec![
+                "It was funded by John D. Rockefeller.",
+                "Jean Ribault charted the St. Johns River in 1562.",
+                "Ted Ginn Jr. caught it; the U.S. Army e.g. came at 5 p.m. on Monday."
+            ]
+        );
+        // Where a sentence opener follows, the abbreviation was the sentence's end.
+        assert_eq!(
+            sentences("He moved to the U.S. In 1990 he left. Pens, pencils, etc. The rest went. Go to Main St."),
+            vec![
+                "He moved to the U.S.",
+                "In 1990 he left.",
+                "Pens, pencils, etc.",
+                "The rest went.",
+                "Go to Main St."
+            ]
+        );
+        // A word that merely looks short still ends its sentence.
+        assert_eq!(
+            sentences("We won. No. It lost."),
+            vec!["We won.", "No.", "It lost."]
         );
     }
 }
