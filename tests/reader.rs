@@ -179,7 +179,13 @@ fn the_span_head_finds_the_answer_sentence_and_nothing_once_it_is_gone() {
             title: BRIDGE_TITLE,
             text,
         };
-        reader.read(question, &[passage]).unwrap().remove(0)
+        reader
+            .read(question, &[passage])
+            .unwrap()
+            .remove(0)
+            .into_iter()
+            .map(|s| s.answerability)
+            .collect::<Vec<f64>>()
     };
     let with = read(BRIDGE);
     let ground = config.reader.ground_threshold;
@@ -195,6 +201,23 @@ fn the_span_head_finds_the_answer_sentence_and_nothing_once_it_is_gone() {
 }
 
 #[test]
+fn the_span_head_names_the_semicolon_part_that_answers() {
+    let config = reader_config();
+    let reader = model_reader(&config);
+    let part = |question: &str| {
+        let passage = attest_answer::reader::ToRead {
+            title: BRIDGE_TITLE,
+            text: "The Harbor Bridge was designed by the engineer Mara Lindqvist (born 1961; died 2020); it opened \
+                   to traffic on 4 May 2024, two years late.",
+        };
+        reader.read(question, &[passage]).unwrap()[0][0].answer_part
+    };
+    // The `;` inside the brackets splits nothing: the sentence has two parts.
+    assert_eq!(part("Who designed the Harbor Bridge?"), 0);
+    assert_eq!(part("When did the Harbor Bridge open to traffic?"), 1);
+}
+
+#[test]
 fn an_ensembles_answerability_is_the_mean_of_its_models() {
     let question = "When did the Harbor Bridge open to traffic?";
     let passage = attest_answer::reader::ToRead {
@@ -206,6 +229,9 @@ fn an_ensembles_answerability_is_the_mean_of_its_models() {
             .read(question, &[passage])
             .unwrap()
             .remove(0)
+            .into_iter()
+            .map(|s| s.answerability)
+            .collect::<Vec<f64>>()
     };
     let mut alone = reader_config();
     alone.reader.ensemble.clear();
@@ -245,7 +271,10 @@ fn a_sentence_off_the_questions_topic_is_not_read() {
             &[off_topic],
         )
         .unwrap();
-    assert_eq!(read, vec![vec![0.0]]);
+    assert_eq!(
+        read,
+        vec![vec![attest_answer::reader::SentenceRead::default()]]
+    );
     // The same sentence under a title the question names is read.
     let on_topic = attest_answer::reader::ToRead {
         title: "Main Quadrangles",
@@ -257,7 +286,7 @@ fn a_sentence_off_the_questions_topic_is_not_read() {
             &[on_topic],
         )
         .unwrap();
-    assert!(read[0][0] > 0.0, "{read:?}");
+    assert!(read[0][0].answerability > 0.0, "{read:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -67,8 +67,8 @@ def content_set(text):
 JOINING_ABBREVIATIONS = set(
     "Mr Mrs Ms Dr St Mt Ft Prof Gen Col Lt Sgt Capt Gov Sen Rep Rev Hon Pres Adm Maj Messrs vs v cf viz ca".split())
 TRAILING_ABBREVIATIONS = set(
-    "Jr Sr Inc Ltd Co Corp Bros etc No Nos Vol approx est al fig pp Jan Feb Mar Apr Jun Jul Aug Sep Sept Oct Nov Dec"
-    .split())
+    "Jr Sr Inc Ltd Co Corp Bros Dept Univ Assn Ave Blvd Rd etc No Nos Vol approx est al fig pp Jan Feb Mar Apr Jun "
+    "Jul Aug Sep Sept Oct Nov Dec".split())
 SENTENCE_OPENERS = set(
     "a after all also although an and another as at because before both but by during each even for from he her here "
     "his how however i if in it its later many most my no not now on one only other our she since so some "

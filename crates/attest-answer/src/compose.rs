@@ -1,8 +1,10 @@
 //! The built-in extractive composer (SPEC "answer" step 9, the default generator): picks the passage sentences
 //! that best answer the question and cites each with its footnote. It cannot invent: every sentence it writes
 //! is a sentence of the passage it cites. When the reader has judged the passages' sentences
-//! (`Passage::sentence_scores`), only judged sentences are quoted, best answerability first; otherwise the
-//! sentences that cover most of the question's words are.
+//! (`Passage::sentence_reads`), only judged sentences are quoted, best answerability first, and of a sentence
+//! joined by `;` only the part where the reader's answer span starts (every claim should answer the question,
+//! issue 41: `… was born in Smiljan; his father was a priest` for "Where was Tesla born?" quotes the first part);
+//! otherwise the sentences that cover most of the question's words are.
 
 use std::collections::HashSet;
 
@@ -25,22 +27,25 @@ pub fn compose(question: &str, footnotes: &Footnotes, config: &AnswerConfig) -> 
     // (a lexically covering sentence of a weak passage is how a wrong paragraph gets cited).
     let best_passage = footnotes.iter().map(|(_, p)| p.score).fold(0.0, f64::max);
     let passage_floor = best_passage * config.composer_passage_ratio;
-    let read = footnotes.iter().any(|(_, p)| p.sentence_scores.is_some());
+    let read = footnotes.iter().any(|(_, p)| p.sentence_reads.is_some());
     let mut candidates: Vec<Candidate> = Vec::new();
     for (n, p) in footnotes.iter().filter(|(_, p)| p.score >= passage_floor) {
-        if read && p.sentence_scores.is_none() {
+        if read && p.sentence_reads.is_none() {
             continue;
         }
         let title = text::content_set(&p.title);
         for (position, s) in text::sentences(&p.text).into_iter().enumerate() {
-            let relevance = match &p.sentence_scores {
-                Some(scores) => scores.get(position).copied().unwrap_or(0.0),
-                None => sentence_relevance(&q, &title, s),
+            let (relevance, quoted) = match &p.sentence_reads {
+                Some(reads) => {
+                    let r = reads.get(position).copied().unwrap_or_default();
+                    (r.answerability, answer_part(s, r.answer_part))
+                }
+                None => (sentence_relevance(&q, &title, s), s),
             };
             candidates.push(Candidate {
                 footnote: n,
                 position,
-                sentence: s.to_string(),
+                sentence: quoted.to_string(),
                 relevance,
             });
         }
@@ -77,6 +82,16 @@ pub fn compose(question: &str, footnotes: &Footnotes, config: &AnswerConfig) -> 
     )
 }
 
+/// The `;` part `part` of `sentence` (the whole sentence when it has one part, or the reader pointed past its
+/// last).
+fn answer_part(sentence: &str, part: usize) -> &str {
+    let parts = text::semicolon_parts(sentence);
+    match parts.get(part) {
+        Some(p) if parts.len() > 1 && !p.is_empty() => p,
+        _ => sentence,
+    }
+}
+
 /// `Tesla hung a sign.` + 2 → `Tesla hung a sign [2].`
 fn with_marker(sentence: &str, n: u32) -> String {
     let trimmed = sentence.trim_end();
@@ -106,7 +121,7 @@ mod tests {
             title: title.into(),
             text: text.into(),
             score: 1.0,
-            sentence_scores: None,
+            sentence_reads: None,
         }
     }
 
@@ -164,6 +179,40 @@ mod tests {
         );
         let any = compose(question, &f, &AnswerConfig::default()).unwrap();
         assert!(any.contains("[2]"), "{any}");
+    }
+
+    #[test]
+    fn of_a_read_sentence_only_the_part_holding_the_answer_span_is_quoted() {
+        use crate::reader::SentenceRead;
+        let mut p = passage(
+            "a",
+            "Nikola Tesla",
+            "Tesla (Serbian; 1856) was born in Smiljan; his father was a priest. He moved to Paris.",
+        );
+        let read = |answerability, answer_part| SentenceRead {
+            answerability,
+            answer_part,
+        };
+        p.sentence_reads = Some(vec![read(0.9, 0), read(0.1, 0)]);
+        let f = Footnotes::mint(vec![p.clone()]);
+        let question = "Where was Tesla born?";
+        assert_eq!(
+            compose(question, &f, &AnswerConfig::default()).unwrap(),
+            "Tesla (Serbian; 1856) was born in Smiljan [1]."
+        );
+        p.sentence_reads = Some(vec![read(0.9, 1), read(0.1, 0)]);
+        let f = Footnotes::mint(vec![p.clone()]);
+        assert_eq!(
+            compose(question, &f, &AnswerConfig::default()).unwrap(),
+            "his father was a priest [1]."
+        );
+        // A sentence without `;` parts is quoted whole whatever part the reader names.
+        p.sentence_reads = Some(vec![read(0.1, 0), read(0.9, 3)]);
+        let f = Footnotes::mint(vec![p]);
+        assert_eq!(
+            compose(question, &f, &AnswerConfig::default()).unwrap(),
+            "He moved to Paris [1]."
+        );
     }
 
     #[test]

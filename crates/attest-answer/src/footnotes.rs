@@ -16,8 +16,8 @@ pub struct Passage {
     /// How well the passage answers the question: the reader's best sentence when it was read, else the
     /// reranker score.
     pub score: f64,
-    /// The reader's answerability of each sentence (`text::sentences` order), when the passage was read.
-    pub sentence_scores: Option<Vec<f64>>,
+    /// The reader's reading of each sentence (`text::sentences` order), when the passage was read.
+    pub sentence_reads: Option<Vec<crate::reader::SentenceRead>>,
 }
 
 /// A chunk's text without the `"Title\n"` line the chunker puts before it for embedding: the title is not a
@@ -119,7 +119,7 @@ mod tests {
             title: "A title".into(),
             text: "Some passage text.".into(),
             score: 1.0,
-            sentence_scores: None,
+            sentence_reads: None,
         }
     }
 
@@ -140,7 +140,7 @@ mod tests {
             title: String::new(),
             text: "The barn owl hunts at night.".into(),
             score: 1.0,
-            sentence_scores: None,
+            sentence_reads: None,
         }]);
         assert_eq!(f.internal_ids(), vec!["owl#0"]);
     }

@@ -350,7 +350,7 @@ mod tests {
                 title: "T".into(),
                 text: "x".into(),
                 score: 1.0,
-                sentence_scores: None,
+                sentence_reads: None,
             })
             .collect(),
         )

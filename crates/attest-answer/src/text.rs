@@ -112,9 +112,9 @@ const JOINING_ABBREVIATIONS: &[&str] = &[
 /// after one ends it only when a sentence opener follows. Initials (`John D. Rockefeller`) and dotted acronyms
 /// (`the U.S. Army`, `e.g.`, `a.m.`) are read the same way.
 const TRAILING_ABBREVIATIONS: &[&str] = &[
-    "Jr", "Sr", "Inc", "Ltd", "Co", "Corp", "Bros", "etc", "No", "Nos", "Vol", "approx", "est",
-    "al", "fig", "pp", "Jan", "Feb", "Mar", "Apr", "Jun", "Jul", "Aug", "Sep", "Sept", "Oct",
-    "Nov", "Dec",
+    "Jr", "Sr", "Inc", "Ltd", "Co", "Corp", "Bros", "Dept", "Univ", "Assn", "Ave", "Blvd", "Rd",
+    "etc", "No", "Nos", "Vol", "approx", "est", "al", "fig", "pp", "Jan", "Feb", "Mar", "Apr",
+    "Jun", "Jul", "Aug", "Sep", "Sept", "Oct", "Nov", "Dec",
 ];
 
 /// Capitalised words that open sentences (lowercased): after an abbreviation, one of these starts a new sentence.
@@ -195,6 +195,26 @@ pub fn sentences(text: &str) -> Vec<&str> {
     out
 }
 
+/// A sentence's `;` parts, each trimmed and without its `;`; a `;` inside brackets splits nothing (`Nikola Tesla
+/// (Serbian Cyrillic: Никола Тесла; 10 July 1856 – …) was …` is one part), as in the claim splitter.
+pub fn semicolon_parts(sentence: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let (mut depth, mut start) = (0usize, 0);
+    for (i, c) in sentence.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ';' if depth == 0 => {
+                parts.push(sentence[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(sentence[start..].trim());
+    parts
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,6 +248,18 @@ mod tests {
             sentences("One. Two 3.5 three! Four"),
             vec!["One.", "Two 3.5 three!", "Four"]
         );
+    }
+
+    #[test]
+    fn semicolon_parts_outside_brackets() {
+        assert_eq!(
+            semicolon_parts("Tesla (born 1856; died 1943) was an inventor; he worked for Edison."),
+            vec![
+                "Tesla (born 1856; died 1943) was an inventor",
+                "he worked for Edison."
+            ]
+        );
+        assert_eq!(semicolon_parts("No parts here."), vec!["No parts here."]);
     }
 
     #[test]

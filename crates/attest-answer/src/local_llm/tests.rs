@@ -21,7 +21,7 @@ fn passage(n: usize, text: &str) -> Passage {
         title: format!("Title {n}"),
         text: text.into(),
         score: 1.0,
-        sentence_scores: None,
+        sentence_reads: None,
     }
 }
 

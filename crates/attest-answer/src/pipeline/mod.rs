@@ -135,8 +135,8 @@ pub struct AnswerService {
     config: AnswerConfig,
 }
 
-/// The reader's sentence scores of the candidates read so far in a turn, by chunk id.
-type Reads = HashMap<String, Vec<f64>>;
+/// The reader's readings of the sentences of the candidates read so far in a turn, by chunk id.
+type Reads = HashMap<String, Vec<crate::reader::SentenceRead>>;
 
 /// What a stage hands on: the turn goes on, or it ends with this response.
 type Flow<T = ()> = ControlFlow<AskResponse, T>;
@@ -477,7 +477,7 @@ fn passage(hit: &pb::Hit, score: f64) -> Passage {
         title: hit.title.clone(),
         text: body(hit).to_string(),
         score,
-        sentence_scores: None,
+        sentence_reads: None,
     }
 }
 

@@ -15,7 +15,7 @@ use crate::error::AnswerError;
 use crate::footnotes::{body, Footnotes};
 use crate::memory;
 use crate::pool::{Candidate, Source};
-use crate::reader::{ReaderError, ToRead};
+use crate::reader::{ReaderError, SentenceRead, ToRead};
 use crate::rerank::{LexicalReranker, Reranker};
 use crate::rewrite::Rewrite;
 
@@ -192,8 +192,8 @@ impl AnswerService {
     }
 }
 
-fn best(scores: &[f64]) -> f64 {
-    scores.iter().copied().fold(0.0, f64::max)
+fn best(reads: &[SentenceRead]) -> f64 {
+    reads.iter().map(|r| r.answerability).fold(0.0, f64::max)
 }
 
 /// The candidates the reader read first, by answerability (their score becomes it), then the others in

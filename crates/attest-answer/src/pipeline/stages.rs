@@ -308,7 +308,7 @@ impl AnswerService {
                 .map(|&i| {
                     let c = &ranked[i];
                     Passage {
-                        sentence_scores: turn.reads.get(&c.hit.chunk_id).cloned(),
+                        sentence_reads: turn.reads.get(&c.hit.chunk_id).cloned(),
                         ..passage(&c.hit, c.score)
                     }
                 })

@@ -27,7 +27,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-pub use self::model::{Head, ReaderError, ReaderModel, RELATIVE_READER_DIR, SECOND_READER_DIR};
+pub use self::model::{
+    Head, Judgement, ReaderError, ReaderModel, RELATIVE_READER_DIR, SECOND_READER_DIR,
+};
 use crate::edition::Editions;
 use crate::question_names::QuestionNames;
 use crate::relevance::sentence_relevance;
@@ -49,6 +51,16 @@ pub enum ReaderBackend {
     Model,
     /// No model: question coverage by word overlap, the learned lexical verifier.
     Lexical,
+}
+
+/// What the reader made of one sentence of a passage.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SentenceRead {
+    /// Does it answer the question: the readers' probabilities combined by `reader.ensemble_rule`.
+    pub answerability: f64,
+    /// The `;` part of the sentence ([`text::semicolon_parts`]) where the main reader's best answer span
+    /// starts: the part the composer quotes.
+    pub answer_part: usize,
 }
 
 /// The `answer.reader` config section.
@@ -256,16 +268,20 @@ impl Reader {
         &self.model
     }
 
-    /// Answerability of the sentences of each passage (per passage, one score per sentence of
-    /// [`text::sentences`]); sentences not read score 0. At most `max_sentences` are read, those that cover most
-    /// of the question first (ties: the better-ranked passage, the earlier sentence).
-    pub fn read(&self, question: &str, passages: &[ToRead]) -> Result<Vec<Vec<f64>>, ReaderError> {
+    /// The reading of the sentences of each passage (per passage, one per sentence of [`text::sentences`]);
+    /// sentences not read score 0. At most `max_sentences` are read, those that cover most of the question first
+    /// (ties: the better-ranked passage, the earlier sentence).
+    pub fn read(
+        &self,
+        question: &str,
+        passages: &[ToRead],
+    ) -> Result<Vec<Vec<SentenceRead>>, ReaderError> {
         let q = text::content_set(question);
-        let mut out: Vec<Vec<f64>> = Vec::with_capacity(passages.len());
+        let mut out: Vec<Vec<SentenceRead>> = Vec::with_capacity(passages.len());
         let mut candidates: Vec<(f64, usize, usize)> = Vec::new();
         let split: Vec<Vec<&str>> = passages.iter().map(|p| text::sentences(p.text)).collect();
         for (p, sentences) in split.iter().enumerate() {
-            out.push(vec![0.0; sentences.len()]);
+            out.push(vec![SentenceRead::default(); sentences.len()]);
             let title = text::content_set(passages[p].title);
             for (i, s) in sentences.iter().enumerate() {
                 candidates.push((sentence_relevance(&q, &title, s), p, i));
@@ -295,8 +311,8 @@ impl Reader {
             .map(|&(_, p, i)| input::answer_context(passages[p].title, &split[p], i))
             .collect();
         let models = std::iter::once(&self.model).chain(&self.members);
-        // Per candidate, each model's probability, in model order.
-        let mut per_model: Vec<Vec<f64>> =
+        // Per candidate, each model's judgement, in model order (the main model's first).
+        let mut per_model: Vec<Vec<Judgement>> =
             vec![Vec::with_capacity(1 + self.members.len()); candidates.len()];
         for model in models {
             let pairs = candidates
@@ -306,15 +322,19 @@ impl Reader {
                     input::pair_ids(model.tokenizer(), question, split[p][i], Some(context))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            for (scores, s) in per_model
+            for (judged, j) in per_model
                 .iter_mut()
-                .zip(model.score(Head::Answerable, &pairs)?)
+                .zip(model.judge(Head::Answerable, &pairs)?)
             {
-                scores.push(s);
+                judged.push(j);
             }
         }
-        for (&(_, p, i), scores) in candidates.iter().zip(&per_model) {
-            out[p][i] = self.config.ensemble_rule.combine(scores);
+        for (&(_, p, i), judged) in candidates.iter().zip(&per_model) {
+            let probabilities: Vec<f64> = judged.iter().map(|j| j.probability).collect();
+            out[p][i] = SentenceRead {
+                answerability: self.config.ensemble_rule.combine(&probabilities),
+                answer_part: judged.first().map_or(0, |j| j.part),
+            };
         }
         Ok(out)
     }

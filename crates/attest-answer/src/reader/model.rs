@@ -94,6 +94,8 @@ pub struct ReaderModel {
     /// How much of the span margin goes into answerability (0: no span head).
     span_blend: f32,
     tokenizer: Tokenizer,
+    /// The tokens that split a sentence into its `;` parts.
+    parts: PartTokens,
     /// Pairs per forward pass.
     batch: usize,
     /// Threads one `score` call spreads its batches over (each session runs on one core).
@@ -137,10 +139,12 @@ impl ReaderModel {
             elapsed_ms = started.elapsed().as_millis() as u64,
             "loaded reader model"
         );
+        let parts = PartTokens::of(&tokenizer);
         Ok(ReaderModel {
             encoder,
             span_blend,
             tokenizer,
+            parts,
             batch: batch.max(1),
             threads: threads.max(1),
         })
@@ -157,6 +161,16 @@ impl ReaderModel {
 
     /// One probability per pair from `head`, in input order.
     pub fn score(&self, head: Head, pairs: &[PairIds]) -> Result<Vec<f64>, ReaderError> {
+        Ok(self
+            .judge(head, pairs)?
+            .into_iter()
+            .map(|j| j.probability)
+            .collect())
+    }
+
+    /// One judgement per pair from `head`, in input order: its probability and, from the span head, which `;`
+    /// part of the sentence its best answer span starts in.
+    pub fn judge(&self, head: Head, pairs: &[PairIds]) -> Result<Vec<Judgement>, ReaderError> {
         let lengths: Vec<usize> = pairs.iter().map(|p| p.ids.len()).collect();
         attest_embed::batches::by_length(
             &lengths,
@@ -171,7 +185,7 @@ impl ReaderModel {
         &self,
         head: Head,
         rows: impl Iterator<Item = &'a PairIds>,
-    ) -> Result<Vec<f64>, ReaderError> {
+    ) -> Result<Vec<Judgement>, ReaderError> {
         let rows: Vec<&PairIds> = rows.collect();
         let n = rows.len();
         let t = rows.iter().map(|r| r.ids.len()).max().unwrap_or(0);
@@ -189,18 +203,69 @@ impl ReaderModel {
             Head::Answerable => 0,
             Head::Supported => 1,
         };
-        let mut logits: Vec<f32> = (0..n).map(|r| out.heads[r * 2 + column]).collect();
-        if with_span {
-            for (r, (logit, row)) in logits.iter_mut().zip(&rows).enumerate() {
-                let (lo, hi) = input::sentence_range(&row.ids);
-                let tokens = &out.span[r * t * 2..(r + 1) * t * 2];
-                *logit += self.span_blend * span_margin(tokens, lo, hi);
+        Ok(rows
+            .iter()
+            .enumerate()
+            .map(|(r, row)| {
+                let mut logit = out.heads[r * 2 + column];
+                let mut part = 0;
+                if with_span {
+                    let (lo, hi) = input::sentence_range(&row.ids);
+                    let (margin, start) = best_span(&out.span[r * t * 2..(r + 1) * t * 2], lo, hi);
+                    logit += self.span_blend * margin;
+                    part = start.map_or(0, |start| self.parts.part_at(&row.ids[lo..start]));
+                }
+                Judgement {
+                    probability: 1.0 / (1.0 + (-f64::from(logit)).exp()),
+                    part,
+                }
+            })
+            .collect())
+    }
+}
+
+/// One pair's judgement by one model.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Judgement {
+    pub probability: f64,
+    /// The `;` part of the sentence (0 for the first; brackets split nothing, as in [`crate::text::semicolon_parts`])
+    /// where the best answer span starts; 0 without a span head.
+    pub part: usize,
+}
+
+/// The token ids of `;`, `(` and `)` in a reader's vocabulary (BERT's tokenizer makes each punctuation mark a
+/// token of its own), so the span head's start can be placed in a `;` part without mapping tokens to text.
+#[derive(Debug, Clone, Copy)]
+struct PartTokens {
+    semicolon: Option<u32>,
+    open: Option<u32>,
+    close: Option<u32>,
+}
+
+impl PartTokens {
+    fn of(tokenizer: &Tokenizer) -> Self {
+        PartTokens {
+            semicolon: tokenizer.token_to_id(";"),
+            open: tokenizer.token_to_id("("),
+            close: tokenizer.token_to_id(")"),
+        }
+    }
+
+    /// The `;` part that the tokens after `before` start: the `;` outside brackets in `before`, counted.
+    fn part_at(&self, before: &[u32]) -> usize {
+        let mut depth = 0usize;
+        let mut part = 0;
+        for &t in before {
+            let t = Some(t);
+            if t == self.open {
+                depth += 1;
+            } else if t == self.close {
+                depth = depth.saturating_sub(1);
+            } else if t == self.semicolon && depth == 0 {
+                part += 1;
             }
         }
-        Ok(logits
-            .into_iter()
-            .map(|l| 1.0 / (1.0 + (-f64::from(l)).exp()))
-            .collect())
+        part
     }
 }
 
@@ -222,10 +287,10 @@ fn config_span_blend(config: &[u8]) -> Result<f32, ReaderError> {
     }
 }
 
-/// The span margin of one pair: the best start + end logit over spans of at most [`MAX_SPAN`] tokens inside
-/// `[lo, hi)`, minus `[CLS]`'s start + end (`tokens[2 i]`, `tokens[2 i + 1]`: token i's start and end). Positive:
-/// an answer span beats "no answer here".
-fn span_margin(tokens: &[f32], lo: usize, hi: usize) -> f32 {
+/// The span margin of one pair and where its best span starts: the best start + end logit over spans of at most
+/// [`MAX_SPAN`] tokens inside `[lo, hi)`, minus `[CLS]`'s start + end (`tokens[2 i]`, `tokens[2 i + 1]`: token i's
+/// start and end). Positive: an answer span beats "no answer here".
+fn best_span(tokens: &[f32], lo: usize, hi: usize) -> (f32, Option<usize>) {
     let (start, end) = (|i: usize| tokens[2 * i], |i: usize| tokens[2 * i + 1]);
     let null = if tokens.len() >= 2 {
         start(0) + end(0)
@@ -233,16 +298,17 @@ fn span_margin(tokens: &[f32], lo: usize, hi: usize) -> f32 {
         0.0
     };
     let hi = hi.min(tokens.len() / 2);
-    let mut best = f32::NEG_INFINITY;
+    let mut best = (f32::NEG_INFINITY, None);
     for i in lo..hi {
         for j in i..hi.min(i + MAX_SPAN) {
-            best = best.max(start(i) + end(j));
+            if start(i) + end(j) > best.0 {
+                best = (start(i) + end(j), Some(i));
+            }
         }
     }
-    if best.is_finite() {
-        best - null
-    } else {
-        -null
+    match best {
+        (margin, Some(at)) => (margin - null, Some(at)),
+        _ => (-null, None),
     }
 }
 
@@ -259,7 +325,7 @@ mod tests {
     }
 
     #[test]
-    fn span_margin_is_the_best_span_inside_the_sentence_against_cls() {
+    fn the_best_span_inside_the_sentence_against_cls_and_where_it_starts() {
         // [CLS] q [SEP] s1 s2 s3 [SEP]: the best span is s2..s3 (start 2.0 + end 3.0), CLS scores 1 + 1.
         let tokens = [
             1.0, 1.0, // [CLS]
@@ -270,11 +336,30 @@ mod tests {
             0.0, 3.0, //
             9.0, 9.0,
         ];
-        assert_eq!(span_margin(&tokens, 3, 6), 3.0);
+        assert_eq!(best_span(&tokens, 3, 6), (3.0, Some(4)));
         // An end before the start does not count: start 5 at s3 can only end at s3.
         let tokens = [0.0, 0.0, 0.0, 4.0, 5.0, -5.0];
-        assert_eq!(span_margin(&tokens, 1, 3), 0.0 + 4.0);
+        assert_eq!(best_span(&tokens, 1, 3), (0.0 + 4.0, Some(1)));
         // No sentence: minus CLS.
-        assert_eq!(span_margin(&[1.0, 2.0], 1, 1), -3.0);
+        assert_eq!(best_span(&[1.0, 2.0], 1, 1), (-3.0, None));
+    }
+
+    #[test]
+    fn a_span_start_is_placed_in_the_semicolon_part_outside_brackets() {
+        let parts = PartTokens {
+            semicolon: Some(1),
+            open: Some(2),
+            close: Some(3),
+        };
+        // a ; b ( c ; d ) e ; | f
+        assert_eq!(parts.part_at(&[9, 1, 9, 2, 9, 1, 9, 3, 9, 1]), 2);
+        assert_eq!(parts.part_at(&[9, 9]), 0);
+        // A vocabulary without the marks puts every start in the first part.
+        let none = PartTokens {
+            semicolon: None,
+            open: None,
+            close: None,
+        };
+        assert_eq!(none.part_at(&[9, 1, 9]), 0);
     }
 }
