@@ -165,6 +165,18 @@ async fn every_quote_is_a_span_of_the_cited_document_never_its_title() {
     assert!(answered >= 3, "answered {answered} of 4");
 }
 
+/// The reader's answerability of each sentence of one passage.
+fn answerabilities(
+    reader: &attest_answer::reader::Reader,
+    question: &str,
+    passage: attest_answer::reader::ToRead,
+) -> Vec<f64> {
+    reader.read(question, &[passage]).unwrap()[0]
+        .iter()
+        .map(|s| s.answerability)
+        .collect()
+}
+
 #[test]
 fn the_span_head_finds_the_answer_sentence_and_nothing_once_it_is_gone() {
     let config = reader_config();
@@ -179,13 +191,7 @@ fn the_span_head_finds_the_answer_sentence_and_nothing_once_it_is_gone() {
             title: BRIDGE_TITLE,
             text,
         };
-        reader
-            .read(question, &[passage])
-            .unwrap()
-            .remove(0)
-            .into_iter()
-            .map(|s| s.answerability)
-            .collect::<Vec<f64>>()
+        answerabilities(&reader, question, passage)
     };
     let with = read(BRIDGE);
     let ground = config.reader.ground_threshold;
@@ -224,15 +230,7 @@ fn an_ensembles_answerability_is_the_mean_of_its_models() {
         title: BRIDGE_TITLE,
         text: BRIDGE,
     };
-    let read = |config: &AnswerConfig| {
-        model_reader(config)
-            .read(question, &[passage])
-            .unwrap()
-            .remove(0)
-            .into_iter()
-            .map(|s| s.answerability)
-            .collect::<Vec<f64>>()
-    };
+    let read = |config: &AnswerConfig| answerabilities(&model_reader(config), question, passage);
     let mut alone = reader_config();
     alone.reader.ensemble.clear();
     let mut second = alone.clone();
