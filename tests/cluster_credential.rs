@@ -65,7 +65,7 @@ async fn shard_code(url: &str, token: Option<&str>) -> Code {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn internal_services_accept_only_the_cluster_credential() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     // The embedder is an internal service too: the router embeds through it presenting the cluster key.
     let (_embedder, line) = start_role(
         &[
@@ -245,7 +245,7 @@ async fn internal_services_accept_only_the_cluster_credential() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dev_with_auth_guards_the_meta_service_on_its_public_listener() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let (_dev, line) = start_role(
         &[
             "dev",

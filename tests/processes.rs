@@ -30,7 +30,7 @@ fn shards_on(meta: &str, node: u64) -> Vec<u64> {
 
 #[test]
 fn router_fans_out_to_shard_processes_and_reports_missing_shards() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let (_meta, meta_addr) = start_role(
         &[
             "serve",
@@ -158,7 +158,7 @@ fn readyz(http: &str) -> (u16, String) {
 
 #[test]
 fn a_router_listens_at_once_says_it_waits_for_meta_and_stops_on_sigterm() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     // Meta's address, not yet served: the router starts before it.
     let meta_port = unused_port();
     let meta = format!("http://127.0.0.1:{meta_port}");
@@ -274,7 +274,7 @@ fn unused_port() -> u16 {
 
 #[test]
 fn meta_shard_answer_and_embedder_listen_at_once_say_what_they_wait_for_and_stop_on_sigterm() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let limit = std::time::Duration::from_secs(60);
     let sigterm_limit = std::time::Duration::from_secs(10);
     let start = |name: &str, args: &[&str]| {
@@ -439,7 +439,7 @@ fn wait_for_log_value(log: &std::path::Path, key: &str, limit: std::time::Durati
 /// anything (`attest dev … | head -0`) still serves, and stops on SIGTERM.
 #[test]
 fn attest_dev_serves_with_its_standard_output_closed() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let http = format!("127.0.0.1:{}", unused_port());
     let grpc = format!("127.0.0.1:{}", unused_port());
     let log = dir.path().join("dev.log");

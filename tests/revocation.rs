@@ -34,7 +34,7 @@ fn call(method: &str, url: &str, token: &str, body: Option<&Value>) -> (u16, Val
 
 #[test]
 fn a_revoked_key_is_refused_by_every_router_and_answer_replica_within_two_seconds() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let d = dir.path();
     let (_meta, line) = start_role(
         &[

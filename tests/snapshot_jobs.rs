@@ -112,7 +112,7 @@ fn role(d: &Path, name: &str, args: &[&str]) -> (Proc, String) {
 
 #[test]
 fn snapshot_jobs_outlive_their_router_skip_what_the_destination_holds_and_cancel() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let d = dir.path();
     let dest = d.join("backups");
     let dest_s = dest.to_str().unwrap();

@@ -176,7 +176,7 @@ async fn presented_certificate(addr: &str, ca_pem: &str) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_speaks_tls_with_mutual_tls_between_nodes_and_rotates_without_a_restart() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let ca = Ca::new("attest test cluster CA");
     let node_key = KeyPair::generate().unwrap();
     let meta_files = write_node(dir.path(), &ca, "meta", &node_key);
@@ -345,7 +345,7 @@ async fn a_cluster_speaks_tls_with_mutual_tls_between_nodes_and_rotates_without_
 /// is refused at the handshake.
 #[test]
 fn the_embedders_probes_need_no_client_certificate_but_its_api_does() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let ca = Ca::new("attest test cluster CA");
     let key = KeyPair::generate().unwrap();
     let files = write_node(dir.path(), &ca, "embedder", &key);
@@ -413,7 +413,7 @@ fn the_embedders_probes_need_no_client_certificate_but_its_api_does() {
 
 #[test]
 fn serve_refuses_to_run_unprotected_unless_told_to() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let out = std::process::Command::new(common::attest_bin())
         .args(["serve", "--role", "router", "--meta", "http://127.0.0.1:9"])
         .env("ATTEST_LOG", "error")

@@ -107,7 +107,7 @@ fn an_ask_is_one_trace_across_answer_router_and_both_shards() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let receiver = Receiver::default();
     let endpoint = start_receiver(&runtime, receiver.clone());
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let d = dir.path();
     let env = [
         ("ATTEST__TELEMETRY__OTLP__ENDPOINT", endpoint.as_str()),

@@ -309,6 +309,35 @@ pub fn start_role(args: &[&str], dir: &Path, name: &str) -> (Proc, String) {
     start_role_with_env(args, dir, name, &[])
 }
 
+/// The working directory of a multi-process test (data, and the roles' logs that [`start_role`] names): removed
+/// after a passing run, kept after a failing one (its path printed), so a rare failure can be read afterwards.
+pub struct RunDir(Option<tempfile::TempDir>);
+
+impl RunDir {
+    pub fn new() -> Self {
+        RunDir(Some(tempfile::tempdir().unwrap()))
+    }
+
+    pub fn path(&self) -> &Path {
+        self.0.as_ref().unwrap().path()
+    }
+}
+
+impl Default for RunDir {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let kept = self.0.take().unwrap().keep();
+            eprintln!("the run's data and logs are kept in {}", kept.display());
+        }
+    }
+}
+
 /// [`start_role`] with extra environment variables.
 pub fn start_role_with_env(
     args: &[&str],
