@@ -20,85 +20,90 @@ pub struct Claim {
 /// a sentence's final punctuation (`... sign. [2]`) belongs to that sentence.
 pub fn split_claims(answer: &str) -> Vec<Claim> {
     let mut claims = Vec::new();
-    let mut text = String::new();
-    let mut citations: Vec<u32> = Vec::new();
-    let mut ended = false; // the current claim's sentence has ended; only markers may still attach to it
-    let mut sentence_ended = false; // ...and it ended at a full stop or a line break, not at a `;`
-    let mut sentence_first = 0; // index in `claims` of the current sentence's first part
-    let mut depth = 0usize; // brackets open in the current sentence
+    for sentence in sentences_with_markers(answer) {
+        let first = claims.len();
+        for (i, part) in text::semicolon_parts(sentence).into_iter().enumerate() {
+            // Markers right after a `;` cite the part before it, as markers after a full stop do.
+            let lead = if i == 0 { 0 } else { leading_markers_len(part) };
+            push_claim(&mut claims, &part[..lead]);
+            push_claim(&mut claims, &part[lead..]);
+        }
+        cite_uncited_parts(&mut claims[first..]);
+    }
+    claims
+}
+
+/// The answer's sentences, each with the markers that follow its final punctuation: ended by `.`, `!` or `?`
+/// before whitespace, a marker or the end (not after an abbreviation that goes on, `John D. Rockefeller`, as in
+/// passages: [`text::stop_continues`]; not inside a number, `3.5`), or by a line break.
+fn sentences_with_markers(answer: &str) -> Vec<&str> {
+    let mut sentences = Vec::new();
+    let (mut start, mut ended) = (0, false);
     let mut chars = answer.char_indices().peekable();
     while let Some((i, c)) = chars.next() {
-        if c == '[' {
-            if let Some(len) = answer[i + 1..].find(']') {
-                let inner = &answer[i + 1..i + 1 + len];
-                if let Ok(n) = inner.parse::<u32>() {
-                    if !citations.contains(&n) {
-                        citations.push(n);
-                    }
-                    for _ in 0..=inner.chars().count() {
-                        chars.next();
-                    }
-                    continue;
-                }
+        if let Some(len) = marker_len(&answer[i..]) {
+            for _ in 1..len {
+                chars.next();
             }
+            continue;
         }
         if ended && !c.is_whitespace() {
-            push_claim(&mut claims, &mut text, &mut citations);
-            if sentence_ended {
-                cite_uncited_parts(&mut claims[sentence_first..]);
-                sentence_first = claims.len();
-                depth = 0;
-            }
-            ended = false;
-            sentence_ended = false;
+            sentences.push(&answer[start..i]);
+            (start, ended) = (i, false);
         }
         match c {
             '.' | '!' | '?' => {
-                // A full stop inside a number or an abbreviation-like token (`3.5`, `e.g.x`) does not end it,
-                // nor one after an abbreviation that goes on (`John D. Rockefeller`), as in passages.
                 let next = chars.peek().map(|&(_, n)| n);
-                let continues = c == '.'
-                    && text::stop_continues(
-                        text::token_before(&text),
-                        word_after_markers(&answer[i + 1..]),
-                    );
-                text.push(c);
-                if next.is_none_or(|n| n.is_whitespace() || n == '[') && !continues {
-                    ended = true;
-                    sentence_ended = true;
-                }
+                ended = next.is_none_or(|n| n.is_whitespace() || n == '[')
+                    && !(c == '.'
+                        && text::stop_continues(
+                            &token_before(&answer[start..i]),
+                            word_after_markers(&answer[i + 1..]),
+                        ));
             }
-            '\n' => {
-                ended = true;
-                sentence_ended = true;
-            }
-            ';' if depth == 0 => ended = true,
-            '(' => {
-                depth += 1;
-                text.push(c);
-            }
-            ')' => {
-                depth = depth.saturating_sub(1);
-                text.push(c);
-            }
-            _ => text.push(c),
+            '\n' => ended = true,
+            _ => {}
         }
     }
-    push_claim(&mut claims, &mut text, &mut citations);
-    cite_uncited_parts(&mut claims[sentence_first..]);
-    claims
+    sentences.push(&answer[start..]);
+    sentences
+}
+
+/// The token a full stop ends, as its claim reads it: of the sentence's last `;` part, since the last whitespace,
+/// without markers.
+fn token_before(sentence: &str) -> String {
+    if sentence.ends_with(char::is_whitespace) {
+        return String::new();
+    }
+    let part = text::semicolon_parts(sentence).pop().unwrap_or("");
+    without_markers(text::token_before(part)).0
+}
+
+/// The length (bytes, a marker being ASCII) of the `[n]` marker `text` starts with, if it starts with one.
+fn marker_len(text: &str) -> Option<usize> {
+    let inner = text.strip_prefix('[')?;
+    let len = inner.find(']')?;
+    inner[..len]
+        .parse::<u32>()
+        .ok()
+        .map(|_| inner[..len].chars().count() + 2)
+}
+
+/// The length of the `[n]` markers (and the whitespace between them) that `part` starts with.
+fn leading_markers_len(part: &str) -> usize {
+    let mut at = 0;
+    while let Some(len) = marker_len(&part[at..]) {
+        at += len;
+        at += part[at..].len() - part[at..].trim_start().len();
+    }
+    at
 }
 
 /// The first word of `rest` after its whitespace and `[n]` markers.
 fn word_after_markers(rest: &str) -> &str {
     let mut rest = rest.trim_start();
-    while let Some(inner) = rest.strip_prefix('[') {
-        match inner.find(']') {
-            Some(end) if inner[..end].parse::<u32>().is_ok() => {
-                rest = inner[end + 1..].trim_start()
-            }
-            _ => break,
-        }
+    while let Some(len) = marker_len(rest) {
+        rest = rest[len..].trim_start();
     }
     text::next_word(rest)
 }
@@ -118,24 +123,47 @@ fn cite_uncited_parts(parts: &mut [Claim]) {
     }
 }
 
-fn push_claim(claims: &mut Vec<Claim>, text: &mut String, citations: &mut Vec<u32>) {
+/// `text` without its `[n]` markers, and the footnotes they name (in order, without repeats).
+fn without_markers(text: &str) -> (String, Vec<u32>) {
+    let mut citations: Vec<u32> = Vec::new();
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        match marker_len(rest) {
+            Some(len) => {
+                let n = rest[1..len - 1].parse::<u32>().expect("a marker");
+                if !citations.contains(&n) {
+                    citations.push(n);
+                }
+                rest = &rest[len..];
+            }
+            None => {
+                out.push(c);
+                rest = &rest[c.len_utf8()..];
+            }
+        }
+    }
+    (out, citations)
+}
+
+/// Adds one `;` part (markers and all) as a claim: its text without markers, and the markers it holds. A part of
+/// markers alone supports the claim before it.
+fn push_claim(claims: &mut Vec<Claim>, part: &str) {
+    let (text, citations) = without_markers(part);
     let cleaned = text.split_whitespace().collect::<Vec<_>>().join(" ");
     let cleaned = cleaned.replace(" .", ".").replace(" ,", ",");
     if cleaned.chars().any(char::is_alphanumeric) {
         claims.push(Claim {
             text: cleaned,
-            citations: std::mem::take(citations),
+            citations,
         });
     } else if let Some(last) = claims.last_mut() {
-        // Markers with no words of their own support the claim before them.
-        for n in citations.drain(..) {
+        for n in citations {
             if !last.citations.contains(&n) {
                 last.citations.push(n);
             }
         }
     }
-    text.clear();
-    citations.clear();
 }
 
 #[cfg(test)]
@@ -240,6 +268,14 @@ mod tests {
                 claim("Prices rose.", &[]),
                 claim("No citation here", &[]),
             ]
+        );
+    }
+
+    #[test]
+    fn a_marker_right_after_a_semicolon_cites_the_part_before_it() {
+        assert_eq!(
+            split_claims("[4] A rose; [3] B fell [1]."),
+            vec![claim("A rose", &[4, 3]), claim("B fell.", &[1])]
         );
     }
 
