@@ -35,6 +35,7 @@ demo: setup
 # not build for another package's tests (and the chart tests check the chart's flags against it).
 test: build feature-check proto-lint chart-test console-test client-test api-fuzz
 	$(ONNX_PYTHON) -m unittest discover -s scripts/reader -p 'test_*.py'
+	python3 -m unittest discover -s data/company-nearmiss -p 'test_*.py'
 	cargo test --workspace --no-fail-fast
 
 feature-check:

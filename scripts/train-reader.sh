@@ -37,8 +37,19 @@
 #                 definition; data.definition_rows): 46,440 rows, about 60 minutes here (~13 rows/s).
 #                 (Round 9, measured and not committed, was the same without the definitional questions:
 #                 scripts/reader/round9.args.)
-#      Checkpoints every 100 steps in ATTEST_READER_WORK/rN (default ~/.cache/attest-reader): rerun the same
-#      command to resume; a finished round is not run again. On a GPU: ATTEST_READER_DEVICE=cuda.
+#        round 11 (issue 68; ATTEST_READER_ROUND11=1, alone, measured, not committed): from round 7's weights
+#                 ($WORK/r7/out, else the committed reader.onnx written back to safetensors by
+#                 safetensors_to_onnx.py --back), one epoch over a replay sample of round 7's sources and the
+#                 company near-miss train split (data/company-nearmiss/train, scripts/reader/company.py: the
+#                 neighbour's fact as the negative, `nearmiss_<kind>` weighted up; the dev split is only reported
+#                 on, the test split never read) (scripts/reader/round11.args); exported as ONNX into
+#                 $WORK/r11/onnx, the committed model untouched.
+#      Checkpoints (weights, optimiser, scheduler, random state; scripts/reader/schedule.py) every 100 steps in
+#      ATTEST_READER_WORK/rN (default ~/.cache/attest-reader): rerun the same command to resume at the same step
+#      in the same order ("resuming at step N from …"; progress with rows/s and ETA on stderr); a finished round
+#      is not run again. To spread a round over several runs: `scripts/train-reader.sh --stop-after-steps 500`
+#      (or Ctrl-C / SIGTERM: the step under way ends, a checkpoint is written) exits 75 — rerun to continue.
+#      On a GPU: ATTEST_READER_DEVICE=cuda.
 #   4. docs/eval/contrastive-heldout.jsonl,
 #   5. the verifier's calibration for the new weights (`attest-lab train support`: the support head with the
 #      lexical features and the quote flag, fitted on held-in HaluEval, VitaminC and synthetic contrastive pairs;
@@ -66,6 +77,27 @@ round() { # round N OUT [flags]
     --out "$out" --work "$WORK/r$n" "$@"
   touch "$WORK/r$n/done"
 }
+if [ "${ATTEST_READER_ROUND11:-}" = 1 ]; then
+  if [ ! -f data/company-nearmiss/train/queries.jsonl ]; then
+    echo "train-reader.sh: no data/company-nearmiss/train (see data/company-nearmiss/README.md)" >&2
+    exit 1
+  fi
+  init=$WORK/r7/out/reader.safetensors
+  if [ ! -f "$init" ]; then
+    init=$WORK/r11/init-r7.safetensors
+    mkdir -p "$WORK/r11"
+    [ -f "$init" ] || "$VENV/bin/python" scripts/reader/safetensors_to_onnx.py --back \
+      crates/attest-answer/models/reader "$init"
+  fi
+  # shellcheck disable=SC2046
+  round 11 "$WORK/r11/out" --init "$init" --device "${ATTEST_READER_DEVICE:-cpu}" \
+    $(cat scripts/reader/round11.args) "$@"
+  [ -f "$WORK/r11/onnx/reader.onnx" ] || "$VENV/bin/python" scripts/reader/safetensors_to_onnx.py \
+    "$WORK/r11/out/reader.safetensors" "$WORK/r11/out" "$WORK/r11/onnx" --check
+  cp "$WORK/r11/out/report.json" "$WORK/r11/onnx/report.json"
+  echo "round 11: $WORK/r11/onnx (copy over crates/attest-answer/models/reader to try it; rebuild, refit support.json)"
+  exit 0
+fi
 round 1 "$WORK/r1/out" --seed 13 --answerability 18000 --vitaminc 9000 --synthetic 5000 --halueval 3000 \
   --heldout-per-kind 300 "$@"
 round 2 "$WORK/r2/out" --seed 14 --answerability 12000 --vitaminc 8000 --synthetic 3000 --halueval 7000 \

@@ -11,6 +11,7 @@ import re
 import tempfile
 import unittest
 
+from company import company_digest, company_rows
 from data import (answer_context, answerability_rows, definition_of, definition_rows, halueval_answerability_rows,
                   holds_answer, perturb_question, perturb_sentence, roman, sentences)
 
@@ -241,6 +242,107 @@ class Negatives(unittest.TestCase):
     def test_context_is_the_sentence_before(self):
         ss = sentences(SUPER_BOWL)
         self.assertEqual(answer_context("Super Bowl 50", ss, 1), f"Super Bowl 50. {ss[0]}")
+
+
+# A company's corpus of look-alikes (issue 68's near misses): two e-bikes of one maker, two APIs of one shop; and a
+# second company whose text shares the words, so retrieval must stay within the question's company.
+COMPANY_DOCS = [
+    {"_id": "acme-drift-mini", "title": "Drift Mini FAQ", "company": "acme", "domain": "reviews",
+     "text": "The Drift Mini is our lightest e-bike. The Drift Mini battery charges fully in 3.5 hours. "
+             "It weighs 14 kg without the rain cover."},
+    {"_id": "acme-drift-max", "title": "Drift Max FAQ", "company": "acme", "domain": "reviews",
+     "text": "The Drift Max is built for long commutes. Its range is 120 km on one charge. "
+             "The Drift Max comes in three colours."},
+    {"_id": "acme-orders-api", "title": "Orders API reference", "company": "acme", "domain": "api",
+     "text": "The Orders API lists and creates orders. Its default rate limit is 600 requests per minute. "
+             "Version 2 of the Orders API was released in March."},
+    {"_id": "acme-returns-api", "title": "Returns API reference", "company": "acme", "domain": "api",
+     "text": "The Returns API creates return labels. It accepts JSON bodies only."},
+    {"_id": "bolt-drift-guide", "title": "Drift charging guide", "company": "bolt", "domain": "runbook",
+     "text": "Drift chargers in the warehouse charge the Drift Max battery overnight. Rate limit alerts page the "
+             "on-call engineer."},
+]
+COMPANY_QUERIES = [
+    {"_id": "q1", "text": "How long does the Drift Mini battery take to charge?", "answerable": True,
+     "answers": ["3.5 hours"], "gold_doc": "acme-drift-mini", "domain": "reviews", "company": "acme",
+     "kind": "answerable", "near_doc": "acme-drift-max", "near_answer": None},
+    {"_id": "q2", "text": "How long does the Drift Max battery take to charge?", "answerable": False,
+     "answers": [], "gold_doc": None, "domain": "reviews", "company": "acme", "kind": "sibling_entity",
+     "near_doc": "acme-drift-mini", "near_answer": "3.5 hours"},
+    {"_id": "q3", "text": "What is the default rate limit of the Returns API?", "answerable": False,
+     "answers": [], "gold_doc": None, "domain": "api", "company": "acme", "kind": "sibling_entity",
+     "near_doc": "acme-orders-api", "near_answer": "600 requests per minute"},
+    {"_id": "q4", "text": "How much does the Drift Mini weigh with the rain cover?", "answerable": False,
+     "answers": [], "gold_doc": None, "domain": "reviews", "company": "acme", "kind": "other_condition",
+     "near_doc": "acme-drift-mini", "near_answer": "14 kg"},
+    {"_id": "q5", "text": "Why was version 3 of the Orders API withdrawn?", "answerable": False, "answers": [],
+     "gold_doc": None, "domain": "api", "company": "acme", "kind": "false_premise", "near_doc": None,
+     "near_answer": None},
+]
+
+
+class CompanyNearMisses(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.addCleanup(self.dir.cleanup)
+        self.train = f"{self.dir.name}/company-nearmiss/train"
+        write_set(self.train, COMPANY_DOCS, COMPANY_QUERIES)
+        self.rows = company_rows(self.train, random.Random(1))
+        self.doc_of = {s: d["_id"] for d in COMPANY_DOCS for s in sentences(d["text"])}
+
+    def of(self, qid):
+        text = next(q["text"] for q in COMPANY_QUERIES if q["_id"] == qid)
+        return [r for r in self.rows if r[1] == text]
+
+    def test_the_answerable_question_is_answered_by_its_gold_sentence_with_its_span(self):
+        pos = [r for r in self.of("q1") if r[4] == 1]
+        self.assertEqual(len(pos), 1)
+        _, _, sentence, context, _, kind, answers = pos[0]
+        self.assertEqual((sentence, kind, answers),
+                         ("The Drift Mini battery charges fully in 3.5 hours.", "answer", ["3.5 hours"]))
+        self.assertEqual(context, "Drift Mini FAQ. The Drift Mini is our lightest e-bike.")
+        negatives = [r for r in self.of("q1") if r[4] == 0]
+        self.assertIn("answer_removed", {r[5] for r in negatives})
+        self.assertIn(("acme-drift-max", "nearmiss_answerable"), {(self.doc_of[r[2]], r[5]) for r in negatives})
+        for r in negatives:
+            self.assertFalse(holds_answer(r[2], ["3.5 hours"]), r)
+
+    def test_a_near_miss_is_paired_with_the_sentence_stating_the_neighbours_fact(self):
+        for qid, fact, kind in [("q2", "3.5 hours", "nearmiss_sibling_entity"),
+                                ("q3", "600 requests per minute", "nearmiss_sibling_entity"),
+                                ("q4", "14 kg", "nearmiss_other_condition")]:
+            rows = self.of(qid)
+            self.assertTrue(rows, qid)
+            self.assertTrue(all(r[4] == 0 and r[5] == kind and r[6] == [] for r in rows), rows)
+            self.assertIn(fact, rows[0][2], f"{qid}: the first negative is not the neighbour's fact")
+
+    def test_retrieved_negatives_come_from_the_questions_company_only(self):
+        for r in self.rows:
+            self.assertTrue(self.doc_of[r[2]].startswith("acme-"), r)
+        # Without a near_doc, the question still gets its company's best passages as negatives.
+        q5 = self.of("q5")
+        self.assertTrue(q5)
+        self.assertTrue(all(r[5] == "nearmiss_false_premise" and r[4] == 0 for r in q5))
+        self.assertIn("acme-orders-api", {self.doc_of[r[2]] for r in q5})
+
+    def test_rows_are_tagged_with_the_split_and_seeded(self):
+        self.assertEqual({r[0] for r in self.rows}, {"train"})
+        self.assertEqual(company_rows(self.train, random.Random(1)), self.rows)
+        self.assertEqual(len(set((r[1], r[2]) for r in self.rows)), len(self.rows), "a pair twice")
+
+    def test_dev_and_test_splits_are_never_training_rows(self):
+        for split in ("dev", "test"):
+            held = f"{self.dir.name}/company-nearmiss/{split}"
+            write_set(held, COMPANY_DOCS, COMPANY_QUERIES)
+            with self.assertRaises(ValueError):
+                company_rows(held, random.Random(1))
+            self.assertEqual({r[0] for r in company_rows(held + "/", random.Random(1), "heldout")}, {"heldout"})
+
+    def test_the_digest_follows_the_files(self):
+        before = company_digest([self.train], [])
+        write_set(self.train, COMPANY_DOCS, COMPANY_QUERIES[:-1])
+        self.assertNotEqual(company_digest([self.train], []), before)
+        self.assertNotEqual(company_digest([], [self.train]), company_digest([self.train], []))
 
 
 if __name__ == "__main__":

@@ -5,8 +5,11 @@ schedule (the floating-point sums differ, so the weights agree to rounding, not 
 writes the tokenised examples to one gzipped file and stops; `--examples FILE` trains from such a file without
 the data sets (what the GPU machine is sent: scripts/reader/train-gpu.sh).
 
-Reproducible: every choice is seeded (`--seed`); resumable: a checkpoint is written every `--checkpoint-every`
-steps to `--work`, and a rerun with the same arguments continues from it. The lower layers and the embeddings
+Reproducible: every choice is seeded (`--seed`); resumable (schedule.py): a checkpoint (weights, optimiser,
+scheduler, random state, step) is written every `--checkpoint-every` steps to `--work`, and a rerun with the same
+arguments continues from it at the same step in the same order. A run stops early, resumable, after
+`--stop-after-steps N` steps of its own or on SIGINT/SIGTERM (at the end of the step under way), writes a
+checkpoint and exits 75; progress (step/total, rows/s, ETA) goes to stderr. The lower layers and the embeddings
 stay as in all-MiniLM-L6-v2 (`--frozen-layers`); what fits this CPU is training the top ones and the heads.
 `--base` may also be a directory onnx_to_bert.py wrote (another backbone, issue 41; model.load_base reads it).
 
@@ -22,19 +25,20 @@ import json
 import os
 import random
 import shutil
+import signal
 import sys
-import time
 from collections import defaultdict
 
 import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
-from tokenizers import Tokenizer
 
 sys.path.insert(0, os.path.dirname(__file__))
+from company import company_digest, company_rows  # noqa: E402
 from data import answerability_rows, definition_rows, halueval_answerability_rows, support_rows  # noqa: E402
 from model import (MAX_FIRST, MAX_LEN, Reader, answer_span, collate, load_base, pair_ids,  # noqa: E402
                    sentence_range, span_margin)
+from schedule import PAUSED_EXIT, PlanMismatch, fingerprint, plan, run_steps  # noqa: E402
 
 ANSWERABLE, SUPPORTED = 0, 1
 
@@ -58,7 +62,7 @@ def auroc(scores, labels):
 
 # Answerability sources other than squad-dev: each has its own quota, and its held-out rows report under
 # `<source>_<kind>` (reddit_answer_removed, ...) against that source's positives.
-EXTRA_SOURCES = ("reddit", "halueval_answerability", "definitions")
+EXTRA_SOURCES = ("reddit", "halueval_answerability", "definitions", "company")
 
 
 def source_prefix(kind):
@@ -109,19 +113,6 @@ def span_loss(span_logits, rows):
     logits = span_logits[keep].masked_fill(~allowed[:, :, None], float("-inf"))  # rows × tokens × 2
     targets = bounds[:, 2:4]  # rows × 2
     return F.cross_entropy(logits.permute(0, 2, 1).reshape(-1, t), targets.reshape(-1))
-
-
-def batches(examples, batch, rng):
-    """Batches of similar length (less padding), in a seeded random order."""
-    order = list(range(len(examples)))
-    rng.shuffle(order)
-    chunks = [order[i : i + batch * 50] for i in range(0, len(order), batch * 50)]
-    out = []
-    for c in chunks:
-        c.sort(key=lambda i: len(examples[i][0]))
-        out += [c[i : i + batch] for i in range(0, len(c), batch)]
-    rng.shuffle(out)
-    return out
 
 
 def predict(model, examples, device, batch=64):
@@ -175,6 +166,15 @@ def main():
     p.add_argument("--examples", help="train from this gzipped examples file (--build-only wrote it)")
     p.add_argument("--build-only", action="store_true", help="write the examples (gzipped) to --work and stop")
     p.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (a smoke test)")
+    p.add_argument("--stop-after-steps", type=int, default=0,
+                   help="pause after this many steps of this run: checkpoint, exit 75; rerun to continue")
+    p.add_argument("--batch-log", help="append each trained step's row indices to this file (test_resume.py)")
+    p.add_argument("--company", action="append", default=[],
+                   help="a company-nearmiss TRAIN split directory (repeatable): near-miss answerability rows "
+                        "(company.py); never a dev or test split")
+    p.add_argument("--company-rows", type=int, default=0, help="company answerability rows trained on")
+    p.add_argument("--company-heldout", action="append", default=[],
+                   help="a company-nearmiss split whose rows are only reported on (held out), never trained on")
     p.add_argument("--time-limit", type=float, default=0,
                    help="stop training after this many seconds and report and export as it is (0: no limit)")
     p.add_argument("--checkpoint-every", type=int, default=100)
@@ -194,9 +194,6 @@ def main():
     rng = random.Random(args.seed)
     os.makedirs(args.work, exist_ok=True)
 
-    tok = Tokenizer.from_file(f"{args.base}/tokenizer.json")
-    tok.no_truncation()
-    tok.no_padding()
     quotas = f"{args.answerability}-{args.vitaminc}-{args.synthetic}-{args.halueval}-{args.heldout_per_kind}"
     if args.reddit or args.halueval_answerability:
         quotas += f"-r{args.reddit}-ha{args.halueval_answerability}"
@@ -204,12 +201,18 @@ def main():
         quotas += "-sp"
     if args.definitions:
         quotas += f"-d{args.definitions}"
+    if (args.company or args.company_heldout) and not args.examples:
+        quotas += f"-c{args.company_rows}-{company_digest(args.company, args.company_heldout)}"
     cache = args.examples or f"{args.work}/examples-{args.seed}-{quotas}.json.gz"
     if os.path.exists(cache):
         with gzip.open(cache, "rt") as f:
             train, heldout = json.load(f)
     else:
         print("building examples", flush=True)
+        from tokenizers import Tokenizer  # only here: a run from a built examples file needs no tokenizer
+        tok = Tokenizer.from_file(f"{args.base}/tokenizer.json")
+        tok.no_truncation()
+        tok.no_padding()
         # Every row travels with its source (the quota it counts against); the row layout stays model.py's.
         mirrored = args.sentence_perturbed
         tagged = [("answerability", r) for r in answerability_rows(f"{args.data}/squad-dev", rng, mirrored)]
@@ -221,6 +224,10 @@ def main():
         if args.definitions:
             defs = definition_rows(f"{args.data}/halueval-qa/items.jsonl", f"{args.data}/squad-dev", rng)
             tagged += [("definitions", r) for r in defs]
+        for d in args.company:
+            tagged += [("company", r) for r in company_rows(d, rng, "train")]
+        for d in args.company_heldout:
+            tagged += [("company", r) for r in company_rows(d, rng, "heldout")]
         s = support_rows(f"{args.data}/squad-dev", f"{args.data}/halueval-qa/items.jsonl",
                          f"{args.data}/vitaminc-train/items.jsonl", rng)
         tagged = [(src, (ANSWERABLE,) + r[1:], r[0]) for src, r in tagged]
@@ -232,7 +239,8 @@ def main():
         rng.shuffle(tr)
         quota = {"answerability": args.answerability, "vitaminc": args.vitaminc,
                  "synthetic": args.synthetic, "halueval": args.halueval, "reddit": args.reddit,
-                 "halueval_answerability": args.halueval_answerability, "definitions": args.definitions}
+                 "halueval_answerability": args.halueval_answerability, "definitions": args.definitions,
+                 "company": args.company_rows}
         taken = {k: 0 for k in quota}
         chosen = []
         for src, r in tr:
@@ -288,31 +296,45 @@ def main():
     span = [prm for prm in model.reader.span.parameters()]
     rest = [prm for prm in trainable if all(prm is not q for q in span)]
     opt = torch.optim.AdamW([{"params": rest}, {"params": span, "lr": args.lr * 10}], lr=args.lr, weight_decay=0.01)
-    order = random.Random(args.seed + 1)
-    plan = [b for _ in range(args.epochs) for b in batches(train, args.batch, order)]
-    total = len(plan)
+    steps = plan([len(e[0]) for e in train], args.batch, args.seed, args.epochs)
+    total = len(steps)
     warmup = max(1, total // 20)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min((s + 1) / warmup, max(0.0, (total - s) / max(1, total - warmup))))
     ckpt = f"{args.work}/checkpoint.pt"
-    step = 0
-    if os.path.exists(ckpt):
+
+    def load():
+        if not os.path.exists(ckpt):
+            return None
         saved = torch.load(ckpt, map_location=device)
+        # The plan names the rows by index only: rows rebuilt from other data (the examples file's name carries
+        # the seed, the quotas and the company files' digest) would be other rows in the same order.
+        if saved.get("examples", os.path.basename(cache)) != os.path.basename(cache):
+            sys.exit(f"train.py: {ckpt} was written for {saved['examples']}, not {os.path.basename(cache)}; "
+                     "remove it or use another --work")
         model.load_state_dict(saved["model"])
         opt.load_state_dict(saved["opt"])
         sched.load_state_dict(saved["sched"])
-        step = saved["step"]
         torch.set_rng_state(saved["rng"].cpu())
-        print(f"resumed at step {step}/{total}", flush=True)
+        if saved.get("cuda_rng") is not None and device.type == "cuda":
+            torch.cuda.set_rng_state(saved["cuda_rng"].cpu(), device)
+        # A checkpoint from before schedule.py names no plan: the same code drew it, so it is this run's.
+        return {"step": saved["step"], "plan": saved.get("plan", fingerprint(steps)),
+                "elapsed": saved.get("elapsed", 0.0)}
 
-    started, seen = time.time(), 0
-    if args.max_steps:
-        total = min(total, args.max_steps)
-    while step < total and not args.export_only:
-        if args.time_limit and time.time() - started > args.time_limit:
-            print(f"time limit: stopped at step {step}/{total}", flush=True)
-            break
-        rows = [train[i] for i in plan[step]]
+    def save(meta):
+        tmp = ckpt + ".tmp"
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
+                    "rng": torch.get_rng_state(),
+                    "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+                    "examples": os.path.basename(cache), **meta}, tmp)
+        os.replace(tmp, ckpt)
+
+    def train_step(step, batch):
+        rows = [train[i] for i in batch]
+        if args.batch_log:
+            with open(args.batch_log, "a") as f:
+                f.write(f"{step} {' '.join(map(str, batch))}\n")
         ids, types, mask = (x.to(device) for x in collate([(r[0], r[1]) for r in rows]))
         task = torch.tensor([r[2] for r in rows], device=device)
         label = torch.tensor([float(r[3]) for r in rows], device=device)
@@ -329,19 +351,32 @@ def main():
         opt.step()
         sched.step()
         opt.zero_grad()
-        step += 1
-        seen += len(rows)
-        if step % 20 == 0 or step == total:
-            rate = seen / (time.time() - started)
-            eta = (total - step) * args.batch / max(rate, 1e-9) / 60
-            print(f"step {step}/{total} loss {loss.item():.3f} {rate:.1f} rows/s eta {eta:.0f} min", flush=True)
-        if step % args.checkpoint_every == 0 or step == total:
-            tmp = ckpt + ".tmp"
-            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
-                        "step": step, "rng": torch.get_rng_state()}, tmp)
-            os.replace(tmp, ckpt)
+        return len(rows), loss.item()
 
-    trained_s = time.time() - started
+    # SIGINT/SIGTERM: finish the step under way, write a checkpoint, exit PAUSED_EXIT (a second signal kills).
+    stopping = []
+
+    def stop(signum, _frame):
+        stopping.append(signum)
+        signal.signal(signum, signal.SIG_DFL)
+        print(f"signal {signum}: stopping after this step", file=sys.stderr, flush=True)
+
+    if args.export_only:
+        meta = load()
+        step, why, trained_s = (meta or {}).get("step", 0), "done", (meta or {}).get("elapsed", 0.0)
+    else:
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+        try:
+            step, why, trained_s = run_steps(steps, train_step, load, save, args.checkpoint_every, where=ckpt,
+                                             stop_after=args.stop_after_steps, max_steps=args.max_steps,
+                                             time_limit=args.time_limit, should_stop=lambda: bool(stopping))
+        except PlanMismatch as e:
+            sys.exit(f"train.py: {e}")
+        if why == "paused":
+            sys.exit(PAUSED_EXIT)
+    if args.max_steps:
+        total = min(total, args.max_steps)
     # Held-out report.
     predicted = predict(model, heldout, device)
     report = {"base": config.get("name", "all-MiniLM-L6-v2"), "layers": config["num_hidden_layers"],
@@ -350,11 +385,13 @@ def main():
               "span_weight": args.span_weight, "span_blend": args.span_blend,
               "batch": args.batch, "lr": args.lr, "epochs": args.epochs, "device": args.device,
               "sources": {"reddit": args.reddit, "halueval_answerability": args.halueval_answerability,
-                          "definitions": args.definitions},
+                          "definitions": args.definitions, "company": args.company_rows,
+                          "company_dirs": args.company, "company_heldout_dirs": args.company_heldout},
               "frozen_layers": args.frozen_layers, "max_len": MAX_LEN,
               "max_first": MAX_FIRST, "train_rows": len(train),
               "split": "squad-dev and shift-reddit by article/post (NNNN % 5 == 0 held out); halueval hqNNNNN % 5 "
-                       "== 0 held out; vitaminc line index % 10 == 9 held out; shift-new-wiki never read",
+                       "== 0 held out; vitaminc line index % 10 == 9 held out; shift-new-wiki never read; "
+                       "company-nearmiss by company: --company (train) trained on, --company-heldout only reported",
               "heldout": {}}
     kinds = sorted({(r[2], r[4]) for r in heldout})
     idx = [i for i, r in enumerate(heldout) if r[2] == SUPPORTED]

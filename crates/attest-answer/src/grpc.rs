@@ -133,6 +133,16 @@ pub fn to_proto(answer: &AskResponse) -> pb::AskResult {
         generator: answer.generator.to_string(),
         rewritten_question: answer.rewritten_question.clone().unwrap_or_default(),
         disclaimer: answer.disclaimer.unwrap_or_default().to_string(),
+        near_miss: answer.near_miss.as_ref().map(|m| pb::NearMiss {
+            kind: m.kind.to_string(),
+            asked: m.asked.clone(),
+            found: m.found.clone(),
+            message: m.message.clone(),
+            chunk_id: m.source.chunk_id.clone(),
+            doc_id: m.source.doc_id.clone(),
+            title: m.source.title.clone(),
+            quote: m.source.quote.clone(),
+        }),
         response_json: serde_json::to_string(answer).unwrap_or_default(),
     }
 }

@@ -39,6 +39,9 @@
 //!   noise pre-floor), [`reserves`] (the cut to `passages` with per-kind reserves), [`gate`] (the coverage gate).
 //! - [`rerank`]: the [`rerank::Reranker`] back ends that score candidates 0..1 against the question: the learned
 //!   local reranker (the default, trained by [`rerank::train`]), a remote cross-encoder, the lexical one.
+//! - [`subjects`]: the question's names, model numbers and versions against a passage: a passage naming a
+//!   look-alike ("Drift Mini" for "Drift Max", "v2" for "v1") and not the subject answers another question and
+//!   is not read; [`near_miss`]: what an abstention then says was found instead, with its source.
 //! - [`reader`]: the trained cross-encoder that reads: answerability of (question, sentence) for the gate,
 //!   the confidence and the composer, support of (claim, evidence) as the default verifier.
 //! - [`cite`]: claims scored against the passages they cite, and the citations of a verified answer.
@@ -62,6 +65,7 @@ pub mod grpc;
 pub mod http;
 pub mod local_llm;
 pub mod memory;
+pub mod near_miss;
 pub mod openapi;
 pub mod out_of_corpus;
 pub mod pipeline;
@@ -74,6 +78,7 @@ pub mod reserves;
 pub mod rewrite;
 pub mod route;
 pub mod structural;
+pub mod subjects;
 pub mod terminology;
 pub mod text;
 pub mod thresholds;

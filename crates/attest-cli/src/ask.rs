@@ -200,6 +200,16 @@ fn print_result(out: &Value) {
             if !suggestions.is_empty() {
                 println!("did you mean: {}", suggestions.join("; "));
             }
+            let near = &out["near_miss"];
+            if let Some(message) = near["message"].as_str() {
+                println!("found instead: {message}");
+                println!(
+                    "  {} ({}): \"{}\"",
+                    near["source"]["title"].as_str().unwrap_or(""),
+                    near["source"]["chunk_id"].as_str().unwrap_or(""),
+                    near["source"]["quote"].as_str().unwrap_or("")
+                );
+            }
         }
         _ => {
             println!("\ncitations:");

@@ -42,6 +42,10 @@ def abstention_text(response: AskResponse) -> str:
         text += f"\n{response.answer.strip()}"
     if response.suggestions:
         text += "\nSuggestions: " + "; ".join(response.suggestions)
+    near = response.near_miss
+    if response.status == "abstained" and near is not None:
+        # A suggestion, not an answer: what the documents state instead, with where it stands.
+        text += f'\nFound instead (not an answer): {near.message} "{near.source.quote}" ({near.source.title})'
     return text
 
 

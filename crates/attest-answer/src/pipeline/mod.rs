@@ -77,6 +77,9 @@ pub struct AskResponse {
     pub confidence: f64,
     pub reason: Option<&'static str>,
     pub suggestions: Vec<String>,
+    /// Of an abstention: what the best passages state instead (a look-alike's fact, or the subject without the
+    /// fact asked), with its source — a suggestion, never an answer. Absent when answered.
+    pub near_miss: Option<crate::near_miss::NearMiss>,
     pub fallback_mode: bool,
     pub degraded: bool,
     pub request_id: String,
@@ -435,6 +438,9 @@ impl AnswerService {
         out.answer.clear();
         out.citations.clear();
         out.suggestions = suggestions;
+        let hits: Vec<&pb::Hit> = turn.ranked.iter().map(|c| &c.hit).collect();
+        turn.out.near_miss =
+            crate::near_miss::find(turn.question, &hits, self.config.max_suggestions);
         finish(turn)
     }
 }

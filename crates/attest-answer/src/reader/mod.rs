@@ -33,6 +33,7 @@ pub use self::model::{
 use crate::edition::Editions;
 use crate::question_names::QuestionNames;
 use crate::relevance::sentence_relevance;
+use crate::subjects::Subjects;
 use crate::text;
 use crate::verifier::calibration::{is_quote, SupportCalibration, SupportInputs};
 use crate::verifier::features::features;
@@ -104,6 +105,10 @@ pub struct ReaderConfig {
     /// but cost 2.0 points of coverage (81.1% → 79.2%); on held-in shift-reddit posts 10.2% → 8.4% at 46.8% →
     /// 45.9% (docs/bench/history.md "The question's names"); with a lower veto it did not hold on held-out posts.
     pub question_names: bool,
+    /// Read no passage that names a look-alike of the question's subject and not the subject itself
+    /// ([`Subjects::sibling_in`]: "Drift Mini" for "Drift Max", "Returns API v2" for "Returns API v1"): it answers
+    /// another question (issue 68; measured in docs/BENCHMARKS.md "Near misses").
+    pub subjects: bool,
     /// More reader model directories (relative ones found as `model_dir` is) whose answerability is averaged with
     /// the main model's; the support head stays the main model's. Default: round 8 (bge-small-en-v1.5, int8 ONNX,
     /// [`SECOND_READER_DIR`]) beside round 7 (MiniLM): two backbones err on different sentences, and the mean
@@ -156,6 +161,7 @@ impl Default for ReaderConfig {
             gate: crate::gate::GateMode::Veto,
             veto_threshold: 0.40,
             question_names: false,
+            subjects: true,
             ensemble: vec![PathBuf::from(SECOND_READER_DIR)],
             ensemble_rule: EnsembleRule::Mean,
         }
@@ -296,6 +302,15 @@ impl Reader {
         // Nor a sentence about another edition of what the question names ("Super Bowl XIX" for "Super Bowl 50").
         let editions = Editions::of_question(question);
         candidates.retain(|&(_, p, i)| !editions.names_another(split[p][i]));
+        // Nor a passage naming a look-alike of the question's subject and never the subject.
+        if self.config.subjects {
+            let subjects = Subjects::of_question(question);
+            let off: Vec<bool> = passages
+                .iter()
+                .map(|p| subjects.sibling_in(p.title, p.text).is_some())
+                .collect();
+            candidates.retain(|&(_, p, _)| !off[p]);
+        }
         // With `question_names`, nor one whose context, all the reader sees, names none of the question's names.
         if self.config.question_names {
             let names = QuestionNames::of_question(question);

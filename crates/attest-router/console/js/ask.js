@@ -2,8 +2,8 @@
 // then `done` with the whole response). The answer's footnote markers link to citation cards, each showing its
 // passage with the quoted span highlighted (the passage is found through the public search API by chunk id);
 // a verification table lists every claim with its citation, quote, support score and verdict (supported, partial
-// or unsupported; dropped claims too) under a one-line summary; an abstention says why in plain words and offers
-// its suggestions as follow-up questions; an out-of-corpus answer shows its disclaimer and no citations; a bar
+// or unsupported; dropped claims too) under a one-line summary; an abstention says why in plain words, shows what the
+// documents state instead (a near miss, with its source) and offers its suggestions as follow-up questions; an out-of-corpus answer shows its disclaimer and no citations; a bar
 // shows each stage's latency. A conversation: earlier turns go with a follow-up as `history` (the page shows
 // them, and the standalone question the answer tier asked), until "New conversation".
 import { api, stream, enc } from "./api.js";
@@ -102,6 +102,13 @@ function result(collection, r, askAgain) {
       h("p.reason", { "data-testid": "abstention-reason", dataset: { reason: r.reason || "" } },
         REASONS[r.reason] || `Abstained (${r.reason || "no reason given"}).`),
       h("p.muted", {}, `reason code: ${r.reason} · confidence ${num(r.confidence)}`),
+      // What the documents state instead: a suggestion with its source, never shown as an answer.
+      r.near_miss
+        ? h("div.near-miss", { "data-testid": "near-miss", dataset: { kind: r.near_miss.kind } },
+          h("p", {}, r.near_miss.message),
+          h("blockquote", {}, r.near_miss.source.quote),
+          h("p.muted", {}, `${r.near_miss.source.title} (${r.near_miss.source.chunk_id})`))
+        : null,
       r.suggestions.length
         ? h("div.suggestions", {}, h("p", {}, "Try asking:"),
           r.suggestions.map((s) => h("button.ghost.suggestion", { type: "button", onclick: () => askAgain(s) }, s)))

@@ -54,6 +54,29 @@ class Claim(ApiModel):
     verdict: Verdict
 
 
+class NearMissSource(ApiModel):
+    """The passage a near miss points at, with its sentence closest to the question."""
+
+    chunk_id: str
+    doc_id: str
+    title: str = ""
+    quote: str = ""
+
+
+class NearMiss(ApiModel):
+    """Of an abstention: what the documents state instead — a suggestion, never an answer.
+
+    ``kind``: ``sibling`` (the fact is given for a look-alike, ``found``, not for ``asked``) or ``not_stated``
+    (the documents name ``asked`` but no passage found states what was asked); ``message`` says it in one sentence.
+    """
+
+    kind: str
+    asked: str
+    found: str
+    message: str
+    source: NearMissSource
+
+
 class Verdicts(ApiModel):
     """How many claims got each verdict (kept and dropped)."""
 
@@ -90,6 +113,7 @@ class AskResponse(ApiModel):
     confidence: float = 0.0
     reason: str | None = None
     suggestions: list[str] = Field(default_factory=list)
+    near_miss: NearMiss | None = None
     fallback_mode: bool = False
     degraded: bool = False
     request_id: str | None = None

@@ -1,0 +1,298 @@
+//! The subjects a question asks about — its names, model numbers and versions ("the Returns API v1", "the Drift
+//! Max") — held against a passage. In a company's corpus the topic never disappears with the answer: ten APIs,
+//! forty products, six policies look alike, and a reader shown "The Orders API allows 100 requests a minute"
+//! answered "What is the rate limit of the Returns API?" from it, "supported" (issue 68). A passage that names a
+//! *sibling* of the question's subject — a name sharing words with it but not all of them ("Drift Mini" for
+//! "Drift Max", "Returns API v2" for "Returns API v1") — and never the subject itself answers another question:
+//! the reader does not read it, and an abstention names what was found instead ([`Subjects::sibling_in`]).
+//!
+//! Names are runs of capitalised words (not a sentence's first) and identifiers (a token mixing letters and
+//! digits, `v1`, `X200`, `S3`, or a dotted version, `2.1`). A passage carries a name when every word of it
+//! appears in the passage capitalised, or anywhere in its title (identifiers in any case): the verb "returns"
+//! is not the Returns API.
+
+use std::collections::HashSet;
+
+use crate::text;
+
+/// A name of the question: its words lower-cased, possessives dropped ("Max's" → "max").
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Name {
+    /// As the question writes it, for the abstention's message.
+    written: String,
+    words: Vec<String>,
+}
+
+/// The question's names, read once per question.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Subjects(Vec<Name>);
+
+/// What a passage names in place of one of the question's subjects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sibling {
+    /// The question's subject, as the question writes it ("Drift Max").
+    pub asked: String,
+    /// The passage's look-alike ("Drift Mini").
+    pub found: String,
+}
+
+/// An identifier: letters and digits mixed (`v1`, `X200`, `S3`), or a dotted version (`2.1`, `1.4.2`).
+fn is_identifier(token: &str) -> bool {
+    let has_digit = token.chars().any(|c| c.is_ascii_digit());
+    let has_letter = token.chars().any(char::is_alphabetic);
+    let dotted_version = token.contains('.')
+        && token
+            .split('.')
+            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()));
+    has_digit && (has_letter || dotted_version)
+}
+
+/// A token without the punctuation around it and without a possessive.
+fn bare(raw: &str) -> &str {
+    let t = raw.trim_matches(|c: char| !c.is_alphanumeric());
+    t.strip_suffix("'s")
+        .or_else(|| t.strip_suffix("’s"))
+        .unwrap_or(t)
+}
+
+/// Whether a token (not a sentence's first) is part of a name: capitalised and not a function word, or an
+/// identifier.
+fn name_like(token: &str) -> bool {
+    if token.is_empty() {
+        return false;
+    }
+    if is_identifier(token) {
+        return true;
+    }
+    token.chars().next().is_some_and(char::is_uppercase)
+        && !text::is_function_word(&token.to_lowercase())
+}
+
+/// The runs of name-like tokens of `text`. With `skip_openers`, a sentence's first token starts no run unless it
+/// is an identifier (a question's "What", "Does"); a passage's sentences often open with a name ("Labels API v2
+/// will be switched off …") and are read whole.
+fn name_runs(text: &str, skip_openers: bool) -> Vec<Vec<&str>> {
+    let mut runs: Vec<Vec<&str>> = Vec::new();
+    let mut current: Vec<&str> = Vec::new();
+    let mut sentence_start = true;
+    for raw in text.split_whitespace() {
+        let token = bare(raw);
+        let counts = name_like(token) && (!skip_openers || !sentence_start || is_identifier(token));
+        if counts {
+            current.push(token);
+        } else if !current.is_empty() {
+            runs.push(std::mem::take(&mut current));
+        }
+        // A run ends at punctuation after its token ("the Drift Max, the Drift Mini").
+        if counts && raw.ends_with([',', ';', ':', ')', '.', '!', '?']) {
+            runs.push(std::mem::take(&mut current));
+        }
+        sentence_start = raw.ends_with(['.', '!', '?', ':']);
+    }
+    if !current.is_empty() {
+        runs.push(current);
+    }
+    runs
+}
+
+fn lower(tokens: &[&str]) -> Vec<String> {
+    tokens.iter().map(|t| t.to_lowercase()).collect()
+}
+
+/// What a passage names: the words it writes capitalised (or as identifiers, a sentence's first word too), every
+/// word of its title, and its name runs.
+struct Carried {
+    words: HashSet<String>,
+    runs: Vec<Vec<String>>,
+    written: Vec<String>,
+}
+
+impl Carried {
+    fn of(title: &str, passage: &str) -> Self {
+        let mut words: HashSet<String> = text::words(title).into_iter().collect();
+        let mut runs = Vec::new();
+        let mut written = Vec::new();
+        for source in [title, passage] {
+            for run in name_runs(source, false) {
+                words.extend(lower(&run));
+                written.push(run.join(" "));
+                runs.push(lower(&run));
+            }
+        }
+        Carried {
+            words,
+            runs,
+            written,
+        }
+    }
+
+    fn carries(&self, name: &Name) -> bool {
+        name.words.iter().all(|w| self.words.contains(w))
+    }
+
+    /// The passage's run that shares a word with `name` and differs from it, the longest overlap first.
+    fn sibling_of(&self, name: &Name) -> Option<&str> {
+        self.runs
+            .iter()
+            .zip(&self.written)
+            .filter(|(run, _)| **run != name.words)
+            .map(|(run, written)| {
+                let shared = run.iter().filter(|w| name.words.contains(w)).count();
+                (shared, written)
+            })
+            .filter(|&(shared, _)| shared > 0)
+            .max_by_key(|&(shared, _)| shared)
+            .map(|(_, written)| written.as_str())
+    }
+}
+
+impl Subjects {
+    /// The names of `question`; a run of function words or a lone generic word names nothing.
+    pub fn of_question(question: &str) -> Self {
+        let names = name_runs(question, true)
+            .into_iter()
+            .map(|run| Name {
+                written: run.join(" "),
+                words: lower(&run),
+            })
+            .collect();
+        Subjects(names)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The first of the question's subjects that the passage (with its title) does not carry while naming a
+    /// look-alike of it: the passage answers a neighbouring question. None when every subject is carried, or
+    /// when a missing one has no look-alike there (a passage about something else entirely is the topic gates'
+    /// business, not this one's).
+    pub fn sibling_in(&self, title: &str, passage: &str) -> Option<Sibling> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let carried = Carried::of(title, passage);
+        self.0.iter().find_map(|name| {
+            if carried.carries(name) {
+                return None;
+            }
+            carried.sibling_of(name).map(|found| Sibling {
+                asked: name.written.clone(),
+                found: found.to_string(),
+            })
+        })
+    }
+
+    /// The question's subjects the passage carries whole (for an abstention that says what was found).
+    pub fn carried_in(&self, title: &str, passage: &str) -> Vec<String> {
+        let carried = Carried::of(title, passage);
+        self.0
+            .iter()
+            .filter(|n| carried.carries(n))
+            .map(|n| n.written.clone())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sibling(question: &str, title: &str, passage: &str) -> Option<(String, String)> {
+        Subjects::of_question(question)
+            .sibling_in(title, passage)
+            .map(|s| (s.asked, s.found))
+    }
+
+    #[test]
+    fn a_sibling_entity_is_found_and_named() {
+        let got = sibling(
+            "What is the default rate limit of the Returns API?",
+            "Orders API reference",
+            "The Orders API allows 100 requests per minute. It returns 429 above that.",
+        );
+        assert_eq!(got, Some(("Returns API".into(), "Orders API".into())));
+        let got = sibling(
+            "How long does the Drift Max take to charge?",
+            "Drift Mini review",
+            "The Drift Mini charges fully in 2 hours.",
+        );
+        assert_eq!(got, Some(("Drift Max".into(), "Drift Mini".into())));
+    }
+
+    #[test]
+    fn another_version_is_a_sibling() {
+        let got = sibling(
+            "When is the Labels API v1 switched off?",
+            "Labels API v2 reference",
+            "Labels API v2 will be switched off on 1 March 2027.",
+        );
+        assert_eq!(got, Some(("Labels API v1".into(), "Labels API v2".into())));
+        assert_eq!(
+            sibling(
+                "When is the Labels API v2 switched off?",
+                "Labels API v2 reference",
+                "It will be switched off on 1 March 2027."
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn the_subject_itself_or_no_lookalike_is_not_a_near_miss() {
+        // Carried: by the title, or capitalised in the text.
+        assert_eq!(
+            sibling(
+                "What is the rate limit of the Returns API?",
+                "Returns API",
+                "It allows 50 requests per minute; the Orders API allows 100."
+            ),
+            None
+        );
+        // A lower-case verb does not carry a name, but with no look-alike the passage is simply off topic.
+        assert_eq!(
+            sibling(
+                "What is the rate limit of the Returns API?",
+                "Shipping guide",
+                "A parcel returns to the depot after three attempts."
+            ),
+            None
+        );
+        // Wikipedia shapes stay readable.
+        assert_eq!(
+            sibling(
+                "What modern-day country was Tesla's birthplace?",
+                "Nikola Tesla",
+                "He was born in the village of Smiljan, in modern-day Croatia."
+            ),
+            None
+        );
+        assert_eq!(
+            sibling(
+                "how long does it take to charge?",
+                "Drift Mini",
+                "Two hours."
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn identifiers_and_runs_are_read_as_written() {
+        assert!(is_identifier("v1") && is_identifier("X200") && is_identifier("2.1"));
+        assert!(!is_identifier("2027") && !is_identifier("API") && !is_identifier("3."));
+        let runs = name_runs(
+            "Compared with the Drift Max, the Drift Mini (v2) is lighter.",
+            true,
+        );
+        assert_eq!(
+            runs,
+            vec![vec!["Drift", "Max"], vec!["Drift", "Mini", "v2"]]
+        );
+        let s = Subjects::of_question("Does the Drift Max's battery last?");
+        assert_eq!(
+            s.carried_in("Drift Max manual", "Battery: 10 h."),
+            vec!["Drift Max"]
+        );
+    }
+}
