@@ -87,7 +87,9 @@ case "$cmd" in
       --data-dir "$dir/router" --log-level "${ATTEST_LOG:-info,tantivy=warn}" >"$dir/logs/router-1.log" 2>&1 &
     echo $! >"$dir/pids/router-1.pid"
     if [[ "${ATTEST_CLUSTER_ANSWER:-1}" == 1 ]]; then
-      "$bin" serve --insecure --role answer --router "http://127.0.0.1:$router_grpc" --http "127.0.0.1:$answer_http" \
+      # --meta: the answer tier reads the collections' thresholds and, with ATTEST_ADMIN_KEY, the minted keys there.
+      "$bin" serve --insecure --role answer --router "http://127.0.0.1:$router_grpc" --meta "$metas" \
+        --http "127.0.0.1:$answer_http" \
         --data-dir "$dir/answer" --log-level "${ATTEST_LOG:-info,tantivy=warn}" >"$dir/logs/answer-1.log" 2>&1 &
       echo $! >"$dir/pids/answer-1.pid"
     fi

@@ -390,8 +390,17 @@ fn bad_input_gets_clear_errors_and_writes_nothing() {
         post(&format!("{u}/v1/collections"), &json!({"name": "c"})).0,
         201
     );
+    // Creating again with the same spec is idempotent; another spec under the name is a conflict.
     assert_eq!(
         post(&format!("{u}/v1/collections"), &json!({"name": "c"})).0,
+        200
+    );
+    assert_eq!(
+        post(
+            &format!("{u}/v1/collections"),
+            &json!({"name": "c", "shards": 3})
+        )
+        .0,
         409
     );
     assert_eq!(

@@ -1,6 +1,7 @@
 //! `attest-lab eval` through the real binary on a small fixture cut from the bundled squad sample: the report's
-//! fields, the risk–coverage PNG, the threshold sweep, the baseline gate's exit code, and a near-duplicate in
-//! the corpus reported as skipped instead of stopping the run.
+//! fields, the risk–coverage PNG, the threshold sweep, the baseline gate's exit code, a near-duplicate in
+//! the corpus reported as skipped instead of stopping the run, and the breakdowns by the queries' `domain` and
+//! `kind` with the `--per-question` file.
 
 use crate::common;
 
@@ -200,4 +201,138 @@ fn eval_counts_out_of_corpus_answers_apart() {
         "{text}"
     );
     assert!(!llm.requests(Kind::OutOfCorpus).is_empty());
+}
+
+/// Queries that name their kind of text (`domain`) and near-miss `kind`, as `data/company-nearmiss` does: the
+/// report gives the hallucination rate and coverage of each with its 95% interval, agreeing with the
+/// `--per-question` file, which has one line per question with what was asked, answered and expected.
+#[test]
+fn eval_breaks_down_by_domain_and_kind_and_writes_each_question() {
+    let data = tempfile::tempdir().unwrap();
+    fixture(data.path(), 10);
+    let queries_path = data.path().join("queries.jsonl");
+    let queries: Vec<Value> = std::fs::read_to_string(&queries_path)
+        .unwrap()
+        .lines()
+        .enumerate()
+        .map(|(i, l)| {
+            let mut q: Value = serde_json::from_str(l).unwrap();
+            q["domain"] = ["runbook", "api"][i % 2].into();
+            q["kind"] = if q["answerable"] == false {
+                ["sibling_entity", "attribute_absent"][i / 2 % 2]
+            } else {
+                "answerable"
+            }
+            .into();
+            q
+        })
+        .collect();
+    let lines: Vec<String> = queries.iter().map(Value::to_string).collect();
+    std::fs::write(&queries_path, lines.join("\n")).unwrap();
+    let report_path = data.path().join("report.json");
+    let per_question = data.path().join("questions.jsonl");
+    let (code, text) = eval(&[
+        "--data",
+        data.path().to_str().unwrap(),
+        "--json",
+        report_path.to_str().unwrap(),
+        "--per-question",
+        per_question.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains("kind of text") && text.contains("near-miss kind"),
+        "{text}"
+    );
+
+    // One line per question, in the order asked, with what was asked, answered and expected.
+    let asked: Vec<Value> = std::fs::read_to_string(&per_question)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(asked.len(), queries.len());
+    for (line, q) in asked.iter().zip(&queries) {
+        for field in ["id", "domain", "kind", "answerable", "gold_doc"] {
+            assert_eq!(line[field], q[field], "{field}: {line}");
+        }
+        assert_eq!(line["question"], q["text"], "{line}");
+        assert_eq!(line["gold_answers"], q["answers"], "{line}");
+        for field in [
+            "answer",
+            "confidence",
+            "citations",
+            "reason",
+            "suggestions",
+            "near_miss",
+            "scored",
+        ] {
+            assert!(line.get(field).is_some(), "{field} missing: {line}");
+        }
+        match line["status"].as_str().unwrap() {
+            "answered" => assert!(!line["citations"].as_array().unwrap().is_empty(), "{line}"),
+            "abstained" => assert!(line["reason"].is_string(), "{line}"),
+            other => panic!("status {other}: {line}"),
+        }
+    }
+
+    // The groups agree with the lines: hits / n for each side, the rate inside its interval.
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
+    let a = &report["answers"];
+    let check = |groups: &Value, field: &str| {
+        let mut names: Vec<&str> = asked.iter().map(|l| l[field].as_str().unwrap()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(groups.as_object().unwrap().len(), names.len(), "{groups}");
+        for name in names {
+            let of = |answerable: bool| -> (u64, u64) {
+                let side: Vec<&Value> = asked
+                    .iter()
+                    .filter(|l| l[field] == name && l["answerable"] == answerable)
+                    .collect();
+                let answered = side.iter().filter(|l| l["status"] == "answered").count();
+                (answered as u64, side.len() as u64)
+            };
+            let g = &groups[name];
+            for (side, answerable) in [("hallucination", false), ("coverage", true)] {
+                let (hits, n) = of(answerable);
+                if n == 0 {
+                    assert!(g.get(side).is_none(), "{name}.{side}: {g}");
+                    continue;
+                }
+                let r = &g[side];
+                assert_eq!(
+                    (r["hits"].as_u64(), r["n"].as_u64()),
+                    (Some(hits), Some(n)),
+                    "{name}.{side}: {g}"
+                );
+                let (rate, lo, hi) = (
+                    r["rate"].as_f64().unwrap(),
+                    r["lo"].as_f64().unwrap(),
+                    r["hi"].as_f64().unwrap(),
+                );
+                assert!((rate - hits as f64 / n as f64).abs() < 1e-12, "{r}");
+                assert!(lo <= rate && rate <= hi && hi - lo > 0.0, "{r}");
+            }
+        }
+    };
+    check(&a["by_domain"], "domain");
+    check(&a["by_kind"], "kind");
+    assert!(
+        a["by_domain"]["runbook"]["hallucination"]["n"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "{a}"
+    );
+    assert!(
+        a["by_kind"]["answerable"].get("hallucination").is_none(),
+        "{a}"
+    );
+    // The overall rate has its interval too.
+    let [lo, hi] =
+        [&a["hallucination_ci95"][0], &a["hallucination_ci95"][1]].map(|v| v.as_f64().unwrap());
+    let rate = a["hallucination_rate"].as_f64().unwrap();
+    assert!(lo <= rate && rate <= hi && hi > 0.0, "{a}");
 }

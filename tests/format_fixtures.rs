@@ -131,7 +131,8 @@ fn data_directories_of_earlier_releases_open_serve_and_take_writes() {
 fn snapshots_of_earlier_releases_restore() {
     for &version in READABLE {
         let dir = tempfile::tempdir().unwrap();
-        let snapshots = dir.path().join("snapshots");
+        // Under `attest dev`'s default snapshot root, `DATA_DIR/snapshots` (the one it admits).
+        let snapshots = dir.path().join("data").join("snapshots");
         copy_dir(&fixture(version).join("snapshots"), &snapshots);
         let dev = start_dev(&dir.path().join("data"));
         ready(&dev);

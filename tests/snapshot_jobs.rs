@@ -125,7 +125,16 @@ fn snapshot_jobs_outlive_their_router_skip_what_the_destination_holds_and_cancel
     let (shard, _) = role(
         d,
         "shard",
-        &["--role", "shard", "--meta", &meta, "--grpc", "127.0.0.1:0"],
+        &[
+            "--role",
+            "shard",
+            "--meta",
+            &meta,
+            "--grpc",
+            "127.0.0.1:0",
+            "--snapshot-root",
+            dest_s,
+        ],
     );
     let router = |name: &str| {
         let (p, line) = role(
@@ -140,6 +149,8 @@ fn snapshot_jobs_outlive_their_router_skip_what_the_destination_holds_and_cancel
                 "127.0.0.1:0",
                 "--grpc",
                 "127.0.0.1:0",
+                "--snapshot-root",
+                dest_s,
             ],
         );
         (p, value_of(&line, "http="))
@@ -279,6 +290,8 @@ fn snapshot_jobs_outlive_their_router_skip_what_the_destination_holds_and_cancel
     let s3 = wait_job(&b, &id3, Duration::from_secs(30), finished);
     signal(&shard, libc::SIGCONT);
     assert_eq!(s3["state"], "cancelled", "{s3}");
+    // An ended job's transfers ended with it (issue 69): none still reads `running`.
+    assert_eq!(s3["transfers"][0]["state"], "cancelled", "{s3}");
     assert!(!dest.join("s3").join("attest-snapshot.json").exists());
 
     // The router running a job dies mid-transfer: the next reader records it failed, naming that router.
@@ -295,6 +308,14 @@ fn snapshot_jobs_outlive_their_router_skip_what_the_destination_holds_and_cancel
     let s4 = wait_job(&b, &id4, Duration::from_secs(90), finished);
     signal(&shard, libc::SIGCONT);
     assert_eq!(s4["state"], "failed", "{s4}");
+    assert!(
+        s4["transfers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["state"] != "running" && t["state"] != "pending"),
+        "{s4}"
+    );
     let error = s4["error"].as_str().unwrap();
     assert!(
         error.contains(&owner) && error.contains("stopped"),

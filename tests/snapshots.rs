@@ -22,11 +22,12 @@ struct DevNode {
     url: String,
 }
 
-/// `attest dev` with `shard_nodes` shard nodes and these extra environment variables, its data in `dir/NAME` and
-/// its log in `dir/NAME.log`.
+/// `attest dev` with `shard_nodes` shard nodes and these extra environment variables, its data in `dir/NAME`,
+/// its log in `dir/NAME.log`, and `dir/backups` admitted as a snapshot destination (`--snapshot-root`).
 fn dev(dir: &Path, name: &str, shard_nodes: &str, env: &[(&str, &str)]) -> DevNode {
     let log = dir.join(format!("{name}.log"));
     eprintln!("{name} log: {}", log.display());
+    let root = dir.join("backups");
     let (proc, line) = start_with_env(
         &[
             "dev",
@@ -36,6 +37,8 @@ fn dev(dir: &Path, name: &str, shard_nodes: &str, env: &[(&str, &str)]) -> DevNo
             "127.0.0.1:0",
             "--shards",
             shard_nodes,
+            "--snapshot-root",
+            root.to_str().unwrap(),
         ],
         Some(&dir.join(name)),
         Logs::InfoTo(&log),

@@ -401,7 +401,7 @@ def question(company, q_kind, domain, entity, attr, cond, text, answer=None, gol
     a_name = surface(entity, attr, cond)
     q = {"text": text, "answerable": answer is not None, "answers": [answer] if answer is not None else [],
          "gold_doc": gold, "source_doc_removed": None, "domain": domain, "company": company["slug"],
-         "kind": q_kind, "entity": entity, "attribute": attr["key"], "condition": cond, "asked_name": a_name,
+         "tenant": company["slug"], "kind": q_kind, "entity": entity, "attribute": attr["key"], "condition": cond, "asked_name": a_name,
          "near_entity": near["entity"] if near else None, "near_condition": near["condition"] if near else None,
          "near_doc": near_doc or (near["doc"] if near else None), "near_answer": near["value"] if near else None}
     return q
@@ -514,7 +514,7 @@ def derive_questions(company, rng):
 
 # ------------------------------------------------------------------------------------------- output
 QUERY_FIELDS = ["_id", "text", "answerable", "answers", "gold_doc", "source_doc_removed", "domain", "company",
-                "kind", "entity", "attribute", "condition", "asked_name", "near_entity", "near_condition",
+                "tenant", "kind", "entity", "attribute", "condition", "asked_name", "near_entity", "near_condition",
                 "near_doc", "near_answer"]
 
 
@@ -544,7 +544,7 @@ def write_jsonl(path, rows):
 def write_split(out_dir, companies, queries, rng):
     os.makedirs(out_dir / "qrels", exist_ok=True)
     corpus = [{"_id": d["_id"], "title": d["title"], "text": d["text"], "domain": d["domain"],
-               "company": c["slug"]} for c in companies for d in c["docs"]]
+               "company": c["slug"], "tenant": c["slug"]} for c in companies for d in c["docs"]]
     queries = list(queries)
     rng.shuffle(queries)  # companies and kinds interleaved, so every n-th question is a fair sample
     write_jsonl(out_dir / "corpus.jsonl", corpus)
@@ -715,7 +715,8 @@ def write_fixture(out):
         q["_id"] = f"{c['slug']}-q{i:04d}"
     os.makedirs(out / "qrels", exist_ok=True)
     write_jsonl(out / "corpus.jsonl", [{"_id": d["_id"], "title": d["title"], "text": d["text"],
-                                        "domain": d["domain"], "company": c["slug"]} for d in c["docs"]])
+                                        "domain": d["domain"], "company": c["slug"],
+                                        "tenant": c["slug"]} for d in c["docs"]])
     write_jsonl(out / "queries.jsonl", [{k: q[k] for k in QUERY_FIELDS} for q in queries])
     with open(out / "qrels" / "test.tsv", "w", encoding="utf-8", newline="\n") as f:
         f.write("query-id\tcorpus-id\tscore\n")

@@ -113,6 +113,19 @@ def test_cronjob_pod_runs_non_root_with_read_only_root(values):
     assert c["image"] == role_containers(objects(values))["router"]["image"]
 
 
+def test_the_volume_is_the_one_snapshot_root_of_the_pods_that_move_files():
+    """A node admits a directory destination only under `snapshots.allowed_roots` (issue 69): with a volume, its
+    mount path; without one, none."""
+    for role, c in role_containers(objects(VOLUME)).items():
+        env = {e["name"]: e.get("value") for e in c["env"]}
+        if role in MOVERS:
+            assert env["ATTEST__SNAPSHOTS__ALLOWED_ROOTS"] == '["/var/backups/attest"]', role
+        else:
+            assert "ATTEST__SNAPSHOTS__ALLOWED_ROOTS" not in env, role
+    for c in role_containers(objects(S3)).values():
+        assert "ATTEST__SNAPSHOTS__ALLOWED_ROOTS" not in {e["name"] for e in c["env"]}
+
+
 def test_command_is_snapshot_create_with_the_values():
     argv, script = attest_argv(job_container(S3))
     assert not script and argv[:2] == ["snapshot", "create"]

@@ -18,7 +18,12 @@ pub struct LocalCluster {
     pub router: String,
     /// Set on every shard process, those the script starts and those restarted here.
     shard_env: Vec<(String, String)>,
+    /// One cluster at a time in this test process: every cluster of a process takes the same ports (`base`).
+    _alone: std::sync::MutexGuard<'static, ()>,
 }
+
+/// Held by the cluster of this process while it is up.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Drop for LocalCluster {
     fn drop(&mut self) {
@@ -68,6 +73,10 @@ impl LocalCluster {
 
     /// [`Self::up`] with `env` (`ATTEST__ENGINE__…` settings) set on every shard process.
     pub fn up_with_shard_env(env: &[(&str, &str)]) -> LocalCluster {
+        // A test that failed with its cluster up poisoned the lock; its cluster is down all the same.
+        let alone = ONE_AT_A_TIME
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let dir = tempfile::tempdir().unwrap();
         // A port range of our own, so parallel test binaries do not collide, and below Linux's ephemeral range
         // (32768..), where any outgoing connection may hold a port.
@@ -102,6 +111,7 @@ impl LocalCluster {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            _alone: alone,
         }
     }
 

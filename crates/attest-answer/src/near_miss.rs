@@ -1,8 +1,9 @@
 //! What an abstention says was found instead (issue 68): when the best passages answer a neighbouring question
 //! — the Drift Mini's charge time asked of the Drift Max, API v2's switch-off date asked of v1 — the abstention
-//! names it, as a suggestion with its citation, never as an answer: "The documents give this for the Drift Mini,
-//! not the Drift Max." When the best passage is about the asked subject but states nothing that answers, it says
-//! that instead ("The documents mention the Drift Max, but no passage found states what was asked").
+//! names it, as a suggestion with its source, never as an answer: "The closest passage is about Drift Mini, not
+//! Drift Max.", quoting the passage's sentence that names the look-alike. When the best passage is about the asked
+//! subject but states nothing that answers, it says that instead ("The documents mention Drift Max, but no passage
+//! found states what was asked").
 
 use std::collections::HashSet;
 
@@ -10,7 +11,7 @@ use serde::Serialize;
 
 use crate::footnotes::body;
 use crate::relevance::sentence_relevance;
-use crate::subjects::Subjects;
+use crate::subjects::{Sibling, Subjects};
 use crate::text;
 use attest_proto::v1 as pb;
 
@@ -57,8 +58,41 @@ fn closest_sentence(question: &HashSet<String>, title: &str, passage: &str) -> S
         .unwrap_or_default()
 }
 
+/// The sentence of a sibling passage to quote, and the look-alike it names: the sentence closest to the question
+/// among those naming a look-alike as close as the passage's closest (so the quote shows what the message names), else the passage's
+/// closest sentence and the look-alike the passage as a whole names.
+fn sibling_quote(
+    subjects: &Subjects,
+    question: &HashSet<String>,
+    hit: &pb::Hit,
+    passage_sibling: Sibling,
+) -> (Sibling, String) {
+    let title_words = text::content_set(&hit.title);
+    let mut best: Option<(f64, Sibling, &str)> = None;
+    for sentence in text::sentences(body(hit)) {
+        // A sentence naming the passage's closest look-alike (not a lone shared word: "per API key").
+        let Some(sibling) = subjects
+            .sibling_in("", sentence)
+            .filter(|s| s.shared >= passage_sibling.shared)
+        else {
+            continue;
+        };
+        let score = sentence_relevance(question, &title_words, sentence);
+        if best.as_ref().is_none_or(|(b, _, _)| score > *b) {
+            best = Some((score, sibling, sentence));
+        }
+    }
+    match best {
+        Some((_, sibling, sentence)) => (sibling, sentence.to_string()),
+        None => (
+            passage_sibling,
+            closest_sentence(question, &hit.title, body(hit)),
+        ),
+    }
+}
+
 /// The near miss among the best `hits` (in rank order, `look_at` of them): the first that names a sibling of
-/// the question's subject, else the best one if it carries the question's subjects. None when the question
+/// the question's subject, else the first that carries one of the question's subjects. None when the question
 /// names no subject or no passage names one like it.
 pub fn find(question: &str, hits: &[&pb::Hit], look_at: usize) -> Option<NearMiss> {
     let subjects = Subjects::of_question(question);
@@ -66,38 +100,50 @@ pub fn find(question: &str, hits: &[&pb::Hit], look_at: usize) -> Option<NearMis
         return None;
     }
     let asked_words = text::content_set(question);
-    let source = |hit: &pb::Hit| NearMissSource {
+    let source = |hit: &pb::Hit, quote: String| NearMissSource {
         chunk_id: hit.chunk_id.clone(),
         doc_id: hit.doc_id.clone(),
         title: hit.title.clone(),
-        quote: closest_sentence(&asked_words, &hit.title, body(hit)),
+        quote,
     };
     let best = hits.iter().take(look_at);
+    // The closest look-alike among the best passages (most words shared with the subject, then rank).
+    let mut closest: Option<(&pb::Hit, Sibling)> = None;
     for hit in best.clone() {
         if let Some(sibling) = subjects.sibling_in(&hit.title, body(hit)) {
-            return Some(NearMiss {
-                kind: SIBLING,
-                message: format!(
-                    "The documents give this for the {}, not the {}.",
-                    sibling.found, sibling.asked
-                ),
-                asked: sibling.asked,
-                found: sibling.found,
-                source: source(hit),
-            });
+            if closest
+                .as_ref()
+                .is_none_or(|(_, c)| sibling.shared > c.shared)
+            {
+                closest = Some((hit, sibling));
+            }
         }
     }
-    let hit = best.clone().next()?;
-    let carried = subjects.carried_in(&hit.title, body(hit));
-    let subject = carried.first()?.clone();
+    if let Some((hit, passage_sibling)) = closest {
+        let (sibling, quote) = sibling_quote(&subjects, &asked_words, hit, passage_sibling);
+        return Some(NearMiss {
+            kind: SIBLING,
+            message: format!(
+                "The closest passage is about {}, not {}.",
+                sibling.found, sibling.asked
+            ),
+            asked: sibling.asked,
+            found: sibling.found,
+            source: source(hit, quote),
+        });
+    }
+    let (hit, subject) = best.clone().find_map(|hit| {
+        let carried = subjects.carried_in(&hit.title, body(hit));
+        carried.into_iter().next().map(|subject| (hit, subject))
+    })?;
     Some(NearMiss {
         kind: NOT_STATED,
         message: format!(
-            "The documents mention the {subject}, but no passage found states what was asked."
+            "The documents mention {subject}, but no passage found states what was asked."
         ),
         asked: subject.clone(),
         found: subject,
-        source: source(hit),
+        source: source(hit, closest_sentence(&asked_words, &hit.title, body(hit))),
     })
 }
 
@@ -130,10 +176,47 @@ mod tests {
         );
         assert_eq!(
             got.message,
-            "The documents give this for the Drift Mini, not the Drift Max."
+            "The closest passage is about Drift Mini, not Drift Max."
         );
         assert_eq!(got.source.doc_id, "drift-mini");
         assert_eq!(got.source.quote, "The Drift Mini charges fully in 2 hours.");
+    }
+
+    #[test]
+    fn the_quote_names_the_lookalike_the_message_names() {
+        let chat = hit(
+            "chat",
+            "#eng-leads chat",
+            "Tariq: The beta launch of Project Robin is set for 24 September. Uma: Project Plover is on hold.",
+        );
+        let got = find("When is the beta launch of Project Swift?", &[&chat], 3).unwrap();
+        assert_eq!(got.found, "Project Robin");
+        assert!(got.source.quote.contains("Project Robin"), "{got:?}");
+    }
+
+    #[test]
+    fn the_closest_lookalike_among_the_best_passages_is_named() {
+        let orders = hit(
+            "orders",
+            "Orders API v2: endpoints and limits",
+            "The default rate limit of the Orders API v2 is 1200 requests per minute per API key.",
+        );
+        let returns = hit(
+            "returns-v2",
+            "Returns API v2: endpoints and limits",
+            "Each API key on the Returns API v2 has a default rate limit of 600 requests per minute.",
+        );
+        let q = "What is the default rate limit of the Returns API v1?";
+        let got = find(q, &[&orders, &returns], 3).unwrap();
+        assert_eq!(
+            (got.found.as_str(), got.source.doc_id.as_str()),
+            ("Returns API v2", "returns-v2")
+        );
+        let got = find(q, &[&orders], 3).unwrap();
+        assert_eq!(
+            got.found, "Orders API v2",
+            "a lone shared word (\"per API key\") is no look-alike"
+        );
     }
 
     #[test]

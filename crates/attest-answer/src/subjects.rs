@@ -34,6 +34,9 @@ pub struct Sibling {
     pub asked: String,
     /// The passage's look-alike ("Drift Mini").
     pub found: String,
+    /// Words the two share: the closer look-alike shares more ("Returns API v2" for "Returns API v1", 2, before
+    /// "Orders API v2", 1).
+    pub shared: usize,
 }
 
 /// An identifier: letters and digits mixed (`v1`, `X200`, `S3`), or a dotted version (`2.1`, `1.4.2`).
@@ -131,18 +134,20 @@ impl Carried {
     }
 
     /// The passage's run that shares a word with `name` and differs from it, the longest overlap first.
-    fn sibling_of(&self, name: &Name) -> Option<&str> {
-        self.runs
-            .iter()
-            .zip(&self.written)
-            .filter(|(run, _)| **run != name.words)
-            .map(|(run, written)| {
-                let shared = run.iter().filter(|w| name.words.contains(w)).count();
-                (shared, written)
-            })
-            .filter(|&(shared, _)| shared > 0)
-            .max_by_key(|&(shared, _)| shared)
-            .map(|(_, written)| written.as_str())
+    fn sibling_of(&self, name: &Name) -> Option<(usize, &str)> {
+        // The run sharing most words, then the longest ("Orders API v2" before a lone "API"), then the first.
+        let mut best: Option<(usize, usize, &str)> = None;
+        for (run, written) in self.runs.iter().zip(&self.written) {
+            if *run == name.words {
+                continue;
+            }
+            let shared = run.iter().filter(|w| name.words.contains(w)).count();
+            let better = best.is_none_or(|(s, len, _)| (shared, run.len()) > (s, len));
+            if shared > 0 && better {
+                best = Some((shared, run.len(), written));
+            }
+        }
+        best.map(|(shared, _, written)| (shared, written))
     }
 }
 
@@ -163,6 +168,24 @@ impl Subjects {
         self.0.is_empty()
     }
 
+    /// What `question` asks of its subjects: its content words ([`text::content_set`], stemmed) that are no word
+    /// of a subject ("How long does the Drift Max take to charge?" → long, take, charge). Empty when the question
+    /// names no subject: the rule below then has nothing to hold a sentence to.
+    pub fn asked_of(&self, question: &str) -> HashSet<String> {
+        if self.0.is_empty() {
+            return HashSet::new();
+        }
+        let named: HashSet<String> = self
+            .0
+            .iter()
+            .flat_map(|n| n.words.iter().map(|w| text::stem(w)))
+            .collect();
+        text::content_set(question)
+            .into_iter()
+            .filter(|w| !named.contains(w))
+            .collect()
+    }
+
     /// The first of the question's subjects that the passage (with its title) does not carry while naming a
     /// look-alike of it: the passage answers a neighbouring question. None when every subject is carried, or
     /// when a missing one has no look-alike there (a passage about something else entirely is the topic gates'
@@ -176,9 +199,10 @@ impl Subjects {
             if carried.carries(name) {
                 return None;
             }
-            carried.sibling_of(name).map(|found| Sibling {
+            carried.sibling_of(name).map(|(shared, found)| Sibling {
                 asked: name.written.clone(),
                 found: found.to_string(),
+                shared,
             })
         })
     }
@@ -194,9 +218,36 @@ impl Subjects {
     }
 }
 
+/// Whether `context` (what the reader sees of a sentence) shares a word with what the question asks of its
+/// subjects: a sentence that meets the question only in the subject's name ("Battery life of the Drift Max is 10
+/// hours" asked how long the Drift Max takes to charge) states another attribute of it.
+pub fn meets_the_asked(asked: &HashSet<String>, context: &str) -> bool {
+    asked.is_empty() || text::content_set(context).iter().any(|w| asked.contains(w))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sentence_meeting_the_question_only_in_its_subject_states_another_attribute() {
+        let q = "How long does the Drift Max take to charge?";
+        let asked = Subjects::of_question(q).asked_of(q);
+        assert!(!meets_the_asked(
+            &asked,
+            "Drift Max review. Battery life of the Drift Max is 10 hours."
+        ));
+        assert!(meets_the_asked(
+            &asked,
+            "Drift Max review. The Drift Max takes 3 hours to charge."
+        ));
+        // A question naming no subject holds no sentence to it.
+        let q = "how long does it take to charge?";
+        assert!(meets_the_asked(
+            &Subjects::of_question(q).asked_of(q),
+            "Battery life is 10 hours."
+        ));
+    }
 
     fn sibling(question: &str, title: &str, passage: &str) -> Option<(String, String)> {
         Subjects::of_question(question)

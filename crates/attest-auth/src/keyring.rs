@@ -5,7 +5,9 @@
 //! `ATTEST_ADMIN_KEY`): an open `attest dev` on loopback then acts as a principal that may do everything. Once on,
 //! every request needs a bearer token that is the admin key or a live key of meta's; a key meta marks revoked or
 //! that has expired is refused from the next poll on (the poll interval is 1 s, so within 2 s), and a key minted
-//! a moment ago is looked up in meta the first time it is shown ([`KeyRing::authenticate_fresh`]).
+//! a moment ago is looked up in meta the first time it is shown ([`KeyRing::authenticate_fresh`]). A key minted
+//! by another key names it as its parent, and is refused as soon as any key it descends from is revoked or has
+//! expired (issue 69): revoking a key revokes everything it minted, on every front at the same poll.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -50,7 +52,13 @@ struct StoredKey {
     collections: Vec<String>,
     expires_at_ms: u64,
     revoked: bool,
+    /// The id of the key that minted it ("" for the bootstrap admin key's).
+    parent_id: String,
 }
+
+/// The longest chain of parents followed: keys mint keys within their own grant, so a deeper chain is a
+/// mistake, and a cycle (never minted, but a record could be written so) must not loop.
+const MAX_KEY_CHAIN: usize = 32;
 
 #[derive(Default)]
 struct Keys {
@@ -110,6 +118,7 @@ impl KeyRing {
                         collections: k.collections.clone(),
                         expires_at_ms: k.expires_at_ms,
                         revoked: k.revoked,
+                        parent_id: k.parent_id.clone(),
                     },
                 ))
             })
@@ -193,6 +202,8 @@ impl KeyRing {
                     scope: Some(Scope::Admin),
                     tenants: vec![ANY_TENANT.into()],
                     collections: vec![],
+                    expires_at_ms: 0,
+                    minted: false,
                     credential: Some(Arc::from(header)),
                 });
             }
@@ -210,14 +221,51 @@ impl KeyRing {
         if stored.expires_at_ms != 0 && now_ms() >= stored.expires_at_ms {
             return Err(Refusal::new("expired", "this API key has expired"));
         }
+        ancestry_problem(&keys, stored)?;
         Ok(Principal {
             key_id: id.to_string(),
             scope: stored.scope,
             tenants: stored.tenants.clone(),
             collections: stored.collections.clone(),
+            expires_at_ms: stored.expires_at_ms,
+            minted: true,
             credential: Some(Arc::from(header)),
         })
     }
+}
+
+/// Refuses a key whose parent, or any key above it, is revoked, expired or unknown to the ring (a parent is
+/// stored before its children, so a missing one is not a key that could vouch for this one).
+fn ancestry_problem(keys: &Keys, key: &StoredKey) -> Result<(), Refusal> {
+    let mut parent = key.parent_id.as_str();
+    for _ in 0..MAX_KEY_CHAIN {
+        if parent.is_empty() {
+            return Ok(());
+        }
+        let Some(above) = keys.by_id.get(parent) else {
+            return Err(Refusal::new(
+                "parent_revoked",
+                "the API key that minted this one is gone",
+            ));
+        };
+        if above.revoked {
+            return Err(Refusal::new(
+                "parent_revoked",
+                "the API key that minted this one was revoked",
+            ));
+        }
+        if above.expires_at_ms != 0 && now_ms() >= above.expires_at_ms {
+            return Err(Refusal::new(
+                "parent_expired",
+                "the API key that minted this one has expired",
+            ));
+        }
+        parent = above.parent_id.as_str();
+    }
+    Err(Refusal::new(
+        "chain",
+        "this API key descends from too many keys",
+    ))
 }
 
 /// Why a credential was refused, before it is counted (a refusal retried after a refresh counts once).
@@ -269,6 +317,10 @@ pub struct Principal {
     scope: Option<Scope>,
     tenants: Vec<String>,
     collections: Vec<String>,
+    /// Unix ms after which the key is refused (0: never): no key it mints may outlive it.
+    expires_at_ms: u64,
+    /// Whether the key is one of meta's (the parent a key it mints names), not the bootstrap key or an open node.
+    minted: bool,
     /// The `Authorization` value it came with, forwarded on the calls made for it (answer tier → router).
     credential: Option<Arc<str>>,
 }
@@ -292,8 +344,33 @@ impl Principal {
             scope: Some(Scope::Admin),
             tenants: vec![ANY_TENANT.into()],
             collections: vec![],
+            expires_at_ms: 0,
+            minted: false,
             credential: None,
         }
+    }
+
+    /// The id a key minted by this one records as its parent (`None` for the bootstrap admin key and an open
+    /// node, which are not meta's keys).
+    pub fn parent_link(&self) -> Option<&str> {
+        self.minted.then_some(self.key_id.as_str())
+    }
+
+    /// Refuses (PERMISSION_DENIED) a key that would outlive this one: expiring after it (`Some` unix ms) or
+    /// never (`None`) when this one expires.
+    pub fn may_expire_at(&self, child_expires_at_ms: Option<u64>) -> Result<(), ApiError> {
+        if self.expires_at_ms == 0 || child_expires_at_ms.is_some_and(|t| t <= self.expires_at_ms) {
+            return Ok(());
+        }
+        Err(deny(
+            ErrorCode::PermissionDenied,
+            "grant",
+            format!(
+                "this API key may not grant a key that outlives it: it expires at unix ms {}, so a key it mints \
+                 needs an expires_in that ends by then",
+                self.expires_at_ms
+            ),
+        ))
     }
 
     /// Refuses (PERMISSION_DENIED) unless the key holds `scope` or a higher one.
@@ -308,8 +385,43 @@ impl Principal {
         ))
     }
 
-    fn allows_tenant(&self, tenant: &str) -> bool {
+    /// Whether the key may act for `tenant`.
+    pub fn allows_tenant(&self, tenant: &str) -> bool {
         self.tenants.iter().any(|t| t == ANY_TENANT || t == tenant)
+    }
+
+    /// Whether the key acts for every tenant (`*`): an action on a whole collection needs no look at whose
+    /// documents it holds.
+    pub fn every_tenant(&self) -> bool {
+        self.tenants.iter().any(|t| t == ANY_TENANT)
+    }
+
+    /// Refuses (PERMISSION_DENIED) an action on the whole of collection `name` — dropping it, its shared answer
+    /// thresholds, its maintenance — when it holds documents of tenants this key may not act for, naming them
+    /// (issue 69: a key limited to some tenants never destroys or changes what other tenants share).
+    pub fn covers_tenants<'a>(
+        &self,
+        what: &str,
+        name: &str,
+        held: impl IntoIterator<Item = &'a str>,
+    ) -> Result<(), ApiError> {
+        let outside: Vec<String> = held
+            .into_iter()
+            .filter(|t| !self.allows_tenant(t))
+            .map(|t| format!("{t:?}"))
+            .collect();
+        if outside.is_empty() {
+            return Ok(());
+        }
+        Err(deny(
+            ErrorCode::PermissionDenied,
+            "tenant",
+            format!(
+                "this API key may not {what} collection {name:?}: it holds documents of tenant(s) {} that the key \
+                 may not act for (a key for every tenant it holds may)",
+                outside.join(", ")
+            ),
+        ))
     }
 
     /// The tenant a request acts as: the one it names, if the key allows it (else PERMISSION_DENIED); when it
@@ -603,6 +715,84 @@ mod tests {
             .is_err());
         assert!(ring.authenticate_fresh(header.as_deref()).await.is_ok());
         assert_eq!(reads.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_key_is_refused_once_a_key_above_it_is_revoked_or_expired() {
+        let (p, c, g) = (secret::mint(), secret::mint(), secret::mint());
+        let parent = info(&p, pb::Scope::Admin, &["*"]);
+        let mut child = info(&c, pb::Scope::Write, &["*"]);
+        child.parent_id = p.id.clone();
+        let mut grand = info(&g, pb::Scope::Read, &["*"]);
+        grand.parent_id = c.id.clone();
+        let ring = ring_with(vec![parent.clone(), child.clone(), grand.clone()], 1);
+        let minted = ring.authenticate(bearer(&c.key).as_deref()).unwrap();
+        assert_eq!(minted.parent_link(), Some(c.id.as_str()));
+        assert!(ring.authenticate(bearer(&g.key).as_deref()).is_ok());
+        let state = |version, parent: &pb::ApiKeyInfo| pb::ClusterState {
+            version,
+            api_keys: vec![parent.clone(), child.clone(), grand.clone()],
+            ..Default::default()
+        };
+        let mut revoked = parent.clone();
+        revoked.revoked = true;
+        ring.apply(&state(2, &revoked));
+        assert!(ring.authenticate(bearer(&p.key).as_deref()).is_err());
+        for k in [&c, &g] {
+            let e = ring.authenticate(bearer(&k.key).as_deref()).unwrap_err();
+            assert_eq!(e.code, ErrorCode::Unauthenticated);
+            assert!(e.message.contains("revoked"), "{}", e.message);
+        }
+        let mut expired = parent.clone();
+        expired.expires_at_ms = 1;
+        ring.apply(&state(3, &expired));
+        let e = ring.authenticate(bearer(&g.key).as_deref()).unwrap_err();
+        assert!(e.message.contains("expired"), "{}", e.message);
+        // A parent the ring does not hold vouches for nothing.
+        ring.apply(&pb::ClusterState {
+            version: 4,
+            api_keys: vec![grand.clone()],
+            ..Default::default()
+        });
+        assert!(ring.authenticate(bearer(&g.key).as_deref()).is_err());
+        // The bootstrap key and an open node are no one's parent.
+        let admin = ring.authenticate(bearer(ADMIN).as_deref()).unwrap();
+        assert_eq!(admin.parent_link(), None);
+        assert_eq!(Principal::open().parent_link(), None);
+    }
+
+    #[test]
+    fn an_expiring_key_grants_no_key_that_outlives_it() {
+        let k = secret::mint();
+        let mut i = info(&k, pb::Scope::Admin, &["*"]);
+        let hour = now_ms() + 3_600_000;
+        i.expires_at_ms = hour;
+        let ring = ring_with(vec![i], 1);
+        let p = ring.authenticate(bearer(&k.key).as_deref()).unwrap();
+        assert_eq!(
+            p.may_expire_at(None).unwrap_err().code,
+            ErrorCode::PermissionDenied
+        );
+        assert!(p.may_expire_at(Some(hour + 1)).is_err());
+        assert!(p.may_expire_at(Some(hour)).is_ok());
+        let admin = ring.authenticate(bearer(ADMIN).as_deref()).unwrap();
+        assert!(admin.may_expire_at(None).is_ok());
+    }
+
+    #[test]
+    fn a_whole_collection_needs_every_tenant_it_holds() {
+        let k = secret::mint();
+        let ring = ring_with(vec![info(&k, pb::Scope::Admin, &["acme"])], 1);
+        let p = ring.authenticate(bearer(&k.key).as_deref()).unwrap();
+        assert!(!p.every_tenant());
+        assert!(p.covers_tenants("drop", "docs", ["acme"]).is_ok());
+        assert!(p.covers_tenants("drop", "docs", []).is_ok());
+        let e = p
+            .covers_tenants("drop", "docs", ["acme", "beta", "gamma"])
+            .unwrap_err();
+        assert_eq!(e.code, ErrorCode::PermissionDenied);
+        assert!(e.message.contains("\"beta\", \"gamma\""), "{}", e.message);
+        assert!(Principal::open().every_tenant());
     }
 
     #[test]

@@ -334,6 +334,10 @@ pub struct DevArgs {
     /// (`attest key create`). Without it `attest dev` is open (loopback development only).
     #[arg(long, env = "ATTEST_ADMIN_KEY", hide_env_values = true)]
     pub admin_key: Option<String>,
+    /// A directory under which snapshot destinations are admitted (repeatable; adds to
+    /// `snapshots.allowed_roots`). Default when none is configured: DATA_DIR/snapshots.
+    #[arg(long = "snapshot-root", value_name = "DIR")]
+    pub snapshot_roots: Vec<PathBuf>,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
@@ -399,6 +403,10 @@ pub struct ServeArgs {
     /// A bearer token `/metrics` then wants (open without one, as scrapers inside a cluster usually are).
     #[arg(long, env = "ATTEST_METRICS_TOKEN", hide_env_values = true)]
     pub metrics_token: Option<String>,
+    /// Shard and router: a directory under which snapshot destinations are admitted (repeatable; adds to
+    /// `snapshots.allowed_roots`; none by default: then only s3:// destinations).
+    #[arg(long = "snapshot-root", value_name = "DIR")]
+    pub snapshot_roots: Vec<PathBuf>,
     /// Join the cluster whose meta nodes are these (comma-separated): a router takes its shard map from them
     /// (required), a shard without it serves alone, an answer replica reads the collections' thresholds from
     /// them (without it, `answer.min_confidence` holds for every collection).
@@ -459,6 +467,10 @@ pub enum CollectionCommand {
         name: String,
         #[arg(long)]
         shards: Option<u32>,
+        /// Replicas of each shard, on distinct shard nodes (default: the router's `default_replication`, 2 in a
+        /// cluster, at most one per live shard node; `attest dev` keeps 1).
+        #[arg(long)]
+        replication: Option<u32>,
         #[arg(long)]
         nlist: Option<u32>,
         #[arg(long)]

@@ -82,21 +82,24 @@ pub async fn collection(server: &str, cmd: CollectionCommand) -> anyhow::Result<
         CollectionCommand::Create {
             name,
             shards,
+            replication,
             nlist,
             m,
             nbits,
             nprobe,
             json,
         } => {
-            let body = json!({"name": name, "shards": shards, "index": {"nlist": nlist, "m": m, "nbits": nbits, "nprobe": nprobe}});
+            let body = json!({"name": name, "shards": shards, "replication": replication,
+                "index": {"nlist": nlist, "m": m, "nbits": nbits, "nprobe": nprobe}});
             let out = call(http.post(format!("{server}/v1/collections")).json(&body)).await?;
             if json {
                 println!("{out}");
             } else {
                 println!(
-                    "created collection {} ({} shards, {}-d)",
+                    "created collection {} ({} shards, replication {}, {}-d)",
                     out["name"].as_str().unwrap_or(""),
                     out["shards"],
+                    out["replication"],
                     out["dimension"]
                 );
             }

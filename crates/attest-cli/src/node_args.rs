@@ -29,7 +29,8 @@ pub fn credentials(args: &NodeCredentialArgs) -> Credentials {
 
 /// `attest serve`'s arguments with the configuration file and the process's environment.
 pub fn node_config(args: ServeArgs) -> anyhow::Result<NodeConfig> {
-    let config = config::load(args.config.as_deref(), std::env::vars())?;
+    let mut config = config::load(args.config.as_deref(), std::env::vars())?;
+    config.snapshots.allowed_roots.extend(args.snapshot_roots);
     let meta_id = match (args.meta_id, args.meta_id_from_hostname) {
         (Some(_), true) => {
             anyhow::bail!("give --meta-id (ATTEST_META_ID) or --meta-id-from-hostname, not both")
@@ -67,8 +68,13 @@ pub fn node_config(args: ServeArgs) -> anyhow::Result<NodeConfig> {
 
 /// `attest dev`'s arguments with the configuration file and the process's environment.
 pub fn dev_config(args: &DevArgs) -> anyhow::Result<DevConfig> {
+    let mut config = config::load(args.config.as_deref(), std::env::vars())?;
+    config
+        .snapshots
+        .allowed_roots
+        .extend(args.snapshot_roots.iter().cloned());
     Ok(DevConfig {
-        config: config::load(args.config.as_deref(), std::env::vars())?,
+        config,
         data_dir: args.data_dir.clone(),
         shards: args.shards,
         model_dir: args.model_dir.clone(),

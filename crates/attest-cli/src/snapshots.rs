@@ -2,7 +2,8 @@
 //! (admin scope; the caller's key is `ATTEST_API_KEY`). Create and restore start jobs that the router runs and
 //! meta records; the CLI follows a job (a bar per replica transfer) unless `--detach`ed, and leaving it does not
 //! stop the job (`attest snapshot cancel` does). Shard nodes move the files themselves, so a directory
-//! destination must be one every shard node and the router reach (shared or mounted).
+//! destination must be one every shard node and the router reach (shared or mounted) and admit (under their
+//! `snapshots.allowed_roots`, `--snapshot-root`).
 
 use std::time::{Duration, Instant};
 

@@ -114,9 +114,36 @@ pub fn parse_duration_ms(text: &str) -> Option<u64> {
     n.checked_mul(ms).filter(|&v| v > 0)
 }
 
+/// The longest a key may be minted for: ten years (3,650 days). A longer `expires_in` is a mistake, not a wish
+/// for a key that never expires (leave it out for that); 10^15 s overflowed nothing but meant nothing either.
+pub const MAX_KEY_LIFETIME_MS: u64 = 3_650 * 86_400_000;
+
+/// A key's `expires_in` in milliseconds, or why it is refused (not a duration, or longer than
+/// [`MAX_KEY_LIFETIME_MS`]).
+pub fn key_lifetime_ms(text: &str) -> Result<u64, String> {
+    let ms = parse_duration_ms(text)
+        .ok_or_else(|| "a duration such as 30d, 12h, 90m or 3600s".to_string())?;
+    if ms > MAX_KEY_LIFETIME_MS {
+        return Err(format!(
+            "at most {}d (leave it out for a key that never expires)",
+            MAX_KEY_LIFETIME_MS / 86_400_000
+        ));
+    }
+    Ok(ms)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_lives_at_most_ten_years() {
+        assert_eq!(key_lifetime_ms("3650d"), Ok(MAX_KEY_LIFETIME_MS));
+        assert!(key_lifetime_ms("3651d").unwrap_err().contains("3650d"));
+        assert!(key_lifetime_ms("1000000000000000s").is_err());
+        assert!(key_lifetime_ms("soon").is_err());
+        assert_eq!(key_lifetime_ms("90m"), Ok(5_400_000));
+    }
 
     fn v(xs: &[&str]) -> Vec<String> {
         xs.iter().map(|s| s.to_string()).collect()

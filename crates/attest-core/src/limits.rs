@@ -9,6 +9,9 @@ pub const MAX_COLLECTION_NAME: usize = 128;
 pub const MAX_SHARDS: u32 = 4096;
 /// Most replicas of one shard.
 pub const MAX_REPLICATION: u32 = 16;
+/// Replicas per shard of a collection created in a cluster without saying (SPEC: 2): the router's
+/// `default_replication` and meta's answer to a request of 0.
+pub const DEFAULT_REPLICATION: u32 = 2;
 /// The most hits a shard returns per lane, and the most a caller may ask a lane for.
 pub const MAX_TOP_K: usize = 1000;
 /// Most searches of one batch (router `SearchBatch`, shard `SearchBatch`): a hop's rewrites and pins, with room.

@@ -3,11 +3,17 @@
 //! `attest-lab eval --sweep`), every answer replica reads them from meta. Defined here so that both sides agree
 //! on one shape and one validator.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// A collection's answer thresholds: the operating point of its risk–coverage curve.
+/// Longest `data_hash` accepted: a hash's hex with room for an algorithm prefix. The thresholds are stored in
+/// meta's Raft log, so nothing unbounded may ride along (issue 69: a 100 KB one was accepted).
+pub const MAX_DATA_HASH_LEN: usize = 128;
+
+/// A collection's answer thresholds: the operating point of its risk–coverage curve. Read only from a JSON
+/// object: serde's derive would also take an array of the fields in order (`[0.5]`), which is never what a
+/// caller meant (see the `Deserialize` impl below).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub struct CollectionThresholds {
     /// Answer only when the answer's confidence is at least this (0..1).
     pub min_confidence: f64,
@@ -37,6 +43,17 @@ impl CollectionThresholds {
 
     /// The first field that cannot be right, as (field, problem).
     pub fn problem(&self) -> Option<(&'static str, String)> {
+        if let Some(hash) = self.data_hash.as_ref() {
+            if hash.len() > MAX_DATA_HASH_LEN {
+                return Some((
+                    "data_hash",
+                    format!(
+                        "must be at most {MAX_DATA_HASH_LEN} characters (got {})",
+                        hash.len()
+                    ),
+                ));
+            }
+        }
         let ratios = [
             ("min_confidence", Some(self.min_confidence)),
             ("hallucination_budget", self.hallucination_budget),
@@ -69,9 +86,50 @@ impl CollectionThresholds {
     }
 }
 
+impl Serialize for CollectionThresholds {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        CollectionThresholds::serialize(self, s)
+    }
+}
+
+impl<'de> Deserialize<'de> for CollectionThresholds {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct ObjectOnly;
+        impl<'de> serde::de::Visitor<'de> for ObjectOnly {
+            type Value = CollectionThresholds;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object of thresholds, such as {\"min_confidence\": 0.5}")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<Self::Value, A::Error> {
+                CollectionThresholds::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        d.deserialize_map(ObjectOnly)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_an_object_with_a_bounded_hash_is_taken() {
+        let parse = |json: &str| serde_json::from_str::<CollectionThresholds>(json);
+        assert!(parse("[0.5]").is_err());
+        assert_eq!(
+            parse(r#"{"min_confidence": 0.5}"#).unwrap(),
+            CollectionThresholds::min_confidence(0.5)
+        );
+        let mut t = CollectionThresholds::min_confidence(0.5);
+        t.data_hash = Some("a".repeat(MAX_DATA_HASH_LEN));
+        assert_eq!(t.problem(), None);
+        t.data_hash = Some("a".repeat(MAX_DATA_HASH_LEN + 1));
+        assert_eq!(t.problem().map(|p| p.0), Some("data_hash"));
+        assert!(CollectionThresholds::from_stored(r#"[0.5]"#).is_err());
+    }
 
     #[test]
     fn thresholds_round_trip_and_out_of_range_values_are_named() {

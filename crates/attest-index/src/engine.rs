@@ -833,6 +833,12 @@ impl ShardEngine {
         }
     }
 
+    /// The tenants with a live document in this replica, sorted (the Stats RPC: what a tenant-limited key's drop
+    /// of the collection would destroy).
+    pub fn tenants(&self) -> Vec<String> {
+        self.state.read().versions.tenants()
+    }
+
     /// Bytes this replica holds on disk (log, segments, manifest): a directory walk, so asked for on demand (the
     /// Stats RPC), never on the heartbeat's path.
     pub fn disk_bytes(&self) -> Result<u64> {

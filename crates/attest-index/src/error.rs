@@ -27,6 +27,10 @@ pub enum IndexError {
     /// Data on disk of a format version this build does not read (see `attest_core::format`).
     #[error("{0}")]
     Format(#[from] attest_core::format::FormatError),
+    /// The data directory is below its free-space reserve, or a write met the end of the filesystem: the write
+    /// is refused, reads go on.
+    #[error("{0}")]
+    DiskFull(String),
 }
 
 impl IndexError {
@@ -59,6 +63,25 @@ impl From<tantivy::TantivyError> for IndexError {
 impl From<rocksdb::Error> for IndexError {
     fn from(e: rocksdb::Error) -> Self {
         IndexError::RocksDb(e.to_string())
+    }
+}
+
+impl From<attest_core::disk::DiskFull> for IndexError {
+    fn from(e: attest_core::disk::DiskFull) -> Self {
+        IndexError::DiskFull(e.to_string())
+    }
+}
+
+impl IndexError {
+    /// Whether this is the filesystem being out of space (the reserve refused the write, or RocksDB or the OS
+    /// met ENOSPC): the caller hears "disk full", not an internal error.
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            IndexError::DiskFull(_) => true,
+            IndexError::RocksDb(m) => attest_core::disk::is_out_of_space(m),
+            IndexError::Io(e) => e.raw_os_error() == Some(libc::ENOSPC),
+            _ => false,
+        }
     }
 }
 

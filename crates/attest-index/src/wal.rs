@@ -29,6 +29,20 @@ use crate::error::{IndexError, Result};
 use crate::near_dup::{self, NearDupKeys, NearDupMatch, NearDupWriter};
 use crate::sealed_vectors::{SealedVectors, StripFactory};
 
+/// The error of a write to a log whose write `first` failed: disk full when that was the filesystem out of
+/// space (the caller frees space and restarts), else the storage error; both say the log is read-only now.
+fn refused_since(first: &IndexError) -> IndexError {
+    let message = format!(
+        "the ingest log refuses writes since a write failed ({first}); reads go on, restart the node once the \
+         cause is fixed"
+    );
+    if first.is_disk_full() {
+        IndexError::DiskFull(format!("disk full: {message}"))
+    } else {
+        IndexError::RocksDb(message)
+    }
+}
+
 /// The ingest log's directory in a shard directory (and in a snapshot of one).
 pub const WAL_DIR: &str = "wal";
 
@@ -143,6 +157,12 @@ pub struct IngestLog {
     strip_through: Arc<AtomicU64>,
     /// Which log this is ([`crate::log_identity`]).
     log_id: Arc<AtomicU64>,
+    /// The first write RocksDB failed, after which the log refuses writes until it is opened again. RocksDB
+    /// keeps a log writer that failed (ENOSPC, EIO) in an error state; Debian's build asserts when that writer
+    /// is synced again, which aborts the process. So a failed write makes the log read-only here instead:
+    /// reads and searches go on, writes get the error, and a restart reopens it (RocksDB recovers from its
+    /// files; what was acknowledged was synced before).
+    failed: Arc<std::sync::OnceLock<IndexError>>,
 }
 
 /// Reads of log records that need no writer lock (RocksDB reads are safe beside writes): what a search's payload
@@ -358,6 +378,7 @@ impl IngestLog {
             last_seq: Arc::new(AtomicU64::new(last_seq)),
             strip_through,
             log_id: Arc::new(AtomicU64::new(log_id)),
+            failed: Arc::default(),
         };
         Ok(log)
     }
@@ -384,6 +405,26 @@ impl IngestLog {
     pub fn checkpoint(&self, path: &Path) -> Result<()> {
         rocksdb::checkpoint::Checkpoint::new(&self.db)?.create_checkpoint(path)?;
         Ok(())
+    }
+
+    /// Writes `batch` durably (synced), unless an earlier write failed: then, and when this one fails, the
+    /// error, and the log refuses writes until it is opened again (see `failed`).
+    fn write_synced(&self, batch: WriteBatch) -> Result<()> {
+        if let Some(first) = self.failed.get() {
+            return Err(refused_since(first));
+        }
+        let mut wo = WriteOptions::default();
+        wo.set_sync(true);
+        match self.db.write_opt(batch, &wo) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let e = IndexError::from(e);
+                tracing::error!(error = %e, event = "ingest_log_write_failed",
+                    "ingest log write failed: the log refuses writes until the node restarts");
+                let _ = self.failed.set(IndexError::RocksDb(e.to_string()));
+                Err(refused_since(&e))
+            }
+        }
     }
 
     /// Durably appends `ops` (each with its write version) in one synced batch; returns their sequence numbers,
@@ -434,9 +475,7 @@ impl IngestLog {
         }
         near_dups.write_to(&mut batch);
         batch.put_cf(&meta, KEY_LAST_SEQ, seq.to_be_bytes());
-        let mut wo = WriteOptions::default();
-        wo.set_sync(true);
-        self.db.write_opt(batch, &wo)?;
+        self.write_synced(batch)?;
         // Published once durable: a reader never sees a sequence number the log could lose.
         self.last_seq.store(seq, Ordering::Release);
         Ok(seqs)
@@ -553,9 +592,7 @@ impl IngestLog {
         }
         crate::log_identity::forget_peer_notes(&self.db, &mut batch)?;
         near_dups.write_to(&mut batch);
-        let mut wo = WriteOptions::default();
-        wo.set_sync(true);
-        self.db.write_opt(batch, &wo)?;
+        self.write_synced(batch)?;
         Ok(())
     }
 
@@ -566,9 +603,7 @@ impl IngestLog {
         for s in seqs {
             batch.delete_cf(&log, s.to_be_bytes());
         }
-        let mut wo = WriteOptions::default();
-        wo.set_sync(true);
-        self.db.write_opt(batch, &wo)?;
+        self.write_synced(batch)?;
         Ok(())
     }
 

@@ -99,6 +99,10 @@ pub struct EvalArgs {
     /// Write the JSON report here (and the risk–coverage curve beside it as a PNG).
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Write one JSON line per question asked here: id, question, domain, kind, answerable, status, reason,
+    /// how it scored, answer, confidence, citations, gold answers and document, the abstention's suggestions.
+    #[arg(long, value_name = "FILE")]
+    pub per_question: Option<PathBuf>,
     /// A previous report: print the differences; exit non-zero when accuracy drops by more than 5 points or
     /// the hallucination rate rises by more than 1 point.
     #[arg(long)]

@@ -36,6 +36,10 @@ pub struct MetaConfig {
     /// What this node presents to other meta nodes and requires of every caller (none: open).
     #[serde(skip)]
     pub cluster_credential: ClusterCredential,
+    /// The free-space reserve of `data_dir` (the top-level `disk` section, shared by every role): below it,
+    /// proposals are refused with the disk-full error.
+    #[serde(skip)]
+    pub disk: attest_core::disk::DiskConfig,
     /// Raft tick interval (default 100 ms).
     pub tick_ms: u64,
     /// Ticks without a leader before an election (default 10: a timeout of 1–2 s, randomised).
@@ -79,6 +83,7 @@ impl MetaConfig {
             bootstrap_if_empty: false,
             data_dir: data_dir.into(),
             cluster_credential: ClusterCredential::none(),
+            disk: Default::default(),
             tick_ms: 100,
             election_tick: 10,
             heartbeat_tick: 3,

@@ -159,6 +159,7 @@ pub fn key_from_pb(k: pb::ApiKeyInfo) -> ApiKeyRecord {
         expires_at_ms: k.expires_at_ms,
         created_ms: k.created_ms,
         revoked: k.revoked,
+        parent_id: k.parent_id,
     }
 }
 
@@ -172,6 +173,7 @@ pub fn key_to_pb(k: &ApiKeyRecord) -> pb::ApiKeyInfo {
         expires_at_ms: k.expires_at_ms,
         created_ms: k.created_ms,
         revoked: k.revoked,
+        parent_id: k.parent_id.clone(),
     }
 }
 

@@ -36,8 +36,9 @@ pub enum MetaError {
     /// This node is not the leader; the caller re-routes. Internal: never leaves the service.
     #[error("not the raft leader (leader is {leader_id})")]
     NotLeader { leader_id: u64 },
-    /// The proposal or read did not complete in time: in a minority partition it never can.
-    #[error("not committed within {0:?} (no quorum reachable?)")]
+    /// The proposal or read did not complete in time: in a minority partition it never can. A proposal may
+    /// still be committed later (its outcome is unknown).
+    #[error("not committed within {0:?} (no quorum reachable?); a change may still be applied")]
     Timeout(Duration),
     /// Raft dropped the proposal (leadership changed, a conf change already in progress, ...).
     #[error("proposal dropped: {0}")]
@@ -61,6 +62,10 @@ pub enum MetaError {
     /// A stored or received value that does not decode.
     #[error("codec: {0}")]
     Codec(String),
+    /// The data directory is below its free-space reserve (`attest_core::disk`): the write is refused, reads
+    /// go on.
+    #[error("{0}")]
+    DiskFull(String),
 }
 
 impl From<bincode::Error> for MetaError {
@@ -77,6 +82,11 @@ impl From<protobuf::ProtobufError> for MetaError {
 
 impl From<MetaError> for Status {
     fn from(e: MetaError) -> Self {
+        if let MetaError::DiskFull(message) = &e {
+            // `RESOURCE_EXHAUSTED` with `x-attest-code: DISK_FULL`: HTTP 507 at the router, not a shed load.
+            return attest_proto::ApiError::new(attest_proto::ErrorCode::DiskFull, message.clone())
+                .to_status();
+        }
         let code = match &e {
             MetaError::State(StateError::InvalidArgument(_)) | MetaError::InvalidArgument(_) => {
                 Code::InvalidArgument
@@ -84,17 +94,21 @@ impl From<MetaError> for Status {
             MetaError::State(StateError::NotFound(_)) => Code::NotFound,
             MetaError::State(StateError::AlreadyExists(_)) => Code::AlreadyExists,
             MetaError::State(StateError::FailedPrecondition(_)) => Code::FailedPrecondition,
+            // Proposed (or read) and not confirmed in time: a write may still be committed, so it is not
+            // "unavailable" (nothing done) but gRPC's "may have completed"; clients retry it too.
+            MetaError::Timeout(_) => Code::DeadlineExceeded,
             // Everything a client should retry (possibly against another meta node).
             MetaError::NoLeader
             | MetaError::NotLeader { .. }
-            | MetaError::Timeout(_)
             | MetaError::Dropped(_)
             | MetaError::Unreachable(_)
             | MetaError::Shutdown
             | MetaError::InboxFull => Code::Unavailable,
-            MetaError::Rocks(_) | MetaError::Open(_) | MetaError::Raft(_) | MetaError::Codec(_) => {
-                Code::Internal
-            }
+            MetaError::Rocks(_)
+            | MetaError::Open(_)
+            | MetaError::Raft(_)
+            | MetaError::Codec(_)
+            | MetaError::DiskFull(_) => Code::Internal,
         };
         Status::new(code, e.to_string())
     }
@@ -112,7 +126,7 @@ mod tests {
         assert_eq!(s.code(), Code::Unavailable);
         assert_eq!(s.message(), "no raft leader");
         let s = Status::from(MetaError::Timeout(Duration::from_secs(3)));
-        assert_eq!(s.code(), Code::Unavailable);
+        assert_eq!(s.code(), Code::DeadlineExceeded);
         let s = Status::from(MetaError::State(StateError::FailedPrecondition("x".into())));
         assert_eq!(s.code(), Code::FailedPrecondition);
     }

@@ -88,6 +88,24 @@ fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     bincode::serialize(value).expect("records always serialize")
 }
 
+/// A key's record: its serde fields, then its parent's id when it has one (a record written before parents
+/// ends after the fields).
+fn encode_key(key: &ApiKeyRecord) -> Vec<u8> {
+    let mut bytes = encode(key);
+    if !key.parent_id.is_empty() {
+        bytes.extend(encode(&key.parent_id));
+    }
+    bytes
+}
+
+fn decode_key(mut value: &[u8]) -> Result<ApiKeyRecord, bincode::Error> {
+    let mut key: ApiKeyRecord = bincode::deserialize_from(&mut value)?;
+    if !value.is_empty() {
+        key.parent_id = bincode::deserialize(value)?;
+    }
+    Ok(key)
+}
+
 impl StateMachine {
     /// The encoded value of `key` in this state; `None` when the record does not exist (delete the key).
     pub fn record(&self, key: &RecordKey) -> Option<Vec<u8>> {
@@ -98,7 +116,7 @@ impl StateMachine {
             RecordKey::Voter(id) => self.voters.get(id).map(|a| encode(&(*id, a))),
             RecordKey::Node(id) => self.nodes.get(id).map(encode),
             RecordKey::Collection(name) => self.collections.get(name).map(encode),
-            RecordKey::ApiKey(hash) => self.api_keys.get(hash).map(encode),
+            RecordKey::ApiKey(hash) => self.api_keys.get(hash).map(encode_key),
             RecordKey::Manifest(c, s, n) => self.manifests.get(&(c.clone(), *s, *n)).map(encode),
             RecordKey::Drain(id) => self.draining.get(id).map(|kind| encode(&(*id, kind))),
             RecordKey::SnapshotJob(id) => self.snapshot_jobs.get(id).map(encode),
@@ -151,7 +169,7 @@ impl StateMachine {
                 let c: CollectionRecord = bincode::deserialize(value)?;
                 state.collections.insert(c.name.clone(), c);
             } else if key.starts_with(API_KEY) {
-                let k: ApiKeyRecord = bincode::deserialize(value)?;
+                let k = decode_key(value)?;
                 state.api_keys.insert(k.key_sha256.clone(), k);
             } else if key.starts_with(MANIFEST) {
                 let m: ManifestRecord = bincode::deserialize(value)?;
@@ -267,6 +285,16 @@ mod tests {
                     revoked,
                     ..Default::default()
                 },
+            }),
+            (0u8..3, 0u8..3).prop_map(|(k, parent)| Command::PutChildApiKey {
+                key: crate::state::ApiKeyRecord {
+                    key_sha256: format!("{k:x}").repeat(64),
+                    id: format!("{k:x}").repeat(12),
+                    scopes: vec![1],
+                    tenants: vec!["t".into()],
+                    ..Default::default()
+                },
+                parent_id: format!("{parent:x}").repeat(12),
             }),
             prop::collection::vec((name.clone(), 0u32..3, 1u64..5, 0u64..9), 1..4).prop_map(|ms| {
                 Command::ReportManifests {

@@ -64,6 +64,8 @@ pub(crate) struct Core {
     clients: Mutex<HashMap<String, MetaServiceClient<Stamped>>>,
     /// What this node presents to the others (forwarded writes).
     credential: ClusterCredential,
+    /// The free-space reserve of the data directory: a proposal is refused below it (reads go on).
+    disk: Option<Arc<attest_telemetry::disk::DiskGuard>>,
 }
 
 impl Core {
@@ -82,7 +84,14 @@ impl Core {
             heartbeats: Mutex::new(HashMap::new()),
             clients: Mutex::new(HashMap::new()),
             credential,
+            disk: None,
         }
+    }
+
+    /// Refuses proposals while `guard`'s data directory is below its reserve.
+    pub fn with_disk(mut self, guard: Arc<attest_telemetry::disk::DiskGuard>) -> Self {
+        self.disk = Some(guard);
+        self
     }
 
     /// Hands `input` to the Raft loop; [`MetaError::InboxFull`] when its inbox is full (see [`crate::inbox`]).
@@ -92,6 +101,10 @@ impl Core {
 
     /// Proposes a command and waits until it is applied (its result) or the deadline passes.
     pub async fn propose(&self, cmd: Command, deadline: Instant) -> Result<Output, MetaError> {
+        if let Some(disk) = &self.disk {
+            disk.check_write()
+                .map_err(|e| MetaError::DiskFull(e.to_string()))?;
+        }
         let (reply, rx) = oneshot::channel();
         self.send(Input::Propose { cmd, reply })?;
         self.wait(rx, deadline).await
@@ -241,9 +254,6 @@ impl Core {
                         Ok(response) => return Ok(response),
                         Err(status) if retryable(&status) && Instant::now() + POLL < deadline => {
                             tokio::time::sleep(POLL).await;
-                        }
-                        Err(status) if status.code() == Code::DeadlineExceeded => {
-                            return Err(Status::unavailable(status.message().to_string()))
                         }
                         Err(status) => return Err(status),
                     }

@@ -171,13 +171,19 @@ impl MetaNode {
             .name(format!("meta-raft-{}", config.id))
             .spawn(move || raft_loop.run())?;
 
-        let core = Arc::new(Core::new(
-            shared.clone(),
-            inbox.clone(),
-            config.write_timeout(),
-            config.node_timeout(),
-            config.cluster_credential.clone(),
-        ));
+        let core = Arc::new(
+            Core::new(
+                shared.clone(),
+                inbox.clone(),
+                config.write_timeout(),
+                config.node_timeout(),
+                config.cluster_credential.clone(),
+            )
+            .with_disk(attest_telemetry::disk::DiskGuard::new(
+                &config.data_dir,
+                &config.disk,
+            )),
+        );
         // gRPC health is readiness (a leader known), as `/readyz` is.
         let health_service = attest_telemetry::readiness::ReadinessHealth::new(
             leader_readiness(&shared),

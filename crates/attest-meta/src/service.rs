@@ -636,7 +636,13 @@ impl MetaService for MetaServiceImpl {
                 .map(convert::key_from_pb)
                 .ok_or_else(|| MetaError::InvalidArgument("key is required".into()))?;
             state::validate_key(&key)?;
-            core.propose(Command::PutApiKey { key }, deadline).await?;
+            let command = if key.parent_id.is_empty() {
+                Command::PutApiKey { key }
+            } else {
+                let parent_id = key.parent_id.clone();
+                Command::PutChildApiKey { key, parent_id }
+            };
+            core.propose(command, deadline).await?;
             Ok(pb::PutApiKeyResponse {})
         };
         self.core

@@ -20,8 +20,8 @@ use crate::jobs::{JobPut, SnapshotJobRecord};
 use crate::placement::{self, Candidate, Move, ShardReplicas};
 use crate::records::RecordKey;
 
-/// Default replication factor when a create request says 0.
-pub const DEFAULT_REPLICATION: u32 = 2;
+/// Default replication factor when a create request says 0 (the one rule of `attest_core::limits`).
+pub const DEFAULT_REPLICATION: u32 = attest_core::limits::DEFAULT_REPLICATION;
 
 /// Role of a data-plane node (mirrors `attest.v1.NodeRole`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,6 +103,11 @@ pub struct ApiKeyRecord {
     pub expires_at_ms: u64,
     pub created_ms: u64,
     pub revoked: bool,
+    /// The id of the key that minted this one ("" for the bootstrap admin key's). Not in the serde derive, so
+    /// that logs, snapshots and records written before it still decode: a log entry carries it in
+    /// [`Command::PutChildApiKey`], a snapshot after its other extensions, a record after the key's fields.
+    #[serde(skip)]
+    pub parent_id: String,
 }
 
 /// The sealed segments a shard node reported for one replica.
@@ -187,6 +192,12 @@ pub enum Command {
     CancelSnapshotJob {
         id: String,
     },
+    /// [`Command::PutApiKey`] of a key minted by another key (`key.parent_id`, which the record's serde form
+    /// leaves out, carried beside it).
+    PutChildApiKey {
+        key: ApiKeyRecord,
+        parent_id: String,
+    },
 }
 
 /// The fields of [`StateMachine`] that snapshots carry after its serde fields.
@@ -199,6 +210,13 @@ struct SnapshotExtension {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct SnapshotJobsExtension {
     snapshot_jobs: BTreeMap<String, SnapshotJobRecord>,
+}
+
+/// The fields snapshots carry after [`SnapshotJobsExtension`]: each minted key's parent (key sha256 → parent id,
+/// keys without one left out).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct SnapshotKeyParentsExtension {
+    key_parents: BTreeMap<String, String>,
 }
 
 impl Command {
@@ -298,6 +316,15 @@ impl StateMachine {
             snapshot_jobs: self.snapshot_jobs.clone(),
         };
         bytes.extend(bincode::serialize(&jobs).expect("state always serializes"));
+        let parents = SnapshotKeyParentsExtension {
+            key_parents: self
+                .api_keys
+                .iter()
+                .filter(|(_, k)| !k.parent_id.is_empty())
+                .map(|(sha, k)| (sha.clone(), k.parent_id.clone()))
+                .collect(),
+        };
+        bytes.extend(bincode::serialize(&parents).expect("state always serializes"));
         bytes
     }
 
@@ -309,8 +336,16 @@ impl StateMachine {
             state.draining = extension.draining;
         }
         if !rest.is_empty() {
-            let jobs: SnapshotJobsExtension = bincode::deserialize(rest)?;
+            let jobs: SnapshotJobsExtension = bincode::deserialize_from(&mut rest)?;
             state.snapshot_jobs = jobs.snapshot_jobs;
+        }
+        if !rest.is_empty() {
+            let parents: SnapshotKeyParentsExtension = bincode::deserialize(rest)?;
+            for (sha, parent_id) in parents.key_parents {
+                if let Some(k) = state.api_keys.get_mut(&sha) {
+                    k.parent_id = parent_id;
+                }
+            }
         }
         Ok(state)
     }
@@ -409,6 +444,13 @@ impl StateMachine {
                 self.replica_caught_up(collection, *shard, *node_id)?,
             )),
             Command::ApplyRebalance { moves } => Ok(Output::Moves(self.apply_moves(moves))),
+            Command::PutChildApiKey { key, parent_id } => {
+                let key = ApiKeyRecord {
+                    parent_id: parent_id.clone(),
+                    ..key.clone()
+                };
+                self.apply(&Command::PutApiKey { key })
+            }
             Command::PutApiKey { key } => {
                 validate_key(key)?;
                 let id_taken = self
@@ -687,6 +729,11 @@ pub fn validate_key(key: &ApiKeyRecord) -> Result<(), StateError> {
     validate_key_hash(&key.key_sha256)?;
     if let Some(p) = attest_core::keys::key_id_problem(&key.id) {
         return Err(StateError::InvalidArgument(format!("key id: {p}")));
+    }
+    if !key.parent_id.is_empty() {
+        if let Some(p) = attest_core::keys::key_id_problem(&key.parent_id) {
+            return Err(StateError::InvalidArgument(format!("parent key id: {p}")));
+        }
     }
     let scopes: Vec<String> = key.scopes.iter().map(|&s| scope_name(s)).collect();
     match attest_core::keys::grant_problem(&scopes, &key.tenants, &key.collections) {

@@ -159,14 +159,51 @@ fn load_state(db: &DB) -> Result<Option<StateMachine>, MetaError> {
     Ok(None)
 }
 
+/// Meta's memtable (RocksDB preallocates each log file at 1.1 times it).
+const WRITE_BUFFER_BYTES: usize = 4 << 20;
+const MANIFEST_PREALLOCATION_BYTES: usize = 1 << 20;
+/// The free space opening the store needs: a preallocated log file, a MANIFEST, an OPTIONS file and the
+/// first flush, with room.
+pub const OPEN_NEEDS_BYTES: u64 = 16 << 20;
+
+/// Start-up on a nearly full disk says why it cannot start, naming the free space it needs, instead of
+/// failing in RocksDB (`failed`: RocksDB's own out-of-space error, when it got that far).
+fn refuse_without_room_to_open(path: &Path, failed: Option<&str>) -> Result<(), MetaError> {
+    let Ok(space) = attest_core::disk::space_of(path) else {
+        return Ok(());
+    };
+    if space.free >= OPEN_NEEDS_BYTES && failed.is_none() {
+        return Ok(());
+    }
+    Err(MetaError::DiskFull(format!(
+        "disk full: meta cannot open its store in {}: the filesystem has {} free and opening needs at least {}; \
+         free space (or grow the disk) and start again{}",
+        path.display(),
+        attest_core::disk::bytes(space.free),
+        attest_core::disk::bytes(OPEN_NEEDS_BYTES),
+        failed.map(|e| format!(" (RocksDB: {e})")).unwrap_or_default()
+    )))
+}
+
 impl RocksStorage {
     /// Opens (or creates) the store at `path` and loads it into memory.
     pub fn open(path: &Path) -> Result<Self, MetaError> {
+        refuse_without_room_to_open(path, None)?;
         std::fs::create_dir_all(path)
             .map_err(|e| MetaError::Codec(format!("create {}: {e}", path.display())))?;
         let mut opts = Options::default();
         opts.create_if_missing(true);
+        // Meta's state is small: RocksDB's defaults (a 64 MiB memtable, and so a log file preallocated at
+        // 1.1 times that, ~70 MiB, plus a 4 MiB MANIFEST) made a nearly full disk unable to start it.
+        opts.set_write_buffer_size(WRITE_BUFFER_BYTES);
+        opts.set_max_total_wal_size(4 * WRITE_BUFFER_BYTES as u64);
+        opts.set_manifest_preallocation_size(MANIFEST_PREALLOCATION_BYTES);
         let db = DB::open(&opts, path).map_err(|e| {
+            if attest_core::disk::is_out_of_space(e.as_ref()) {
+                if let Err(refused) = refuse_without_room_to_open(path, Some(e.as_ref())) {
+                    return refused;
+                }
+            }
             MetaError::Open(attest_core::rocksdb_files::explain_open_error(
                 path,
                 e.as_ref(),

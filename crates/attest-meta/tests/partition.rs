@@ -119,7 +119,12 @@ async fn isolated_leader_steps_down_and_the_majority_elects_a_new_one() {
 
     let (result, took) = minority_write.await.unwrap();
     let err = result.unwrap_err();
-    assert_eq!(err.code(), Code::Unavailable, "{err}");
+    // Not committed in time (DEADLINE_EXCEEDED: it may still be applied, as far as the caller can tell), or
+    // dropped when the leader stepped down (UNAVAILABLE); never a success.
+    assert!(
+        matches!(err.code(), Code::DeadlineExceeded | Code::Unavailable),
+        "{err}"
+    );
     assert!(
         took <= write_timeout + Duration::from_millis(1500),
         "took {took:?}"

@@ -32,9 +32,24 @@ pub struct AttestConfig {
     pub agent: attest_shard::ClusterAgentConfig,
     /// Traces over OTLP (off unless `telemetry.otlp.endpoint` is set).
     pub telemetry: attest_telemetry::traces::TelemetryConfig,
+    /// The free-space reserve of every role's data directory (shard nodes, meta): below it writes are
+    /// refused with `DISK_FULL` (HTTP 507) and reads go on.
+    pub disk: attest_core::disk::DiskConfig,
+    /// Where directory snapshot destinations are admitted (`allowed_roots`; `--snapshot-root`).
+    pub snapshots: attest_snapshot::SnapshotsConfig,
 }
 
 impl AttestConfig {
+    /// The snapshot destinations a node admits: directories under `snapshots.allowed_roots` (created when
+    /// missing), never touching `data_dirs` (the node's data).
+    pub fn snapshot_destinations(
+        &self,
+        data_dirs: &[std::path::PathBuf],
+    ) -> anyhow::Result<attest_snapshot::DestinationPolicy> {
+        attest_snapshot::DestinationPolicy::new(&self.snapshots.allowed_roots, data_dirs)
+            .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))
+    }
+
     /// Every value that cannot be right, each as `section.key: why (got value)`.
     pub fn problems(&self) -> Vec<String> {
         let mut all = self.router.problems();
@@ -42,6 +57,7 @@ impl AttestConfig {
         all.extend(self.answer.problems());
         all.extend(self.meta.timing_problems());
         all.extend(self.agent.problems(self.meta.node_timeout_ms));
+        all.extend(self.disk.problems());
         let mut all = all.into_vec();
         all.extend(self.telemetry.problems());
         all

@@ -54,6 +54,50 @@ fn dev_credential(auth: bool) -> anyhow::Result<attest_proto::ClusterCredential>
         .map_err(|e| anyhow::anyhow!("cluster key: {e}"))
 }
 
+/// What answers on the HTTP listener while the stack starts (meta, shard nodes opening their indexes, the
+/// embedding model loading: seconds, minutes on a large data directory): `/healthz` ok, `/readyz` and every other
+/// route 503 saying it is starting, rather than connections waiting unanswered in the listen backlog. It
+/// serves a second handle of the same socket and stops before the full app serves the first.
+struct Starting {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Starting {
+    fn serve(http: &TcpListener, shutdown: &Shutdown) -> anyhow::Result<Starting> {
+        use std::os::fd::AsFd;
+        let socket = std::net::TcpListener::from(http.as_fd().try_clone_to_owned()?);
+        socket.set_nonblocking(true)?;
+        let listener = TcpListener::from_std(socket)?;
+        let readiness = attest_telemetry::readiness::Readiness::waiting(
+            "attest dev is starting (meta, the shard nodes, the embedding model)",
+        );
+        let app = crate::plumbing::LateRoutes::default().serve_after(
+            attest_telemetry::ops::routes(readiness.check(), None),
+            readiness.check(),
+        );
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let signalled = shutdown.signalled();
+        let task = tokio::spawn(attest_telemetry::listener::serve_http(
+            listener.into(),
+            app,
+            async move {
+                tokio::select! {
+                    _ = stopped => {}
+                    _ = signalled => {}
+                }
+            },
+        ));
+        Ok(Starting { stop, task })
+    }
+
+    /// Stops answering (requests in flight finish); the listener's other handle serves from then on.
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.task.await;
+    }
+}
+
 /// Serves every role on `http` and `grpc` until `shutdown`.
 pub async fn serve(
     cfg: &DevConfig,
@@ -63,6 +107,7 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     let (http_addr, grpc_addr) = (http.local_addr()?, grpc.local_addr()?);
+    let starting = Starting::serve(&http, &shutdown)?;
     // Meta is served on the gRPC listener too, and records it as its address: `attest status --meta` works
     // against `attest dev`.
     let stack = LocalStack::start(
@@ -74,7 +119,9 @@ pub async fn serve(
         Some(format!("http://{grpc_addr}")),
         dev_credential(cfg.admin_key.is_some())?,
     )
-    .await?;
+    .await;
+    starting.stop().await;
+    let stack = stack?;
     // Before the "listening" line: a caller waiting for it must not see a start that then fails on a bad key.
     enable_auth(
         &[stack.router.keys(), stack.answer.keys()],

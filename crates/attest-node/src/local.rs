@@ -50,7 +50,12 @@ pub struct ControlPlane {
     local_clients: HashMap<String, ShardClient>,
     stop: ShutdownTrigger,
     tasks: Vec<JoinHandle<anyhow::Result<()>>>,
+    /// The snapshot destinations its shard nodes and router admit.
+    snapshot_destinations: attest_snapshot::DestinationPolicy,
 }
+
+/// Where `attest dev` admits directory snapshot destinations when no root is configured.
+pub const DEFAULT_SNAPSHOT_ROOT: &str = "snapshots";
 
 impl ControlPlane {
     /// Starts meta under `data_dir/meta` and shard nodes under `data_dir/shard-node-I`, and waits until every
@@ -65,6 +70,16 @@ impl ControlPlane {
     ) -> anyhow::Result<ControlPlane> {
         anyhow::ensure!(shards >= 1, "--shards must be at least 1");
         refuse_pre_meta_layout(data_dir)?;
+        // Snapshots go under the configured roots (default `DATA_DIR/snapshots`), never into meta's or a shard
+        // node's directory.
+        let mut snapshots = cfg.clone();
+        if snapshots.snapshots.allowed_roots.is_empty() {
+            snapshots.snapshots.allowed_roots = vec![data_dir.join(DEFAULT_SNAPSHOT_ROOT)];
+        }
+        let node_dirs: Vec<PathBuf> = std::iter::once(data_dir.join("meta"))
+            .chain((0..shards).map(|i| data_dir.join(format!("shard-node-{i}"))))
+            .collect();
+        let snapshot_destinations = snapshots.snapshot_destinations(&node_dirs)?;
         let meta_listener = TcpListener::bind("127.0.0.1:0").await?;
         let meta_address = with_scheme(&meta_listener.local_addr()?.to_string());
         let advertise = advertise.unwrap_or_else(|| meta_address.clone());
@@ -76,6 +91,7 @@ impl ControlPlane {
                 join: None,
                 data_dir: data_dir.join("meta"),
                 cluster_credential: credential.clone(),
+                disk: cfg.disk.clone(),
                 ..cfg.meta.clone()
             },
             meta_listener,
@@ -92,11 +108,14 @@ impl ControlPlane {
             local_clients: HashMap::new(),
             stop,
             tasks: Vec::new(),
+            snapshot_destinations,
         };
         let mut ready = Vec::new();
         for i in 0..shards {
             let node =
                 crate::shard::open_node(&data_dir.join(format!("shard-node-{i}")), &cfg.engine)?;
+            node.set_disk_reserve(&cfg.disk);
+            node.set_snapshot_destinations(plane.snapshot_destinations.clone());
             let listener = TcpListener::bind("127.0.0.1:0").await?;
             let address = with_scheme(&listener.local_addr()?.to_string());
             plane.tasks.push(tokio::spawn(attest_shard::serve(
@@ -153,7 +172,8 @@ impl ControlPlane {
             FollowMode::from_setting(cfg.router.meta_watch),
             Duration::from_millis(cfg.router.meta_poll_ms),
         );
-        Ok(Router::new(cfg.router.clone(), view, embedder))
+        Ok(Router::new(cfg.router.clone(), view, embedder)
+            .with_snapshot_destinations(self.snapshot_destinations.clone()))
     }
 
     pub fn meta_client(&self) -> anyhow::Result<MetaClient> {

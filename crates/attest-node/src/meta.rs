@@ -97,6 +97,7 @@ pub async fn serve(
         bootstrap_if_empty: cfg.bootstrap_if_empty,
         data_dir: cfg.data_dir.clone(),
         cluster_credential: security.credential().clone(),
+        disk: cfg.config.disk.clone(),
         ..cfg.config.meta.clone()
     };
     let listener = security.internal(listener);

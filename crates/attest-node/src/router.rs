@@ -80,11 +80,13 @@ pub async fn serve(
         let Some(embedder) = shutdown.unless_signalled(load).await else {
             return Ok(());
         };
-        let built = Arc::new(Router::new(
-            cfg.config.router.clone(),
-            Arc::clone(&view),
-            embedder?,
-        ));
+        let built = Arc::new(
+            Router::new(cfg.config.router.clone(), Arc::clone(&view), embedder?)
+                .with_snapshot_destinations(
+                    cfg.config
+                        .snapshot_destinations(std::slice::from_ref(&cfg.data_dir))?,
+                ),
+        );
         enable_auth(&[built.keys()], cfg.admin_key.as_deref())?;
         late.set(attest_router::http::routes(
             Arc::clone(&built),

@@ -87,6 +87,11 @@ async fn serve_node(
         return Ok(());
     };
     let node = node?;
+    node.set_disk_reserve(&cfg.config.disk);
+    node.set_snapshot_destinations(
+        cfg.config
+            .snapshot_destinations(std::slice::from_ref(&cfg.data_dir))?,
+    );
     let _ = opened.set(Arc::clone(&node));
     if cfg.meta.is_empty() {
         readiness.set_ready();

@@ -25,6 +25,9 @@ pub enum ErrorCode {
     PayloadTooLarge,
     /// A node sheds load or a concurrency limit is reached: retry later (HTTP 429 with `Retry-After`).
     ResourceExhausted,
+    /// A node's data directory is below its free-space reserve (`disk.min_free_bytes`): writes are refused until
+    /// space returns, reads go on (HTTP 507 Insufficient Storage; gRPC `RESOURCE_EXHAUSTED` + `x-attest-code`).
+    DiskFull,
     Unavailable,
     DeadlineExceeded,
     Cancelled,
@@ -36,7 +39,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for table tests.
-    pub const ALL: [ErrorCode; 17] = [
+    pub const ALL: [ErrorCode; 18] = [
         ErrorCode::InvalidArgument,
         ErrorCode::FailedPrecondition,
         ErrorCode::OutOfRange,
@@ -47,6 +50,7 @@ impl ErrorCode {
         ErrorCode::Aborted,
         ErrorCode::PayloadTooLarge,
         ErrorCode::ResourceExhausted,
+        ErrorCode::DiskFull,
         ErrorCode::Unavailable,
         ErrorCode::DeadlineExceeded,
         ErrorCode::Cancelled,
@@ -56,7 +60,7 @@ impl ErrorCode {
         ErrorCode::Unknown,
     ];
 
-    /// The name in HTTP bodies and `x-attest-code` (gRPC's spelling, plus `PAYLOAD_TOO_LARGE`).
+    /// The name in HTTP bodies and `x-attest-code` (gRPC's spelling, plus `PAYLOAD_TOO_LARGE` and `DISK_FULL`).
     pub fn as_str(self) -> &'static str {
         match self {
             ErrorCode::InvalidArgument => "INVALID_ARGUMENT",
@@ -69,6 +73,7 @@ impl ErrorCode {
             ErrorCode::Aborted => "ABORTED",
             ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
             ErrorCode::ResourceExhausted => "RESOURCE_EXHAUSTED",
+            ErrorCode::DiskFull => "DISK_FULL",
             ErrorCode::Unavailable => "UNAVAILABLE",
             ErrorCode::DeadlineExceeded => "DEADLINE_EXCEEDED",
             ErrorCode::Cancelled => "CANCELLED",
@@ -93,7 +98,9 @@ impl ErrorCode {
             ErrorCode::NotFound => Code::NotFound,
             ErrorCode::AlreadyExists => Code::AlreadyExists,
             ErrorCode::Aborted => Code::Aborted,
-            ErrorCode::PayloadTooLarge | ErrorCode::ResourceExhausted => Code::ResourceExhausted,
+            ErrorCode::PayloadTooLarge | ErrorCode::ResourceExhausted | ErrorCode::DiskFull => {
+                Code::ResourceExhausted
+            }
             ErrorCode::Unavailable => Code::Unavailable,
             ErrorCode::DeadlineExceeded => Code::DeadlineExceeded,
             ErrorCode::Cancelled => Code::Cancelled,
@@ -138,6 +145,7 @@ impl ErrorCode {
             ErrorCode::AlreadyExists | ErrorCode::Aborted => 409,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::ResourceExhausted => 429,
+            ErrorCode::DiskFull => 507,
             ErrorCode::Unimplemented => 501,
             ErrorCode::Unavailable | ErrorCode::Cancelled => 503,
             ErrorCode::DeadlineExceeded => 504,
@@ -154,6 +162,7 @@ impl ErrorCode {
             409 => ErrorCode::AlreadyExists,
             413 => ErrorCode::PayloadTooLarge,
             429 => ErrorCode::ResourceExhausted,
+            507 => ErrorCode::DiskFull,
             503 => ErrorCode::Unavailable,
             504 => ErrorCode::DeadlineExceeded,
             400..=499 => ErrorCode::InvalidArgument,

@@ -13,7 +13,10 @@
 //! preference on, so the next call does not start there again.
 //!
 //! A write that timed out may still have been committed; retrying it can then answer `AlreadyExists`
-//! (create) or be a no-op (register, put key, caught-up, drop).
+//! (create) or be a no-op (register, put key, caught-up, drop). A write that fails after any attempt whose
+//! outcome is unknown (no answer in time, a cancelled call, meta's own `DEADLINE_EXCEEDED` for a proposal not
+//! committed in time) fails with `DEADLINE_EXCEEDED` saying it may have been applied, never with the
+//! `UNAVAILABLE` of a later attempt that reached no node.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -71,6 +74,15 @@ fn retry_next(status: &Status) -> bool {
     matches!(
         status.code(),
         Code::Unavailable | Code::Unknown | Code::Cancelled | Code::DeadlineExceeded
+    )
+}
+
+/// Whether a failed attempt may still have reached meta and been proposed: no answer in time, a call cut off,
+/// or meta's own "not committed in time". `UNAVAILABLE` is a node that refused or was never reached.
+fn outcome_unknown(status: &Status) -> bool {
+    matches!(
+        status.code(),
+        Code::Unknown | Code::Cancelled | Code::DeadlineExceeded
     )
 }
 
@@ -136,9 +148,45 @@ impl MetaClient {
         F: Fn(MetaServiceClient<Stamped>, tonic::Request<M>) -> Fut,
         Fut: Future<Output = Result<T, Status>>,
     {
+        self.attempts(message, f)
+            .await
+            .map_err(|(status, _)| status)
+    }
+
+    /// [`Self::call`] for a change to meta's state: when an attempt may have reached meta and been proposed,
+    /// the failure says so (`DEADLINE_EXCEEDED`, see the module header).
+    async fn write<M, T, F, Fut>(&self, message: M, f: F) -> Result<T, Status>
+    where
+        M: Clone,
+        F: Fn(MetaServiceClient<Stamped>, tonic::Request<M>) -> Fut,
+        Fut: Future<Output = Result<T, Status>>,
+    {
+        self.attempts(message, f)
+            .await
+            .map_err(|(last, unknown)| match unknown {
+                Some(unknown) => Status::deadline_exceeded(format!(
+                    "meta did not confirm the change within {:?}, and may still apply it ({})",
+                    self.timeout,
+                    unknown.message()
+                )),
+                None => last,
+            })
+    }
+
+    /// The rounds of [`Self::call`]; a failure comes with the last attempt whose outcome is unknown, if any.
+    async fn attempts<M, T, F, Fut>(&self, message: M, f: F) -> Result<T, (Status, Option<Status>)>
+    where
+        M: Clone,
+        F: Fn(MetaServiceClient<Stamped>, tonic::Request<M>) -> Fut,
+        Fut: Future<Output = Result<T, Status>>,
+    {
         if self.clients.is_empty() {
-            return Err(Status::invalid_argument("no meta addresses configured"));
+            return Err((
+                Status::invalid_argument("no meta addresses configured"),
+                None,
+            ));
         }
+        let mut unknown: Option<Status> = None;
         let deadline = Instant::now() + self.timeout;
         let start = self.preferred.load(Ordering::Relaxed);
         let n = self.clients.len();
@@ -148,7 +196,7 @@ impl MetaClient {
                 let idx = (start + i) % n;
                 let remaining = deadline.saturating_duration_since(Instant::now());
                 if remaining.is_zero() {
-                    return Err(last);
+                    return Err((last, unknown));
                 }
                 let budget = remaining.min(self.attempt_timeout);
                 // The gRPC deadline travels to the server; the local timeout also covers a peer that never
@@ -168,6 +216,9 @@ impl MetaClient {
                         return Ok(v);
                     }
                     Err(status) if retry_next(&status) => {
+                        if outcome_unknown(&status) {
+                            unknown = Some(status.clone());
+                        }
                         let _ = self.preferred.compare_exchange(
                             idx,
                             (idx + 1) % n,
@@ -176,11 +227,11 @@ impl MetaClient {
                         );
                         last = status;
                     }
-                    Err(status) => return Err(status),
+                    Err(status) => return Err((status, unknown)),
                 }
             }
             if Instant::now() + Duration::from_millis(200) >= deadline {
-                return Err(last);
+                return Err((last, unknown));
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -253,7 +304,7 @@ impl MetaClient {
         &self,
         request: pb::MetaCreateCollectionRequest,
     ) -> Result<pb::CollectionMeta, Status> {
-        self.call(request, |mut c, r| async move {
+        self.write(request, |mut c, r| async move {
             Ok(c.create_collection(r).await?.into_inner())
         })
         .await
@@ -264,7 +315,7 @@ impl MetaClient {
         let message = pb::MetaDropCollectionRequest {
             name: name.to_string(),
         };
-        self.call(message, |mut c, r| async move {
+        self.write(message, |mut c, r| async move {
             Ok(c.drop_collection(r).await?.into_inner().dropped)
         })
         .await
@@ -297,7 +348,7 @@ impl MetaClient {
             name: name.to_string(),
             thresholds_json: thresholds_json.to_string(),
         };
-        self.call(message, |mut c, r| async move {
+        self.write(message, |mut c, r| async move {
             Ok(c.set_collection_thresholds(r).await?.into_inner())
         })
         .await
@@ -306,7 +357,7 @@ impl MetaClient {
     /// Plans (and unless `dry_run`, applies) replica moves; returns them.
     pub async fn rebalance(&self, dry_run: bool) -> Result<Vec<pb::ReplicaMove>, Status> {
         let message = pb::RebalanceRequest { dry_run };
-        self.call(message, |mut c, r| async move {
+        self.write(message, |mut c, r| async move {
             Ok(c.rebalance(r).await?.into_inner().moves)
         })
         .await
@@ -322,7 +373,7 @@ impl MetaClient {
             name: name.to_string(),
             drain: drain as i32,
         };
-        self.call(message, |mut c, r| async move {
+        self.write(message, |mut c, r| async move {
             Ok(c.drain_node(r).await?.into_inner())
         })
         .await
@@ -330,7 +381,7 @@ impl MetaClient {
 
     pub async fn put_api_key(&self, key: pb::ApiKeyInfo) -> Result<(), Status> {
         let message = pb::PutApiKeyRequest { key: Some(key) };
-        self.call(message, |mut c, r| async move {
+        self.write(message, |mut c, r| async move {
             c.put_api_key(r).await?;
             Ok(())
         })
@@ -349,7 +400,7 @@ impl MetaClient {
             create,
             take_over_after_ms,
         };
-        self.call(message, |mut c, r| async move {
+        self.write(message, |mut c, r| async move {
             Ok(c.put_snapshot_job(r).await?.into_inner())
         })
         .await
@@ -373,7 +424,7 @@ impl MetaClient {
 
     pub async fn cancel_snapshot_job(&self, id: &str) -> Result<pb::SnapshotJobInfo, Status> {
         let message = pb::GetSnapshotJobRequest { id: id.to_string() };
-        self.call(message, |mut c, r| async move {
+        self.write(message, |mut c, r| async move {
             Ok(c.cancel_snapshot_job(r).await?.into_inner())
         })
         .await
@@ -386,7 +437,7 @@ impl MetaClient {
             address: address.to_string(),
         };
         let message = pb::AddMetaNodeRequest { peer: Some(peer) };
-        self.call(message, |mut c, r| async move {
+        self.write(message, |mut c, r| async move {
             Ok(c.add_meta_node(r).await?.into_inner().voters)
         })
         .await
@@ -395,7 +446,7 @@ impl MetaClient {
     /// Removes a meta voter; returns the voters after the change.
     pub async fn remove_meta_node(&self, id: u64) -> Result<Vec<pb::MetaPeer>, Status> {
         let message = pb::RemoveMetaNodeRequest { id };
-        self.call(message, |mut c, r| async move {
+        self.write(message, |mut c, r| async move {
             Ok(c.remove_meta_node(r).await?.into_inner().voters)
         })
         .await

@@ -1,5 +1,9 @@
 //! Collection lifecycle on the router: create (meta places the replicas, every replica is ensured), drop,
 //! maintain (seal / compact now) and per-shard statistics, with the limits of `attest_core::limits`.
+//!
+//! A create is idempotent: the same spec again answers the collection (a client whose first try timed out,
+//! with meta perhaps having applied it, repeats it safely); another spec under the name is `ALREADY_EXISTS`.
+//! A replication left out is `router.default_replication`, at most one per live shard node.
 
 use attest_core::limits;
 use attest_core::settings::CollectionThresholds;
@@ -15,20 +19,32 @@ use crate::router::Router;
 /// How long one replica's seal or compaction may take when an operator asks for it.
 const MAINTENANCE_LIMIT: std::time::Duration = std::time::Duration::from_secs(3600);
 
+/// What a create request came to: the collection, and whether this request made it (`false`: it existed with
+/// the same spec, as when a create whose answer was lost is repeated).
+pub struct Created {
+    pub record: CollectionRecord,
+    pub new: bool,
+}
+
 impl Router {
+    /// Creates a collection, or answers the one of that name when it already has the spec asked for (repeating a
+    /// create is safe); a collection of that name with another spec is `ALREADY_EXISTS`.
     pub async fn create_collection(
         &self,
         req: pb::CreateCollectionRequest,
         request_id: &str,
     ) -> Result<CollectionRecord, RouterError> {
+        Ok(self.create_or_match(req, request_id).await?.record)
+    }
+
+    /// [`Router::create_collection`], saying whether the collection is new.
+    pub async fn create_or_match(
+        &self,
+        req: pb::CreateCollectionRequest,
+        request_id: &str,
+    ) -> Result<Created, RouterError> {
         if let Some(problem) = limits::collection_name_problem(&req.name) {
             return Err(RouterError::invalid("name", problem));
-        }
-        if self.view.get(&req.name).is_ok() {
-            return Err(RouterError::AlreadyExists(format!(
-                "collection `{}` already exists",
-                req.name
-            )));
         }
         let shards = if req.shards == 0 {
             self.config.default_shards
@@ -43,6 +59,11 @@ impl Router {
                 return Err(RouterError::invalid("replication", problem));
             }
         }
+        let replication = if req.replication == 0 {
+            self.default_replication()
+        } else {
+            req.replication
+        };
         let p = req.index.unwrap_or_default();
         let pick = |v: u32, dflt: u32| if v == 0 { dflt } else { v };
         let index = IndexSettings {
@@ -79,6 +100,17 @@ impl Router {
         let chunking = self.chunking_for_create(&req.chunking_json)?;
         let thresholds = CollectionThresholds::from_stored(&req.thresholds_json)
             .map_err(|e| RouterError::invalid("thresholds", e))?;
+        let wanted = Wanted {
+            shards,
+            replication,
+            dimension,
+            embedder: self.embedder.id(),
+            chunking: &chunking,
+            thresholds: thresholds.as_ref(),
+        };
+        if let Ok(existing) = self.view.get(&req.name) {
+            return wanted.matched(existing, &index);
+        }
         let spec = pb::CollectionSpec {
             dimension,
             index: Some(pb::IndexParams {
@@ -98,21 +130,38 @@ impl Router {
             .create_collection(pb::MetaCreateCollectionRequest {
                 name: req.name.clone(),
                 shards,
-                replication: if req.replication == 0 {
-                    self.config.default_replication
-                } else {
-                    req.replication
-                },
+                replication,
                 spec: Some(spec),
                 chunking_json: serde_json::to_string(&chunking).unwrap_or_default(),
-                thresholds_json: thresholds.map(|t| t.to_stored()).unwrap_or_default(),
+                thresholds_json: thresholds
+                    .as_ref()
+                    .map(|t| t.to_stored())
+                    .unwrap_or_default(),
                 ..Default::default()
             })
-            .await
-            .map_err(RouterError::from_status)?;
+            .await;
+        let created = match created {
+            Ok(created) => created,
+            // Created meanwhile (this view had not seen it yet), perhaps by an earlier try of this very request
+            // whose answer was lost: the same spec is this request's collection.
+            Err(s) if s.code() == tonic::Code::AlreadyExists => {
+                view.refresh(true).await?;
+                let existing = view.get(&req.name)?;
+                return wanted.matched(existing, &index);
+            }
+            Err(s) => return Err(RouterError::from_meta_write(s)),
+        };
         let record = self.ensure_replicas(&created, request_id).await;
         info!(collection = %record.name, shards, replication = record.replication, event = "collection_created", "collection created");
-        Ok(record)
+        Ok(Created { record, new: true })
+    }
+
+    /// The replication of a collection created without saying: the configured `default_replication`, at most one
+    /// replica per shard node placement can use now (one node: 1), so that a small cluster (or `attest dev`)
+    /// still creates it. An explicit replication is never lowered: with too few nodes it is refused.
+    fn default_replication(&self) -> u32 {
+        let nodes = u32::try_from(self.view.placeable_shard_nodes()).unwrap_or(u32::MAX);
+        self.config.default_replication.min(nodes).max(1)
     }
 
     /// After meta created a collection: the view moved to it, and every replica created on its node (from a
@@ -194,7 +243,7 @@ impl Router {
             .meta()
             .set_collection_thresholds(name, &stored)
             .await
-            .map_err(RouterError::from_status)?;
+            .map_err(RouterError::from_meta_write)?;
         self.view.insert(&updated);
         info!(collection = %name, thresholds = %stored, event = "thresholds_set", "collection thresholds set");
         Ok(record_from_meta(&updated))
@@ -207,7 +256,7 @@ impl Router {
             .meta()
             .drop_collection(name)
             .await
-            .map_err(RouterError::from_status)?
+            .map_err(RouterError::from_meta_write)?
         {
             return Err(RouterError::NotFound(format!(
                 "collection `{name}` does not exist"
@@ -291,5 +340,69 @@ impl Router {
             out.push(resp.try_into().map_err(RouterError::from_status)?);
         }
         Ok(out)
+    }
+}
+
+/// The spec a create request resolves to, to tell a repeated create (the same) from a name taken by another
+/// collection.
+struct Wanted<'a> {
+    shards: u32,
+    replication: u32,
+    dimension: u32,
+    embedder: &'a str,
+    chunking: &'a ChunkingConfig,
+    thresholds: Option<&'a CollectionThresholds>,
+}
+
+impl Wanted<'_> {
+    /// `existing` when it has this spec and `index`; else `ALREADY_EXISTS` naming what differs.
+    fn matched(
+        &self,
+        existing: CollectionRecord,
+        index: &IndexSettings,
+    ) -> Result<Created, RouterError> {
+        let mut differs = Vec::new();
+        if existing.shards != self.shards {
+            differs.push(format!(
+                "shards {} (asked {})",
+                existing.shards, self.shards
+            ));
+        }
+        if existing.replication != self.replication {
+            differs.push(format!(
+                "replication {} (asked {})",
+                existing.replication, self.replication
+            ));
+        }
+        if existing.index != *index {
+            differs.push(format!("index {:?} (asked {index:?})", existing.index));
+        }
+        if existing.dimension != self.dimension || existing.embedder != self.embedder {
+            differs.push(format!(
+                "embedder {} of {} dimensions",
+                existing.embedder, existing.dimension
+            ));
+        }
+        if existing
+            .chunking
+            .as_ref()
+            .is_some_and(|c| c != self.chunking)
+        {
+            differs.push("chunking".into());
+        }
+        if existing.thresholds.as_ref() != self.thresholds {
+            differs.push("thresholds".into());
+        }
+        if differs.is_empty() {
+            return Ok(Created {
+                record: existing,
+                new: false,
+            });
+        }
+        Err(RouterError::AlreadyExists(format!(
+            "collection `{}` already exists with another spec: {}",
+            existing.name,
+            differs.join(", ")
+        )))
     }
 }

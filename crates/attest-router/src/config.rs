@@ -44,7 +44,8 @@ pub struct RouterConfig {
     pub replicas: crate::replicas::ReplicaPolicy,
     /// Replicas that must acknowledge a write; 0: half the replica set rounded up (1 of 1 or 2, 2 of 3, 3 of 5).
     pub write_quorum: u32,
-    /// Replicas per shard of a new collection in a cluster (SPEC default 2).
+    /// Replicas per shard of a new collection in a cluster that does not say (SPEC default 2), at most one per
+    /// live shard node: with fewer nodes the default shrinks to their number (an explicit replication does not).
     pub default_replication: u32,
     /// Follow meta's cluster state by a watch (a long poll by version: a change arrives as soon as meta applies
     /// it, an idle cluster costs nearly nothing). Off: re-read the whole state every `meta_poll_ms`.
@@ -86,7 +87,7 @@ impl Default for RouterConfig {
             default_tenant: "default".to_string(),
             replicas: crate::replicas::ReplicaPolicy::default(),
             write_quorum: 0,
-            default_replication: 2,
+            default_replication: limits::DEFAULT_REPLICATION,
             meta_watch: true,
             meta_poll_ms: 500,
             payload_inline_factor: 2.0,

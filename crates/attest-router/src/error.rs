@@ -17,6 +17,10 @@ pub enum RouterError {
     PayloadTooLarge(String),
     #[error("{0}")]
     Unavailable(String),
+    /// A change sent to meta that it did not confirm in time: it may have been applied (504,
+    /// `DEADLINE_EXCEEDED`), unlike [`RouterError::Unavailable`] (nothing done).
+    #[error("{0}")]
+    OutcomeUnknown(String),
     #[error("{0}")]
     Internal(String),
     /// An error another hop (a shard, meta) raised, with the code it raised it with.
@@ -41,6 +45,7 @@ impl RouterError {
             RouterError::AlreadyExists(_) => ApiError::new(ErrorCode::AlreadyExists, message),
             RouterError::PayloadTooLarge(_) => ApiError::new(ErrorCode::PayloadTooLarge, message),
             RouterError::Unavailable(_) => ApiError::new(ErrorCode::Unavailable, message),
+            RouterError::OutcomeUnknown(_) => ApiError::new(ErrorCode::DeadlineExceeded, message),
             RouterError::Internal(_) => ApiError::new(ErrorCode::Internal, message),
             RouterError::Callee(e) => e.clone(),
         }
@@ -61,6 +66,22 @@ impl RouterError {
                 RouterError::Unavailable(e.message)
             }
             _ => RouterError::Callee(e),
+        }
+    }
+
+    /// The status of a change sent to meta (`MetaClient` answers `DEADLINE_EXCEEDED` for a write that may have
+    /// been applied): an unknown outcome says so and how to find out; anything else as [`Self::from_status`].
+    pub fn from_meta_write(s: tonic::Status) -> Self {
+        match s.code() {
+            tonic::Code::DeadlineExceeded | tonic::Code::Cancelled => RouterError::OutcomeUnknown(
+                format!(
+                    "the change may have been applied: meta did not confirm it in time ({}); read the \
+                     state back, or repeat the same request (creating a collection with the same spec is \
+                     idempotent)",
+                    s.message()
+                ),
+            ),
+            _ => Self::from_status(s),
         }
     }
 }
@@ -127,6 +148,30 @@ mod tests {
                 .status(),
             StatusCode::TOO_MANY_REQUESTS
         );
+    }
+
+    /// A meta write that was not confirmed in time is a 504 `DEADLINE_EXCEEDED` that says it may have been
+    /// applied; the same status on a read stays a 503.
+    #[test]
+    fn an_unconfirmed_meta_write_is_a_504_that_may_have_been_applied() {
+        let status = tonic::Status::deadline_exceeded("meta did not confirm the change within 10s");
+        let write = RouterError::from_meta_write(status.clone());
+        assert_eq!(write.code(), ErrorCode::DeadlineExceeded);
+        assert!(
+            write.to_string().contains("may have been applied"),
+            "{write}"
+        );
+        assert_eq!(
+            tonic::Status::from(RouterError::from_meta_write(status.clone())).code(),
+            tonic::Code::DeadlineExceeded
+        );
+        assert_eq!(write.into_response().status(), StatusCode::GATEWAY_TIMEOUT);
+        assert_eq!(
+            RouterError::from_status(status).into_response().status(),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        let refused = RouterError::from_meta_write(tonic::Status::unavailable("no raft leader"));
+        assert_eq!(refused.code(), ErrorCode::Unavailable);
     }
 
     /// A shard refuses a bad input with `invalid argument `FIELD`: ...` and the field in `x-attest-field`; the

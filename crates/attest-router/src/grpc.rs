@@ -106,11 +106,13 @@ impl RouterService for RouterServiceImpl {
         let (id, span) = request_span(&req);
         let name = req.into_inner().name;
         access::collection(&p, &name)?;
-        let dropped = self
-            .router
-            .drop_collection(&name, &id)
-            .instrument(span)
-            .await;
+        let router = &self.router;
+        let dropped = async {
+            crate::tenant_scope::whole_collection(router, &p, "drop", &name, &id).await?;
+            router.drop_collection(&name, &id).await
+        }
+        .instrument(span)
+        .await;
         audited(
             &p,
             Action::new("drop_collection").collection(&name),

@@ -24,6 +24,7 @@ use crate::access::{self, audited, Op};
 use crate::error::RouterError;
 use crate::keys::KeyGrant;
 use crate::router::Router;
+use crate::tenant_scope::whole_collection;
 use crate::wire::{
     CollectionList, CollectionStats, CollectionView, CreateCollectionBody, CreatedKey, Dropped,
     KeyList, KeyView, MaintainBody, SearchBody, SearchResult,
@@ -173,7 +174,11 @@ pub(crate) async fn create_key(
     Extension(p): Extension<Principal>,
     b: Result<Json<KeyGrant>, JsonRejection>,
 ) -> Result<impl IntoResponse, RouterError> {
-    let (key, info) = r.create_key(&p, body(b)?).await?;
+    // A body that is not a grant is a refused mint like any other: audited (issue 69).
+    let grant = body(b).inspect_err(|e| {
+        attest_auth::audit::record(&p, &Action::new("create_key"), Some(e.code()))
+    })?;
+    let (key, info) = r.create_key(&p, grant).await?;
     let created = CreatedKey {
         info: KeyView::from(&info),
         key,
@@ -220,8 +225,10 @@ pub(crate) fn body<T>(r: Result<Json<T>, JsonRejection>) -> Result<T, RouterErro
 #[utoipa::path(post, path = "/v1/collections", tag = "collections", operation_id = "create_collection",
     request_body = CreateCollectionBody, security(("bearer_auth" = ["admin"])),
     responses(
-        (status = 201, description = "The collection.", body = CollectionView),
-        (status = 409, description = "ALREADY_EXISTS: a collection of this name exists.", body = ErrorBody),
+        (status = 201, description = "The collection, created.", body = CollectionView),
+        (status = 200, description = "The collection, which existed with this spec (creating is idempotent).", body = CollectionView),
+        (status = 409, description = "ALREADY_EXISTS: a collection of this name exists with another spec.", body = ErrorBody),
+        (status = 504, description = "DEADLINE_EXCEEDED: meta did not confirm in time; it may have been created.", body = ErrorBody),
     ))]
 pub(crate) async fn create_collection(
     State(r): State<Arc<Router>>,
@@ -254,11 +261,12 @@ pub(crate) async fn create_collection(
     });
     let name = b.name.clone();
     let created = r
-        .create_collection(
+        .create_or_match(
             pb::CreateCollectionRequest {
                 name: b.name,
                 shards: b.shards.unwrap_or(0),
-                replication: b.replication.unwrap_or(1),
+                // 0: the router's `default_replication` (at most one replica per live shard node).
+                replication: b.replication.unwrap_or(0),
                 index,
                 chunking_json: b.chunking.map(|c| c.to_string()).unwrap_or_default(),
                 thresholds_json: b.thresholds.map(|t| t.to_stored()).unwrap_or_default(),
@@ -266,12 +274,18 @@ pub(crate) async fn create_collection(
             &rid,
         )
         .await;
-    let rec = audited(
+    let created = audited(
         &p,
         Action::new("create_collection").collection(&name),
         created,
     )?;
-    Ok((StatusCode::CREATED, Json(CollectionView::from(&rec))))
+    // 200: it existed with this spec already (a repeated create).
+    let status = if created.new {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(CollectionView::from(&created.record))))
 }
 
 /// Sets the collection's answer thresholds (what `attest-lab eval --sweep` measures).
@@ -284,13 +298,17 @@ pub(crate) async fn create_collection(
     ))]
 pub(crate) async fn set_thresholds(
     State(r): State<Arc<Router>>,
+    Extension(RequestId(rid)): Extension<RequestId>,
     Extension(p): Extension<Principal>,
     Path(name): Path<String>,
     b: Result<Json<CollectionThresholds>, JsonRejection>,
 ) -> Result<Json<CollectionView>, RouterError> {
     access::collection(&p, &name)?;
     let thresholds = body(b)?;
-    let set = r.set_thresholds(&name, Some(thresholds)).await;
+    let set = match whole_collection(&r, &p, "set the thresholds of", &name, &rid).await {
+        Ok(()) => r.set_thresholds(&name, Some(thresholds)).await,
+        Err(refused) => Err(refused),
+    };
     let rec = audited(&p, Action::new("set_thresholds").collection(&name), set)?;
     Ok(Json(CollectionView::from(&rec)))
 }
@@ -304,11 +322,15 @@ pub(crate) async fn set_thresholds(
     ))]
 pub(crate) async fn clear_thresholds(
     State(r): State<Arc<Router>>,
+    Extension(RequestId(rid)): Extension<RequestId>,
     Extension(p): Extension<Principal>,
     Path(name): Path<String>,
 ) -> Result<Json<CollectionView>, RouterError> {
     access::collection(&p, &name)?;
-    let cleared = r.set_thresholds(&name, None).await;
+    let cleared = match whole_collection(&r, &p, "clear the thresholds of", &name, &rid).await {
+        Ok(()) => r.set_thresholds(&name, None).await,
+        Err(refused) => Err(refused),
+    };
     let rec = audited(
         &p,
         Action::new("clear_thresholds").collection(&name),
@@ -364,7 +386,10 @@ pub(crate) async fn drop_collection(
     Path(name): Path<String>,
 ) -> Result<Json<Dropped>, RouterError> {
     access::collection(&p, &name)?;
-    let dropped = r.drop_collection(&name, &rid).await;
+    let dropped = match whole_collection(&r, &p, "drop", &name, &rid).await {
+        Ok(()) => r.drop_collection(&name, &rid).await,
+        Err(refused) => Err(refused),
+    };
     audited(
         &p,
         Action::new("drop_collection").collection(&name),
@@ -485,7 +510,10 @@ pub(crate) async fn maintain(
 ) -> Result<Json<CollectionStats>, RouterError> {
     access::collection(&p, &name)?;
     let b = body(b)?;
-    let done = r.maintain(&name, b.seal, b.compact, &rid).await;
+    let done = match whole_collection(&r, &p, "maintain", &name, &rid).await {
+        Ok(()) => r.maintain(&name, b.seal, b.compact, &rid).await,
+        Err(refused) => Err(refused),
+    };
     audited(&p, Action::new("maintain").collection(&name), done)?;
     stats_json(&r, &name, &rid).await
 }

@@ -3,11 +3,13 @@
 //! than itself, and lists and revokes only those its scope, tenants and collections cover. The router re-reads
 //! meta's state after each change so its own key ring has it at once; every other front looks a key it does not
 //! know up in meta when it is first shown (`KeyRing::authenticate_fresh`), and has revocations from its next poll.
+//! Expiry is part of the grant: a key mints none that outlives it, and a minted key records its parent, so that
+//! revoking a key stops every key it minted (the key ring follows the chain at authentication).
 
 use attest_auth::audit::Action;
 use attest_auth::keyring::{deny, now_ms, scope_of, scope_to_pb};
 use attest_auth::{secret, Principal};
-use attest_core::keys::{grant_problem, parse_duration_ms, Scope};
+use attest_core::keys::{grant_problem, key_lifetime_ms, Scope};
 use attest_proto::v1 as pb;
 use attest_proto::ErrorCode;
 
@@ -71,27 +73,33 @@ impl Router {
             .map_err(RouterError::Callee)?;
         let ttl = match grant.expires_in.as_deref() {
             None | Some("") => None,
-            Some(text) => Some(parse_duration_ms(text).ok_or_else(|| {
-                RouterError::invalid("expires_in", "a duration such as 30d, 12h, 90m or 3600s")
-            })?),
+            Some(text) => {
+                Some(key_lifetime_ms(text).map_err(|e| RouterError::invalid("expires_in", e))?)
+            }
         };
-        let minted = secret::mint();
         let created = now_ms();
+        let expires_at_ms = ttl.map(|t| created.saturating_add(t));
+        // Expiry is part of the grant: a key never mints one that outlives it (issue 69).
+        caller
+            .may_expire_at(expires_at_ms)
+            .map_err(RouterError::Callee)?;
+        let minted = secret::mint();
         let info = pb::ApiKeyInfo {
             key_sha256: minted.sha256_hex,
             id: minted.id,
             scopes: scopes.iter().map(|&s| scope_to_pb(s) as i32).collect(),
             tenants: grant.tenants,
             collections: grant.collections,
-            expires_at_ms: ttl.map_or(0, |t| created.saturating_add(t)),
+            expires_at_ms: expires_at_ms.unwrap_or(0),
             created_ms: created,
             revoked: false,
+            parent_id: caller.parent_link().unwrap_or_default().to_string(),
         };
         self.view
             .meta()
             .put_api_key(info.clone())
             .await
-            .map_err(RouterError::from_status)?;
+            .map_err(RouterError::from_meta_write)?;
         self.view.refresh(true).await?;
         Ok((minted.key, info))
     }
@@ -151,7 +159,7 @@ impl Router {
             .meta()
             .put_api_key(key.clone())
             .await
-            .map_err(RouterError::from_status)?;
+            .map_err(RouterError::from_meta_write)?;
         self.view.refresh(true).await?;
         Ok(key)
     }

@@ -19,7 +19,8 @@
 //!   documents routes of HTTP API v1; [`wire`]: its JSON bodies as types; [`openapi`]: its OpenAPI document,
 //!   generated from the handlers and those types.
 //! - [`access`]: the scope each operation needs and the tenant/collection rewrites of a caller's key;
-//!   [`keys`]: API keys minted, listed and revoked through meta.
+//!   [`keys`]: API keys minted, listed and revoked through meta; [`tenant_scope`]: actions on a whole
+//!   collection (drop, thresholds, maintain, the cluster view) under a key limited to some tenants.
 //! - [`snapshots`]: cluster snapshots (create, list, restore) coordinated over meta and the shard nodes;
 //!   [`snapshot_http`]: their HTTP routes.
 //! - [`cluster_http`]: `GET /v1/cluster`, the cluster's shape as meta says (what `attest status` shows).
@@ -55,6 +56,7 @@ pub mod server;
 pub mod snapshot_http;
 pub mod snapshot_jobs;
 pub mod snapshots;
+pub mod tenant_scope;
 pub mod topology;
 pub mod wire;
 

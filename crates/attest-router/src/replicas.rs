@@ -26,6 +26,7 @@ pub mod call;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use attest_proto::{ApiError, ErrorCode};
 use futures::stream::{FuturesUnordered, StreamExt};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
@@ -427,7 +428,29 @@ impl WriteOutcome {
     /// Why the quorum is out of reach. When every failed replica shed the write as busy (its unsealed backlog
     /// or concurrency limit), the answer is `ResourceExhausted` (HTTP 429): the client should back off and
     /// resend, not fail over as from an outage. Any other failure among them makes it `Unavailable`.
+    ///
+    /// When a replica refused because its disk is below the free-space reserve and every other failure was
+    /// a disk or a shed write, the answer is that replica's disk-full error (HTTP 507, `DISK_FULL`): the
+    /// operator must free space, and no retry or failover helps until then.
     fn quorum_lost(&self, quorum: usize, replicas: usize) -> Status {
+        let disk_full = |s: &Status| ApiError::from_status(s).code == ErrorCode::DiskFull;
+        if let Some((node, full)) = self.failed.iter().find(|(_, s)| disk_full(s)) {
+            if self
+                .failed
+                .iter()
+                .all(|(_, s)| s.code() == Code::ResourceExhausted)
+            {
+                let others = self.failed.len() - 1;
+                let mut message = format!("node {node}: {}", full.message());
+                if others > 0 {
+                    message.push_str(&format!(
+                        " (write quorum {quorum} of {replicas} replica(s) out of reach: {})",
+                        self.failures()
+                    ));
+                }
+                return ApiError::new(ErrorCode::DiskFull, message).to_status();
+            }
+        }
         let message = format!(
             "write quorum {quorum} of {replicas} replica(s) is out of reach: {}",
             self.failures()
@@ -649,5 +672,46 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(mixed.quorum_lost(1, 2).code(), Code::Unavailable);
+    }
+
+    /// A replica whose disk is below its reserve is why the write failed: the caller hears `DISK_FULL` (HTTP
+    /// 507) with the replica's message naming its data directory, not that a quorum is out of reach.
+    #[test]
+    fn a_quorum_lost_to_a_full_disk_is_disk_full() {
+        let full = || {
+            ApiError::new(
+                ErrorCode::DiskFull,
+                "disk full: data directory /d/shard-node-0 has 1 bytes free",
+            )
+            .to_status()
+        };
+        let alone = WriteOutcome {
+            failed: vec![(1, full())],
+            ..Default::default()
+        };
+        let seen = ApiError::from_status(&alone.quorum_lost(1, 1));
+        assert_eq!(seen.code, ErrorCode::DiskFull);
+        assert!(seen
+            .message
+            .starts_with("node 1: disk full: data directory /d/shard-node-0"));
+        assert!(!seen.message.contains("quorum"), "{}", seen.message);
+        let with_busy = WriteOutcome {
+            failed: vec![
+                (1, Status::resource_exhausted("unsealed backlog full")),
+                (2, full()),
+            ],
+            ..Default::default()
+        };
+        let seen = ApiError::from_status(&with_busy.quorum_lost(2, 2));
+        assert_eq!(seen.code, ErrorCode::DiskFull);
+        assert_eq!(
+            crate::error::RouterError::from_status(with_busy.quorum_lost(2, 2)).code(),
+            ErrorCode::DiskFull
+        );
+        let with_down = WriteOutcome {
+            failed: vec![(1, Status::unavailable("connection refused")), (2, full())],
+            ..Default::default()
+        };
+        assert_eq!(with_down.quorum_lost(2, 2).code(), Code::Unavailable);
     }
 }

@@ -30,6 +30,8 @@ pub struct Router {
     pub(crate) metrics: CollectionMetrics,
     /// This router process, as snapshot jobs name the router running them.
     pub(crate) instance: String,
+    /// The directories this router admits as snapshot destinations (none until configured).
+    pub(crate) snapshot_destinations: attest_snapshot::DestinationPolicy,
 }
 
 /// Stable placement: the same document id always lands on the same shard.
@@ -57,7 +59,17 @@ impl Router {
                 query_cache_capacity,
             )),
             embedder,
+            snapshot_destinations: Default::default(),
         }
+    }
+
+    /// Admits directory snapshot destinations as `policy` says (`snapshots.allowed_roots`).
+    pub fn with_snapshot_destinations(
+        mut self,
+        policy: attest_snapshot::DestinationPolicy,
+    ) -> Self {
+        self.snapshot_destinations = policy;
+        self
     }
 
     /// The replicas that must acknowledge a write to a replica set of `n` (config `write_quorum`, else half

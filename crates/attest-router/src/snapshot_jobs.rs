@@ -55,6 +55,8 @@ pub enum TransferState {
     Running,
     Done,
     Failed,
+    /// Not finished when its job was cancelled.
+    Cancelled,
 }
 
 /// One replica's upload (create) or download into a node's staging area (restore).
@@ -215,6 +217,21 @@ impl JobTracker {
     }
 }
 
+/// A job that ended leaves no transfer pending or running: those it did not finish ended with it (failed, or
+/// cancelled with a cancelled job).
+fn settle_transfers(job: &mut SnapshotJob) {
+    let ended = match job.state {
+        JobState::Running | JobState::Succeeded => return,
+        JobState::Failed => TransferState::Failed,
+        JobState::Cancelled => TransferState::Cancelled,
+    };
+    for t in &mut job.transfers {
+        if matches!(t.state, TransferState::Pending | TransferState::Running) {
+            t.state = ended;
+        }
+    }
+}
+
 /// What a job's work returns.
 pub enum JobResult {
     Created(ClusterManifest),
@@ -359,6 +376,7 @@ impl Router {
             Err(_) if tracker.is_cancelled() => job.state = JobState::Cancelled,
             Err(e) => (job.state, job.error) = (JobState::Failed, Some(e.to_string())),
         }
+        settle_transfers(&mut job);
         info!(job = %job.id, state = ?job.state, error = job.error.as_deref().unwrap_or(""),
             event = "snapshot_job_finished", "snapshot job finished");
         for attempt in 0..10u32 {
@@ -430,6 +448,7 @@ impl Router {
             silent_ms / 1000
         ));
         failed.router = self.instance.clone();
+        settle_transfers(&mut failed);
         let put = self
             .view
             .meta()
@@ -452,5 +471,63 @@ impl Router {
                 SnapshotJob::from_info(&info)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(state: JobState) -> SnapshotJob {
+        let transfer = |state| ShardTransfer {
+            collection: "docs".into(),
+            shard: 0,
+            node_id: 1,
+            state,
+            bytes: 0,
+            skipped_bytes: 0,
+            total_bytes: 0,
+        };
+        SnapshotJob {
+            id: "job-1".into(),
+            kind: JobKind::Create,
+            snapshot: "s1".into(),
+            location: "/backups".into(),
+            state,
+            cancel_requested: false,
+            router: String::new(),
+            created_ms: 0,
+            updated_ms: 0,
+            transfers: [
+                TransferState::Pending,
+                TransferState::Running,
+                TransferState::Done,
+                TransferState::Failed,
+            ]
+            .into_iter()
+            .map(transfer)
+            .collect(),
+            error: None,
+            manifest: None,
+            restored: None,
+        }
+    }
+
+    fn states(job: &SnapshotJob) -> Vec<TransferState> {
+        job.transfers.iter().map(|t| t.state).collect()
+    }
+
+    #[test]
+    fn an_ended_job_leaves_no_transfer_running() {
+        use TransferState::*;
+        let mut failed = job(JobState::Failed);
+        settle_transfers(&mut failed);
+        assert_eq!(states(&failed), [Failed, Failed, Done, Failed]);
+        let mut cancelled = job(JobState::Cancelled);
+        settle_transfers(&mut cancelled);
+        assert_eq!(states(&cancelled), [Cancelled, Cancelled, Done, Failed]);
+        let mut running = job(JobState::Running);
+        settle_transfers(&mut running);
+        assert_eq!(states(&running), [Pending, Running, Done, Failed]);
     }
 }

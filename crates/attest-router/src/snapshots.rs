@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use attest_proto::v1 as pb;
 use attest_proto::{ApiError, ErrorCode};
-use attest_snapshot::{SnapshotStore, StoreError, BLOBS};
+use attest_snapshot::{DestinationPolicy, SnapshotStore, StoreError, BLOBS};
 use futures::stream::{self, StreamExt};
 use prost::Message;
 use serde::{Deserialize, Serialize};
@@ -31,10 +31,11 @@ use crate::router::Router;
 use crate::snapshot_jobs::JobTracker;
 
 mod blobs;
+mod cleanup;
 mod manifest;
 mod restore;
 
-use manifest::{read_manifest, read_unverified, ChecksumProblem};
+use manifest::read_manifest;
 pub use manifest::{
     ClusterManifest, CollectionSnapshot, ReplicaSnapshot, CLUSTER_MANIFEST, CLUSTER_SNAPSHOT_FORMAT,
 };
@@ -105,7 +106,8 @@ pub struct ReplicaProgress {
     pub complete: bool,
 }
 
-/// A snapshot found in a destination: its manifest, or why it cannot be read.
+/// A snapshot found in a destination: its manifest, and why it cannot be restored when it is damaged (a manifest
+/// that does not check is left out, a file it names that is missing or of another size is not).
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ListedSnapshot {
     pub id: String,
@@ -157,11 +159,16 @@ fn default_id(ms: u64) -> String {
     )
 }
 
-fn open_store(location: &str, field: &str) -> Result<SnapshotStore, RouterError> {
+/// The destination, when this router admits it (`snapshots.allowed_roots`: a bad path is `field`'s 400).
+fn open_store(
+    policy: &DestinationPolicy,
+    location: &str,
+    field: &str,
+) -> Result<SnapshotStore, RouterError> {
     if location.trim().is_empty() {
         return Err(RouterError::invalid(field, "required"));
     }
-    SnapshotStore::open(location).map_err(|e| from_store(field, e))
+    policy.open(location).map_err(|e| from_store(field, e))
 }
 
 /// One shard's replicas, as a snapshot picks one.
@@ -211,7 +218,10 @@ impl Router {
         if let Some(problem) = id_problem(&id) {
             return Err(RouterError::invalid("id", problem));
         }
-        let store = open_store(&req.destination, "destination")?;
+        let store = open_store(&self.snapshot_destinations, &req.destination, "destination")?;
+        if let Some(problem) = store.entry_problem(&id) {
+            return Err(RouterError::invalid("id", problem));
+        }
         if store
             .size_of(&format!("{id}/{CLUSTER_MANIFEST}"))
             .await
@@ -305,7 +315,12 @@ impl Router {
         let results = tokio::select! {
             results = uploads => results,
             _ = tracker.cancelled() => {
-                delete_snapshot_files(store, id).await?;
+                let prefixes: Vec<String> = plan
+                    .chosen
+                    .iter()
+                    .flat_map(|c| c.placement.iter().map(|p| format!("{id}/{}/shard-{}", c.name, p.shard)))
+                    .collect();
+                cleanup::delete_uploaded(store, id, &prefixes).await?;
                 return Err(RouterError::Callee(ApiError::new(
                     ErrorCode::Cancelled,
                     "the snapshot was cancelled; what it had uploaded under its id is deleted",
@@ -369,67 +384,6 @@ impl Router {
             .await?;
         }
         Ok(manifest)
-    }
-
-    /// Deletes the oldest complete snapshots of `store` beyond the newest `keep` (by creation time).
-    async fn prune_snapshots(
-        &self,
-        store: &SnapshotStore,
-        location: &str,
-        keep: usize,
-        job: &str,
-    ) -> Result<(), RouterError> {
-        let mut complete: Vec<ClusterManifest> = Vec::new();
-        for id in store
-            .list_dirs("")
-            .await
-            .map_err(|e| from_store("destination", e))?
-        {
-            // Snapshots from before manifests were checksummed age out as they always did (restore refuses
-            // them anyway); one whose checksum does not match is kept for someone to look at, its dates untrusted.
-            if let Ok(m) = read_unverified(store, &id).await {
-                if matches!(m.verify_checksum(), Ok(()) | Err(ChecksumProblem::Missing)) {
-                    complete.push(m);
-                }
-            }
-        }
-        complete.sort_by_key(|m| std::cmp::Reverse((m.created_ms, m.id.clone())));
-        for old in complete.iter().skip(keep) {
-            delete_snapshot_files(store, &old.id).await?;
-            info!(snapshot = %old.id, keep, event = "snapshot_pruned", "snapshot deleted by retention");
-        }
-        if complete.len() > keep {
-            self.collect_blobs(store, location, Some(job)).await?;
-        }
-        Ok(())
-    }
-
-    /// Deletes snapshot `id` from `source` (its manifest first, so a half-deleted snapshot is never listed as
-    /// complete).
-    pub async fn delete_snapshot(&self, source: &str, id: &str) -> Result<(), RouterError> {
-        if let Some(problem) = id_problem(id) {
-            return Err(RouterError::invalid("id", problem));
-        }
-        let store = open_store(source, "from")?;
-        let manifest_key = format!("{id}/{CLUSTER_MANIFEST}");
-        let present = store
-            .size_of(&manifest_key)
-            .await
-            .map_err(|e| from_store("from", e))?
-            .is_some()
-            || store
-                .list_dirs("")
-                .await
-                .map_err(|e| from_store("from", e))?
-                .iter()
-                .any(|d| d == id);
-        if !present {
-            return Err(RouterError::NotFound(format!(
-                "no snapshot `{id}` in {source}"
-            )));
-        }
-        delete_snapshot_files(&store, id).await?;
-        self.collect_blobs(&store, source, None).await
     }
 
     /// One replica of the shard snapshotted and uploaded: the first candidate (live ones first) that manages.
@@ -523,7 +477,7 @@ impl Router {
         if let Some(problem) = id_problem(id) {
             return Err(RouterError::invalid("id", problem));
         }
-        let store = open_store(source, "from")?;
+        let store = open_store(&self.snapshot_destinations, source, "from")?;
         let mut by_replica: BTreeMap<(String, u32), ReplicaProgress> = BTreeMap::new();
         let mut manifests = Vec::new();
         for (key, size) in store
@@ -568,25 +522,53 @@ impl Router {
                 entry.bytes = entry.bytes.max(named + size);
             }
         }
+        // Nothing there yet is a snapshot that does not exist, unless a create of it is only starting.
+        if by_replica.is_empty()
+            && store
+                .list_objects(id)
+                .await
+                .map_err(|e| from_store("from", e))?
+                .is_empty()
+        {
+            let starting = self.snapshot_jobs().await?.iter().any(|j| {
+                j.kind == crate::snapshot_jobs::JobKind::Create
+                    && j.state == crate::snapshot_jobs::JobState::Running
+                    && j.snapshot == id
+                    && j.location == source
+            });
+            if !starting {
+                return Err(RouterError::NotFound(format!(
+                    "no snapshot `{id}` in {source}"
+                )));
+            }
+        }
         Ok(by_replica.into_values().collect())
     }
 
     /// Every snapshot in `source`, newest id last; incomplete ones (no manifest yet) are left out, damaged ones
-    /// listed with their problem.
+    /// listed with their problem: a manifest that does not check, or a file it names (through the replica
+    /// manifests) missing or of another size — what restore would refuse before moving a byte.
     pub async fn list_snapshots(&self, source: &str) -> Result<Vec<ListedSnapshot>, RouterError> {
-        let store = open_store(source, "from")?;
+        let store = open_store(&self.snapshot_destinations, source, "from")?;
         let mut out = Vec::new();
         for id in store
             .list_dirs("")
             .await
             .map_err(|e| from_store("from", e))?
         {
+            // A link may lead anywhere (a node's data directory): only the destination's own folders are read.
+            if store.entry_problem(&id).is_some() {
+                continue;
+            }
             match read_manifest(&store, &id).await {
-                Ok(m) => out.push(ListedSnapshot {
-                    id,
-                    manifest: Some(m),
-                    problem: None,
-                }),
+                Ok(m) => {
+                    let problem = restore::check_files(&store, &m).await.err();
+                    out.push(ListedSnapshot {
+                        id,
+                        manifest: Some(m),
+                        problem: problem.map(|e| e.to_string()),
+                    })
+                }
                 Err(RouterError::NotFound(_)) => {}
                 Err(e) => out.push(ListedSnapshot {
                     id,
@@ -597,18 +579,6 @@ impl Router {
         }
         Ok(out)
     }
-}
-
-async fn delete_snapshot_files(store: &SnapshotStore, id: &str) -> Result<(), RouterError> {
-    store
-        .delete(&format!("{id}/{CLUSTER_MANIFEST}"))
-        .await
-        .map_err(|e| from_store("from", e))?;
-    store
-        .delete_prefix(id)
-        .await
-        .map_err(|e| from_store("from", e))?;
-    Ok(())
 }
 
 #[cfg(test)]

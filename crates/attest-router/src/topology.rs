@@ -258,6 +258,17 @@ impl ClusterView {
         self.snapshot.read().collections.values().cloned().collect()
     }
 
+    /// Shard nodes meta would place a new replica on now: alive and not being drained.
+    pub fn placeable_shard_nodes(&self) -> usize {
+        let snap = self.snapshot.read();
+        snap.endpoints
+            .keys()
+            .filter(|id| {
+                snap.alive.get(id).copied().unwrap_or(false) && !snap.draining.contains(id)
+            })
+            .count()
+    }
+
     /// Replicas that can answer a search of `shard`, in the order to try them: live ones first (starting with
     /// the first of the placement, or taking turns per call: [`ReadFrom`]), then live ones being drained (a node
     /// going away: its peers serve while it stops), then the rest.

@@ -9,7 +9,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use attest_core::disk::DiskConfig;
 use attest_index::{EngineConfig, IndexError, ShardEngine};
+use attest_telemetry::disk::DiskGuard;
 use parking_lot::RwLock;
 use serde_json;
 use tracing::info;
@@ -31,6 +33,11 @@ pub struct ShardNode {
     peer_credential: std::sync::OnceLock<attest_proto::ClusterCredential>,
     /// The snapshot uploads and restore downloads running here, for `TransferProgress`.
     pub(crate) transfers: crate::transfers::Transfers,
+    /// The free-space reserve of the data directory (`disk` section): every write batch asks it first. Made
+    /// at the first write when [`ShardNode::set_disk_reserve`] was not called (the default reserve).
+    disk: RwLock<Option<Arc<DiskGuard>>>,
+    /// The directories admitted as snapshot destinations (none until set).
+    snapshot_destinations: std::sync::OnceLock<attest_snapshot::DestinationPolicy>,
 }
 
 /// Collection names become directory names: the one rule of `attest_core::limits` keeps them to a safe
@@ -83,12 +90,43 @@ impl ShardNode {
             replicas: RwLock::new(replicas),
             peer_credential: std::sync::OnceLock::new(),
             transfers: Default::default(),
+            disk: RwLock::new(None),
+            snapshot_destinations: std::sync::OnceLock::new(),
         }))
+    }
+
+    /// Sets the free-space reserve of the data directory (the `disk` section; the default until called).
+    pub fn set_disk_reserve(&self, disk: &DiskConfig) {
+        *self.disk.write() = Some(DiskGuard::new(&self.config.data_dir, disk));
+    }
+
+    /// Before a write batch (upsert, delete, a replica created): the disk-full error while the data directory
+    /// is below its reserve.
+    pub fn check_disk(&self) -> Result<(), IndexError> {
+        let guard =
+            Arc::clone(self.disk.write().get_or_insert_with(|| {
+                DiskGuard::new(&self.config.data_dir, &DiskConfig::default())
+            }));
+        Ok(guard.check_write()?)
     }
 
     /// Sets the credential this node presents to other shard nodes (once; later calls are ignored).
     pub fn set_peer_credential(&self, credential: attest_proto::ClusterCredential) {
         let _ = self.peer_credential.set(credential);
+    }
+
+    /// Sets which directories this node admits as snapshot destinations (once; later calls are ignored).
+    /// Until then it admits none (`s3://` only).
+    pub fn set_snapshot_destinations(&self, policy: attest_snapshot::DestinationPolicy) {
+        let _ = self.snapshot_destinations.set(policy);
+    }
+
+    pub(crate) fn snapshot_destinations(&self) -> &attest_snapshot::DestinationPolicy {
+        static NONE: std::sync::OnceLock<attest_snapshot::DestinationPolicy> =
+            std::sync::OnceLock::new();
+        self.snapshot_destinations
+            .get()
+            .unwrap_or_else(|| NONE.get_or_init(Default::default))
     }
 
     pub fn peer_credential(&self) -> Option<&attest_proto::ClusterCredential> {

@@ -113,6 +113,8 @@ fn stats_to_proto(s: EngineStats) -> pb::ShardStatsResponse {
         sealed_segments: s.sealed_segments,
         last_seq: s.last_seq,
         rebuilt_segments: s.rebuilt_segments,
+        tenants: Vec::new(),
+        tenants_listed: false,
     }
 }
 
@@ -147,6 +149,10 @@ impl ShardServiceImpl {
     ) -> Result<Response<pb::EnsureShardResponse>, Status> {
         let r = req.into_inner();
         let config = engine_config_from_spec(r.spec.as_ref(), self.node.defaults())?;
+        if self.node.get(&r.collection, r.shard).is_none() {
+            // A new replica writes its log and files: not below the reserve.
+            self.node.check_disk().map_err(to_status)?;
+        }
         let node = Arc::clone(&self.node);
         let created = blocking(move || {
             node.ensure(&r.collection, r.shard, config)
@@ -173,6 +179,7 @@ impl ShardServiceImpl {
     ) -> Result<Response<pb::UpsertResponse>, Status> {
         let r = req.into_inner();
         let engine = self.engine(&r.collection, r.shard)?;
+        self.node.check_disk().map_err(to_status)?;
         let mut chunks_written = 0u64;
         let (collection, shard) = (r.collection, r.shard);
         let docs: Vec<DocumentWrite> = r
@@ -208,6 +215,7 @@ impl ShardServiceImpl {
     ) -> Result<Response<pb::DeleteResponse>, Status> {
         let r = req.into_inner();
         let engine = self.engine(&r.collection, r.shard)?;
+        self.node.check_disk().map_err(to_status)?;
         let deleted = blocking(move || {
             engine
                 .delete_versioned(&r.tenant, &r.doc_id, r.version)
@@ -463,10 +471,15 @@ impl ShardServiceImpl {
     ) -> Result<Response<pb::ShardStatsResponse>, Status> {
         let r = req.into_inner();
         let engine = self.engine(&r.collection, r.shard)?;
-        let (stats, disk_bytes) =
-            blocking(move || Ok((engine.stats(), engine.disk_bytes().map_err(to_status)?))).await?;
+        let (stats, disk_bytes, tenants) = blocking(move || {
+            let disk_bytes = engine.disk_bytes().map_err(to_status)?;
+            Ok((engine.stats(), disk_bytes, engine.tenants()))
+        })
+        .await?;
         Ok(Response::new(pb::ShardStatsResponse {
             disk_bytes,
+            tenants,
+            tenants_listed: true,
             ..stats_to_proto(stats)
         }))
     }

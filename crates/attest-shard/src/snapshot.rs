@@ -7,7 +7,8 @@
 //! the blob of its sha256, and a blob the destination already holds — an earlier snapshot's, or an interrupted
 //! run's — is not sent again (its bytes are reported as skipped). Otherwise (format 1) the files go under the
 //! snapshot's prefix, and a re-run skips those whose names are content-unique (RocksDB table files, sealed
-//! segment files). Both directions report their bytes to [`crate::transfers`] as they go.
+//! segment files). Both directions report their bytes to [`crate::transfers`] as they go. A directory
+//! destination must be one this node admits (`snapshots.allowed_roots`: [`ShardNode::set_snapshot_destinations`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use attest_index::snapshot::{ShardSnapshot, SNAPSHOT_FILE};
 use attest_index::ShardEngine;
 use attest_proto::v1 as pb;
 use attest_proto::{ApiError, ErrorCode};
-use attest_snapshot::{blob_key, SnapshotStore, StoreError};
+use attest_snapshot::{blob_key, StoreError};
 use sha2::{Digest, Sha256};
 use tonic::Status;
 use tracing::info;
@@ -84,7 +85,10 @@ pub async fn snapshot_shard(
     r: pb::SnapshotShardRequest,
 ) -> Result<pb::SnapshotShardResponse, Status> {
     check_prefix(&r.prefix)?;
-    let store = SnapshotStore::open(&r.destination).map_err(store_status)?;
+    let store = node
+        .snapshot_destinations()
+        .open(&r.destination)
+        .map_err(store_status)?;
     let local = node
         .data_dir()
         .join(LOCAL_SNAPSHOTS_DIR)
@@ -205,7 +209,10 @@ pub async fn stage_restore(
     r: pb::StageRestoreRequest,
 ) -> Result<pb::StageRestoreResponse, Status> {
     check_prefix(&r.prefix)?;
-    let store = SnapshotStore::open(&r.source).map_err(store_status)?;
+    let store = node
+        .snapshot_destinations()
+        .open(&r.source)
+        .map_err(store_status)?;
     let manifest_key = format!("{}/{SNAPSHOT_FILE}", r.prefix);
     let manifest = store
         .get_bytes(&manifest_key)

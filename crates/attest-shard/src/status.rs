@@ -15,6 +15,7 @@ pub fn api_error(e: &IndexError) -> ApiError {
         IndexError::Corrupt { .. } => ApiError::new(ErrorCode::DataLoss, e.to_string()),
         IndexError::Format(_) => ApiError::new(ErrorCode::FailedPrecondition, e.to_string()),
         IndexError::Busy(_) => ApiError::new(ErrorCode::ResourceExhausted, e.to_string()),
+        e if e.is_disk_full() => ApiError::new(ErrorCode::DiskFull, e.to_string()),
         _ => ApiError::new(ErrorCode::Internal, e.to_string()),
     }
 }
@@ -61,6 +62,13 @@ mod tests {
         assert_eq!(ApiError::from_status(&corrupt).code, ErrorCode::DataLoss);
         let io = to_status(IndexError::Io(std::io::Error::other("disk")));
         assert_eq!(ApiError::from_status(&io).code, ErrorCode::Internal);
+        let full = to_status(IndexError::DiskFull("disk full: data directory /d".into()));
+        assert_eq!(full.code(), tonic::Code::ResourceExhausted);
+        assert_eq!(ApiError::from_status(&full).code, ErrorCode::DiskFull);
+        let enospc = to_status(IndexError::RocksDb(
+            "IO error: No space left on device: While appending to file: /d/wal/000009.log".into(),
+        ));
+        assert_eq!(ApiError::from_status(&enospc).code, ErrorCode::DiskFull);
         let missing = ApiError::from_status(&unknown_shard("c", 3));
         assert_eq!(missing.code, ErrorCode::NotFound);
         assert_eq!(missing.field, None);

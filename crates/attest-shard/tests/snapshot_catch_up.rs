@@ -101,6 +101,13 @@ async fn a_snapshot_holds_writes_only_its_peer_acknowledged() {
     ));
     a.set_peer_credential(credential);
     let dest = tmp.path().join("backups");
+    a.set_snapshot_destinations(
+        attest_snapshot::DestinationPolicy::new(
+            std::slice::from_ref(&dest),
+            &[a.data_dir().to_path_buf()],
+        )
+        .unwrap(),
+    );
     let service = ShardServiceImpl::new(Arc::clone(&a));
 
     // Without catching up, a's snapshot lacks b's two writes: the case the router must never produce.

@@ -32,6 +32,9 @@ use object_store::path::Path as ObjectPath;
 use object_store::{GetResultPayload, MultipartUpload, ObjectStore, ObjectStoreExt, PutPayload};
 use sha2::{Digest, Sha256};
 
+mod destinations;
+pub use destinations::{DestinationPolicy, SnapshotsConfig};
+
 /// Default size of one part of a multipart upload, and the size from which an upload is multipart.
 pub const DEFAULT_PART_SIZE: usize = 8 * 1024 * 1024;
 /// Default number of parts of one multipart upload in flight at once (memory: this many parts).
@@ -52,6 +55,28 @@ pub fn blob_key(blobs: &str, sha256_hex: &str) -> Option<String> {
             .bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
     ok.then(|| format!("{blobs}/{}/{sha256_hex}", &sha256_hex[..2]))
+}
+
+/// The directory a location names (a path or `file:///abs/path`; not `s3://`), or why it names none.
+pub(crate) fn directory_of(location: &str) -> Result<PathBuf, String> {
+    if location.starts_with("file:") {
+        let url = url::Url::parse(location).map_err(|e| format!("not a file URL: {e}"))?;
+        if url
+            .host_str()
+            .is_some_and(|h| !h.is_empty() && h != "localhost")
+        {
+            return Err("a file URL must be file:///absolute/path".into());
+        }
+        url.to_file_path()
+            .map_err(|_| "a file URL must be file:///absolute/path".into())
+    } else if location.contains("://") {
+        Err(
+            "unsupported scheme (expected a directory, file:///abs/path or s3://bucket[/prefix])"
+                .into(),
+        )
+    } else {
+        Ok(PathBuf::from(location))
+    }
 }
 
 /// Errors of a snapshot destination. Every one names the key (relative to the location) it concerns.
@@ -124,6 +149,8 @@ pub struct SnapshotStore {
     /// Prefix inside the store under which every key lives (empty for a directory).
     prefix: Vec<String>,
     location: String,
+    /// The directory of a directory destination (`None` for object storage).
+    dir: Option<PathBuf>,
     part_size: usize,
     upload_concurrency: usize,
 }
@@ -159,59 +186,44 @@ impl SnapshotStore {
                 "empty (expected a directory, file:///abs/path or s3://bucket[/prefix])",
             ));
         }
-        let (store, prefix): (Arc<dyn ObjectStore>, Vec<String>) = if let Some(rest) =
-            trimmed.strip_prefix("s3://")
-        {
-            let (bucket, prefix) = match rest.split_once('/') {
-                Some((bucket, prefix)) => (bucket, prefix),
-                None => (rest, ""),
-            };
-            if bucket.is_empty() {
-                return Err(bad("no bucket (expected s3://bucket[/prefix])"));
-            }
-            let prefix = split_prefix(prefix).map_err(|why| bad(&why))?;
-            let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
-            for (key, value) in options {
-                let config_key = AmazonS3ConfigKey::from_str(&key.to_ascii_lowercase())
-                    .map_err(|_| bad(&format!("unknown S3 option {key:?}")))?;
-                builder = builder.with_config(config_key, *value);
-            }
-            let s3 = builder.build().map_err(|e| bad(&e.to_string()))?;
-            (Arc::new(s3), prefix)
-        } else {
-            let dir = if trimmed.starts_with("file:") {
-                let url =
-                    url::Url::parse(trimmed).map_err(|e| bad(&format!("not a file URL: {e}")))?;
-                if url
-                    .host_str()
-                    .is_some_and(|h| !h.is_empty() && h != "localhost")
-                {
-                    return Err(bad("a file URL must be file:///absolute/path"));
+        let mut local_dir = None;
+        let (store, prefix): (Arc<dyn ObjectStore>, Vec<String>) =
+            if let Some(rest) = trimmed.strip_prefix("s3://") {
+                let (bucket, prefix) = match rest.split_once('/') {
+                    Some((bucket, prefix)) => (bucket, prefix),
+                    None => (rest, ""),
+                };
+                if bucket.is_empty() {
+                    return Err(bad("no bucket (expected s3://bucket[/prefix])"));
                 }
-                url.to_file_path()
-                    .map_err(|_| bad("a file URL must be file:///absolute/path"))?
-            } else if trimmed.contains("://") {
-                return Err(bad(
-                    "unsupported scheme (expected a directory, file:///abs/path or s3://bucket[/prefix])",
-                ));
+                let prefix = split_prefix(prefix).map_err(|why| bad(&why))?;
+                let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
+                for (key, value) in options {
+                    let config_key = AmazonS3ConfigKey::from_str(&key.to_ascii_lowercase())
+                        .map_err(|_| bad(&format!("unknown S3 option {key:?}")))?;
+                    builder = builder.with_config(config_key, *value);
+                }
+                let s3 = builder.build().map_err(|e| bad(&e.to_string()))?;
+                (Arc::new(s3), prefix)
             } else {
-                PathBuf::from(trimmed)
+                let dir = directory_of(trimmed).map_err(|why| bad(&why))?;
+                if !options.is_empty() {
+                    return Err(bad("options apply to s3:// locations only"));
+                }
+                std::fs::create_dir_all(&dir)
+                    .map_err(|e| bad(&format!("cannot create {}: {e}", dir.display())))?;
+                // Deleting a snapshot (retention) leaves no empty directories behind.
+                let fs = LocalFileSystem::new_with_prefix(&dir)
+                    .map_err(|e| bad(&e.to_string()))?
+                    .with_automatic_cleanup(true);
+                local_dir = Some(dir);
+                (Arc::new(fs), Vec::new())
             };
-            if !options.is_empty() {
-                return Err(bad("options apply to s3:// locations only"));
-            }
-            std::fs::create_dir_all(&dir)
-                .map_err(|e| bad(&format!("cannot create {}: {e}", dir.display())))?;
-            // Deleting a snapshot (retention) leaves no empty directories behind.
-            let fs = LocalFileSystem::new_with_prefix(&dir)
-                .map_err(|e| bad(&e.to_string()))?
-                .with_automatic_cleanup(true);
-            (Arc::new(fs), Vec::new())
-        };
         Ok(SnapshotStore {
             store,
             prefix,
             location: location.to_string(),
+            dir: local_dir,
             part_size: DEFAULT_PART_SIZE,
             upload_concurrency: DEFAULT_UPLOAD_CONCURRENCY,
         })
@@ -220,6 +232,24 @@ impl SnapshotStore {
     /// The location as given to [`SnapshotStore::open`].
     pub fn location(&self) -> &str {
         &self.location
+    }
+
+    /// Why the top-level name `name` of a directory destination must not be read or deleted as a snapshot's
+    /// folder: it is a symbolic link (which could lead anywhere, a node's data included) or not a directory.
+    /// `None` for a plain directory, a name that is not there, and object storage (which has no links).
+    pub fn entry_problem(&self, name: &str) -> Option<String> {
+        let path = self.dir.as_ref()?.join(name);
+        let meta = std::fs::symlink_metadata(&path).ok()?;
+        if meta.file_type().is_symlink() {
+            Some(format!(
+                "{} is a symbolic link; a snapshot is a plain directory of the destination",
+                path.display()
+            ))
+        } else if !meta.is_dir() {
+            Some(format!("{} is not a directory", path.display()))
+        } else {
+            None
+        }
     }
 
     /// Part size of multipart uploads (and the file size from which an upload is multipart); default 8 MiB. S3

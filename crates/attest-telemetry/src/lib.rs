@@ -18,11 +18,14 @@
 //! - [`http_error`]: the one HTTP error body of every role, from `attest_proto::ApiError`.
 //! - [`openapi`]: the OpenAPI 3.1 document of HTTP API v1 (its shared parts and assembly) and
 //!   `GET /v1/openapi.json`.
+//! - [`disk`]: the guard of a data directory's free-space reserve (writes refused below it, `/readyz` note,
+//!   `disk_*` gauges).
 //! - [`cpu`]: the one bounded pool per process for CPU-heavy work (`run_cpu_intensive`).
 //! - [`traces`]: OpenTelemetry spans over OTLP (off unless configured) and the W3C trace context on every hop.
 
 pub mod collection_metrics;
 pub mod cpu;
+pub mod disk;
 pub mod http_error;
 pub mod incoming;
 pub mod listener;
@@ -30,6 +33,7 @@ pub mod logging;
 pub mod metrics;
 pub mod openapi;
 pub mod ops;
+pub mod parse_errors;
 pub mod readiness;
 pub mod request_id;
 pub mod tls;

@@ -234,18 +234,14 @@ impl AsyncWrite for Conn {
     }
 }
 
-/// Serves `app` on `listener` until `shutdown` resolves, then lets the requests in flight finish. Plaintext
-/// goes through `axum::serve`; TLS through hyper's connection builder over the handshaken connections.
+/// Serves `app` on `listener` until `shutdown` resolves, then lets the requests in flight finish: hyper's
+/// connection builder over the accepted (handshaken, under TLS) connections, each wrapped so that hyper's own
+/// answers to a request it cannot parse carry the JSON error body ([`crate::parse_errors`]).
 pub async fn serve_http(
     listener: Listener,
     app: axum::Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    if listener.tls.is_none() {
-        return axum::serve(listener.tcp, app)
-            .with_graceful_shutdown(shutdown)
-            .await;
-    }
     let mut connections = listener.incoming();
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let builder =
@@ -256,8 +252,15 @@ pub async fn serve_http(
             conn = connections.next() => conn,
             _ = &mut shutdown => break,
         };
-        let Some(Ok(conn)) = conn else {
-            break;
+        let conn = match conn {
+            Some(Ok(conn)) => conn,
+            // Out of file descriptors, say (plaintext accepts report it here): back off, keep serving.
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, event = "accept_failed", "cannot accept a connection");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+            None => break,
         };
         // The guard of an internal API with optional client certificates reads this per request.
         let identity = axum::Extension(conn.client_certificate());
@@ -266,7 +269,10 @@ pub async fn serve_http(
             app.clone(),
         ));
         let connection = builder
-            .serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(conn), service)
+            .serve_connection_with_upgrades(
+                hyper_util::rt::TokioIo::new(crate::parse_errors::JsonParseErrors::new(conn)),
+                service,
+            )
             .into_owned();
         let connection = graceful.watch(connection);
         tokio::spawn(async move {

@@ -28,6 +28,12 @@ pub const EMBED_SERVER_TEXTS_TOTAL: &str = "embed_server_texts_total";
 pub const CIRCUIT_BREAKER_STATE: &str = "circuit_breaker_state";
 pub const SHARD_CHUNKS: &str = "shard_chunks";
 pub const SHARD_SEGMENTS: &str = "shard_segments";
+/// Free bytes of a data directory's filesystem, label `dir` (`crate::disk`).
+pub const DISK_FREE_BYTES: &str = "disk_free_bytes";
+/// 1 while a data directory is below its free-space reserve (writes refused), 0 otherwise; label `dir`.
+pub const DISK_FULL: &str = "disk_full";
+/// Write batches refused because a data directory was below its reserve; label `dir`.
+pub const DISK_WRITES_REFUSED_TOTAL: &str = "disk_writes_refused_total";
 
 /// Histogram of latency per stage, label `stage` (one of the `STAGE_*` values).
 pub const STAGE_LATENCY_SECONDS: &str = "stage_latency_seconds";
@@ -119,6 +125,18 @@ fn describe() {
     );
     describe_gauge!(SHARD_CHUNKS, "Live chunks per shard.");
     describe_gauge!(SHARD_SEGMENTS, "Sealed segments per shard.");
+    describe_gauge!(
+        DISK_FREE_BYTES,
+        "Free bytes of a data directory's filesystem."
+    );
+    describe_gauge!(
+        DISK_FULL,
+        "1 while a data directory is below its free-space reserve and writes are refused."
+    );
+    describe_counter!(
+        DISK_WRITES_REFUSED_TOTAL,
+        "Write batches refused because a data directory was below its free-space reserve."
+    );
     describe_counter!(
         EMBED_SERVER_TEXTS_TOTAL,
         "Texts embedded by this embedding server."

@@ -50,12 +50,17 @@ pub fn mark_insecure() {
     INSECURE.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// The `/readyz` body: `ready`, or `not ready: <why>`, with the `--insecure` warning after either.
+/// The `/readyz` body: `ready`, or `not ready: <why>`, then a line for each data directory below its free-space
+/// reserve (`crate::disk`: still ready, reads are served), with the `--insecure` warning after either.
 fn readiness_body(readiness: &Result<(), String>) -> String {
     let mut body = match readiness {
         Ok(()) => "ready".to_string(),
         Err(why) => format!("not ready: {why}"),
     };
+    for note in crate::disk::readiness_notes() {
+        body.push_str("; ");
+        body.push_str(&note);
+    }
     if INSECURE.load(std::sync::atomic::Ordering::Relaxed) {
         body.push_str(
             " (insecure: started with --insecure, traffic may be plaintext and unauthenticated)",

@@ -14,11 +14,18 @@ credentials and a directory destination's volume go into the shard and router po
 {{- printf "%s://%s-router.%s.svc.%s:%d" (include "attest.scheme" .) (include "attest.fullname" .) .Release.Namespace .Values.clusterDomain (int .Values.router.ports.http) -}}
 {{- end -}}
 
-{{/* AWS_* environment of the shard and router containers, what object_store's from_env reads: (dict "root" $
-"role" "shard"). Nothing for other roles or without `snapshots.s3` settings. */}}
+{{/* AWS_* environment of the shard and router containers, what object_store's from_env reads, and with a
+volume its mount path as the one admitted snapshot root (`snapshots.allowed_roots`): (dict "root" $ "role"
+"shard"). Nothing for other roles or without `snapshots.s3` or `snapshots.volume` settings. */}}
 {{- define "attest.snapshotEnv" -}}
 {{- $s3 := .root.Values.snapshots.s3 -}}
+{{- $v := .root.Values.snapshots.volume -}}
 {{- if include "attest.snapshotRole" . }}
+{{- if $v.claimName }}
+{{- /* A node admits a directory destination only under its configured roots: the volume's mount. */}}
+- name: ATTEST__SNAPSHOTS__ALLOWED_ROOTS
+  value: {{ list $v.mountPath | toJson | quote }}
+{{- end }}
 {{- with $s3.existingSecret }}
 - name: AWS_ACCESS_KEY_ID
   valueFrom:

@@ -109,6 +109,10 @@ pub struct ReaderConfig {
     /// ([`Subjects::sibling_in`]: "Drift Mini" for "Drift Max", "Returns API v2" for "Returns API v1"): it answers
     /// another question (issue 68; measured in docs/BENCHMARKS.md "Near misses").
     pub subjects: bool,
+    /// Read no sentence whose context meets the question only in its subject's name
+    /// ([`crate::subjects::meets_the_asked`]: "Battery life of the Drift Max is 10 hours" for "How long does the
+    /// Drift Max take to charge?"): it states another attribute of the subject (issue 68).
+    pub asked_words: bool,
     /// More reader model directories (relative ones found as `model_dir` is) whose answerability is averaged with
     /// the main model's; the support head stays the main model's. Default: round 8 (bge-small-en-v1.5, int8 ONNX,
     /// [`SECOND_READER_DIR`]) beside round 7 (MiniLM): two backbones err on different sentences, and the mean
@@ -162,6 +166,7 @@ impl Default for ReaderConfig {
             veto_threshold: 0.40,
             question_names: false,
             subjects: true,
+            asked_words: true,
             ensemble: vec![PathBuf::from(SECOND_READER_DIR)],
             ensemble_rule: EnsembleRule::Mean,
         }
@@ -310,6 +315,15 @@ impl Reader {
                 .map(|p| subjects.sibling_in(p.title, p.text).is_some())
                 .collect();
             candidates.retain(|&(_, p, _)| !off[p]);
+            if self.config.asked_words {
+                let asked = subjects.asked_of(question);
+                // The sentence and the one before it, not the title: a title names the subject and a topic
+                // ("Returns API v1: endpoints and limits"), and would let every sentence under it meet "limit".
+                candidates.retain(|&(_, p, i)| {
+                    let before = i.checked_sub(1).map_or("", |j| split[p][j]);
+                    crate::subjects::meets_the_asked(&asked, &format!("{before} {}", split[p][i]))
+                });
+            }
         }
         // With `question_names`, nor one whose context, all the reader sees, names none of the question's names.
         if self.config.question_names {

@@ -128,6 +128,10 @@ mod tests {
             answers: vec![answer.into()],
             gold_doc: Some(gold.into()),
             source_doc_removed: None,
+            domain: None,
+            kind: None,
+            near_doc: None,
+            near_answer: None,
         }
     }
 

@@ -1,6 +1,9 @@
 //! A BEIR-layout evaluation set with answerable flags (like `../shared/data/squad-dev`): `corpus.jsonl`
 //! (`_id`, `title`, `text`), `queries.jsonl` (`_id`, `text`, `answerable`, `answers`, `gold_doc`) and
 //! `qrels/test.tsv` (query id, corpus id, score; without it, each query's `gold_doc`). Its hash goes into the report so figures name their data.
+//! A query may name its kind of text (`domain`: runbook, api, ticket, …) and its near-miss `kind`
+//! (`answerable`, `sibling_entity`, `attribute_absent`, …), as `data/company-nearmiss` does: the report then
+//! breaks the hallucination rate and coverage down by each.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -16,6 +19,10 @@ pub struct CorpusDoc {
     #[serde(default)]
     pub title: String,
     pub text: String,
+    /// The tenant the document is ingested under (a set of several companies makes each one a tenant, so that
+    /// one company's fact never answers another's question); the router's default tenant when absent.
+    #[serde(default)]
+    pub tenant: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -34,6 +41,21 @@ pub struct Query {
     /// For an unanswerable question, the paragraph it was written from (removed from the corpus).
     #[serde(default)]
     pub source_doc_removed: Option<String>,
+    /// The tenant the question is asked (and searched) as: only that tenant's documents answer it.
+    #[serde(default)]
+    pub tenant: Option<String>,
+    /// The kind of text the question is asked of (`runbook`, `api`, `ticket`, `policy`, `review`, `chat`).
+    #[serde(default)]
+    pub domain: Option<String>,
+    /// What makes the question (un)answerable: `answerable`, or a near miss (`attribute_absent`,
+    /// `sibling_entity`, `other_condition`, `number_never_given`, `false_premise`).
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// For a near miss, the document that states the neighbouring fact, and that fact.
+    #[serde(default)]
+    pub near_doc: Option<String>,
+    #[serde(default)]
+    pub near_answer: Option<String>,
 }
 
 /// Whether a paragraph id `…-aNNNN-pNNN` belongs to an article never trained on (the split of

@@ -103,6 +103,40 @@ pub fn wilson_interval(hits: usize, n: usize) -> [f64; 2] {
     ]
 }
 
+/// A rate of `hits` in `n` with its 95% Wilson interval (`lo`..`hi`): how a hallucination rate or a coverage
+/// of a sample is reported, so that a figure over a few dozen questions reads as the guess it is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Rate {
+    pub rate: f64,
+    pub lo: f64,
+    pub hi: f64,
+    pub hits: usize,
+    pub n: usize,
+}
+
+impl Rate {
+    pub fn of(hits: usize, n: usize) -> Rate {
+        let [lo, hi] = wilson_interval(hits, n);
+        Rate {
+            rate: hits as f64 / n.max(1) as f64,
+            lo,
+            hi,
+            hits,
+            n,
+        }
+    }
+}
+
+impl std::fmt::Display for Rate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:.3} ({:.3}–{:.3}) {}/{}",
+            self.rate, self.lo, self.hi, self.hits, self.n
+        )
+    }
+}
+
 /// Coverage and hallucination rate at `threshold`.
 pub fn point_at(outcomes: &[Outcome], threshold: f64) -> CurvePoint {
     let (mut answerable, mut covered, mut unanswerable, mut hallucinated) = (0usize, 0, 0, 0);
@@ -237,5 +271,29 @@ mod tests {
         let [lo, hi] = wilson_interval(0, 50);
         assert!(lo.abs() < 1e-12 && (hi - 0.0713).abs() < 1e-3, "{lo} {hi}");
         assert_eq!(wilson_interval(0, 0), [0.0, 1.0]);
+        // All of 20: the upper bound is 1, the lower one 0.8389.
+        let [lo, hi] = wilson_interval(20, 20);
+        assert!(
+            (lo - 0.8389).abs() < 1e-3 && (hi - 1.0).abs() < 1e-12,
+            "{lo} {hi}"
+        );
+        // 1 of 2: symmetric around one half, 0.0945–0.9055.
+        let [lo, hi] = wilson_interval(1, 2);
+        assert!(
+            (lo - 0.0945).abs() < 1e-3 && (hi - 0.9055).abs() < 1e-3,
+            "{lo} {hi}"
+        );
+    }
+
+    #[test]
+    fn a_rate_carries_its_interval_and_counts() {
+        let r = Rate::of(10, 100);
+        assert_eq!((r.hits, r.n), (10, 100));
+        assert!((r.rate - 0.1).abs() < 1e-12);
+        assert_eq!([r.lo, r.hi], wilson_interval(10, 100));
+        assert!(r.lo < r.rate && r.rate < r.hi);
+        assert_eq!(r.to_string(), "0.100 (0.055–0.174) 10/100");
+        let none = Rate::of(0, 0);
+        assert_eq!((none.rate, none.lo, none.hi), (0.0, 0.0, 1.0));
     }
 }

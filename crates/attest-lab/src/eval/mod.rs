@@ -9,6 +9,7 @@
 //! - [`data`]: the data set (corpus, queries with answerable flags, qrels) and its hash.
 //! - [`metrics`]: nDCG / recall / MRR, percentiles, the risk–coverage curve and its operating point.
 //! - [`perturbed`]: answerable questions with a number or name changed so that nothing answers them.
+//! - [`questions`]: each question's record (`--per-question`) and the breakdowns by `domain` and `kind`.
 //! - [`run`]: running retrieval and questions against the in-process cluster.
 //! - [`report`]: the JSON report, the table, the baseline comparison.
 //! - [`plot`]: the risk–coverage PNG.
@@ -19,6 +20,7 @@ pub mod data;
 pub mod metrics;
 pub mod perturbed;
 pub mod plot;
+pub mod questions;
 pub mod report;
 pub mod run;
 pub mod verifier_data;
@@ -90,12 +92,20 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<i32> {
     let collection = args.collection.clone();
     let skipped = run::ingest(&stack, &collection, &set.corpus, args.shards).await?;
     let retrieval = run::retrieval(&stack, &collection, &set).await?;
-    let (answers, latency_ms, risk_coverage) = run::answers(&stack, &collection, &set).await?;
+    let asked = run::answers(&stack, &collection, &set).await?;
+    if let Some(path) = &args.per_question {
+        write_atomically(path, &questions::to_jsonl(&asked.questions)?)?;
+        println!(
+            "per-question results: {} ({} lines)",
+            path.display(),
+            asked.questions.len()
+        );
+    }
     let mut report = Report {
         retrieval,
-        answers,
-        latency_ms,
-        risk_coverage,
+        answers: asked.scores,
+        latency_ms: asked.latency_ms,
+        risk_coverage: asked.risk_coverage,
         skipped: report::Skipped::of(&skipped, &set.qrels),
         ..Default::default()
     };

@@ -140,6 +140,10 @@ mod tests {
             answers: vec!["Denver Broncos".into()],
             gold_doc: gold.map(Into::into),
             source_doc_removed: None,
+            domain: None,
+            kind: None,
+            near_doc: None,
+            near_answer: None,
         };
         EvalSet {
             dir: ".".into(),

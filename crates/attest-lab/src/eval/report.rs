@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::metrics::CurvePoint;
+use super::metrics::{CurvePoint, Rate};
+use super::questions::GroupScores;
 
 /// Retrieval quality of one lane (`bm25`, `dense`, `hybrid`, `hybrid_rerank`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -51,6 +52,14 @@ pub struct AnswerScores {
     /// moves, and what two runs on the same questions can be compared by.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unanswerable_answered: Vec<AnsweredCase>,
+    /// Hallucination rate and coverage by kind of text (the queries' `domain`: runbook, api, …), each with
+    /// its 95% interval; absent when no query names one.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_domain: BTreeMap<String, GroupScores>,
+    /// The same by the queries' `kind`: a near-miss kind's hallucination rate (`sibling_entity`,
+    /// `attribute_absent`, …), the answerable questions' coverage; absent when no query names one.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_kind: BTreeMap<String, GroupScores>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -259,6 +268,17 @@ pub fn compare(now: &Report, base: &Report, limits: GateLimits) -> (Vec<String>,
         a.citation_validity,
         b.citation_validity,
     );
+    // Per kind of text: shown, not gated (a few dozen questions each; their intervals are wide).
+    for (name, g) in &a.by_domain {
+        let before = b.by_domain.get(name).and_then(|g| g.hallucination);
+        if let (Some(x), Some(y)) = (g.hallucination, before) {
+            diff(
+                &format!("answers.by_domain.{name}.hallucination"),
+                x.rate,
+                y.rate,
+            );
+        }
+    }
     failures.extend(past_limit(
         "accuracy",
         Worse::Drop,
@@ -352,6 +372,8 @@ pub fn table(r: &Report) -> String {
             a.out_of_corpus
         ));
     }
+    out.push_str(&groups_table("kind of text", &a.by_domain));
+    out.push_str(&groups_table("near-miss kind", &a.by_kind));
     out.push_str("\nstage            p50 ms    p95 ms\n");
     for (stage, l) in &r.latency_ms {
         out.push_str(&format!("{stage:<15} {:>7.1}  {:>8.1}\n", l.p50, l.p95));
@@ -379,6 +401,28 @@ pub fn table(r: &Report) -> String {
         out.push_str(&format!(
             "\nverifier on {name}: AUROC {:.4}, balanced accuracy {:.4} ({} held-out items)\n",
             v.auroc, v.balanced_accuracy, v.heldout_items
+        ));
+    }
+    out
+}
+
+/// One line per group: its questions, hallucination rate and coverage, each as `rate (95% lo–hi) hits/n`;
+/// empty for no groups.
+fn groups_table(what: &str, groups: &BTreeMap<String, GroupScores>) -> String {
+    if groups.is_empty() {
+        return String::new();
+    }
+    let cell = |r: &Option<Rate>| r.map_or_else(|| "-".to_string(), |r| r.to_string());
+    let mut out = format!(
+        "\n{what:<18} {:>9}  {:<32} {:<32}\n",
+        "questions", "hallucination (95%)", "coverage (95%)"
+    );
+    for (name, g) in groups {
+        out.push_str(&format!(
+            "{name:<18} {:>9}  {:<32} {:<32}\n",
+            g.questions,
+            cell(&g.hallucination),
+            cell(&g.coverage)
         ));
     }
     out
@@ -457,5 +501,46 @@ mod tests {
         let back: Report = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
         assert_eq!(back, r);
         assert!(table(&r).contains("bm25"));
+        assert!(!table(&r).contains("kind of text"), "no domain, no block");
+    }
+
+    #[test]
+    fn the_table_and_the_json_carry_the_groups() {
+        let mut r = report(0.9, 0.25);
+        r.answers.by_domain.insert(
+            "runbook".into(),
+            GroupScores {
+                questions: 6,
+                hallucination: Some(Rate::of(1, 4)),
+                coverage: Some(Rate::of(2, 2)),
+            },
+        );
+        r.answers.by_kind.insert(
+            "sibling_entity".into(),
+            GroupScores {
+                questions: 4,
+                hallucination: Some(Rate::of(1, 4)),
+                coverage: None,
+            },
+        );
+        let t = table(&r);
+        let line = t.lines().find(|l| l.starts_with("runbook")).unwrap();
+        assert!(line.contains("0.250 (0.046–0.699) 1/4"), "{t}");
+        assert!(line.contains("1.000 (0.342–1.000) 2/2"), "{t}");
+        assert!(
+            t.contains("near-miss kind") && t.contains("sibling_entity"),
+            "{t}"
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(
+            json["answers"]["by_domain"]["runbook"]["hallucination"]["n"],
+            4
+        );
+        assert_eq!(
+            json["answers"]["by_kind"]["sibling_entity"]["hallucination"]["hits"],
+            1
+        );
+        let back: Report = serde_json::from_value(json).unwrap();
+        assert_eq!(back, r);
     }
 }

@@ -17,6 +17,7 @@ use super::data::{CorpusDoc, EvalSet, Query};
 use super::metrics::{
     dedup_docs, mrr_at, ndcg_at, percentile, recall_at, risk_coverage, CurvePoint, Outcome,
 };
+use super::questions::{breakdown, QuestionRecord};
 use super::report::{
     AdversarialScores, AnswerScores, AnsweredCase, InvalidCitation, LaneScores, Latency,
     VerifierScores,
@@ -73,6 +74,7 @@ pub async fn ingest(
                             id: d.id.clone(),
                             title: d.title.clone(),
                             text: d.text.clone(),
+                            tenant: d.tenant.clone().unwrap_or_default(),
                             ..Default::default()
                         })
                         .collect(),
@@ -94,9 +96,18 @@ pub async fn ingest(
     Ok(skipped)
 }
 
+/// Who asks `q`: its tenant, when the set names one (no credential: the scratch cluster runs without keys).
+fn caller(q: &Query) -> attest_answer::client::Caller {
+    attest_answer::client::Caller {
+        tenant: q.tenant.clone().unwrap_or_default(),
+        credential: None,
+    }
+}
+
 async fn search(
     stack: &LocalStack,
     collection: &str,
+    tenant: Option<&str>,
     query: &str,
     lanes: &[&str],
     rid: &str,
@@ -107,6 +118,7 @@ async fn search(
             pb::SearchRequest {
                 collection: collection.to_string(),
                 query: query.to_string(),
+                tenant: tenant.unwrap_or_default().to_string(),
                 k: Some(DEPTH),
                 lanes: lanes.iter().map(|l| l.to_string()).collect(),
                 ..Default::default()
@@ -170,7 +182,7 @@ pub async fn retrieval(
             ("dense", &["dense"][..]),
             ("hybrid", &[][..]),
         ] {
-            let hits = search(stack, collection, &q.text, lanes, &rid).await?;
+            let hits = search(stack, collection, q.tenant.as_deref(), &q.text, lanes, &rid).await?;
             sums.entry(lane).or_default().add(
                 &dedup_docs(hits.iter().map(|h| h.doc_id.as_str())),
                 relevant,
@@ -272,7 +284,12 @@ pub async fn adversarial(
     for (i, q) in questions.iter().enumerate() {
         let a = stack
             .answer
-            .ask(collection, &q.text, &format!("eval-adversarial-{i}"))
+            .ask_as(
+                &caller(q),
+                collection,
+                &q.text,
+                &format!("eval-adversarial-{i}"),
+            )
             .await
             .with_context(|| format!("asking {:?}", q.text))?;
         let is_answered = a.status == "answered";
@@ -306,29 +323,48 @@ pub async fn adversarial(
     Ok(scores)
 }
 
-/// Asks every question: the 2×2, accuracy, citation validity, reasons, stage latencies and the risk–coverage
-/// curve (an answer counts at threshold t when its confidence ≥ t).
+/// Whether `answer` holds one of the gold answers (both normalised like SQuAD): what accuracy counts.
+pub fn holds_gold(answer: &str, gold: &[String]) -> bool {
+    let text = normalise_answer(answer);
+    gold.iter()
+        .map(|g| normalise_answer(g))
+        .any(|g| !g.is_empty() && text.contains(&g))
+}
+
+/// What asking every question measured.
+pub struct Answers {
+    pub scores: AnswerScores,
+    pub latency_ms: BTreeMap<String, Latency>,
+    pub risk_coverage: Vec<CurvePoint>,
+    /// One record per question, in the order asked (the `--per-question` lines).
+    pub questions: Vec<QuestionRecord>,
+}
+
+/// Asks every question: the 2×2, accuracy, citation validity, reasons, stage latencies, the risk–coverage
+/// curve (an answer counts at threshold t when its confidence ≥ t), the breakdowns by the queries' `domain`
+/// and `kind`, and each question's record.
 pub async fn answers(
     stack: &LocalStack,
     collection: &str,
     set: &EvalSet,
-) -> anyhow::Result<(AnswerScores, BTreeMap<String, Latency>, Vec<CurvePoint>)> {
+) -> anyhow::Result<Answers> {
     let corpus: HashMap<&str, String> = set
         .corpus
         .iter()
         .map(|d| (d.id.as_str(), squash(&d.text)))
         .collect();
     let mut scores = AnswerScores::default();
-    let (mut answered, mut accurate, mut hallucinated, mut citations, mut valid) =
+    let (mut answered, mut accurate_count, mut hallucinated, mut citations, mut valid) =
         (0usize, 0usize, 0usize, 0usize, 0usize);
     let (mut claims, mut claims_on_point) = (0usize, 0usize);
     let mut stages: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut outcomes = Vec::new();
+    let mut records = Vec::with_capacity(set.queries.len());
     let bar = progress(set.queries.len(), "ask");
     for (i, q) in set.queries.iter().enumerate() {
         let a = stack
             .answer
-            .ask(collection, &q.text, &format!("eval-ask-{i}"))
+            .ask_as(&caller(q), collection, &q.text, &format!("eval-ask-{i}"))
             .await
             .with_context(|| format!("asking {:?}", q.text))?;
         for (stage, ms) in &a.latency_ms {
@@ -341,6 +377,8 @@ pub async fn answers(
             confidence: is_answered.then_some(a.confidence),
         });
         super::adversarial::count_reason(&mut scores.reasons, a.reason);
+        let accurate = q.answerable && is_answered && holds_gold(&a.answer, &q.answers);
+        records.push(QuestionRecord::of(q, &a, accurate));
         if is_answered {
             for c in &a.citations {
                 citations += 1;
@@ -371,13 +409,7 @@ pub async fn answers(
                     .iter()
                     .filter(|c| super::adversarial::states_answer(&c.text, &q.answers))
                     .count();
-                let text = normalise_answer(&a.answer);
-                accurate += usize::from(
-                    q.answers
-                        .iter()
-                        .map(|g| normalise_answer(g))
-                        .any(|g| !g.is_empty() && text.contains(&g)),
-                );
+                accurate_count += usize::from(accurate);
             }
         } else {
             scores.unanswerable += 1;
@@ -391,10 +423,12 @@ pub async fn answers(
     bar.finish_and_clear();
     scores.questions = set.queries.len();
     scores.coverage = answered as f64 / scores.answerable.max(1) as f64;
-    scores.accuracy = accurate as f64 / answered.max(1) as f64;
+    scores.accuracy = accurate_count as f64 / answered.max(1) as f64;
     scores.answer_precision = claims_on_point as f64 / claims.max(1) as f64;
     scores.hallucination_rate = hallucinated as f64 / scores.unanswerable.max(1) as f64;
     scores.hallucination_ci95 = super::metrics::wilson_interval(hallucinated, scores.unanswerable);
+    scores.by_domain = breakdown(&records, |r| r.domain.as_deref());
+    scores.by_kind = breakdown(&records, |r| r.kind.as_deref());
     scores.citation_validity = if citations == 0 {
         1.0
     } else {
@@ -412,7 +446,12 @@ pub async fn answers(
             )
         })
         .collect();
-    Ok((scores, latency, risk_coverage(&outcomes, CURVE_STEPS)))
+    Ok(Answers {
+        scores,
+        latency_ms: latency,
+        risk_coverage: risk_coverage(&outcomes, CURVE_STEPS),
+        questions: records,
+    })
 }
 
 /// AUROC and balanced accuracy (threshold: the configured claim-support threshold) of the configured verifier

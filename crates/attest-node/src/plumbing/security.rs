@@ -33,6 +33,10 @@ impl Security {
     /// Reads the files of `args` (a bad certificate stops the start) and applies the rule: TLS, API keys where
     /// callers come in, the cluster credential where nodes talk — or `--insecure`.
     pub fn for_node(args: &NodeConfig) -> anyhow::Result<Security> {
+        // Even with --insecure: this is not "unprotected" but protected in a way that cannot work.
+        if let Some(problem) = incomplete_security(args) {
+            anyhow::bail!("attest serve --role {}: {problem}", args.role.name());
+        }
         if !args.insecure {
             let missing = missing_protection(args);
             anyhow::ensure!(
@@ -138,6 +142,16 @@ pub fn cluster_credential(cluster_key: Option<&str>) -> anyhow::Result<ClusterCr
     })
 }
 
+/// A security setting that cannot work without another one: keys on where the keys minted with the admin key
+/// cannot be read. The router needs `--meta` anyway (its shard map); an answer replica checks keys against the
+/// key ring it reads from meta, and without `--meta` would refuse every key but the admin key.
+fn incomplete_security(args: &NodeConfig) -> Option<&'static str> {
+    (args.role == Role::Answer && args.admin_key.is_some() && args.meta.is_empty()).then_some(
+        "--admin-key needs --meta (the meta nodes holding the API keys minted with it): without it every key \
+         but the admin key would be refused",
+    )
+}
+
 /// What `args` lacks to serve protected, as the flags that would provide it.
 fn missing_protection(args: &NodeConfig) -> Vec<&'static str> {
     let mut missing = Vec::new();
@@ -215,5 +229,26 @@ mod tests {
         );
         let refused = Security::for_node(&node(Role::Meta, |_| {})).err().unwrap();
         assert!(refused.to_string().contains("--insecure"), "{refused}");
+    }
+
+    /// Keys on an answer replica that cannot read the keys minted with its admin key: refused, even insecure.
+    #[test]
+    fn an_answer_replica_with_keys_and_no_meta_is_refused() {
+        let answer = |meta: bool| {
+            node(Role::Answer, |c| {
+                c.admin_key = Some("a".repeat(32));
+                c.insecure = true;
+                if meta {
+                    c.meta = vec!["http://m:1".into()];
+                }
+            })
+        };
+        let refused = Security::for_node(&answer(false)).err().unwrap();
+        assert!(
+            refused.to_string().contains("--admin-key needs --meta"),
+            "{refused}"
+        );
+        assert!(incomplete_security(&answer(true)).is_none());
+        assert!(incomplete_security(&node(Role::Answer, |c| c.insecure = true)).is_none());
     }
 }

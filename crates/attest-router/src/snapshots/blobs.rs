@@ -11,7 +11,7 @@
 
 use std::collections::BTreeSet;
 
-use attest_snapshot::{SnapshotStore, BLOBS};
+use attest_snapshot::{blob_key, SnapshotStore, BLOBS};
 use tracing::info;
 
 use super::{from_store, ReplicaManifest, REPLICA_MANIFEST};
@@ -42,7 +42,8 @@ impl Router {
         let err = |e| from_store("from", e);
         let mut named = BTreeSet::new();
         for dir in store.list_dirs("").await.map_err(err)? {
-            if dir == BLOBS {
+            // A link may lead anywhere (a node's data directory): only the destination's own folders are read.
+            if dir == BLOBS || store.entry_problem(&dir).is_some() {
                 continue;
             }
             for (key, _) in store.list_objects(&dir).await.map_err(err)? {
@@ -62,6 +63,10 @@ impl Router {
         let (mut deleted, mut freed) = (0u64, 0u64);
         for (key, size) in store.list_objects(BLOBS).await.map_err(err)? {
             let sha256 = key.rsplit('/').next().unwrap_or_default();
+            // Only what Attest writes there: a blob's key is its sha256.
+            if blob_key(BLOBS, sha256).as_deref() != Some(key.as_str()) {
+                continue;
+            }
             if !named.contains(sha256) {
                 store.delete(&key).await.map_err(err)?;
                 deleted += 1;

@@ -68,7 +68,10 @@ impl Router {
         if let Some(problem) = id_problem(&req.id) {
             return Err(RouterError::invalid("id", problem));
         }
-        let store = open_store(&req.source, "source")?;
+        let store = open_store(&self.snapshot_destinations, &req.source, "source")?;
+        if let Some(problem) = store.entry_problem(&req.id) {
+            return Err(RouterError::invalid("id", problem));
+        }
         let manifest = read_manifest(&store, &req.id).await?;
         let meta_state = read_meta_state(&store, &req.id, &manifest).await?;
 
@@ -319,6 +322,19 @@ impl Router {
                 "a staged restore could not be discarded; it is replaced by the next restore of this replica");
         }
     }
+}
+
+/// Every file of the snapshot there as its manifest says: the meta state (its sha256) and every replica's
+/// manifest (its sha256) and files (their sizes).
+pub(super) async fn check_files(
+    store: &SnapshotStore,
+    manifest: &ClusterManifest,
+) -> Result<(), RouterError> {
+    read_meta_state(store, &manifest.id, manifest).await?;
+    for r in manifest.collections.iter().flat_map(|c| &c.replicas) {
+        check_replica_files(store, &manifest.blobs, r).await?;
+    }
+    Ok(())
 }
 
 /// The snapshot's `meta-state.pb`, checked against the manifest's sha256.
