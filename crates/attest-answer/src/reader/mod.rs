@@ -113,6 +113,10 @@ pub struct ReaderConfig {
     /// ([`crate::subjects::meets_the_asked`]: "Battery life of the Drift Max is 10 hours" for "How long does the
     /// Drift Max take to charge?"): it states another attribute of the subject (issue 68).
     pub asked_words: bool,
+    /// Read a "how many / how long / how much" question only against sentences stating a quantity (a digit or a
+    /// number word), a "when" question only against sentences stating a date ([`crate::quantity::Asked`]):
+    /// company text talks around numbers it never gives (issue 68).
+    pub quantities: bool,
     /// More reader model directories (relative ones found as `model_dir` is) whose answerability is averaged with
     /// the main model's; the support head stays the main model's. Default: round 8 (bge-small-en-v1.5, int8 ONNX,
     /// [`SECOND_READER_DIR`]) beside round 7 (MiniLM): two backbones err on different sentences, and the mean
@@ -167,6 +171,7 @@ impl Default for ReaderConfig {
             question_names: false,
             subjects: true,
             asked_words: true,
+            quantities: true,
             ensemble: vec![PathBuf::from(SECOND_READER_DIR)],
             ensemble_rule: EnsembleRule::Mean,
         }
@@ -307,6 +312,11 @@ impl Reader {
         // Nor a sentence about another edition of what the question names ("Super Bowl XIX" for "Super Bowl 50").
         let editions = Editions::of_question(question);
         candidates.retain(|&(_, p, i)| !editions.names_another(split[p][i]));
+        // Nor, for a "how many" or "when" question, a sentence stating no quantity or date.
+        if self.config.quantities {
+            let asked = crate::quantity::Asked::of_question(question);
+            candidates.retain(|&(_, p, i)| asked.answerable_by(split[p][i]));
+        }
         // Nor a passage naming a look-alike of the question's subject and never the subject.
         if self.config.subjects {
             let subjects = Subjects::of_question(question);

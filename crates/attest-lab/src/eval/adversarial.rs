@@ -117,6 +117,7 @@ mod tests {
             id: id.into(),
             title: "T".into(),
             text: text.into(),
+            tenant: None,
         }
     }
 
@@ -128,6 +129,7 @@ mod tests {
             answers: vec![answer.into()],
             gold_doc: Some(gold.into()),
             source_doc_removed: None,
+            tenant: None,
             domain: None,
             kind: None,
             near_doc: None,

@@ -132,6 +132,7 @@ mod tests {
             id: id.into(),
             title: "Super Bowl 50".into(),
             text: text.into(),
+            tenant: None,
         };
         let query = |id: &str, text: &str, answerable: bool, gold: Option<&str>| Query {
             id: id.into(),
@@ -140,6 +141,7 @@ mod tests {
             answers: vec!["Denver Broncos".into()],
             gold_doc: gold.map(Into::into),
             source_doc_removed: None,
+            tenant: None,
             domain: None,
             kind: None,
             near_doc: None,

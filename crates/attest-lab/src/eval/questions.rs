@@ -200,6 +200,7 @@ mod tests {
             },
             gold_doc: answerable.then(|| format!("doc-{id}")),
             source_doc_removed: None,
+            tenant: None,
             domain: Some(domain.into()),
             kind: Some(kind.into()),
             near_doc: None,
