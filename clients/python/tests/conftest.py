@@ -128,9 +128,10 @@ def workdir() -> Iterator[Path]:
 
 
 @pytest.fixture(scope="session")
-def dev(workdir) -> Iterator[Dev]:
-    """`attest dev` with authentication off."""
-    d = Dev("open", workdir, [])
+def dev(workdir, tmp_path_factory) -> Iterator[Dev]:
+    """`attest dev` with authentication off; snapshot destinations may be any test's `tmp_path` (the server admits
+    directory destinations only under its configured roots)."""
+    d = Dev("open", workdir, ["--snapshot-root", str(tmp_path_factory.getbasetemp())])
     yield d
     d.stop()
 
