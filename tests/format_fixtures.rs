@@ -206,7 +206,8 @@ fn layouts_of_a_newer_release_are_refused_naming_both_versions() {
     );
 
     // A cluster snapshot of a newer release: restore refuses it, naming both versions.
-    let snapshots = dir.path().join("snapshots");
+    // Under the fresh dev's default snapshot root (`DATA_DIR/snapshots`): a restore source must be under a root.
+    let snapshots = dir.path().join("fresh").join("snapshots");
     copy_dir(&fixture(1).join("snapshots"), &snapshots);
     mark(&snapshots.join("format-1/attest-snapshot.json"), 99);
     let dev = start_dev(&dir.path().join("fresh"));

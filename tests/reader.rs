@@ -249,6 +249,12 @@ fn an_ensembles_answerability_is_the_mean_of_its_models() {
     );
     // …and the ensemble says their mean, sentence by sentence.
     for ((&x, &y), &m) in a.iter().zip(&b).zip(&mean) {
+        if x == 0.0 && y == 0.0 {
+            // Not read by either (the sentence meets the question only in its subject, "The Harbor Bridge was
+            // designed by …"): not read by the ensemble either.
+            assert_eq!(m, 0.0, "{a:?} {b:?} {mean:?}");
+            continue;
+        }
         assert!(relative(m, (x + y) / 2.0) < 1e-4, "{a:?} {b:?} {mean:?}");
     }
 }

@@ -1,5 +1,5 @@
 //! Questions that ask for a quantity ("How many …", "How long …", "How much …") are answered only by a sentence
-//! that states one, and "When …" only by one that states a date or a time. Company text talks around numbers it never gives — "the budget depends on the security
+//! that states one. "When …" is not held to a number: times are said without one ("at night", "after the war"). Company text talks around numbers it never gives — "the budget depends on the security
 //! review", "a range of its own that the shop does not publish", "after a delay set per team" — and the reader,
 //! matching the subject and the attribute, read such sentences as answers (issue 68: 74% of the held-in
 //! "number never given" near misses answered before this rule). A sentence with a digit or a number word states a
@@ -52,33 +52,11 @@ const NUMBER_WORDS: [&str; 36] = [
     "twice",
 ];
 
-/// Words that date a sentence without a digit ("in March", "in the ninth century").
-const DATE_WORDS: [&str; 16] = [
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-    "century",
-    "centuries",
-    "decade",
-    "yesterday",
-];
-
 /// What a question asks for, of the kinds a sentence can be checked against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Asked {
     /// "how" followed by one of [`QUANTITY_AFTER_HOW`] ("For how long …", "How many …").
     Quantity,
-    /// "When …": a date or a time.
-    Time,
     Other,
 }
 
@@ -90,15 +68,12 @@ impl Asked {
             .any(|w| w[0] == "how" && QUANTITY_AFTER_HOW.contains(&w[1].as_str()))
         {
             Asked::Quantity
-        } else if words.first().is_some_and(|w| w == "when") {
-            Asked::Time
         } else {
             Asked::Other
         }
     }
 
-    /// Whether `sentence` can answer it: a quantity needs a digit or a number word, a time also takes a month
-    /// or an era word.
+    /// Whether `sentence` can answer it: a quantity needs a digit or a number word.
     pub fn answerable_by(self, sentence: &str) -> bool {
         let digit = || sentence.chars().any(|c| c.is_ascii_digit());
         let words = || text::words(sentence);
@@ -106,12 +81,6 @@ impl Asked {
             Asked::Other => true,
             Asked::Quantity => {
                 digit() || words().iter().any(|w| NUMBER_WORDS.contains(&w.as_str()))
-            }
-            Asked::Time => {
-                digit()
-                    || words().iter().any(|w| {
-                        NUMBER_WORDS.contains(&w.as_str()) || DATE_WORDS.contains(&w.as_str())
-                    })
             }
         }
     }
@@ -137,17 +106,11 @@ mod tests {
     }
 
     #[test]
-    fn a_time_question_needs_a_date_and_other_questions_anything() {
-        let q = Asked::of_question("When is the beta launch of Project Falcon?");
-        assert_eq!(q, Asked::Time);
-        assert!(!q.answerable_by(
-            "The beta launch depends on the security review, so nobody names a day yet."
-        ));
-        assert!(q.answerable_by("The beta launch is set for 24 September 2025."));
-        assert!(q.answerable_by("It was built in the ninth century."));
-        let other = Asked::of_question("Who owns Project Falcon?");
-        assert_eq!(other, Asked::Other);
-        assert!(other.answerable_by("Ines Duarte owns it."));
+    fn a_time_question_is_not_held_to_a_number() {
+        // "When does the barn owl hunt?" — "at night": times are often said without a number.
+        let q = Asked::of_question("When does the barn owl hunt?");
+        assert_eq!(q, Asked::Other);
+        assert!(q.answerable_by("The barn owl hunts at night."));
         assert_eq!(
             Asked::of_question("How does the Drift Max charge?"),
             Asked::Other

@@ -221,6 +221,19 @@ pub(crate) fn body<T>(r: Result<Json<T>, JsonRejection>) -> Result<T, RouterErro
         .map_err(|e| RouterError::Callee(attest_telemetry::http_error::json_rejection(e)))
 }
 
+/// A body that must be a JSON object: serde reads a struct from an array too (`[]` as `{}`), which the API
+/// document does not allow (found by `make api-fuzz`).
+fn object_body<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<T, RouterError> {
+    if !v.is_object() {
+        return Err(RouterError::Callee(attest_proto::ApiError::invalid(
+            "body",
+            "the body must be a JSON object",
+        )));
+    }
+    serde_json::from_value(v)
+        .map_err(|e| RouterError::Callee(attest_proto::ApiError::invalid("body", e.to_string())))
+}
+
 /// Creates a collection and places its shards' replicas on the shard nodes.
 #[utoipa::path(post, path = "/v1/collections", tag = "collections", operation_id = "create_collection",
     request_body = CreateCollectionBody, security(("bearer_auth" = ["admin"])),
@@ -506,10 +519,10 @@ pub(crate) async fn maintain(
     Extension(RequestId(rid)): Extension<RequestId>,
     Extension(p): Extension<Principal>,
     Path(name): Path<String>,
-    b: Result<Json<MaintainBody>, JsonRejection>,
+    b: Result<Json<serde_json::Value>, JsonRejection>,
 ) -> Result<Json<CollectionStats>, RouterError> {
     access::collection(&p, &name)?;
-    let b = body(b)?;
+    let b: MaintainBody = object_body(body(b)?)?;
     let done = match whole_collection(&r, &p, "maintain", &name, &rid).await {
         Ok(()) => r.maintain(&name, b.seal, b.compact, &rid).await,
         Err(refused) => Err(refused),

@@ -114,8 +114,7 @@ pub struct ReaderConfig {
     /// Drift Max take to charge?"): it states another attribute of the subject (issue 68).
     pub asked_words: bool,
     /// Read a "how many / how long / how much" question only against sentences stating a quantity (a digit or a
-    /// number word), a "when" question only against sentences stating a date ([`crate::quantity::Asked`]):
-    /// company text talks around numbers it never gives (issue 68).
+    /// number word, [`crate::quantity::Asked`]): company text talks around numbers it never gives (issue 68).
     pub quantities: bool,
     /// More reader model directories (relative ones found as `model_dir` is) whose answerability is averaged with
     /// the main model's; the support head stays the main model's. Default: round 8 (bge-small-en-v1.5, int8 ONNX,
@@ -312,7 +311,7 @@ impl Reader {
         // Nor a sentence about another edition of what the question names ("Super Bowl XIX" for "Super Bowl 50").
         let editions = Editions::of_question(question);
         candidates.retain(|&(_, p, i)| !editions.names_another(split[p][i]));
-        // Nor, for a "how many" or "when" question, a sentence stating no quantity or date.
+        // Nor, for a "how many" question, a sentence stating no quantity.
         if self.config.quantities {
             let asked = crate::quantity::Asked::of_question(question);
             candidates.retain(|&(_, p, i)| asked.answerable_by(split[p][i]));

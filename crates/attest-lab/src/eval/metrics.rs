@@ -97,9 +97,10 @@ pub fn wilson_interval(hits: usize, n: usize) -> [f64; 2] {
     let centre = p + Z * Z / (2.0 * n);
     let spread = Z * (p * (1.0 - p) / n + Z * Z / (4.0 * n * n)).sqrt();
     let scale = 1.0 + Z * Z / n;
+    // Clamped to hold the rate itself: at 0 of n, rounding leaves the lower bound a hair above 0.
     [
-        ((centre - spread) / scale).max(0.0),
-        ((centre + spread) / scale).min(1.0),
+        ((centre - spread) / scale).clamp(0.0, p),
+        ((centre + spread) / scale).clamp(p, 1.0),
     ]
 }
 
