@@ -44,46 +44,51 @@ pub struct NearMiss {
     pub source: NearMissSource,
 }
 
-/// The sentence of `passage` that covers most of the question (the first on ties), or the passage's start.
-fn closest_sentence(question: &HashSet<String>, title: &str, passage: &str) -> String {
+/// The sentence of `passage` that covers most of the question (the first on ties) among those `pick` accepts,
+/// with what `pick` made of it.
+fn best_sentence<'a, T>(
+    question: &HashSet<String>,
+    title: &str,
+    passage: &'a str,
+    pick: impl Fn(&'a str) -> Option<T>,
+) -> Option<(&'a str, T)> {
     let title_words = text::content_set(title);
-    text::sentences(passage)
-        .into_iter()
-        .map(|s| (sentence_relevance(question, &title_words, s), s))
-        .fold(None::<(f64, &str)>, |best, (score, s)| match best {
-            Some((b, _)) if b >= score => best,
-            _ => Some((score, s)),
-        })
-        .map(|(_, s)| s.to_string())
+    let mut best: Option<(f64, &str, T)> = None;
+    for sentence in text::sentences(passage) {
+        let Some(picked) = pick(sentence) else {
+            continue;
+        };
+        let score = sentence_relevance(question, &title_words, sentence);
+        if best.as_ref().is_none_or(|(b, _, _)| score > *b) {
+            best = Some((score, sentence, picked));
+        }
+    }
+    best.map(|(_, sentence, picked)| (sentence, picked))
+}
+
+/// The sentence of `passage` that covers most of the question, or nothing for an empty passage.
+fn closest_sentence(question: &HashSet<String>, title: &str, passage: &str) -> String {
+    best_sentence(question, title, passage, |_| Some(()))
+        .map(|(s, ())| s.to_string())
         .unwrap_or_default()
 }
 
 /// The sentence of a sibling passage to quote, and the look-alike it names: the sentence closest to the question
-/// among those naming a look-alike as close as the passage's closest (so the quote shows what the message names), else the passage's
-/// closest sentence and the look-alike the passage as a whole names.
+/// among those naming a look-alike as close as the passage's closest (so the quote shows what the message names,
+/// not a lone shared word: "per API key"), else the passage's closest sentence and the passage's look-alike.
 fn sibling_quote(
     subjects: &Subjects,
     question: &HashSet<String>,
     hit: &pb::Hit,
     passage_sibling: Sibling,
 ) -> (Sibling, String) {
-    let title_words = text::content_set(&hit.title);
-    let mut best: Option<(f64, Sibling, &str)> = None;
-    for sentence in text::sentences(body(hit)) {
-        // A sentence naming the passage's closest look-alike (not a lone shared word: "per API key").
-        let Some(sibling) = subjects
+    let named = |sentence: &str| {
+        subjects
             .sibling_in("", sentence)
             .filter(|s| s.shared >= passage_sibling.shared)
-        else {
-            continue;
-        };
-        let score = sentence_relevance(question, &title_words, sentence);
-        if best.as_ref().is_none_or(|(b, _, _)| score > *b) {
-            best = Some((score, sibling, sentence));
-        }
-    }
-    match best {
-        Some((_, sibling, sentence)) => (sibling, sentence.to_string()),
+    };
+    match best_sentence(question, &hit.title, body(hit), named) {
+        Some((sentence, sibling)) => (sibling, sentence.to_string()),
         None => (
             passage_sibling,
             closest_sentence(question, &hit.title, body(hit)),

@@ -107,7 +107,7 @@ pub struct ReaderConfig {
     pub question_names: bool,
     /// Read no passage that names a look-alike of the question's subject and not the subject itself
     /// ([`Subjects::sibling_in`]: "Drift Mini" for "Drift Max", "Returns API v2" for "Returns API v1"): it answers
-    /// another question (issue 68; measured in docs/BENCHMARKS.md "Near misses").
+    /// another question (issue 68; measured in docs/decisions/near-misses.md).
     pub subjects: bool,
     /// Read no sentence whose context meets the question only in its subject's name
     /// ([`crate::subjects::meets_the_asked`]: "Battery life of the Drift Max is 10 hours" for "How long does the
