@@ -3,8 +3,11 @@
 //! a filler file takes the free space below the configured reserve (`disk.min_free_bytes`): writes answer 507
 //! `DISK_FULL` naming the data directory, searches are answered, `/readyz` and `disk_full` say so, every
 //! acknowledged document is still there, and once the filler is deleted writes are accepted again by the same
-//! process. Skipped, with a message saying why, only where a tmpfs cannot be mounted (not root, no
-//! `CAP_SYS_ADMIN`).
+//! process. With no reserve at all (`disk.min_free_bytes: 0`) RocksDB itself meets the full filesystem: writes
+//! still answer `DISK_FULL`, a collection made then waits for room instead of opening its log, and the process
+//! never aborts (Debian's RocksDB asserts on its info log's second failed write; see
+//! `attest_core::rocksdb_files::harden`). Skipped, with a message saying why, only where a tmpfs cannot be
+//! mounted (not root, no `CAP_SYS_ADMIN`).
 
 use crate::common;
 
@@ -86,7 +89,16 @@ fn docs(from: usize, to: usize) -> Value {
 }
 
 fn live_documents(url: &str) -> u64 {
-    let (s, b) = common::call("GET", &format!("{url}/v1/collections/c/stats"), None, None);
+    live_documents_of(url, "c")
+}
+
+fn live_documents_of(url: &str, collection: &str) -> u64 {
+    let (s, b) = common::call(
+        "GET",
+        &format!("{url}/v1/collections/{collection}/stats"),
+        None,
+        None,
+    );
     assert_eq!(s, 200, "{b}");
     b["shards"]
         .as_array()
@@ -208,5 +220,147 @@ fn a_full_disk_refuses_writes_serves_reads_and_recovers_without_a_restart() {
     wait_for("disk_full = 0", || {
         metric(&url, "disk_full", &data) == Some(0.0)
     });
+    dev.terminate();
+}
+
+/// `disk.min_free_bytes: 0`: nothing stops writes before the filesystem is full, so RocksDB's own writes fail
+/// (the ingest log's, a new collection's log opening, its info log). The process must live through all of it.
+#[test]
+fn with_no_reserve_rocksdb_meets_the_full_disk_and_the_process_lives() {
+    let run = RunDir::new();
+    // Smaller than the ingest log's preallocated log file (1.1 × its 64 MiB memtable), so its writes meet the
+    // full disk rather than space RocksDB took ahead.
+    let Some(tmpfs) = Tmpfs::mount(&run.path().join("disk"), 64) else {
+        return;
+    };
+    let data = tmpfs.0.join("data");
+    let log = run.path().join("dev.log");
+    eprintln!("dev log: {}", log.display());
+    let start = |log: &Path| {
+        start_with_env(
+            &[
+                "dev",
+                "--http",
+                "127.0.0.1:0",
+                "--grpc",
+                "127.0.0.1:0",
+                "--shards",
+                "1",
+            ],
+            Some(&data),
+            Logs::InfoTo(log),
+            &[
+                ("ATTEST__DISK__MIN_FREE_BYTES", "0"),
+                ("ATTEST__DISK__MIN_FREE_RATIO", "0"),
+            ],
+        )
+    };
+    let (mut dev, line) = start(&log);
+    let url = value_of(&line, "http=");
+    let (s, b) = post(
+        &format!("{url}/v1/collections"),
+        &json!({"name": "c", "shards": 1}),
+    );
+    assert_eq!(s, 201, "{b}");
+    let (s, b) = post(&format!("{url}/v1/collections/c/documents"), &docs(0, 20));
+    assert_eq!((s, b["accepted"].as_u64()), (200, Some(20)), "{b}");
+
+    // Every byte taken: the next writes reach RocksDB and fail there (a write may still fit in space RocksDB
+    // preallocated; each answer is either all accepted or the disk error).
+    // Another process takes whatever space appears (RocksDB and tantivy free files as they work).
+    let fillers: Vec<PathBuf> = (0..50)
+        .map(|i| tmpfs.0.join(format!("filler-{i}")))
+        .collect();
+    let take_the_rest = |i: usize| {
+        let free = free_bytes(&tmpfs.0);
+        if free > 0 {
+            fill(&fillers[i], free);
+        }
+    };
+    let mut acked = 20;
+    let mut refused = None;
+    for batch in 0..fillers.len() {
+        take_the_rest(batch);
+        let from = 100 + batch * 10;
+        let (s, b) = post(
+            &format!("{url}/v1/collections/c/documents"),
+            &docs(from, from + 10),
+        );
+        match s {
+            200 => acked += b["accepted"].as_u64().unwrap(),
+            _ => {
+                refused = Some((s, b));
+                break;
+            }
+        }
+    }
+    let (s, b) = refused.expect("a write refused on a full disk");
+    assert_eq!((s, &b["error"]["code"]), (507, &json!("DISK_FULL")), "{b}");
+
+    // A collection made now: meta has room in its preallocated log, the shard has none to open a new one. Opening
+    // a RocksDB on a full disk is what aborted the process (its info log); the node waits for room instead.
+    let (created, b) = post(
+        &format!("{url}/v1/collections"),
+        &json!({"name": "later", "shards": 1}),
+    );
+    assert!(
+        created == 201 || created == 507,
+        "create on a full disk: {created} {b}"
+    );
+    if created == 201 {
+        wait_for(
+            "the shard refusing to open the new collection's log",
+            || {
+                std::fs::read_to_string(&log)
+                    .unwrap_or_default()
+                    .contains("the ingest log cannot be opened")
+            },
+        );
+    }
+    let (s, b) = post(
+        &format!("{url}/v1/collections/c/documents"),
+        &docs(900, 901),
+    );
+    assert_eq!((s, &b["error"]["code"]), (507, &json!("DISK_FULL")), "{b}");
+    let (s, b) = post(
+        &format!("{url}/v1/collections/c/search"),
+        &json!({"query": "where does the owl live", "k": 5}),
+    );
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(live_documents(&url), acked);
+    assert!(dev.0.try_wait().unwrap().is_none(), "attest dev is alive");
+
+    // Room again: the new collection's log opens without a restart and takes writes.
+    for filler in fillers.iter().filter(|f| f.exists()) {
+        std::fs::remove_file(filler).unwrap();
+    }
+    if created != 201 {
+        let (s, b) = post(
+            &format!("{url}/v1/collections"),
+            &json!({"name": "later", "shards": 1}),
+        );
+        assert_eq!(s, 201, "{b}");
+    }
+    wait_for("the new collection taking writes", || {
+        post(
+            &format!("{url}/v1/collections/later/documents"),
+            &docs(0, 5),
+        )
+        .0 == 200
+    });
+    assert_eq!(live_documents_of(&url, "later"), 5);
+    assert!(dev.0.try_wait().unwrap().is_none(), "attest dev is alive");
+    dev.terminate();
+
+    // The log that met the error refuses writes until it is opened again (RocksDB keeps it stopped): after a
+    // restart every acknowledged document is there and it takes writes.
+    let (mut dev, line) = start(&run.path().join("dev-2.log"));
+    let url = value_of(&line, "http=");
+    assert_eq!(live_documents(&url), acked);
+    let (s, b) = post(
+        &format!("{url}/v1/collections/c/documents"),
+        &docs(900, 901),
+    );
+    assert_eq!((s, b["accepted"].as_u64()), (200, Some(1)), "{b}");
     dev.terminate();
 }

@@ -104,6 +104,30 @@ pub struct DiskFull {
     pub reserve: u64,
 }
 
+/// The free space opening a RocksDB store needs (meta's Raft store, a shard's ingest log): a preallocated log
+/// file, a MANIFEST, an OPTIONS file, the info log's header and the first flush, with room.
+pub const OPEN_NEEDS_BYTES: u64 = 16 << 20;
+
+/// Why `what` cannot be opened in `dir`, when its filesystem has less than [`OPEN_NEEDS_BYTES`] free or
+/// `failed` (RocksDB's own out-of-space error, when an open got that far) says so; `None` where there is room,
+/// or where the filesystem cannot be asked (the open then says what is wrong). Opening on a full disk is refused
+/// before RocksDB writes a byte: a store whose first writes fail is left half made, and its info log aborts the
+/// process on Debian's build (see [`crate::rocksdb_files::harden`]).
+pub fn no_room_to_open(dir: &Path, what: &str, failed: Option<&str>) -> Option<String> {
+    let space = space_of(dir).ok()?;
+    if space.free >= OPEN_NEEDS_BYTES && failed.is_none() {
+        return None;
+    }
+    Some(format!(
+        "disk full: {what} cannot be opened in {}: the filesystem has {} free and opening needs at least {}; \
+         free space (or grow the disk) and try again{}",
+        dir.display(),
+        bytes(space.free),
+        bytes(OPEN_NEEDS_BYTES),
+        failed.map(|e| format!(" (RocksDB: {e})")).unwrap_or_default()
+    ))
+}
+
 /// `N bytes (X MiB)`: exact for a script, readable for a person.
 pub fn bytes(n: u64) -> String {
     format!("{n} bytes ({:.1} MiB)", n as f64 / f64::from(1u32 << 20))

@@ -2,6 +2,9 @@
 //! Raft store both link Debian's RocksDB 7.8; builds before it bundled RocksDB 10.4, whose files (table and
 //! MANIFEST `format_version` 6) 7.8 cannot read. RocksDB's own message ("Corrupt or unsupported format_version")
 //! reads like damage; this names the RocksDB that wrote the directory, from its newest `OPTIONS-*` file.
+//!
+//! With the `rocksdb` feature (the crates that open a RocksDB already link it), also the options every store
+//! opens with ([`harden`]).
 
 use std::path::Path;
 
@@ -41,6 +44,22 @@ pub fn explain_open_error(dir: &Path, error: &str) -> String {
          wrote it, or ingest the collection again into a new data directory",
         dir.display()
     )
+}
+
+/// Options every RocksDB store of the engine opens with, whatever else it tunes.
+///
+/// RocksDB's info log (the `LOG` file beside the store) is kept to fatal lines. Debian's librocksdb 7.8 is built
+/// with assertions, and its info-log writer asserts when it is written again after a failed write: on a full
+/// disk the first log line that cannot be flushed leaves the writer in error, and the next one aborts the whole
+/// process (`sync_without_flush_called_`), whatever the caller does with the error statuses. RocksDB's errors
+/// reach the engine as statuses anyway, which it logs as JSON with the request; the `LOG` file's statistics and
+/// compaction chatter are what is given up. (Header lines, written only while a store opens, ignore the level:
+/// opening needs [`crate::disk::OPEN_NEEDS_BYTES`] free, checked before.)
+#[cfg(feature = "rocksdb")]
+pub fn harden(opts: &mut rocksdb::Options) {
+    opts.set_log_level(rocksdb::LogLevel::Fatal);
+    // One old `LOG` is plenty when it holds headers and fatal lines.
+    opts.set_keep_log_file_num(2);
 }
 
 #[cfg(test)]

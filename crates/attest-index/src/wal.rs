@@ -311,7 +311,11 @@ impl IngestLog {
     }
 
     fn open_with_wal_bound(path: &Path, max_total_wal_bytes: u64) -> Result<Self> {
+        if let Some(why) = attest_core::disk::no_room_to_open(path, "the ingest log", None) {
+            return Err(IndexError::DiskFull(why));
+        }
         let mut opts = Options::default();
+        attest_core::rocksdb_files::harden(&mut opts);
         opts.create_if_missing(true);
         opts.create_missing_column_families(true);
         opts.set_max_total_wal_size(max_total_wal_bytes);
@@ -417,11 +421,11 @@ impl IngestLog {
         wo.set_sync(true);
         match self.db.write_opt(batch, &wo) {
             Ok(()) => Ok(()),
-            Err(e) => {
-                let e = IndexError::from(e);
+            Err(raw) => {
+                let e = IndexError::from(raw.clone());
                 tracing::error!(error = %e, event = "ingest_log_write_failed",
                     "ingest log write failed: the log refuses writes until the node restarts");
-                let _ = self.failed.set(IndexError::RocksDb(e.to_string()));
+                let _ = self.failed.set(IndexError::from(raw));
                 Err(refused_since(&e))
             }
         }

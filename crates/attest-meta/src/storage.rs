@@ -162,27 +162,13 @@ fn load_state(db: &DB) -> Result<Option<StateMachine>, MetaError> {
 /// Meta's memtable (RocksDB preallocates each log file at 1.1 times it).
 const WRITE_BUFFER_BYTES: usize = 4 << 20;
 const MANIFEST_PREALLOCATION_BYTES: usize = 1 << 20;
-/// The free space opening the store needs: a preallocated log file, a MANIFEST, an OPTIONS file and the
-/// first flush, with room.
-pub const OPEN_NEEDS_BYTES: u64 = 16 << 20;
-
 /// Start-up on a nearly full disk says why it cannot start, naming the free space it needs, instead of
 /// failing in RocksDB (`failed`: RocksDB's own out-of-space error, when it got that far).
 fn refuse_without_room_to_open(path: &Path, failed: Option<&str>) -> Result<(), MetaError> {
-    let Ok(space) = attest_core::disk::space_of(path) else {
-        return Ok(());
-    };
-    if space.free >= OPEN_NEEDS_BYTES && failed.is_none() {
-        return Ok(());
+    match attest_core::disk::no_room_to_open(path, "meta's Raft store", failed) {
+        Some(why) => Err(MetaError::DiskFull(why)),
+        None => Ok(()),
     }
-    Err(MetaError::DiskFull(format!(
-        "disk full: meta cannot open its store in {}: the filesystem has {} free and opening needs at least {}; \
-         free space (or grow the disk) and start again{}",
-        path.display(),
-        attest_core::disk::bytes(space.free),
-        attest_core::disk::bytes(OPEN_NEEDS_BYTES),
-        failed.map(|e| format!(" (RocksDB: {e})")).unwrap_or_default()
-    )))
 }
 
 impl RocksStorage {
@@ -192,6 +178,7 @@ impl RocksStorage {
         std::fs::create_dir_all(path)
             .map_err(|e| MetaError::Codec(format!("create {}: {e}", path.display())))?;
         let mut opts = Options::default();
+        attest_core::rocksdb_files::harden(&mut opts);
         opts.create_if_missing(true);
         // Meta's state is small: RocksDB's defaults (a 64 MiB memtable, and so a log file preallocated at
         // 1.1 times that, ~70 MiB, plus a 4 MiB MANIFEST) made a nearly full disk unable to start it.
