@@ -54,6 +54,7 @@ pub mod cite;
 pub mod claims;
 pub mod client;
 pub mod compose;
+pub mod conditions;
 pub mod config;
 pub mod conversation;
 pub mod edition;
@@ -86,6 +87,7 @@ pub mod text;
 pub mod thresholds;
 pub mod verdict;
 pub mod verifier;
+pub mod withheld;
 
 pub use claims::{split_claims, Claim};
 pub use client::RouterClient;

@@ -60,6 +60,11 @@ fn bare(raw: &str) -> &str {
 
 /// Whether a token (not a sentence's first) is part of a name: capitalised and not a function word, or an
 /// identifier.
+/// A word with a capital after its first letter (`QueueBacklogGrowing`, `iPhone`): a name even opening a sentence.
+fn is_inner_capitalised(token: &str) -> bool {
+    token.chars().skip(1).any(char::is_uppercase) && token.chars().any(char::is_lowercase)
+}
+
 fn name_like(token: &str) -> bool {
     if token.is_empty() {
         return false;
@@ -168,6 +173,14 @@ impl Subjects {
         self.0.is_empty()
     }
 
+    /// Every word of the question's names, lower-case.
+    pub fn name_words(&self) -> Vec<String> {
+        self.0
+            .iter()
+            .flat_map(|n| n.words.iter().cloned())
+            .collect()
+    }
+
     /// What `question` asks of its subjects: its content words ([`text::content_set`], stemmed) that are no word
     /// of a subject ("How long does the Drift Max take to charge?" → long, take, charge). Empty when the question
     /// names no subject: the rule below then has nothing to hold a sentence to.
@@ -205,6 +218,36 @@ impl Subjects {
                 shared,
             })
         })
+    }
+
+    /// Whether `sentence`, read where no word of the question's subjects is named (its passage's title, the
+    /// sentence before it, itself), names something else in their place: "QueueBacklogGrowing escalates after 30 minutes"
+    /// read for LatencyP99High, "Bluebell Freight was handled by Jonas Weber" for Harbor Foods. A sentence naming
+    /// nothing ("He was born in Smiljan") is left to the reader.
+    pub fn another_in_place(&self, title: &str, before: &str, sentence: &str) -> bool {
+        if self.0.is_empty() {
+            return false;
+        }
+        // Any word of a subject will do here ("Tesla" for "Nikola Tesla"): look-alikes sharing words are
+        // `sibling_in`'s.
+        let context = Carried::of(title, &format!("{before} {sentence}"));
+        if self
+            .0
+            .iter()
+            .any(|n| n.words.iter().any(|w| context.words.contains(w)))
+        {
+            return false;
+        }
+        let asked: HashSet<String> = self.name_words().into_iter().collect();
+        let opener_named = sentence
+            .split_whitespace()
+            .next()
+            .map(bare)
+            .is_some_and(is_inner_capitalised);
+        opener_named
+            || name_runs(sentence, true)
+                .iter()
+                .any(|run| run.iter().all(|t| !asked.contains(&t.to_lowercase())))
     }
 
     /// The question's subjects the passage carries whole (for an abstention that says what was found).
@@ -381,5 +424,29 @@ mod tests {
             s.carried_in("Drift Max manual", "Battery: 10 h."),
             vec!["Drift Max"]
         );
+    }
+
+    #[test]
+    fn another_name_in_the_subjects_place() {
+        let q = Subjects::of_question("After how long does LatencyP99High escalate out of hours?");
+        assert!(q.another_in_place(
+            "On-call runbook",
+            "",
+            "QueueBacklogGrowing escalates after 30 minutes out of hours."
+        ));
+        assert!(!q.another_in_place(
+            "On-call runbook",
+            "LatencyP99High pages the primary.",
+            "It escalates after 30 minutes out of hours."
+        ));
+        let q = Subjects::of_question("Who handled the ticket from Harbor Foods?");
+        assert!(q.another_in_place(
+            "Ticket 12",
+            "",
+            "Bluebell Freight was handled by Jonas Weber from start to finish."
+        ));
+        let q = Subjects::of_question("Where was Nikola Tesla born?");
+        assert!(!q.another_in_place("Tesla", "", "He was born in Smiljan."));
+        assert!(!q.another_in_place("Biography", "", "He was born in a small village."));
     }
 }

@@ -116,6 +116,17 @@ pub struct ReaderConfig {
     /// Read a "how many / how long / how much" question only against sentences stating a quantity (a digit or a
     /// number word, [`crate::quantity::Asked`]): company text talks around numbers it never gives (issue 68).
     pub quantities: bool,
+    /// Read no sentence that says its value is not given ([`crate::withheld::withholds`]: "a range of its own
+    /// that the shop does not publish", "no date has been announced"): it names the asked attribute and
+    /// declines to state it (issue 68).
+    pub withheld: bool,
+    /// Read no sentence that states another condition of the kind the question puts ([`crate::conditions`]:
+    /// "in staging" for "in production", "out of hours" for "during business hours") (issue 68).
+    pub conditions: bool,
+    /// Under `subjects`, read no sentence naming something else where no word of the question's subjects is
+    /// named, neither in it, the sentence before it nor the title ([`Subjects::another_in_place`]:
+    /// "QueueBacklogGrowing escalates after 30 minutes" for LatencyP99High) (issue 68).
+    pub another_subject: bool,
     /// More reader model directories (relative ones found as `model_dir` is) whose answerability is averaged with
     /// the main model's; the support head stays the main model's. Default: round 8 (bge-small-en-v1.5, int8 ONNX,
     /// [`SECOND_READER_DIR`]) beside round 7 (MiniLM): two backbones err on different sentences, and the mean
@@ -171,6 +182,9 @@ impl Default for ReaderConfig {
             subjects: true,
             asked_words: true,
             quantities: true,
+            withheld: true,
+            conditions: true,
+            another_subject: true,
             ensemble: vec![PathBuf::from(SECOND_READER_DIR)],
             ensemble_rule: EnsembleRule::Mean,
         }
@@ -316,6 +330,10 @@ impl Reader {
             let asked = crate::quantity::Asked::of_question(question);
             candidates.retain(|&(_, p, i)| asked.answerable_by(split[p][i]));
         }
+        // Nor a sentence saying its value is not given.
+        if self.config.withheld {
+            candidates.retain(|&(_, p, i)| !crate::withheld::withholds(question, split[p][i]));
+        }
         // Nor a passage naming a look-alike of the question's subject and never the subject.
         if self.config.subjects {
             let subjects = Subjects::of_question(question);
@@ -324,6 +342,21 @@ impl Reader {
                 .map(|p| subjects.sibling_in(p.title, p.text).is_some())
                 .collect();
             candidates.retain(|&(_, p, _)| !off[p]);
+            // Nor a sentence doing so where its passage names both (meeting notes on three projects): "Project
+            // Robin gets a budget of €120,000" read for Project Plover.
+            candidates.retain(|&(_, p, i)| {
+                subjects
+                    .sibling_in(passages[p].title, split[p][i])
+                    .is_none()
+            });
+            // Nor one naming something else where its subject is not named at all.
+            candidates.retain(|&(_, p, i)| {
+                if !self.config.another_subject {
+                    return true;
+                }
+                let before = i.checked_sub(1).map_or("", |j| split[p][j]);
+                !subjects.another_in_place(passages[p].title, before, split[p][i])
+            });
             if self.config.asked_words {
                 let asked = subjects.asked_of(question);
                 // The sentence and the one before it, not the title: a title names the subject and a topic
@@ -333,6 +366,14 @@ impl Reader {
                     crate::subjects::meets_the_asked(&asked, &format!("{before} {}", split[p][i]))
                 });
             }
+        }
+        // Nor one stating another condition than the question's.
+        if self.config.conditions {
+            let conditions = crate::conditions::Conditions::of_question(
+                question,
+                Subjects::of_question(question).name_words(),
+            );
+            candidates.retain(|&(_, p, i)| !conditions.contradicted_by(split[p][i]));
         }
         // With `question_names`, nor one whose context, all the reader sees, names none of the question's names.
         if self.config.question_names {
