@@ -59,6 +59,24 @@ impl Drop for Tmpfs {
 }
 
 /// Free bytes of the filesystem holding `dir`.
+/// `attest dev` with one shard on `data`, logging to `log`, with `env` (the disk settings) on top.
+fn start_dev(data: &Path, log: &Path, env: &[(&str, &str)]) -> (common::Proc, String) {
+    start_with_env(
+        &[
+            "dev",
+            "--http",
+            "127.0.0.1:0",
+            "--grpc",
+            "127.0.0.1:0",
+            "--shards",
+            "1",
+        ],
+        Some(data),
+        Logs::InfoTo(log),
+        env,
+    )
+}
+
 fn free_bytes(dir: &Path) -> u64 {
     attest_core::disk::space_of(dir).unwrap().free
 }
@@ -135,18 +153,9 @@ fn a_full_disk_refuses_writes_serves_reads_and_recovers_without_a_restart() {
     let log = run.path().join("dev.log");
     eprintln!("dev log: {}", log.display());
     let reserve = (RESERVE_MIB << 20).to_string();
-    let (mut dev, line) = start_with_env(
-        &[
-            "dev",
-            "--http",
-            "127.0.0.1:0",
-            "--grpc",
-            "127.0.0.1:0",
-            "--shards",
-            "1",
-        ],
-        Some(&data),
-        Logs::InfoTo(&log),
+    let (mut dev, line) = start_dev(
+        &data,
+        &log,
         &[
             ("ATTEST__DISK__MIN_FREE_BYTES", reserve.as_str()),
             ("ATTEST__DISK__CHECK_INTERVAL_MS", "100"),
@@ -237,18 +246,9 @@ fn with_no_reserve_rocksdb_meets_the_full_disk_and_the_process_lives() {
     let log = run.path().join("dev.log");
     eprintln!("dev log: {}", log.display());
     let start = |log: &Path| {
-        start_with_env(
-            &[
-                "dev",
-                "--http",
-                "127.0.0.1:0",
-                "--grpc",
-                "127.0.0.1:0",
-                "--shards",
-                "1",
-            ],
-            Some(&data),
-            Logs::InfoTo(log),
+        start_dev(
+            &data,
+            log,
             &[
                 ("ATTEST__DISK__MIN_FREE_BYTES", "0"),
                 ("ATTEST__DISK__MIN_FREE_RATIO", "0"),
