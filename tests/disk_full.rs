@@ -77,6 +77,17 @@ fn start_dev(data: &Path, log: &Path, env: &[(&str, &str)]) -> (common::Proc, St
     )
 }
 
+/// Collection `c` with documents d0..d19, acknowledged.
+fn collection_of_twenty(url: &str) {
+    let (s, b) = post(
+        &format!("{url}/v1/collections"),
+        &json!({"name": "c", "shards": 1}),
+    );
+    assert_eq!(s, 201, "{b}");
+    let (s, b) = post(&format!("{url}/v1/collections/c/documents"), &docs(0, 20));
+    assert_eq!((s, b["accepted"].as_u64()), (200, Some(20)), "{b}");
+}
+
 fn free_bytes(dir: &Path) -> u64 {
     attest_core::disk::space_of(dir).unwrap().free
 }
@@ -162,13 +173,7 @@ fn a_full_disk_refuses_writes_serves_reads_and_recovers_without_a_restart() {
         ],
     );
     let url = value_of(&line, "http=");
-    let (s, b) = post(
-        &format!("{url}/v1/collections"),
-        &json!({"name": "c", "shards": 1}),
-    );
-    assert_eq!(s, 201, "{b}");
-    let (s, b) = post(&format!("{url}/v1/collections/c/documents"), &docs(0, 20));
-    assert_eq!((s, b["accepted"].as_u64()), (200, Some(20)), "{b}");
+    collection_of_twenty(&url);
     assert_eq!(live_documents(&url), 20);
 
     // Take the free space below the reserve, leaving half of it: writes must stop before the disk is full.
@@ -257,13 +262,7 @@ fn with_no_reserve_rocksdb_meets_the_full_disk_and_the_process_lives() {
     };
     let (mut dev, line) = start(&log);
     let url = value_of(&line, "http=");
-    let (s, b) = post(
-        &format!("{url}/v1/collections"),
-        &json!({"name": "c", "shards": 1}),
-    );
-    assert_eq!(s, 201, "{b}");
-    let (s, b) = post(&format!("{url}/v1/collections/c/documents"), &docs(0, 20));
-    assert_eq!((s, b["accepted"].as_u64()), (200, Some(20)), "{b}");
+    collection_of_twenty(&url);
 
     // Every byte taken: the next writes reach RocksDB and fail there (a write may still fit in space RocksDB
     // preallocated; each answer is either all accepted or the disk error).

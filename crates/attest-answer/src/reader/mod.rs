@@ -335,8 +335,8 @@ impl Reader {
             candidates.retain(|&(_, p, i)| !crate::withheld::withholds(question, split[p][i]));
         }
         // Nor a passage naming a look-alike of the question's subject and never the subject.
+        let subjects = Subjects::of_question(question);
         if self.config.subjects {
-            let subjects = Subjects::of_question(question);
             let off: Vec<bool> = passages
                 .iter()
                 .map(|p| subjects.sibling_in(p.title, p.text).is_some())
@@ -350,13 +350,12 @@ impl Reader {
                     .is_none()
             });
             // Nor one naming something else where its subject is not named at all.
-            candidates.retain(|&(_, p, i)| {
-                if !self.config.another_subject {
-                    return true;
-                }
-                let before = i.checked_sub(1).map_or("", |j| split[p][j]);
-                !subjects.another_in_place(passages[p].title, before, split[p][i])
-            });
+            if self.config.another_subject {
+                candidates.retain(|&(_, p, i)| {
+                    let before = i.checked_sub(1).map_or("", |j| split[p][j]);
+                    !subjects.another_in_place(passages[p].title, before, split[p][i])
+                });
+            }
             if self.config.asked_words {
                 let asked = subjects.asked_of(question);
                 // The sentence and the one before it, not the title: a title names the subject and a topic
@@ -369,10 +368,8 @@ impl Reader {
         }
         // Nor one stating another condition than the question's.
         if self.config.conditions {
-            let conditions = crate::conditions::Conditions::of_question(
-                question,
-                Subjects::of_question(question).name_words(),
-            );
+            let conditions =
+                crate::conditions::Conditions::of_question(question, subjects.name_words());
             candidates.retain(|&(_, p, i)| !conditions.contradicted_by(split[p][i]));
         }
         // With `question_names`, nor one whose context, all the reader sees, names none of the question's names.
