@@ -288,26 +288,33 @@ impl Router {
     }
 
     /// Runs the work, reporting progress to meta until it ends.
+    ///
+    /// The reporter runs beside the work in one `select!`, never in a branch body: a branch body that awaits (a
+    /// stopped node's progress call takes its whole timeout) would leave the work unpolled, and a cancelled job
+    /// whose clean-up needs several polls could then sit `running` for as long as the node stays silent.
     async fn follow_job(
         &self,
         tracker: &JobTracker,
         run: impl std::future::Future<Output = Result<JobResult, RouterError>>,
     ) -> Result<JobResult, RouterError> {
-        tokio::pin!(run);
-        let mut tick = tokio::time::interval(PROGRESS_INTERVAL);
-        let mut last_put = (tracker.snapshot(), tokio::time::Instant::now());
-        loop {
-            tokio::select! {
-                outcome = &mut run => return outcome,
-                _ = tick.tick() => {
-                    self.poll_transfers(tracker).await;
-                    let now = tracker.snapshot();
-                    if now != last_put.0 || last_put.1.elapsed() >= HEARTBEAT {
-                        self.put_progress(tracker, &now).await;
-                        last_put = (now, tokio::time::Instant::now());
-                    }
+        let report = async {
+            let mut tick = tokio::time::interval(PROGRESS_INTERVAL);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut last_put = (tracker.snapshot(), tokio::time::Instant::now());
+            loop {
+                tick.tick().await;
+                self.poll_transfers(tracker).await;
+                let now = tracker.snapshot();
+                if now != last_put.0 || last_put.1.elapsed() >= HEARTBEAT {
+                    self.put_progress(tracker, &now).await;
+                    last_put = (now, tokio::time::Instant::now());
                 }
             }
+        };
+        tokio::select! {
+            biased;
+            outcome = run => outcome,
+            never = report => never,
         }
     }
 
@@ -319,10 +326,9 @@ impl Router {
             .into_iter()
             .filter(|t| t.state == TransferState::Running)
             .collect();
-        for t in running {
-            let Some((endpoint, _)) = self.view.endpoint(t.node_id) else {
-                continue;
-            };
+        // All at once: one silent node costs one timeout, not one per transfer.
+        let asks = running.into_iter().map(|t| async move {
+            let (endpoint, _) = self.view.endpoint(t.node_id)?;
             let call = ShardCall::TransferProgress {
                 request_id: String::new(),
                 req: pb::TransferProgressRequest {
@@ -330,12 +336,15 @@ impl Router {
                     shard: t.shard,
                 },
             };
-            // Bounded: a node that does not answer (stopped, partitioned) must not hold up the job's own loop.
+            // Bounded: a node that does not answer (stopped, partitioned) must not hold up the job's reports.
             let answer = tokio::time::timeout(PROGRESS_INTERVAL, endpoint.call(call)).await;
-            let Ok(Ok(p)) = answer.map(|a| a.and_then(pb::TransferProgressResponse::try_from))
-            else {
-                continue;
-            };
+            let p = answer
+                .ok()?
+                .and_then(pb::TransferProgressResponse::try_from)
+                .ok()?;
+            Some((t, p))
+        });
+        for (t, p) in futures::future::join_all(asks).await.into_iter().flatten() {
             if p.active {
                 tracker.update(&t.collection, t.shard, Some(t.node_id), |t| {
                     if t.state == TransferState::Running {
