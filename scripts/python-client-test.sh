@@ -7,8 +7,9 @@
 # Usage: scripts/python-client-test.sh [pytest arguments...]
 # The binary: $ATTEST_BIN, else $CARGO_TARGET_DIR/debug/attest (default ~/.cache/attest-target); it is run, never
 # built here. The pinned Python packages (clients/python/requirements-test.txt: the client's dependencies, the
-# frameworks of its extras, build, hatchling and pytest) go into $ATTEST_PYCLIENT_VENV (default
-# ~/.cache/attest-pyclient-venv), made once and reused; PyPI is reached only when that environment lacks them.
+# frameworks of its extras, build, hatchling, pytest and LangChain's standard tests) go into
+# $ATTEST_PYCLIENT_VENV (default ~/.cache/attest-pyclient-venv), made once and reused; PyPI is reached only when
+# that environment lacks them.
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

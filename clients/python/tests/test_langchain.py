@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from langchain_core.documents import Document
 from langchain_core.messages import ToolMessage
 
@@ -45,6 +46,56 @@ def test_retriever_async(dev, squad):
 
     docs = asyncio.run(main())
     assert len(docs) == 2 and docs[0].metadata["collection"] == squad
+
+
+def test_retriever_per_call_arguments_replace_its_own_for_that_call(client, tenants):
+    retriever = AttestRetriever(collection=tenants, client=client, tenant="acme", filter={"lang": "en"})
+
+    def ids(**per_call):
+        return sorted(d.metadata["doc_id"] for d in retriever.invoke("rockets", **per_call))
+
+    top = client.search(tenants, "rockets", tenant="acme", k=1).hits[0].doc_id
+    assert ids() == ["acme-1"]
+    assert ids(filter=None) == ["acme-1", "acme-2"]
+    assert ids(filter=None, k=1) == [top]
+    assert ids(filter={"lang": "fr"}) == ["acme-2"]
+    assert ids(tenant="globex", filter=None) == ["globex-1"]
+    # A call's arguments do not stay with the retriever.
+    assert ids() == ["acme-1"] and (retriever.k, retriever.filter, retriever.tenant) == (4, {"lang": "en"}, "acme")
+
+
+def test_retriever_per_call_arguments_async(dev, client, tenants):
+    calls = [{"k": 1}, {"filter": {"lang": "fr"}}, {"tenant": "globex"}, {}]
+    top = client.search(tenants, "rockets", tenant="acme", k=1).hits[0].doc_id
+    expected = [[top], ["acme-2"], ["globex-1"], ["acme-1", "acme-2"]]
+
+    async def ids(retriever):
+        return [sorted(d.metadata["doc_id"] for d in await retriever.ainvoke("rockets", **kw)) for kw in calls]
+
+    async def through_async_client():
+        async with attest.AsyncClient(dev.url) as ac:
+            return await ids(AttestRetriever(collection=tenants, async_client=ac, tenant="acme"))
+
+    assert asyncio.run(through_async_client()) == expected
+    # Without an AsyncClient the sync client runs on a worker thread: the call's arguments go there too.
+    assert asyncio.run(ids(AttestRetriever(collection=tenants, client=client, tenant="acme"))) == expected
+
+
+def test_retriever_refuses_unknown_per_call_arguments(dev, client, tenants):
+    retriever = AttestRetriever(collection=tenants, client=client)
+    with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\) 'top_k'; a call may give k, lanes, filter"):
+        retriever.invoke("rockets", top_k=1)
+    with pytest.raises(TypeError, match="'search_kwargs'"):
+        asyncio.run(retriever.ainvoke("rockets", search_kwargs={"k": 1}))
+
+    async def with_async_client():
+        async with attest.AsyncClient(dev.url) as ac:
+            return await AttestRetriever(collection=tenants, async_client=ac).ainvoke("rockets", tennant="acme")
+
+    with pytest.raises(TypeError, match="'tennant'"):
+        asyncio.run(with_async_client())
+    # `verbose` is LangChain's own (its callbacks read it), not an unknown search argument.
+    assert len(retriever.invoke("rockets", verbose=True, k=1)) == 1
 
 
 def test_tool_returns_the_cited_answer(client, squad):

@@ -1,11 +1,17 @@
-"""The LlamaIndex retriever and query engine (real llama-index-core) against a real `attest dev`."""
+"""The LlamaIndex retriever and query engine (real llama-index-core) against a real `attest dev`.
+
+LlamaIndex has no conformance kit like langchain-tests: the last tests here check what LangChain's kit checks of
+the LangChain adapter (tests/test_langchain_standard.py), as far as LlamaIndex's interfaces go. Its ``retrieve``
+takes nothing but the query, so top-k is changed between calls (``similarity_top_k``, as on LlamaIndex's own
+retrievers) rather than per call; each check runs with the sync client and with the async one.
+"""
 
 from __future__ import annotations
 
 import asyncio
 
 from llama_index.core.base.response.schema import Response
-from llama_index.core.schema import NodeRelationship, NodeWithScore
+from llama_index.core.schema import NodeRelationship, NodeWithScore, QueryBundle, TextNode
 
 import attest
 from attest.grounded import abstention_text
@@ -63,3 +69,59 @@ def test_async_query_and_retrieve(dev, squad):
     response, nodes = asyncio.run(main())
     assert response.metadata["status"] == "answered" and response.source_nodes
     assert len(nodes) == 2
+
+
+def test_retriever_top_k_is_honoured_and_can_change_between_calls(client, squad):
+    retriever = AttestRetriever(squad, client, k=3)
+    assert retriever.similarity_top_k == 3 and len(retriever.retrieve(ANSWERABLE)) == 3
+    retriever.similarity_top_k = 1
+    assert len(retriever.retrieve(ANSWERABLE)) == 1
+    retriever.similarity_top_k = 5
+    assert len(retriever.retrieve(QueryBundle(ANSWERABLE))) == 5
+
+
+def test_retriever_top_k_async(dev, squad):
+    async def main():
+        async with attest.AsyncClient(dev.url) as ac:
+            retriever = AttestRetriever(squad, async_client=ac, k=3)
+            counts = [len(await retriever.aretrieve(ANSWERABLE))]
+            retriever.similarity_top_k = 1
+            return counts + [len(await retriever.aretrieve(QueryBundle(ANSWERABLE)))]
+
+    assert asyncio.run(main()) == [3, 1]
+
+
+def assert_scored_text_nodes(nodes):
+    assert isinstance(nodes, list) and nodes
+    for n in nodes:
+        assert isinstance(n, NodeWithScore) and isinstance(n.node, TextNode) and isinstance(n.score, float)
+        assert n.node.get_content() and n.node.node_id
+
+
+def test_retriever_returns_scored_text_nodes_sync_and_async(dev, client, squad):
+    async def through_async_client():
+        async with attest.AsyncClient(dev.url) as ac:
+            return await AttestRetriever(squad, async_client=ac).aretrieve(ANSWERABLE)
+
+    sync_nodes = AttestRetriever(squad, client).retrieve(ANSWERABLE)
+    async_nodes = asyncio.run(through_async_client())
+    # Without an AsyncClient, aretrieve is the sync retrieval.
+    fallback_nodes = asyncio.run(AttestRetriever(squad, client).aretrieve(ANSWERABLE))
+    for nodes in (sync_nodes, async_nodes, fallback_nodes):
+        assert_scored_text_nodes(nodes)
+        assert [(n.node.node_id, n.score) for n in nodes] == [(n.node.node_id, n.score) for n in sync_nodes]
+
+
+def test_query_engine_returns_a_response_sync_and_async(dev, client, squad):
+    async def through_async_client():
+        async with attest.AsyncClient(dev.url) as ac:
+            return await AttestQueryEngine(collection=squad, async_client=ac).aquery(QueryBundle(ANSWERABLE))
+
+    engine = AttestQueryEngine(collection=squad, client=client)
+    responses = [engine.query(ANSWERABLE), asyncio.run(through_async_client()), asyncio.run(engine.aquery(ANSWERABLE))]
+    for response in responses:
+        # Response, not a StreamingResponse or a PydanticResponse: what synthesizers return by default.
+        assert type(response) is Response and isinstance(response.response, str) and response.response
+        assert_scored_text_nodes(response.source_nodes)
+        assert (response.response, [n.node.node_id for n in response.source_nodes]) == (
+            responses[0].response, [n.node.node_id for n in responses[0].source_nodes])

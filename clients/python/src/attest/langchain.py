@@ -3,6 +3,7 @@
 >>> from attest.langchain import AttestRetriever, AttestAnswerTool
 >>> retriever = AttestRetriever(collection="docs", k=5, tenant="acme", filter={"lang": "en"})
 >>> docs = retriever.invoke("how are writes made durable?")      # metadata: score, lanes, provenance
+>>> docs = retriever.invoke("how are writes made durable?", k=2, filter=None)   # this call only
 >>> tool = AttestAnswerTool(collection="docs")
 >>> tool.invoke("how are writes made durable?")                   # cited answer, or Attest's abstention
 """
@@ -15,6 +16,7 @@ try:
     from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
     from langchain_core.documents import Document
     from langchain_core.retrievers import BaseRetriever
+    from langchain_core.runnables import run_in_executor
     from langchain_core.tools import BaseTool
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError("attest.langchain needs langchain-core: pip install 'attest-client[langchain]'") from e
@@ -25,6 +27,9 @@ from .async_client import AsyncClient
 from .client import Client
 from .grounded import answer_text
 from .models import AskResponse, Hit, SearchResponse
+
+#: The retriever's search arguments: each is a field of :class:`AttestRetriever` and may be given per call too.
+SEARCH_ARGS = ("k", "lanes", "filter", "tenant", "weights", "rrf_k", "nprobe")
 
 
 def hit_document(hit: Hit, collection: str, response: SearchResponse) -> Document:
@@ -47,7 +52,11 @@ def hit_document(hit: Hit, collection: str, response: SearchResponse) -> Documen
 
 class AttestRetriever(BaseRetriever):
     """Retrieves chunks from an Attest collection by hybrid search; ``k``, ``lanes``, ``filter``, ``tenant``,
-    ``weights``, ``rrf_k`` and ``nprobe`` go to the search as they are."""
+    ``weights``, ``rrf_k`` and ``nprobe`` go to the search as they are.
+
+    Each of them may also be given to ``invoke``/``ainvoke`` (``retriever.invoke(q, k=1, tenant="globex")``):
+    it replaces the retriever's own for that call only (``None``: the server's default). Any other keyword
+    argument raises :class:`TypeError` rather than being ignored."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -62,22 +71,35 @@ class AttestRetriever(BaseRetriever):
     rrf_k: float | None = None
     nprobe: int | None = None
 
-    def _search_args(self) -> dict[str, Any]:
-        return {
-            "k": self.k, "lanes": self.lanes, "filter": self.filter, "tenant": self.tenant,
-            "weights": self.weights, "rrf_k": self.rrf_k, "nprobe": self.nprobe,
-        }
+    def _search_args(self, per_call: dict[str, Any]) -> dict[str, Any]:
+        """The retriever's search arguments, with those given for this call in their place."""
+        # BaseRetriever.invoke reads `verbose` for its callbacks but still passes it on with the caller's
+        # arguments: it is LangChain's, not a search argument, and not an error.
+        unknown = sorted(set(per_call) - set(SEARCH_ARGS) - {"verbose"})
+        if unknown:
+            raise TypeError(
+                f"AttestRetriever got unexpected keyword argument(s) {', '.join(map(repr, unknown))}; "
+                f"a call may give {', '.join(SEARCH_ARGS)}"
+            )
+        return {name: per_call[name] if name in per_call else getattr(self, name) for name in SEARCH_ARGS}
 
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        response = self.client.search(self.collection, query, **self._search_args())
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[Document]:
+        response = self.client.search(self.collection, query, **self._search_args(kwargs))
         return [hit_document(h, self.collection, response) for h in response.hits]
 
     async def _aget_relevant_documents(
-        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
+        args = self._search_args(kwargs)
         if self.async_client is None:
-            return await super()._aget_relevant_documents(query, run_manager=run_manager)
-        response = await self.async_client.search(self.collection, query, **self._search_args())
+            # What BaseRetriever's default does (the sync client on a worker thread), but with this call's
+            # arguments, which its default would drop.
+            return await run_in_executor(
+                None, self._get_relevant_documents, query, run_manager=run_manager.get_sync(), **kwargs
+            )
+        response = await self.async_client.search(self.collection, query, **args)
         return [hit_document(h, self.collection, response) for h in response.hits]
 
 

@@ -61,7 +61,10 @@ def citation_node(c: Citation, collection: str) -> NodeWithScore:
 
 class AttestRetriever(BaseRetriever):
     """Retrieves chunks from an Attest collection by hybrid search, as scored nodes; ``k``, ``lanes``,
-    ``filter``, ``tenant``, ``weights``, ``rrf_k`` and ``nprobe`` go to the search as they are."""
+    ``filter``, ``tenant``, ``weights``, ``rrf_k`` and ``nprobe`` go to the search as they are.
+
+    LlamaIndex's ``retrieve`` takes nothing but the query; ``k`` is also :attr:`similarity_top_k`, the name
+    LlamaIndex's own retrievers give it, settable between calls."""
 
     def __init__(
         self,
@@ -86,6 +89,15 @@ class AttestRetriever(BaseRetriever):
             "k": k, "lanes": lanes, "filter": filter, "tenant": tenant, "weights": weights, "rrf_k": rrf_k,
             "nprobe": nprobe,
         }
+
+    @property
+    def similarity_top_k(self) -> int:
+        """How many nodes a retrieval returns at most (the search's ``k``)."""
+        return self.search_args["k"]
+
+    @similarity_top_k.setter
+    def similarity_top_k(self, k: int) -> None:
+        self.search_args["k"] = k
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         response = self.client.search(self.collection, query_bundle.query_str, **self.search_args)
