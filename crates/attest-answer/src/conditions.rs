@@ -31,6 +31,9 @@ const OPENERS: [(&str, u8); 9] = [
     ("for", 3),
 ];
 
+/// The kind of "in": where or when ("in France", "in 2015").
+const PLACE: u8 = 0;
+
 /// Words skipped after an opener before the phrase's own words.
 const SKIPPED: [&str; 8] = ["the", "a", "an", "its", "their", "this", "that", "of"];
 
@@ -88,7 +91,9 @@ fn clause_phrases(clause: &str, subject_words: &BTreeSet<String>) -> Vec<Phrase>
             .take_while(|w| !text::is_function_word(w))
             .take(PHRASE_WORDS)
             .map(|w| text::stem(w))
-            .filter(|w| !subject_words.contains(w))
+            // A place or a time named as a subject is a condition too ("the relocation allowance in France"):
+            // only phrases of other openers ("for Project Plover") drop the subjects' words.
+            .filter(|w| kind == PLACE || !subject_words.contains(w))
             .collect();
         if content.is_empty() {
             continue;
@@ -136,12 +141,15 @@ impl Phrase {
     /// business hours", "third quarter" / "fourth quarter") or each one word ("in production" / "in staging");
     /// "in the later decades" / "in numerous noble palaces" are two conditions, not alternatives.
     fn alternative_to(&self, other: &Phrase) -> bool {
+        let shared = self.words.intersection(&other.words).count();
+        let (mine, theirs) = (self.words.len(), other.words.len());
         self.kind == other.kind
             && self.sort == other.sort
-            && self.words.len() <= ALTERNATIVE_WORDS
-            && other.words.len() <= ALTERNATIVE_WORDS
-            && (self.words.intersection(&other.words).next().is_some()
-                || (self.words.len() == 1 && other.words.len() == 1))
+            && (mine <= ALTERNATIVE_WORDS
+                && theirs <= ALTERNATIVE_WORDS
+                && (shared > 0 || (mine == 1 && theirs == 1))
+                // Longer, when they differ in one word each: "with the always-on display disabled" / "enabled".
+                || mine == theirs && shared + 1 == mine && shared > 0)
     }
 }
 
@@ -169,6 +177,13 @@ impl Conditions {
             return false;
         }
         let stated = phrases(sentence, &self.subject_words);
+        // A year or a name the question conditions on, written anywhere in the sentence, is its condition met
+        // whatever the preposition ("by 1811 Avogadro had …" asked what was arrived at in 1811).
+        let written: BTreeSet<String> = sentence
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|t| !t.is_empty())
+            .map(|t| text::stem(&t.to_lowercase()))
+            .collect();
         self.asked.iter().any(|asked| {
             stated
                 .iter()
@@ -176,6 +191,7 @@ impl Conditions {
                 && !stated
                     .iter()
                     .any(|s| s.kind == asked.kind && s.same_as(asked))
+                && !(asked.sort != Sort::Word && asked.words.is_subset(&written))
         })
     }
 }
@@ -186,6 +202,27 @@ mod tests {
 
     fn conditions(q: &str, subject: &str) -> Conditions {
         Conditions::of_question(q, text::words(subject))
+    }
+
+    #[test]
+    fn a_named_place_is_a_condition_and_longer_phrases_differ_in_one_word() {
+        // "France" is the question's subject and its condition: "in the Netherlands" is another place.
+        let c = conditions("How much is the relocation allowance in France?", "France");
+        assert!(c.contradicted_by("The relocation allowance in the Netherlands is set at €3,000."));
+        assert!(!c.contradicted_by("In France, the relocation allowance is €4,000."));
+        // Other openers still drop the subject's words: "for Project Plover" is a subject.
+        let c = conditions("What budget was set for Project Plover?", "Project Plover");
+        assert!(!c.contradicted_by("A budget of €5,000 was set for Project Robin."));
+        let c = conditions(
+            "How long does the Pebble Ultra last with the always-on display disabled?",
+            "Pebble Ultra",
+        );
+        assert!(c.contradicted_by(
+            "With the always-on display enabled, battery life of the Pebble Ultra is 12 hours."
+        ));
+        assert!(!c.contradicted_by(
+            "With the always-on display disabled, the Pebble Ultra lasts 30 hours."
+        ));
     }
 
     #[test]
@@ -219,6 +256,9 @@ mod tests {
             "Unfortunately, he arrived too late to enroll at Charles-Ferdinand University."
         ));
         assert!(c.contradicted_by("In 1881, he moved to Budapest."));
+        assert!(!c.contradicted_by(
+            "In 1881 he moved to Budapest, by 1880 he had audited courses in Prague."
+        ));
         let c = conditions(
             "When did building activity in the palaces take place in the later decades?",
             "",

@@ -54,6 +54,7 @@ pub mod cite;
 pub mod claims;
 pub mod client;
 pub mod compose;
+pub mod compounds;
 pub mod conditions;
 pub mod config;
 pub mod conversation;

@@ -12,6 +12,28 @@ const QUANTITY_AFTER_HOW: [&str; 11] = [
     "many", "much", "long", "large", "big", "far", "old", "often", "fast", "heavy", "tall",
 ];
 
+/// Nouns that name a measure: "What is the escalation time / qualifying period / page size limit of …" asks for a
+/// quantity as "how long" does ("after a delay set in the paging tool" answers neither). Measures only, not
+/// words that may be answered by a name or a word ("the time period of the Jurassic", "the rate of a river").
+const MEASURES: [&str; 16] = [
+    "budget",
+    "capacity",
+    "cost",
+    "deadline",
+    "delay",
+    "duration",
+    "fee",
+    "length",
+    "limit",
+    "period",
+    "price",
+    "size",
+    "threshold",
+    "timeout",
+    "time",
+    "weight",
+];
+
 /// Number words a sentence may state a quantity with.
 const NUMBER_WORDS: [&str; 36] = [
     "zero",
@@ -60,12 +82,41 @@ pub enum Asked {
     Other,
 }
 
+/// "What is the <words> <measure>" (at most two words before it), the measure's phrase then ending ("What is the
+/// escalation time of …", "What is the page size limit?"), and no "what" asking for a kind ("What is the time
+/// zone …" ends at "zone", not a measure).
+fn asks_a_measure(words: &[String]) -> bool {
+    let Some(first) = words.first() else {
+        return false;
+    };
+    let rest = match (first.as_str(), words.get(1).map(String::as_str)) {
+        // "What's the …" reads as "what the …" ([`text::words`] drops the "'s").
+        ("what", Some("the")) => &words[1..],
+        ("what", Some("is" | "was" | "are")) => &words[2..],
+        _ => return false,
+    };
+    let Some(("the", phrase)) = rest.split_first().map(|(d, p)| (d.as_str(), p)) else {
+        return false;
+    };
+    // The noun phrase: its words up to the first function word.
+    let noun: Vec<&String> = phrase
+        .iter()
+        .take_while(|w| !text::is_function_word(w))
+        .take(4)
+        .collect();
+    noun.len() <= 3
+        && noun
+            .last()
+            .is_some_and(|head| MEASURES.contains(&text::stem(head).as_str()))
+}
+
 impl Asked {
     pub fn of_question(question: &str) -> Self {
         let words = text::words(question);
         if words
             .windows(2)
             .any(|w| w[0] == "how" && QUANTITY_AFTER_HOW.contains(&w[1].as_str()))
+            || asks_a_measure(&words)
         {
             Asked::Quantity
         } else {
@@ -103,6 +154,29 @@ mod tests {
         assert!(!q
             .answerable_by("The Arlo Lite has a range of its own that the shop does not publish."));
         assert!(!q.answerable_by("Out of hours it escalates after a delay set per team."));
+    }
+
+    #[test]
+    fn what_is_the_measure_asks_for_a_quantity() {
+        for q in [
+            "What is the escalation time of LatencyP99High out of hours?",
+            "What is the qualifying period for the conference allowance?",
+            "What is the page size limit of the Labels API v3?",
+            "What's the price of the Halo Plus?",
+        ] {
+            assert_eq!(Asked::of_question(q), Asked::Quantity, "{q}");
+        }
+        for q in [
+            "What is the time zone of the office?",
+            "What is the owning team of MemoryPressure?",
+            "Which period did the museum's collection start in?",
+        ] {
+            assert_eq!(Asked::of_question(q), Asked::Other, "{q}");
+        }
+        let q = Asked::of_question("What is the escalation time of LatencyP99High out of hours?");
+        assert!(
+            !q.answerable_by("Out of hours, it escalates after a delay set in the paging tool.")
+        );
     }
 
     #[test]

@@ -23,6 +23,10 @@ struct Name {
     words: Vec<String>,
 }
 
+/// The first words of a sentence, where its subject is named ("In the US, the parental leave comes to …",
+/// "Employees based in Australia are entitled to …").
+const SUBJECT_PLACE: usize = 4;
+
 /// The question's names, read once per question.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Subjects(Vec<Name>);
@@ -101,6 +105,38 @@ fn name_runs(text: &str, skip_openers: bool) -> Vec<Vec<&str>> {
         runs.push(current);
     }
     runs
+}
+
+/// Whether `name` is an abbreviation ("UN", "SP", "V&A": two to five capitals, `&` ignored) that `text` spells
+/// out: capitalised words whose initials begin with its letters, with only function words between them
+/// ("United Nations Framework Convention", "Scottish Parliament's", "Victoria and Albert Museum").
+fn abbreviation_spelt_out(name: &Name, text_: &str) -> bool {
+    let letters: Vec<char> = name.written.chars().filter(|c| *c != '&').collect();
+    if name.words.len() != 1
+        || !(2..=5).contains(&letters.len())
+        || !letters.iter().all(char::is_ascii_uppercase)
+    {
+        return false;
+    }
+    let tokens: Vec<&str> = text_
+        .split(|c: char| c.is_whitespace() || c == '_' || c == '-')
+        .map(bare)
+        .filter(|t| !t.is_empty())
+        .collect();
+    (0..tokens.len()).any(|start| {
+        let mut at = 0;
+        for t in &tokens[start..] {
+            if at == letters.len() {
+                break;
+            }
+            if t.starts_with(letters[at]) && t.chars().nth(1).is_some_and(char::is_lowercase) {
+                at += 1;
+            } else if at == 0 || !text::is_function_word(&t.to_lowercase()) {
+                break;
+            }
+        }
+        at == letters.len()
+    })
 }
 
 fn lower(tokens: &[&str]) -> Vec<String> {
@@ -223,31 +259,66 @@ impl Subjects {
     /// Whether `sentence`, read where no word of the question's subjects is named (its passage's title, the
     /// sentence before it, itself), names something else in their place: "QueueBacklogGrowing escalates after 30 minutes"
     /// read for LatencyP99High, "Bluebell Freight was handled by Jonas Weber" for Harbor Foods. A sentence naming
-    /// nothing ("He was born in Smiljan") is left to the reader.
-    pub fn another_in_place(&self, title: &str, before: &str, sentence: &str) -> bool {
+    /// nothing ("He was born in Smiljan") is left to the reader, and so is a name the question writes itself
+    /// (`question_words`, lower-case: "Tibetan art from the 14th century …" asked which period of Tibetan art the
+    /// museum shows).
+    pub fn another_in_place(
+        &self,
+        question_words: &HashSet<String>,
+        title: &str,
+        before: &str,
+        sentence: &str,
+    ) -> bool {
         if self.0.is_empty() {
             return false;
         }
         // Any word of a subject will do here ("Tesla" for "Nikola Tesla"): look-alikes sharing words are
         // `sibling_in`'s.
+        let place = format!("{title} {before} {sentence}");
         let context = Carried::of(title, &format!("{before} {sentence}"));
-        if self
-            .0
-            .iter()
-            .any(|n| n.words.iter().any(|w| context.words.contains(w)))
-        {
+        if self.0.iter().any(|n| {
+            n.words.iter().any(|w| context.words.contains(w)) || abbreviation_spelt_out(n, &place)
+        }) {
             return false;
         }
-        let asked: HashSet<String> = self.name_words().into_iter().collect();
+        let asked = |t: &str| question_words.contains(&t.to_lowercase());
         let opener_named = sentence
             .split_whitespace()
             .next()
             .map(bare)
-            .is_some_and(is_inner_capitalised);
+            .is_some_and(|t| is_inner_capitalised(t) && !asked(t));
+        // A name in the sentence's subject's place (within its first few words) or one its passage is about (in
+        // the title); a name further on is what the sentence says of its subject ("Pictet evaporated liquid
+        // sulfur dioxide", "ABC became a competitor to NBC").
+        let titled: HashSet<String> = text::words(title).into_iter().collect();
+        let opening: Vec<&str> = sentence
+            .split_whitespace()
+            .take(SUBJECT_PLACE)
+            .map(bare)
+            .collect();
         opener_named
-            || name_runs(sentence, true)
-                .iter()
-                .any(|run| run.iter().all(|t| !asked.contains(&t.to_lowercase())))
+            || name_runs(sentence, true).iter().any(|run| {
+                run.iter().all(|t| !asked(t))
+                    && (opening.contains(&run[0])
+                        || run.iter().all(|t| titled.contains(&t.to_lowercase())))
+            })
+    }
+
+    /// Whether `text` writes a word of one of the question's subjects ("Tesla" for "Nikola Tesla").
+    pub fn any_word_in(&self, text_: &str) -> bool {
+        let carried = Carried::of("", text_);
+        self.0
+            .iter()
+            .any(|n| n.words.iter().any(|w| carried.words.contains(w)))
+    }
+
+    /// Every word `question` writes, lower-case, as [`Subjects::another_in_place`] takes them.
+    pub fn question_words(question: &str) -> HashSet<String> {
+        question
+            .split_whitespace()
+            .map(|t| bare(t).to_lowercase())
+            .filter(|t| !t.is_empty())
+            .collect()
     }
 
     /// The question's subjects the passage carries whole (for an abstention that says what was found).
@@ -428,25 +499,81 @@ mod tests {
 
     #[test]
     fn another_name_in_the_subjects_place() {
-        let q = Subjects::of_question("After how long does LatencyP99High escalate out of hours?");
-        assert!(q.another_in_place(
+        let another = |q: &str, title: &str, before: &str, sentence: &str| {
+            Subjects::of_question(q).another_in_place(
+                &Subjects::question_words(q),
+                title,
+                before,
+                sentence,
+            )
+        };
+        let q = "After how long does LatencyP99High escalate out of hours?";
+        assert!(another(
+            q,
             "On-call runbook",
             "",
             "QueueBacklogGrowing escalates after 30 minutes out of hours."
         ));
-        assert!(!q.another_in_place(
+        assert!(!another(
+            q,
             "On-call runbook",
             "LatencyP99High pages the primary.",
             "It escalates after 30 minutes out of hours."
         ));
-        let q = Subjects::of_question("Who handled the ticket from Harbor Foods?");
-        assert!(q.another_in_place(
+        let q = "Who handled the ticket from Harbor Foods?";
+        assert!(another(
+            q,
             "Ticket 12",
             "",
             "Bluebell Freight was handled by Jonas Weber from start to finish."
         ));
-        let q = Subjects::of_question("Where was Nikola Tesla born?");
-        assert!(!q.another_in_place("Tesla", "", "He was born in Smiljan."));
-        assert!(!q.another_in_place("Biography", "", "He was born in a small village."));
+        let q = "Where was Nikola Tesla born?";
+        assert!(!another(q, "Tesla", "", "He was born in Smiljan."));
+        assert!(!another(
+            q,
+            "Biography",
+            "",
+            "He was born in a small village."
+        ));
+        // An abbreviation spelt out names the subject.
+        let q = "What is the UN's climate change treaty?";
+        assert!(!another(
+            q,
+            "IPCC",
+            "",
+            "The IPCC supports the United Nations Framework Convention on Climate Change."
+        ));
+        assert!(another(
+            q,
+            "IPCC",
+            "",
+            "The IPCC supports the Kyoto Protocol."
+        ));
+        let q = "What does the V&A hold?";
+        assert!(!another(
+            q,
+            "Victoria_and_Albert_Museum",
+            "",
+            "Dale Chihuly made its chandelier."
+        ));
+        // A name the question writes is no other subject.
+        let q = "Tibetan art from which period is represented in the V&A collection?";
+        assert!(!another(
+            q,
+            "Victoria and Albert Museum",
+            "",
+            "Tibetan art from the 14th to the 19th century is represented by religious images."
+        ));
+        assert!(another(
+            q,
+            "Collections",
+            "",
+            "Beside it the Ashmolean shows Tibetan art from the 14th century."
+        ));
+        // A name further on is what the sentence says of its subject, unless the passage is about it.
+        let q = "Who liquefied oxygen for the Royal Society?";
+        let pictet = "Using a cascade method, the physicist Raoul Pictet liquefied it.";
+        assert!(!another(q, "Chemistry", "", pictet));
+        assert!(another(q, "Raoul Pictet", "", pictet));
     }
 }

@@ -1,4 +1,4 @@
-//! The lab's command line: `attest-lab eval`, `attest-lab bench`, `attest-lab train`.
+//! The lab's command line: `attest-lab eval`, `attest-lab bench`, `attest-lab train`, `attest-lab rules`.
 
 use std::path::PathBuf;
 
@@ -34,6 +34,9 @@ pub enum LabCommand {
     /// Trains a local model of the answer tier from public data.
     #[command(subcommand)]
     Train(TrainCommand),
+    /// Asks the reader's rules (no model, no cluster) of a data set's gold sentences and near misses' neighbouring
+    /// facts: what each rule costs in coverage and what it catches.
+    Rules(crate::rules::RulesArgs),
 }
 
 #[derive(Subcommand)]

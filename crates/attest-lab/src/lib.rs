@@ -7,10 +7,12 @@
 //!   `attest_node::local`.
 //! - [`bench`]: `attest-lab bench`, the dense index at scale (and the cost model fitted to its runs).
 //! - [`train`]: `attest-lab train verifier|reranker`, fitting the answer tier's local models.
+//! - [`rules`]: `attest-lab rules`, what each reader rule costs on gold sentences and catches on near misses.
 //! - [`plot_font`]: the font of every PNG plot.
 
 pub mod bench;
 pub mod cli;
 pub mod eval;
 pub mod plot_font;
+pub mod rules;
 pub mod train;

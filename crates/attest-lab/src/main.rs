@@ -1,6 +1,6 @@
 //! `attest-lab`: the quality gate, the index benchmarks and model training (the modules are in the library).
 
-use attest_lab::{bench, cli, eval, train};
+use attest_lab::{bench, cli, eval, rules, train};
 use clap::Parser;
 
 fn main() -> anyhow::Result<()> {
@@ -27,6 +27,9 @@ fn main() -> anyhow::Result<()> {
             }
             cli::LabCommand::Train(cmd) => {
                 tokio::task::spawn_blocking(move || train::run(cmd)).await?
+            }
+            cli::LabCommand::Rules(args) => {
+                tokio::task::spawn_blocking(move || rules::run(args)).await?
             }
         }
     })

@@ -13,6 +13,7 @@
 //!
 //! - [`input`]: the token layout and the text each head reads (mirrors `scripts/reader/`).
 //! - [`model`]: the model, checksummed like the embedder; [`onnx`]: its ONNX Runtime back end.
+//! - [`rules`]: what keeps a sentence from being read (it answers another question).
 //!
 //! Answerability is read by every model of `reader.ensemble` beside the main one and combined by
 //! `reader.ensemble_rule` (the mean of two backbones, MiniLM and bge-small, by default); support by the main model
@@ -21,6 +22,7 @@
 pub mod input;
 pub mod model;
 pub mod onnx;
+pub mod rules;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -30,10 +32,8 @@ use serde::{Deserialize, Serialize};
 pub use self::model::{
     Head, Judgement, ReaderError, ReaderModel, RELATIVE_READER_DIR, SECOND_READER_DIR,
 };
-use crate::edition::Editions;
-use crate::question_names::QuestionNames;
+use self::rules::SentenceRules;
 use crate::relevance::sentence_relevance;
-use crate::subjects::Subjects;
 use crate::text;
 use crate::verifier::calibration::{is_quote, SupportCalibration, SupportInputs};
 use crate::verifier::features::features;
@@ -100,21 +100,25 @@ pub struct ReaderConfig {
     /// answered, as 0.40 without it) but answered 5.9% of shift-reddit's held-out posts against 4.4%, over the 5%
     /// target (docs/bench/history.md "The question's names with a lower veto").
     pub veto_threshold: f64,
-    /// Read only sentences whose context names one of the question's names ([`QuestionNames`]). Off: on held-in
+    /// Read only sentences whose context names one of the question's names ([`crate::question_names::QuestionNames`]). Off: on held-in
     /// squad-dev articles (1-in-8, round 7) it cut hallucination 0.7% → 0.0% and answer-removed 15.3% → 14.0%
     /// but cost 2.0 points of coverage (81.1% → 79.2%); on held-in shift-reddit posts 10.2% → 8.4% at 46.8% →
     /// 45.9% (docs/bench/history.md "The question's names"); with a lower veto it did not hold on held-out posts.
     pub question_names: bool,
     /// Read no passage that names a look-alike of the question's subject and not the subject itself
-    /// ([`Subjects::sibling_in`]: "Drift Mini" for "Drift Max", "Returns API v2" for "Returns API v1"): it answers
+    /// ([`crate::subjects::Subjects::sibling_in`]: "Drift Mini" for "Drift Max", "Returns API v2" for "Returns API v1"): it answers
     /// another question (issue 68; measured in docs/decisions/near-misses.md).
     pub subjects: bool,
     /// Read no sentence whose context meets the question only in its subject's name
     /// ([`crate::subjects::meets_the_asked`]: "Battery life of the Drift Max is 10 hours" for "How long does the
-    /// Drift Max take to charge?"): it states another attribute of the subject (issue 68).
+    /// Drift Max take to charge?"): it states another attribute of the subject (issue 68). The subject is the
+    /// question's names, else (with `compounds`) its lower-case compound ("the sick leave"); the context is the
+    /// sentence, with the one before where it leans on it; and the rule holds only where the passages read write
+    /// one of the asked words somewhere ([`rules::SentenceRules::seeing`]: else the question paraphrases them).
     pub asked_words: bool,
-    /// Read a "how many / how long / how much" question only against sentences stating a quantity (a digit or a
-    /// number word, [`crate::quantity::Asked`]): company text talks around numbers it never gives (issue 68).
+    /// Read a "how many / how long / how much" or "what is the <measure> of" question only against sentences
+    /// stating a quantity (a digit or a number word, [`crate::quantity::Asked`]): company text talks around numbers
+    /// it never gives (issue 68).
     pub quantities: bool,
     /// Read no sentence that says its value is not given ([`crate::withheld::withholds`]: "a range of its own
     /// that the shop does not publish", "no date has been announced"): it names the asked attribute and
@@ -124,9 +128,13 @@ pub struct ReaderConfig {
     /// "in staging" for "in production", "out of hours" for "during business hours") (issue 68).
     pub conditions: bool,
     /// Under `subjects`, read no sentence naming something else where no word of the question's subjects is
-    /// named, neither in it, the sentence before it nor the title ([`Subjects::another_in_place`]:
+    /// named, neither in it, the sentence before it nor the title ([`crate::subjects::Subjects::another_in_place`]:
     /// "QueueBacklogGrowing escalates after 30 minutes" for LatencyP99High) (issue 68).
     pub another_subject: bool,
+    /// Read no sentence naming a look-alike of the question's lower-case compound and not the compound itself
+    /// ([`crate::compounds`]: "bereavement leave" for "sick leave", "maximum page size" for "maximum payload
+    /// size") (issue 68).
+    pub compounds: bool,
     /// More reader model directories (relative ones found as `model_dir` is) whose answerability is averaged with
     /// the main model's; the support head stays the main model's. Default: round 8 (bge-small-en-v1.5, int8 ONNX,
     /// [`SECOND_READER_DIR`]) beside round 7 (MiniLM): two backbones err on different sentences, and the mean
@@ -185,6 +193,7 @@ impl Default for ReaderConfig {
             withheld: true,
             conditions: true,
             another_subject: true,
+            compounds: true,
             ensemble: vec![PathBuf::from(SECOND_READER_DIR)],
             ensemble_rule: EnsembleRule::Mean,
         }
@@ -322,64 +331,20 @@ impl Reader {
         if !q.is_empty() {
             candidates.retain(|c| c.0 > 0.0);
         }
-        // Nor a sentence about another edition of what the question names ("Super Bowl XIX" for "Super Bowl 50").
-        let editions = Editions::of_question(question);
-        candidates.retain(|&(_, p, i)| !editions.names_another(split[p][i]));
-        // Nor, for a "how many" question, a sentence stating no quantity.
-        if self.config.quantities {
-            let asked = crate::quantity::Asked::of_question(question);
-            candidates.retain(|&(_, p, i)| asked.answerable_by(split[p][i]));
-        }
-        // Nor a sentence saying its value is not given.
-        if self.config.withheld {
-            candidates.retain(|&(_, p, i)| !crate::withheld::withholds(question, split[p][i]));
-        }
-        // Nor a passage naming a look-alike of the question's subject and never the subject.
-        let subjects = Subjects::of_question(question);
-        if self.config.subjects {
-            let off: Vec<bool> = passages
-                .iter()
-                .map(|p| subjects.sibling_in(p.title, p.text).is_some())
-                .collect();
-            candidates.retain(|&(_, p, _)| !off[p]);
-            // Nor a sentence doing so where its passage names both (meeting notes on three projects): "Project
-            // Robin gets a budget of €120,000" read for Project Plover.
-            candidates.retain(|&(_, p, i)| {
-                subjects
-                    .sibling_in(passages[p].title, split[p][i])
+        // Nor one a rule of [`rules`] refuses: it answers another question (another edition, a look-alike
+        // subject, another attribute or condition, no quantity for "how many", a value withheld).
+        let rules = SentenceRules::new(question, &self.config)
+            .seeing(passages.iter().flat_map(|p| [p.title, p.text]));
+        let off: Vec<bool> = passages
+            .iter()
+            .map(|p| rules.passage_refusal(p.title, p.text).is_some())
+            .collect();
+        candidates.retain(|&(_, p, i)| {
+            !off[p]
+                && rules
+                    .sentence_refusal(passages[p].title, &split[p], i)
                     .is_none()
-            });
-            // Nor one naming something else where its subject is not named at all.
-            if self.config.another_subject {
-                candidates.retain(|&(_, p, i)| {
-                    let before = i.checked_sub(1).map_or("", |j| split[p][j]);
-                    !subjects.another_in_place(passages[p].title, before, split[p][i])
-                });
-            }
-            if self.config.asked_words {
-                let asked = subjects.asked_of(question);
-                // The sentence and the one before it, not the title: a title names the subject and a topic
-                // ("Returns API v1: endpoints and limits"), and would let every sentence under it meet "limit".
-                candidates.retain(|&(_, p, i)| {
-                    let before = i.checked_sub(1).map_or("", |j| split[p][j]);
-                    crate::subjects::meets_the_asked(&asked, &format!("{before} {}", split[p][i]))
-                });
-            }
-        }
-        // Nor one stating another condition than the question's.
-        if self.config.conditions {
-            let conditions =
-                crate::conditions::Conditions::of_question(question, subjects.name_words());
-            candidates.retain(|&(_, p, i)| !conditions.contradicted_by(split[p][i]));
-        }
-        // With `question_names`, nor one whose context, all the reader sees, names none of the question's names.
-        if self.config.question_names {
-            let names = QuestionNames::of_question(question);
-            candidates.retain(|&(_, p, i)| {
-                let context = input::answer_context(passages[p].title, &split[p], i);
-                names.any_named_in(&context) || names.any_named_in(split[p][i])
-            });
-        }
+        });
         candidates.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
         candidates.truncate(self.config.max_sentences);
         let contexts: Vec<String> = candidates
