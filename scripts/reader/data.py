@@ -41,7 +41,8 @@ STOPWORDS = set(
 
 def words(text):
     out = []
-    for w in re.split(r"[^\w']+", text):
+    # Letters, digits and apostrophes, as text.rs `words` (`\w` alone would keep "_" inside a word).
+    for w in re.split(r"[^\w']+|_+", text):
         w = w.strip("'").lower()
         if not w:
             continue

@@ -13,7 +13,7 @@ import unittest
 
 from company import company_digest, company_rows
 from data import (answer_context, answerability_rows, definition_of, definition_rows, halueval_answerability_rows,
-                  holds_answer, perturb_question, perturb_sentence, roman, sentences)
+                  holds_answer, perturb_question, perturb_sentence, roman, sentences, stem, words)
 
 SUPER_BOWL = ("Super Bowl 50 was an American football game to determine the champion of the National Football "
               "League (NFL) for the 2015 season. The American Football Conference (AFC) champion Denver Broncos "
@@ -22,6 +22,24 @@ SUPER_BOWL = ("Super Bowl 50 was an American football game to determine the cham
               "Francisco Bay Area at Santa Clara, California.")
 FORUM = ("Help with my GPU. I upgraded from a GTX 970 to an RTX 3070 last week. Since then the fans spin up "
          "whenever I open Chrome. My PSU is a Corsair 650W, which should be enough.")
+
+
+# The cases the answer tier's splitters are tested on too (crates/attest-answer/src/text.rs): the reader is
+# trained on what these split and serves on what those do.
+SHARED_CASES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "crates", "attest-answer",
+                            "testdata", "text_cases.json")
+
+
+class SharedSplitterCases(unittest.TestCase):
+    def test_the_shared_cases_split_as_the_answer_tier_does(self):
+        with open(SHARED_CASES, encoding="utf-8") as f:
+            cases = json.load(f)
+        for text, expected in cases["sentences"]:
+            self.assertEqual(sentences(text), expected, f"sentences of {text!r}")
+        for text, expected in cases["words"]:
+            self.assertEqual(words(text), expected, f"words of {text!r}")
+        for word, expected in cases["stems"]:
+            self.assertEqual(stem(word), expected, f"stem of {word!r}")
 
 
 def write_set(root, corpus, queries):

@@ -217,6 +217,33 @@ pub fn semicolon_parts(sentence: &str) -> Vec<&str> {
 
 #[cfg(test)]
 mod tests {
+    /// The cases scripts/reader/data.py's splitters are tested on too (`test_data.py`): the reader is trained on
+    /// what one splits and serves on what the other does.
+    #[test]
+    fn the_shared_cases_split_as_the_python_splitters_do() {
+        let cases: serde_json::Value =
+            serde_json::from_str(include_str!("../testdata/text_cases.json")).unwrap();
+        let strings = |v: &serde_json::Value| -> Vec<String> {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_str().unwrap().to_string())
+                .collect()
+        };
+        for case in cases["sentences"].as_array().unwrap() {
+            let text = case[0].as_str().unwrap();
+            assert_eq!(sentences(text), strings(&case[1]), "sentences of {text:?}");
+        }
+        for case in cases["words"].as_array().unwrap() {
+            let text = case[0].as_str().unwrap();
+            assert_eq!(words(text), strings(&case[1]), "words of {text:?}");
+        }
+        for case in cases["stems"].as_array().unwrap() {
+            let word = case[0].as_str().unwrap();
+            assert_eq!(stem(word), case[1].as_str().unwrap(), "stem of {word:?}");
+        }
+    }
+
     use super::*;
 
     #[test]
