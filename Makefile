@@ -27,9 +27,13 @@ models:
 build: setup
 	cargo build --workspace --all-targets
 
+# cargo leaves the binary in its target directory, not on PATH: the last lines say where it is and how to reach it.
 demo: setup
 	cargo build -p attest-cli --bin attest
 	ATTEST_BIN=$(ATTEST) scripts/demo.sh
+	@echo
+	@echo "The attest binary is $(abspath $(ATTEST)) (not on PATH). To run it as \`attest\` in this shell:"
+	@echo '    export PATH="$(abspath $(dir $(ATTEST))):$$PATH"'
 
 # `build` first: the suites of tests/ run the `attest` binary of the same build, which `cargo test` alone does
 # not build for another package's tests (and the chart tests check the chart's flags against it).

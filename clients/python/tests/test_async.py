@@ -63,6 +63,21 @@ def test_collections_upload_and_errors(dev):
     assert (bad_k.status, bad_k.code, bad_k.field) == (400, "INVALID_ARGUMENT", "k")
 
 
+def test_create_exist_ok(dev):
+    async def main():
+        async with attest.AsyncClient(dev.url) as c:
+            made = await c.create_collection("async-exist", shards=1)
+            again = await c.create_collection("async-exist", exist_ok=True)
+            with pytest.raises(attest.ConflictError) as other:
+                await c.create_collection("async-exist", shards=2, exist_ok=True)
+            await c.drop_collection("async-exist")
+            return made, again, other.value
+
+    made, again, other = run(main())
+    assert again == made
+    assert other.code == "ALREADY_EXISTS" and "shards 1 (asked 2)" in other.message
+
+
 def test_keys_and_cluster(dev_auth):
     from conftest import ADMIN_KEY
 

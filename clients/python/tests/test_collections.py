@@ -28,6 +28,32 @@ def test_create_get_list_drop(client):
     assert gone.value.request_id
 
 
+def test_create_exist_ok_returns_the_collection_that_has_the_settings_asked_for(client):
+    made = client.create_collection("coll-exist", shards=1, index={"nlist": 16, "nprobe": 8})
+    try:
+        # A bare create conflicts on the server (its default is 2 shards, this one has 1): exist_ok lets it be.
+        with pytest.raises(attest.ConflictError):
+            client.create_collection("coll-exist")
+        assert client.create_collection("coll-exist", exist_ok=True) == made
+        assert client.create_collection("coll-exist", shards=1, index={"nlist": 16}, exist_ok=True) == made
+        assert client.create_collection("coll-exist", index={"nprobe": 8}, exist_ok=True) == made
+
+        with pytest.raises(attest.ConflictError) as other:
+            client.create_collection("coll-exist", shards=2, index={"nlist": 16, "nprobe": 4}, exist_ok=True)
+        assert (other.value.status, other.value.code) == (409, "ALREADY_EXISTS")
+        assert "shards 1 (asked 2)" in other.value.message and "index.nprobe 8 (asked 4)" in other.value.message
+        assert "nlist" not in other.value.message  # what matches is not named
+    finally:
+        client.drop_collection("coll-exist")
+
+
+def test_create_exist_ok_creates_what_is_not_there(client):
+    made = client.create_collection("coll-exist-new", shards=1, exist_ok=True)
+    assert (made.name, made.shards) == ("coll-exist-new", 1)
+    assert client.get_collection("coll-exist-new") == made
+    client.drop_collection("coll-exist-new")
+
+
 def test_an_explicit_zero_is_refused_naming_the_field(client):
     with pytest.raises(attest.InvalidArgumentError) as e:
         client.create_collection("coll-zero", index={"nlist": 0})

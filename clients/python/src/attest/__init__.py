@@ -1,9 +1,9 @@
 """Python client of Attest's HTTP API v1: collections, documents, hybrid search, grounded answers.
 
-:class:`Client` blocks, :class:`AsyncClient` awaits; both take ``api_key=`` (or ``$ATTEST_API_KEY``) and
-``ca_cert=`` (or ``$ATTEST_CA_CERT``), retry 429/503 honouring ``Retry-After``, and raise :class:`AttestError`
-with the API's ``code`` and ``field``. LangChain and LlamaIndex adapters: :mod:`attest.langchain`,
-:mod:`attest.llamaindex` (extras ``attest-client[langchain]``, ``[llamaindex]``).
+:class:`Client` blocks, :class:`AsyncClient` awaits; both take the server's URL (or ``$ATTEST_SERVER``),
+``api_key=`` (or ``$ATTEST_API_KEY``) and ``ca_cert=`` (or ``$ATTEST_CA_CERT``), retry 429/503 honouring
+``Retry-After``, and raise :class:`AttestError` with the API's ``code`` and ``field``. LangChain and LlamaIndex
+adapters: :mod:`attest.langchain`, :mod:`attest.llamaindex` (extras ``attest-client[langchain]``, ``[llamaindex]``).
 """
 
 from ._version import __version__

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
-from .errors import AttestError
+from .errors import AttestError, ConflictError
 from .models import (
     ApiKey,
     AskRequest,
@@ -82,6 +82,38 @@ def create_collection(
         chunking=dict(chunking) if chunking is not None else None,
     )
     return Call("POST", "/v1/collections", Collection.model_validate, json=body.body())
+
+
+def existing_collection(create: Call[Collection], existing: Collection, conflict: ConflictError) -> Collection:
+    """``create_collection(..., exist_ok=True)`` after the server's 409: the collection that exists, when it has
+    every setting the create request gave; else a ConflictError naming each difference.
+
+    The server compares the settings a request leaves out too, as their defaults, so a collection made with
+    ``shards=1`` conflicts with a bare ``create_collection(name)``; here what the caller did not ask for does
+    not matter.
+    """
+    have = existing.model_dump(mode="json")
+    differences = []
+    for key, asked in create.json.items():
+        if key == "name":
+            continue
+        if isinstance(asked, dict):
+            got_all = have.get(key) or {}
+            differences += [
+                f"{key}.{sub} {got_all.get(sub)} (asked {value})"
+                for sub, value in asked.items()
+                if got_all.get(sub) != value
+            ]
+        elif have.get(key) != asked:
+            differences.append(f"{key} {have.get(key)} (asked {asked})")
+    if differences:
+        raise ConflictError(
+            f"collection `{existing.name}` already exists with another configuration: {', '.join(differences)}",
+            code=conflict.code,
+            status=conflict.status,
+            request_id=conflict.request_id,
+        )
+    return existing
 
 
 def list_collections() -> Call[list[Collection]]:

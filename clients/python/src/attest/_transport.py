@@ -26,10 +26,18 @@ def _request(http: httpx.Client | httpx.AsyncClient, call: Call[Any]) -> httpx.R
     )
 
 
-def _transport_error(exc: httpx.TransportError) -> AttestError:
+def _transport_error(exc: httpx.TransportError, request: httpx.Request) -> AttestError:
+    # The URL is in the message: a client built without one (the adapters' default) goes to $ATTEST_SERVER or
+    # 127.0.0.1:7700, and "could not reach Attest" alone does not say which.
+    server = f"{request.url.scheme}://{request.url.netloc.decode('ascii')}"
+    what = f"{request.method} {request.url.raw_path.decode('ascii')}"
     if isinstance(exc, httpx.TimeoutException):
-        return AttestError(f"no answer from Attest in time: {exc!r}", code="DEADLINE_EXCEEDED")
-    return UnavailableError(f"could not reach Attest: {exc!r}", code="UNAVAILABLE")
+        return AttestError(f"no answer from Attest at {server} in time ({what}): {exc!r}", code="DEADLINE_EXCEEDED")
+    return UnavailableError(
+        f"could not reach Attest at {server} ({what}): {exc}; is the server running there? "
+        "Pass its URL (Client(url), the adapters' url=) or set $ATTEST_SERVER",
+        code="UNAVAILABLE",
+    )
 
 
 def _error(response: httpx.Response) -> AttestError:
@@ -62,12 +70,13 @@ class SyncSender:
         """The successful response (with ``stream``, its body not read yet: close it); raises AttestError."""
         attempt = 0
         while True:
+            request = _request(self.http, call)
             try:
-                response = self.http.send(_request(self.http, call), stream=stream)
+                response = self.http.send(request, stream=stream)
             except httpx.TransportError as e:
                 wait = self.retry.wait_for_error(attempt, e)
                 if wait is None:
-                    raise _transport_error(e) from e
+                    raise _transport_error(e, request) from e
             else:
                 if response.is_success:
                     return response
@@ -101,12 +110,13 @@ class AsyncSender:
         """As :meth:`SyncSender.send`."""
         attempt = 0
         while True:
+            request = _request(self.http, call)
             try:
-                response = await self.http.send(_request(self.http, call), stream=stream)
+                response = await self.http.send(request, stream=stream)
             except httpx.TransportError as e:
                 wait = self.retry.wait_for_error(attempt, e)
                 if wait is None:
-                    raise _transport_error(e) from e
+                    raise _transport_error(e, request) from e
             else:
                 if response.is_success:
                     return response

@@ -19,7 +19,7 @@ from . import _ops as ops
 from ._config import Settings
 from ._transport import AsyncSender
 from .bulk import DEFAULT_BATCH_SIZE, DEFAULT_MAX_BATCH_BYTES, DocumentLike, upload_plan
-from .errors import AttestError
+from .errors import AttestError, ConflictError
 from .models import (
     ApiKey,
     AskResponse,
@@ -107,11 +107,20 @@ class AsyncClient:
         replication: int | None = None,
         index: IndexRequest | Mapping[str, int] | None = None,
         chunking: Mapping[str, Any] | None = None,
+        exist_ok: bool = False,
     ) -> Collection:
-        """Creates a collection (admin). ``index``: ``{nlist, m, nbits, nprobe}``; left out: the defaults."""
-        return await self._sender.run(
-            ops.create_collection(name, shards=shards, replication=replication, index=index, chunking=chunking)
-        )
+        """Creates a collection (admin). ``index``: ``{nlist, m, nbits, nprobe}``; left out: the defaults.
+
+        The same request again answers the collection; one under an existing name with other settings raises
+        ConflictError, unless ``exist_ok``: then the existing collection is answered if it has the settings given
+        here (those left out do not matter), and a ConflictError names each one it has otherwise."""
+        create = ops.create_collection(name, shards=shards, replication=replication, index=index, chunking=chunking)
+        try:
+            return await self._sender.run(create)
+        except ConflictError as conflict:
+            if not exist_ok or conflict.code != "ALREADY_EXISTS":
+                raise
+            return ops.existing_collection(create, await self._sender.run(ops.get_collection(name)), conflict)
 
     async def list_collections(self) -> list[Collection]:
         """The collections this key may see."""

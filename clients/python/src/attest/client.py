@@ -1,8 +1,8 @@
 """The blocking client: :class:`Client`.
 
 >>> from attest import Client
->>> c = Client("http://127.0.0.1:7700")            # api_key= or $ATTEST_API_KEY, ca_cert= or $ATTEST_CA_CERT
->>> c.create_collection("docs")
+>>> c = Client("http://127.0.0.1:7700")            # or $ATTEST_SERVER; api_key= or $ATTEST_API_KEY, ca_cert= ...
+>>> c.create_collection("docs", exist_ok=True)
 >>> c.upload_documents("docs", [{"id": "1", "text": "Writes are made durable by the ingest log."}])
 >>> c.search("docs", "how are writes made durable?", k=5).hits
 >>> c.ask("docs", "how are writes made durable?").answer
@@ -21,7 +21,7 @@ from . import _ops as ops
 from ._config import Settings
 from ._transport import SyncSender
 from .bulk import DEFAULT_BATCH_SIZE, DEFAULT_MAX_BATCH_BYTES, DocumentLike, upload_plan
-from .errors import AttestError
+from .errors import AttestError, ConflictError
 from .models import (
     ApiKey,
     AskResponse,
@@ -107,11 +107,20 @@ class Client:
         replication: int | None = None,
         index: IndexRequest | Mapping[str, int] | None = None,
         chunking: Mapping[str, Any] | None = None,
+        exist_ok: bool = False,
     ) -> Collection:
-        """Creates a collection (admin). ``index``: ``{nlist, m, nbits, nprobe}``; left out: the defaults."""
-        return self._sender.run(
-            ops.create_collection(name, shards=shards, replication=replication, index=index, chunking=chunking)
-        )
+        """Creates a collection (admin). ``index``: ``{nlist, m, nbits, nprobe}``; left out: the defaults.
+
+        The same request again answers the collection; one under an existing name with other settings raises
+        ConflictError, unless ``exist_ok``: then the existing collection is answered if it has the settings given
+        here (those left out do not matter), and a ConflictError names each one it has otherwise."""
+        create = ops.create_collection(name, shards=shards, replication=replication, index=index, chunking=chunking)
+        try:
+            return self._sender.run(create)
+        except ConflictError as conflict:
+            if not exist_ok or conflict.code != "ALREADY_EXISTS":
+                raise
+            return ops.existing_collection(create, self._sender.run(ops.get_collection(name)), conflict)
 
     def list_collections(self) -> list[Collection]:
         """The collections this key may see."""

@@ -1,7 +1,7 @@
 """LangChain adapters (extra ``attest-client[langchain]``): a retriever and a grounded-answer tool.
 
 >>> from attest.langchain import AttestRetriever, AttestAnswerTool
->>> retriever = AttestRetriever(collection="docs", k=5, tenant="acme", filter={"lang": "en"})
+>>> retriever = AttestRetriever(collection="docs", k=5, filter={"lang": "en"})   # url= or $ATTEST_SERVER
 >>> docs = retriever.invoke("how are writes made durable?")      # metadata: score, lanes, provenance
 >>> docs = retriever.invoke("how are writes made durable?", k=2, filter=None)   # this call only
 >>> tool = AttestAnswerTool(collection="docs")
@@ -21,8 +21,9 @@ try:
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError("attest.langchain needs langchain-core: pip install 'attest-client[langchain]'") from e
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ._adapters import with_adapter_client
 from .async_client import AsyncClient
 from .client import Client
 from .grounded import answer_text
@@ -56,11 +57,15 @@ class AttestRetriever(BaseRetriever):
 
     Each of them may also be given to ``invoke``/``ainvoke`` (``retriever.invoke(q, k=1, tenant="globex")``):
     it replaces the retriever's own for that call only (``None``: the server's default). Any other keyword
-    argument raises :class:`TypeError` rather than being ignored."""
+    argument raises :class:`TypeError` rather than being ignored.
+
+    The server: ``client``, else ``url``, else ``$ATTEST_SERVER``, else ``http://127.0.0.1:7700``."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     collection: str
+    #: The server, when ``client`` is not given: default ``$ATTEST_SERVER``, else ``http://127.0.0.1:7700``.
+    url: str | None = None
     client: Client = Field(default_factory=Client)
     async_client: AsyncClient | None = None
     k: int = 4
@@ -70,6 +75,11 @@ class AttestRetriever(BaseRetriever):
     weights: dict[str, float] | None = None
     rrf_k: float | None = None
     nprobe: int | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _client_for_url(cls, data: Any) -> Any:
+        return with_adapter_client(data)
 
     def _search_args(self, per_call: dict[str, Any]) -> dict[str, Any]:
         """The retriever's search arguments, with those given for this call in their place."""
@@ -124,12 +134,19 @@ class AttestAnswerTool(BaseTool):
     response_format: Literal["content", "content_and_artifact"] = "content_and_artifact"
 
     collection: str
+    #: The server, when ``client`` is not given: default ``$ATTEST_SERVER``, else ``http://127.0.0.1:7700``.
+    url: str | None = None
     client: Client = Field(default_factory=Client)
     async_client: AsyncClient | None = None
     tenant: str | None = None
     #: Pass on an ``out_of_corpus`` answer (a configured LLM's general knowledge, with its disclaimer) instead
     #: of treating it as an abstention.
     allow_out_of_corpus: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _client_for_url(cls, data: Any) -> Any:
+        return with_adapter_client(data)
 
     def _run(self, question: str, run_manager: Any = None) -> tuple[str, AskResponse]:
         response = self.client.ask(self.collection, question, tenant=self.tenant)

@@ -1,7 +1,7 @@
 """LlamaIndex adapters (extra ``attest-client[llamaindex]``): a retriever and a grounded-answer query engine.
 
 >>> from attest.llamaindex import AttestRetriever, AttestQueryEngine
->>> nodes = AttestRetriever("docs", k=5, tenant="acme").retrieve("how are writes made durable?")
+>>> nodes = AttestRetriever("docs", k=5).retrieve("how are writes made durable?")   # url= or $ATTEST_SERVER
 >>> response = AttestQueryEngine(collection="docs").query("how are writes made durable?")
 >>> response.response, response.source_nodes          # cited answer and its citations, or the abstention
 """
@@ -19,8 +19,9 @@ try:
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError("attest.llamaindex needs llama-index-core: pip install 'attest-client[llamaindex]'") from e
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
+from ._adapters import adapter_client, with_adapter_client
 from .async_client import AsyncClient
 from .client import Client
 from .grounded import answer_text, is_grounded
@@ -64,13 +65,15 @@ class AttestRetriever(BaseRetriever):
     ``filter``, ``tenant``, ``weights``, ``rrf_k`` and ``nprobe`` go to the search as they are.
 
     LlamaIndex's ``retrieve`` takes nothing but the query; ``k`` is also :attr:`similarity_top_k`, the name
-    LlamaIndex's own retrievers give it, settable between calls."""
+    LlamaIndex's own retrievers give it, settable between calls. The server: ``client``, else ``url``, else
+    ``$ATTEST_SERVER``, else ``http://127.0.0.1:7700``."""
 
     def __init__(
         self,
         collection: str,
         client: Client | None = None,
         *,
+        url: str | None = None,
         async_client: AsyncClient | None = None,
         k: int = 4,
         lanes: list[str] | None = None,
@@ -83,7 +86,7 @@ class AttestRetriever(BaseRetriever):
     ) -> None:
         super().__init__(callback_manager=callback_manager)
         self.collection = collection
-        self.client = client or Client()
+        self.client = adapter_client(url, client)
         self.async_client = async_client
         self.search_args: dict[str, Any] = {
             "k": k, "lanes": lanes, "filter": filter, "tenant": tenant, "weights": weights, "rrf_k": rrf_k,
@@ -117,11 +120,18 @@ class AttestQueryEngine(CustomQueryEngine):
     abstention (reason and suggestions) and there are no source nodes: never an answer made up in its place."""
 
     collection: str
+    #: The server, when ``client`` is not given: default ``$ATTEST_SERVER``, else ``http://127.0.0.1:7700``.
+    url: str | None = None
     client: Client = Field(default_factory=Client)
     async_client: AsyncClient | None = None
     tenant: str | None = None
     #: Pass on an ``out_of_corpus`` answer (with its disclaimer) instead of treating it as an abstention.
     allow_out_of_corpus: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _client_for_url(cls, data: Any) -> Any:
+        return with_adapter_client(data)
 
     def _response(self, answer: AskResponse) -> Response:
         grounded = is_grounded(answer, self.allow_out_of_corpus)
