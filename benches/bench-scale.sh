@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The scale runs of docs/BENCHMARKS.md ("Dense index at scale"): `attest-lab bench` on 100k … 10M synthetic 384-d
+# The scale runs of docs/BENCHMARKS.md (the dense index table; docs/bench/history.md "Dense index at scale"): `attest-lab bench` on 100k … 10M synthetic 384-d
 # vectors and on Fashion-MNIST, then the cost model fitted to them with its plots. Writes docs/bench/.
 #
 #   benches/bench-scale.sh [SIZES...]      # default: 100000 300000 1000000 3000000 10000000

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The cluster at scale of docs/BENCHMARKS.md ("The cluster at 10M vectors", issue 43): a local cluster
+# The cluster at scale of docs/BENCHMARKS.md (the cluster table; docs/bench/history.md "The cluster at scale through the router", issue 43): a local cluster
 # (scripts/local-cluster.sh: 3 meta, 3 shard nodes, 1 router) with one collection of 6 shards × replication 2,
 # the vectors ingested through the router with their own vectors, then serving, one shard process SIGKILLed,
 # writes while it is down, its restart and catch-up; the cost model's prediction first and the single engine's
@@ -22,7 +22,7 @@ export ATTEST__ENGINE__KEEP_SEALED_VECTORS_IN_LOG="${ATTEST__ENGINE__KEEP_SEALED
 # 1.5 KB per replica row; crates/attest-router/src/config.rs `check_near_duplicates`). Set true to measure it.
 export ATTEST__ROUTER__CHECK_NEAR_DUPLICATES="${ATTEST__ROUTER__CHECK_NEAR_DUPLICATES:-false}"
 # The SQ8 copy's scores final (no random read of a full vector per candidate: at 10M the full vectors, 15 GB, do not
-# fit in the page cache beside the rest on a 24 GiB machine; docs/BENCHMARKS.md "10M: p95 under 10 ms").
+# fit in the page cache beside the rest on a 24 GiB machine; docs/decisions/cluster-10m-nprobe16.md).
 export ATTEST__ENGINE__EXACT_REFINE="${ATTEST__ENGINE__EXACT_REFINE:-0}"
 vectors="${1:-10000000}"
 shift || true

@@ -5,7 +5,7 @@
 # scripts/reader/safetensors_to_onnx.py, byte for byte the committed file from the same weights) — and its
 # verifier calibration (support.json). With ATTEST_READER_BGE=1 it also trains the bge-small rounds 8 and 10 into $WORK/r8/onnx and
 # $WORK/r10/onnx: round 8 is the committed second reader (crates/attest-answer/models/reader-bge, the answer tier's
-# `reader.ensemble`, docs/BENCHMARKS.md "Two readers"; its graph was trained on an H200, so a CPU run reproduces it
+# `reader.ensemble`, docs/decisions/two-readers.md; its graph was trained on an H200, so a CPU run reproduces it
 # to the step, not to the byte); round 10 was measured, not committed ("Reader round 10"); to run round 10, copy that folder's files over
 # models/reader, rebuild (the checksums are compiled in), and refit support.json.
 #   1. a virtual environment with PyTorch (CPU), tokenizers, safetensors, onnx and onnxruntime from PyPI

@@ -7,7 +7,7 @@
 //!   ask (rewrites, identifier lookups) costs one round trip per shard per hop.
 //!
 //! The bytes and calls these save against payloads in the fan-out and one `Search` per query are in
-//! docs/BENCHMARKS.md ("Fetch only what is returned", "One fan-out per hop").
+//! docs/bench/history.md ("Fetch only what is returned", "One fan-out per hop").
 
 use crate::common;
 

@@ -94,7 +94,7 @@ pub struct AnswerConfig {
     /// override it. 0.20 with the two readers passed the held-in choosing rule the readers alone missed by one
     /// post, but a floor abstains on every answer that keeps a marked partial claim (`partial_claims: mark`: its
     /// support is the answer's confidence), and on held-out sets it changed no count of answered unanswerable
-    /// questions, only coverage (docs/BENCHMARKS.md "Two readers").
+    /// questions, only coverage (docs/decisions/two-readers.md).
     pub min_confidence: f64,
     /// Follow meta's cluster state (thresholds, API keys) by a watch: a change arrives as soon as meta applies
     /// it. Off: re-read the whole state every `meta_refresh_ms`.

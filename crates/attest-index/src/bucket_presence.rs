@@ -2,7 +2,7 @@
 //! near-duplicate lookup of a new text — which shares no bucket with the corpus, the common case — is answered
 //! from memory: one cache line per band, instead of a RocksDB seek that probes the memtable's and every table's
 //! prefix filter (those seeks were 17% of the cluster's CPU through a 1M-vector ingest: every batch asks every
-//! shard about every document, 32 bands each; docs/BENCHMARKS.md "1M, fourth session").
+//! shard about every document, 32 bands each; docs/bench/history.md "1M, fourth session").
 //!
 //! It only over-approximates. A write inserts its buckets before its batch is written; the filter built at open
 //! scans the column family in a background thread while writes go on inserting theirs (Bloom inserts commute, so

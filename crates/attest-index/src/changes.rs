@@ -5,7 +5,7 @@
 //! Catch-up asks a peer every `repair_interval_ms` (10 s) for the documents it changed after the position of its
 //! previous listing. Filtering the `docs` family by `seq` read every document to return a few: at 10M vectors
 //! (1.67M documents a replica, 12 replicas on 3 nodes) an idle cluster spent 12–15 CPU-seconds of every 10 on
-//! these listings, for ever (docs/BENCHMARKS.md, "10M, settled"). Here a listing reads the entries after the
+//! these listings, for ever (docs/bench/history.md, "10M, settled"). Here a listing reads the entries after the
 //! position and the current version of each: its cost follows the changes, not the collection.
 //!
 //! The index holds one entry per entry of `docs`, kept in the same write batch: a write puts its document's new

@@ -37,9 +37,9 @@ pub struct EngineConfig {
     /// Dense candidates fetched per requested hit in a segment with an SQ8 copy of its vectors (never fewer than
     /// `overfetch`): all are re-scored from the copy (a byte per dimension, so it stays in memory), the best
     /// [`crate::engine::EXACT_REFINE`] × k of them from the full vectors. 64: at 10M clustered 384-d vectors
-    /// recall@10 rises from 0.918 (16 × k re-scored exactly) to 0.991 at nprobe 8 (docs/BENCHMARKS.md "Recall at
+    /// recall@10 rises from 0.918 (16 × k re-scored exactly) to 0.991 at nprobe 8 (docs/decisions/sq8-rescoring.md, "Recall at
     /// 10M"); with one quantizer per shard and 4,096 lists it is 0.999 at nprobe 4, 388 searches a second on one
-    /// core (48: 0.998, 32: 0.978; "Rows without a lookup").
+    /// core (48: 0.998, 32: 0.978; docs/decisions/serving-10m-engine.md).
     pub compact_overfetch: usize,
     /// Of the candidates ranked by their SQ8 copies, the best `exact_refine` × k are scored again from the full
     /// vectors ([`crate::engine::EXACT_REFINE`], 2). 0: the copies' scores are final and a search reads no full
@@ -56,7 +56,7 @@ pub struct EngineConfig {
     pub seal_idle_rows: usize,
     /// `seal_idle_rows` for a replica whose shard quantizer is trained (it has held `nlist` × 39 rows): its
     /// backlog is encoded with that quantizer, and at 384-d a flat scan of 3,000–8,000 rows beside the sealed
-    /// ones was 6% of a 10M cluster's search CPU (docs/BENCHMARKS.md, "10M: p95 under 10 ms"). Default 1,000: a
+    /// ones was 6% of a 10M cluster's search CPU (docs/decisions/cluster-10m-nprobe16.md). Default 1,000: a
     /// flat scan of fewer costs about what a segment's fixed search cost does.
     pub seal_idle_rows_quantized: usize,
     /// Seals that may run at once in this process, over all its replicas, and as many merges beside them

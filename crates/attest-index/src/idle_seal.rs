@@ -2,7 +2,7 @@
 //! rows; what arrives after the last seal waits for more writes, and every search scans it flat, row by row. When
 //! writes stop short of the threshold — the end of a bulk load, documents copied by catch-up, a quiet collection
 //! — that scan stays in every search for good: at 10M vectors it was 28% of a shard search's CPU
-//! (docs/BENCHMARKS.md, "10M, settled"). Milvus seals a growing segment that has stopped growing for the same
+//! (docs/bench/history.md, "10M, settled"). Milvus seals a growing segment that has stopped growing for the same
 //! reason. A replica whose last write is `engine.seal_idle_ms` old and that holds at least
 //! `engine.seal_idle_rows` unsealed rows is sealed here (`engine.seal_idle_rows_quantized`, 1,000, once the
 //! shard's quantizer is trained: leftovers of a few thousand rows beside 1.67M sealed ones were still 6% of a 10M

@@ -93,7 +93,7 @@ pub enum ReadFrom {
     /// least loaded node, so the first replicas of a collection spread over the nodes as evenly as its replicas
     /// do, and the page cache has to hold one copy of each shard's serving files, not one per replica — for nodes
     /// whose memory holds one copy and not two. At 10M vectors on this project's 3-node VM it made no difference
-    /// that stood out of the runs' spread (docs/BENCHMARKS.md, "10M, settled").
+    /// that stood out of the runs' spread (docs/bench/history.md, "10M, settled").
     First,
 }
 

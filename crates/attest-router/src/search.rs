@@ -358,7 +358,7 @@ impl Router {
 /// by two lists, so each is searched `lane_depth` deep. One lane alone is its own ranking, and the best `k`
 /// of the union of every shard's best `k` are the collection's best `k`: `k` deep loses nothing, and a
 /// shard's dense lane re-scores `compact_overfetch` × its depth candidates (50 deep for a top 10: 1.6× the
-/// CPU of a shard search at 1M, docs/BENCHMARKS.md "1M, fourth session").
+/// CPU of a shard search at 1M, docs/bench/history.md "1M, fourth session").
 fn lane_depth(configured: usize, k: usize, lanes: usize) -> usize {
     let depth = if lanes > 1 { configured.max(k) } else { k };
     depth.min(limits::MAX_TOP_K)
