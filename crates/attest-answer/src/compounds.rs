@@ -135,6 +135,24 @@ impl Compounds {
         self.asked.iter().any(|c| stated.contains(c))
     }
 
+    /// Whether `sentence` names a compound and no word of the question's ("Staff become eligible for the laptop
+    /// budget after …" asked of the relocation allowance): what it says is said of something else, as
+    /// [`crate::subjects::Subjects::another_in_place`] says of a name.
+    pub fn another_in_place(&self, sentence: &str) -> bool {
+        if self.asked.is_empty() {
+            return false;
+        }
+        let stated = compounds(sentence, &self.skip);
+        if stated.is_empty() {
+            return false;
+        }
+        let written = text::content_set(sentence);
+        !self
+            .asked
+            .iter()
+            .any(|c| written.contains(&c.modifier) || written.contains(&c.head))
+    }
+
     /// Whether `sentence` names, in place of one of the question's compounds, another with its head.
     pub fn another_in(&self, sentence: &str) -> bool {
         if self.asked.is_empty() {
@@ -218,6 +236,21 @@ mod tests {
         assert!(!another(
             "What is the leave in Germany?",
             "In France the leave is 3 days."
+        ));
+    }
+
+    #[test]
+    fn a_sentence_naming_another_compound_and_no_word_of_the_asked_one_speaks_of_something_else() {
+        let c = Compounds::of_question(
+            "How long must staff work before they are eligible for the relocation allowance?",
+            [],
+        );
+        assert!(c.another_in_place(
+            "Staff become eligible for the laptop budget after 1 months of service."
+        ));
+        assert!(!c.another_in_place("Staff become eligible for it after 6 months of service."));
+        assert!(!c.another_in_place(
+            "Staff become eligible for the relocation allowance after 6 months of service."
         ));
     }
 }

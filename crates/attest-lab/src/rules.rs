@@ -149,7 +149,7 @@ fn ask<'a>(
     let rules = SentenceRules::new(&query.text, config).seeing(
         std::iter::once(doc)
             .chain(seen.iter().copied())
-            .flat_map(|d| [d.title.as_str(), d.text.as_str()]),
+            .map(|d| (d.title.as_str(), d.text.as_str())),
     );
     Some(Asked {
         query,
@@ -159,17 +159,30 @@ fn ask<'a>(
     })
 }
 
-/// What a question's retrieval might bring beside its document, without retrieving: every document of its
-/// company (tenant) where the set has tenants, else every paragraph of its article (title). An over-estimate,
-/// so the figures of `asked_words` are of the rule at its strictest.
+/// What a question's retrieval might bring beside its document, without retrieving: the [`RETRIEVED`] documents of
+/// its company (tenant) where the set has tenants, else of its article (title), that share most content words with
+/// the question. A stand-in for the reranked passages the reader is given.
 fn neighbourhood<'a>(
+    question: &str,
     doc: &CorpusDoc,
     by_key: &'a BTreeMap<&str, Vec<&'a CorpusDoc>>,
-) -> &'a [&'a CorpusDoc] {
-    by_key
+) -> Vec<&'a CorpusDoc> {
+    let asked = text::content_set(question);
+    let mut near: Vec<(usize, &CorpusDoc)> = by_key
         .get(doc.tenant.as_deref().unwrap_or(&doc.title))
-        .map_or(&[], Vec::as_slice)
+        .map_or(&[][..], Vec::as_slice)
+        .iter()
+        .map(|d| {
+            let words = text::content_set(&format!("{} {}", d.title, d.text));
+            (asked.intersection(&words).count(), *d)
+        })
+        .collect();
+    near.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.id.cmp(&b.1.id)));
+    near.into_iter().take(RETRIEVED).map(|(_, d)| d).collect()
 }
+
+/// Documents a question's retrieval stands in for (the reader reads the best `reader.passages`, 4 by default).
+const RETRIEVED: usize = 4;
 
 pub fn run(args: RulesArgs) -> anyhow::Result<()> {
     let cfg = attest_node::config::load(args.config.as_deref(), std::env::vars())?;
@@ -200,14 +213,15 @@ pub fn run(args: RulesArgs) -> anyhow::Result<()> {
     let (mut gold, mut near) = (Tally::default(), Tally::default());
     for q in &set.queries {
         if q.answerable {
-            gold.add(
-                gold_doc(q).and_then(|d| ask(q, d, &q.answers, neighbourhood(d, &by_key), reader)),
-            );
+            gold.add(gold_doc(q).and_then(|d| {
+                let seen = neighbourhood(&q.text, d, &by_key);
+                ask(q, d, &q.answers, &seen, reader)
+            }));
         } else if let (Some(doc), Some(fact)) = (q.near_doc.as_deref(), &q.near_answer) {
             let doc = docs.get(doc).copied();
             near.add(doc.and_then(|d| {
-                let seen = neighbourhood(d, &by_key);
-                ask(q, d, std::slice::from_ref(fact), seen, reader)
+                let seen = neighbourhood(&q.text, d, &by_key);
+                ask(q, d, std::slice::from_ref(fact), &seen, reader)
             }));
         }
     }

@@ -95,7 +95,7 @@ pub struct ReaderConfig {
     /// Under `gate: veto`, the lexical gate refuses when the best reranked score is below this (see
     /// [`crate::gate::lexical_beside_reader`]). 0.40, the lexical gate's own bail threshold: on held-in articles
     /// and posts, 0.30 covered 3.5 points more of squad-dev at the same hallucination (0.7%) but hallucinated
-    /// 13.3% on shift-reddit against 10.2% (docs/BENCHMARKS.md "Verifier calibration"); a corpus of
+    /// 13.3% on shift-reddit against 10.2% (docs/bench/history.md "Verifier calibration, and the veto's own threshold"); a corpus of
     /// encyclopedic text may take the lower value. With `question_names` on, 0.35 passed on held-in posts (17 of 166
     /// answered, as 0.40 without it) but answered 5.9% of shift-reddit's held-out posts against 4.4%, over the 5%
     /// target (docs/bench/history.md "The question's names with a lower veto").
@@ -141,7 +141,7 @@ pub struct ReaderConfig {
     /// covered 3.8 points more of squad-dev held-out, 4.1 of shift-new-wiki and 2.3 of shift-reddit, answering the
     /// same number of unanswerable questions on the last two and one more on squad-dev, for ~1.5× the ask time
     /// of round 7 alone (both under candle then; with every reader under ONNX Runtime the two ask in half the time
-    /// they took: docs/BENCHMARKS.md "Two readers", "The main reader under ONNX Runtime"). `[]`: round 7 alone.
+    /// they took: docs/decisions/two-readers.md, docs/decisions/onnx-runtime-reader.md). `[]`: round 7 alone.
     pub ensemble: Vec<PathBuf>,
     /// How the ensemble's answerabilities combine ([`EnsembleRule`]); default `mean`. `geometric` (chosen held-in,
     /// where it kept squad-dev at 0.0% and 78.7% with ground 0.10 and halved shift-reddit's answered unanswerable
@@ -334,7 +334,7 @@ impl Reader {
         // Nor one a rule of [`rules`] refuses: it answers another question (another edition, a look-alike
         // subject, another attribute or condition, no quantity for "how many", a value withheld).
         let rules = SentenceRules::new(question, &self.config)
-            .seeing(passages.iter().flat_map(|p| [p.title, p.text]));
+            .seeing(passages.iter().map(|p| (p.title, p.text)));
         let off: Vec<bool> = passages
             .iter()
             .map(|p| rules.passage_refusal(p.title, p.text).is_some())

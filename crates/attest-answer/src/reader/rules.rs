@@ -115,17 +115,17 @@ impl<'a> SentenceRules<'a> {
         }
     }
 
-    /// The rules of a question read against these passages (title and text each). `asked_words` holds a
-    /// sentence to the question's words only where some passage writes one of them: the documents then have
-    /// words for what is asked, and a sentence without them states something else ("Battery life of the Drift
-    /// Max is 10 hours" beside "The Drift Mini takes 2 hours to charge"). Where none does, the question is
-    /// paraphrased ("When was the FSO Car Factory founded?" of "… was established in 1951"), and the rule would
-    /// refuse the answer itself.
-    pub fn seeing<'p>(mut self, passages: impl IntoIterator<Item = &'p str>) -> Self {
+    /// The rules of a question read against these passages (title, text). `asked_words` holds a sentence to the
+    /// question's words only where some passage writes one of them: the documents then have words for what is
+    /// asked, and a sentence without them states something else ("Battery life of the Drift Max is 10 hours"
+    /// beside "The Drift Mini takes 2 hours to charge"). Where none does, the question is paraphrased ("When was
+    /// the FSO Car Factory founded?" of "… was established in 1951"), and the rule would refuse the answer itself.
+    pub fn seeing<'p>(mut self, passages: impl IntoIterator<Item = (&'p str, &'p str)>) -> Self {
         self.asked_in_passages = self.asked_words.is_empty()
-            || passages
-                .into_iter()
-                .any(|text| meets_the_asked(&self.asked_words, text));
+            || passages.into_iter().any(|(title, text)| {
+                meets_the_asked(&self.asked_words, title)
+                    || meets_the_asked(&self.asked_words, text)
+            });
         self
     }
 
@@ -215,7 +215,10 @@ impl<'a> SentenceRules<'a> {
                 c.conditions && self.conditions.contradicted_by(sentence)
             }),
             (Rule::Compounds, &|| {
-                c.compounds && self.compounds.another_in(sentence)
+                // In place of the subject only where the compound is the subject (the question names nothing).
+                c.compounds
+                    && (self.compounds.another_in(sentence)
+                        || self.subjects.is_empty() && self.compounds.another_in_place(sentence))
             }),
             (Rule::QuestionNames, &|| {
                 self.names.as_ref().is_some_and(|names| {
@@ -313,10 +316,10 @@ mod tests {
         let q = "When was the FSO Car Factory founded?";
         let text = "The FSO Car Factory was established in 1951.";
         let sentences = crate::text::sentences(text);
-        let alone = SentenceRules::new(q, &config).seeing([text]);
+        let alone = SentenceRules::new(q, &config).seeing([("Warsaw", text)]);
         assert_eq!(alone.sentence_refusal("Warsaw", &sentences, 0), None);
-        let worded =
-            SentenceRules::new(q, &config).seeing([text, "The museum was founded in 1990."]);
+        let worded = SentenceRules::new(q, &config)
+            .seeing([("Warsaw", text), ("", "The museum was founded in 1990.")]);
         assert_eq!(
             worded.sentence_refusal("Warsaw", &sentences, 0),
             Some(Rule::AskedWords)
