@@ -19,13 +19,9 @@ pub struct Cli {
         default_value = "http://127.0.0.1:7700"
     )]
     pub server: String,
-    /// Log level filter (e.g. info, debug, attest_index=debug).
-    #[arg(
-        long,
-        global = true,
-        env = "ATTEST_LOG",
-        default_value = "info,tantivy=warn"
-    )]
+    /// Log level filter (e.g. info, debug, attest_index=debug); ONNX Runtime (`ort`) and tantivy log at warn unless
+    /// named ("info,ort=info").
+    #[arg(long, global = true, env = "ATTEST_LOG", default_value = "info")]
     pub log_level: String,
     #[command(subcommand)]
     pub command: Command,

@@ -11,13 +11,9 @@ use clap::{Args, Parser, Subcommand};
     about = "Attest's lab: the answer-quality gate, the index benchmarks and model training"
 )]
 pub struct Lab {
-    /// Log level filter (e.g. info, debug, attest_index=debug).
-    #[arg(
-        long,
-        global = true,
-        env = "ATTEST_LOG",
-        default_value = "info,tantivy=warn"
-    )]
+    /// Log level filter (e.g. info, debug, attest_index=debug); ONNX Runtime (`ort`) and tantivy log at warn unless
+    /// named ("info,ort=info").
+    #[arg(long, global = true, env = "ATTEST_LOG", default_value = "info")]
     pub log_level: String,
     #[command(subcommand)]
     pub command: LabCommand,

@@ -22,6 +22,29 @@ use tracing_subscriber::{EnvFilter, Layer};
 /// The field name that carries the request id, in events and spans.
 pub const REQUEST_ID_FIELD: &str = "request_id";
 
+/// Libraries that log their own working at info (ONNX Runtime: ~1,300 lines of "Reserving memory in BFCArena" and
+/// graph rewrites as `attest dev` starts; tantivy: a line per merge). They log at warn unless a filter names them
+/// ("info,ort=info" asks for ONNX Runtime's lines).
+pub const QUIET_RUNTIMES: [&str; 2] = ["ort", "tantivy"];
+
+/// `filter` with each of [`QUIET_RUNTIMES`] it does not name set to warn.
+pub fn with_quiet_runtimes(filter: &str) -> String {
+    let named = |target: &str| {
+        filter
+            .split(',')
+            .any(|directive| directive.trim().split(['=', '[', ':']).next() == Some(target))
+    };
+    let mut out = filter.to_string();
+    for target in QUIET_RUNTIMES.iter().filter(|t| !named(t)) {
+        if !out.is_empty() {
+            out.push(',');
+        }
+        out.push_str(target);
+        out.push_str("=warn");
+    }
+    out
+}
+
 /// Installs the JSON formatter on stderr for the whole process (a second call is ignored).
 pub fn init(filter: &str) {
     init_with_writer(filter, std::io::stderr, None);
@@ -42,7 +65,8 @@ pub fn init_with_writer<W>(filter: &str, writer: W, traces: Option<crate::traces
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
-    let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = EnvFilter::try_new(with_quiet_runtimes(filter))
+        .unwrap_or_else(|_| EnvFilter::new(with_quiet_runtimes("info")));
     let logs = RequestIdLayer
         .and_then(
             tracing_subscriber::fmt::layer()
@@ -236,5 +260,19 @@ mod tests {
     fn component_names() {
         assert_eq!(component_of("attest_router::fanout"), "router");
         assert_eq!(component_of("tantivy::indexer"), "tantivy");
+    }
+
+    #[test]
+    fn third_party_runtimes_log_at_warn_unless_the_filter_names_them() {
+        assert_eq!(with_quiet_runtimes("info"), "info,ort=warn,tantivy=warn");
+        assert_eq!(
+            with_quiet_runtimes("info,tantivy=info"),
+            "info,tantivy=info,ort=warn"
+        );
+        assert_eq!(
+            with_quiet_runtimes("debug,ort=info,tantivy=error"),
+            "debug,ort=info,tantivy=error"
+        );
+        assert_eq!(with_quiet_runtimes(""), "ort=warn,tantivy=warn");
     }
 }
