@@ -19,6 +19,7 @@ setup:
 
 models:
 	scripts/install-model.sh
+	scripts/install-bge.sh
 	scripts/install-llm.sh
 
 # The whole workspace with every target. The `attest` binary alone resolves the same features
@@ -40,6 +41,7 @@ demo: setup
 test: build feature-check proto-lint chart-test console-test client-test api-fuzz
 	$(ONNX_PYTHON) -m unittest discover -s scripts/reader -p 'test_*.py'
 	python3 -m unittest discover -s data/company-nearmiss -p 'test_*.py'
+	python3 -m unittest discover -s scripts/embedders -p 'test_*.py'
 	cargo test --workspace --no-fail-fast
 
 feature-check:

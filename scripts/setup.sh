@@ -17,4 +17,5 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 scripts/install-model.sh
+scripts/install-bge.sh
 scripts/install-llm.sh

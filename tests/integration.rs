@@ -19,6 +19,7 @@ mod cluster_defaults;
 mod dev_control_plane;
 mod disk_full;
 mod e2e;
+mod embedder_record;
 mod eval;
 mod fallback;
 mod format_fixtures;

@@ -220,6 +220,10 @@ impl<E: Embedder> Embedder for CachedEmbedder<E> {
     fn count_tokens(&self, text: &str) -> usize {
         self.inner.count_tokens(text)
     }
+
+    fn query_prefix(&self) -> &str {
+        self.inner.query_prefix()
+    }
 }
 
 #[cfg(test)]

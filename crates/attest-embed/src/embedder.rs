@@ -12,6 +12,12 @@ pub trait Embedder: Send + Sync {
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
     /// Number of model tokens in `text` (without special tokens), used by the chunker's budget.
     fn count_tokens(&self, text: &str) -> usize;
+    /// What a search query is prefixed with before it is embedded: the instruction an asymmetric model was
+    /// trained with (bge's "Represent this sentence for searching relevant passages: "); passages never are.
+    /// Empty for a symmetric model.
+    fn query_prefix(&self) -> &str {
+        ""
+    }
 }
 
 impl<E: Embedder + ?Sized> Embedder for std::sync::Arc<E> {
@@ -27,6 +33,9 @@ impl<E: Embedder + ?Sized> Embedder for std::sync::Arc<E> {
     fn count_tokens(&self, text: &str) -> usize {
         (**self).count_tokens(text)
     }
+    fn query_prefix(&self) -> &str {
+        (**self).query_prefix()
+    }
 }
 
 impl<E: Embedder + ?Sized> Embedder for Box<E> {
@@ -41,6 +50,9 @@ impl<E: Embedder + ?Sized> Embedder for Box<E> {
     }
     fn count_tokens(&self, text: &str) -> usize {
         (**self).count_tokens(text)
+    }
+    fn query_prefix(&self) -> &str {
+        (**self).query_prefix()
     }
 }
 

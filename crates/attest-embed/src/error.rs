@@ -7,7 +7,7 @@ use std::path::PathBuf;
 pub enum EmbedError {
     /// The model directory or one of its files is absent.
     #[error(
-        "embedding model not found in {}: {hint}; install it with `scripts/install-model.sh` (or `make models`)",
+        "embedding model not found in {}: {hint}; install it with `{install}` (or `make models`)",
         dir.display()
     )]
     ModelMissing {
@@ -15,6 +15,8 @@ pub enum EmbedError {
         dir: PathBuf,
         /// What exactly is missing.
         hint: String,
+        /// The script that installs the model.
+        install: &'static str,
     },
     /// ONNX Runtime's shared library is absent (`embedder.local.runtime: onnx`).
     #[error(

@@ -79,4 +79,8 @@ impl<E: Embedder> Embedder for GuardedEmbedder<E> {
     fn count_tokens(&self, text: &str) -> usize {
         self.inner.count_tokens(text)
     }
+
+    fn query_prefix(&self) -> &str {
+        self.inner.query_prefix()
+    }
 }

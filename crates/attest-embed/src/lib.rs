@@ -15,6 +15,8 @@
 //!   committed for it (the embedder's, ONNX Runtime's and the answer tier's reader's).
 //! - [`onnx`]: [`OnnxMiniLmEmbedder`], the same model under ONNX Runtime (the default runtime: 5.5× candle's
 //!   throughput at the same vectors), the runtime library loaded at start-up and checksummed like the weights.
+//! - [`bge`]: [`OnnxBgeEmbedder`], bge-small-en-v1.5 under ONNX Runtime (CLS pooling, a query instruction; see
+//!   [`Embedder::query_prefix`]), chosen with `embedder.local.model`.
 //! - [`batches`]: a model over many inputs on a CPU: length-sorted batches spread over threads.
 //! - [`config`]: [`LocalEmbedderConfig`] (model directory, runtime, batch size, threads, max sequence length) and
 //!   [`default_model_dir`].
@@ -29,6 +31,7 @@
 //! - [`error`]: the [`EmbedError`] enum.
 
 pub mod batches;
+pub mod bge;
 pub mod breaker;
 pub mod cache;
 pub mod checksum;
@@ -42,11 +45,12 @@ pub mod remote;
 pub mod select;
 pub mod server;
 
+pub use bge::{OnnxBgeEmbedder, BGE_QUERY_PREFIX, BGE_SMALL_ID};
 pub use breaker::{BreakerConfig, BreakerState, CircuitBreaker};
 pub use cache::{CachedEmbedder, DEFAULT_CACHE_CAPACITY};
 pub use config::{
-    default_model_dir, default_onnxruntime_library, locate_repository_dir, LocalEmbedderConfig,
-    LocalRuntime, MODEL_DIR_ENV, ONNXRUNTIME_ENV,
+    default_dir, default_model_dir, default_onnxruntime_library, locate_repository_dir,
+    LocalEmbedderConfig, LocalModel, LocalRuntime, MODEL_DIR_ENV, ONNXRUNTIME_ENV,
 };
 pub use embedder::{cosine_similarity, Embedder};
 pub use error::EmbedError;

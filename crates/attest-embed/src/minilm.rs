@@ -4,7 +4,7 @@
 //! text of the batch) → `BertModel::forward` with the attention mask → mean pooling over the
 //! unmasked tokens → L2 normalisation. This is what sentence-transformers does for this model.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use candle_core::{DType, Device, Tensor};
@@ -26,15 +26,16 @@ pub const MINILM_DIMENSION: usize = 384;
 pub const MODEL_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
 
 /// `sha256sum -c` lines for [`MODEL_FILES`], shared with `scripts/install-model.sh`.
-const CHECKSUMS: &str = include_str!("../models.sha256");
+pub(crate) const CHECKSUMS: &str = include_str!("../models.sha256");
 
-/// Reads a model file whole and checks it against `models.sha256`.
-fn read_verified(dir: &Path, name: &str) -> Result<Vec<u8>, EmbedError> {
-    Ok(checksum::read_verified(CHECKSUMS, &dir.join(name))?)
+/// Reads a model file whole and checks it against its line in `table`.
+fn read_verified(table: &str, dir: &Path, name: &str) -> Result<Vec<u8>, EmbedError> {
+    Ok(checksum::read_verified(table, &dir.join(name))?)
 }
 
 /// What every runtime of the model reads besides its weights: the BERT configuration and the two tokenizers,
-/// after checking the settings and that `files` (the runtime's model files) are all in `dir`.
+/// after checking the settings and that `files` (the runtime's model files) are all in `dir`, each against its
+/// line in the model's checksum table.
 pub(crate) struct TextSide {
     pub bert: BertConfig,
     /// Truncates to `max_seq_len` and pads to the longest text of a batch.
@@ -48,6 +49,7 @@ impl TextSide {
         dir: &Path,
         config: &LocalEmbedderConfig,
         files: &[&str],
+        table: &str,
     ) -> Result<Self, EmbedError> {
         if config.batch_size == 0 || config.threads == 0 {
             return Err(EmbedError::InvalidInput(
@@ -63,6 +65,7 @@ impl TextSide {
             return Err(EmbedError::ModelMissing {
                 dir: dir.to_path_buf(),
                 hint: "the directory does not exist".into(),
+                install: config.model.install_script(),
             });
         }
         let missing: Vec<&str> = files
@@ -74,9 +77,10 @@ impl TextSide {
             return Err(EmbedError::ModelMissing {
                 dir: dir.to_path_buf(),
                 hint: format!("missing {}", missing.join(", ")),
+                install: config.model.install_script(),
             });
         }
-        let config_bytes = read_verified(dir, "config.json")?;
+        let config_bytes = read_verified(table, dir, "config.json")?;
         let bert: BertConfig = serde_json::from_slice(&config_bytes)
             .map_err(|e| EmbedError::Model(format!("parsing config.json: {e}")))?;
         if config.max_seq_len > bert.max_position_embeddings {
@@ -85,7 +89,7 @@ impl TextSide {
                 config.max_seq_len, bert.max_position_embeddings
             )));
         }
-        let tokenizer_bytes = read_verified(dir, "tokenizer.json")?;
+        let tokenizer_bytes = read_verified(table, dir, "tokenizer.json")?;
         let (tokenizer, counter) = build_tokenizers(&tokenizer_bytes, config, &bert)?;
         Ok(Self {
             bert,
@@ -164,9 +168,9 @@ fn default_device() -> Result<Device, EmbedError> {
 }
 
 impl MiniLmEmbedder {
-    /// Loads the model from `config.model_dir`.
+    /// Loads the model from its directory ([`LocalEmbedderConfig::dir`]).
     pub fn from_config(config: &LocalEmbedderConfig) -> Result<Self, EmbedError> {
-        Self::load(&config.model_dir, config)
+        Self::load(&config.dir(), config)
     }
 
     /// Loads the model from `dir` (which takes precedence over `config.model_dir`) on the CPU, or on the
@@ -187,8 +191,8 @@ impl MiniLmEmbedder {
         device: Device,
     ) -> Result<Self, EmbedError> {
         let started = Instant::now();
-        let text = TextSide::load(dir, config, &MODEL_FILES)?;
-        let weights = read_verified(dir, "model.safetensors")?;
+        let text = TextSide::load(dir, config, &MODEL_FILES, CHECKSUMS)?;
+        let weights = read_verified(CHECKSUMS, dir, "model.safetensors")?;
         let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)?;
         let model = BertModel::load(vb, &text.bert)?;
         let dimension = text.bert.hidden_size;
@@ -198,7 +202,7 @@ impl MiniLmEmbedder {
             text,
             device,
             config: LocalEmbedderConfig {
-                model_dir: dir.to_path_buf(),
+                model_dir: Some(dir.to_path_buf()),
                 ..config.clone()
             },
             dimension,
@@ -219,8 +223,8 @@ impl MiniLmEmbedder {
     }
 
     /// The directory the model was loaded from.
-    pub fn model_dir(&self) -> &Path {
-        &self.config.model_dir
+    pub fn model_dir(&self) -> PathBuf {
+        self.config.dir()
     }
 
     /// Longest input, in tokens including `[CLS]` and `[SEP]`; longer texts are truncated.

@@ -79,11 +79,55 @@ fn load_runtime(library: &Path) -> Result<Environment, EmbedError> {
     Ok(env)
 }
 
-/// all-MiniLM-L6-v2 (384-d, L2-normalised, mean pooled) run by ONNX Runtime.
-pub struct OnnxMiniLmEmbedder {
+/// One session of a graph per thread; a call takes a free one.
+pub(crate) struct SessionPool {
     sessions: Vec<Mutex<Session>>,
     /// Where the next call starts looking for a free session (so concurrent calls spread out).
     next_session: AtomicUsize,
+}
+
+impl SessionPool {
+    /// `threads` sessions of `graph`, each on one core ([`new_session`]).
+    pub(crate) fn new(env: &Environment, graph: &[u8], threads: usize) -> Result<Self, EmbedError> {
+        let sessions = (0..threads)
+            .map(|_| new_session(env, graph).map(Mutex::new))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(SessionPool {
+            sessions,
+            next_session: AtomicUsize::new(0),
+        })
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// A free session if there is one, else the next one in turn (waiting for it).
+    pub(crate) fn session(&self) -> parking_lot::MutexGuard<'_, Session> {
+        let start = self.next_session.fetch_add(1, Ordering::Relaxed);
+        let n = self.sessions.len();
+        (0..n)
+            .find_map(|i| self.sessions[(start + i) % n].try_lock())
+            .unwrap_or_else(|| self.sessions[start % n].lock())
+    }
+}
+
+/// Token ids and masks of a batch as the `[texts, tokens]` int64 tensors a BERT graph takes.
+pub(crate) fn id_tensors(
+    text: &TextSide,
+    texts: &[&str],
+) -> Result<(Tensor<i64>, Tensor<i64>, usize), EmbedError> {
+    let (len, ids, mask) = text.encode_batch(texts)?;
+    let shape = [texts.len() as i64, len as i64];
+    let as_i64 = |v: Vec<u32>| v.into_iter().map(i64::from).collect::<Vec<i64>>();
+    let ids = Tensor::from_array((shape, as_i64(ids))).map_err(model_error)?;
+    let mask = Tensor::from_array((shape, as_i64(mask))).map_err(model_error)?;
+    Ok((ids, mask, len))
+}
+
+/// all-MiniLM-L6-v2 (384-d, L2-normalised, mean pooled) run by ONNX Runtime.
+pub struct OnnxMiniLmEmbedder {
+    sessions: SessionPool,
     text: TextSide,
     config: LocalEmbedderConfig,
     dimension: usize,
@@ -108,16 +152,12 @@ impl OnnxMiniLmEmbedder {
     /// unusable configuration.
     pub fn from_config(config: &LocalEmbedderConfig) -> Result<Self, EmbedError> {
         let started = Instant::now();
-        let dir = &config.model_dir;
-        let text = TextSide::load(dir, config, &ONNX_MODEL_FILES)?;
+        let dir = &config.dir();
+        let text = TextSide::load(dir, config, &ONNX_MODEL_FILES, crate::minilm::CHECKSUMS)?;
         let env = runtime(&config.onnxruntime_library)?;
         let graph = read_verified(ONNX_CHECKSUMS, &dir.join(ONNX_MODEL_FILE))?;
-        let sessions = (0..config.threads)
-            .map(|_| new_session(&env, &graph).map(Mutex::new))
-            .collect::<Result<Vec<_>, _>>()?;
         let embedder = Self {
-            sessions,
-            next_session: AtomicUsize::new(0),
+            sessions: SessionPool::new(&env, &graph, config.threads)?,
             dimension: text.bert.hidden_size,
             text,
             config: config.clone(),
@@ -138,24 +178,11 @@ impl OnnxMiniLmEmbedder {
         &self.config
     }
 
-    /// A free session if there is one, else the next one in turn (waiting for it).
-    fn session(&self) -> parking_lot::MutexGuard<'_, Session> {
-        let start = self.next_session.fetch_add(1, Ordering::Relaxed);
-        let n = self.sessions.len();
-        (0..n)
-            .find_map(|i| self.sessions[(start + i) % n].try_lock())
-            .unwrap_or_else(|| self.sessions[start % n].lock())
-    }
-
     /// Embeds one batch (all texts padded to the longest; the graph masks the padding).
     fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let n = texts.len();
-        let (len, ids, mask) = self.text.encode_batch(texts)?;
-        let shape = [n as i64, len as i64];
-        let as_i64 = |v: Vec<u32>| v.into_iter().map(i64::from).collect::<Vec<i64>>();
-        let ids = Tensor::from_array((shape, as_i64(ids))).map_err(model_error)?;
-        let mask = Tensor::from_array((shape, as_i64(mask))).map_err(model_error)?;
-        let mut session = self.session();
+        let (ids, mask, _) = id_tensors(&self.text, texts)?;
+        let mut session = self.sessions.session();
         let outputs = session
             .run(ort::inputs![INPUT_IDS => ids, ATTENTION_MASK => mask])
             .map_err(model_error)?;
@@ -188,7 +215,7 @@ pub fn new_session(env: &Environment, graph: &[u8]) -> Result<Session, EmbedErro
         .map_err(model_error)
 }
 
-fn model_error(err: ort::Error) -> EmbedError {
+pub(crate) fn model_error(err: ort::Error) -> EmbedError {
     EmbedError::Model(format!("ONNX Runtime: {err}"))
 }
 
@@ -241,7 +268,7 @@ mod tests {
             std::fs::write(dir.path().join(f), "{}").unwrap();
         }
         let config = LocalEmbedderConfig {
-            model_dir: dir.path().to_path_buf(),
+            model_dir: Some(dir.path().to_path_buf()),
             ..LocalEmbedderConfig::default()
         };
         let err = OnnxMiniLmEmbedder::from_config(&config).unwrap_err();

@@ -40,6 +40,9 @@ pub struct RemoteEmbedderConfig {
     pub model: String,
     /// Length of the vectors the service returns.
     pub dimension: usize,
+    /// Put before each search query (not passages) before it is sent: the instruction of an asymmetric model
+    /// the service runs ("Represent this sentence for searching relevant passages: " for bge). Default: none.
+    pub query_prefix: String,
     /// Total time allowed for one HTTP request of one text (a query), in milliseconds.
     pub timeout_ms: u64,
     /// Added to `timeout_ms` for every further text of a batch (ingest), in milliseconds: a batch of 32
@@ -76,6 +79,7 @@ impl Default for RemoteEmbedderConfig {
             api: RemoteApi::OpenAi,
             model: crate::MINILM_ID.to_string(),
             dimension: crate::MINILM_DIMENSION,
+            query_prefix: String::new(),
             timeout_ms: 2_000,
             timeout_per_text_ms: 500,
             connect_timeout_ms: 500,
@@ -353,6 +357,10 @@ impl RemoteEmbedder {
 impl Embedder for RemoteEmbedder {
     fn id(&self) -> &str {
         &self.config.model
+    }
+
+    fn query_prefix(&self) -> &str {
+        &self.config.query_prefix
     }
 
     fn dimension(&self) -> usize {

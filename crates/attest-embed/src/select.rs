@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::bge::OnnxBgeEmbedder;
 use crate::breaker::{BreakerConfig, CircuitBreaker};
-use crate::config::{LocalEmbedderConfig, LocalRuntime};
+use crate::config::{LocalEmbedderConfig, LocalModel, LocalRuntime};
 use crate::embedder::Embedder;
 use crate::error::EmbedError;
 use crate::guarded::GuardedEmbedder;
@@ -49,13 +50,22 @@ impl EmbedderConfig {
 pub fn build_embedder(config: &EmbedderConfig) -> Result<Arc<dyn Embedder>, EmbedError> {
     attest_telemetry::metrics::register_embedding_metrics();
     Ok(match config.backend {
-        EmbedderBackend::Local => match config.local.runtime {
-            LocalRuntime::Onnx => Arc::new(GuardedEmbedder::metered(
+        EmbedderBackend::Local => match (config.local.model, config.local.runtime) {
+            (LocalModel::MiniLm, LocalRuntime::Onnx) => Arc::new(GuardedEmbedder::metered(
                 OnnxMiniLmEmbedder::from_config(&config.local)?,
             )),
-            LocalRuntime::Candle => Arc::new(GuardedEmbedder::metered(
+            (LocalModel::MiniLm, LocalRuntime::Candle) => Arc::new(GuardedEmbedder::metered(
                 MiniLmEmbedder::from_config(&config.local)?,
             )),
+            (LocalModel::BgeSmall, LocalRuntime::Onnx) => Arc::new(GuardedEmbedder::metered(
+                OnnxBgeEmbedder::from_config(&config.local)?,
+            )),
+            (LocalModel::BgeSmall, LocalRuntime::Candle) => {
+                return Err(EmbedError::InvalidInput(format!(
+                    "embedder.local.model {} runs under ONNX Runtime only (embedder.local.runtime: onnx)",
+                    LocalModel::BgeSmall.id()
+                )))
+            }
         },
         EmbedderBackend::Remote => {
             let remote = RemoteEmbedder::new(config.remote.clone())?;
@@ -83,6 +93,16 @@ mod tests {
         assert_eq!(cfg.breaker.success_threshold, 2);
         assert_eq!(cfg.breaker.open_timeout_secs, 30.0);
         assert_eq!(cfg.remote.timeout_ms, 2_000);
+    }
+
+    #[test]
+    fn bge_under_candle_is_refused_by_name() {
+        let cfg: EmbedderConfig = serde_json::from_str(
+            r#"{"local": {"model": "bge-small-en-v1.5", "runtime": "candle"}}"#,
+        )
+        .unwrap();
+        let err = build_embedder(&cfg).err().expect("refused");
+        assert!(err.to_string().contains("ONNX Runtime only"), "{err}");
     }
 
     #[test]

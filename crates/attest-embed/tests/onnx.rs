@@ -105,14 +105,14 @@ fn the_default_configuration_builds_the_onnx_runtime() {
 
 #[test]
 fn a_tampered_graph_is_refused_by_its_checksum() {
-    let installed = LocalEmbedderConfig::default().model_dir;
+    let installed = LocalEmbedderConfig::default().dir();
     let dir = tempfile::tempdir().unwrap();
     for f in ["config.json", "tokenizer.json"] {
         std::fs::copy(installed.join(f), dir.path().join(f)).unwrap();
     }
     std::fs::write(dir.path().join(ONNX_MODEL_FILE), b"not a graph").unwrap();
     let config = LocalEmbedderConfig {
-        model_dir: dir.path().to_path_buf(),
+        model_dir: Some(dir.path().to_path_buf()),
         ..LocalEmbedderConfig::default()
     };
     let err = OnnxMiniLmEmbedder::from_config(&config).unwrap_err();

@@ -134,6 +134,9 @@ pub struct EvalArgs {
     /// Keep every N-th question (a fixed sample).
     #[arg(long, default_value_t = 1)]
     pub every: usize,
+    /// Measure retrieval per lane only: no question is asked (comparing embedders or fusion settings).
+    #[arg(long, conflicts_with_all = ["adversarial", "sweep", "per_question", "baseline"])]
+    pub retrieval_only: bool,
     /// At most this many questions (after --every).
     #[arg(long)]
     pub limit: Option<usize>,

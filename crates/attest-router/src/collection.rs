@@ -126,3 +126,61 @@ fn stored_setting<T>(
         })
         .ok()
 }
+
+impl CollectionRecord {
+    /// Refuses to embed text for this collection with `embedder` (an id, `Embedder::id`) when its vectors came
+    /// from another model: vectors of two models share no space, and a search would rank by noise. A collection
+    /// recorded without an embedder (created with vectors only) takes any.
+    pub fn check_embedder(&self, embedder: &str) -> Result<(), crate::error::RouterError> {
+        if self.embedder.is_empty() || self.embedder == embedder {
+            return Ok(());
+        }
+        Err(crate::error::RouterError::FailedPrecondition(format!(
+            "collection `{}` was embedded by {}, and this router embeds with {embedder}: run the router with \
+             embedder.local.model: {} (or a remote embedder of that model), or send vectors of that model",
+            self.name, self.embedder, self.embedder
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(embedder: &str) -> CollectionRecord {
+        CollectionRecord {
+            name: "docs".into(),
+            shards: 1,
+            replication: 1,
+            dimension: 384,
+            index: IndexSettings {
+                nlist: 1,
+                m: 8,
+                nbits: 8,
+                nprobe: 1,
+            },
+            seal_threshold: 0,
+            embedder: embedder.into(),
+            placement: Vec::new(),
+            chunking: None,
+            thresholds: None,
+        }
+    }
+
+    #[test]
+    fn another_model_is_refused_by_name() {
+        assert!(record("all-minilm-l6-v2")
+            .check_embedder("all-minilm-l6-v2")
+            .is_ok());
+        assert!(record("").check_embedder("bge-small-en-v1.5").is_ok());
+        let err = record("all-minilm-l6-v2")
+            .check_embedder("bge-small-en-v1.5")
+            .unwrap_err();
+        assert_eq!(err.code(), attest_proto::ErrorCode::FailedPrecondition);
+        let text = err.to_string();
+        assert!(
+            text.contains("all-minilm-l6-v2") && text.contains("bge-small-en-v1.5"),
+            "{text}"
+        );
+    }
+}

@@ -15,6 +15,9 @@ pub enum RouterError {
     AlreadyExists(String),
     #[error("{0}")]
     PayloadTooLarge(String),
+    /// Well formed, but not possible in this state (a collection embedded by another model than this router's).
+    #[error("{0}")]
+    FailedPrecondition(String),
     #[error("{0}")]
     Unavailable(String),
     /// A change sent to meta that it did not confirm in time: it may have been applied (504,
@@ -44,6 +47,9 @@ impl RouterError {
             RouterError::NotFound(_) => ApiError::new(ErrorCode::NotFound, message),
             RouterError::AlreadyExists(_) => ApiError::new(ErrorCode::AlreadyExists, message),
             RouterError::PayloadTooLarge(_) => ApiError::new(ErrorCode::PayloadTooLarge, message),
+            RouterError::FailedPrecondition(_) => {
+                ApiError::new(ErrorCode::FailedPrecondition, message)
+            }
             RouterError::Unavailable(_) => ApiError::new(ErrorCode::Unavailable, message),
             RouterError::OutcomeUnknown(_) => ApiError::new(ErrorCode::DeadlineExceeded, message),
             RouterError::Internal(_) => ApiError::new(ErrorCode::Internal, message),

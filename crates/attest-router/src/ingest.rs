@@ -123,6 +123,9 @@ impl Router {
         }
 
         // Chunk, then embed every chunk that did not come with its vector, in one blocking batch.
+        if kept.iter().any(|(d, _)| d.vector.is_none()) {
+            rec.check_embedder(self.embedder.id())?;
+        }
         let embedder = Arc::clone(&self.embedder);
         let chunking = rec
             .chunking

@@ -229,6 +229,13 @@ impl Router {
         let rid = request_id.to_string();
         let wanted = texts.len();
         let embedded = attest_telemetry::cpu::run_cpu_intensive(move || {
+            // An asymmetric model's instruction goes before each query (passages are embedded as written).
+            let prefix = embedder.query_prefix();
+            let texts: Vec<String> = if prefix.is_empty() {
+                texts
+            } else {
+                texts.into_iter().map(|t| format!("{prefix}{t}")).collect()
+            };
             let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
             attest_telemetry::request_id::with_current(&rid, || embedder.embed(&refs))
         })
@@ -259,6 +266,9 @@ impl Router {
             .filter(|s| embeds(s))
             .map(|s| s.query.clone())
             .collect();
+        if !texts.is_empty() {
+            rec.check_embedder(self.query_embedder.id())?;
+        }
         // SPEC: an embedder failure is never an error; the dense searches answer from BM25 alone.
         let mut vectors = if texts.is_empty() {
             Some(Vec::new())

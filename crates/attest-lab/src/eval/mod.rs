@@ -92,7 +92,11 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<i32> {
     let collection = args.collection.clone();
     let skipped = run::ingest(&stack, &collection, &set.corpus, args.shards).await?;
     let retrieval = run::retrieval(&stack, &collection, &set).await?;
-    let asked = run::answers(&stack, &collection, &set).await?;
+    let asked = if args.retrieval_only {
+        run::Answers::default()
+    } else {
+        run::answers(&stack, &collection, &set).await?
+    };
     if let Some(path) = &args.per_question {
         write_atomically(path, &questions::to_jsonl(&asked.questions)?)?;
         println!(

@@ -332,6 +332,7 @@ pub fn holds_gold(answer: &str, gold: &[String]) -> bool {
 }
 
 /// What asking every question measured.
+#[derive(Default)]
 pub struct Answers {
     pub scores: AnswerScores,
     pub latency_ms: BTreeMap<String, Latency>,

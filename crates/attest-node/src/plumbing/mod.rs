@@ -273,7 +273,7 @@ pub fn load_embedder(
 ) -> anyhow::Result<Arc<dyn Embedder>> {
     let mut config = config.clone();
     if let Some(dir) = model_dir {
-        config.local.model_dir = dir;
+        config.local.model_dir = Some(dir);
     }
     if let Some(url) = embedder_url {
         config.use_remote_url(url);
