@@ -135,6 +135,19 @@ impl Compounds {
         self.asked.iter().any(|c| stated.contains(c))
     }
 
+    /// Whether `text` names one of the question's compounds or a look-alike of it (a compound with its head:
+    /// "the bereavement leave" for "the sick leave"): the question's compound names a kind of thing these
+    /// documents have.
+    pub fn kind_named_in(&self, text: &str) -> bool {
+        if self.asked.is_empty() {
+            return false;
+        }
+        let stated = compounds(text, &self.skip);
+        self.asked
+            .iter()
+            .any(|c| stated.iter().any(|s| s.head == c.head))
+    }
+
     /// Whether `sentence` names a compound and no word of the question's ("Staff become eligible for the laptop
     /// budget after …" asked of the relocation allowance): what it says is said of something else, as
     /// [`crate::subjects::Subjects::another_in_place`] says of a name.

@@ -82,6 +82,8 @@ pub struct SentenceRules<'a> {
     asked_words: HashSet<String>,
     /// Whether the passages read write what the question asks in its own words somewhere (see [`Self::seeing`]).
     asked_in_passages: bool,
+    /// Whether a passage read names one of the question's compounds (see [`Self::seeing`]).
+    compound_in_passages: bool,
     question_words: HashSet<String>,
     conditions: Conditions,
     compounds: Compounds,
@@ -105,6 +107,7 @@ impl<'a> SentenceRules<'a> {
             asked: Asked::of_question(question),
             asked_words,
             asked_in_passages: true,
+            compound_in_passages: true,
             question_words: Subjects::question_words(question),
             conditions: Conditions::of_question(question, subjects.name_words()),
             compounds,
@@ -120,9 +123,20 @@ impl<'a> SentenceRules<'a> {
     /// asked, and a sentence without them states something else ("Battery life of the Drift Max is 10 hours"
     /// beside "The Drift Mini takes 2 hours to charge"). Where none does, the question is paraphrased ("When was
     /// the FSO Car Factory founded?" of "… was established in 1951"), and the rule would refuse the answer itself.
+    /// Likewise a question naming nothing in capitals takes its lower-case compound for its subject only where a
+    /// passage names that compound or a look-alike (its head with another modifier): "the relocation allowance"
+    /// of a policy is a kind of thing its documents name, "the author want" of a forum question is a subject and
+    /// its verb, which no passage writes.
     pub fn seeing<'p>(mut self, passages: impl IntoIterator<Item = (&'p str, &'p str)>) -> Self {
+        let passages: Vec<(&str, &str)> = passages.into_iter().collect();
+        self.compound_in_passages = passages.iter().any(|(title, text)| {
+            self.compounds.kind_named_in(title) || self.compounds.kind_named_in(text)
+        });
+        if self.subjects.is_empty() && !self.compound_in_passages {
+            self.asked_words.clear();
+        }
         self.asked_in_passages = self.asked_words.is_empty()
-            || passages.into_iter().any(|(title, text)| {
+            || passages.iter().any(|(title, text)| {
                 meets_the_asked(&self.asked_words, title)
                     || meets_the_asked(&self.asked_words, text)
             });
@@ -215,10 +229,13 @@ impl<'a> SentenceRules<'a> {
                 c.conditions && self.conditions.contradicted_by(sentence)
             }),
             (Rule::Compounds, &|| {
-                // In place of the subject only where the compound is the subject (the question names nothing).
+                // In place of the subject only where the compound is the subject (the question names nothing)
+                // and a passage names it (it is a thing of these documents).
                 c.compounds
                     && (self.compounds.another_in(sentence)
-                        || self.subjects.is_empty() && self.compounds.another_in_place(sentence))
+                        || self.subjects.is_empty()
+                            && self.compound_in_passages
+                            && self.compounds.another_in_place(sentence))
             }),
             (Rule::QuestionNames, &|| {
                 self.names.as_ref().is_some_and(|names| {
@@ -324,5 +341,23 @@ mod tests {
             worded.sentence_refusal("Warsaw", &sentences, 0),
             Some(Rule::AskedWords)
         );
+    }
+
+    #[test]
+    fn a_lower_case_compound_is_the_subject_only_where_the_passages_name_its_kind() {
+        let config = ReaderConfig::default();
+        let refusal = |q: &str, passages: &[&str], sentence: &str| {
+            let rules = SentenceRules::new(q, &config).seeing(passages.iter().map(|p| ("", *p)));
+            rules.sentence_refusal("", &[sentence], 0)
+        };
+        // A policy's allowances: the documents name allowances, so a sentence about the laptop budget is not read
+        // for the relocation allowance.
+        let q = "How long must staff work before they are eligible for the relocation allowance?";
+        let laptop = "Staff become eligible for the laptop budget after 1 months of service.";
+        assert!(refusal(q, &[laptop, "The meal allowance is 30 EUR per day."], laptop).is_some());
+        // A forum question's "the author want" is a subject and its verb, which no passage names.
+        let q = "What start date does the author want to use in the game?";
+        let post = "Some friends and I are looking to play a long campaign, starting at the 1066 start date.";
+        assert_eq!(refusal(q, &[post], post), None);
     }
 }
