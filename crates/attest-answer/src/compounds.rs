@@ -71,7 +71,10 @@ fn compounds(text_: &str, skip: &BTreeSet<String>) -> BTreeSet<Compound> {
             }
             // Exactly two words, then the phrase ends (a function word, a modal, punctuation or the clause's
             // end): a longer run has usually run on into a verb ("the ticket stay open").
-            let run: Vec<&String> = tokens[i + 1..]
+            // A word of degree opening the phrase says how much of the thing, not which ("the maximum payload
+            // size" names the payload size).
+            let start = i + 1 + usize::from(tokens.get(i + 1).is_some_and(|m| of_degree(m)));
+            let run: Vec<&String> = tokens[start.min(tokens.len())..]
                 .iter()
                 .take(PHRASE_WORDS + 1)
                 .take_while(|t| part(t))
@@ -231,6 +234,13 @@ mod tests {
                 "The maximum payload size of the Payouts API v3 is 1 MB."
             ),
             "modifiers of degree name no other thing"
+        );
+        assert!(
+            another(
+                "What is the maximum payload size of the Invoices API v2?",
+                "The maximum page size of the Invoices API v2 is 200 items."
+            ),
+            "a word of degree before the compound is passed over"
         );
         assert!(!another(
             "How long must the condition hold before DiskSpaceLow fires?",

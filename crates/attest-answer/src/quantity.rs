@@ -137,6 +137,40 @@ impl Asked {
     }
 }
 
+/// The unit a rate question asks "per" ("How many requests per minute …" → "minute", stemmed), when it asks for
+/// a quantity: a sentence without the unit states another rate or another measure ("Requests … time out after 90
+/// seconds" for the requests per minute; issue 68's API references, whose sentences all say "requests").
+pub fn rate_unit(question: &str) -> Option<String> {
+    if Asked::of_question(question) != Asked::Quantity {
+        return None;
+    }
+    let words = text::words(question);
+    words
+        .windows(2)
+        .find(|w| w[0] == "per" && !text::is_function_word(&w[1]))
+        .map(|w| text::stem(&w[1]))
+}
+
+/// Units of time and the adjectives that say "per" them ("annual precipitation" is rain per year).
+const PER_UNIT_WORDS: [(&str, &[&str]); 5] = [
+    ("year", &["annual", "annually", "yearly"]),
+    ("month", &["monthly"]),
+    ("week", &["weekly"]),
+    ("day", &["daily"]),
+    ("hour", &["hourly"]),
+];
+
+/// Whether `sentence` names the rate's `unit` (stemmed, as [`rate_unit`] gives it), or says "per" it in one word.
+pub fn names_the_unit(sentence: &str, unit: &str) -> bool {
+    let per_word = PER_UNIT_WORDS
+        .iter()
+        .find(|(u, _)| text::stem(u) == unit)
+        .map_or(&[][..], |(_, words)| *words);
+    text::words(sentence)
+        .iter()
+        .any(|w| text::stem(w) == unit || per_word.contains(&w.as_str()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,5 +223,25 @@ mod tests {
             Asked::of_question("How does the Drift Max charge?"),
             Asked::Other
         );
+    }
+
+    #[test]
+    fn a_rate_is_stated_in_its_unit() {
+        let unit =
+            rate_unit("How many requests per minute does the Tracking API v1 allow by default?");
+        assert_eq!(unit.as_deref(), Some(text::stem("minute").as_str()));
+        let unit = unit.unwrap();
+        assert!(!names_the_unit(
+            "Requests to the Tracking API v1 time out after 90 seconds.",
+            &unit
+        ));
+        assert!(names_the_unit("It allows 600 requests per minute.", &unit));
+        assert!(names_the_unit("The limit is 600 requests a minute.", &unit));
+        assert_eq!(rate_unit("Who wrote the per diem policy?"), None);
+        let year = rate_unit("How much rain per year does Fresno get on average?").unwrap();
+        assert!(names_the_unit(
+            "Average annual precipitation is around 11.5 inches.",
+            &year
+        ));
     }
 }

@@ -87,6 +87,8 @@ pub struct SentenceRules<'a> {
     question_words: HashSet<String>,
     conditions: Conditions,
     compounds: Compounds,
+    /// "per <unit>" of a rate question ([`crate::quantity::rate_unit`]).
+    rate_unit: Option<String>,
     names: Option<QuestionNames>,
 }
 
@@ -105,6 +107,7 @@ impl<'a> SentenceRules<'a> {
             question,
             editions: Editions::of_question(question),
             asked: Asked::of_question(question),
+            rate_unit: crate::quantity::rate_unit(question),
             asked_words,
             asked_in_passages: true,
             compound_in_passages: true,
@@ -186,7 +189,12 @@ impl<'a> SentenceRules<'a> {
         let checks: [(Rule, &dyn Fn() -> bool); 9] = [
             (Rule::Edition, &|| self.editions.names_another(sentence)),
             (Rule::Quantities, &|| {
-                c.quantities && !self.asked.answerable_by(sentence)
+                c.quantities
+                    && (!self.asked.answerable_by(sentence)
+                        || self
+                            .rate_unit
+                            .as_ref()
+                            .is_some_and(|unit| !crate::quantity::names_the_unit(sentence, unit)))
             }),
             (Rule::Withheld, &|| {
                 c.withheld && crate::withheld::withholds(self.question, sentence)
@@ -354,7 +362,12 @@ mod tests {
         // for the relocation allowance.
         let q = "How long must staff work before they are eligible for the relocation allowance?";
         let laptop = "Staff become eligible for the laptop budget after 1 months of service.";
-        assert!(refusal(q, &[laptop, "The meal allowance is 30 EUR per day."], laptop).is_some());
+        assert!(refusal(
+            q,
+            &[laptop, "The meal allowance is 30 EUR per day."],
+            laptop
+        )
+        .is_some());
         // A forum question's "the author want" is a subject and its verb, which no passage names.
         let q = "What start date does the author want to use in the game?";
         let post = "Some friends and I are looking to play a long campaign, starting at the 1066 start date.";
