@@ -12,7 +12,7 @@ ONNX_PYTHON := $${ATTEST_ONNX_VENV:-$(HOME)/.cache/attest-onnx-venv}/bin/python
 export OPENBLAS_NUM_THREADS ?= 1
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: setup build demo test feature-check proto-lint chart-test console-test client-test api-fuzz lint models eval-gate eval-baseline openapi
+.PHONY: config-doc setup build demo test feature-check proto-lint chart-test console-test client-test api-fuzz lint models eval-gate eval-baseline openapi
 
 setup:
 	scripts/setup.sh
@@ -80,6 +80,10 @@ proto-lint:
 # tests/cli.rs fails when the committed file differs.
 openapi: build
 	$(ATTEST) openapi --out docs/openapi.json
+
+# Every configuration key with its default (docs/config.yaml); tests/cli.rs fails when the committed file differs.
+config-doc: build
+	scripts/config-doc.sh $(ATTEST)
 
 # The quality gate CI runs after the tests: the bundled squad sample (301 paragraphs, 150 questions) through
 # `attest-lab eval`, with 40 adversarial questions (the answer sentence removed from the gold paragraph) and the

@@ -285,3 +285,33 @@ fn the_lab_commands_moved_out_of_the_production_binary_and_say_where() {
         "the moved commands are hidden: {text}"
     );
 }
+
+/// docs/config.yaml is every key with its default as `attest config check` resolves it (scripts/config-doc.sh):
+/// a key added, renamed or given another default fails here until the document is regenerated.
+#[test]
+fn the_committed_configuration_document_is_what_the_binary_resolves() {
+    let root = common::repo_root();
+    let out = Command::new(common::attest_bin())
+        .args(["config", "check"])
+        .current_dir(&root)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", std::env::var_os("HOME").unwrap_or_default())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let root_text = format!("{}/", root.canonicalize().unwrap().display());
+    let resolved = String::from_utf8(out.stdout)
+        .unwrap()
+        .replace(&root_text, "<repo>/");
+    let committed = std::fs::read_to_string(root.join("docs/config.yaml")).unwrap();
+    let committed: String = committed
+        .lines()
+        .skip_while(|l| l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(
+        committed == resolved,
+        "docs/config.yaml differs from `attest config check`: run `make config-doc` and commit it"
+    );
+}

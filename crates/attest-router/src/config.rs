@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 pub struct RouterConfig {
     /// RRF constant k (SPEC: 60), overridable per request.
     pub rrf_k: f64,
+    /// Each lane's weight in the fusion when a request gives none (`weights` of a search): `dense` and `bm25`,
+    /// 1.0 each by default (plain RRF). A lane missing here weighs 1.0.
+    pub lane_weights: std::collections::BTreeMap<String, f64>,
     /// Hits returned when a request does not say.
     pub default_k: usize,
     /// Largest `k` a caller may ask for.
@@ -70,6 +73,7 @@ impl Default for RouterConfig {
     fn default() -> Self {
         RouterConfig {
             rrf_k: crate::rrf::DEFAULT_RRF_K,
+            lane_weights: std::collections::BTreeMap::new(),
             default_k: 10,
             max_k: 100,
             lane_depth: 50,
@@ -113,6 +117,19 @@ impl RouterConfig {
                 "rrf_k",
                 format!("must be a positive number (got {})", self.rrf_k),
             );
+        }
+        for (lane, weight) in &self.lane_weights {
+            if !["dense", "bm25"].contains(&lane.as_str()) {
+                p.add(
+                    "lane_weights",
+                    format!("names no lane `{lane}` (dense, bm25)"),
+                );
+            } else if !(weight.is_finite() && *weight >= 0.0) {
+                p.add(
+                    "lane_weights",
+                    format!("{lane} must be a number of at least 0 (got {weight})"),
+                );
+            }
         }
         p.positive("default_k", self.default_k);
         p.positive("max_k", self.max_k);
@@ -181,5 +198,21 @@ mod tests {
                 .any(|p| p.contains("router.metrics_label_cap")),
             "{problems:?}"
         );
+    }
+
+    #[test]
+    fn lane_weights_name_a_lane_and_are_not_negative() {
+        let config: RouterConfig =
+            serde_json::from_str(r#"{"lane_weights": {"dense": 0.5, "bm25": 1.0}}"#).unwrap();
+        assert!(config.problems().is_empty());
+        for bad in [r#"{"dense": -1.0}"#, r#"{"sparse": 1.0}"#] {
+            let config: RouterConfig =
+                serde_json::from_str(&format!(r#"{{"lane_weights": {bad}}}"#)).unwrap();
+            let problems = config.problems().into_vec();
+            assert!(
+                problems.iter().any(|p| p.contains("router.lane_weights")),
+                "{bad}: {problems:?}"
+            );
+        }
     }
 }

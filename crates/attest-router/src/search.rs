@@ -205,7 +205,13 @@ impl Router {
                 "empty (nothing but whitespace or control characters)".into(),
             ));
         }
-        let weight = |lane: &str| req.weights.get(lane).copied().unwrap_or(1.0);
+        let weight = |lane: &str| {
+            req.weights
+                .get(lane)
+                .or_else(|| self.config.lane_weights.get(lane))
+                .copied()
+                .unwrap_or(1.0)
+        };
         Ok(Checked {
             tenant: self.tenant_of(&req),
             k,
