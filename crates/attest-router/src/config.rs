@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 pub struct RouterConfig {
     /// RRF constant k (SPEC: 60), overridable per request.
     pub rrf_k: f64,
-    /// Each lane's weight in the fusion when a request gives none (`weights` of a search): `dense` and `bm25`,
-    /// 1.0 each by default (plain RRF). A lane missing here weighs 1.0.
+    /// Each lane's weight in the fusion when a request gives none (`weights` of a search): `dense` and `bm25`;
+    /// by default dense [`crate::rrf::DEFAULT_DENSE_WEIGHT`] and BM25 1.0. A lane missing here keeps its default.
     pub lane_weights: std::collections::BTreeMap<String, f64>,
     /// Hits returned when a request does not say.
     pub default_k: usize,
@@ -73,7 +73,7 @@ impl Default for RouterConfig {
     fn default() -> Self {
         RouterConfig {
             rrf_k: crate::rrf::DEFAULT_RRF_K,
-            lane_weights: std::collections::BTreeMap::new(),
+            lane_weights: [("dense".to_string(), crate::rrf::DEFAULT_DENSE_WEIGHT)].into(),
             default_k: 10,
             max_k: 100,
             lane_depth: 50,

@@ -12,6 +12,21 @@ use std::hash::Hash;
 /// Default `k` of the paper and of the SPEC.
 pub const DEFAULT_RRF_K: f64 = 60.0;
 
+/// The dense lane's default weight (BM25's is 1): chosen on held-in squad-dev and shift-reddit among 1.0, 0.7,
+/// 0.5 and 0.3 as the largest at which the hybrid beats both its lanes on both (all-MiniLM-L6-v2, whose dense lane
+/// is 0.10–0.15 nDCG@10 under BM25 there; docs/decisions/embedders.md). At 0.3 the dense lane's first hit weighs
+/// as BM25's 143rd: it orders the candidates BM25 scores alike and brings in what BM25 misses.
+pub const DEFAULT_DENSE_WEIGHT: f64 = 0.3;
+
+/// A lane's weight when neither the request nor `router.lane_weights` gives one.
+pub fn default_lane_weight(lane: &str) -> f64 {
+    if lane == "dense" {
+        DEFAULT_DENSE_WEIGHT
+    } else {
+        1.0
+    }
+}
+
 /// One ranked list (best first) with its weight.
 #[derive(Debug, Clone)]
 pub struct RankedLane<T> {

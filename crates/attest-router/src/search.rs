@@ -210,7 +210,7 @@ impl Router {
                 .get(lane)
                 .or_else(|| self.config.lane_weights.get(lane))
                 .copied()
-                .unwrap_or(1.0)
+                .unwrap_or_else(|| crate::rrf::default_lane_weight(lane))
         };
         Ok(Checked {
             tenant: self.tenant_of(&req),

@@ -107,7 +107,8 @@ pub(crate) struct SearchBody {
     pub lanes: Option<Vec<String>>,
     /// The k of Reciprocal Rank Fusion (default 60).
     pub rrf_k: Option<f64>,
-    /// Weight per lane in the fusion (`{"dense": 1, "bm25": 0.5}`).
+    /// Weight per lane in the fusion (`{"dense": 1, "bm25": 0.5}`); a lane not named keeps the router's default
+    /// (`router.lane_weights`: dense 0.3, BM25 1).
     pub weights: Option<HashMap<String, f64>>,
     /// `{"field": scalar | [scalars] | {"in": [...]} | {"gte"|"gt"|"lte"|"lt": number, ...}}` over metadata.
     #[schema(value_type = Option<Object>)]
