@@ -111,17 +111,30 @@ fn dev_ingest_and_hybrid_search_find_gold_paragraphs() {
     );
     assert!(text.contains("Super Bowl"), "{text}");
 
-    // Restart: everything acknowledged is still there.
-    drop(dev);
-    let dev = start_dev(data.path());
-    let body = search(&dev, "squad", "Which team won Super Bowl 50?", 5);
-    assert!(
+    // Restart: everything acknowledged is still there, and the same search finds the same hits.
+    let doc_ids = |body: &Value| -> Vec<String> {
         body["hits"]
             .as_array()
             .unwrap()
             .iter()
-            .any(|h| h["doc_id"] == "squad-dev-a0000-p000"),
-        "{body}"
+            .map(|h| h["doc_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let before = doc_ids(&search(&dev, "squad", "Which team won Super Bowl 50?", 10));
+    drop(dev);
+    let dev = start_dev(data.path());
+    let body = search(&dev, "squad", "Which team won Super Bowl 50?", 10);
+    assert_eq!(doc_ids(&body), before, "{body}");
+    // The gold paragraph's vector came back too: the dense lane alone ranks it among its best (BM25 ranks it
+    // below its tenth, and the hybrid weighs dense at 0.3 by default).
+    let (status, dense) = post(
+        &format!("{}/v1/collections/squad/search", dev.url),
+        &json!({"query": "Which team won Super Bowl 50?", "k": 5, "lanes": ["dense"]}),
+    );
+    assert_eq!(status, 200, "{dense}");
+    assert!(
+        doc_ids(&dense).iter().any(|d| d == "squad-dev-a0000-p000"),
+        "{dense}"
     );
 
     ask_through_dev(&dev, &root);
