@@ -315,3 +315,52 @@ fn the_committed_configuration_document_is_what_the_binary_resolves() {
         "docs/config.yaml differs from `attest config check`: run `make config-doc` and commit it"
     );
 }
+
+/// The README's table of HTTP API v1 and docs/openapi.json name the same operations: a route added, renamed or
+/// removed fails here until both say so. The console's routes (`GET /`, `GET /console/{file}`) are pages, not API,
+/// and are in the table only.
+#[test]
+fn the_readme_api_table_names_every_operation_of_the_openapi_document() {
+    let root = common::repo_root();
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let table = readme
+        .split("| method and path | body → answer |")
+        .nth(1)
+        .expect("README has the HTTP API v1 table");
+    let mut in_readme = std::collections::BTreeSet::new();
+    for row in table.lines().skip(2).take_while(|l| l.starts_with('|')) {
+        let cell = row.split('|').nth(1).unwrap();
+        let mut last_path = String::new();
+        // Each operation is a code span: `METHOD[/METHOD] PATH`, where `.../x` continues the last path's parent.
+        for span in cell.split('`').skip(1).step_by(2) {
+            let (methods, path) = span.split_once(' ').expect(span);
+            let path = match path.strip_prefix(".../") {
+                Some(rest) => format!("{}/{rest}", last_path.rsplit_once('/').unwrap().0),
+                None => path.to_string(),
+            };
+            for method in methods.split('/') {
+                in_readme.insert(format!("{method} {path}"));
+            }
+            last_path = path;
+        }
+    }
+    let openapi: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("docs/openapi.json")).unwrap())
+            .unwrap();
+    let mut in_openapi = std::collections::BTreeSet::new();
+    for (path, item) in openapi["paths"].as_object().unwrap() {
+        for method in item.as_object().unwrap().keys() {
+            in_openapi.insert(format!("{} {path}", method.to_uppercase()));
+        }
+    }
+    let pages = ["GET /", "GET /console/{file}"];
+    let missing: Vec<_> = in_openapi.difference(&in_readme).collect();
+    let unknown: Vec<_> = in_readme
+        .difference(&in_openapi)
+        .filter(|op| !pages.contains(&op.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty() && unknown.is_empty(),
+        "README's API table lacks {missing:?} and names {unknown:?}, which docs/openapi.json does not have"
+    );
+}
