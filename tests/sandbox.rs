@@ -17,6 +17,9 @@ use attest_router::{IngestDocument, Router, RouterConfig};
 use attest_shard::{ClusterAgentConfig, ShardNode, ShardNodeConfig};
 use tokio::sync::oneshot;
 
+/// How long a stopped node's tasks may take to finish before they are aborted.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
 /// One shard node: its server and cluster agent, stopped together.
 struct ShardProc {
     stop: Option<oneshot::Sender<()>>,
@@ -24,12 +27,18 @@ struct ShardProc {
 }
 
 impl ShardProc {
+    /// Asks the node to stop and waits for it; a task still running after the grace period (a graceful shutdown
+    /// waiting on a peer's open connection) is aborted, as a process is killed after its grace period — never a
+    /// test that waits for ever (one hung here for 18 minutes, every thread idle).
     async fn stop(mut self) {
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
         }
-        for t in self.tasks.drain(..) {
-            let _ = t.await;
+        for mut t in self.tasks.drain(..) {
+            if tokio::time::timeout(STOP_GRACE, &mut t).await.is_err() {
+                t.abort();
+                let _ = t.await;
+            }
         }
     }
 }
