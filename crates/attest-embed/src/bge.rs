@@ -7,18 +7,13 @@
 //! returns the last hidden states, so the pooling and normalisation are done here. Sessions and batching are
 //! [`crate::onnx`]'s.
 
-use std::time::Instant;
-
 use ort::value::Tensor;
 
-use crate::checksum::read_verified;
 use crate::config::LocalEmbedderConfig;
 use crate::embedder::Embedder;
 use crate::error::EmbedError;
 use crate::minilm::TextSide;
-use crate::onnx::{
-    id_tensors, model_error, runtime, SessionPool, ONNX_MODEL_FILE, ONNX_MODEL_FILES,
-};
+use crate::onnx::{id_tensors, load_graph, model_error, SessionPool};
 
 /// Identifier of this model, stored with every collection embedded by it.
 pub const BGE_SMALL_ID: &str = "bge-small-en-v1.5";
@@ -55,15 +50,11 @@ impl OnnxBgeEmbedder {
     /// Loads the graph from the model's directory and ONNX Runtime from `config.onnxruntime_library`; the same
     /// errors as [`crate::OnnxMiniLmEmbedder::from_config`].
     pub fn from_config(config: &LocalEmbedderConfig) -> Result<Self, EmbedError> {
-        let started = Instant::now();
-        let dir = config.dir();
-        let text = TextSide::load(&dir, config, &ONNX_MODEL_FILES, BGE_CHECKSUMS)?;
-        let env = runtime(&config.onnxruntime_library)?;
-        let graph = read_verified(BGE_CHECKSUMS, &dir.join(ONNX_MODEL_FILE))?;
-        let embedder = Self {
-            sessions: SessionPool::new(&env, &graph, config.threads)?,
-            dimension: text.bert.hidden_size,
-            text,
+        let loaded = load_graph(config, BGE_CHECKSUMS, BGE_CHECKSUMS, BGE_SMALL_ID)?;
+        Ok(Self {
+            sessions: loaded.sessions,
+            dimension: loaded.text.bert.hidden_size,
+            text: loaded.text,
             // One text per pass: the int8 graph sets its activations' scale over the whole padded batch, so a
             // text batched with others gets another vector than alone (cosine down to 0.9955), and a passage
             // would not be embedded as the same text would be alone. Alone, shift-new-wiki's nDCG@10 is 0.802
@@ -72,16 +63,7 @@ impl OnnxBgeEmbedder {
                 batch_size: 1,
                 ..config.clone()
             },
-        };
-        tracing::info!(
-            model = BGE_SMALL_ID,
-            runtime = "onnx",
-            dir = %dir.display(),
-            sessions = embedder.sessions.len(),
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "loaded embedding model"
-        );
-        Ok(embedder)
+        })
     }
 
     /// Embeds one batch: the [CLS] row of each text's hidden states, normalised.
@@ -146,7 +128,8 @@ impl Embedder for OnnxBgeEmbedder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checksum::expected_sha256;
+    use crate::checksum::{expected_sha256, read_verified};
+    use crate::onnx::ONNX_MODEL_FILES;
 
     #[test]
     fn checksums_cover_the_three_files() {

@@ -112,6 +112,37 @@ impl SessionPool {
     }
 }
 
+/// What an ONNX embedder loads: its BERT configuration and tokenizers, and a session of its graph per thread.
+pub(crate) struct LoadedGraph {
+    pub sessions: SessionPool,
+    pub text: TextSide,
+}
+
+/// Loads the model in `config`'s directory (`config.json` and `tokenizer.json` checked against `text_table`,
+/// `model.onnx` against `graph_table`) and ONNX Runtime, and logs it as model `id`.
+pub(crate) fn load_graph(
+    config: &LocalEmbedderConfig,
+    text_table: &str,
+    graph_table: &str,
+    id: &str,
+) -> Result<LoadedGraph, EmbedError> {
+    let started = Instant::now();
+    let dir = config.dir();
+    let text = TextSide::load(&dir, config, &ONNX_MODEL_FILES, text_table)?;
+    let env = runtime(&config.onnxruntime_library)?;
+    let graph = read_verified(graph_table, &dir.join(ONNX_MODEL_FILE))?;
+    let sessions = SessionPool::new(&env, &graph, config.threads)?;
+    tracing::info!(
+        model = id,
+        runtime = "onnx",
+        dir = %dir.display(),
+        sessions = sessions.len(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "loaded embedding model"
+    );
+    Ok(LoadedGraph { sessions, text })
+}
+
 /// Token ids and masks of a batch as the `[texts, tokens]` int64 tensors a BERT graph takes.
 pub(crate) fn id_tensors(
     text: &TextSide,
@@ -151,26 +182,13 @@ impl OnnxMiniLmEmbedder {
     /// [`EmbedError::Checksum`] when one does not match its committed hash, [`EmbedError::InvalidInput`] for an
     /// unusable configuration.
     pub fn from_config(config: &LocalEmbedderConfig) -> Result<Self, EmbedError> {
-        let started = Instant::now();
-        let dir = &config.dir();
-        let text = TextSide::load(dir, config, &ONNX_MODEL_FILES, crate::minilm::CHECKSUMS)?;
-        let env = runtime(&config.onnxruntime_library)?;
-        let graph = read_verified(ONNX_CHECKSUMS, &dir.join(ONNX_MODEL_FILE))?;
-        let embedder = Self {
-            sessions: SessionPool::new(&env, &graph, config.threads)?,
-            dimension: text.bert.hidden_size,
-            text,
+        let loaded = load_graph(config, crate::minilm::CHECKSUMS, ONNX_CHECKSUMS, MINILM_ID)?;
+        Ok(Self {
+            sessions: loaded.sessions,
+            dimension: loaded.text.bert.hidden_size,
+            text: loaded.text,
             config: config.clone(),
-        };
-        tracing::info!(
-            model = MINILM_ID,
-            runtime = "onnx",
-            dir = %dir.display(),
-            sessions = embedder.sessions.len(),
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "loaded embedding model"
-        );
-        Ok(embedder)
+        })
     }
 
     /// The settings this embedder runs with.
