@@ -12,7 +12,7 @@ ONNX_PYTHON := $${ATTEST_ONNX_VENV:-$(HOME)/.cache/attest-onnx-venv}/bin/python
 export OPENBLAS_NUM_THREADS ?= 1
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: config-doc setup build demo test feature-check proto-lint chart-test console-test client-test api-fuzz lint models eval-gate eval-baseline openapi
+.PHONY: config-doc setup build demo test feature-check proto-lint chart-test console-test client-test ts-client-test api-fuzz lint models eval-gate eval-baseline openapi
 
 setup:
 	scripts/setup.sh
@@ -38,7 +38,7 @@ demo: setup
 
 # `build` first: the suites of tests/ run the `attest` binary of the same build, which `cargo test` alone does
 # not build for another package's tests (and the chart tests check the chart's flags against it).
-test: build feature-check proto-lint chart-test console-test client-test api-fuzz
+test: build feature-check proto-lint chart-test console-test client-test ts-client-test api-fuzz
 	$(ONNX_PYTHON) -m unittest discover -s scripts/reader -p 'test_*.py'
 	python3 -m unittest discover -s data/company-nearmiss -p 'test_*.py'
 	python3 -m unittest discover -s scripts/embedders -p 'test_*.py'
@@ -60,6 +60,12 @@ console-test:
 # `python -m build`, installed with both extras into a pinned Python environment in ~/.cache, tested against `attest dev`.
 client-test:
 	ATTEST_BIN=$(ATTEST) scripts/python-client-test.sh
+
+# The TypeScript client (clients/typescript): `npm ci` with the pinned devDependencies (npm's cache in
+# ~/.cache/attest-npm), its generated API types checked against docs/openapi.json, built with tsc, tested with
+# Node's test runner against `attest dev`, then packed with `npm pack` and installed from the tarball.
+ts-client-test:
+	ATTEST_BIN=$(ATTEST) scripts/typescript-client-test.sh
 
 # HTTP API v1 fuzzed from the OpenAPI document `attest dev` serves (Schemathesis, pinned in tests/fuzz): every
 # operation, valid and invalid requests, against an open dev and one with keys; fails on any 5xx or any response

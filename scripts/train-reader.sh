@@ -44,6 +44,9 @@
 #                 neighbour's fact as the negative, `nearmiss_<kind>` weighted up; the dev split is only reported
 #                 on, the test split never read) (scripts/reader/round11.args); exported as ONNX into
 #                 $WORK/r11/onnx, the committed model untouched.
+#        round 12 (issue 68; ATTEST_READER_ROUND=12, alone, as round 11): round 11 with more of round 7's sources
+#                 replayed against half as many company rows, weighted x2 instead of x3 (round 11 told the near
+#                 misses apart but lost Wikipedia's answer-removed discrimination; scripts/reader/round12.args).
 #      Checkpoints (weights, optimiser, scheduler, random state; scripts/reader/schedule.py) every 100 steps in
 #      ATTEST_READER_WORK/rN (default ~/.cache/attest-reader): rerun the same command to resume at the same step
 #      in the same order ("resuming at step N from …"; progress with rows/s and ETA on stderr); a finished round
@@ -77,25 +80,33 @@ round() { # round N OUT [flags]
     --out "$out" --work "$WORK/r$n" "$@"
   touch "$WORK/r$n/done"
 }
-if [ "${ATTEST_READER_ROUND11:-}" = 1 ]; then
+# Rounds 11 and 12 (the company near misses) by number: ATTEST_READER_ROUND11=1 is ATTEST_READER_ROUND=11.
+near_miss_round=${ATTEST_READER_ROUND:-}
+[ "${ATTEST_READER_ROUND11:-}" = 1 ] && near_miss_round=11
+if [ -n "$near_miss_round" ]; then
+  n=$near_miss_round
+  if [ ! -f "scripts/reader/round$n.args" ]; then
+    echo "train-reader.sh: ATTEST_READER_ROUND=$n: no scripts/reader/round$n.args (11 and 12 are near-miss rounds)" >&2
+    exit 2
+  fi
   if [ ! -f data/company-nearmiss/train/queries.jsonl ]; then
     echo "train-reader.sh: no data/company-nearmiss/train (see data/company-nearmiss/README.md)" >&2
     exit 1
   fi
   init=$WORK/r7/out/reader.safetensors
   if [ ! -f "$init" ]; then
-    init=$WORK/r11/init-r7.safetensors
-    mkdir -p "$WORK/r11"
+    init=$WORK/init-r7.safetensors
+    mkdir -p "$WORK"
     [ -f "$init" ] || "$VENV/bin/python" scripts/reader/safetensors_to_onnx.py --back \
       crates/attest-answer/models/reader "$init"
   fi
   # shellcheck disable=SC2046
-  round 11 "$WORK/r11/out" --init "$init" --device "${ATTEST_READER_DEVICE:-cpu}" \
-    $(cat scripts/reader/round11.args) "$@"
-  [ -f "$WORK/r11/onnx/reader.onnx" ] || "$VENV/bin/python" scripts/reader/safetensors_to_onnx.py \
-    "$WORK/r11/out/reader.safetensors" "$WORK/r11/out" "$WORK/r11/onnx" --check
-  cp "$WORK/r11/out/report.json" "$WORK/r11/onnx/report.json"
-  echo "round 11: $WORK/r11/onnx (copy over crates/attest-answer/models/reader to try it; rebuild, refit support.json)"
+  round "$n" "$WORK/r$n/out" --init "$init" --device "${ATTEST_READER_DEVICE:-cpu}" \
+    $(cat "scripts/reader/round$n.args") "$@"
+  [ -f "$WORK/r$n/onnx/reader.onnx" ] || "$VENV/bin/python" scripts/reader/safetensors_to_onnx.py \
+    "$WORK/r$n/out/reader.safetensors" "$WORK/r$n/out" "$WORK/r$n/onnx" --check
+  cp "$WORK/r$n/out/report.json" "$WORK/r$n/onnx/report.json"
+  echo "round $n: $WORK/r$n/onnx (copy over crates/attest-answer/models/reader to try it; rebuild, refit support.json)"
   exit 0
 fi
 round 1 "$WORK/r1/out" --seed 13 --answerability 18000 --vitaminc 9000 --synthetic 5000 --halueval 3000 \

@@ -24,6 +24,7 @@ mod eval;
 mod fallback;
 mod format_fixtures;
 mod history;
+mod mcp;
 mod near_duplicates;
 mod near_miss;
 mod observability;

@@ -10,11 +10,11 @@ use crate::common;
 use common::{post, repo_root, start_dev, Dev};
 use serde_json::{json, Value};
 
-const COLLECTION: &str = "company";
+pub(crate) const COLLECTION: &str = "company";
 
 /// Creates the collection and uploads the fixture's documents over HTTP, each under its company as tenant, its
 /// kind of text as metadata (the fixture is a BEIR corpus, whose extra fields `attest ingest` rightly refuses).
-fn ingest(dev: &Dev, corpus: &std::path::Path) {
+pub(crate) fn ingest(dev: &Dev, corpus: &std::path::Path) {
     let (status, body) = post(
         &format!("{}/v1/collections", dev.url),
         &json!({ "name": COLLECTION }),

@@ -19,7 +19,7 @@ pub struct Cli {
         default_value = "http://127.0.0.1:7700"
     )]
     pub server: String,
-    /// Log level filter (e.g. info, debug, attest_index=debug); ONNX Runtime (`ort`) and tantivy log at warn unless
+    /// Log level filter (e.g. info, debug, attest_index=debug); ONNX Runtime (`ort`), tantivy and rmcp log at warn unless
     /// named ("info,ort=info").
     #[arg(long, global = true, env = "ATTEST_LOG", default_value = "info")]
     pub log_level: String,
@@ -74,6 +74,24 @@ pub enum Command {
     /// router's and the answer tier's routes), generated from the handlers; `make openapi` writes it to
     /// docs/openapi.json.
     Openapi(OpenapiArgs),
+    /// A Model Context Protocol server for agents (tools `search`, `ask`, `list_collections`; the collections
+    /// as resources) in front of the router at `--server`, with the key in `ATTEST_API_KEY`: over stdio, or
+    /// streamable HTTP with `--http`.
+    Mcp(McpArgs),
+}
+
+#[derive(Args)]
+pub struct McpArgs {
+    /// The collection `search` and `ask` use when a call names none.
+    #[arg(long, env = "ATTEST_MCP_COLLECTION")]
+    pub collection: Option<String>,
+    /// Serve streamable HTTP at http://ADDR/mcp instead of stdio (e.g. 127.0.0.1:7710; port 0: any free one).
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<std::net::SocketAddr>,
+    /// A `Host` the HTTP transport accepts besides loopback's (repeatable; it refuses others against DNS
+    /// rebinding).
+    #[arg(long, value_name = "HOST", requires = "http")]
+    pub allowed_host: Vec<String>,
 }
 
 /// Whatever followed a subcommand that moved to `attest-lab`, to print the command to run instead.

@@ -49,11 +49,15 @@ pub fn client() -> anyhow::Result<reqwest::Client> {
     Ok(builder.build()?)
 }
 
+/// Sends a request and returns its JSON body; an error names the URL it could not reach, or the status and the
+/// server's message.
 pub async fn call(req: reqwest::RequestBuilder) -> anyhow::Result<Value> {
-    let resp = req
-        .send()
-        .await
-        .context("cannot reach the router (is `attest dev` running? see --server)")?;
+    let (http, req) = req.build_split();
+    let req = req?;
+    let url = req.url().clone();
+    let resp = http.execute(req).await.with_context(|| {
+        format!("cannot reach the router at {url} (is `attest dev` running? see --server)")
+    })?;
     let status = resp.status();
     let body: Value = resp.json().await.unwrap_or(Value::Null);
     if !status.is_success() {

@@ -10,6 +10,7 @@
 //! - [`ask`]: `attest ask`, streamed answers, the verification table, conversations (`--follow-up`).
 //! - [`commands`]: client commands that talk to a running router over HTTP (collection, ingest, search).
 //! - [`keys`], [`snapshots`]: `attest key ...`, `attest snapshot ...` through a running router.
+//! - [`mcp`]: `attest mcp`, a Model Context Protocol server (search, ask, collections) for agents.
 //! - [`openapi`]: `attest openapi`, the OpenAPI document `attest dev` serves (router and answer tier merged).
 
 pub mod ask;
@@ -18,6 +19,7 @@ pub mod cluster;
 pub mod commands;
 pub mod drain;
 pub mod keys;
+pub mod mcp;
 pub mod node_args;
 pub mod openapi;
 pub mod snapshots;

@@ -78,6 +78,7 @@ async fn run(cli: cli::Cli, role: Option<RoleConfig>) -> anyhow::Result<()> {
         (cli::Command::Meta(cmd), _) => cluster::meta_command(cmd).await,
         (cli::Command::Key(cmd), _) => attest_cli::keys::command(&cli.server, cmd).await,
         (cli::Command::Snapshot(cmd), _) => attest_cli::snapshots::command(&cli.server, cmd).await,
+        (cli::Command::Mcp(args), _) => attest_cli::mcp::serve(&cli.server, args).await,
         (cli::Command::Config(cli::ConfigCommand::Check { config }), _) => {
             match attest_node::config::load(config.as_deref(), std::env::vars()) {
                 Ok(resolved) => {

@@ -23,9 +23,9 @@ use tracing_subscriber::{EnvFilter, Layer};
 pub const REQUEST_ID_FIELD: &str = "request_id";
 
 /// Libraries that log their own working at info (ONNX Runtime: ~1,300 lines of "Reserving memory in BFCArena" and
-/// graph rewrites as `attest dev` starts; tantivy: a line per merge). They log at warn unless a filter names them
-/// ("info,ort=info" asks for ONNX Runtime's lines).
-pub const QUIET_RUNTIMES: [&str; 2] = ["ort", "tantivy"];
+/// graph rewrites as `attest dev` starts; tantivy: a line per merge; rmcp, the MCP SDK of `attest mcp`: a line per
+/// session event). They log at warn unless a filter names them ("info,ort=info" asks for ONNX Runtime's lines).
+pub const QUIET_RUNTIMES: [&str; 3] = ["ort", "tantivy", "rmcp"];
 
 /// `filter` with each of [`QUIET_RUNTIMES`] it does not name set to warn.
 pub fn with_quiet_runtimes(filter: &str) -> String {
@@ -264,15 +264,18 @@ mod tests {
 
     #[test]
     fn third_party_runtimes_log_at_warn_unless_the_filter_names_them() {
-        assert_eq!(with_quiet_runtimes("info"), "info,ort=warn,tantivy=warn");
+        assert_eq!(
+            with_quiet_runtimes("info"),
+            "info,ort=warn,tantivy=warn,rmcp=warn"
+        );
         assert_eq!(
             with_quiet_runtimes("info,tantivy=info"),
-            "info,tantivy=info,ort=warn"
+            "info,tantivy=info,ort=warn,rmcp=warn"
         );
         assert_eq!(
             with_quiet_runtimes("debug,ort=info,tantivy=error"),
-            "debug,ort=info,tantivy=error"
+            "debug,ort=info,tantivy=error,rmcp=warn"
         );
-        assert_eq!(with_quiet_runtimes(""), "ort=warn,tantivy=warn");
+        assert_eq!(with_quiet_runtimes(""), "ort=warn,tantivy=warn,rmcp=warn");
     }
 }
