@@ -340,10 +340,41 @@ fn ask_through_dev(dev: &Dev, root: &Path) {
         .unwrap()
         .starts_with("text/event-stream"));
     let body = resp.text().unwrap();
-    assert!(
-        body.contains("event: delta") && body.contains("event: done"),
+    // `sources` first (the first retrieval's passages, before reading), then a delta per claim, then `done`.
+    let events: Vec<(&str, Value)> = body
+        .split("\n\n")
+        .filter(|e| !e.trim().is_empty())
+        .map(|e| {
+            let name = e
+                .lines()
+                .find_map(|l| l.strip_prefix("event: "))
+                .unwrap_or("");
+            let data = e
+                .lines()
+                .find_map(|l| l.strip_prefix("data: "))
+                .unwrap_or("null");
+            (name, serde_json::from_str(data).unwrap())
+        })
+        .collect();
+    let names: Vec<&str> = events.iter().map(|(n, _)| *n).collect();
+    assert_eq!(names.first(), Some(&"sources"), "{body}");
+    assert_eq!(names.last(), Some(&"done"), "{body}");
+    let done = &events.last().unwrap().1;
+    assert_eq!(done["status"], "answered", "{done}");
+    let claims = done["claims"].as_array().unwrap();
+    assert_eq!(
+        names[1..names.len() - 1],
+        vec!["delta"; claims.len()][..],
         "{body}"
     );
+    let sources = events[0].1["sources"].as_array().unwrap();
+    assert!(sources.iter().any(|s| s["doc_id"] == gold), "{body}");
+    for c in done["citations"].as_array().unwrap() {
+        assert!(
+            sources.iter().any(|s| s["chunk_id"] == c["chunk_id"]),
+            "a cited passage the sources event did not name: {body}"
+        );
+    }
 
     // gRPC streaming: deltas (each a verified claim) then the whole response, as over HTTP.
     let (deltas, done) = ask_grpc(dev, &example);

@@ -24,6 +24,9 @@ def test_stream_yields_the_claims_as_deltas(client, squad):
     assert " ".join(d.text for d in deltas) == final.plain_answer()
     # The same answer as without streaming.
     assert final.answer == client.ask(squad, ANSWERABLE).answer
+    # The first retrieval's passages came first, and every cited passage is among them.
+    assert stream.sources is not None and stream.sources.sources
+    assert {c.chunk_id for c in final.citations} <= {s.chunk_id for s in stream.sources.sources}
 
 
 def test_stream_of_an_abstention_has_no_delta(client, squad):

@@ -1,8 +1,9 @@
 // Streamed answers: `askStream` reads the answer tier's Server-Sent Events.
 //
-// The answer tier sends one `delta` event per verified claim of the answer (`{text, citations, verdict}`), then
-// `done` with the whole AskResponse. `askStream` yields them in that order as AskEvent objects and ends after
-// `done`; a stream cut off before `done` throws an AttestError `UNAVAILABLE`. A server that answers JSON to a
+// The answer tier sends `sources` as soon as its first retrieval is ranked (the passages, before they are read:
+// most of a turn is reading and verifying), one `delta` event per verified claim of an answer (`{text, citations,
+// verdict}`), then `done` with the whole AskResponse. `askStream` yields them in that order as AskEvent objects
+// and ends after `done`; a stream cut off before `done` throws an AttestError `UNAVAILABLE`. A server that answers JSON to a
 // streamed ask (a proxy that drops the `stream` flag's effect) is read the same way: its claims as the deltas,
 // then the answer as `done`.
 //
@@ -12,7 +13,7 @@
 import { AttestError } from "./errors.js";
 import { sseEvents } from "./sse.js";
 import { timedOut, unreachable, type Call, type CallOptions, type Sent } from "./transport.js";
-import type { AskDelta, AskEvent, AskResponse } from "./types.js";
+import type { AskDelta, AskEvent, AskResponse, AskSources } from "./types.js";
 
 /** The chunks of a fetch body, releasing its reader when iteration stops early. */
 async function* chunks(body: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array> {
@@ -80,7 +81,9 @@ export async function* askEvents(call: Call, sent: Sent, options: CallOptions): 
       }
       if (next.done) break;
       const { event, data } = next.value;
-      if (event === "delta") {
+      if (event === "sources") {
+        yield { event: "sources", data: parse<AskSources>(data, "sources") };
+      } else if (event === "delta") {
         yield { event: "delta", data: parse<AskDelta>(data, "delta") };
       } else if (event === "done") {
         yield { event: "done", data: parse<AskResponse>(data, "done") };

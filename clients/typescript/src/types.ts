@@ -38,7 +38,11 @@ export type ClusterStatus = Schemas["ClusterReport"];
 export type ErrorBody = Schemas["ErrorBody"];
 
 /** One event of `askStream`: a `delta` per verified claim of the answer, then the final `done`. */
-export type AskEvent = { event: "delta"; data: AskDelta } | { event: "done"; data: AskResponse };
+export type AskSources = Schemas["AskSources"];
+export type AskEvent =
+  | { event: "sources"; data: AskSources }
+  | { event: "delta"; data: AskDelta }
+  | { event: "done"; data: AskResponse };
 
 // --- what the client is given --------------------------------------------------------------------------------
 

@@ -307,28 +307,32 @@ describe("search and ask", () => {
     assert.deepEqual([...new Set(acme.citations.map((c) => c.doc_id))], ["acme-1"]);
   });
 
-  test("askStream yields a delta per claim in order, then done", async () => {
+  test("askStream yields the sources, a delta per claim in order, then done", async () => {
     const events: AskEvent[] = [];
     for await (const e of client.askStream(squad, ANSWERABLE)) events.push(e);
+    const first = events[0]!;
+    assert.ok(first.event === "sources");
     const last = events.at(-1)!;
     assert.equal(last.event, "done");
-    assert.ok(events.slice(0, -1).every((e) => e.event === "delta"));
+    assert.ok(events.slice(1, -1).every((e) => e.event === "delta"));
     assert.ok(last.event === "done");
     const final = last.data;
     assert.equal(final.status, "answered");
-    const deltas = events.slice(0, -1).map((e) => e.data);
+    const sourced = new Set(first.data.sources.map((s) => s.chunk_id));
+    assert.ok(final.citations.every((c) => sourced.has(c.chunk_id)), "every cited passage was among the sources");
+    const deltas = events.slice(1, -1).map((e) => e.data);
     assert.ok(deltas.length >= 1);
     assert.deepEqual(deltas, final.claims.map((c) => ({ text: c.text, citations: c.citations, verdict: c.verdict })));
     assert.equal(final.answer, (await client.ask(squad, ANSWERABLE)).answer);
   });
 
-  test("askStream of an abstention has done only; breaking out early is fine", async () => {
+  test("askStream of an abstention has its sources and done, no claim; breaking out early is fine", async () => {
     const events: AskEvent[] = [];
     for await (const e of client.askStream(squad, UNANSWERABLE)) events.push(e);
-    assert.deepEqual(events.map((e) => e.event), ["done"]);
-    assert.equal(events[0]?.event === "done" && events[0].data.status, "abstained");
+    assert.deepEqual(events.map((e) => e.event), ["sources", "done"]);
+    assert.equal(events[1]?.event === "done" && events[1].data.status, "abstained");
     for await (const e of client.askStream(squad, ANSWERABLE)) {
-      assert.equal(e.event, "delta");
+      assert.equal(e.event, "sources");
       break;
     }
   });

@@ -1,6 +1,7 @@
 //! `POST /v1/collections/{name}/ask`: `{question, history?: [{role, content}], stream?, tenant?}` → the answer as
-//! JSON, or with `stream: true` as Server-Sent Events: one `delta` event per claim of the answer text, then `done`
-//! with the whole response.
+//! JSON, or with `stream: true` as Server-Sent Events: `sources` as soon as the first retrieval is ranked (the
+//! passages, before they are read), one `delta` event per claim of the answer, then `done` with the whole
+//! response (`error` instead when the turn fails after `sources`).
 //! The route needs the `read` scope; the turn acts as the caller's key (its tenant, its credential). The
 //! handler's `#[utoipa::path]` and the `ToSchema` of the types below are its part of the OpenAPI document
 //! ([`crate::openapi`]).
@@ -17,6 +18,7 @@ use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Extension, Json};
+use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -93,8 +95,9 @@ pub(crate) fn api(keys: Arc<KeyRing>) -> axum::Router<Arc<AnswerService>> {
     security(("bearer_auth" = ["read"])),
     responses(
         (status = 200, description = "The answer, or the abstention (`status`, `reason`). With `stream: true`, \
-            Server-Sent Events instead: one `delta` event per claim of the answer text (data: `AskDelta`), then \
-            one `done` event (data: the `AskResponse`).",
+            Server-Sent Events instead: `sources` as soon as the first retrieval is ranked (data: `AskSources`), \
+            one `delta` event per claim of an answer (data: `AskDelta`), then one `done` event (data: the \
+            `AskResponse`); a failure after `sources` ends the stream with an `error` event (data: `ErrorBody`).",
             content((AskResponse = "application/json"), (AskEvent = "text/event-stream"))),
         (status = 404, description = "NOT_FOUND: no such collection.", body = ErrorBody),
         (status = 429, description = "RESOURCE_EXHAUSTED: the router or a shard shed the load.", body = ErrorBody),
@@ -114,26 +117,84 @@ pub(crate) async fn ask(
         .iter()
         .map(|t| HistoryTurn::parse(&t.role, &t.content))
         .collect::<Result<Vec<_>, _>>()?;
-    let answer = service
-        .ask_in_conversation(&caller, &collection, &body.question, &history, &request_id)
-        .await?;
     if !body.stream {
+        let answer = service
+            .ask_in_conversation(&caller, &collection, &body.question, &history, &request_id)
+            .await?;
         return Ok(Json(answer).into_response());
     }
-    // One delta per claim, from the claims themselves: pairing them with the answer's sentences would drop the
-    // claims beyond the sentence count whenever the text splits into fewer sentences than there are claims.
-    let mut events: Vec<Result<Event, Infallible>> = answer
+    // Streamed: the turn runs as its own task so that its first retrieval's passages go out (`sources`) while
+    // it reads, generates and verifies; the task is aborted if the client goes away (the stream is dropped).
+    let (sources_to, mut sources) = tokio::sync::mpsc::unbounded_channel();
+    let mut turn = AbortOnDrop(tokio::spawn(async move {
+        service
+            .ask_streamed(
+                &caller,
+                &collection,
+                &body.question,
+                &history,
+                &request_id,
+                sources_to,
+            )
+            .await
+    }));
+    let Some(first) = sources.recv().await else {
+        // The turn ended before retrieving (or failed): an error keeps its HTTP status, as unstreamed.
+        let answer = ended(&mut turn).await?;
+        return Ok(Sse::new(futures::stream::iter(answer_events(&answer))).into_response());
+    };
+    let head = futures::stream::iter([event("sources", &first)]);
+    let tail = futures::stream::once(async move {
+        match ended(&mut turn).await {
+            Ok(answer) => answer_events(&answer),
+            // Too late for a status: the error is the stream's last event, as `{"error": {...}}`.
+            Err(e) => vec![event("error", &ErrorBody::from(e.api()))],
+        }
+    })
+    .flat_map(futures::stream::iter);
+    Ok(Sse::new(head.chain(tail)).into_response())
+}
+
+/// The streamed turn's task, aborted when dropped (a client that hangs up stops its turn).
+struct AbortOnDrop(tokio::task::JoinHandle<Result<AskResponse, AnswerError>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The streamed turn's response (a task that panicked is an internal error).
+async fn ended(turn: &mut AbortOnDrop) -> Result<AskResponse, AnswerError> {
+    (&mut turn.0).await.map_err(|e| {
+        AnswerError::Callee(attest_proto::ApiError::new(
+            attest_proto::ErrorCode::Internal,
+            format!("the answer task failed: {e}"),
+        ))
+    })?
+}
+
+/// One SSE event with `data` as JSON.
+fn event(name: &str, data: &impl Serialize) -> Result<Event, Infallible> {
+    Ok(Event::default()
+        .event(name)
+        .data(serde_json::to_string(data).unwrap_or_default()))
+}
+
+/// A finished turn as events: one `delta` per claim, then `done` with the whole response. One delta per claim,
+/// from the claims themselves: pairing them with the answer's sentences would drop the claims beyond the
+/// sentence count whenever the text splits into fewer sentences than there are claims. A claim is sent only
+/// once the turn has decided to answer with it: a claim shown and then withdrawn would be an answer the
+/// passages did not support.
+fn answer_events(answer: &AskResponse) -> Vec<Result<Event, Infallible>> {
+    let mut events: Vec<_> = answer
         .claims
         .iter()
-        .map(|claim| {
-            let delta = serde_json::to_string(&AskDelta::from(claim)).unwrap_or_default();
-            Ok(Event::default().event("delta").data(delta))
-        })
+        .filter(|_| answer.status == "answered")
+        .map(|claim| event("delta", &AskDelta::from(claim)))
         .collect();
-    events.push(Ok(Event::default()
-        .event("done")
-        .data(serde_json::to_string(&answer).unwrap_or_default())));
-    Ok(Sse::new(futures::stream::iter(events)).into_response())
+    events.push(event("done", answer));
+    events
 }
 
 #[cfg(test)]

@@ -11,9 +11,11 @@ use utoipa::openapi::{OpenApi, RefOr};
 use utoipa::OpenApi as _;
 
 use crate::http::{self, AskDelta};
+use crate::pipeline::{AskSources, Retrieved};
 
-/// One Server-Sent Event of a streamed answer, as a client parses it (`{event, data}`): `delta` events whose data
-/// is an [`AskDelta`] in JSON, then one `done` whose data is the whole `AskResponse`. OpenAPI describes an event
+/// One Server-Sent Event of a streamed answer, as a client parses it (`{event, data}`): `sources` (an
+/// [`AskSources`]), `delta` events whose data is an [`AskDelta`] in JSON, then one `done` whose data is the whole
+/// `AskResponse` (or a last `error`). OpenAPI describes an event
 /// stream by the schema of one event; each event's `data` is JSON text, described by `contentMediaType` and
 /// `contentSchema` (JSON Schema 2020-12, which OpenAPI 3.1 schemas are).
 pub struct AskEvent;
@@ -45,11 +47,15 @@ impl utoipa::PartialSchema for AskEvent {
         };
         RefOr::T(Schema::OneOf(
             OneOfBuilder::new()
+                .item(event("sources", "AskSources"))
                 .item(event("delta", "AskDelta"))
                 .item(event("done", "AskResponse"))
+                .item(event("error", "ErrorBody"))
                 .description(Some(
-                    "One event of a streamed answer: `delta` (a claim, as `AskDelta` JSON) or the final `done` \
-                     (the `AskResponse` JSON).",
+                    "One event of a streamed answer: first `sources` (the first retrieval's passages, as \
+                     `AskSources` JSON, before they are read; absent when the turn retrieves nothing), then a \
+                     `delta` per claim of an answer (`AskDelta` JSON), then the final `done` (the `AskResponse` \
+                     JSON) — or, for a failure after `sources`, a final `error` (`ErrorBody` JSON).",
                 ))
                 .build(),
         ))
@@ -63,7 +69,10 @@ impl utoipa::ToSchema for AskEvent {
 }
 
 #[derive(utoipa::OpenApi)]
-#[openapi(paths(http::ask), components(schemas(AskDelta, AskEvent)))]
+#[openapi(
+    paths(http::ask),
+    components(schemas(AskDelta, AskEvent, AskSources, Retrieved))
+)]
 struct AnswerApi;
 
 /// The answer tier's own operations and schemas, to be assembled with the shared parts.

@@ -28,6 +28,18 @@ pub struct ErrorDetail {
     pub field: Option<String>,
 }
 
+impl From<ApiError> for ErrorBody {
+    fn from(e: ApiError) -> Self {
+        ErrorBody {
+            error: ErrorDetail {
+                code: e.code.as_str(),
+                message: e.message,
+                field: e.field,
+            },
+        }
+    }
+}
+
 /// `code` as the closed set of [`ErrorCode::ALL`], so the document lists every name a client may see.
 fn error_code_schema() -> utoipa::openapi::schema::Object {
     utoipa::openapi::schema::ObjectBuilder::new()
@@ -48,18 +60,11 @@ impl From<ApiError> for HttpError {
 
 impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
-        let e = self.0;
-        let body = ErrorBody {
-            error: ErrorDetail {
-                code: e.code.as_str(),
-                message: e.message,
-                field: e.field,
-            },
-        };
+        let code = self.0.code;
         let status =
-            StatusCode::from_u16(e.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let mut response = (status, axum::Json(body)).into_response();
-        if let Some(secs) = e.code.retry_after_secs() {
+            StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut response = (status, axum::Json(ErrorBody::from(self.0))).into_response();
+        if let Some(secs) = code.retry_after_secs() {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));

@@ -18,11 +18,13 @@ import httpx
 
 from ._sse import SseEvent, aiter_events, iter_events
 from .errors import AttestError
-from .models import AskDelta, AskResponse
+from .models import AskDelta, AskResponse, AskSources
 
 
-def _decode(event: SseEvent) -> AskDelta | AskResponse | None:
-    """A delta, the final response, or None for an event of another type (ignored)."""
+def _decode(event: SseEvent) -> AskSources | AskDelta | AskResponse | None:
+    """The sources, a delta, the final response, or None for an event of another type (ignored)."""
+    if event.event == "sources":
+        return AskSources.model_validate(json.loads(event.data))
     if event.event == "delta":
         return AskDelta.model_validate(json.loads(event.data))
     if event.event == "done":
@@ -56,6 +58,8 @@ class AskStream:
         self._open = open_response
         self._response: httpx.Response | None = None
         self.deltas: list[AskDelta] = []
+        #: The first retrieval's passages, set as soon as the server sends them (before the first delta).
+        self.sources: AskSources | None = None
         self.response: AskResponse | None = None
 
     def __iter__(self) -> Iterator[AskDelta]:
@@ -74,6 +78,8 @@ class AskStream:
                 if isinstance(item, AskDelta):
                     self.deltas.append(item)
                     yield item
+                elif isinstance(item, AskSources):
+                    self.sources = item
                 elif isinstance(item, AskResponse):
                     self.response = item
         finally:
@@ -108,6 +114,8 @@ class AsyncAskStream:
         self._open = open_response
         self._response: httpx.Response | None = None
         self.deltas: list[AskDelta] = []
+        #: The first retrieval's passages, set as soon as the server sends them (before the first delta).
+        self.sources: AskSources | None = None
         self.response: AskResponse | None = None
 
     async def __aiter__(self) -> AsyncIterator[AskDelta]:
@@ -126,6 +134,8 @@ class AsyncAskStream:
                 if isinstance(item, AskDelta):
                     self.deltas.append(item)
                     yield item
+                elif isinstance(item, AskSources):
+                    self.sources = item
                 elif isinstance(item, AskResponse):
                     self.response = item
         finally:

@@ -459,8 +459,12 @@ export interface components {
             text: string;
             verdict: components["schemas"]["Verdict"];
         };
-        /** @description One event of a streamed answer: `delta` (a claim, as `AskDelta` JSON) or the final `done` (the `AskResponse` JSON). */
+        /** @description One event of a streamed answer: first `sources` (the first retrieval's passages, as `AskSources` JSON, before they are read; absent when the turn retrieves nothing), then a `delta` per claim of an answer (`AskDelta` JSON), then the final `done` (the `AskResponse` JSON) — or, for a failure after `sources`, a final `error` (`ErrorBody` JSON). */
         AskEvent: {
+            data: string;
+            /** @enum {string} */
+            event: "sources";
+        } | {
             data: string;
             /** @enum {string} */
             event: "delta";
@@ -468,6 +472,10 @@ export interface components {
             data: string;
             /** @enum {string} */
             event: "done";
+        } | {
+            data: string;
+            /** @enum {string} */
+            event: "error";
         };
         /** @description The response of SPEC "HTTP API v1" for `ask`. */
         AskResponse: {
@@ -512,6 +520,13 @@ export interface components {
             unverified_terminology: boolean;
             /** @description Verdicts of every claim checked (kept and dropped). */
             verdicts: components["schemas"]["VerdictCounts"];
+        };
+        /**
+         * @description The data of a streamed ask's `sources` event: the passages of the first retrieval, best first, sent as soon
+         *     as they are ranked (before reading, generation and verification, which take most of a turn).
+         */
+        AskSources: {
+            sources: components["schemas"]["Retrieved"][];
         };
         CheckedClaim: {
             citations: number[];
@@ -997,6 +1012,17 @@ export interface components {
             replication: number;
             /** Format: int32 */
             shards: number;
+        };
+        /** @description A passage the first retrieval found, as a streamed ask's first event shows it: ranked, not yet read. */
+        Retrieved: {
+            chunk_id: string;
+            doc_id: string;
+            /**
+             * Format: double
+             * @description The reranker's score (not the reader's: the passage is not read yet).
+             */
+            score: number;
+            title: string;
         };
         /** @description `POST /v1/collections/{name}/search`. */
         SearchBody: {
@@ -1687,7 +1713,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The answer, or the abstention (`status`, `reason`). With `stream: true`, Server-Sent Events instead: one `delta` event per claim of the answer text (data: `AskDelta`), then one `done` event (data: the `AskResponse`). */
+            /** @description The answer, or the abstention (`status`, `reason`). With `stream: true`, Server-Sent Events instead: `sources` as soon as the first retrieval is ranked (data: `AskSources`), one `delta` event per claim of an answer (data: `AskDelta`), then one `done` event (data: the `AskResponse`); a failure after `sources` ends the stream with an `error` event (data: `ErrorBody`). */
             200: {
                 headers: {
                     [name: string]: unknown;

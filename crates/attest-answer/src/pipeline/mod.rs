@@ -104,6 +104,42 @@ pub struct AskResponse {
     pub latency_ms: BTreeMap<&'static str, f64>,
 }
 
+/// A passage the first retrieval found, as a streamed ask's first event shows it: ranked, not yet read.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Retrieved {
+    pub chunk_id: String,
+    pub doc_id: String,
+    pub title: String,
+    /// The reranker's score (not the reader's: the passage is not read yet).
+    pub score: f64,
+}
+
+/// The data of a streamed ask's `sources` event: the passages of the first retrieval, best first, sent as soon
+/// as they are ranked (before reading, generation and verification, which take most of a turn).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct AskSources {
+    pub sources: Vec<Retrieved>,
+}
+
+impl AskSources {
+    fn of(ranked: &[Candidate]) -> Self {
+        AskSources {
+            sources: ranked
+                .iter()
+                .map(|c| Retrieved {
+                    chunk_id: c.hit.chunk_id.clone(),
+                    doc_id: c.hit.doc_id.clone(),
+                    title: c.hit.title.clone(),
+                    score: c.score,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Where a streamed turn sends its [`AskSources`] (once, if it retrieves at all).
+pub type SourcesSender = tokio::sync::mpsc::UnboundedSender<AskSources>;
+
 /// Abstention reason codes (SPEC step 12).
 pub const NO_RESULTS: &str = "no_results";
 pub const LOW_CONFIDENCE: &str = "low_confidence";
@@ -164,6 +200,8 @@ struct Turn<'a> {
     /// The pool, best first, once recalled.
     ranked: Vec<Candidate>,
     reads: Reads,
+    /// A streamed turn's: taken when the first retrieval is ranked (see [`AskSources`]).
+    sources_to: Option<SourcesSender>,
 }
 
 impl Turn<'_> {
@@ -296,9 +334,42 @@ impl AnswerService {
         history: &[HistoryTurn],
         request_id: &str,
     ) -> Result<AskResponse, AnswerError> {
+        self.ask_counted(caller, collection, question, history, request_id, None)
+            .await
+    }
+
+    /// [`AnswerService::ask_in_conversation`] for a streamed ask: the passages of the first retrieval go to
+    /// `sources_to` as soon as they are ranked; the response comes when the turn ends, as before.
+    pub async fn ask_streamed(
+        &self,
+        caller: &Caller,
+        collection: &str,
+        question: &str,
+        history: &[HistoryTurn],
+        request_id: &str,
+        sources_to: SourcesSender,
+    ) -> Result<AskResponse, AnswerError> {
+        let sources_to = Some(sources_to);
+        self.ask_counted(
+            caller, collection, question, history, request_id, sources_to,
+        )
+        .await
+    }
+
+    async fn ask_counted(
+        &self,
+        caller: &Caller,
+        collection: &str,
+        question: &str,
+        history: &[HistoryTurn],
+        request_id: &str,
+        sources_to: Option<SourcesSender>,
+    ) -> Result<AskResponse, AnswerError> {
         let started = Instant::now();
         let outcome = self
-            .turn_in_conversation(caller, collection, question, history, request_id)
+            .turn_in_conversation(
+                caller, collection, question, history, request_id, sources_to,
+            )
             .await;
         let code = match &outcome {
             Ok(_) => CODE_OK,
@@ -318,6 +389,7 @@ impl AnswerService {
         question: &str,
         history: &[HistoryTurn],
         request_id: &str,
+        sources_to: Option<SourcesSender>,
     ) -> Result<AskResponse, AnswerError> {
         let question = self.check_question(question)?;
         let history = conversation::window(
@@ -328,6 +400,7 @@ impl AnswerService {
         let t = Instant::now();
         let standalone = self.standalone(question, history, request_id).await;
         let mut turn = self.begin(caller, collection, &standalone, request_id);
+        turn.sources_to = sources_to;
         turn.record(STAGE_ROUTE, t);
         if !history.is_empty() {
             turn.out.rewritten_question = Some(standalone.clone());
@@ -421,6 +494,7 @@ impl AnswerService {
             forced: Vec::new(),
             ranked: Vec::new(),
             reads: Reads::new(),
+            sources_to: None,
         }
     }
 

@@ -186,6 +186,10 @@ impl AnswerService {
             }
             turn.record(STAGE_RERANK, t);
             turn.ranked = pool.ranked();
+            if let Some(to) = turn.sources_to.take() {
+                // The client may be gone; the turn goes on regardless (its response is counted and logged).
+                let _ = to.send(super::AskSources::of(&turn.ranked));
+            }
             let t = Instant::now();
             let answerability = self.read(turn).await;
             turn.record(STAGE_READ, t);

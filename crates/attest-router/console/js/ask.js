@@ -1,5 +1,5 @@
-// Ask: POST /v1/collections/{name}/ask with `stream: true` (Server-Sent Events: a `delta` per verified claim,
-// then `done` with the whole response). The answer's footnote markers link to citation cards, each showing its
+// Ask: POST /v1/collections/{name}/ask with `stream: true` (Server-Sent Events: `sources` first, shown as progress,
+// a `delta` per verified claim, then `done` with the whole response). The answer's footnote markers link to citation cards, each showing its
 // passage with the quoted span highlighted (the passage is found through the public search API by chunk id);
 // a verification table lists every claim with its citation, quote, support score and verdict (supported, partial
 // or unsupported; dropped claims too) under a one-line summary; an abstention says why in plain words, shows what the
@@ -183,7 +183,8 @@ export function render(view, ctx) {
   async function ask(question) {
     const collection = ctx.collection();
     const draft = h("ol.draft", { "data-testid": "draft" });
-    clear(out, h("p.muted", {}, "Retrieving, answering and verifying…"), draft);
+    const progress = h("p.muted", { "data-testid": "progress" }, "Retrieving, answering and verifying…");
+    clear(out, progress, draft);
     try {
       if (!collection) throw { code: "no collection", message: "create or pick a collection first" };
       let final = null;
@@ -193,6 +194,11 @@ export function render(view, ctx) {
         clear(transcript);
       }
       await stream(`/v1/collections/${enc(collection)}/ask`, body, (name, data) => {
+        // The first retrieval's passages arrive before they are read: say what is being read.
+        if (name === "sources") {
+          const titles = [...new Set(data.sources.map((s) => s.title))].slice(0, 3).join("; ");
+          clear(progress, `Reading ${data.sources.length} passages (${titles}), answering and verifying…`);
+        }
         if (name === "delta") draft.append(h("li", {}, withMarkers(data.text)));
         if (name === "done") final = data;
       });

@@ -20,7 +20,7 @@ from .admin import (
     SnapshotReplica,
     SnapshotRequest,
 )
-from .ask import (AskDelta, AskRequest, AskResponse, Citation, Claim, NearMiss, NearMissSource, Status, Terminology, Turn,
+from .ask import (AskDelta, AskSources, Retrieved, AskRequest, AskResponse, Citation, Claim, NearMiss, NearMissSource, Status, Terminology, Turn,
                   Verdict, Verdicts)
 from .collections import (
     Chunking,
@@ -35,7 +35,7 @@ from .documents import Deleted, Document, IngestReport, Rejection, UploadReport
 from .search import Hit, Lane, LaneHit, Lanes, SearchRequest, SearchResponse
 
 __all__ = [
-    "ApiKey", "AskDelta", "AskRequest", "AskResponse", "Chunking", "Citation", "Claim", "NearMiss", "NearMissSource", "ClusterNode",
+    "ApiKey", "AskDelta", "AskSources", "Retrieved", "AskRequest", "AskResponse", "Chunking", "Citation", "Claim", "NearMiss", "NearMissSource", "ClusterNode",
     "ClusterStatus", "Collection", "CollectionStats", "CreateCollection", "CreatedKey", "Deleted", "Document",
     "Hit", "IndexParams", "IndexRequest", "IngestReport", "KeyRequest", "Lane", "LaneHit", "Lanes",
     "ListedSnapshot", "Rejection", "ReplicaProgress", "RestoreRequest", "RestoredCollection", "SearchRequest",

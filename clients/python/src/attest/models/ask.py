@@ -159,3 +159,19 @@ class AskDelta(ApiModel):
     text: str
     citations: list[int] = Field(default_factory=list)
     verdict: Verdict | None = None
+
+
+class Retrieved(ApiModel):
+    """A passage of a streamed ask's first retrieval, ranked but not yet read."""
+
+    chunk_id: str
+    doc_id: str
+    title: str = ""
+    score: float = 0.0
+
+
+class AskSources(ApiModel):
+    """The ``sources`` event of a streamed answer: the first retrieval's passages, best first, sent before they
+    are read (most of a turn is reading and verifying)."""
+
+    sources: list[Retrieved] = Field(default_factory=list)
