@@ -364,3 +364,56 @@ fn the_readme_api_table_names_every_operation_of_the_openapi_document() {
         "README's API table lacks {missing:?} and names {unknown:?}, which docs/openapi.json does not have"
     );
 }
+
+/// `attest dev` on a terminal (a pseudo-terminal from util-linux's `script`, as a user's shell gives it): a short
+/// human summary (addresses, data, models, auth, logs) and at most 15 lines in all, instead of every JSON event
+/// at info (22 lines before; ONNX Runtime's 1,288 before that).
+#[test]
+fn attest_dev_on_a_terminal_starts_with_a_short_human_summary() {
+    use std::io::{BufRead, BufReader};
+    let data = tempfile::tempdir().unwrap();
+    let line = format!(
+        "{} dev --data-dir {} --http 127.0.0.1:0 --grpc 127.0.0.1:0",
+        common::attest_bin().display(),
+        data.path().join("dev").display()
+    );
+    let mut child = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .env_remove("ATTEST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("util-linux `script` runs");
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let mut proc = common::Proc(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in out.lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut lines: Vec<String> = Vec::new();
+    while !lines.iter().any(|l| l.trim_start().starts_with("logs ")) {
+        match rx.recv_timeout(std::time::Duration::from_secs(120)) {
+            Ok(line) => lines.push(line.trim_end_matches('\r').to_string()),
+            Err(_) => panic!("no start-up summary on the terminal: {lines:#?}"),
+        }
+    }
+    proc.terminate();
+    let text = lines.join("\n");
+    assert!(lines.len() <= 15, "{} start-up lines: {text}", lines.len());
+    for part in [
+        "attest dev listening http=http://127.0.0.1:",
+        "HTTP API  http://127.0.0.1:",
+        "data      ",
+        "embedder  all-minilm-l6-v2 (local)",
+        "answers   the reader",
+        "auth      off",
+    ] {
+        assert!(text.contains(part), "{part:?} missing: {text}");
+    }
+    // Info events stay off the terminal unless asked for; the one warning (auth off) is there.
+    assert!(!text.contains("\"level\":\"INFO\""), "{text}");
+}

@@ -19,10 +19,11 @@ pub struct Cli {
         default_value = "http://127.0.0.1:7700"
     )]
     pub server: String,
-    /// Log level filter (e.g. info, debug, attest_index=debug); ONNX Runtime (`ort`), tantivy and rmcp log at warn unless
-    /// named ("info,ort=info").
-    #[arg(long, global = true, env = "ATTEST_LOG", default_value = "info")]
-    pub log_level: String,
+    /// Log level filter (e.g. info, debug, attest_index=debug); ONNX Runtime (`ort`), tantivy and rmcp log at warn
+    /// unless named ("info,ort=info"). Default: info, except `attest dev` on a terminal: warn (its start-up
+    /// summary on stdout says what a user needs; the JSON lines at info stay a `--log-level info` away).
+    #[arg(long, global = true, env = "ATTEST_LOG")]
+    pub log_level: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -550,4 +551,18 @@ pub struct SearchArgs {
     /// Print the router's JSON response instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+impl Cli {
+    /// The log filter: `--log-level` / `ATTEST_LOG` when given, else [`Cli::log_level`]'s default.
+    pub fn log_filter(&self) -> String {
+        use std::io::IsTerminal;
+        match &self.log_level {
+            Some(level) => level.clone(),
+            None if matches!(self.command, Command::Dev(_)) && std::io::stderr().is_terminal() => {
+                "warn".to_string()
+            }
+            None => "info".to_string(),
+        }
+    }
 }

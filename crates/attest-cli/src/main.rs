@@ -38,7 +38,7 @@ fn main() -> anyhow::Result<()> {
             None => None,
         }
     };
-    attest_telemetry::logging::init_with_traces(&cli.log_level, traces);
+    attest_telemetry::logging::init_with_traces(&cli.log_filter(), traces);
     let outcome = runtime.block_on(run(cli, role));
     // Spans still buffered go out while the runtime that exports them is alive.
     attest_telemetry::traces::flush();

@@ -98,6 +98,56 @@ impl Starting {
     }
 }
 
+/// The human start-up summary printed under the "listening" line (whose form supervisors and tests parse): where
+/// to point a browser, a client or an agent, where the data lives, what embeds and what answers, whether keys are
+/// needed, and where the logs go.
+pub fn summary(
+    cfg: &DevConfig,
+    http: std::net::SocketAddr,
+    grpc: std::net::SocketAddr,
+) -> Vec<String> {
+    use attest_answer::reader::ReaderBackend;
+    use attest_embed::select::EmbedderBackend;
+    let embedder = match (&cfg.embedder_url, cfg.config.embedder.backend) {
+        (Some(url), _) => format!("remote, {url}"),
+        (None, EmbedderBackend::Remote) => format!("remote, {}", cfg.config.embedder.remote.url),
+        (None, _) => format!("{} (local)", cfg.config.embedder.local.model.id()),
+    };
+    let reader = &cfg.config.answer.reader;
+    let answers = match reader.backend {
+        ReaderBackend::Model => format!(
+            "the reader ({} model{}), claims verified",
+            1 + reader.ensemble.len(),
+            if reader.ensemble.is_empty() { "" } else { "s" }
+        ),
+        ReaderBackend::Lexical => "word overlap (no reader model), claims verified".to_string(),
+    };
+    let generator = if cfg.config.answer.llm.url.trim().is_empty() {
+        "extractive (no LLM configured)".to_string()
+    } else {
+        format!("LLM at {}", cfg.config.answer.llm.url)
+    };
+    let auth = if cfg.admin_key.is_some() {
+        "on: every request needs an API key (the admin key makes others: attest key create)"
+    } else {
+        "off: any caller may do anything (--admin-key to turn keys on)"
+    };
+    vec![
+        format!("HTTP API  http://{http}/v1   console  http://{http}/"),
+        format!("gRPC      {grpc}"),
+        format!(
+            "data      {} ({} shards)",
+            cfg.data_dir.display(),
+            cfg.shards
+        ),
+        format!("embedder  {embedder}"),
+        format!("answers   {answers}; generator {generator}"),
+        format!("auth      {auth}"),
+        "logs      JSON on stderr (--log-level info for every event; warnings only on a terminal)"
+            .to_string(),
+    ]
+}
+
 /// Serves every role on `http` and `grpc` until `shutdown`.
 pub async fn serve(
     cfg: &DevConfig,
@@ -132,6 +182,9 @@ pub async fn serve(
         cfg.shards,
         cfg.data_dir.display()
     ));
+    for line in summary(cfg, http_addr, grpc_addr) {
+        crate::plumbing::say(format_args!("  {line}"));
+    }
     info!(http = %http_addr, grpc = %grpc_addr, startup_ms = started.elapsed().as_millis() as u64,
         faiss = attest_index::ivfpq::faiss_opt_level(), event = "dev_started", "attest dev started");
     let meta_service = stack.plane.meta_service();
