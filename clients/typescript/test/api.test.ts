@@ -16,7 +16,7 @@ import {
   type UploadProgress,
 } from "attest-client";
 
-import { ANSWERABLE, Dev, sample, UNANSWERABLE } from "./helpers.js";
+import { ANSWERABLE, Dev, rejects, sample, UNANSWERABLE } from "./helpers.js";
 
 let dev: Dev;
 let client: Client;
@@ -35,15 +35,6 @@ after(async () => {
   await dev?.stop();
 });
 
-async function rejects<E extends Error>(promise: Promise<unknown>, kind: new (...args: never[]) => E): Promise<E> {
-  try {
-    await promise;
-  } catch (error) {
-    assert.ok(error instanceof kind, `expected ${kind.name}, got ${String(error)}`);
-    return error;
-  }
-  assert.fail(`expected ${kind.name}, nothing was thrown`);
-}
 
 let names = 0;
 /** A new empty one-shard collection for one test. */

@@ -6,7 +6,7 @@ import { after, afterEach, before, test } from "node:test";
 
 import { AuthenticationError, Client, PermissionDeniedError } from "attest-client";
 
-import { ADMIN_KEY, Dev, waitUntil } from "./helpers.js";
+import { ADMIN_KEY, Dev, rejects, waitUntil } from "./helpers.js";
 
 let dev: Dev;
 
@@ -23,15 +23,6 @@ after(async () => {
   await dev?.stop();
 });
 
-async function rejects<E extends Error>(promise: Promise<unknown>, kind: new (...args: never[]) => E): Promise<E> {
-  try {
-    await promise;
-  } catch (error) {
-    assert.ok(error instanceof kind, `expected ${kind.name}, got ${String(error)}`);
-    return error;
-  }
-  assert.fail(`expected ${kind.name}, nothing was thrown`);
-}
 
 test("no key, or a wrong one, is refused with 401", async () => {
   const anonymous = new Client({ baseUrl: dev.url, apiKey: "" });

@@ -5,6 +5,7 @@
 // run, never built. Each Dev keeps its data and stderr in a temporary directory, removed when it stops unless a
 // test failed (then its path and the end of the log are printed).
 
+import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
 import { accessSync, constants, createWriteStream, mkdtempSync, readFileSync, rmSync, type WriteStream } from "node:fs";
 import { homedir, tmpdir } from "node:os";
@@ -171,4 +172,15 @@ export class Dev {
       rmSync(this.dir, { recursive: true, force: true });
     }
   }
+}
+
+/** Awaits `promise` and returns what it threw, which must be a `kind`. */
+export async function rejects<E extends Error>(promise: Promise<unknown>, kind: new (...args: never[]) => E): Promise<E> {
+  try {
+    await promise;
+  } catch (error) {
+    assert.ok(error instanceof kind, `expected ${kind.name}, got ${String(error)}`);
+    return error;
+  }
+  assert.fail(`expected ${kind.name}, nothing was thrown`);
 }

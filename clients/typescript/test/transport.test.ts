@@ -24,6 +24,8 @@ import {
   type AskEvent,
 } from "attest-client";
 
+import { rejects } from "./helpers.js";
+
 /** What the double answers: a status, headers and a body, or a function that writes the response itself. */
 type Reply =
   | { status: number; headers?: Record<string, string>; body?: string }
@@ -141,7 +143,7 @@ describe("retries through a transport double", () => {
       { status: 429, headers: { "retry-after": "0", "x-request-id": "req-last" }, body: err("RESOURCE_EXHAUSTED", "shed") },
     );
     const c = new Client({ baseUrl: double.url, retry: { maxRetries: 2 } });
-    const e = await assertRejects(c.search("docs", "q"), RateLimitedError);
+    const e = await rejects(c.search("docs", "q"), RateLimitedError);
     assert.deepEqual([e.status, e.code, e.message, e.requestId, e.retryAfterMs], [429, "RESOURCE_EXHAUSTED", "shed", "req-last", 0]);
     assert.ok(e instanceof AttestError);
     assert.equal(double.arrivals.length, 3);
@@ -150,7 +152,7 @@ describe("retries through a transport double", () => {
   test("other errors are not retried", async () => {
     double.script({ status: 500, headers: { "retry-after": "1" }, body: err("INTERNAL", "boom") });
     const c = new Client({ baseUrl: double.url });
-    const e = await assertRejects(c.search("docs", "q"), AttestError);
+    const e = await rejects(c.search("docs", "q"), AttestError);
     assert.deepEqual([e.status, e.code, e.message], [500, "INTERNAL", "boom"]);
     assert.equal(double.arrivals.length, 1);
   });
@@ -172,7 +174,7 @@ describe("retries through a transport double", () => {
   test("a body that is not the API's error still gives a typed error", async () => {
     double.script({ status: 400, headers: { "content-type": "text/html" }, body: "<h1>bad gateway page</h1>" });
     const c = new Client({ baseUrl: double.url });
-    const e = await assertRejects(c.getCollection("x"), InvalidArgumentError);
+    const e = await rejects(c.getCollection("x"), InvalidArgumentError);
     assert.deepEqual([e.status, e.code, e.field, e.message], [400, "INVALID_ARGUMENT", undefined, "<h1>bad gateway page</h1>"]);
   });
 
@@ -195,7 +197,7 @@ describe("retries through a transport double", () => {
     assert.equal(double.arrivals.length, 2);
 
     double.script(drop, { status: 201, body: "{}" });
-    const e = await assertRejects(c.createCollection("x"), UnavailableError);
+    const e = await rejects(c.createCollection("x"), UnavailableError);
     assert.equal(double.arrivals.length, 1); // a create is not repeated blindly
     assert.match(e.message, new RegExp(`Attest at ${escape(double.url)} broke \\(POST /v1/collections\\)`));
     assert.equal(e.status, undefined);
@@ -204,7 +206,7 @@ describe("retries through a transport double", () => {
   test("a timeout is a DEADLINE_EXCEEDED error naming the URL", async () => {
     double.script(() => undefined); // never answers
     const c = new Client({ baseUrl: double.url, timeoutMs: 200 });
-    const e = await assertRejects(c.listCollections(), AttestError);
+    const e = await rejects(c.listCollections(), AttestError);
     assert.equal(e.code, "DEADLINE_EXCEEDED");
     assert.match(e.message, new RegExp(`no answer from Attest at ${escape(double.url)} in 200 ms`));
   });
@@ -247,7 +249,7 @@ describe("retries through a transport double", () => {
     });
     const c = new Client({ baseUrl: double.url });
     const seen: string[] = [];
-    const e = await assertRejects(
+    const e = await rejects(
       (async () => {
         for await (const ev of c.askStream("docs", "q")) seen.push(ev.event);
       })(),
@@ -263,7 +265,7 @@ test("a connection refused on loopback fails at once, naming the URL tried", asy
   const port = await freePort();
   const c = new Client({ baseUrl: `http://127.0.0.1:${port}` });
   const started = performance.now();
-  const e = await assertRejects(c.listCollections(), UnavailableError);
+  const e = await rejects(c.listCollections(), UnavailableError);
   assert.ok(performance.now() - started < 2_000, "not retried");
   assert.equal(e.status, undefined);
   assert.equal(e.code, "UNAVAILABLE");
@@ -353,17 +355,6 @@ test("VERSION is package.json's", () => {
   assert.equal(VERSION, pkg.version);
 });
 
-// --- helpers ----------------------------------------------------------------------------------------------------
-
-async function assertRejects<E extends Error>(promise: Promise<unknown>, kind: new (...args: never[]) => E): Promise<E> {
-  try {
-    await promise;
-  } catch (error) {
-    assert.ok(error instanceof kind, `expected ${kind.name}, got ${String(error)}`);
-    return error;
-  }
-  assert.fail(`expected ${kind.name}, nothing was thrown`);
-}
 
 function escape(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");

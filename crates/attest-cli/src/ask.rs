@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use attest_answer::verdict::VerdictCounts;
 
 use crate::cli::AskArgs;
-use crate::commands::{call, client, server_url};
+use crate::commands::{call, client, server_url, strings};
 
 /// The conversation file: the collection it is about and its turns, oldest first.
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -191,12 +191,7 @@ fn print_result(out: &Value) {
         }
         Some("abstained") => {
             println!("abstained: {}", out["reason"].as_str().unwrap_or("unknown"));
-            let suggestions: Vec<&str> = out["suggestions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect();
+            let suggestions: Vec<&str> = strings(&out["suggestions"]);
             if !suggestions.is_empty() {
                 println!("did you mean: {}", suggestions.join("; "));
             }

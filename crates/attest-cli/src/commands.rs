@@ -49,6 +49,16 @@ pub fn client() -> anyhow::Result<reqwest::Client> {
     Ok(builder.build()?)
 }
 
+/// The strings of a JSON array, in order (none when it is not an array).
+pub fn strings(array: &Value) -> Vec<&str> {
+    array
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
 /// Sends a request and returns its JSON body; an error names the URL it could not reach, or the status and the
 /// server's message.
 pub async fn call(req: reqwest::RequestBuilder) -> anyhow::Result<Value> {

@@ -26,7 +26,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use crate::cli::McpArgs;
-use crate::commands::{call, client, server_url};
+use crate::commands::{call, client, server_url, strings};
 
 /// The URI of the resource listing every collection; one collection is this followed by `/{name}`.
 const COLLECTIONS_URI: &str = "attest://collections";
@@ -254,12 +254,7 @@ fn ask_text(out: &Value) -> String {
             c["quote"].as_str().unwrap_or("").trim()
         ));
     }
-    let suggestions: Vec<&str> = out["suggestions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
+    let suggestions: Vec<&str> = strings(&out["suggestions"]);
     if !suggestions.is_empty() {
         text.push_str(&format!("\nYou could ask: {}\n", suggestions.join(" | ")));
     }
