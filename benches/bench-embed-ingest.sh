@@ -6,7 +6,7 @@
 # the dense lane's nDCG@10 on it (every 5th answerable question, scripts/eval-retrieval.py) under candle and under
 # ONNX Runtime, in fresh instances of the same run, and their difference.
 #
-# Usage: [QUALITY_DATA=../shared/data/squad-dev] benches/bench-embed-ingest.sh [CORPUS (default data/squad-sample/corpus.jsonl)]
+# Usage: [QUALITY_DATA=data/squad-dev] benches/bench-embed-ingest.sh [CORPUS (default data/squad-sample/corpus.jsonl)]
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

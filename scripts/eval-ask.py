@@ -12,7 +12,7 @@
     attest dev --data-dir DIR --http 127.0.0.1:7710 --grpc 127.0.0.1:7711 &
     # ingest the corpus into collection `squad` (scripts/train-reranker.sh does both)
     scripts/eval-ask.py --server http://127.0.0.1:7710 --collection squad \\
-        --data ../shared/data/squad-dev [--limit N] [--every K] [--json OUT]
+        --data data/squad-dev [--limit N] [--every K] [--json OUT]
 
 `--every K` keeps every K-th question (a fixed, reproducible sample); `--split heldout` keeps only questions
 whose article the reranker did not train on (article number % 5 == 0, see crates/attest-answer/src/rerank).
@@ -66,7 +66,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--server", default="http://127.0.0.1:7710")
     ap.add_argument("--collection", default="squad")
-    ap.add_argument("--data", default="../shared/data/squad-dev")
+    ap.add_argument("--data", default="data/squad-dev")
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--every", type=int, default=1)
     ap.add_argument("--split", choices=["all", "heldout"], default="all")

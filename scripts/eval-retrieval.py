@@ -67,7 +67,7 @@ def metrics(ranked, gold):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--server", default="http://127.0.0.1:7700")
-    ap.add_argument("--data", default=str(Path(__file__).resolve().parent.parent.parent / "shared/data/squad-dev"))
+    ap.add_argument("--data", default=str(Path(__file__).resolve().parent.parent / "data/squad-dev"))
     ap.add_argument("--every", type=int, default=1, help="keep every N-th answerable query (a fixed sample)")
     ap.add_argument("--limit", type=int, default=0, help="evaluate only the first N answerable queries (after --every)")
     ap.add_argument("--lanes", default="bm25,dense,hybrid", help="the lanes to evaluate, comma-separated")

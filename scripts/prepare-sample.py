@@ -13,7 +13,7 @@ ARTICLES = ["Super_Bowl_50", "Nikola_Tesla", "Normans", "Rhine", "Oxygen", "Blac
 QUESTIONS = 100
 UNANSWERABLE = 50
 
-src = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent.parent / "shared/data/squad-dev")
+src = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent / "data/squad-dev")
 out = Path(sys.argv[2] if len(sys.argv) > 2 else Path(__file__).resolve().parent.parent / "data/squad-sample")
 out.mkdir(parents=True, exist_ok=True)
 

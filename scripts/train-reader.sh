@@ -64,7 +64,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${ATTEST_TRAIN_VENV:-$HOME/.cache/attest-train-venv}
-DATA=${ATTEST_DATA:-../shared/data}
+DATA=${ATTEST_DATA:-data}
 if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
 fi

@@ -7,13 +7,13 @@
 #   4. stops the server. The data directory stays, so the ingested collection can be reused for evaluation.
 #
 # Usage: scripts/train-reranker.sh [extra `attest-lab train reranker` flags, e.g. --limit 1500 --json]
-# Environment: ATTEST_BIN (default $CARGO_TARGET_DIR/debug/attest; `attest-lab` is taken from beside it), SQUAD_DIR (default ../shared/data/squad-dev),
+# Environment: ATTEST_BIN (default $CARGO_TARGET_DIR/debug/attest; `attest-lab` is taken from beside it), SQUAD_DIR (default data/squad-dev),
 #   STORE_DIR, TRAIN_HTTP (127.0.0.1:7710), TRAIN_GRPC (127.0.0.1:7711), OUT (crates/attest-answer/models/reranker.json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${ATTEST_BIN:-${CARGO_TARGET_DIR:-$HOME/.cache/attest-target}/debug/attest}
 LAB="$(dirname "$BIN")/attest-lab"
-SQUAD=${SQUAD_DIR:-../shared/data/squad-dev}
+SQUAD=${SQUAD_DIR:-data/squad-dev}
 STORE=${STORE_DIR:-$HOME/data/squad-dev-store}
 HTTP=${TRAIN_HTTP:-127.0.0.1:7710}
 GRPC=${TRAIN_GRPC:-127.0.0.1:7711}

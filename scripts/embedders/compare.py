@@ -29,7 +29,7 @@ are the answerable ones with a qrels row of score > 0, in queries.jsonl order, t
 A passage is embedded as "title\\n\\ntext" when it has a non-empty title, else as its text; passages are truncated
 to --passage-tokens tokens (special tokens included), queries to --query-tokens.
 
-    python scripts/embedders/compare.py --data ../shared/data/squad-dev@every=5 --models minilm,bge-small-int8 \\
+    python scripts/embedders/compare.py --data data/squad-dev@every=5 --models minilm,bge-small-int8 \\
         --out result.json
 
 Set OMP_NUM_THREADS=1 (scripts/compare-embedders.sh does). The metric and sampling functions need only the

@@ -1,4 +1,4 @@
-"""Training and held-out examples for the reader, built reproducibly (seeded) from `../shared/data`.
+"""Training and held-out examples for the reader, built reproducibly (seeded) from `data`.
 
 Split (written down, by article, so nothing learned from is judged on):
 - squad-dev and shift-reddit: an article (post) `…-aNNNN` is held out when NNNN % 5 == 0 (the reranker's split,

@@ -3,7 +3,7 @@ reader's training report scores) in the claim/evidence layout `attest-lab eval -
 `{"_id", "claim", "evidence", "label": true/false, "split": "heldout", "edit"}`. With `--heldin`, those of the
 held-in articles instead (`"split": "train"`), which `attest-lab train support` fits the verifier's calibration on.
 
-Usage: python scripts/reader/export_contrastive.py [--data ../shared/data] [--seed 13] [--heldin] --out FILE
+Usage: python scripts/reader/export_contrastive.py [--data data] [--seed 13] [--heldin] --out FILE
 """
 
 import argparse
@@ -18,7 +18,7 @@ from data import answerability_rows, support_rows  # noqa: E402
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--data", default="../shared/data")
+    p.add_argument("--data", default="data")
     p.add_argument("--seed", type=int, default=13)
     p.add_argument("--heldin", action="store_true")
     p.add_argument("--out", required=True)

@@ -14,7 +14,7 @@ stay as in all-MiniLM-L6-v2 (`--frozen-layers`); what fits this CPU is training 
 `--base` may also be a directory onnx_to_bert.py wrote (another backbone, issue 41; model.load_base reads it).
 
 Usage (scripts/train-reader.sh wraps it):
-  python scripts/reader/train.py --data ../shared/data --base models/all-minilm-l6-v2 \
+  python scripts/reader/train.py --data data --base models/all-minilm-l6-v2 \
       --out crates/attest-answer/models/reader --work ~/.cache/attest-reader
 """
 
@@ -141,7 +141,7 @@ def predict(model, examples, device, batch=64):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--data", default="../shared/data")
+    p.add_argument("--data", default="data")
     p.add_argument("--base", default="models/all-minilm-l6-v2")
     p.add_argument("--out", default="crates/attest-answer/models/reader")
     p.add_argument("--work", default=os.path.expanduser("~/.cache/attest-reader"))

@@ -11,7 +11,7 @@ fn halueval() -> Option<PathBuf> {
         .map(PathBuf::from)
         .unwrap_or_else(|| {
             PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("../../../shared/data/halueval-qa/items.jsonl")
+                .join("../../data/halueval-qa/items.jsonl")
         });
     path.exists().then_some(path)
 }
@@ -27,7 +27,7 @@ fn retraining_reproduces_the_committed_model_and_it_meets_the_bar() {
     );
     assert_eq!(committed.train_items + committed.heldout_items, 8000);
     let Some(path) = halueval() else {
-        eprintln!("halueval-qa not found beside the checkout (set ATTEST_HALUEVAL): checked the committed figures only");
+        eprintln!("data/halueval-qa not found in the checkout (set ATTEST_HALUEVAL): checked the committed figures only");
         return;
     };
     let items = load_items(&path).unwrap();

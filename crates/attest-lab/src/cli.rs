@@ -40,7 +40,7 @@ pub enum TrainCommand {
     /// The claim verifier, on HaluEval QA (train split by question; AUROC on the held-out split).
     Verifier {
         /// The halueval-qa directory (or its items.jsonl).
-        #[arg(long, default_value = "../shared/data/halueval-qa")]
+        #[arg(long, default_value = "data/halueval-qa")]
         data: PathBuf,
         /// Where to write the model.
         #[arg(long, default_value = "crates/attest-answer/models/verifier.json")]
@@ -52,7 +52,7 @@ pub enum TrainCommand {
     /// claim-verification sets; AUROC and balanced accuracy at 0.5 on each set's held-out items.
     Support {
         /// A HaluEval-QA or claim/evidence (VitaminC) set, its directory or items.jsonl (repeatable).
-        #[arg(long, default_values = ["../shared/data/halueval-qa", "../shared/data/vitaminc-train"])]
+        #[arg(long, default_values = ["data/halueval-qa", "data/vitaminc-train"])]
         data: Vec<PathBuf>,
         /// Fit on every N-th held-in item of each set (the reader reads each one).
         #[arg(long, default_value_t = 3)]
@@ -70,7 +70,7 @@ pub enum TrainCommand {
     /// nDCG@10 / MRR@10 / recall@10 and AUROC on the held-out split).
     Reranker {
         /// The squad-dev directory (its queries.jsonl).
-        #[arg(long, default_value = "../shared/data/squad-dev")]
+        #[arg(long, default_value = "data/squad-dev")]
         data: PathBuf,
         /// The router's gRPC endpoint (`attest dev --grpc`).
         #[arg(long, default_value = "http://127.0.0.1:7711")]

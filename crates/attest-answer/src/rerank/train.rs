@@ -1,4 +1,4 @@
-//! Training and evaluating the learned reranker on squad-dev (`../shared/data/squad-dev`), with candidates from
+//! Training and evaluating the learned reranker on squad-dev (`data/squad-dev`), with candidates from
 //! the real router (`attest-lab train reranker`).
 //!
 //! Split (fixed, by article, so no article's paragraphs are both learned from and judged on): a query whose

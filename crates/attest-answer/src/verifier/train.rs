@@ -1,4 +1,4 @@
-//! Training and evaluating the local verifier on HaluEval QA (`../shared/data/halueval-qa/items.jsonl`).
+//! Training and evaluating the local verifier on HaluEval QA (`data/halueval-qa/items.jsonl`).
 //!
 //! Split (fixed, by question, so the two answers of one question never straddle it): an item `hqNNNNN-…` is
 //! held out when `NNNNN % 5 == 0` (20% of the questions), otherwise it trains. The claim is the item's answer,

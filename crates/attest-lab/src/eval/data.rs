@@ -1,4 +1,4 @@
-//! A BEIR-layout evaluation set with answerable flags (like `../shared/data/squad-dev`): `corpus.jsonl`
+//! A BEIR-layout evaluation set with answerable flags (like `data/squad-dev`): `corpus.jsonl`
 //! (`_id`, `title`, `text`), `queries.jsonl` (`_id`, `text`, `answerable`, `answers`, `gold_doc`) and
 //! `qrels/test.tsv` (query id, corpus id, score; without it, each query's `gold_doc`). Its hash goes into the report so figures name their data.
 //! A query may name its kind of text (`domain`: runbook, api, ticket, …) and its near-miss `kind`
