@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Trains the reader (answerability + support cross-encoder, issue 13) reproducibly on this CPU and writes
 # crates/attest-answer/models/reader/{reader.onnx,reader.sha256,report.json,config.json,tokenizer.json} —
-# round 7, the committed reader (all-MiniLM-L6-v2; train.py's f16 reader.safetensors written as an ONNX graph by
+# round 12, the committed reader (round 7 taught the company near misses; before 2026-12-02 round 7 itself was) (all-MiniLM-L6-v2; train.py's f16 reader.safetensors written as an ONNX graph by
 # scripts/reader/safetensors_to_onnx.py, byte for byte the committed file from the same weights) — and its
 # verifier calibration (support.json). With ATTEST_READER_BGE=1 it also trains the bge-small rounds 8 and 10 into $WORK/r8/onnx and
 # $WORK/r10/onnx: round 8 is the committed second reader (crates/attest-answer/models/reader-bge, the answer tier's
@@ -44,9 +44,11 @@
 #                 neighbour's fact as the negative, `nearmiss_<kind>` weighted up; the dev split is only reported
 #                 on, the test split never read) (scripts/reader/round11.args); exported as ONNX into
 #                 $WORK/r11/onnx, the committed model untouched.
-#        round 12 (issue 68; ATTEST_READER_ROUND=12, alone, as round 11): round 11 with more of round 7's sources
-#                 replayed against half as many company rows, weighted x2 instead of x3 (round 11 told the near
-#                 misses apart but lost Wikipedia's answer-removed discrimination; scripts/reader/round12.args).
+#        round 12 (issue 68; committed; after round 7 in the main run, or alone with ATTEST_READER_ROUND=12 from
+#                 round 7's weights): round 11 with more of round 7's sources replayed against half as many company
+#                 rows, weighted x2 instead of x3 (round 11 told the near misses apart but lost Wikipedia's
+#                 answer-removed discrimination; round 12 keeps it): 40,000 rows, 1,250 steps, 66 min here beside
+#                 builds and evals (~35 rows/s on a free CPU) (scripts/reader/round12.args).
 #      Checkpoints (weights, optimiser, scheduler, random state; scripts/reader/schedule.py) every 100 steps in
 #      ATTEST_READER_WORK/rN (default ~/.cache/attest-reader): rerun the same command to resume at the same step
 #      in the same order ("resuming at step N from …"; progress with rows/s and ETA on stderr); a finished round
@@ -131,9 +133,13 @@ round 6 "$WORK/r6/out" --seed 18 --answerability 40000 --vitaminc 14000 --synthe
 if [ -z "${ATTEST_READER_BUILD_ONLY:-}" ]; then
   round 7 "$WORK/r7/out" --init "$WORK/r6/out/reader.safetensors" \
     --device "${ATTEST_READER_DEVICE:-cpu}" $(cat scripts/reader/round7.args) "$@"
-  "$VENV/bin/python" scripts/reader/safetensors_to_onnx.py "$WORK/r7/out/reader.safetensors" "$WORK/r7/out" \
+  # Round 12, the committed reader: round 7 taught the company near misses (scripts/reader/round12.args).
+  # shellcheck disable=SC2046
+  round 12 "$WORK/r12/out" --init "$WORK/r7/out/reader.safetensors" \
+    --device "${ATTEST_READER_DEVICE:-cpu}" $(cat scripts/reader/round12.args) "$@"
+  "$VENV/bin/python" scripts/reader/safetensors_to_onnx.py "$WORK/r12/out/reader.safetensors" "$WORK/r12/out" \
     crates/attest-answer/models/reader --check
-  cp "$WORK/r7/out/report.json" crates/attest-answer/models/reader/report.json
+  cp "$WORK/r12/out/report.json" crates/attest-answer/models/reader/report.json
 fi
 # Round 7's examples (2 minutes; built with MiniLM's tokenizer, whose vocabulary bge-small shares): round 8 trains on
 # them, and scripts/reader/train-gpu.sh is sent them.
