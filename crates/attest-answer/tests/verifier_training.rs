@@ -10,8 +10,7 @@ fn halueval() -> Option<PathBuf> {
     let path = std::env::var_os("ATTEST_HALUEVAL")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("../../data/halueval-qa/items.jsonl")
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/halueval-qa/items.jsonl")
         });
     path.exists().then_some(path)
 }

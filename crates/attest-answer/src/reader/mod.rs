@@ -141,7 +141,8 @@ pub struct ReaderConfig {
     /// covered 3.8 points more of squad-dev held-out, 4.1 of shift-new-wiki and 2.3 of shift-reddit, answering the
     /// same number of unanswerable questions on the last two and one more on squad-dev, for ~1.5× the ask time
     /// of round 7 alone (both under candle then; with every reader under ONNX Runtime the two ask in half the time
-    /// they took: docs/decisions/two-readers.md, docs/decisions/onnx-runtime-reader.md). `[]`: round 7 alone.
+    /// they took: docs/decisions/two-readers.md, docs/decisions/onnx-runtime-reader.md). `[]`: the main reader
+    /// (round 12 since issue 68) alone.
     pub ensemble: Vec<PathBuf>,
     /// How the ensemble's answerabilities combine ([`EnsembleRule`]); default `mean`. `geometric` (chosen held-in,
     /// where it kept squad-dev at 0.0% and 78.7% with ground 0.10 and halved shift-reddit's answered unanswerable

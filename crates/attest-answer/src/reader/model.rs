@@ -6,7 +6,8 @@
 //! answer span of the sentence against `[CLS]` (the "no answer here" position).
 //!
 //! A model directory holds `tokenizer.json`, `config.json` and `reader.onnx`, a graph run by ONNX Runtime
-//! ([`super::onnx`]): round 7 (MiniLM, the main reader, [`RELATIVE_READER_DIR`]) as its f16 weights cast to f32 at
+//! ([`super::onnx`]): round 12 (MiniLM, the main reader: round 7 taught the company near misses,
+//! [`RELATIVE_READER_DIR`]) as its f16 weights cast to f32 at
 //! load (`scripts/reader/safetensors_to_onnx.py`: the logits candle computed from the same weights, 2.8× faster),
 //! round 8 (bge-small-en-v1.5, the default ensemble's second member, [`SECOND_READER_DIR`]) as an int8 graph
 //! (`scripts/reader/export_onnx.py`). Each file is checked against the sha256 committed in its directory's
