@@ -134,6 +134,9 @@ impl Compounds {
 
     /// Whether `sentence` names one of the question's compounds whole.
     pub fn named_in(&self, sentence: &str) -> bool {
+        if self.asked.is_empty() {
+            return false;
+        }
         let stated = compounds(sentence, &self.skip);
         self.asked.iter().any(|c| stated.contains(c))
     }

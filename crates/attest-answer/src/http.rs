@@ -187,10 +187,13 @@ fn event(name: &str, data: &impl Serialize) -> Result<Event, Infallible> {
 /// once the turn has decided to answer with it: a claim shown and then withdrawn would be an answer the
 /// passages did not support.
 fn answer_events(answer: &AskResponse) -> Vec<Result<Event, Infallible>> {
-    let mut events: Vec<_> = answer
-        .claims
+    let claims = if answer.status == "answered" {
+        answer.claims.as_slice()
+    } else {
+        &[]
+    };
+    let mut events: Vec<_> = claims
         .iter()
-        .filter(|_| answer.status == "answered")
         .map(|claim| event("delta", &AskDelta::from(claim)))
         .collect();
     events.push(event("done", answer));

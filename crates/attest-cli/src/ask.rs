@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use attest_answer::verdict::VerdictCounts;
 
 use crate::cli::AskArgs;
-use crate::commands::{call, client, server_url, strings};
+use crate::commands::{call, client, server_url, strings, unreachable};
 
 /// The conversation file: the collection it is about and its turns, oldest first.
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -121,7 +121,7 @@ async fn stream(http: &reqwest::Client, url: &str, body: &Value) -> anyhow::Resu
         .json(body)
         .send()
         .await
-        .context("cannot reach the router (is `attest dev` running? see --server)")?;
+        .with_context(|| unreachable(url))?;
     if !resp.status().is_success() {
         let status = resp.status();
         let body: Value = resp.json().await.unwrap_or(Value::Null);

@@ -59,15 +59,21 @@ pub fn strings(array: &Value) -> Vec<&str> {
         .collect()
 }
 
+/// What a client command says when nothing answers at `url`.
+pub fn unreachable(url: &str) -> String {
+    format!("cannot reach the router at {url} (is `attest dev` running? see --server)")
+}
+
 /// Sends a request and returns its JSON body; an error names the URL it could not reach, or the status and the
 /// server's message.
 pub async fn call(req: reqwest::RequestBuilder) -> anyhow::Result<Value> {
     let (http, req) = req.build_split();
     let req = req?;
     let url = req.url().clone();
-    let resp = http.execute(req).await.with_context(|| {
-        format!("cannot reach the router at {url} (is `attest dev` running? see --server)")
-    })?;
+    let resp = http
+        .execute(req)
+        .await
+        .with_context(|| unreachable(url.as_str()))?;
     let status = resp.status();
     let body: Value = resp.json().await.unwrap_or(Value::Null);
     if !status.is_success() {
@@ -185,11 +191,12 @@ async fn ensure_collection(
     name: &str,
     create: bool,
 ) -> anyhow::Result<()> {
+    let url = format!("{server}/v1/collections/{name}");
     let resp = http
-        .get(format!("{server}/v1/collections/{name}"))
+        .get(&url)
         .send()
         .await
-        .context("cannot reach the router")?;
+        .with_context(|| unreachable(&url))?;
     if resp.status() == reqwest::StatusCode::NOT_FOUND {
         anyhow::ensure!(
             create,

@@ -5,23 +5,16 @@
 //!
 //! `cargo run --example embed_throughput [TEXTS]` — prints one JSON object per line.
 
+mod common;
+
 use std::path::Path;
 use std::time::Instant;
 
 use attest_embed::{
     Embedder, LocalEmbedderConfig, LocalRuntime, MiniLmEmbedder, OnnxMiniLmEmbedder,
 };
-use serde_json::{json, Value};
-
-fn texts_of(file: &Path, field: &str, limit: usize) -> Vec<String> {
-    std::fs::read_to_string(file)
-        .unwrap_or_else(|e| panic!("{}: {e}", file.display()))
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter_map(|v| v[field].as_str().map(str::to_string))
-        .take(limit)
-        .collect()
-}
+use common::texts_of;
+use serde_json::json;
 
 fn load(runtime: LocalRuntime, batch_size: usize, threads: usize) -> Box<dyn Embedder> {
     let config = LocalEmbedderConfig {
