@@ -766,7 +766,7 @@ fn bad_input_gets_clear_errors_and_writes_nothing() {
     );
 }
 
-/// The bad-input table of SPEC.md over gRPC, row by row: the code of the HTTP rows, the field in
+/// The bad-input table of docs/SPEC.md over gRPC, row by row: the code of the HTTP rows, the field in
 /// `x-attest-field`, and nothing written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_over_grpc_gets_the_same_errors_and_writes_nothing() {

@@ -3,7 +3,7 @@
 //! timeout, and dies. Searches never fail: they fall back to BM25 with `fallback_mode: true` (the answer tier
 //! reduces its confidence by `answer.fallback_confidence_factor`);
 //! after 5 failures the breaker opens and the service is not called at all; after the open timeout one probe
-//! goes through and 2 successes close it. The metrics move as SPEC.md names them. Time is moved by hand
+//! goes through and 2 successes close it. The metrics move as docs/SPEC.md names them. Time is moved by hand
 //! (`ManualClock`) instead of waiting 30 s.
 
 use crate::common;

@@ -2,7 +2,7 @@
 //! endpoint, which is outside the system) that replays scripted, streamed outputs split at awkward places:
 //! invented footnote numbers, repeated and malformed markers, a leaked chunk id, a sentence the passage does not
 //! support, a model that declines, a server that fails. Each is dropped, revised away or turned into an
-//! abstention as SPEC.md says; real ids never reach the model.
+//! abstention as docs/SPEC.md says; real ids never reach the model.
 
 #[allow(dead_code)] // a binary of its own uses a few of the shared helpers
 mod common;

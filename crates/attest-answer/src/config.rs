@@ -1,4 +1,4 @@
-//! Thresholds and limits of the answer pipeline (defaults from SPEC.md "answer" and the seeds).
+//! Thresholds and limits of the answer pipeline (defaults from docs/SPEC.md "answer" and the seeds).
 
 use attest_core::ConfigProblems;
 use serde::{Deserialize, Serialize};

@@ -14,7 +14,7 @@ use attest_telemetry::metrics::{CIRCUIT_BREAKER_STATE, CIRCUIT_BREAKER_TRIP_TOTA
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
-/// Thresholds of a breaker (defaults from SPEC.md).
+/// Thresholds of a breaker (defaults from docs/SPEC.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct BreakerConfig {

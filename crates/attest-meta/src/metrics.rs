@@ -1,4 +1,4 @@
-//! Raft metrics of the meta role (SPEC.md names): gauges `raft_term`, `raft_leader` (leader id, 0 when none),
+//! Raft metrics of the meta role (docs/SPEC.md names): gauges `raft_term`, `raft_leader` (leader id, 0 when none),
 //! `raft_commit_index` and `raft_applied_index`; counters `raft_proposals_total` (entries this node proposed)
 //! and `raft_elections_total` (terms this node entered); counter `attest_meta_apply_bytes_total` (bytes of
 //! state-machine records written by applies: keys and values put, keys deleted; what it costs to persist the

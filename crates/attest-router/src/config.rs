@@ -1,4 +1,4 @@
-//! Router configuration: limits and defaults from SPEC.md, overridable from the YAML config.
+//! Router configuration: limits and defaults from docs/SPEC.md, overridable from the YAML config.
 
 use attest_core::{limits, ConfigProblems};
 use attest_ingest::{ChunkingConfig, DocumentLimits, MinHashConfig};

@@ -5,8 +5,8 @@
 //!   and [`logging::init`], used by the `attest` binary for every role.
 //! - [`request_id`]: making, validating and carrying the request id across HTTP (`x-request-id` header) and
 //!   gRPC (`x-request-id` metadata) hops.
-//! - [`metrics`]: the metric names of SPEC.md ("names are part of the interface"), the process-wide Prometheus
-//!   recorder and small helpers to record stage latencies.
+//! - [`metrics`]: the metric names of docs/SPEC.md ("names are part of the interface"), the process-wide
+//!   Prometheus recorder and small helpers to record stage latencies.
 //! - [`collection_metrics`]: per-collection and per-tenant request, abstention and ingest metrics, each label
 //!   capped ([`collection_metrics::LabelCap`]: the first N values, the rest `other`).
 //! - [`ops`]: `/healthz`, `/readyz` and `/metrics` as an axum router that every role mounts.

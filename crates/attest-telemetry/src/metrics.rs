@@ -1,4 +1,4 @@
-//! Metric names (SPEC.md "Observability": the names are part of the interface) and the process-wide
+//! Metric names (docs/SPEC.md "Observability": the names are part of the interface) and the process-wide
 //! Prometheus recorder. Every role installs the same recorder; in `attest dev` all roles share it, so one
 //! `/metrics` shows the whole process.
 
