@@ -42,7 +42,8 @@
 //! - [`subjects`]: the question's names, model numbers and versions against a passage: a passage naming a
 //!   look-alike ("Drift Mini" for "Drift Max", "v2" for "v1") and not the subject answers another question and
 //!   is not read; [`near_miss`]: what an abstention then says was found instead, with its source; [`quantity`]:
-//!   a "how many" question is read only against sentences stating a quantity.
+//!   a "how many" question is read only against sentences stating a quantity, and [`measure`] one asking a time,
+//!   a price, a mass or a data size only against sentences stating one of that kind.
 //! - [`reader`]: the trained cross-encoder that reads: answerability of (question, sentence) for the gate,
 //!   the confidence and the composer, support of (claim, evidence) as the default verifier.
 //! - [`cite`]: claims scored against the passages they cite, and the citations of a verified answer.
@@ -67,6 +68,7 @@ pub mod generate;
 pub mod grpc;
 pub mod http;
 pub mod local_llm;
+pub mod measure;
 pub mod memory;
 pub mod near_miss;
 pub mod openapi;

@@ -15,7 +15,7 @@ const QUANTITY_AFTER_HOW: [&str; 11] = [
 /// Nouns that name a measure: "What is the escalation time / qualifying period / page size limit of …" asks for a
 /// quantity as "how long" does ("after a delay set in the paging tool" answers neither). Measures only, not
 /// words that may be answered by a name or a word ("the time period of the Jurassic", "the rate of a river").
-const MEASURES: [&str; 16] = [
+const MEASURES: [&str; 17] = [
     "budget",
     "capacity",
     "cost",
@@ -25,6 +25,7 @@ const MEASURES: [&str; 16] = [
     "fee",
     "length",
     "limit",
+    "load",
     "period",
     "price",
     "size",
@@ -84,30 +85,30 @@ pub enum Asked {
 
 /// "What is the <words> <measure>" (at most two words before it), the measure's phrase then ending ("What is the
 /// escalation time of …", "What is the page size limit?"), and no "what" asking for a kind ("What is the time
-/// zone …" ends at "zone", not a measure).
-fn asks_a_measure(words: &[String]) -> bool {
-    let Some(first) = words.first() else {
-        return false;
-    };
+/// zone …" ends at "zone", not a measure): the phrase's words (lower-case, its head last).
+pub fn measure_phrase(words: &[String]) -> Option<&[String]> {
+    let first = words.first()?;
     let rest = match (first.as_str(), words.get(1).map(String::as_str)) {
         // "What's the …" reads as "what the …" ([`text::words`] drops the "'s").
         ("what", Some("the")) => &words[1..],
         ("what", Some("is" | "was" | "are")) => &words[2..],
-        _ => return false,
+        _ => return None,
     };
-    let Some(("the", phrase)) = rest.split_first().map(|(d, p)| (d.as_str(), p)) else {
-        return false;
+    let ("the", phrase) = rest.split_first().map(|(d, p)| (d.as_str(), p))? else {
+        return None;
     };
     // The noun phrase: its words up to the first function word.
-    let noun: Vec<&String> = phrase
+    let len = phrase
         .iter()
         .take_while(|w| !text::is_function_word(w))
         .take(4)
-        .collect();
-    noun.len() <= 3
+        .count();
+    let noun = &phrase[..len];
+    (len <= 3
         && noun
             .last()
-            .is_some_and(|head| MEASURES.contains(&text::stem(head).as_str()))
+            .is_some_and(|head| MEASURES.contains(&text::stem(head).as_str())))
+    .then_some(noun)
 }
 
 impl Asked {
@@ -116,7 +117,7 @@ impl Asked {
         if words
             .windows(2)
             .any(|w| w[0] == "how" && QUANTITY_AFTER_HOW.contains(&w[1].as_str()))
-            || asks_a_measure(&words)
+            || measure_phrase(&words).is_some()
         {
             Asked::Quantity
         } else {

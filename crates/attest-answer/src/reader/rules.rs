@@ -12,6 +12,7 @@ use super::ReaderConfig;
 use crate::compounds::Compounds;
 use crate::conditions::Conditions;
 use crate::edition::Editions;
+use crate::measure::Measure;
 use crate::quantity::Asked;
 use crate::question_names::QuestionNames;
 use crate::subjects::{meets_the_asked, Subjects};
@@ -22,7 +23,8 @@ use crate::subjects::{meets_the_asked, Subjects};
 pub enum Rule {
     /// The sentence is about another edition of what the question names ("Super Bowl XIX" for "Super Bowl 50").
     Edition,
-    /// A "how many / how long" question and a sentence stating no quantity.
+    /// A "how many / how long" question and a sentence stating no quantity, or none of the kind asked (a price
+    /// for a qualifying period).
     Quantities,
     /// The sentence says its value is not given.
     Withheld,
@@ -78,6 +80,8 @@ pub struct SentenceRules<'a> {
     question: &'a str,
     editions: Editions,
     asked: Asked,
+    /// The kind of quantity asked ([`Measure`]), when the question's words say it.
+    measure: Option<Measure>,
     subjects: Subjects,
     asked_words: HashSet<String>,
     /// Whether the passages read write what the question asks in its own words somewhere (see [`Self::seeing`]).
@@ -107,6 +111,7 @@ impl<'a> SentenceRules<'a> {
             question,
             editions: Editions::of_question(question),
             asked: Asked::of_question(question),
+            measure: Measure::of_question(question),
             rate_unit: crate::quantity::rate_unit(question),
             asked_words,
             asked_in_passages: true,
@@ -194,7 +199,8 @@ impl<'a> SentenceRules<'a> {
                         || self
                             .rate_unit
                             .as_ref()
-                            .is_some_and(|unit| !crate::quantity::names_the_unit(sentence, unit)))
+                            .is_some_and(|unit| !crate::quantity::names_the_unit(sentence, unit))
+                        || self.measure.is_some_and(|kind| !kind.stated_in(sentence)))
             }),
             (Rule::Withheld, &|| {
                 c.withheld && crate::withheld::withholds(self.question, sentence)
