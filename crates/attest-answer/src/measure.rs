@@ -56,7 +56,19 @@ const TIME_UNITS: &[&str] = &[
     "century",
 ];
 
-const MONEY_NOUNS: &[&str] = &["price", "cost", "fee", "budget"];
+const MONEY_NOUNS: &[&str] = &[
+    "price",
+    "cost",
+    "fee",
+    "budget",
+    "allowance",
+    "stipend",
+    "salary",
+    "wage",
+    "fare",
+    "rent",
+    "bonus",
+];
 
 const CURRENCY_SYMBOLS: &[char] = &['$', '€', '£', '¥', '₹', '₩'];
 
@@ -127,7 +139,8 @@ impl Measure {
         if how_is(&["heavy"]) || how_much_of(MASS_NOUNS) || has(&["weigh"]) {
             return Some(Measure::Mass);
         }
-        if how_much_of(MONEY_NOUNS) || (how_is(&["much"]) && has(&["cost", "pay"])) {
+        // "How much is the meal allowance …", "How much budget …", "How much does it cost".
+        if how_is(&["much"]) && (has(MONEY_NOUNS) || has(&["cost", "pay"])) {
             return Some(Measure::Money);
         }
         let how_long_a_time = words.windows(2).enumerate().any(|(i, w)| {
@@ -160,13 +173,17 @@ impl Measure {
         };
         let words = text::words(sentence);
         words.iter().enumerate().any(|(i, word)| {
+            let before = i.checked_sub(1).map(|j| words[j].as_str());
             // A unit glued to its number ("90s", "2mb") reads as the unit.
             let unit = word.trim_start_matches(|c: char| c.is_ascii_digit());
             let after_a_number = unit.len() < word.len()
-                || i.checked_sub(1)
-                    .is_some_and(|j| words[j].chars().all(|c| c.is_ascii_digit()));
+                || before.is_some_and(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_digit()));
             // A one-letter unit ("s", "h", "g", "t", "b") only after a number: alone it is a letter, not a unit.
-            (unit.len() > 1 || after_a_number) && units.contains(&text::stem(unit).as_str())
+            let a_unit =
+                (unit.len() > 1 || after_a_number) && units.contains(&text::stem(unit).as_str());
+            // "€850 per year" states money by the year, not a span of time.
+            let a_rate = self == Measure::Time && matches!(before, Some("per" | "each" | "every"));
+            a_unit && !a_rate
         })
     }
 }
@@ -270,6 +287,9 @@ mod tests {
         ));
         assert!(!time.stated_in("In France, the conference allowance is capped at €700 per event."));
         assert!(!time.stated_in("Request bodies may be at most 2 MB."));
+        assert!(
+            !time.stated_in("The home-office stipend in the Netherlands is set at €850 per year.")
+        );
 
         assert!(Measure::DataSize.stated_in("Request bodies may be at most 2 MB."));
         assert!(Measure::DataSize.stated_in("Payloads up to 512KB are accepted."));
