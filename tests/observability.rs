@@ -511,3 +511,74 @@ fn collections_are_metered_apart_and_past_the_cap_as_other() {
     );
     assert_eq!(sum_where(&m, abstentions, &[("collection", "beta")]), 0.0);
 }
+
+/// The live recall estimate through the real binary (issue 73): with every search sampled, the shards run the
+/// searches again exactly in the background and report the recall they measured in `GET .../stats` and as
+/// `attest_search_recall_estimate`. The rows are unsealed (a flat scan, itself exact), so the recall is 1.
+#[test]
+fn searches_report_the_recall_they_delivered() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_dev, line): (Proc, String) = start_with_env(
+        &["dev", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"],
+        Some(dir.path()),
+        Logs::Quiet,
+        &[
+            ("ATTEST__ENGINE__RECALL_PROBE__SAMPLE_RATE", "1"),
+            ("ATTEST__ENGINE__RECALL_PROBE__CPU_SHARE", "1"),
+        ],
+    );
+    let url = value_of(&line, "http=");
+    let (s, b) = post(&format!("{url}/v1/collections"), &json!({"name": "c"}));
+    assert_eq!(s, 201, "{b}");
+    let documents: Vec<Value> = (0..12)
+        .map(|i| json!({"id": format!("d{i}"), "text": format!("Note {i} on recall, probes and lists.")}))
+        .collect();
+    let (s, b) = post(
+        &format!("{url}/v1/collections/c/documents"),
+        &json!({ "documents": documents }),
+    );
+    assert_eq!(s, 200, "{b}");
+    for i in 0..6 {
+        let (s, b) = post(
+            &format!("{url}/v1/collections/c/search"),
+            &json!({"query": format!("note {i} on probes"), "k": 3}),
+        );
+        assert_eq!(s, 200, "{b}");
+    }
+    // The probe runs off the request path: wait (bounded) for its samples.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let estimates = loop {
+        let (s, body) = get_text(&format!("{url}/v1/collections/c/stats"));
+        assert_eq!(s, 200, "{body}");
+        let stats: Value = serde_json::from_str(&body).unwrap();
+        let estimates: Vec<Value> = stats["shards"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|shard| shard.get("recall").cloned())
+            .collect();
+        let samples: u64 = estimates.iter().filter_map(|e| e["samples"].as_u64()).sum();
+        if samples >= 6 {
+            break estimates;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no recall samples: {body}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    for e in &estimates {
+        assert_eq!(e["recall"].as_f64(), Some(1.0), "{e}");
+        assert!(
+            e["low"].as_f64().unwrap() <= 1.0 && e["high"].as_f64() == Some(1.0),
+            "{e}"
+        );
+    }
+    let m = scrape(&url);
+    let recall = value(
+        &m,
+        "attest_search_recall_estimate",
+        Some(("collection", "c")),
+    );
+    assert_eq!(recall, Some(1.0), "the gauge of a shard's estimate");
+}

@@ -75,6 +75,8 @@ pub struct EngineConfig {
     /// (`RESOURCE_EXHAUSTED`); under the router's replica write deadline (10 s), so the refusal, not a timeout,
     /// reaches it.
     pub unsealed_wait_ms: u64,
+    /// The live recall estimate: a sample of searches run again exactly ([`crate::recall_probe`]).
+    pub recall_probe: crate::recall_probe::RecallProbeConfig,
 }
 
 impl Default for EngineConfig {
@@ -99,6 +101,7 @@ impl Default for EngineConfig {
             keep_sealed_vectors_in_log: true,
             max_unsealed_rows: 200_000,
             unsealed_wait_ms: 5_000,
+            recall_probe: Default::default(),
         }
     }
 }
@@ -159,6 +162,7 @@ impl EngineConfig {
         p.positive("seal_idle_rows_quantized", self.seal_idle_rows_quantized);
         p.positive("overfetch", self.overfetch);
         p.positive("compact_overfetch", self.compact_overfetch);
+        self.recall_probe.check(&mut p);
         p
     }
 }

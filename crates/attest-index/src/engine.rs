@@ -27,6 +27,7 @@ use crate::wal::{doc_key, DocVersion, IngestLog, LogOp, LogReader, LoggedChunk};
 
 mod backlog;
 mod dense;
+mod exact;
 mod log_vectors;
 #[cfg(test)]
 mod old_labels_tests;
@@ -93,6 +94,8 @@ pub struct EngineStats {
     pub last_seq: u64,
     /// Segments found damaged at start-up and rebuilt from the log.
     pub rebuilt_segments: Vec<String>,
+    /// Recall@k of this replica's dense searches, measured on a sample of them (None before the first).
+    pub recall: Option<crate::recall_probe::RecallEstimate>,
 }
 
 /// Log records that are dead (a replaced upsert, a delete) and not yet forgotten, kept as they die so that a
@@ -166,6 +169,8 @@ pub struct ShardEngine {
     rebuilt: Vec<String>,
     /// When the last write was logged (for sealing an idle backlog: [`crate::idle_seal`]).
     last_write: parking_lot::Mutex<std::time::Instant>,
+    /// The sample of searches run again exactly, and the recall they measured ([`crate::recall_probe`]).
+    recall: crate::recall_probe::RecallProbe,
 }
 
 /// Read access to the rows of any segment kind.
@@ -383,6 +388,7 @@ impl ShardEngine {
         info!(dir = %dir.display(), segments = sealed.len(), growing = growing.len(), event = "shard_recovered", "shard engine open");
         Ok(Arc::new(ShardEngine {
             dir: dir.to_path_buf(),
+            recall: crate::recall_probe::RecallProbe::new(config.recall_probe.clone()),
             config,
             log_reader: log.reader(),
             sealed_vectors,
@@ -405,6 +411,7 @@ impl ShardEngine {
             rebuilt,
             last_write: parking_lot::Mutex::new(std::time::Instant::now()),
         }))
+        .inspect(|engine| engine.recall.attach(Arc::downgrade(engine)))
         .inspect(crate::idle_seal::watch)
     }
 
@@ -776,6 +783,7 @@ impl ShardEngine {
         if let Some(q) = p.query_vector {
             let _lane = tracing::info_span!("dense_lane", segments = views.len()).entered();
             out.dense = hits(self.dense_lane(&views, q, p, &passes)?);
+            self.recall.offer(p.tenant, q, p.filter, p.k, &out.dense);
         }
         if let Some(text) = p.query_text.filter(|t| !t.trim().is_empty()) {
             let _lane = tracing::info_span!("bm25_lane", segments = views.len()).entered();
@@ -830,6 +838,7 @@ impl ShardEngine {
             sealed_segments: st.sealed.len() as u32,
             last_seq,
             rebuilt_segments: self.rebuilt.clone(),
+            recall: self.recall.estimate(),
         }
     }
 

@@ -17,6 +17,7 @@
 //! - [`sq8`]: the byte-per-dimension copy of those vectors that re-scores deep candidate lists in memory.
 //! - [`filter`]: metadata filters (equality, membership, range).
 //! - [`maintenance`]: the node-wide limit on concurrent seals and compactions.
+//! - [`recall_probe`]: the live recall estimate — a sample of searches run again exactly, off the request path.
 //! - [`snapshot`]: a replica's consistent snapshot (log checkpoint, linked segments, sha256 of every file),
 //!   verified and restored.
 //! - [`config`]: engine configuration and limits.
@@ -40,6 +41,7 @@ pub mod maintenance;
 pub mod merge;
 pub mod near_dup;
 pub mod quantizer;
+pub mod recall_probe;
 pub mod sealed_vectors;
 pub mod segment;
 #[doc(hidden)]

@@ -9,6 +9,7 @@ mod engine;
 mod ivfpq_recall;
 mod near_dups;
 mod quantizer;
+mod recall_probe;
 mod sealed_vectors;
 mod snapshot;
 mod versions;

@@ -305,6 +305,25 @@ pub struct ShardStats {
     pub rebuilt_segments: Vec<String>,
     /// Size of the replica's files on disk.
     pub disk_bytes: u64,
+    /// The replica's live recall@k estimate (a sample of its dense searches run again exactly); absent before
+    /// its first sample or where `engine.recall_probe.sample_rate` is 0.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recall: Option<RecallEstimate>,
+}
+
+/// Recall@k of a replica's dense searches, measured on a sample of them.
+#[derive(Serialize, ToSchema)]
+pub struct RecallEstimate {
+    /// Mean recall@k of the samples in the window.
+    pub recall: f64,
+    /// The 95% interval of that mean.
+    pub low: f64,
+    pub high: f64,
+    /// Samples in the window.
+    pub samples: u64,
+    /// Samples measured since the replica opened, and dropped because the probe was busy.
+    pub measured: u64,
+    pub dropped: u64,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -327,6 +346,14 @@ impl CollectionStats {
                 last_seq: s.last_seq,
                 rebuilt_segments: s.rebuilt_segments,
                 disk_bytes: s.disk_bytes,
+                recall: s.recall.map(|r| RecallEstimate {
+                    recall: r.recall,
+                    low: r.low,
+                    high: r.high,
+                    samples: r.samples,
+                    measured: r.measured,
+                    dropped: r.dropped,
+                }),
             })
             .collect();
         CollectionStats {

@@ -115,6 +115,14 @@ fn stats_to_proto(s: EngineStats) -> pb::ShardStatsResponse {
         rebuilt_segments: s.rebuilt_segments,
         tenants: Vec::new(),
         tenants_listed: false,
+        recall: s.recall.map(|r| pb::RecallEstimate {
+            recall: r.recall,
+            low: r.low,
+            high: r.high,
+            samples: r.samples,
+            measured: r.measured,
+            dropped: r.dropped,
+        }),
     }
 }
 

@@ -28,6 +28,10 @@ pub const EMBED_SERVER_TEXTS_TOTAL: &str = "embed_server_texts_total";
 pub const CIRCUIT_BREAKER_STATE: &str = "circuit_breaker_state";
 pub const SHARD_CHUNKS: &str = "shard_chunks";
 pub const SHARD_SEGMENTS: &str = "shard_segments";
+/// A replica's live recall@k estimate (a sample of its searches run again exactly), labels `collection`, `shard`;
+/// and the samples it is the mean of.
+pub const SEARCH_RECALL_ESTIMATE: &str = "attest_search_recall_estimate";
+pub const SEARCH_RECALL_SAMPLES: &str = "attest_search_recall_samples";
 /// Free bytes of a data directory's filesystem, label `dir` (`crate::disk`).
 pub const DISK_FREE_BYTES: &str = "disk_free_bytes";
 /// 1 while a data directory is below its free-space reserve (writes refused), 0 otherwise; label `dir`.
@@ -125,6 +129,14 @@ fn describe() {
     );
     describe_gauge!(SHARD_CHUNKS, "Live chunks per shard.");
     describe_gauge!(SHARD_SEGMENTS, "Sealed segments per shard.");
+    describe_gauge!(
+        SEARCH_RECALL_ESTIMATE,
+        "Recall@k of a replica's dense searches, measured by running a sample of them again exactly."
+    );
+    describe_gauge!(
+        SEARCH_RECALL_SAMPLES,
+        "Samples the recall estimate is the mean of."
+    );
     describe_gauge!(
         DISK_FREE_BYTES,
         "Free bytes of a data directory's filesystem."

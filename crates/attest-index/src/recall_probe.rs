@@ -1,0 +1,298 @@
+//! The recall a shard delivers, measured on its own traffic (issue 73). Every vector database leaves nprobe to the
+//! operator and none says what recall the cluster gives now. Here a sample of real dense searches
+//! (`engine.recall_probe.sample_rate`, every N-th) is run again exactly — every live row of the tenant scored from
+//! its full vector ([`ShardEngine::exact_dense`]) — and each sample's recall@k (the share of the exact top k the
+//! search returned) joins a rolling window, whose mean and 95% interval are the estimate
+//! ([`RecallEstimate`], `attest_search_recall_estimate`, the Stats RPC).
+//!
+//! Never on the request path, and bounded: a search only offers its sample to a queue of [`QUEUE`] places (a full
+//! queue drops it); one thread per process runs the exact searches, and after each it rests so that its busy time
+//! stays under `engine.recall_probe.cpu_share` of one core.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::{OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+
+use crate::engine::{Hit, ShardEngine};
+use crate::filter::Filter;
+
+/// Samples waiting for the probe thread, over every engine of the process; more are dropped.
+const QUEUE: usize = 8;
+
+/// `engine.recall_probe`: how much of the traffic is measured again exactly, at what CPU cost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RecallProbeConfig {
+    /// Share of dense searches run again exactly (every round(1 / rate)-th search of a replica); 0 turns the
+    /// estimate off. Default 0.01.
+    pub sample_rate: f64,
+    /// Share of one core the process's probe thread may keep busy (it rests between exact searches to stay
+    /// under it; samples arriving meanwhile are dropped). Default 0.05.
+    pub cpu_share: f64,
+    /// Samples the estimate is the mean of (the most recent). Default 200: a 95% interval of about ±0.01 where
+    /// recall varies by ±0.07 from query to query.
+    pub window: usize,
+}
+
+impl Default for RecallProbeConfig {
+    fn default() -> Self {
+        RecallProbeConfig {
+            sample_rate: 0.01,
+            cpu_share: 0.05,
+            window: 200,
+        }
+    }
+}
+
+impl RecallProbeConfig {
+    pub(crate) fn check(&self, p: &mut attest_core::ConfigProblems) {
+        p.unit_interval("recall_probe.sample_rate", self.sample_rate);
+        if !(self.cpu_share > 0.0 && self.cpu_share <= 1.0) {
+            p.add(
+                "recall_probe.cpu_share",
+                format!("must be above 0 and at most 1, got {}", self.cpu_share),
+            );
+        }
+        p.positive("recall_probe.window", self.window);
+    }
+
+    /// Every how many searches one is sampled (None: never).
+    fn every(&self) -> Option<u64> {
+        (self.sample_rate > 0.0).then(|| (1.0 / self.sample_rate).round().max(1.0) as u64)
+    }
+}
+
+/// A replica's rolling recall@k estimate.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct RecallEstimate {
+    /// Mean recall@k of the samples in the window.
+    pub recall: f64,
+    /// 95% interval of the mean (normal approximation; the whole 0..1 with fewer than two samples).
+    pub low: f64,
+    pub high: f64,
+    /// Samples in the window.
+    pub samples: u64,
+    /// Samples measured since the replica opened, and samples dropped because the probe was busy.
+    pub measured: u64,
+    pub dropped: u64,
+}
+
+/// One search to run again exactly.
+struct Sample {
+    engine: Weak<ShardEngine>,
+    tenant: String,
+    query: Vec<f32>,
+    filter: Filter,
+    served: Vec<String>,
+    k: usize,
+    cpu_share: f64,
+}
+
+/// A replica's part: which searches it samples and the window of their recalls.
+pub(crate) struct RecallProbe {
+    config: RecallProbeConfig,
+    searches: AtomicU64,
+    /// Set once the engine is in its `Arc` (a sample names the engine to search again).
+    engine: OnceLock<Weak<ShardEngine>>,
+    window: Mutex<VecDeque<f64>>,
+    measured: AtomicU64,
+    dropped: AtomicU64,
+}
+
+impl RecallProbe {
+    pub(crate) fn new(config: RecallProbeConfig) -> Self {
+        RecallProbe {
+            config,
+            searches: AtomicU64::new(0),
+            engine: OnceLock::new(),
+            window: Mutex::new(VecDeque::new()),
+            measured: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn attach(&self, engine: Weak<ShardEngine>) {
+        let _ = self.engine.set(engine);
+    }
+
+    /// Called by every dense search with what it served; every N-th is queued for the probe thread.
+    pub(crate) fn offer(
+        &self,
+        tenant: &str,
+        query: &[f32],
+        filter: &Filter,
+        k: usize,
+        served: &[Hit],
+    ) {
+        let Some(every) = self.config.every() else {
+            return;
+        };
+        if self.searches.fetch_add(1, Ordering::Relaxed) % every != 0 {
+            return;
+        }
+        let Some(engine) = self.engine.get() else {
+            return;
+        };
+        let sample = Sample {
+            engine: engine.clone(),
+            tenant: tenant.to_string(),
+            query: query.to_vec(),
+            filter: filter.clone(),
+            served: served.iter().map(|h| h.chunk_id.clone()).collect(),
+            k,
+            cpu_share: self.config.cpu_share,
+        };
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = queue().try_send(sample)
+        {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn record(&self, recall: f64) {
+        let mut window = self.window.lock();
+        window.push_back(recall);
+        while window.len() > self.config.window {
+            window.pop_front();
+        }
+        // Counted under the window's lock: whoever sees the count sees the sample in the window.
+        self.measured.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The estimate over the window (None before the first sample).
+    pub(crate) fn estimate(&self) -> Option<RecallEstimate> {
+        let window = self.window.lock();
+        estimate_of(window.iter().copied()).map(|e| RecallEstimate {
+            measured: self.measured.load(Ordering::Relaxed),
+            dropped: self.dropped.load(Ordering::Relaxed),
+            ..e
+        })
+    }
+}
+
+/// Mean and 95% interval of per-query recalls.
+fn estimate_of(recalls: impl ExactSizeIterator<Item = f64> + Clone) -> Option<RecallEstimate> {
+    let n = recalls.len();
+    if n == 0 {
+        return None;
+    }
+    let mean = recalls.clone().sum::<f64>() / n as f64;
+    let (low, high) = if n < 2 {
+        (0.0, 1.0)
+    } else {
+        let variance = recalls.map(|r| (r - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+        let half = 1.96 * (variance / n as f64).sqrt();
+        ((mean - half).max(0.0), (mean + half).min(1.0))
+    };
+    Some(RecallEstimate {
+        recall: mean,
+        low,
+        high,
+        samples: n as u64,
+        measured: 0,
+        dropped: 0,
+    })
+}
+
+/// The share of the exact top k that the search served.
+fn recall_at_k(served: &[String], exact: &[String]) -> f64 {
+    let found = exact.iter().filter(|id| served.contains(id)).count();
+    found as f64 / exact.len() as f64
+}
+
+/// The process's queue; its thread starts with the first sample offered and lives as long as the process.
+fn queue() -> &'static SyncSender<Sample> {
+    static QUEUE_SENDER: OnceLock<SyncSender<Sample>> = OnceLock::new();
+    QUEUE_SENDER.get_or_init(|| {
+        let (tx, rx) = sync_channel(QUEUE);
+        std::thread::Builder::new()
+            .name("recall-probe".into())
+            .spawn(move || probe(rx))
+            .expect("spawn the recall-probe thread");
+        tx
+    })
+}
+
+fn probe(samples: Receiver<Sample>) {
+    for sample in samples {
+        let Some(engine) = sample.engine.upgrade() else {
+            continue;
+        };
+        let started = Instant::now();
+        let exact = engine.exact_dense(&sample.tenant, &sample.query, &sample.filter, sample.k);
+        // A tenant with no passing row has no recall to measure.
+        if !exact.is_empty() {
+            engine
+                .recall_probe()
+                .record(recall_at_k(&sample.served, &exact));
+        }
+        drop(engine);
+        let busy = started.elapsed();
+        let rest = busy.as_secs_f64() * (1.0 / sample.cpu_share - 1.0);
+        std::thread::sleep(Duration::from_secs_f64(rest.min(60.0)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_estimate_is_the_window_mean_with_its_interval() {
+        assert_eq!(
+            estimate_of(std::iter::empty::<f64>().collect::<Vec<_>>().into_iter()),
+            None
+        );
+        let one = estimate_of(vec![0.9].into_iter()).unwrap();
+        assert_eq!(
+            (one.recall, one.low, one.high, one.samples),
+            (0.9, 0.0, 1.0, 1)
+        );
+        let many: Vec<f64> = (0..100)
+            .map(|i| if i % 10 == 0 { 0.8 } else { 1.0 })
+            .collect();
+        let e = estimate_of(many.into_iter()).unwrap();
+        assert!((e.recall - 0.98).abs() < 1e-9);
+        assert!(
+            // sd 0.06 over 100 samples: ±1.96 × 0.006.
+            (e.low - 0.9682).abs() < 1e-3 && (e.high - 0.9918).abs() < 1e-3,
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn recall_counts_the_exact_top_k_served() {
+        let ids = |s: &[&str]| s.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            recall_at_k(&ids(&["a", "b", "c"]), &ids(&["a", "c", "d", "e"])),
+            0.5
+        );
+        assert_eq!(recall_at_k(&ids(&["a"]), &ids(&["a"])), 1.0);
+    }
+
+    #[test]
+    fn a_sample_rate_is_every_nth_search() {
+        let every = |rate| {
+            RecallProbeConfig {
+                sample_rate: rate,
+                ..RecallProbeConfig::default()
+            }
+            .every()
+        };
+        assert_eq!(every(0.0), None);
+        assert_eq!(every(0.01), Some(100));
+        assert_eq!(every(1.0), Some(1));
+        let mut p = attest_core::ConfigProblems::new("engine");
+        RecallProbeConfig {
+            sample_rate: 2.0,
+            cpu_share: 0.0,
+            window: 0,
+        }
+        .check(&mut p);
+        assert_eq!(p.into_vec().len(), 3);
+    }
+}
