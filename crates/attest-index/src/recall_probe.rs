@@ -132,7 +132,11 @@ impl RecallProbe {
         let Some(every) = self.config.every() else {
             return;
         };
-        if self.searches.fetch_add(1, Ordering::Relaxed) % every != 0 {
+        if !self
+            .searches
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(every)
+        {
             return;
         }
         let Some(engine) = self.engine.get() else {
