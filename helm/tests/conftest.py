@@ -74,7 +74,11 @@ VALUE_SETS: dict[str, dict] = {
     "monitoring-and-config": merge(
         SECURE,
         {
-            "metrics": {"serviceMonitor": {"enabled": True}, "dashboard": {"enabled": True}},
+            "metrics": {
+                "serviceMonitor": {"enabled": True},
+                "dashboard": {"enabled": True},
+                "prometheusRule": {"enabled": True, "recallTarget": 0.97},
+            },
             "config": {"router": {"rrf_k": 30}, "answer": {"min_confidence": 0.5}},
             "shard": {"zone": "zone-a", "drain": {"enabled": False}},
         },

@@ -23,8 +23,9 @@ from conftest import (
 
 # The oldest Kubernetes the chart supports (Chart.yaml kubeVersion: native gRPC probes) and the newest schemas.
 KUBE_VERSIONS = ["1.27.0", kubernetes_validate.latest_version()]
-# Custom resources have no schema in kubernetes-validate; their shape is checked in test_service_monitors.
-CUSTOM_KINDS = {"ServiceMonitor"}
+# Custom resources have no schema in kubernetes-validate; their shape is checked in test_service_monitors_and_dashboard
+# and test_the_recall_alert_watches_the_metric_the_shards_export.
+CUSTOM_KINDS = {"ServiceMonitor", "PrometheusRule"}
 
 
 @pytest.mark.parametrize("kube", KUBE_VERSIONS)
@@ -243,6 +244,22 @@ def test_service_monitors_and_dashboard():
     shipped = json.loads((REPO / "deploy" / "grafana" / "attest.json").read_text())
     assert json.loads(dash["data"]["attest.json"]) == shipped
     assert "ServiceMonitor" not in {o["kind"] for o in objects({"insecure": True})}
+
+
+def test_the_recall_alert_watches_the_metric_the_shards_export():
+    """The PrometheusRule (issue 73) fires on `attest_search_recall_estimate` below the configured target: the
+    name must be the one the shards export (crates/attest-telemetry/src/metrics.rs)."""
+    rules = by_kind(objects(VALUE_SETS["monitoring-and-config"]), "PrometheusRule")
+    assert set(rules) == {"demo-attest"}
+    (group,) = rules["demo-attest"]["spec"]["groups"]
+    (rule,) = group["rules"]
+    assert rule["alert"] == "AttestRecallBelowTarget" and rule["for"] == "30m"
+    assert rule["expr"].startswith("min by (collection, shard) (attest_search_recall_estimate{")
+    assert rule["expr"].endswith(") < 0.97")
+    assert "{{ $labels.collection }}" in rule["annotations"]["summary"]
+    exported = (REPO / "crates" / "attest-telemetry" / "src" / "metrics.rs").read_text()
+    assert 'SEARCH_RECALL_ESTIMATE: &str = "attest_search_recall_estimate"' in exported
+    assert "PrometheusRule" not in {o["kind"] for o in objects({"insecure": True})}
 
 
 def test_notes_render():
