@@ -21,10 +21,10 @@ struct Compound {
 }
 
 /// Words that open a noun phrase: a compound is read only right after one ("the sick leave", "a hotel
-/// allowance"), where two lower-case words are a name's modifier and head rather than any adjacent pair ("stayed
-/// open", "long, slender tentacles").
-const DETERMINERS: [&str; 11] = [
-    "the", "a", "an", "its", "their", "this", "that", "each", "any", "our", "your",
+/// allowance", "entitled to as hotel allowance"), where two lower-case words are a name's modifier and head rather
+/// than any adjacent pair ("stayed open", "long, slender tentacles").
+const DETERMINERS: [&str; 12] = [
+    "the", "a", "an", "its", "their", "this", "that", "each", "any", "our", "your", "as",
 ];
 
 /// Verbs that end a phrase the function words do not ("the condition must hold").

@@ -86,9 +86,16 @@ fn clause_phrases(clause: &str, subject_words: &BTreeSet<String>) -> Vec<Phrase>
             j += 1;
         }
         let first = j.min(words.len());
+        let sort = raw.get(first).map_or(Sort::Word, |t| Sort::of(t));
         let content: BTreeSet<String> = words[first..]
             .iter()
-            .take_while(|w| !text::is_function_word(w))
+            .zip(&raw[first..])
+            .take_while(|(w, _)| !text::is_function_word(w))
+            // A name ends where its capitals do: "in Germany entitled to …" names Germany.
+            .take_while(|(_, t)| {
+                sort != Sort::Name || t.chars().next().is_some_and(char::is_uppercase)
+            })
+            .map(|(w, _)| w)
             .take(PHRASE_WORDS)
             .map(|w| text::stem(w))
             // A place or a time named as a subject is a condition too ("the relocation allowance in France"):
@@ -100,7 +107,7 @@ fn clause_phrases(clause: &str, subject_words: &BTreeSet<String>) -> Vec<Phrase>
         }
         out.push(Phrase {
             kind,
-            sort: Sort::of(raw[first]),
+            sort,
             negated: matches!(opener, "without" | "outside" | "out"),
             words: content,
         });
@@ -202,6 +209,22 @@ mod tests {
 
     fn conditions(q: &str, subject: &str) -> Conditions {
         Conditions::of_question(q, text::words(subject))
+    }
+
+    #[test]
+    fn a_named_condition_ends_where_its_capitals_do() {
+        let c = conditions(
+            "What are employees in Germany entitled to as meal allowance?",
+            "",
+        );
+        assert!(c.contradicted_by(
+            "Employees based in Australia are entitled to a meal allowance of A$35 per day."
+        ));
+        assert!(!c.contradicted_by(
+            "Employees based in Germany are entitled to a meal allowance of €30."
+        ));
+        let c = conditions("What is the office address in New York now?", "");
+        assert!(c.contradicted_by("The office in New Delhi is on the second floor."));
     }
 
     #[test]
