@@ -1,6 +1,6 @@
 //! The recall a shard delivers, measured on its own traffic (issue 73). Every vector database leaves nprobe to the
 //! operator and none says what recall the cluster gives now. Here a sample of real dense searches
-//! (`engine.recall_probe.sample_rate`, every N-th) is run again exactly — every live row of the tenant scored from
+//! (`engine.recall_probe.sample_rate`, drawn at random) is run again exactly — every live row of the tenant scored from
 //! its full vector ([`ShardEngine::exact_dense`]) — and each sample's recall@k (the share of the exact top k the
 //! search returned) joins a rolling window, whose mean and 95% interval are the estimate
 //! ([`RecallEstimate`], `attest_search_recall_estimate`, the Stats RPC).
@@ -28,8 +28,7 @@ const QUEUE: usize = 8;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct RecallProbeConfig {
-    /// Share of dense searches run again exactly (every round(1 / rate)-th search of a replica); 0 turns the
-    /// estimate off. Default 0.01.
+    /// Share of dense searches run again exactly (each drawn at random); 0 turns the estimate off. Default 0.01.
     pub sample_rate: f64,
     /// Share of one core the process's probe thread may keep busy (it rests between exact searches to stay
     /// under it; samples arriving meanwhile are dropped). Default 0.05.
@@ -59,11 +58,6 @@ impl RecallProbeConfig {
             );
         }
         p.positive("recall_probe.window", self.window);
-    }
-
-    /// Every how many searches one is sampled (None: never).
-    fn every(&self) -> Option<u64> {
-        (self.sample_rate > 0.0).then(|| (1.0 / self.sample_rate).round().max(1.0) as u64)
     }
 }
 
@@ -96,7 +90,6 @@ struct Sample {
 /// A replica's part: which searches it samples and the window of their recalls.
 pub(crate) struct RecallProbe {
     config: RecallProbeConfig,
-    searches: AtomicU64,
     /// Set once the engine is in its `Arc` (a sample names the engine to search again).
     engine: OnceLock<Weak<ShardEngine>>,
     window: Mutex<VecDeque<f64>>,
@@ -108,7 +101,6 @@ impl RecallProbe {
     pub(crate) fn new(config: RecallProbeConfig) -> Self {
         RecallProbe {
             config,
-            searches: AtomicU64::new(0),
             engine: OnceLock::new(),
             window: Mutex::new(VecDeque::new()),
             measured: AtomicU64::new(0),
@@ -120,7 +112,7 @@ impl RecallProbe {
         let _ = self.engine.set(engine);
     }
 
-    /// Called by every dense search with what it served; every N-th is queued for the probe thread.
+    /// Called by every dense search with what it served; a sample of them is queued for the probe thread.
     pub(crate) fn offer(
         &self,
         tenant: &str,
@@ -129,14 +121,10 @@ impl RecallProbe {
         k: usize,
         served: &[Hit],
     ) {
-        let Some(every) = self.config.every() else {
-            return;
-        };
-        if !self
-            .searches
-            .fetch_add(1, Ordering::Relaxed)
-            .is_multiple_of(every)
-        {
+        // Drawn at random, not every N-th: traffic that repeats in cycles (a benchmark's query list, a client's
+        // polling) would otherwise be sampled at the same few queries.
+        let rate = self.config.sample_rate;
+        if rate <= 0.0 || (rate < 1.0 && rand::random::<f64>() >= rate) {
             return;
         }
         let Some(engine) = self.engine.get() else {
@@ -279,17 +267,7 @@ mod tests {
     }
 
     #[test]
-    fn a_sample_rate_is_every_nth_search() {
-        let every = |rate| {
-            RecallProbeConfig {
-                sample_rate: rate,
-                ..RecallProbeConfig::default()
-            }
-            .every()
-        };
-        assert_eq!(every(0.0), None);
-        assert_eq!(every(0.01), Some(100));
-        assert_eq!(every(1.0), Some(1));
+    fn impossible_settings_are_refused() {
         let mut p = attest_core::ConfigProblems::new("engine");
         RecallProbeConfig {
             sample_rate: 2.0,

@@ -1,0 +1,204 @@
+//! Benchmark of the live recall estimate (issue 73) in one shard engine: the same clustered rows and queries served
+//! with the probe off and on (`engine.recall_probe`, default sample rate and CPU share), in one run. Prints the
+//! throughput ratio (on / off: the probe's cost) and the estimate against the recall measured here from an exact
+//! scan of the same queries.
+//!
+//! `cargo run -p attest-index --example recall_probe_bench -- [ROWS] [NPROBE] [ROUNDS] [SAMPLE_RATE] [CPU_SHARE]`
+//! (defaults 200000, 4, 150, and the engine's defaults; 128-d, 1,000 queries per round).
+
+use std::time::{Duration, Instant};
+
+use attest_index::recall_probe::RecallProbeConfig;
+use attest_index::{
+    DocumentWrite, EngineConfig, Filter, IvfPqParams, LoggedChunk, SearchParams, ShardEngine,
+};
+use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, Normal};
+
+const DIM: usize = 128;
+const QUERIES: usize = 1_000;
+const K: usize = 10;
+
+fn normalise(mut v: Vec<f32>) -> Vec<f32> {
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+    v.iter_mut().for_each(|x| *x /= n);
+    v
+}
+
+/// Points of a Gaussian mixture around `centres`.
+fn points(n: usize, centres: &[Vec<f32>], rng: &mut impl Rng) -> Vec<Vec<f32>> {
+    let noise = Normal::new(0.0, 1.5 / (DIM as f32).sqrt()).unwrap();
+    (0..n)
+        .map(|_| {
+            let c = &centres[rng.gen_range(0..centres.len())];
+            normalise(c.iter().map(|x| x + noise.sample(rng)).collect())
+        })
+        .collect()
+}
+
+fn config(rows: usize, sample_rate: f64, cpu_share: f64) -> EngineConfig {
+    let nlist = ((rows as f64).sqrt().ceil() as u32).next_power_of_two();
+    EngineConfig {
+        dimension: DIM,
+        ivfpq: IvfPqParams {
+            nlist,
+            m: 16,
+            nbits: 8,
+            nprobe: 32.min(nlist),
+        },
+        recall_probe: RecallProbeConfig {
+            sample_rate,
+            cpu_share,
+            ..RecallProbeConfig::default()
+        },
+        seal_idle_ms: 0,
+        ..EngineConfig::default()
+    }
+}
+
+/// Searches every query `rounds` times with `nprobe`; returns searches per second and the last round's ids.
+fn serve(
+    engine: &ShardEngine,
+    queries: &[Vec<f32>],
+    nprobe: u32,
+    rounds: usize,
+) -> (f64, Vec<Vec<usize>>) {
+    let filter = Filter::default();
+    let started = Instant::now();
+    let mut last = Vec::new();
+    for round in 0..rounds {
+        last.clear();
+        for q in queries {
+            let p = SearchParams {
+                tenant: "t",
+                query_vector: Some(q),
+                query_text: None,
+                k: K,
+                nprobe: Some(nprobe),
+                filter: &filter,
+                exact_rescore: true,
+                payload_top: 0,
+            };
+            let hits = engine.search(&p).expect("search").dense;
+            if round + 1 == rounds {
+                last.push(
+                    hits.iter()
+                        .map(|h| h.doc_id.parse().expect("row id"))
+                        .collect(),
+                );
+            }
+        }
+    }
+    (
+        (rounds * queries.len()) as f64 / started.elapsed().as_secs_f64(),
+        last,
+    )
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |i: usize, default: f64| {
+        args.get(i)
+            .map_or(default, |a| a.parse().expect("a number"))
+    };
+    let rows = arg(0, 200_000.0) as usize;
+    let nprobe = arg(1, 4.0) as u32;
+    let rounds = arg(2, 150.0) as usize;
+    let defaults = RecallProbeConfig::default();
+    let sample_rate = arg(3, defaults.sample_rate);
+    let cpu_share = arg(4, defaults.cpu_share);
+
+    let mut rng = rand::rngs::StdRng::seed_from_u64(73);
+    let unit = Normal::new(0.0f32, 1.0).unwrap();
+    let centres: Vec<Vec<f32>> = (0..500)
+        .map(|_| normalise((0..DIM).map(|_| unit.sample(&mut rng)).collect()))
+        .collect();
+    let base = points(rows, &centres, &mut rng);
+    let queries = points(QUERIES, &centres, &mut rng);
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let t = Instant::now();
+    {
+        let engine = ShardEngine::open(dir.path(), config(rows, 0.0, cpu_share)).expect("open");
+        for (b, batch) in base.chunks(5_000).enumerate() {
+            let docs = batch
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    let id = (b * 5_000 + i).to_string();
+                    DocumentWrite {
+                        doc_id: id.clone(),
+                        tenant: "t".into(),
+                        chunks: vec![LoggedChunk {
+                            chunk_id: id,
+                            title: String::new(),
+                            text: String::new(),
+                            metadata_json: "{}".into(),
+                            vector: v.clone(),
+                        }],
+                        version: 0,
+                        near_dup: None,
+                    }
+                })
+                .collect();
+            engine.upsert(docs).expect("upsert");
+        }
+        engine.seal().expect("seal");
+        engine.compact().expect("compact");
+    }
+    eprintln!("built {rows} rows in {:.0} s", t.elapsed().as_secs_f64());
+
+    // Ground truth: the exact top k of every query.
+    let truth: Vec<Vec<usize>> = queries
+        .iter()
+        .map(|q| {
+            let mut scored: Vec<(usize, f32)> = base
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (i, v.iter().zip(q).map(|(a, b)| a * b).sum()))
+                .collect();
+            scored.select_nth_unstable_by(K, |a, b| b.1.total_cmp(&a.1));
+            scored[..K].iter().map(|(i, _)| *i).collect()
+        })
+        .collect();
+    let recall_of = |found: &[Vec<usize>]| {
+        found
+            .iter()
+            .zip(&truth)
+            .map(|(f, t)| t.iter().filter(|i| f.contains(i)).count() as f64 / K as f64)
+            .sum::<f64>()
+            / truth.len() as f64
+    };
+
+    // Off and on, each in its own opening of the same files; off twice around on, so drift shows.
+    let run = |rate: f64| {
+        let engine = ShardEngine::open(dir.path(), config(rows, rate, cpu_share)).expect("reopen");
+        serve(&engine, &queries, nprobe, 2); // warm the page cache and the engine
+        let (qps, found) = serve(&engine, &queries, nprobe, rounds);
+        // Let the probe finish what it holds (bounded): the estimate read after the searches.
+        std::thread::sleep(Duration::from_secs(2));
+        (qps, recall_of(&found), engine.stats().recall)
+    };
+    let (off_a, measured, _) = run(0.0);
+    let (on, _, estimate) = run(sample_rate);
+    let (off_b, _, _) = run(0.0);
+    let off = (off_a + off_b) / 2.0;
+    println!(
+        "rows {rows}, nprobe {nprobe}, {} searches per run: probe off {off_a:.0} / {off_b:.0} searches/s, on (sample rate {sample_rate}) {on:.0} searches/s: **{:.3}×**",
+        rounds * QUERIES,
+        on / off
+    );
+    match estimate {
+        Some(e) => println!(
+            "recall@{K} measured {measured:.4}; estimate {:.4} (95% {:.4}–{:.4}) from {} samples ({} measured, {} dropped): off by {:+.4}",
+            e.recall,
+            e.low,
+            e.high,
+            e.samples,
+            e.measured,
+            e.dropped,
+            e.recall - measured
+        ),
+        None => println!("recall@{K} measured {measured:.4}; no estimate (no sample measured)"),
+    }
+}
