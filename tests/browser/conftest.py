@@ -119,7 +119,12 @@ def dev(workdir):
     reports = workdir / "eval-reports"
     reports.mkdir()
     shutil.copy(EVAL_REPORT, reports / "console.json")
-    d = Dev("dev", workdir, [], env={"ATTEST__ROUTER__EVAL_REPORTS_DIR": str(reports)})
+    # Every search sampled for the live recall estimate, so the stats table has one to show.
+    d = Dev("dev", workdir, [], env={
+        "ATTEST__ROUTER__EVAL_REPORTS_DIR": str(reports),
+        "ATTEST__ENGINE__RECALL_PROBE__SAMPLE_RATE": "1",
+        "ATTEST__ENGINE__RECALL_PROBE__CPU_SHARE": "1",
+    })
     yield d
     d.stop()
 

@@ -60,6 +60,11 @@ export function render(view, ctx) {
     return `${v.toFixed(u ? 1 : 0)} ${units[u]}`;
   };
 
+  // The shard's live recall estimate: a sample of its searches run again exactly (engine.recall_probe).
+  const recall = (r) => r
+    ? `${r.recall.toFixed(3)} (${r.low.toFixed(3)}–${r.high.toFixed(3)}), ${r.samples} samples`
+    : "not measured yet";
+
   async function showStats(name) {
     clear(stats, h("p", {}, `Loading statistics of ${name}…`));
     try {
@@ -67,11 +72,12 @@ export function render(view, ctx) {
       const rows = s.shards.map((x) =>
         h("tr", {}, h("td", {}, x.shard), h("td", {}, x.live_documents), h("td", {}, x.growing_rows),
           h("td", {}, x.sealed_rows), h("td", {}, x.sealed_segments), h("td", {}, bytes(x.disk_bytes)),
-          h("td", {}, x.last_seq)));
+          h("td", {}, x.last_seq), h("td", { "data-testid": "recall" }, recall(x.recall))));
       const total = (k) => s.shards.reduce((a, x) => a + Number(x[k] || 0), 0);
       clear(stats, h("h3", {}, `Shards of ${name}`),
         h("p.muted", {}, `${total("live_documents")} live chunks; ${total("growing_rows")} in growing segments (searched brute force, sealed at the threshold), ${total("sealed_rows")} in sealed IVF_PQ segments.`),
-        table(["shard", "live chunks", "growing rows", "sealed rows", "sealed segments", "size on disk", "last seq"], rows,
+        table(["shard", "live chunks", "growing rows", "sealed rows", "sealed segments", "size on disk", "last seq",
+          "recall@k (95%)"], rows,
           { "data-testid": "stats-table" }));
     } catch (e) {
       clear(stats, errorBox(e));
