@@ -927,6 +927,33 @@ export interface components {
             role: string;
             zone: string;
         };
+        /** @description Recall@k of a replica's dense searches, measured on a sample of them. */
+        RecallEstimate: {
+            /** Format: int64 */
+            dropped: number;
+            /** Format: double */
+            high: number;
+            /**
+             * Format: double
+             * @description The 95% interval of that mean.
+             */
+            low: number;
+            /**
+             * Format: int64
+             * @description Samples measured since the replica opened, and dropped because the probe was busy.
+             */
+            measured: number;
+            /**
+             * Format: double
+             * @description Mean recall@k of the samples in the window.
+             */
+            recall: number;
+            /**
+             * Format: int64
+             * @description Samples in the window.
+             */
+            samples: number;
+        };
         /** @description A document of an ingest body that was not stored, and why. */
         Refusal: {
             /** @description 0-based position in the request (for NDJSON, the line's). */
@@ -1109,6 +1136,7 @@ export interface components {
             /** Format: int64 */
             live_documents: number;
             rebuilt_segments: string[];
+            recall?: null | components["schemas"]["RecallEstimate"];
             /** Format: int64 */
             sealed_rows: number;
             /** Format: int32 */
