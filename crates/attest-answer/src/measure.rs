@@ -116,22 +116,21 @@ impl Measure {
         }
         let stems: Vec<String> = words.iter().map(|w| text::stem(w)).collect();
         let has = |set: &[&str]| stems.iter().any(|s| set.contains(&s.as_str()));
-        // The word after "how" and the one after that ("how much load", "how large a payload").
-        let how: Vec<(&str, &str)> = words
-            .windows(3)
-            .filter(|w| w[0] == "how")
-            .map(|w| (w[1].as_str(), w[2].as_str()))
-            .chain(
-                words
-                    .windows(2)
-                    .filter(|w| w[0] == "how")
-                    .map(|w| (w[1].as_str(), "")),
-            )
+        // Each "how" with the word after it and the words after that ("how much load", "how long does it take").
+        let hows: Vec<(&str, &[String])> = words
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| *w == "how")
+            .filter_map(|(i, _)| Some((words.get(i + 1)?.as_str(), &words[i + 2..])))
             .collect();
-        let how_is = |first: &[&str]| how.iter().any(|(w, _)| first.contains(w));
+        let how_is = |first: &[&str]| hows.iter().any(|(w, _)| first.contains(w));
         let how_much_of = |nouns: &[&str]| {
-            how.iter()
-                .any(|(w, next)| *w == "much" && nouns.contains(&text::stem(next).as_str()))
+            hows.iter().any(|(w, rest)| {
+                *w == "much"
+                    && rest
+                        .first()
+                        .is_some_and(|next| nouns.contains(&text::stem(next).as_str()))
+            })
         };
         if how_is(&["large", "big"]) && has(DATA_NOUNS) {
             return Some(Measure::DataSize);
@@ -143,10 +142,9 @@ impl Measure {
         if how_is(&["much"]) && (has(MONEY_NOUNS) || has(&["cost", "pay"])) {
             return Some(Measure::Money);
         }
-        let how_long_a_time = words.windows(2).enumerate().any(|(i, w)| {
-            w[0] == "how"
-                && w[1] == "long"
-                && words[i + 2..]
+        let how_long_a_time = hows.iter().any(|(w, rest)| {
+            *w == "long"
+                && rest
                     .iter()
                     .any(|later| TIME_AFTER_HOW_LONG.contains(&later.as_str()))
         });
