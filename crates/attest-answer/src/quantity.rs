@@ -125,17 +125,36 @@ impl Asked {
         }
     }
 
-    /// Whether `sentence` can answer it: a quantity needs a digit or a number word.
-    pub fn answerable_by(self, sentence: &str) -> bool {
-        let digit = || sentence.chars().any(|c| c.is_ascii_digit());
-        let words = || text::words(sentence);
+    /// Whether `sentence` can answer `question`: a quantity needs a number or a number word, and not one the
+    /// question gives itself ([`stated_numbers`]).
+    pub fn answerable_by(self, question: &str, sentence: &str) -> bool {
         match self {
             Asked::Other => true,
             Asked::Quantity => {
-                digit() || words().iter().any(|w| NUMBER_WORDS.contains(&w.as_str()))
+                let given = stated_numbers(question);
+                stated_numbers(sentence).iter().any(|n| !given.contains(n))
+                    || text::words(sentence)
+                        .iter()
+                        .any(|w| NUMBER_WORDS.contains(&w.as_str()))
             }
         }
     }
+}
+
+/// The numbers a text states: tokens whose digits begin them or follow a sign ("90s", "€250", "A$700", "2.5"),
+/// without thousands separators. A digit inside a name states nothing ("LatencyP99High", "Returns API v2",
+/// "SEV4"): a sentence naming its subject so had passed for one answering "how large a burst does the Inventory
+/// API v2 allow?" with "it tolerates short bursts".
+pub fn stated_numbers(text: &str) -> Vec<String> {
+    text::numbers(text)
+        .into_iter()
+        .filter_map(|token| {
+            let first_digit = token.find(|c: char| c.is_ascii_digit())?;
+            let prefix = &token[..first_digit];
+            let after_a_sign = prefix.chars().last().is_none_or(|c| !c.is_alphanumeric());
+            after_a_sign.then(|| token[first_digit..].to_string())
+        })
+        .collect()
 }
 
 /// The unit a rate question asks "per" ("How many requests per minute …" → "minute", stemmed), when it asks for
@@ -184,11 +203,17 @@ mod tests {
             Asked::of_question("For how many days is a certificate valid?"),
             Asked::Quantity
         );
-        assert!(q.answerable_by("The Drift Mini takes 2.5 hours to charge fully."));
-        assert!(q.answerable_by("It lasted three years."));
-        assert!(!q
-            .answerable_by("The Arlo Lite has a range of its own that the shop does not publish."));
-        assert!(!q.answerable_by("Out of hours it escalates after a delay set per team."));
+        let asked = "How long does the Drift Max take to charge?";
+        assert!(q.answerable_by(asked, "The Drift Mini takes 2.5 hours to charge fully."));
+        assert!(q.answerable_by(asked, "It lasted three years."));
+        assert!(!q.answerable_by(
+            asked,
+            "The Arlo Lite has a range of its own that the shop does not publish."
+        ));
+        assert!(!q.answerable_by(
+            asked,
+            "Out of hours it escalates after a delay set per team."
+        ));
     }
 
     #[test]
@@ -208,10 +233,38 @@ mod tests {
         ] {
             assert_eq!(Asked::of_question(q), Asked::Other, "{q}");
         }
-        let q = Asked::of_question("What is the escalation time of LatencyP99High out of hours?");
+        let asked = "What is the escalation time of LatencyP99High out of hours?";
+        let q = Asked::of_question(asked);
+        assert!(!q.answerable_by(
+            asked,
+            "Out of hours, it escalates after a delay set in the paging tool."
+        ));
+        // The digits of a name state no quantity.
+        assert!(!q.answerable_by(
+            asked,
+            "Out of hours, LatencyP99High escalates after a delay set in the paging tool."
+        ));
+        let burst = "How large a burst does the Inventory API v2 allow?";
+        assert!(!Asked::of_question(burst).answerable_by(
+            burst,
+            "The Inventory API v2 tolerates short bursts, though their size is tuned by the platform team."
+        ));
+        assert!(Asked::of_question(burst).answerable_by(
+            burst,
+            "The Inventory API v2 allows a burst of 250 requests."
+        ));
+        let stipend = "How much is the home-office stipend in Australia?";
+        assert!(Asked::of_question(stipend).answerable_by(
+            stipend,
+            "Employees based in Australia are entitled to a home-office stipend of A$700 per year."
+        ));
+        // Nor does a number the question gives itself.
+        let census = "How many people lived in Paris in 1900?";
         assert!(
-            !q.answerable_by("Out of hours, it escalates after a delay set in the paging tool.")
+            !Asked::of_question(census).answerable_by(census, "In 1900 Paris was a large city.")
         );
+        assert!(Asked::of_question(census)
+            .answerable_by(census, "In 1900 Paris had 2,714,068 inhabitants."));
     }
 
     #[test]
@@ -219,7 +272,10 @@ mod tests {
         // "When does the barn owl hunt?" — "at night": times are often said without a number.
         let q = Asked::of_question("When does the barn owl hunt?");
         assert_eq!(q, Asked::Other);
-        assert!(q.answerable_by("The barn owl hunts at night."));
+        assert!(q.answerable_by(
+            "When does the barn owl hunt?",
+            "The barn owl hunts at night."
+        ));
         assert_eq!(
             Asked::of_question("How does the Drift Max charge?"),
             Asked::Other

@@ -195,7 +195,7 @@ impl<'a> SentenceRules<'a> {
             (Rule::Edition, &|| self.editions.names_another(sentence)),
             (Rule::Quantities, &|| {
                 c.quantities
-                    && (!self.asked.answerable_by(sentence)
+                    && (!self.asked.answerable_by(self.question, sentence)
                         || self
                             .rate_unit
                             .as_ref()
