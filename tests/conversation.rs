@@ -401,8 +401,22 @@ async fn history_reaches_the_pipeline_over_grpc() {
     while let Some(e) = stream.message().await.unwrap() {
         events.push(e);
     }
+    // The first retrieval's passages come first (before reading and verification), and the answer cites them.
+    let sources = match events.first().and_then(|e| e.event.clone()) {
+        Some(pb::ask_event::Event::Sources(s)) => s.sources,
+        other => panic!("the stream must start with sources: {other:?}"),
+    };
+    assert!(!sources.is_empty());
+    assert!(
+        sources.windows(2).all(|w| w[0].score >= w[1].score),
+        "{sources:?}"
+    );
     let r = done(events);
     assert_eq!(r.status, "answered", "{r:?}");
+    assert!(r
+        .citations
+        .iter()
+        .all(|c| sources.iter().any(|s| s.chunk_id == c.chunk_id)));
     assert_eq!(r.rewritten_question, "When was Nikola Tesla born?");
     assert!(r.claims.iter().all(|c| c.verdict == "supported"));
 

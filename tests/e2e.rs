@@ -208,10 +208,18 @@ fn ask_grpc(dev: &Dev, question: &str) -> (Vec<pb::AnswerDelta>, pb::AskResult) 
             .await
             .unwrap()
             .into_inner();
-        let (mut deltas, mut done) = (Vec::new(), None);
+        let (mut deltas, mut done, mut sources) = (Vec::new(), None, None);
         while let Some(event) = stream.message().await.unwrap() {
             match event.event.unwrap() {
+                pb::ask_event::Event::Sources(s) => {
+                    assert!(
+                        deltas.is_empty() && done.is_none() && sources.is_none(),
+                        "sources come first, once"
+                    );
+                    sources = Some(s);
+                }
                 pb::ask_event::Event::Delta(d) => {
+                    assert!(sources.is_some(), "a delta before the sources");
                     assert!(done.is_none(), "a delta after done");
                     deltas.push(d);
                 }

@@ -1,5 +1,6 @@
-//! `attest.v1.AnswerService` over gRPC: `Ask` streams one `delta` per verified claim, then `done` with the whole
-//! response — the same answer, in the same order, as the HTTP Server-Sent Events of [`crate::http`].
+//! `attest.v1.AnswerService` over gRPC: `Ask` streams `sources` as soon as the first retrieval is ranked, one
+//! `delta` per verified claim, then `done` with the whole response — the same events, in the same order, as the
+//! HTTP Server-Sent Events of [`crate::http`].
 
 use std::future::Future;
 use std::pin::Pin;
@@ -9,13 +10,13 @@ use attest_auth::Scope;
 use attest_proto::v1 as pb;
 use attest_proto::v1::answer_service_server::{AnswerService as AnswerRpc, AnswerServiceServer};
 use attest_telemetry::request_id;
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use tonic::{Request, Response, Status};
-use tracing::Instrument;
 
 use crate::client::Caller;
 use crate::conversation::HistoryTurn;
-use crate::pipeline::{AnswerService, AskResponse};
+use crate::pipeline::{AnswerService, AskResponse, AskSources};
+use crate::streamed::StreamedTurn;
 
 /// The gRPC face of an [`AnswerService`].
 pub struct AnswerGrpc {
@@ -51,25 +52,54 @@ impl AnswerRpc for AnswerGrpc {
             .map(|t| HistoryTurn::parse(&t.role, &t.content))
             .collect::<Result<Vec<_>, _>>()
             .map_err(Status::from)?;
-        let answer = self
-            .service
-            .ask_in_conversation(
-                &caller,
-                &req.collection,
-                &req.question,
-                &history,
-                &request_id,
+        let mut turn = span.in_scope(|| {
+            StreamedTurn::start(
+                Arc::clone(&self.service),
+                caller,
+                req.collection,
+                req.question,
+                history,
+                request_id,
             )
-            .instrument(span)
-            .await
-            .map_err(Status::from)?;
-        let events: Vec<Result<pb::AskEvent, Status>> =
-            ask_events(&answer).into_iter().map(Ok).collect();
-        Ok(Response::new(Box::pin(futures::stream::iter(events))))
+        });
+        let Some(first) = turn.sources().await else {
+            // The turn ended before retrieving (or failed): an error is the call's status, not a stream item.
+            let answer = turn.ended().await.map_err(Status::from)?;
+            let events = ask_events(&answer).into_iter().map(Ok);
+            return Ok(Response::new(Box::pin(futures::stream::iter(events))));
+        };
+        let head = futures::stream::iter([Ok(sources_event(&first))]);
+        let tail = futures::stream::once(async move {
+            match turn.ended().await {
+                Ok(answer) => ask_events(&answer).into_iter().map(Ok).collect(),
+                // Too late for the call's status: the error ends the stream.
+                Err(e) => vec![Err(Status::from(e))],
+            }
+        })
+        .flat_map(futures::stream::iter);
+        Ok(Response::new(Box::pin(head.chain(tail))))
     }
 }
 
-/// The events of one answer: a delta per claim (only verified claims ever reach `answer.claims` of an
+/// The first event of a turn that retrieved: its passages, ranked.
+pub fn sources_event(sources: &AskSources) -> pb::AskEvent {
+    pb::AskEvent {
+        event: Some(pb::ask_event::Event::Sources(pb::AskSources {
+            sources: sources
+                .sources
+                .iter()
+                .map(|r| pb::RetrievedPassage {
+                    chunk_id: r.chunk_id.clone(),
+                    doc_id: r.doc_id.clone(),
+                    title: r.title.clone(),
+                    score: r.score,
+                })
+                .collect(),
+        })),
+    }
+}
+
+/// The events of a finished answer: a delta per claim (only verified claims ever reach `answer.claims` of an
 /// answered response), then `done`.
 pub fn ask_events(answer: &AskResponse) -> Vec<pb::AskEvent> {
     let mut events: Vec<pb::AskEvent> = Vec::new();

@@ -28,6 +28,7 @@ use crate::conversation::HistoryTurn;
 use crate::error::AnswerError;
 use crate::openapi::AskEvent;
 use crate::pipeline::{AnswerService, AskResponse};
+use crate::streamed::StreamedTurn;
 use crate::verdict::Verdict;
 
 /// Any other field is refused with a 400 naming it (`colour`, `history[0].colour`): a misspelt `stream` or
@@ -123,29 +124,23 @@ pub(crate) async fn ask(
             .await?;
         return Ok(Json(answer).into_response());
     }
-    // Streamed: the turn runs as its own task so that its first retrieval's passages go out (`sources`) while
-    // it reads, generates and verifies; the task is aborted if the client goes away (the stream is dropped).
-    let (sources_to, mut sources) = tokio::sync::mpsc::unbounded_channel();
-    let mut turn = AbortOnDrop(tokio::spawn(async move {
-        service
-            .ask_streamed(
-                &caller,
-                &collection,
-                &body.question,
-                &history,
-                &request_id,
-                sources_to,
-            )
-            .await
-    }));
-    let Some(first) = sources.recv().await else {
+    // Streamed: `sources` goes out while the turn reads, generates and verifies.
+    let mut turn = StreamedTurn::start(
+        service,
+        caller,
+        collection,
+        body.question,
+        history,
+        request_id,
+    );
+    let Some(first) = turn.sources().await else {
         // The turn ended before retrieving (or failed): an error keeps its HTTP status, as unstreamed.
-        let answer = ended(&mut turn).await?;
+        let answer = turn.ended().await?;
         return Ok(Sse::new(futures::stream::iter(answer_events(&answer))).into_response());
     };
     let head = futures::stream::iter([event("sources", &first)]);
     let tail = futures::stream::once(async move {
-        match ended(&mut turn).await {
+        match turn.ended().await {
             Ok(answer) => answer_events(&answer),
             // Too late for a status: the error is the stream's last event, as `{"error": {...}}`.
             Err(e) => vec![event("error", &ErrorBody::from(e.api()))],
@@ -153,25 +148,6 @@ pub(crate) async fn ask(
     })
     .flat_map(futures::stream::iter);
     Ok(Sse::new(head.chain(tail)).into_response())
-}
-
-/// The streamed turn's task, aborted when dropped (a client that hangs up stops its turn).
-struct AbortOnDrop(tokio::task::JoinHandle<Result<AskResponse, AnswerError>>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// The streamed turn's response (a task that panicked is an internal error).
-async fn ended(turn: &mut AbortOnDrop) -> Result<AskResponse, AnswerError> {
-    (&mut turn.0).await.map_err(|e| {
-        AnswerError::Callee(attest_proto::ApiError::new(
-            attest_proto::ErrorCode::Internal,
-            format!("the answer task failed: {e}"),
-        ))
-    })?
 }
 
 /// One SSE event with `data` as JSON.

@@ -83,6 +83,7 @@ pub mod rerank;
 pub mod reserves;
 pub mod rewrite;
 pub mod route;
+pub mod streamed;
 pub mod structural;
 pub mod subjects;
 pub mod terminology;
