@@ -45,10 +45,23 @@ fn of_degree(word: &str) -> bool {
 /// The words of a compound.
 const PHRASE_WORDS: usize = 2;
 
+/// Prepositions that put a compound in the place of what a sentence speaks of: "the qualifying period *for* the
+/// relocation allowance", "the deadline *of* the hotel allowance".
+const OF_WHAT: [&str; 2] = ["for", "of"];
+
 /// The compounds of `text_`: after a determiner, two words written in lower case (neither a function word nor a
 /// number) that end the phrase, stemmed; `skip` holds words that are never part of one (the question's subjects'
 /// names, lower-case).
 fn compounds(text_: &str, skip: &BTreeSet<String>) -> BTreeSet<Compound> {
+    compounds_after(text_, skip, None)
+}
+
+/// [`compounds`], or with `after` only those whose determiner follows one of these words.
+fn compounds_after(
+    text_: &str,
+    skip: &BTreeSet<String>,
+    after: Option<&[&str]>,
+) -> BTreeSet<Compound> {
     let mut out = BTreeSet::new();
     for clause in text_.split([',', ';', ':', '.', '?', '!', '(', ')', '"']) {
         let tokens: Vec<String> = clause
@@ -67,6 +80,13 @@ fn compounds(text_: &str, skip: &BTreeSet<String>) -> BTreeSet<Compound> {
         };
         for (i, w) in tokens.iter().enumerate() {
             if !DETERMINERS.contains(&w.to_lowercase().as_str()) {
+                continue;
+            }
+            let placed = |words: &[&str]| {
+                i.checked_sub(1)
+                    .is_some_and(|j| words.contains(&tokens[j].to_lowercase().as_str()))
+            };
+            if after.is_some_and(|words| !placed(words)) {
                 continue;
             }
             // Exactly two words, then the phrase ends (a function word, a modal, punctuation or the clause's
@@ -107,6 +127,7 @@ fn compounds(text_: &str, skip: &BTreeSet<String>) -> BTreeSet<Compound> {
 pub struct Compounds {
     asked: BTreeSet<Compound>,
     skip: BTreeSet<String>,
+    question: String,
 }
 
 impl Compounds {
@@ -116,6 +137,7 @@ impl Compounds {
         Compounds {
             asked: compounds(question, &skip),
             skip,
+            question: question.to_string(),
         }
     }
 
@@ -172,6 +194,24 @@ impl Compounds {
             .any(|c| written.contains(&c.modifier) || written.contains(&c.head))
     }
 
+    /// Whether `sentence` says its attribute *of* another thing than the question's: the question asks something
+    /// for or of a compound ("the qualifying period for the relocation allowance") and the sentence, not naming
+    /// it, has another compound there ("The qualifying period for the bereavement leave is 3 months"). Look-alikes
+    /// need not share a head: a policy's allowances and leaves are things of one kind to its reader.
+    pub fn another_of_what(&self, sentence: &str) -> bool {
+        let asked = compounds_after(self.question.as_str(), &self.skip, Some(&OF_WHAT));
+        if asked.is_empty()
+            || compounds(sentence, &self.skip)
+                .iter()
+                .any(|c| asked.contains(c))
+        {
+            return false;
+        }
+        compounds_after(sentence, &self.skip, Some(&OF_WHAT))
+            .iter()
+            .any(|s| !asked.contains(s))
+    }
+
     /// Whether `sentence` names, in place of one of the question's compounds, another with its head.
     pub fn another_in(&self, sentence: &str) -> bool {
         if self.asked.is_empty() {
@@ -193,6 +233,31 @@ mod tests {
 
     fn another(question: &str, sentence: &str) -> bool {
         Compounds::of_question(question, []).another_in(sentence)
+    }
+
+    #[test]
+    fn an_attribute_said_of_another_compound_is_said_of_another_thing() {
+        let of_what = |q: &str, s: &str| Compounds::of_question(q, []).another_of_what(s);
+        let q = "What is the qualifying period for the relocation allowance?";
+        assert!(of_what(
+            q,
+            "The qualifying period for the bereavement leave is 3 months."
+        ));
+        assert!(!of_what(
+            q,
+            "The qualifying period for the relocation allowance is 6 months."
+        ));
+        assert!(
+            !of_what(q, "Staff qualify after 6 months."),
+            "nothing in its place"
+        );
+        assert!(
+            !of_what(
+                "What is the qualifying period?",
+                "The qualifying period for the bereavement leave is 3 months."
+            ),
+            "the question names nothing there"
+        );
     }
 
     #[test]

@@ -249,7 +249,8 @@ impl<'a> SentenceRules<'a> {
                     && (self.compounds.another_in(sentence)
                         || self.subjects.is_empty()
                             && self.compound_in_passages
-                            && self.compounds.another_in_place(sentence))
+                            && (self.compounds.another_in_place(sentence)
+                                || self.compounds.another_of_what(sentence)))
             }),
             (Rule::QuestionNames, &|| {
                 self.names.as_ref().is_some_and(|names| {
