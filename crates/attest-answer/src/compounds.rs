@@ -148,7 +148,7 @@ impl Compounds {
         if self.asked.is_empty() {
             return HashSet::new();
         }
-        text::content_set(question)
+        crate::subjects::attribute_words(question)
             .into_iter()
             .filter(|w| !self.asked.iter().any(|c| &c.modifier == w || &c.head == w))
             .collect()

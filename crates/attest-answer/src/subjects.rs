@@ -217,9 +217,9 @@ impl Subjects {
             .collect()
     }
 
-    /// What `question` asks of its subjects: its content words ([`text::content_set`], stemmed) that are no word
-    /// of a subject ("How long does the Drift Max take to charge?" → long, take, charge). Empty when the question
-    /// names no subject: the rule below then has nothing to hold a sentence to.
+    /// What `question` asks of its subjects: its [`attribute_words`] that are no word of a subject ("How long does
+    /// the Drift Max take to charge?" → take, charge). Empty when the question names no subject: the rule below
+    /// then has nothing to hold a sentence to.
     pub fn asked_of(&self, question: &str) -> HashSet<String> {
         if self.0.is_empty() {
             return HashSet::new();
@@ -229,7 +229,7 @@ impl Subjects {
             .iter()
             .flat_map(|n| n.words.iter().map(|w| text::stem(w)))
             .collect();
-        text::content_set(question)
+        attribute_words(question)
             .into_iter()
             .filter(|w| !named.contains(w))
             .collect()
@@ -335,6 +335,27 @@ impl Subjects {
 /// Whether `context` (what the reader sees of a sentence) shares a word with what the question asks of its
 /// subjects: a sentence that meets the question only in the subject's name ("Battery life of the Drift Max is 10
 /// hours" asked how long the Drift Max takes to charge) states another attribute of it.
+/// The content words of a question that can say what it asks of its subject ([`text::content_set`], stemmed),
+/// without the word of a "how long" or "how often" (the kind of answer, which `quantities` holds a sentence to, not
+/// what is asked: as an asked word "long" let "A: The Halo Lite comes with a warranty of 3 years", read with its
+/// "Q: How long is the warranty?", answer how long the Halo Lite takes to charge).
+pub fn attribute_words(question: &str) -> HashSet<String> {
+    let words = text::words(question);
+    let how: HashSet<&str> = words
+        .windows(2)
+        .filter(|w| w[0] == "how" && HOW_WORDS.contains(&w[1].as_str()))
+        .map(|w| w[1].as_str())
+        .collect();
+    text::content_set(question)
+        .into_iter()
+        .filter(|w| !how.contains(w.as_str()))
+        .collect()
+}
+
+/// The words after "how" that ask for a kind of answer and are no attribute ("how large" asks of a size, and
+/// meets "larger": it stays).
+const HOW_WORDS: [&str; 2] = ["long", "often"];
+
 pub fn meets_the_asked(asked: &HashSet<String>, context: &str) -> bool {
     asked.is_empty()
         || text::content_set(context)
@@ -355,6 +376,22 @@ fn same_root(a: &str, b: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn how_long_asks_a_kind_of_answer_not_an_attribute() {
+        let q = "How long does the Halo Lite take to charge?";
+        let asked = Subjects::of_question(q).asked_of(q);
+        assert!(!asked.contains("long"), "{asked:?}");
+        // An FAQ's answer read with its question: "long" there asks of the warranty.
+        assert!(!meets_the_asked(
+            &asked,
+            "Q: How long is the warranty of the Halo Lite? A: The Halo Lite comes with a warranty of 3 years."
+        ));
+        assert!(meets_the_asked(
+            &asked,
+            "The Halo Lite takes 2 hours to charge."
+        ));
+    }
 
     #[test]
     fn a_sentence_meeting_the_question_only_in_its_subject_states_another_attribute() {
