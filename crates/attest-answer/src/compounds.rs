@@ -126,8 +126,9 @@ fn compounds_after(
 #[derive(Debug, Clone, Default)]
 pub struct Compounds {
     asked: BTreeSet<Compound>,
+    /// The asked compounds that follow "for" or "of" ([`OF_WHAT`]): what the question asks something of.
+    asked_of_what: BTreeSet<Compound>,
     skip: BTreeSet<String>,
-    question: String,
 }
 
 impl Compounds {
@@ -136,8 +137,8 @@ impl Compounds {
         let skip: BTreeSet<String> = subject_words.into_iter().collect();
         Compounds {
             asked: compounds(question, &skip),
+            asked_of_what: compounds_after(question, &skip, Some(&OF_WHAT)),
             skip,
-            question: question.to_string(),
         }
     }
 
@@ -199,7 +200,7 @@ impl Compounds {
     /// it, has another compound there ("The qualifying period for the bereavement leave is 3 months"). Look-alikes
     /// need not share a head: a policy's allowances and leaves are things of one kind to its reader.
     pub fn another_of_what(&self, sentence: &str) -> bool {
-        let asked = compounds_after(self.question.as_str(), &self.skip, Some(&OF_WHAT));
+        let asked = &self.asked_of_what;
         if asked.is_empty()
             || compounds(sentence, &self.skip)
                 .iter()
