@@ -46,8 +46,8 @@ fn of_degree(word: &str) -> bool {
 const PHRASE_WORDS: usize = 2;
 
 /// Prepositions that put a compound in the place of what a sentence speaks of: "the qualifying period *for* the
-/// relocation allowance", "the deadline *of* the hotel allowance".
-const OF_WHAT: [&str; 2] = ["for", "of"];
+/// relocation allowance", "the deadline *of* the hotel allowance", "entitled *to* a hotel allowance".
+const OF_WHAT: [&str; 3] = ["for", "of", "to"];
 
 /// The compounds of `text_`: after a determiner, two words written in lower case (neither a function word nor a
 /// number) that end the phrase, stemmed; `skip` holds words that are never part of one (the question's subjects'
@@ -196,7 +196,7 @@ impl Compounds {
     }
 
     /// Whether `sentence` says its attribute *of* another thing than the question's: the question asks something
-    /// for or of a compound ("the qualifying period for the relocation allowance") and the sentence, not naming
+    /// for, of or to a compound ("the qualifying period for the relocation allowance") and the sentence, not naming
     /// it, has another compound there ("The qualifying period for the bereavement leave is 3 months"). Look-alikes
     /// need not share a head: a policy's allowances and leaves are things of one kind to its reader.
     pub fn another_of_what(&self, sentence: &str) -> bool {

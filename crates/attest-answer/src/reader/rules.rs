@@ -243,14 +243,15 @@ impl<'a> SentenceRules<'a> {
                 c.conditions && self.conditions.contradicted_by(sentence)
             }),
             (Rule::Compounds, &|| {
-                // In place of the subject only where the compound is the subject (the question names nothing)
-                // and a passage names it (it is a thing of these documents).
+                // Another compound where the question's stands after "for", "of" or "to" (whatever else the
+                // question names) or, in place of the subject, only where the compound is the subject (the
+                // question names nothing); either only where a passage names it (a thing of these documents).
                 c.compounds
                     && (self.compounds.another_in(sentence)
+                        || self.compound_in_passages && self.compounds.another_of_what(sentence)
                         || self.subjects.is_empty()
                             && self.compound_in_passages
-                            && (self.compounds.another_in_place(sentence)
-                                || self.compounds.another_of_what(sentence)))
+                            && self.compounds.another_in_place(sentence))
             }),
             (Rule::QuestionNames, &|| {
                 self.names.as_ref().is_some_and(|names| {
