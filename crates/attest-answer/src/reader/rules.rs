@@ -6,7 +6,7 @@
 
 use std::collections::HashSet;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::ReaderConfig;
 use crate::compounds::Compounds;
@@ -18,7 +18,7 @@ use crate::question_names::QuestionNames;
 use crate::subjects::{meets_the_asked, Subjects};
 
 /// The rule that refused a sentence, named as its `answer.reader` switch (`edition` has none: always on).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Rule {
     /// The sentence is about another edition of what the question names ("Super Bowl XIX" for "Super Bowl 50").
@@ -72,6 +72,17 @@ impl Rule {
             Rule::QuestionNames => "question_names",
         }
     }
+}
+
+/// What the rules make of one sentence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// No rule refuses it.
+    Read,
+    /// Only rules the readers may overrule refuse it (`reader.overrulable`, held to `reader.overrule_bar`).
+    Overrulable,
+    /// This rule refuses it (the first in order not overrulable).
+    Refused(Rule),
 }
 
 /// The rules of one question, prepared once and asked of each of its candidate sentences.
@@ -167,6 +178,28 @@ impl<'a> SentenceRules<'a> {
             false
         });
         first
+    }
+
+    /// Sentence `i` read, refused only by `overrulable` rules, or refused by another rule (the passage-level one
+    /// not asked).
+    pub fn sentence_verdict(
+        &self,
+        title: &str,
+        sentences: &[&str],
+        i: usize,
+        overrulable: &[Rule],
+    ) -> Verdict {
+        let mut verdict = Verdict::Read;
+        self.each_refusal(title, sentences, i, &mut |rule| {
+            if overrulable.contains(&rule) {
+                verdict = Verdict::Overrulable;
+                true
+            } else {
+                verdict = Verdict::Refused(rule);
+                false
+            }
+        });
+        verdict
     }
 
     /// Every rule refusing sentence `i`, the passage-level one included (`attest-lab rules`: what each rule
@@ -323,6 +356,30 @@ mod tests {
         assert_eq!(refused(q, "Labels API v3", leaning, &on), None);
         let faq = "Q: What page size limit does the Labels API v3 have? A: The Labels API v3 returns 100 items.";
         assert_eq!(refused(q, "Labels API v3", faq, &on), None);
+    }
+
+    #[test]
+    fn a_sentence_is_overrulable_only_where_every_rule_refusing_it_is() {
+        let config = ReaderConfig::default();
+        let q = "What is the page size limit of the Labels API v3?";
+        let verdict = |text: &str, overrulable: &[Rule]| {
+            let sentences = crate::text::sentences(text);
+            let last = sentences.len() - 1;
+            SentenceRules::new(q, &config)
+                .seeing([("", "Page sizes are capped.")])
+                .sentence_verdict("", &sentences, last, overrulable)
+        };
+        let body = "Request bodies sent to the Labels API v3 may be at most 2 MB.";
+        assert_eq!(verdict(body, &[]), Verdict::Refused(Rule::AskedWords));
+        assert_eq!(verdict(body, &[Rule::AskedWords]), Verdict::Overrulable);
+        // A look-alike subject refuses it as well: the readers may not overrule that.
+        let other = "Request bodies sent to the Labels API v2 may be at most 2 MB.";
+        assert_eq!(
+            verdict(other, &[Rule::AskedWords]),
+            Verdict::Refused(Rule::SubjectsSentence)
+        );
+        let pages = "The Labels API v3 returns at most 100 items per page.";
+        assert_eq!(verdict(pages, &[Rule::AskedWords]), Verdict::Read);
     }
 
     #[test]
