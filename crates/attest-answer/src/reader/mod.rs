@@ -117,15 +117,13 @@ pub struct ReaderConfig {
     /// one of the asked words somewhere ([`rules::SentenceRules::seeing`]: else the question paraphrases them).
     pub asked_words: bool,
     /// The rules whose refusal the readers may overrule (`overrule_bar`): those of the question's wording
-    /// (`asked_words`, `conditions`, `another_subject`, `compounds`), which an encyclopedia's paraphrases trip.
-    /// Not `quantities` (overruled, it answered 2.1% → 3.0% of company train's near misses), nor a look-alike
-    /// named or a value withheld (docs/decisions/near-misses.md "Rules the readers may overrule").
+    /// (`asked_words`, `conditions`, `another_subject`, `compounds`), which an encyclopedia's paraphrases trip; not
+    /// a quantity missing, a look-alike named or a value withheld (chosen held-in: docs/decisions/near-misses.md
+    /// "Rules the readers may overrule").
     pub overrulable: Vec<rules::Rule>,
     /// Where set, a sentence refused only by `overrulable` rules is read all the same and kept only where every
     /// reader gives it at least this answerability (a paraphrase both readers are sure of: "was established in
-    /// 1951" for "When was … founded?"); unset, it is refused. 0.98, chosen held-in: squad-dev 75.8% → 78.4% of
-    /// questions answered at 0.0%, company dev 91.1% → 95.0% at 1.1% unchanged; 0.9 answered 2.1% of company dev's
-    /// near misses ("A follow-up was scheduled" for how a ticket was resolved, at 0.99).
+    /// 1951" for "When was … founded?"); unset, it is refused.
     pub overrule_bar: Option<f64>,
     /// Read a "how many / how long / how much" or "what is the <measure> of" question only against sentences
     /// stating a quantity (a digit or a number word, [`crate::quantity::Asked`]): company text talks around numbers
