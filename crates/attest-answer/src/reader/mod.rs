@@ -377,8 +377,16 @@ impl Reader {
                 }
             })
             .collect();
-        candidates.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+        // Sentences no rule refused first: an overrulable one only takes a reading slot left over, so it never
+        // keeps a sentence from being read that would have been read without it.
+        candidates.sort_by(|a, b| {
+            (a.3.cmp(&b.3))
+                .then(b.0.total_cmp(&a.0))
+                .then(a.1.cmp(&b.1))
+                .then(a.2.cmp(&b.2))
+        });
         candidates.truncate(self.config.max_sentences);
+        let free = candidates.iter().filter(|c| !c.3).count();
         let contexts: Vec<String> = candidates
             .iter()
             .map(|&(_, p, i, _)| input::answer_context(passages[p].title, &split[p], i))
@@ -395,10 +403,12 @@ impl Reader {
                     input::pair_ids(model.tokenizer(), question, split[p][i], Some(context))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            for (judged, j) in per_model
-                .iter_mut()
-                .zip(model.judge(Head::Answerable, &pairs)?)
-            {
+            // Judged apart: the int8 graph quantises each batch's activations together, so a batch-mate moves a
+            // sentence's score, and the free sentences must score as they would with no overrulable one read.
+            let (free_pairs, held_pairs) = pairs.split_at(free);
+            let mut judgements = model.judge(Head::Answerable, free_pairs)?;
+            judgements.extend(model.judge(Head::Answerable, held_pairs)?);
+            for (judged, j) in per_model.iter_mut().zip(judgements) {
                 judged.push(j);
             }
         }
