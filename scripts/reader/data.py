@@ -93,19 +93,29 @@ def stop_continues(before, nxt):
     return not (nxt[0].isupper() and bool(first) and first[0] in SENTENCE_OPENERS)
 
 
+# Rust's whitespace (`char::is_whitespace`, Unicode White_Space): Python's `str.split()`, `strip()` and `\s` also
+# take the separators \x1c-\x1f, which Rust keeps as text. A sentence ends before ASCII whitespace only
+# (`u8::is_ascii_whitespace`: not \x0b).
+RUST_WHITESPACE = ("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+                   "\u2028\u2029\u202f\u205f\u3000")
+RUST_WHITESPACE_RE = re.compile("[" + re.escape(RUST_WHITESPACE) + "]")
+ASCII_WHITESPACE = " \t\n\r\x0c"
+
+
 def sentences(text):
     """The answer tier's splitter (crates/attest-answer/src/text.rs `sentences`)."""
     out, start = [], 0
     for i, c in enumerate(text):
-        ends = (c in ".!?" and (i + 1 >= len(text) or text[i + 1] in " \t\n\r\x0b\x0c")
-                and not (c == "." and stop_continues(re.split(r"\s", text[start:i])[-1],
-                                                     (text[i + 1:].split() or [""])[0]))) or c == "\n"
+        ends = (c in ".!?" and (i + 1 >= len(text) or text[i + 1] in ASCII_WHITESPACE)
+                and not (c == "." and stop_continues(RUST_WHITESPACE_RE.split(text[start:i])[-1],
+                                                     next((w for w in RUST_WHITESPACE_RE.split(text[i + 1:]) if w),
+                                                          "")))) or c == "\n"
         if ends:
-            s = text[start : i + 1].strip()
+            s = text[start : i + 1].strip(RUST_WHITESPACE)
             if s:
                 out.append(s)
             start = i + 1
-    rest = text[start:].strip()
+    rest = text[start:].strip(RUST_WHITESPACE)
     if rest:
         out.append(rest)
     return out
