@@ -64,6 +64,15 @@ pub struct SentenceRead {
     pub answer_part: usize,
 }
 
+/// A sentence the reader may read: how much of the question it covers, where it is, and whether only overrulable
+/// rules refused it (read, held to `reader.overrule_bar`).
+struct Candidate {
+    relevance: f64,
+    passage: usize,
+    sentence: usize,
+    held: bool,
+}
+
 /// The `answer.reader` config section.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -334,62 +343,63 @@ impl Reader {
     ) -> Result<Vec<Vec<SentenceRead>>, ReaderError> {
         let q = text::content_set(question);
         let mut out: Vec<Vec<SentenceRead>> = Vec::with_capacity(passages.len());
-        let mut candidates: Vec<(f64, usize, usize)> = Vec::new();
+        let mut candidates: Vec<Candidate> = Vec::new();
         let split: Vec<Vec<&str>> = passages.iter().map(|p| text::sentences(p.text)).collect();
         for (p, sentences) in split.iter().enumerate() {
             out.push(vec![SentenceRead::default(); sentences.len()]);
             let title = text::content_set(passages[p].title);
             for (i, s) in sentences.iter().enumerate() {
-                candidates.push((sentence_relevance(&q, &title, s), p, i));
+                candidates.push(Candidate {
+                    relevance: sentence_relevance(&q, &title, s),
+                    passage: p,
+                    sentence: i,
+                    held: false,
+                });
             }
         }
         // A sentence sharing no word with the question, neither itself nor its passage's title, is not read: the
         // model matches answer types confidently ("how many …" → any sentence with a count) and must not be
         // given sentences off the question's topic to do it with.
         if !q.is_empty() {
-            candidates.retain(|c| c.0 > 0.0);
+            candidates.retain(|c| c.relevance > 0.0);
         }
         // Nor one a rule of [`rules`] refuses: it answers another question (another edition, a look-alike
-        // subject, another attribute or condition, no quantity for "how many", a value withheld).
+        // subject, another attribute or condition, no quantity for "how many", a value withheld) — unless only
+        // overrulable rules refuse it: then it is read, held to `overrule_bar`.
         let rules = SentenceRules::new(question, &self.config)
             .seeing(passages.iter().map(|p| (p.title, p.text)));
         let off: Vec<bool> = passages
             .iter()
             .map(|p| rules.passage_refusal(p.title, p.text).is_some())
             .collect();
-        // Per candidate, whether only overrulable rules refused it (read, held to `overrule_bar`).
-        let mut candidates: Vec<(f64, usize, usize, bool)> = candidates
-            .into_iter()
-            .filter(|&(_, p, _)| !off[p])
-            .filter_map(|(score, p, i)| {
-                let verdict = rules.sentence_verdict(
-                    passages[p].title,
-                    &split[p],
-                    i,
-                    &self.config.overrulable,
-                );
-                match verdict {
-                    Verdict::Read => Some((score, p, i, false)),
-                    Verdict::Overrulable if self.config.overrule_bar.is_some() => {
-                        Some((score, p, i, true))
-                    }
-                    _ => None,
-                }
-            })
-            .collect();
+        candidates.retain_mut(|c| {
+            if off[c.passage] {
+                return false;
+            }
+            let verdict = rules.sentence_verdict(
+                passages[c.passage].title,
+                &split[c.passage],
+                c.sentence,
+                &self.config.overrulable,
+            );
+            c.held = verdict == Verdict::Overrulable;
+            verdict == Verdict::Read || c.held && self.config.overrule_bar.is_some()
+        });
         // Sentences no rule refused first: an overrulable one only takes a reading slot left over, so it never
         // keeps a sentence from being read that would have been read without it.
         candidates.sort_by(|a, b| {
-            (a.3.cmp(&b.3))
-                .then(b.0.total_cmp(&a.0))
-                .then(a.1.cmp(&b.1))
-                .then(a.2.cmp(&b.2))
+            (a.held.cmp(&b.held))
+                .then(b.relevance.total_cmp(&a.relevance))
+                .then(a.passage.cmp(&b.passage))
+                .then(a.sentence.cmp(&b.sentence))
         });
         candidates.truncate(self.config.max_sentences);
-        let free = candidates.iter().filter(|c| !c.3).count();
+        let free = candidates.iter().filter(|c| !c.held).count();
         let contexts: Vec<String> = candidates
             .iter()
-            .map(|&(_, p, i, _)| input::answer_context(passages[p].title, &split[p], i))
+            .map(|c| {
+                input::answer_context(passages[c.passage].title, &split[c.passage], c.sentence)
+            })
             .collect();
         let models = std::iter::once(&self.model).chain(&self.members);
         // Per candidate, each model's judgement, in model order (the main model's first).
@@ -399,8 +409,9 @@ impl Reader {
             let pairs = candidates
                 .iter()
                 .zip(&contexts)
-                .map(|(&(_, p, i, _), context)| {
-                    input::pair_ids(model.tokenizer(), question, split[p][i], Some(context))
+                .map(|(c, context)| {
+                    let sentence = split[c.passage][c.sentence];
+                    input::pair_ids(model.tokenizer(), question, sentence, Some(context))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             // Judged apart: the int8 graph quantises each batch's activations together, so a batch-mate moves a
@@ -412,11 +423,11 @@ impl Reader {
                 judged.push(j);
             }
         }
-        for (&(_, p, i, held), judged) in candidates.iter().zip(&per_model) {
+        let bar = self.config.overrule_bar.unwrap_or(0.0);
+        for (c, judged) in candidates.iter().zip(&per_model) {
             let probabilities: Vec<f64> = judged.iter().map(|j| j.probability).collect();
-            let bar = self.config.overrule_bar.unwrap_or(0.0);
-            let cleared = !held || probabilities.iter().all(|&q| q >= bar);
-            out[p][i] = SentenceRead {
+            let cleared = !c.held || probabilities.iter().all(|&q| q >= bar);
+            out[c.passage][c.sentence] = SentenceRead {
                 answerability: if cleared {
                     self.config.ensemble_rule.combine(&probabilities)
                 } else {
