@@ -172,12 +172,10 @@ impl<'a> SentenceRules<'a> {
     /// The first rule refusing sentence `i` of a passage titled `title` (split into `sentences`), in the order
     /// the switches are documented; `None` when the reader may read it. The passage-level rule is not asked.
     pub fn sentence_refusal(&self, title: &str, sentences: &[&str], i: usize) -> Option<Rule> {
-        let mut first = None;
-        self.each_refusal(title, sentences, i, &mut |rule| {
-            first = Some(rule);
-            false
-        });
-        first
+        match self.sentence_verdict(title, sentences, i, &[]) {
+            Verdict::Refused(rule) => Some(rule),
+            Verdict::Read | Verdict::Overrulable => None,
+        }
     }
 
     /// Sentence `i` read, refused only by `overrulable` rules, or refused by another rule (the passage-level one
