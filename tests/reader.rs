@@ -224,7 +224,8 @@ fn the_span_head_names_the_semicolon_part_that_answers() {
 }
 
 #[test]
-fn an_ensembles_answerability_is_the_mean_of_its_models() {
+fn an_ensembles_answerability_combines_its_models_by_its_rule() {
+    use attest_answer::reader::EnsembleRule;
     let question = "When did the Harbor Bridge open to traffic?";
     let passage = attest_answer::reader::ToRead {
         title: BRIDGE_TITLE,
@@ -239,7 +240,15 @@ fn an_ensembles_answerability_is_the_mean_of_its_models() {
     ));
     let mut both = alone.clone();
     both.reader.ensemble = vec![attest_answer::reader::SECOND_READER_DIR.into()];
-    let (a, b, mean) = (read(&alone), read(&second), read(&both));
+    assert_eq!(
+        both.reader.ensemble_rule,
+        EnsembleRule::Geometric,
+        "the default"
+    );
+    let mut averaged = both.clone();
+    averaged.reader.ensemble_rule = EnsembleRule::Mean;
+    let (a, b) = (read(&alone), read(&second));
+    let (geometric, mean) = (read(&both), read(&averaged));
     // Two different models (MiniLM and bge-small) judge the same sentences differently (relatively: both are
     // sure of this passage, so the off-answer sentences score near 0)…
     let relative = |x: f64, y: f64| (x - y).abs() / x.abs().max(y.abs());
@@ -247,15 +256,20 @@ fn an_ensembles_answerability_is_the_mean_of_its_models() {
         a.iter().zip(&b).any(|(&x, &y)| relative(x, y) > 0.5),
         "{a:?} {b:?}"
     );
-    // …and the ensemble says their mean, sentence by sentence.
-    for ((&x, &y), &m) in a.iter().zip(&b).zip(&mean) {
+    // …and the ensemble says their combination, sentence by sentence.
+    for (i, (&x, &y)) in a.iter().zip(&b).enumerate() {
+        let (g, m) = (geometric[i], mean[i]);
         if x == 0.0 && y == 0.0 {
             // Not read by either (the sentence meets the question only in its subject, "The Harbor Bridge was
             // designed by …"): not read by the ensemble either.
-            assert_eq!(m, 0.0, "{a:?} {b:?} {mean:?}");
+            assert_eq!((g, m), (0.0, 0.0), "{a:?} {b:?} {geometric:?} {mean:?}");
             continue;
         }
         assert!(relative(m, (x + y) / 2.0) < 1e-4, "{a:?} {b:?} {mean:?}");
+        assert!(
+            relative(g, (x * y).sqrt()) < 1e-4,
+            "{a:?} {b:?} {geometric:?}"
+        );
     }
 }
 

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use crate::generate::OpenAiChatConfig;
 use crate::local_llm::GgufConfig;
 use crate::out_of_corpus::OutOfCorpusConfig;
+use crate::reader::rules::Rule;
 use crate::reader::ReaderConfig;
 use crate::rerank::RerankConfig;
 use crate::verdict::{Cutoffs, PartialPolicy};
@@ -179,6 +180,14 @@ impl AnswerConfig {
         ] {
             p.unit_interval(key, value);
         }
+        for (key, bar) in [
+            ("reader.overrule_bar", self.reader.overrule_bar),
+            ("reader.veto_overrule_bar", self.reader.veto_overrule_bar),
+        ] {
+            if let Some(value) = bar {
+                p.unit_interval(key, value);
+            }
+        }
         if self.bail_threshold > self.ground_threshold {
             p.add(
                 "bail_threshold",
@@ -211,6 +220,13 @@ impl AnswerConfig {
                     "needs an LLM: set answer.llm.url, or turn it off".to_string(),
                 );
             }
+        }
+        if self.reader.overrulable.contains(&Rule::SubjectsPassage) {
+            p.add(
+                "reader.overrulable",
+                "subjects_passage refuses a whole passage before any sentence is read: no reader can overrule it"
+                    .to_string(),
+            );
         }
         p.positive("history_window", self.history_window);
         p.positive("max_history_bytes", self.max_history_bytes);
@@ -291,16 +307,22 @@ mod tests {
         );
         c.out_of_corpus.enabled = true;
         c.claim_partial_threshold = 0.6;
+        c.reader.veto_overrule_bar = Some(1.5);
+        c.reader.overrulable.push(Rule::SubjectsPassage);
         let problems = c.problems().into_vec().join("\n");
         for key in [
             "answer.out_of_corpus.enabled",
             "answer.collections.trivia.out_of_corpus",
             "answer.claim_partial_threshold",
+            "answer.reader.veto_overrule_bar",
+            "answer.reader.overrulable",
         ] {
             assert!(problems.contains(key), "{key} not named in:\n{problems}");
         }
         c.llm.url = "http://127.0.0.1:9".into();
         c.claim_partial_threshold = 0.25;
+        c.reader.veto_overrule_bar = None;
+        c.reader.overrulable.pop();
         assert!(c.problems().is_empty(), "{:?}", c.problems().into_vec());
         assert!(c.policy("trivia").out_of_corpus && c.policy("docs").out_of_corpus);
         assert_eq!(c.policy("trivia").partial_claims, PartialPolicy::Mark);

@@ -23,21 +23,37 @@ pub fn decide(scores: &[f64], config: &AnswerConfig) -> Gate {
 
 /// The lexical gate the reader's gate is combined with (under `reader`, the one [`combine`] is given with it):
 /// [`decide`], except that under `gate: veto` it bails below `reader.veto_threshold` instead of
-/// `answer.bail_threshold` (the veto only ever bails).
+/// `answer.bail_threshold` (the veto only ever bails), and not at all where the reader's best answerability
+/// (`answerability`, one per read passage) reaches `reader.veto_overrule_bar`: the readers are surer than a
+/// reranker score is telling.
 pub fn lexical_beside_reader(
     scores: &[f64],
+    answerability: &[f64],
     config: &AnswerConfig,
     reader: &crate::reader::ReaderConfig,
 ) -> Gate {
     let bail = match reader.gate {
+        GateMode::Veto if readers_overrule_veto(answerability, reader) => f64::NEG_INFINITY,
         GateMode::Veto => reader.veto_threshold,
         GateMode::Both | GateMode::Reader => config.bail_threshold,
     };
     decide_bailing_below(scores, config, bail)
 }
 
+/// Whether the readers' best answerability reaches `reader.veto_overrule_bar` (never where it is unset).
+fn readers_overrule_veto(answerability: &[f64], reader: &crate::reader::ReaderConfig) -> bool {
+    reader
+        .veto_overrule_bar
+        .is_some_and(|bar| best(answerability) >= bar)
+}
+
+/// The best of `scores`; minus infinity when there are none.
+pub fn best(scores: &[f64]) -> f64 {
+    scores.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+}
+
 fn decide_bailing_below(scores: &[f64], config: &AnswerConfig, bail_threshold: f64) -> Gate {
-    let best = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let best = best(scores);
     if scores.is_empty() {
         return Gate::Refine;
     }
@@ -60,7 +76,7 @@ fn decide_bailing_below(scores: &[f64], config: &AnswerConfig, bail_threshold: f
 /// `reader.ground_threshold`, bail below `reader.bail_threshold`, refine in between. Its thresholds are the
 /// reader's own, chosen on squad-dev held-out articles (the model's scale, not the reranker's).
 pub fn decide_read(scores: &[f64], reader: &crate::reader::ReaderConfig) -> Gate {
-    let best = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let best = best(scores);
     if scores.is_empty() {
         Gate::Refine
     } else if best >= reader.ground_threshold {
@@ -132,10 +148,46 @@ mod tests {
         let mut c = AnswerConfig::default();
         c.reader.veto_threshold = 0.25;
         assert_eq!(decide(&[0.3], &c), Gate::Bail, "the lexical gate alone");
-        assert_eq!(lexical_beside_reader(&[0.3], &c, &c.reader), Gate::Refine);
-        assert_eq!(lexical_beside_reader(&[0.2], &c, &c.reader), Gate::Bail);
+        c.reader.veto_overrule_bar = None;
+        assert_eq!(
+            lexical_beside_reader(&[0.3], &[0.5], &c, &c.reader),
+            Gate::Refine
+        );
+        assert_eq!(
+            lexical_beside_reader(&[0.2], &[1.0], &c, &c.reader),
+            Gate::Bail
+        );
         c.reader.gate = GateMode::Both;
-        assert_eq!(lexical_beside_reader(&[0.3], &c, &c.reader), Gate::Bail);
+        assert_eq!(
+            lexical_beside_reader(&[0.3], &[0.5], &c, &c.reader),
+            Gate::Bail
+        );
+    }
+
+    #[test]
+    fn readers_sure_of_a_sentence_overrule_the_veto() {
+        let mut c = AnswerConfig::default();
+        c.reader.veto_threshold = 0.40;
+        c.reader.veto_overrule_bar = Some(0.99);
+        // A low reranked score bails unless a read sentence reaches the bar.
+        assert_eq!(
+            lexical_beside_reader(&[0.1], &[0.2, 0.98], &c, &c.reader),
+            Gate::Bail
+        );
+        assert_eq!(
+            lexical_beside_reader(&[0.1], &[0.2, 0.99], &c, &c.reader),
+            Gate::Refine
+        );
+        assert_eq!(
+            lexical_beside_reader(&[0.1], &[], &c, &c.reader),
+            Gate::Bail
+        );
+        // Only the veto is overruled: under `both` the lexical gate still bails at its own threshold.
+        c.reader.gate = GateMode::Both;
+        assert_eq!(
+            lexical_beside_reader(&[0.1], &[1.0], &c, &c.reader),
+            Gate::Bail
+        );
     }
 
     #[test]

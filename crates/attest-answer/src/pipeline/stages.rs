@@ -201,12 +201,22 @@ impl AnswerService {
                     let settings = reader.config();
                     gate::combine(
                         gate::decide_read(scores, settings),
-                        gate::lexical_beside_reader(&reranked, &self.config, settings),
+                        gate::lexical_beside_reader(&reranked, scores, &self.config, settings),
                         settings.gate,
                     )
                 }
                 _ => gate::decide(&reranked, &self.config),
             };
+            // What the gate saw, so an abstention can be read back to the score that made it.
+            let finite = |best: f64| best.is_finite().then_some(best);
+            tracing::debug!(
+                event = "coverage_gate",
+                request_id = %turn.request_id,
+                hop = turn.out.hops,
+                answerability = answerability.as_deref().map(gate::best).and_then(finite),
+                reranked = finite(gate::best(&reranked)),
+                gate = ?gate,
+            );
             if gate != Gate::Refine || turn.out.hops >= self.config.max_hops.max(1) {
                 break gate;
             }
