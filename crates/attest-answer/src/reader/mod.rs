@@ -16,8 +16,8 @@
 //! - [`rules`]: what keeps a sentence from being read (it answers another question).
 //!
 //! Answerability is read by every model of `reader.ensemble` beside the main one and combined by
-//! `reader.ensemble_rule` (the geometric mean of two backbones, MiniLM and bge-small, by default); support by the main model
-//! alone.
+//! `reader.ensemble_rule` (the geometric mean of two backbones, MiniLM and bge-small, by default); support by the
+//! main model alone.
 
 pub mod input;
 pub mod model;
@@ -110,10 +110,11 @@ pub struct ReaderConfig {
     /// target (docs/bench/history.md "The question's names with a lower veto").
     pub veto_threshold: f64,
     /// Where set, the veto does not bail where a read sentence's answerability (the readers combined) is at
-    /// least this: both readers sure of a sentence outweigh a low reranked score, which on squad-dev held-in
-    /// articles vetoed a tenth of the questions answered right (the reranker scores a long paragraph low for one
-    /// sentence of it), and on company text almost none (docs/decisions/near-misses.md "The readers overrule
-    /// the veto"). Unset: the veto bails on the reranked score alone.
+    /// least this: both readers that sure outweigh a low reranked score, which the reranker gives a long paragraph
+    /// for the one sentence of it that answers. On Wikipedia and forum posts the veto refused many more answerable
+    /// questions the readers were sure of than unanswerable ones; on company text it decided almost nothing
+    /// (docs/decisions/near-misses.md "The readers overrule the veto, and one reader sure is not an answer").
+    /// Unset: the veto bails on the reranked score alone.
     pub veto_overrule_bar: Option<f64>,
     /// Read only sentences whose context names one of the question's names ([`crate::question_names::QuestionNames`]). Off: on held-in
     /// squad-dev articles (1-in-8, round 7) it cut hallucination 0.7% → 0.0% and answer-removed 15.3% → 14.0%
@@ -160,8 +161,8 @@ pub struct ReaderConfig {
     /// size") (issue 68).
     pub compounds: bool,
     /// More reader model directories (relative ones found as `model_dir` is) whose answerability is combined with
-    /// the main model's (`ensemble_rule`); the support head stays the main model's. Default: round 8 (bge-small-en-v1.5, int8 ONNX,
-    /// [`SECOND_READER_DIR`]) beside round 7 (MiniLM): two backbones err on different sentences, and the mean
+    /// the main model's (`ensemble_rule`); the support head stays the main model's. Default: round 8
+    /// (bge-small-en-v1.5, int8 ONNX, [`SECOND_READER_DIR`]) beside round 7 (MiniLM): two backbones err on different sentences, and the mean
     /// covered 3.8 points more of squad-dev held-out, 4.1 of shift-new-wiki and 2.3 of shift-reddit, answering the
     /// same number of unanswerable questions on the last two and one more on squad-dev, for ~1.5× the ask time
     /// of round 7 alone (both under candle then; with every reader under ONNX Runtime the two ask in half the time
@@ -169,12 +170,11 @@ pub struct ReaderConfig {
     /// is round 12 and round 13 (each taught the company near misses). `[]`: the main reader alone.
     pub ensemble: Vec<PathBuf>,
     /// How the ensemble's answerabilities combine ([`EnsembleRule`]); default `geometric` (since issue 68): one
-    /// reader sure and the other not is not an answer. Under the mean such a sentence scores ≈ 0.5 and grounded; on
-    /// held-in sets it was most of the answer-removed questions answered and most company near misses left. The
-    /// geometric mean had been turned down for the coverage it cost (65.4% of squad-dev held-out, with the veto
-    /// then standing on the reranked score alone: docs/bench/history.md "The geometric mean of the two readers");
-    /// with `veto_overrule_bar` it covers more than the mean did (docs/decisions/near-misses.md "The readers
-    /// overrule the veto").
+    /// reader sure and the other not is not an answer. Under the mean such a sentence scored about a half and
+    /// grounded, and held-in that was where most answer-removed questions answered and most company near misses
+    /// left sat. Held out it trades Wikipedia coverage for them: the two readers disagree on right answers too on
+    /// text neither was trained on (docs/decisions/near-misses.md "The readers overrule the veto, and one reader
+    /// sure is not an answer"; docs/bench/history.md "The geometric mean of the two readers").
     pub ensemble_rule: EnsembleRule,
 }
 
