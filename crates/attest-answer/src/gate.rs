@@ -143,25 +143,21 @@ mod tests {
         assert_eq!(combine(Refine, Refine, GateMode::Both), Refine);
     }
 
+    /// The lexical gate beside the reader for one reranked score and the read sentences' answerability.
+    fn beside(c: &AnswerConfig, reranked: f64, answerability: &[f64]) -> Gate {
+        lexical_beside_reader(&[reranked], answerability, c, &c.reader)
+    }
+
     #[test]
     fn the_veto_bails_at_its_own_threshold() {
         let mut c = AnswerConfig::default();
         c.reader.veto_threshold = 0.25;
         assert_eq!(decide(&[0.3], &c), Gate::Bail, "the lexical gate alone");
         c.reader.veto_overrule_bar = None;
-        assert_eq!(
-            lexical_beside_reader(&[0.3], &[0.5], &c, &c.reader),
-            Gate::Refine
-        );
-        assert_eq!(
-            lexical_beside_reader(&[0.2], &[1.0], &c, &c.reader),
-            Gate::Bail
-        );
+        assert_eq!(beside(&c, 0.3, &[0.5]), Gate::Refine);
+        assert_eq!(beside(&c, 0.2, &[1.0]), Gate::Bail);
         c.reader.gate = GateMode::Both;
-        assert_eq!(
-            lexical_beside_reader(&[0.3], &[0.5], &c, &c.reader),
-            Gate::Bail
-        );
+        assert_eq!(beside(&c, 0.3, &[0.5]), Gate::Bail);
     }
 
     #[test]
@@ -170,24 +166,12 @@ mod tests {
         c.reader.veto_threshold = 0.40;
         c.reader.veto_overrule_bar = Some(0.99);
         // A low reranked score bails unless a read sentence reaches the bar.
-        assert_eq!(
-            lexical_beside_reader(&[0.1], &[0.2, 0.98], &c, &c.reader),
-            Gate::Bail
-        );
-        assert_eq!(
-            lexical_beside_reader(&[0.1], &[0.2, 0.99], &c, &c.reader),
-            Gate::Refine
-        );
-        assert_eq!(
-            lexical_beside_reader(&[0.1], &[], &c, &c.reader),
-            Gate::Bail
-        );
+        assert_eq!(beside(&c, 0.1, &[0.2, 0.98]), Gate::Bail);
+        assert_eq!(beside(&c, 0.1, &[0.2, 0.99]), Gate::Refine);
+        assert_eq!(beside(&c, 0.1, &[]), Gate::Bail);
         // Only the veto is overruled: under `both` the lexical gate still bails at its own threshold.
         c.reader.gate = GateMode::Both;
-        assert_eq!(
-            lexical_beside_reader(&[0.1], &[1.0], &c, &c.reader),
-            Gate::Bail
-        );
+        assert_eq!(beside(&c, 0.1, &[1.0]), Gate::Bail);
     }
 
     #[test]
