@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # The HTTP API fuzzed from its own contract: Schemathesis (pinned, tests/fuzz/requirements.txt) generates requests
 # for every operation of the OpenAPI document `attest dev` serves at /v1/openapi.json — valid ones and invalid
-# ones — and checks every response: no 5xx, the status code, content type, headers and body as the document says.
+# ones — and checks every response: no 5xx, the status code, content type, headers and body as the document says,
+# and invalid data refused. Its stateful phase then chains operations along the document's links (create a
+# collection → ingest → search → delete; mint a key → revoke it; snapshot → its job → restore). An operation that
+# refuses most valid data (the document states less than the API checks) fails the run
+# (tests/fuzz/schemathesis.toml).
 # Twice: against an open `attest dev`, and against one with --admin-key (requests with the admin key; the
 # document's security scheme is then exercised too). Seeded and bounded (--max-examples per operation, a wall
 # limit per run); the exit status is non-zero on any finding. Each run's dev log and Schemathesis report are kept
@@ -50,7 +54,8 @@ start_dev() {
     shift
     mkdir -p "$WORK/$name"
     # Its own working directory: a snapshot destination the fuzzer makes up as a relative path lands there.
-    (cd "$WORK/$name" && exec "$ATTEST_BIN" dev --data-dir "$WORK/$name/data" --http 127.0.0.1:0 \
+    # At most 4 shards per collection: a fuzzer that asks for the cluster's 4096 fills this machine's disk.
+    (cd "$WORK/$name" && ATTEST__ROUTER__MAX_SHARDS=4 exec "$ATTEST_BIN" dev --data-dir "$WORK/$name/data" --http 127.0.0.1:0 \
         --grpc 127.0.0.1:0 "$@" >"$WORK/$name/stdout" 2>"$WORK/$name/dev.log") &
     PIDS+=("$!")
     local deadline=$((SECONDS + 180))
@@ -78,10 +83,17 @@ fuzz() {
     local auth=()
     [[ $# -gt 0 ]] && auth=(-H "${2}")
     log "$name: $URL, $EXAMPLES examples per operation, seed $SEED"
-    (cd "$WORK/$name" && timeout "$WALL_S" "$VENV/bin/st" run "$URL/v1/openapi.json" \
+    # The snapshot destination this dev admits (DATA_DIR/snapshots, its default root).
+    export ATTEST_FUZZ_DESTINATION="$WORK/$name/data/snapshots/fuzz"
+    # A document's precomputed vector must have its collection's dimension (tests/fuzz/hooks.py).
+    ATTEST_FUZZ_DIMENSION="$(curl -sf "$URL/v1/collections/docs" "$@" |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["dimension"])')"
+    export ATTEST_FUZZ_DIMENSION SCHEMATHESIS_HOOKS=hooks PYTHONPATH="$REPO_ROOT/tests/fuzz"
+    (cd "$WORK/$name" && timeout "$WALL_S" "$VENV/bin/st" --config-file "$REPO_ROOT/tests/fuzz/schemathesis.toml" \
+        run "$URL/v1/openapi.json" \
         --checks not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance,negative_data_rejection \
         --max-examples "$EXAMPLES" --seed "$SEED" --workers 1 --no-color \
-        --phases examples,coverage,fuzzing --request-timeout 60 --generation-database none \
+        --phases examples,coverage,fuzzing,stateful --request-timeout 60 --generation-database none \
         --report junit --report-dir "$WORK/$name/report" "${auth[@]}")
 }
 

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use common::http;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 fn attest(server: &str, args: &[&str]) -> Output {
     Command::new(common::attest_bin())
@@ -170,6 +170,73 @@ fn mint(url: &str, scope: &str) -> String {
     let (status, body) = common::call("POST", &format!("{url}/v1/keys"), Some(ADMIN), Some(&grant));
     assert_eq!(status, 201, "{body}");
     body["key"].as_str().unwrap().to_string()
+}
+
+/// The document states the limits of the process's own configuration, and the API holds what it states: an
+/// operator who lowers `router.max_shards`, `router.max_k` or `answer.max_question_bytes` serves a contract that
+/// says so; the limit itself is accepted and one past it refused, naming the field.
+#[test]
+fn the_served_document_states_the_configured_limits_and_the_api_holds_them() {
+    let data = tempfile::tempdir().unwrap();
+    let (_dev, line) = common::start_with_env(
+        &["dev", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"],
+        Some(data.path()),
+        common::Logs::Quiet,
+        &[
+            ("ATTEST__ROUTER__MAX_SHARDS", "3"),
+            ("ATTEST__ROUTER__MAX_K", "7"),
+            ("ATTEST__ANSWER__MAX_QUESTION_BYTES", "40"),
+        ],
+    );
+    let url = common::value_of(&line, "http=");
+    let (status, served) = common::get_text(&format!("{url}/v1/openapi.json"));
+    assert_eq!(status, 200, "{served}");
+    let doc: Value = serde_json::from_str(&served).unwrap();
+    let property =
+        |schema: &str, name: &str| doc["components"]["schemas"][schema]["properties"][name].clone();
+    assert_eq!(property("CreateCollectionBody", "shards")["maximum"], 3);
+    assert_eq!(property("SearchBody", "k")["maximum"], 7);
+    assert_eq!(property("AskBody", "question")["maxLength"], 40);
+
+    let refused = |path: &str, body: Value, field: &str| {
+        let (s, b) = common::post(&format!("{url}{path}"), &body);
+        assert_eq!(
+            (s, b["error"]["field"].as_str()),
+            (400, Some(field)),
+            "{path} {body}: {b}"
+        );
+    };
+    refused(
+        "/v1/collections",
+        json!({"name": "c", "shards": 4}),
+        "shards",
+    );
+    let (s, b) = common::post(
+        &format!("{url}/v1/collections"),
+        &json!({"name": "c", "shards": 3}),
+    );
+    assert_eq!(s, 201, "{b}");
+    refused(
+        "/v1/collections/c/search",
+        json!({"query": "tea", "k": 8}),
+        "k",
+    );
+    let (s, b) = common::post(
+        &format!("{url}/v1/collections/c/search"),
+        &json!({"query": "tea", "k": 7}),
+    );
+    assert_eq!(s, 200, "{b}");
+    refused(
+        "/v1/collections/c/ask",
+        json!({"question": "x".repeat(41)}),
+        "question",
+    );
+    // A tenant no key could be granted is refused wherever a request names one.
+    refused(
+        "/v1/collections/c/search",
+        json!({"query": "tea", "tenant": "a b"}),
+        "tenant",
+    );
 }
 
 #[test]

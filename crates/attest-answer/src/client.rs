@@ -32,13 +32,17 @@ impl std::fmt::Debug for Caller {
 }
 
 impl Caller {
-    /// The caller an authenticated request stands for: its collection must be one the key lists and its tenant
-    /// one the key allows (PERMISSION_DENIED otherwise, before anything is read).
+    /// The caller an authenticated request stands for: its collection must be a collection name (INVALID_ARGUMENT
+    /// `name` otherwise, even for a question answered without retrieval) and one the key lists, its tenant one
+    /// the key allows (PERMISSION_DENIED otherwise, before anything is read).
     pub fn of(
         principal: &Principal,
         collection: &str,
         tenant: Option<&str>,
     ) -> Result<Caller, AnswerError> {
+        if let Some(problem) = attest_core::limits::collection_name_problem(collection) {
+            return Err(AnswerError::invalid("name", problem));
+        }
         principal
             .collection(collection)
             .map_err(AnswerError::Callee)?;

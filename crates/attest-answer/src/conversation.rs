@@ -29,6 +29,9 @@ pub enum Role {
     Assistant,
 }
 
+/// The roles of a turn on the wire.
+pub const ROLES: [&str; 2] = ["user", "assistant"];
+
 /// One earlier message of the conversation, oldest first in a history.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HistoryTurn {
@@ -37,9 +40,9 @@ pub struct HistoryTurn {
 }
 
 impl HistoryTurn {
-    /// A turn from the wire's strings (`user` / `assistant`); another role is a caller's mistake.
+    /// A turn from the wire's strings (one of [`ROLES`], exactly); another role is a caller's mistake.
     pub fn parse(role: &str, content: &str) -> Result<Self, AnswerError> {
-        let role = match role.trim() {
+        let role = match role {
             "user" => Role::User,
             "assistant" => Role::Assistant,
             other => {

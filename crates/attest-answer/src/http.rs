@@ -42,17 +42,25 @@ pub(crate) struct AskBody {
     stream: bool,
     /// Default: the key's only tenant, else the default tenant.
     #[serde(default)]
+    #[schema(schema_with = attest_core::contract::optional_tenant)]
     tenant: Option<String>,
     /// Earlier turns of the conversation, oldest first.
     #[serde(default)]
     history: Vec<WireTurn>,
 }
 
+fn role() -> utoipa::openapi::Object {
+    utoipa::openapi::schema::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .enum_values(Some(crate::conversation::ROLES))
+        .build()
+}
+
 /// One earlier turn of a conversation.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct WireTurn {
-    /// `user` or `assistant`.
+    #[schema(schema_with = role)]
     role: String,
     content: String,
 }

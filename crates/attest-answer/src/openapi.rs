@@ -10,6 +10,10 @@ use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
 use utoipa::openapi::{OpenApi, RefOr};
 use utoipa::OpenApi as _;
 
+use attest_telemetry::openapi::limits::constrain;
+use serde_json::json;
+
+use crate::config::AnswerConfig;
 use crate::http::{self, AskDelta};
 use crate::pipeline::{AskSources, Retrieved};
 
@@ -75,14 +79,26 @@ impl utoipa::ToSchema for AskEvent {
 )]
 struct AnswerApi;
 
-/// The answer tier's own operations and schemas, to be assembled with the shared parts.
-pub fn paths() -> OpenApi {
-    AnswerApi::openapi()
+/// The answer tier's own operations and schemas, with the limits of its `config` stated, to be assembled with
+/// the shared parts.
+pub fn paths(config: &AnswerConfig) -> OpenApi {
+    constrain(
+        AnswerApi::openapi(),
+        &[(
+            "AskBody",
+            "question",
+            json!({
+                "minLength": 1,
+                "maxLength": config.max_question_bytes,
+                "pattern": attest_core::contract::NOT_BLANK_PATTERN
+            }),
+        )],
+    )
 }
 
-/// The document an answer replica serves.
-pub fn document() -> OpenApi {
-    attest_telemetry::openapi::document([paths()])
+/// The document an answer replica with this `config` serves.
+pub fn document(config: &AnswerConfig) -> OpenApi {
+    attest_telemetry::openapi::document([paths(config)])
 }
 
 #[cfg(test)]
@@ -93,7 +109,7 @@ mod tests {
 
     #[test]
     fn every_registered_route_is_documented_and_every_documented_one_is_registered() {
-        let doc = document();
+        let doc = document(&AnswerConfig::default());
         let app = attest_telemetry::openapi::route(&doc).merge(attest_telemetry::ops::routes(
             attest_telemetry::ops::always_ready(),
             None,

@@ -424,10 +424,16 @@ impl Principal {
         ))
     }
 
-    /// The tenant a request acts as: the one it names, if the key allows it (else PERMISSION_DENIED); when it
-    /// names none, `default` if the key allows it, else the key's first tenant.
+    /// The tenant a request acts as: the one it names, if it is a tenant name (else INVALID_ARGUMENT) and the
+    /// key allows it (else PERMISSION_DENIED); when it names none, `default` if the key allows it, else the key's
+    /// first tenant. Every request that names a tenant (ingest, search, delete, ask) comes through here, so a
+    /// tenant a key could never be granted is refused where it is named.
     pub fn tenant(&self, requested: Option<&str>, default: &str) -> Result<String, ApiError> {
-        match requested.filter(|t| !t.is_empty()) {
+        let requested = requested.filter(|t| !t.is_empty());
+        if let Some(problem) = requested.and_then(attest_core::keys::tenant_problem) {
+            return Err(ApiError::invalid("tenant", problem));
+        }
+        match requested {
             Some(t) if self.allows_tenant(t) => Ok(t.to_string()),
             Some(t) => Err(deny(
                 ErrorCode::PermissionDenied,
@@ -576,6 +582,12 @@ mod tests {
         let p = ring.authenticate(None).unwrap();
         p.require(Scope::Admin).unwrap();
         assert_eq!(p.tenant(Some("x"), "default").unwrap(), "x");
+        // A name no key could be granted is refused even where no key is needed.
+        let bad = p.tenant(Some("a b"), "default").unwrap_err();
+        assert_eq!(
+            (bad.code, bad.field.as_deref()),
+            (ErrorCode::InvalidArgument, Some("tenant"))
+        );
         assert!(p.credential().is_none());
         assert!(ring.enable("short").is_err());
     }

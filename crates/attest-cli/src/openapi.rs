@@ -5,7 +5,9 @@ use crate::cli::OpenapiArgs;
 
 /// `attest openapi [--out FILE]`.
 pub fn command(args: OpenapiArgs) -> anyhow::Result<()> {
-    let json = attest_telemetry::openapi::to_json(&attest_node::dev::openapi_document());
+    let json = attest_telemetry::openapi::to_json(&attest_node::dev::openapi_document(
+        &attest_node::config::AttestConfig::default(),
+    ));
     match args.out {
         Some(path) => std::fs::write(&path, json)
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display())),

@@ -100,10 +100,15 @@ pub fn grant_problem(
 }
 
 /// Parses a duration such as `30d`, `12h`, `90m` or `3600s` into milliseconds (a key's `expires_in`).
+/// Digits and a unit only (no sign, no space): the form the OpenAPI document states
+/// (`attest_core::contract::KEY_LIFETIME_PATTERN`).
 pub fn parse_duration_ms(text: &str) -> Option<u64> {
-    let text = text.trim();
     let unit = text.chars().last()?;
-    let n: u64 = text[..text.len() - unit.len_utf8()].parse().ok()?;
+    let digits = &text[..text.len() - unit.len_utf8()];
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: u64 = digits.parse().ok()?;
     let ms = match unit {
         's' => 1_000,
         'm' => 60_000,

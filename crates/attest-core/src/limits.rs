@@ -39,6 +39,31 @@ pub fn collection_name_problem(name: &str) -> Option<String> {
     (!ok).then(|| format!("use 1-{MAX_COLLECTION_NAME} characters from [A-Za-z0-9_-]"))
 }
 
+/// Longest snapshot id (ids become key prefixes at a snapshot destination).
+pub const MAX_SNAPSHOT_ID: usize = 128;
+
+/// Why a snapshot id is refused: 1–128 characters of `[A-Za-z0-9._-]`, not starting with `.` (the router also
+/// keeps the destination's shared folder's name for itself).
+pub fn snapshot_id_problem(id: &str) -> Option<String> {
+    let ok = (1..=MAX_SNAPSHOT_ID).contains(&id.len())
+        && !id.starts_with('.')
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    (!ok).then(|| {
+        format!("use 1-{MAX_SNAPSHOT_ID} characters from [A-Za-z0-9._-], not starting with '.'")
+    })
+}
+
+/// Why a snapshot job's id is refused: job ids become meta's record keys, 1–128 characters of `[A-Za-z0-9._-]`.
+pub fn job_id_problem(id: &str) -> Option<String> {
+    let ok = (1..=MAX_SNAPSHOT_ID).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    (!ok).then(|| format!("job id {id:?}: use 1-{MAX_SNAPSHOT_ID} characters from [A-Za-z0-9._-]"))
+}
+
 /// Why a shard count is refused (0 is refused: "use the default" is said by leaving the field out).
 pub fn shards_problem(shards: u32) -> Option<String> {
     (shards == 0 || shards > MAX_SHARDS).then(|| format!("must be 1..={MAX_SHARDS}"))

@@ -93,7 +93,8 @@ impl SourceDocument {
         if self.text.trim().is_empty() {
             return Err(IngestError::field("text", "is empty"));
         }
-        if let Some(tenant) = &self.tenant {
+        // Empty is the default tenant, as it is wherever a request names a tenant.
+        if let Some(tenant) = self.tenant.as_ref().filter(|t| !t.is_empty()) {
             check_key("tenant", tenant, limits.max_id_len)?;
         }
         for (key, value) in &self.metadata {
@@ -108,6 +109,17 @@ impl SourceDocument {
         }
         Ok(())
     }
+}
+
+/// A title or text as a caller sent it, normalised ([`crate::normalize_text`]), when it was at most `max` bytes
+/// as sent: the limit holds for what was sent, not only for what is left once normalisation drops control
+/// characters and collapses whitespace (the API document's `maxLength` says so; [`SourceDocument::validate`]
+/// checks what is stored).
+pub fn normalized_within(s: &str, field: &str, max: usize) -> Result<String, IngestError> {
+    if s.len() > max {
+        return Err(too_long(field, s.len(), max));
+    }
+    Ok(crate::normalize_text(s))
 }
 
 fn too_long(field: &str, got: usize, max: usize) -> IngestError {
@@ -237,8 +249,12 @@ mod tests {
         d.text = " \n ".into();
         assert_eq!(field_of(d.validate(&limits).unwrap_err()), "text");
 
+        // An empty tenant is the default one, as wherever a request names a tenant; a tenant with a control
+        // character is refused.
         let mut d = doc();
         d.tenant = Some(String::new());
+        d.validate(&limits).unwrap();
+        d.tenant = Some("a\u{1}".into());
         assert_eq!(field_of(d.validate(&limits).unwrap_err()), "tenant");
     }
 

@@ -19,7 +19,7 @@ pub mod parse;
 
 pub use chunk::{chunk_document, Chunk, ChunkingConfig, TokenCounter, WhitespaceTokenCounter};
 pub use dedup::{MinHashConfig, NearDuplicateIndex, Sketch};
-pub use document::{DocumentLimits, SourceDocument, DOCUMENT_FIELDS};
+pub use document::{normalized_within, DocumentLimits, SourceDocument, DOCUMENT_FIELDS};
 pub use error::IngestError;
 pub use normalize::normalize_text;
 pub use parse::{

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use crate::document::{unknown_fields, DocumentLimits, SourceDocument};
+use crate::document::{normalized_within, unknown_fields, DocumentLimits, SourceDocument};
 use crate::error::IngestError;
 use crate::normalize::normalize_text;
 
@@ -94,12 +94,16 @@ fn parse_jsonl_line(raw: &[u8], limits: &DocumentLimits) -> Result<Option<Source
         None => return Err("missing `id` (or `_id`)".to_string()),
     };
     let title = match obj.remove("title") {
-        Some(Value::String(s)) => normalize_text(&s),
+        Some(Value::String(s)) => {
+            normalized_within(&s, "title", limits.max_title_len).map_err(|e| e.to_string())?
+        }
         None | Some(Value::Null) => String::new(),
         Some(other) => return Err(format!("`title` must be a string, found {}", kind(&other))),
     };
     let text = match obj.remove("text") {
-        Some(Value::String(s)) => normalize_text(&s),
+        Some(Value::String(s)) => {
+            normalized_within(&s, "text", limits.max_text_bytes).map_err(|e| e.to_string())?
+        }
         Some(other) => return Err(format!("`text` must be a string, found {}", kind(&other))),
         None => return Err("missing `text`".to_string()),
     };

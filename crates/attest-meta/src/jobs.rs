@@ -41,19 +41,10 @@ pub struct JobPut {
     pub now_ms: u64,
 }
 
-/// Job ids become record keys: one name of `[A-Za-z0-9._-]`, 1–128 characters.
-pub fn job_id_problem(id: &str) -> Option<String> {
-    let ok = (1..=128).contains(&id.len())
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    (!ok).then(|| format!("job id {id:?}: use 1-128 characters from [A-Za-z0-9._-]"))
-}
-
 impl StateMachine {
     pub(crate) fn put_snapshot_job(&mut self, put: &JobPut) -> Result<Output, StateError> {
         let new = &put.job;
-        if let Some(problem) = job_id_problem(&new.id) {
+        if let Some(problem) = attest_core::limits::job_id_problem(&new.id) {
             return Err(StateError::InvalidArgument(problem));
         }
         if new.body_json.len() > MAX_JOB_BODY_BYTES {

@@ -62,7 +62,7 @@ pub async fn serve(
     let app = late.serve_after(
         attest_telemetry::ops::routes(readiness.check(), None).merge(
             attest_telemetry::openapi::route(&served_document(
-                attest_answer::openapi::document(),
+                attest_answer::openapi::document(&cfg.config.answer),
                 cfg.admin_key.as_deref(),
             )),
         ),

@@ -31,10 +31,10 @@ pub struct DevConfig {
 /// The OpenAPI document of `attest dev`, whose one HTTP listener serves the router's and the answer tier's
 /// routes: both parts assembled by `attest_telemetry::openapi::document`, the same function each standalone
 /// role uses for its own (`attest openapi` prints it).
-pub fn openapi_document() -> OpenApi {
+pub fn openapi_document(config: &AttestConfig) -> OpenApi {
     attest_telemetry::openapi::document([
-        attest_router::openapi::paths(),
-        attest_answer::openapi::paths(),
+        attest_router::openapi::paths(&config.router),
+        attest_answer::openapi::paths(&config.answer),
     ])
 }
 
@@ -193,7 +193,7 @@ pub async fn serve(
             Arc::clone(&stack.router),
             Some(shard_metrics(stack.nodes().to_vec())),
             Some(attest_answer::http::routes(Arc::clone(&stack.answer))),
-            served_document(openapi_document(), cfg.admin_key.as_deref()),
+            served_document(openapi_document(&cfg.config), cfg.admin_key.as_deref()),
             http,
             shutdown.signalled()
         ),
@@ -223,8 +223,9 @@ mod tests {
     #[test]
     fn the_parts_share_no_schema_name_with_a_different_shape() {
         let schemas = |doc: OpenApi| doc.components.unwrap_or_default().schemas;
-        let router = schemas(attest_router::openapi::paths());
-        for (name, schema) in schemas(attest_answer::openapi::paths()) {
+        let config = AttestConfig::default();
+        let router = schemas(attest_router::openapi::paths(&config.router));
+        for (name, schema) in schemas(attest_answer::openapi::paths(&config.answer)) {
             if let Some(other) = router.get(&name) {
                 assert_eq!(
                     serde_json::to_value(other).unwrap(),
@@ -233,7 +234,7 @@ mod tests {
                 );
             }
         }
-        let paths = openapi_document().paths.paths;
+        let paths = openapi_document(&AttestConfig::default()).paths.paths;
         assert!(paths.contains_key("/v1/collections/{name}/ask"));
         assert!(paths.contains_key("/v1/collections/{name}/search"));
     }

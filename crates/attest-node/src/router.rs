@@ -91,7 +91,10 @@ pub async fn serve(
         late.set(attest_router::http::routes(
             Arc::clone(&built),
             None,
-            &served_document(attest_router::openapi::document(), cfg.admin_key.as_deref()),
+            &served_document(
+                attest_router::openapi::document(&cfg.config.router),
+                cfg.admin_key.as_deref(),
+            ),
         ));
         let _ = router.set(Arc::clone(&built));
         attest_router::server::serve_grpc(built, grpc, shutdown.signalled()).await

@@ -54,6 +54,15 @@ impl Router {
         if let Some(problem) = limits::shards_problem(shards) {
             return Err(RouterError::invalid("shards", problem));
         }
+        if shards > self.config.max_shards {
+            return Err(RouterError::invalid(
+                "shards",
+                format!(
+                    "must be at most {} (router.max_shards)",
+                    self.config.max_shards
+                ),
+            ));
+        }
         if req.replication != 0 {
             if let Some(problem) = limits::replication_problem(req.replication) {
                 return Err(RouterError::invalid("replication", problem));

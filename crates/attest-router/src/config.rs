@@ -29,6 +29,10 @@ pub struct RouterConfig {
     pub exact_rescore: bool,
     /// Default shards of a new collection (`attest dev` runs 2 shard nodes).
     pub default_shards: u32,
+    /// Most shards a new collection may ask for (at most 4096, the cluster's limit). Every shard of a collection
+    /// costs each node that holds one files and memory from the moment it is created: an operator of small nodes
+    /// bounds what one request can take.
+    pub max_shards: u32,
     pub chunking: ChunkingConfig,
     pub dedup: MinHashConfig,
     /// Check every ingested document for near-duplicates of the batch and of what the collection stores (default
@@ -83,6 +87,7 @@ impl Default for RouterConfig {
             max_filter_values: 1024,
             exact_rescore: true,
             default_shards: 2,
+            max_shards: limits::MAX_SHARDS,
             chunking: ChunkingConfig::default(),
             dedup: MinHashConfig::default(),
             check_near_duplicates: true,
@@ -145,9 +150,18 @@ impl RouterConfig {
         p.positive("max_batch_documents", self.max_batch_documents);
         p.positive("max_filter_conditions", self.max_filter_conditions);
         p.positive("max_filter_values", self.max_filter_values);
+        if let Some(problem) = limits::shards_problem(self.max_shards) {
+            p.add("max_shards", problem);
+        }
         if let Some(problem) = limits::shards_problem(self.default_shards) {
             p.add("default_shards", problem);
         }
+        p.at_most(
+            "default_shards",
+            self.default_shards,
+            self.max_shards,
+            "router.max_shards",
+        );
         if let Some(problem) = limits::replication_problem(self.default_replication) {
             p.add("default_replication", problem);
         }

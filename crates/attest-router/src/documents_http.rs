@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use attest_auth::audit::Action;
 use attest_auth::Principal;
-use attest_ingest::{normalize_text, parse_jsonl, SourceDocument};
+use attest_ingest::{normalized_within, parse_jsonl_with, DocumentLimits, SourceDocument};
 use attest_telemetry::http_error::ErrorBody;
 use attest_telemetry::request_id::RequestId;
 use axum::body::Bytes;
@@ -18,7 +18,7 @@ use serde_json::Value;
 use crate::access::{self, audited};
 use crate::error::RouterError;
 use crate::http::body;
-use crate::ingest::IngestDocument;
+use crate::ingest::{document_error, IngestDocument};
 use crate::router::Router;
 use crate::wire::{Deleted, DocumentLine, DocumentsBody, IngestResult, Refusal, TenantQuery};
 
@@ -37,10 +37,14 @@ fn id_string(v: &Value, i: usize) -> Result<String, RouterError> {
 /// document's line number.
 type ParsedBody = (Vec<IngestDocument>, Vec<Refusal>, Option<Vec<usize>>);
 
-fn parse_documents(bytes: &[u8], ndjson: bool) -> Result<ParsedBody, RouterError> {
+fn parse_documents(
+    bytes: &[u8],
+    ndjson: bool,
+    limits: &DocumentLimits,
+) -> Result<ParsedBody, RouterError> {
     // `index` is always the 0-based position in the request (for NDJSON the line's, with `line` beside it).
     if ndjson {
-        let parsed = parse_jsonl(bytes);
+        let parsed = parse_jsonl_with(bytes, limits);
         let rejected = parsed
             .errors
             .iter()
@@ -67,11 +71,15 @@ fn parse_documents(bytes: &[u8], ndjson: bool) -> Result<ParsedBody, RouterError
         .into_iter()
         .enumerate()
         .map(|(i, d)| {
+            let normalized = |s: &str, field: &str, max: usize| {
+                normalized_within(s, field, max).map_err(|e| document_error(i, e))
+            };
+            let title = d.title.as_deref().unwrap_or("");
             Ok(IngestDocument {
                 source: SourceDocument {
                     id: id_string(&d.id, i)?,
-                    title: normalize_text(d.title.as_deref().unwrap_or("")),
-                    text: normalize_text(&d.text),
+                    title: normalized(title, "title", limits.max_title_len)?,
+                    text: normalized(&d.text, "text", limits.max_text_bytes)?,
                     metadata: d.metadata.unwrap_or_default(),
                     tenant: d.tenant,
                 },
@@ -115,8 +123,9 @@ pub(crate) async fn ingest(
         ));
     }
     // Parsing and NFKC normalisation of up to 32 MB run on the CPU pool, not on an async worker.
+    let limits = r.config().limits.clone();
     let (docs, mut rejected, lines) =
-        attest_telemetry::cpu::run_cpu_intensive(move || parse_documents(&bytes, ndjson))
+        attest_telemetry::cpu::run_cpu_intensive(move || parse_documents(&bytes, ndjson, &limits))
             .await
             .map_err(|e| RouterError::Internal(e.to_string()))??;
     let mut docs = docs;

@@ -46,6 +46,16 @@ impl TokenCounter for EmbedderTokens<'_> {
     }
 }
 
+/// Why document `i` of a request is refused, its field named by its path (`documents[3].title`).
+pub(crate) fn document_error(i: usize, e: attest_ingest::IngestError) -> RouterError {
+    match e {
+        attest_ingest::IngestError::InvalidField { field, reason } => {
+            RouterError::invalid(format!("documents[{i}].{field}"), reason)
+        }
+        other => RouterError::invalid(format!("documents[{i}]"), other.to_string()),
+    }
+}
+
 fn check_vector(v: &[f32], dim: usize, field: &str) -> Result<(), RouterError> {
     match limits::vector_problem(v, dim) {
         Some(problem) => Err(RouterError::invalid(field, problem)),
@@ -75,12 +85,7 @@ impl Router {
         for (i, d) in docs.iter_mut().enumerate() {
             d.source
                 .validate(&self.config.limits)
-                .map_err(|e| match e {
-                    attest_ingest::IngestError::InvalidField { field, reason } => {
-                        RouterError::invalid(format!("documents[{i}].{field}"), reason)
-                    }
-                    other => RouterError::invalid(format!("documents[{i}]"), other.to_string()),
-                })?;
+                .map_err(|e| document_error(i, e))?;
             if d.source.text.trim().is_empty() {
                 return Err(RouterError::invalid(
                     format!("documents[{i}].text"),

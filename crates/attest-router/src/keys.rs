@@ -9,6 +9,7 @@
 use attest_auth::audit::Action;
 use attest_auth::keyring::{deny, now_ms, scope_of, scope_to_pb};
 use attest_auth::{secret, Principal};
+use attest_core::contract;
 use attest_core::keys::{grant_problem, key_lifetime_ms, Scope};
 use attest_proto::v1 as pb;
 use attest_proto::ErrorCode;
@@ -21,14 +22,15 @@ use crate::router::Router;
 #[derive(Debug, Clone, Default, serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KeyGrant {
-    /// `read`, `write`, `admin` (a higher scope includes the lower ones).
+    #[schema(schema_with = contract::scopes)]
     pub scopes: Vec<String>,
-    /// Tenants the key may act for, or `*`.
+    #[schema(schema_with = contract::grant_tenants)]
     pub tenants: Vec<String>,
     #[serde(default)]
+    #[schema(schema_with = contract::grant_collections)]
     pub collections: Vec<String>,
-    /// `30d`, `12h`, `90m`, `3600s`; absent = never expires.
     #[serde(default)]
+    #[schema(schema_with = contract::key_lifetime)]
     pub expires_in: Option<String>,
 }
 

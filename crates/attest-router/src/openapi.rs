@@ -6,6 +6,12 @@
 use utoipa::openapi::OpenApi;
 use utoipa::OpenApi as _;
 
+use attest_core::contract;
+use attest_telemetry::openapi::limits::{constrain, rule};
+use serde_json::json;
+
+use crate::config::RouterConfig;
+use crate::search::LANES;
 use crate::{cluster_http, documents_http, eval_reports, http, snapshot_http};
 
 #[derive(utoipa::OpenApi)]
@@ -37,14 +43,117 @@ use crate::{cluster_http, documents_http, eval_reports, http, snapshot_http};
 ))]
 struct RouterApi;
 
-/// The router's own operations and schemas, to be assembled with the shared parts.
-pub fn paths() -> OpenApi {
-    RouterApi::openapi()
+/// The router's own operations and schemas, with the limits of its `config` stated, to be assembled with the
+/// shared parts.
+pub fn paths(config: &RouterConfig) -> OpenApi {
+    let documents = &config.limits;
+    let id = json!({"minLength": 1, "maxLength": documents.max_id_len, "pattern": NO_CONTROL_CHARACTERS});
+    let title = json!({"maxLength": documents.max_title_len});
+    let text =
+        json!({"maxLength": documents.max_text_bytes, "pattern": contract::NOT_BLANK_PATTERN});
+    let collections = json!({"items": contract::collection_name()});
+    let ratio = rule(contract::unit_interval());
+    let destination = json!({"pattern": DESTINATION_PATTERN});
+    // `attest_ingest`'s check of metadata: non-empty keys, scalar values or arrays of scalars.
+    let scalar = json!(["string", "number", "boolean"]);
+    let metadata = json!({
+        "propertyNames": {"type": "string", "minLength": 1},
+        "additionalProperties": {
+            "type": ["string", "number", "boolean", "array"],
+            "items": {"type": scalar}
+        }
+    });
+    let limits = [
+        // What the router's configuration sets.
+        (
+            "CreateCollectionBody",
+            "shards",
+            json!({"maximum": config.max_shards}),
+        ),
+        (
+            "SearchBody",
+            "k",
+            json!({"minimum": 1, "maximum": config.max_k}),
+        ),
+        (
+            "SearchBody",
+            "query",
+            json!({"maxLength": config.max_query_bytes}),
+        ),
+        (
+            "SearchBody",
+            "filter",
+            json!({"maxProperties": config.max_filter_conditions}),
+        ),
+        (
+            "DocumentsBody",
+            "documents",
+            json!({"maxItems": config.max_batch_documents}),
+        ),
+        ("DocumentBody", "id", id.clone()),
+        ("DocumentBody", "title", title.clone()),
+        ("DocumentBody", "text", text.clone()),
+        ("DocumentLine", "id", id),
+        ("DocumentLine", "title", title),
+        ("DocumentLine", "text", text),
+        // Rules of fields whose own description says more than the rule's.
+        (
+            "SearchBody",
+            "lanes",
+            json!({"items": {"type": "string", "enum": LANES}}),
+        ),
+        ("SearchBody", "rrf_k", json!({"exclusiveMinimum": 0})),
+        (
+            "SearchBody",
+            "weights",
+            json!({
+                "propertyNames": {"type": "string", "enum": LANES},
+                "additionalProperties": {"type": "number", "minimum": 0}
+            }),
+        ),
+        ("CreateSnapshot", "id", rule(contract::snapshot_id())),
+        // A u32, which utoipa calls int32 (whose largest value is half of it).
+        (
+            "CreateSnapshot",
+            "keep",
+            json!({"format": "int64", "maximum": u32::MAX}),
+        ),
+        ("CreateSnapshot", "destination", destination.clone()),
+        ("RestoreSnapshot", "source", destination),
+        ("DocumentBody", "metadata", metadata.clone()),
+        // Of the collection's dimension (`dimension` of the collection), which differs by collection.
+        ("DocumentBody", "vector", json!({"minItems": 1})),
+        ("DocumentLine", "metadata", metadata),
+        ("CreateSnapshot", "collections", collections.clone()),
+        ("RestoreSnapshot", "collections", collections),
+        ("CollectionThresholds", "min_confidence", ratio.clone()),
+        (
+            "CollectionThresholds",
+            "hallucination_budget",
+            ratio.clone(),
+        ),
+        ("CollectionThresholds", "coverage", ratio.clone()),
+        ("CollectionThresholds", "hallucination_rate", ratio),
+        (
+            "CollectionThresholds",
+            "data_hash",
+            rule(contract::data_hash()),
+        ),
+    ];
+    constrain(RouterApi::openapi(), &limits)
 }
 
-/// The document a router serves.
-pub fn document() -> OpenApi {
-    attest_telemetry::openapi::document([paths()])
+/// A snapshot destination: an absolute directory, a `file:` URL of one, or `s3://bucket[/prefix]` (which
+/// directories a node admits is its operator's `snapshots.allowed_roots`, beyond what a schema can say).
+const DESTINATION_PATTERN: &str = r"^[ \t\n\r\f\v]*(s3://[^/]|file:|/)";
+
+/// What a document id may not hold (`attest_ingest`'s check of ids: control characters would corrupt storage
+/// keys and log lines).
+const NO_CONTROL_CHARACTERS: &str = r"^[^\u0000-\u001F\u007F-\u009F]*$";
+
+/// The document a router with this `config` serves.
+pub fn document(config: &RouterConfig) -> OpenApi {
+    attest_telemetry::openapi::document([paths(config)])
 }
 
 #[cfg(test)]
@@ -60,7 +169,7 @@ mod tests {
 
     #[test]
     fn every_registered_route_is_documented_and_every_documented_one_is_registered() {
-        let doc = document();
+        let doc = document(&RouterConfig::default());
         let mut registered = registered_routes(&http::api(attest_auth::KeyRing::open()));
         registered.extend(registered_routes(&http::open_routes(
             attest_telemetry::ops::always_ready(),
@@ -84,7 +193,7 @@ mod tests {
 
     #[test]
     fn api_routes_name_the_key_they_need_and_operation_ids_are_unique() {
-        let json = serde_json::to_value(document()).unwrap();
+        let json = serde_json::to_value(document(&RouterConfig::default())).unwrap();
         let mut ids = BTreeSet::new();
         for (path, item) in json["paths"].as_object().unwrap() {
             for (method, op) in item.as_object().unwrap() {
@@ -102,6 +211,61 @@ mod tests {
                     assert!(op["responses"]["401"].is_object(), "{method} {path}");
                 }
             }
+        }
+    }
+
+    /// Every link leads to an operation of the document and sets only parameters that operation has; the
+    /// operations that create a collection, a key and a snapshot each link onwards.
+    #[test]
+    fn links_lead_to_operations_that_take_what_they_set() {
+        let json: serde_json::Value = serde_json::from_str(&attest_telemetry::openapi::to_json(
+            &document(&RouterConfig::default()),
+        ))
+        .unwrap();
+        let mut parameters = std::collections::BTreeMap::new();
+        for item in json["paths"].as_object().unwrap().values() {
+            for op in item.as_object().unwrap().values() {
+                let names: BTreeSet<String> = op["parameters"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|p| p["name"].as_str().unwrap().to_string())
+                    .collect();
+                parameters.insert(op["operationId"].as_str().unwrap().to_string(), names);
+            }
+        }
+        let mut linked_from = BTreeSet::new();
+        for item in json["paths"].as_object().unwrap().values() {
+            for op in item.as_object().unwrap().values() {
+                for response in op["responses"].as_object().unwrap().values() {
+                    for link in response["links"]
+                        .as_object()
+                        .into_iter()
+                        .flat_map(|l| l.values())
+                    {
+                        let target = link["operationId"]
+                            .as_str()
+                            .expect("a link names its operationId");
+                        let taken = &parameters[target];
+                        for name in link["parameters"]
+                            .as_object()
+                            .into_iter()
+                            .flat_map(|p| p.keys())
+                        {
+                            assert!(taken.contains(name), "{target} takes no parameter {name}");
+                        }
+                        linked_from.insert(op["operationId"].as_str().unwrap().to_string());
+                    }
+                }
+            }
+        }
+        for source in [
+            "create_collection",
+            "create_key",
+            "create_snapshot",
+            "ingest_documents",
+        ] {
+            assert!(linked_from.contains(source), "{source} links nowhere");
         }
     }
 }

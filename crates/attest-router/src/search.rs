@@ -21,6 +21,9 @@ use crate::fanout::{fan_out, fuse};
 use crate::payloads::{fill_payloads, payload_top};
 use crate::router::Router;
 
+/// The lanes a search may name (`lanes`, the keys of `weights`).
+pub(crate) const LANES: [&str; 2] = ["dense", "bm25"];
+
 impl Router {
     /// Refuses a filter with more conditions, or an `in` list with more values, than the configured limits (each
     /// condition is checked against every candidate on the shard).
@@ -174,7 +177,7 @@ impl Router {
             }
         }
         for (lane, w) in &req.weights {
-            if lane != "dense" && lane != "bm25" {
+            if !LANES.contains(&lane.as_str()) {
                 return Err(invalid("weights", format!("unknown lane `{lane}`")));
             }
             if !(w.is_finite() && *w >= 0.0) {

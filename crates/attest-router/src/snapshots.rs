@@ -16,6 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use attest_core::{contract, limits};
 use attest_proto::v1 as pb;
 use attest_proto::{ApiError, ErrorCode};
 use attest_snapshot::{DestinationPolicy, SnapshotStore, StoreError, BLOBS};
@@ -73,6 +74,7 @@ pub struct CreateSnapshot {
 #[serde(deny_unknown_fields)]
 pub struct RestoreSnapshot {
     pub source: String,
+    #[schema(schema_with = contract::snapshot_id)]
     pub id: String,
     /// Default: every collection of the snapshot.
     #[serde(default)]
@@ -137,18 +139,12 @@ fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// Snapshot ids become key prefixes: one name of `[A-Za-z0-9._-]`, 1–128 characters, not starting with `.`,
-/// and not the blobs' folder.
-fn id_problem(id: &str) -> Option<&'static str> {
+/// Snapshot ids become key prefixes ([`limits::snapshot_id_problem`]), and the blobs' folder is not one.
+fn id_problem(id: &str) -> Option<String> {
     if id == BLOBS {
-        return Some("`blobs` holds the destination's shared files; choose another id");
+        return Some("`blobs` holds the destination's shared files; choose another id".into());
     }
-    let ok = (1..=128).contains(&id.len())
-        && !id.starts_with('.')
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    (!ok).then_some("use 1-128 characters from [A-Za-z0-9._-], not starting with '.'")
+    limits::snapshot_id_problem(id)
 }
 
 /// `snapshot-YYYYMMDDTHHMMSSZ` from the clock.

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 
 use attest_auth::keyring::scope_of;
+use attest_core::contract;
 use attest_core::keys::Scope;
 use attest_core::settings::CollectionThresholds;
 use attest_ingest::ChunkingConfig;
@@ -21,13 +22,13 @@ use crate::snapshots::{ListedSnapshot, ReplicaProgress, RestoredCollection};
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct IndexBody {
-    /// IVF lists.
+    #[schema(schema_with = contract::nlist)]
     pub nlist: Option<u32>,
-    /// PQ sub-quantisers.
+    #[schema(schema_with = contract::pq_m)]
     pub m: Option<u32>,
-    /// Bits per PQ code.
+    #[schema(schema_with = contract::nbits)]
     pub nbits: Option<u32>,
-    /// Lists probed per search.
+    #[schema(schema_with = contract::nprobe)]
     pub nprobe: Option<u32>,
 }
 
@@ -35,8 +36,11 @@ pub(crate) struct IndexBody {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CreateCollectionBody {
+    #[schema(schema_with = contract::collection_name)]
     pub name: String,
+    #[schema(schema_with = contract::shards)]
     pub shards: Option<u32>,
+    #[schema(schema_with = contract::replication)]
     pub replication: Option<u32>,
     pub index: Option<IndexBody>,
     /// Checked by the router (unknown keys refused); fixed at creation.
@@ -66,6 +70,7 @@ pub(crate) struct DocumentBody {
     pub metadata: Option<Map<String, Value>>,
     /// Default: the key's only tenant, else the router's default tenant.
     #[serde(default)]
+    #[schema(schema_with = contract::optional_tenant)]
     pub tenant: Option<String>,
     /// A precomputed embedding of the collection's dimension (else the router embeds the text).
     #[serde(default)]
@@ -113,8 +118,10 @@ pub(crate) struct SearchBody {
     /// `{"field": scalar | [scalars] | {"in": [...]} | {"gte"|"gt"|"lte"|"lt": number, ...}}` over metadata.
     #[schema(value_type = Option<Object>)]
     pub filter: Option<Map<String, Value>>,
+    #[schema(schema_with = contract::optional_tenant)]
     pub tenant: Option<String>,
-    /// IVF lists probed (default: the collection's).
+    /// IVF lists probed (default: the collection's; at most its `nlist`).
+    #[schema(schema_with = contract::nprobe)]
     pub nprobe: Option<u32>,
     /// The query's own vector (the collection's dimension): the dense lane searches with it instead of
     /// embedding `query`.
@@ -138,6 +145,7 @@ pub(crate) struct MaintainBody {
 #[serde(deny_unknown_fields)]
 pub(crate) struct TenantQuery {
     /// The document's tenant (default: the key's only tenant, else the router's default tenant).
+    #[param(schema_with = contract::optional_tenant)]
     pub tenant: Option<String>,
 }
 

@@ -6,7 +6,8 @@
 //! follows from how the app is built, and is added by [`document`] from those rules rather than repeated on
 //! each handler: a route behind the API-key guard (its `security` names `bearer_auth`) can answer 401 and 403; a
 //! route under `/v1/` can answer 500 and 503; a route with a body or parameters can answer 400, one with a body
-//! 413; and 429 and 503 carry `Retry-After`.
+//! 413; and 429 and 503 carry `Retry-After`. A resource's path parameter has its rule wherever it appears
+//! ([`limits`]), and each operation that creates a resource links to those that take its id (`links`).
 //!
 //! The router serves its document, an answer replica its own, and `attest dev` the union (its one listener has
 //! both route sets). [`registered_routes`] and [`documented_routes`] let each crate test that the routes it
@@ -27,6 +28,9 @@ use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr, Response, ResponseBui
 use utoipa::{Modify, OpenApi as _};
 
 use crate::http_error::{ErrorBody, ErrorDetail};
+
+pub mod limits;
+mod links;
 
 /// Where every role serves its document.
 pub const PATH: &str = "/v1/openapi.json";
@@ -111,8 +115,10 @@ pub fn document(parts: impl IntoIterator<Item = OpenApi>) -> OpenApi {
     for (path, item) in doc.paths.paths.iter_mut() {
         for (_, op) in operations_mut(item) {
             add_shared_responses(path, op);
+            limits::path_parameters(path, op);
         }
     }
+    links::add(&mut doc);
     doc
 }
 
@@ -123,7 +129,7 @@ pub fn to_json(doc: &OpenApi) -> String {
         .to_pretty_json()
         .expect("an OpenAPI document serialises");
     json.push('\n');
-    json
+    links::camel_case(&json)
 }
 
 /// `GET /v1/openapi.json` serving `doc` (open: the contract is no secret, and clients read it before they have
@@ -131,6 +137,21 @@ pub fn to_json(doc: &OpenApi) -> String {
 pub fn route(doc: &OpenApi) -> axum::Router {
     let json: Arc<str> = to_json(doc).into();
     axum::Router::new().route(PATH, get(openapi_json).with_state(json))
+}
+
+fn operations(item: &PathItem) -> impl Iterator<Item = (&'static str, &Operation)> {
+    [
+        ("GET", &item.get),
+        ("PUT", &item.put),
+        ("POST", &item.post),
+        ("DELETE", &item.delete),
+        ("OPTIONS", &item.options),
+        ("HEAD", &item.head),
+        ("PATCH", &item.patch),
+        ("TRACE", &item.trace),
+    ]
+    .into_iter()
+    .filter_map(|(method, op)| op.as_ref().map(|op| (method, op)))
 }
 
 fn operations_mut(item: &mut PathItem) -> impl Iterator<Item = (&'static str, &mut Operation)> {
@@ -228,20 +249,8 @@ fn add_shared_responses(path: &str, op: &mut Operation) {
 pub fn documented_routes(doc: &OpenApi) -> BTreeSet<(String, String)> {
     let mut out = BTreeSet::new();
     for (path, item) in &doc.paths.paths {
-        let methods = [
-            ("GET", &item.get),
-            ("PUT", &item.put),
-            ("POST", &item.post),
-            ("DELETE", &item.delete),
-            ("OPTIONS", &item.options),
-            ("HEAD", &item.head),
-            ("PATCH", &item.patch),
-            ("TRACE", &item.trace),
-        ];
-        for (method, op) in methods {
-            if op.is_some() {
-                out.insert((method.to_string(), path.clone()));
-            }
+        for (method, _) in operations(item) {
+            out.insert((method.to_string(), path.clone()));
         }
     }
     out

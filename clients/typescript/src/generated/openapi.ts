@@ -449,7 +449,7 @@ export interface components {
             question: string;
             /** @description Answer as Server-Sent Events (`text/event-stream`) instead of one JSON body. */
             stream?: boolean;
-            /** @description Default: the key's only tenant, else the default tenant. */
+            /** @description Default (absent or empty): the key's only tenant, else the default tenant. At most 128 characters from [A-Za-z0-9_.-]. */
             tenant?: string | null;
         };
         /** @description The data of one `delta` event of a streamed answer: a claim of the answer text, as verified. */
@@ -687,10 +687,11 @@ export interface components {
         CreateCollectionBody: {
             chunking?: null | components["schemas"]["ChunkingConfig"];
             index?: null | components["schemas"]["IndexBody"];
+            /** @description 1-128 characters from [A-Za-z0-9_-]. */
             name: string;
-            /** Format: int32 */
+            /** @description Replicas per shard (default: the router's `default_replication`). */
             replication?: number | null;
-            /** Format: int32 */
+            /** @description Shards (default: the router's `default_shards`). */
             shards?: number | null;
             thresholds?: null | components["schemas"]["CollectionThresholds"];
         };
@@ -703,7 +704,7 @@ export interface components {
             /** @description Default: `snapshot-<UTC time>`. */
             id?: string | null;
             /**
-             * Format: int32
+             * Format: int64
              * @description Retention: once this snapshot is complete, delete the oldest complete snapshots of the destination
              *     beyond this many (this one included). Default: keep all.
              */
@@ -721,8 +722,10 @@ export interface components {
         DocumentBody: {
             id: string | number;
             /** @description Scalars or arrays of scalars; filterable in search. */
-            metadata?: Record<string, unknown> | null;
-            /** @description Default: the key's only tenant, else the router's default tenant. */
+            metadata?: {
+                [key: string]: string | number | boolean | (string | number | boolean)[];
+            } | null;
+            /** @description Default (absent or empty): the key's only tenant, else the default tenant. At most 128 characters from [A-Za-z0-9_.-]. */
             tenant?: string | null;
             text: string;
             title?: string | null;
@@ -735,7 +738,9 @@ export interface components {
          */
         DocumentLine: {
             id: string | number;
-            metadata?: Record<string, unknown> | null;
+            metadata?: {
+                [key: string]: string | number | boolean | (string | number | boolean)[];
+            } | null;
             tenant?: string | null;
             text: string;
             title?: string | null;
@@ -766,25 +771,13 @@ export interface components {
         };
         /** @description Index parameters of a new collection; each left out takes the router's default. */
         IndexBody: {
-            /**
-             * Format: int32
-             * @description PQ sub-quantisers.
-             */
+            /** @description PQ sub-quantisers; must divide the collection's dimension. */
             m?: number | null;
-            /**
-             * Format: int32
-             * @description Bits per PQ code.
-             */
+            /** @description Bits per PQ code. */
             nbits?: number | null;
-            /**
-             * Format: int32
-             * @description IVF lists.
-             */
+            /** @description IVF lists. */
             nlist?: number | null;
-            /**
-             * Format: int32
-             * @description Lists probed per search.
-             */
+            /** @description IVF lists probed per search; at most the index's `nlist`. */
             nprobe?: number | null;
         };
         IndexSettings: {
@@ -822,12 +815,13 @@ export interface components {
         JobState: "running" | "succeeded" | "failed" | "cancelled";
         /** @description What a new key may do (HTTP `POST /v1/keys`, gRPC `CreateKey`, `attest key create`). */
         KeyGrant: {
+            /** @description Collections the key may act on (empty or absent: all; at most 256). */
             collections?: string[];
-            /** @description `30d`, `12h`, `90m`, `3600s`; absent = never expires. */
+            /** @description `30d`, `12h`, `90m`, `3600s`; at most 3650d; absent or empty: never expires. */
             expires_in?: string | null;
             /** @description `read`, `write`, `admin` (a higher scope includes the lower ones). */
-            scopes: string[];
-            /** @description Tenants the key may act for, or `*`. */
+            scopes: ("read" | "write" | "admin")[];
+            /** @description Tenants the key may act for, or `*` (at most 256). */
             tenants: string[];
         };
         KeyList: {
@@ -1021,6 +1015,7 @@ export interface components {
             collections?: string[];
             /** @description Replace collections that exist (dropped once the snapshot's files are staged). */
             force?: boolean;
+            /** @description 1-128 characters from [A-Za-z0-9._-], not starting with `.`; not `blobs`. */
             id: string;
             /** @description Restore collection `old` as `new`. */
             rename?: {
@@ -1061,11 +1056,8 @@ export interface components {
              */
             k?: number | null;
             /** @description `dense`, `bm25` (default: both). */
-            lanes?: string[] | null;
-            /**
-             * Format: int32
-             * @description IVF lists probed (default: the collection's).
-             */
+            lanes?: ("dense" | "bm25")[] | null;
+            /** @description IVF lists probed per search; at most the index's `nlist`. */
             nprobe?: number | null;
             /** @description The query text (may be empty when `vector` is given and only the dense lane runs). */
             query: string;
@@ -1074,6 +1066,7 @@ export interface components {
              * @description The k of Reciprocal Rank Fusion (default 60).
              */
             rrf_k?: number | null;
+            /** @description Default (absent or empty): the key's only tenant, else the default tenant. At most 128 characters from [A-Za-z0-9_.-]. */
             tenant?: string | null;
             /**
              * @description The query's own vector (the collection's dimension): the dense lane searches with it instead of
@@ -1252,8 +1245,8 @@ export interface components {
         /** @description One earlier turn of a conversation. */
         WireTurn: {
             content: string;
-            /** @description `user` or `assistant`. */
-            role: string;
+            /** @enum {string} */
+            role: "user" | "assistant";
         };
     };
     responses: never;
@@ -1937,8 +1930,7 @@ export interface operations {
     delete_document: {
         parameters: {
             query?: {
-                /** @description The document's tenant (default: the key's only tenant, else the router's default tenant). */
-                tenant?: string;
+                tenant?: string | null;
             };
             header?: never;
             path: {

@@ -428,7 +428,11 @@ impl AnswerService {
     /// The question, trimmed, when it is one the pipeline accepts.
     fn check_question<'q>(&self, question: &'q str) -> Result<&'q str, AnswerError> {
         let question = question.trim();
-        if question.is_empty() {
+        // Blank as a search query is: nothing but whitespace or control characters.
+        if question
+            .chars()
+            .all(|c| c.is_whitespace() || c.is_control())
+        {
             return Err(AnswerError::invalid("question", "empty"));
         }
         if question.len() > self.config.max_question_bytes {
