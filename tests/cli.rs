@@ -184,7 +184,8 @@ fn the_served_document_states_the_configured_limits_and_the_api_holds_them() {
         common::Logs::Quiet,
         &[
             ("ATTEST__ROUTER__MAX_SHARDS", "3"),
-            ("ATTEST__ROUTER__MAX_K", "7"),
+            // Not below `router.default_k` (10), which the configuration check holds it to.
+            ("ATTEST__ROUTER__MAX_K", "12"),
             ("ATTEST__ANSWER__MAX_QUESTION_BYTES", "40"),
         ],
     );
@@ -195,7 +196,7 @@ fn the_served_document_states_the_configured_limits_and_the_api_holds_them() {
     let property =
         |schema: &str, name: &str| doc["components"]["schemas"][schema]["properties"][name].clone();
     assert_eq!(property("CreateCollectionBody", "shards")["maximum"], 3);
-    assert_eq!(property("SearchBody", "k")["maximum"], 7);
+    assert_eq!(property("SearchBody", "k")["maximum"], 12);
     assert_eq!(property("AskBody", "question")["maxLength"], 40);
 
     let refused = |path: &str, body: Value, field: &str| {
@@ -218,12 +219,12 @@ fn the_served_document_states_the_configured_limits_and_the_api_holds_them() {
     assert_eq!(s, 201, "{b}");
     refused(
         "/v1/collections/c/search",
-        json!({"query": "tea", "k": 8}),
+        json!({"query": "tea", "k": 13}),
         "k",
     );
     let (s, b) = common::post(
         &format!("{url}/v1/collections/c/search"),
-        &json!({"query": "tea", "k": 7}),
+        &json!({"query": "tea", "k": 12}),
     );
     assert_eq!(s, 200, "{b}");
     refused(

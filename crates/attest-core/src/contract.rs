@@ -96,7 +96,7 @@ pub fn job_id() -> Object {
 }
 
 /// The same schema, `null` allowed too (a field that may be left out or sent as null).
-pub fn nullable(schema: Object) -> Object {
+fn nullable(schema: Object) -> Object {
     let mut schema = schema;
     let mut types = match schema.schema_type {
         SchemaType::Type(t) => vec![t],
@@ -109,7 +109,7 @@ pub fn nullable(schema: Object) -> Object {
 }
 
 /// An integer in `min..=max`.
-pub fn integer(min: u64, max: u64) -> ObjectBuilder {
+fn integer(min: u64, max: u64) -> ObjectBuilder {
     ObjectBuilder::new()
         .schema_type(Type::Integer)
         .minimum(Some(min as f64))
