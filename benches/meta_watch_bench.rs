@@ -378,6 +378,7 @@ async fn main() -> anyhow::Result<()> {
                 }),
                 seal_threshold: 0,
                 embedder: "minilm-l6-v2".into(),
+                embedder_identity: None,
             }),
             chunking_json: r#"{"max_tokens":256,"overlap_tokens":32,"title_prefix":true}"#.into(),
             ..Default::default()

@@ -75,6 +75,7 @@ async fn a_catch_up_longer_than_the_node_timeout_does_not_get_the_node_marked_de
             index: None,
             seal_threshold: 0,
             embedder: "test".into(),
+            embedder_identity: None,
         }),
         chunking_json: String::new(),
         thresholds_json: String::new(),

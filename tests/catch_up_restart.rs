@@ -122,6 +122,7 @@ async fn a_restarted_agent_goes_on_from_the_cursor_it_kept() {
             index: None,
             seal_threshold: 0,
             embedder: "test".into(),
+            embedder_identity: None,
         }),
         chunking_json: String::new(),
         thresholds_json: String::new(),

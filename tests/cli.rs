@@ -118,6 +118,33 @@ fn client_commands_refuse_mistakes_and_skip_what_they_cannot_read() {
     assert!(stderr(&out).contains("index.m"), "{}", stderr(&out));
     assert_eq!(collections(&server), vec!["notes".to_string()]);
 
+    // A collection may name the local model that embeds it; the CLI says which it got, and an unknown one is
+    // refused naming the field.
+    let out = attest(
+        &server,
+        &[
+            "collection",
+            "create",
+            "bge",
+            "--embedder",
+            "bge-small-en-v1.5",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("embedded by bge-small-en-v1.5"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let out = attest(
+        &server,
+        &["collection", "create", "gte", "--embedder", "gte-base"],
+    );
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("embedder"), "{}", stderr(&out));
+    let out = attest(&server, &["collection", "drop", "bge"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+
     // A JSONL line with a field documents do not have is reported by line, naming the field; the rest goes in.
     let lines = tempfile::tempdir().unwrap();
     write(

@@ -1,7 +1,8 @@
-//! One embedder per collection, through the real binary (`attest dev`, issue 70): a collection records the model
-//! that embedded it; `attest dev` started with another model (bge-small-en-v1.5) refuses to embed text for it —
-//! searches and ingests alike, naming both models — while a collection it creates records bge, is searched with
-//! bge's query instruction and finds its documents. Searches bringing their own vectors are not refused.
+//! One embedder per collection, through the real binary (`attest dev`, issue 70): a collection records the whole
+//! identity of the embedder that filled it (model, weights' checksum, dimension, pooling, query prefix). `attest
+//! dev` started later with another model (bge-small-en-v1.5) keeps embedding that collection's queries and
+//! documents with the model it records (loaded for it), while a collection it creates records bge and is searched
+//! with bge's query instruction; a new collection may name either local model, and an unknown one is refused.
 
 use crate::common;
 
@@ -37,78 +38,121 @@ fn search(url: &str, collection: &str, lanes: Value) -> (u16, Value) {
     )
 }
 
+fn create(url: &str, body: Value) -> (u16, Value) {
+    call("POST", &format!("{url}/v1/collections"), None, Some(&body))
+}
+
+fn ingest(url: &str, collection: &str, body: &Value) -> (u16, Value) {
+    call(
+        "POST",
+        &format!("{url}/v1/collections/{collection}/documents"),
+        None,
+        Some(body),
+    )
+}
+
+/// The model, pooling and weights' checksum a collection records.
+fn recorded(url: &str, collection: &str) -> (String, String, String) {
+    let (status, c) = call(
+        "GET",
+        &format!("{url}/v1/collections/{collection}"),
+        None,
+        None,
+    );
+    assert_eq!(status, 200, "{c}");
+    let identity = &c["embedder_identity"];
+    assert_eq!(c["embedder"], identity["model"], "{c}");
+    assert_eq!(identity["dimension"], 384, "{c}");
+    let field = |f: &str| identity[f].as_str().unwrap_or_default().to_string();
+    (field("model"), field("pooling"), field("checksum"))
+}
+
 #[test]
-fn a_collection_is_embedded_by_one_model_and_another_is_refused_by_name() {
+fn a_collection_is_embedded_by_the_model_it_records_whatever_the_router_is_configured_with() {
     let data = tempfile::tempdir().unwrap();
+    let minilm_checksum;
     {
         let (mut proc, url) = dev(data.path(), "all-minilm-l6-v2");
-        let (status, body) = call(
-            "POST",
-            &format!("{url}/v1/collections"),
-            None,
-            Some(&json!({"name": "old"})),
-        );
+        let (status, body) = create(&url, json!({"name": "old"}));
         assert_eq!(status, 201, "{body}");
-        let (status, body) = call(
-            "POST",
-            &format!("{url}/v1/collections/old/documents"),
-            None,
-            Some(&docs()),
+        let (model, pooling, checksum) = recorded(&url, "old");
+        assert_eq!(
+            (model.as_str(), pooling.as_str()),
+            ("all-minilm-l6-v2", "mean")
         );
+        assert_eq!(checksum.len(), 64, "{checksum}");
+        minilm_checksum = checksum;
+        let (status, body) = ingest(&url, "old", &docs());
         assert_eq!(status, 200, "{body}");
         proc.terminate();
     }
 
     let (_proc, url) = dev(data.path(), "bge-small-en-v1.5");
-    let (status, old) = call("GET", &format!("{url}/v1/collections/old"), None, None);
+    let (model, pooling, checksum) = recorded(&url, "old");
     assert_eq!(
-        (status, old["embedder"].as_str()),
-        (200, Some("all-minilm-l6-v2")),
-        "{old}"
+        (model.as_str(), pooling.as_str(), checksum.as_str()),
+        ("all-minilm-l6-v2", "mean", minilm_checksum.as_str())
     );
-
-    // Text this router would embed with bge, for vectors MiniLM made: refused, naming both.
-    for (status, body) in [
-        search(&url, "old", json!(["dense"])),
-        call(
-            "POST",
-            &format!("{url}/v1/collections/old/documents"),
-            None,
-            Some(&docs()),
-        ),
-    ] {
-        let text = body.to_string();
-        assert_eq!(status, 400, "{body}");
-        assert!(
-            text.contains("FAILED_PRECONDITION")
-                && text.contains("all-minilm-l6-v2")
-                && text.contains("bge-small-en-v1.5"),
-            "{text}"
-        );
-    }
-    // BM25 alone embeds nothing: still served.
-    let (status, body) = search(&url, "old", json!(["bm25"]));
+    // The collection MiniLM filled is searched and written with MiniLM, not with the configured bge.
+    let (status, body) = search(&url, "old", json!(["dense"]));
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["hits"][0]["doc_id"], "mini", "{body}");
+    assert_eq!(body["degraded"], json!(false), "{body}");
+    let max = json!({"documents": [
+        {"id": "max", "title": "Drift Max", "text": "The Drift Max weighs 240 grams without its case."}
+    ]});
+    let (status, body) = ingest(&url, "old", &max);
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = call(
+        "POST",
+        &format!("{url}/v1/collections/old/search"),
+        None,
+        Some(&json!({"query": "How heavy is the Drift Max?", "k": 1, "lanes": ["dense"]})),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["hits"][0]["doc_id"], "max", "{body}");
 
-    // A new collection records bge and is searched with it.
-    let (status, body) = call(
-        "POST",
-        &format!("{url}/v1/collections"),
-        None,
-        Some(&json!({"name": "new"})),
-    );
+    // A new collection records bge, with its pooling and query instruction, and is searched with it.
+    let (status, body) = create(&url, json!({"name": "new"}));
     assert_eq!(status, 201, "{body}");
-    let (_, new) = call("GET", &format!("{url}/v1/collections/new"), None, None);
-    assert_eq!(new["embedder"], "bge-small-en-v1.5", "{new}");
-    let (status, body) = call(
-        "POST",
-        &format!("{url}/v1/collections/new/documents"),
-        None,
-        Some(&docs()),
+    let (model, pooling, _) = recorded(&url, "new");
+    assert_eq!(
+        (model.as_str(), pooling.as_str()),
+        ("bge-small-en-v1.5", "cls")
     );
+    let (_, new) = call("GET", &format!("{url}/v1/collections/new"), None, None);
+    assert!(
+        new["embedder_identity"]["query_prefix"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("Represent this sentence")),
+        "{new}"
+    );
+    let (status, body) = ingest(&url, "new", &docs());
     assert_eq!(status, 200, "{body}");
     let (status, body) = search(&url, "new", json!(["dense"]));
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["hits"][0]["doc_id"], "mini", "{body}");
+
+    // A new collection may name the other local model; an unknown model is refused by field.
+    let (status, body) = create(
+        &url,
+        json!({"name": "named", "embedder": "all-minilm-l6-v2"}),
+    );
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(recorded(&url, "named").0, "all-minilm-l6-v2");
+    for bad in ["gte-base", ""] {
+        let (status, body) = create(&url, json!({"name": "bad", "embedder": bad}));
+        assert_eq!(status, 400, "{bad:?}: {body}");
+        assert!(body.to_string().contains("embedder"), "{body}");
+    }
+
+    // Creating again without naming a model answers the collection; naming another is a conflict.
+    let (status, body) = create(&url, json!({"name": "old"}));
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = create(
+        &url,
+        json!({"name": "old", "embedder": "bge-small-en-v1.5"}),
+    );
+    assert_eq!(status, 409, "{body}");
+    assert!(body.to_string().contains("all-minilm-l6-v2"), "{body}");
 }

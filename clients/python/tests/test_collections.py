@@ -47,6 +47,21 @@ def test_create_exist_ok_returns_the_collection_that_has_the_settings_asked_for(
         client.drop_collection("coll-exist")
 
 
+def test_a_collection_names_its_embedder_and_shows_its_identity(client):
+    made = client.create_collection("coll-bge", shards=1, embedder="bge-small-en-v1.5")
+    try:
+        identity = made.embedder_identity
+        assert (made.embedder, identity.model, identity.pooling, identity.dimension) == (
+            "bge-small-en-v1.5", "bge-small-en-v1.5", "cls", 384)
+        assert len(identity.checksum) == 64 and identity.query_prefix.startswith("Represent this sentence")
+        assert client.create_collection("coll-bge", shards=1, embedder="bge-small-en-v1.5", exist_ok=True) == made
+        with pytest.raises(attest.InvalidArgumentError) as unknown:
+            client.create_collection("coll-unknown", embedder="gte-base")
+        assert unknown.value.field == "embedder"
+    finally:
+        client.drop_collection("coll-bge")
+
+
 def test_create_exist_ok_creates_what_is_not_there(client):
     made = client.create_collection("coll-exist-new", shards=1, exist_ok=True)
     assert (made.name, made.shards) == ("coll-exist-new", 1)

@@ -494,6 +494,10 @@ pub enum CollectionCommand {
         nbits: Option<u32>,
         #[arg(long)]
         nprobe: Option<u32>,
+        /// The model that embeds its text, fixed at creation: a local model (`all-minilm-l6-v2`,
+        /// `bge-small-en-v1.5`) or the router's embedder (default).
+        #[arg(long)]
+        embedder: Option<String>,
         #[arg(long)]
         json: bool,
     },

@@ -107,20 +107,22 @@ pub async fn collection(server: &str, cmd: CollectionCommand) -> anyhow::Result<
             m,
             nbits,
             nprobe,
+            embedder,
             json,
         } => {
             let body = json!({"name": name, "shards": shards, "replication": replication,
-                "index": {"nlist": nlist, "m": m, "nbits": nbits, "nprobe": nprobe}});
+                "index": {"nlist": nlist, "m": m, "nbits": nbits, "nprobe": nprobe}, "embedder": embedder});
             let out = call(http.post(format!("{server}/v1/collections")).json(&body)).await?;
             if json {
                 println!("{out}");
             } else {
                 println!(
-                    "created collection {} ({} shards, replication {}, {}-d)",
+                    "created collection {} ({} shards, replication {}, {}-d, embedded by {})",
                     out["name"].as_str().unwrap_or(""),
                     out["shards"],
                     out["replication"],
-                    out["dimension"]
+                    out["dimension"],
+                    out["embedder"].as_str().unwrap_or("")
                 );
             }
         }
@@ -131,11 +133,12 @@ pub async fn collection(server: &str, cmd: CollectionCommand) -> anyhow::Result<
             } else {
                 for c in out["collections"].as_array().into_iter().flatten() {
                     println!(
-                        "{}\tshards={}\tdim={}\tnlist={}",
+                        "{}\tshards={}\tdim={}\tnlist={}\tembedder={}",
                         c["name"].as_str().unwrap_or(""),
                         c["shards"],
                         c["dimension"],
-                        c["index"]["nlist"]
+                        c["index"]["nlist"],
+                        c["embedder"].as_str().unwrap_or("")
                     );
                 }
             }

@@ -10,8 +10,8 @@ use utoipa::openapi::{Object, RefOr, Schema};
 
 use crate::keys::{Scope, ANY_TENANT, KEY_ID_HEX, MAX_GRANT_ENTRIES, MAX_TENANT};
 use crate::limits::{
-    MAX_COLLECTION_NAME, MAX_DIMENSION, MAX_NBITS, MAX_NLIST, MAX_REPLICATION, MAX_SHARDS,
-    MAX_SNAPSHOT_ID,
+    MAX_COLLECTION_NAME, MAX_DIMENSION, MAX_EMBEDDER_MODEL, MAX_NBITS, MAX_NLIST, MAX_REPLICATION,
+    MAX_SHARDS, MAX_SNAPSHOT_ID,
 };
 use crate::settings::MAX_DATA_HASH_LEN;
 
@@ -29,6 +29,8 @@ pub const KEY_LIFETIME_PATTERN: &str = "^([0-9]*[1-9][0-9]*[smhd])?$";
 pub const NOT_BLANK_PATTERN: &str = r"[^ \t\n\r\f\v\u0000-\u001F\u007F-\u009F]";
 /// The characters of a snapshot job's id ([`crate::limits::job_id_problem`]).
 pub const JOB_ID_PATTERN: &str = "^[A-Za-z0-9._-]+$";
+/// The characters of an embedding model's id ([`crate::limits::embedder_model_problem`]).
+pub const EMBEDDER_MODEL_PATTERN: &str = "^[A-Za-z0-9._:/-]+$";
 /// The characters of a snapshot id ([`crate::limits::snapshot_id_problem`]): not starting with `.`.
 pub const SNAPSHOT_ID_PATTERN: &str = "^[A-Za-z0-9_-][A-Za-z0-9._-]*$";
 
@@ -93,6 +95,11 @@ pub fn snapshot_id() -> Object {
 /// A snapshot job's id: 1–128 characters of `[A-Za-z0-9._-]`.
 pub fn job_id() -> Object {
     string(1, MAX_SNAPSHOT_ID, JOB_ID_PATTERN).build()
+}
+
+/// The embedding model a new collection is filled by (null: the router's configured embedder).
+pub fn embedder_model() -> Object {
+    nullable(string(1, MAX_EMBEDDER_MODEL, EMBEDDER_MODEL_PATTERN).build())
 }
 
 /// The same schema, `null` allowed too (a field that may be left out or sent as null).
@@ -243,7 +250,9 @@ mod tests {
 
     use super::*;
     use crate::keys::{key_id_problem, parse_duration_ms, tenant_problem};
-    use crate::limits::{collection_name_problem, job_id_problem, snapshot_id_problem};
+    use crate::limits::{
+        collection_name_problem, embedder_model_problem, job_id_problem, snapshot_id_problem,
+    };
 
     /// Names a rule is tried on: each of the printable ASCII characters and a few beyond, alone and inside
     /// otherwise good names, at the edges of the length limits.
@@ -300,6 +309,11 @@ mod tests {
                 admits(&job_id(), &name),
                 job_id_problem(&name).is_none(),
                 "job id {name:?}"
+            );
+            assert_eq!(
+                admits(&embedder_model(), &name),
+                embedder_model_problem(&name).is_none(),
+                "embedder model {name:?}"
             );
             assert_eq!(
                 admits(&key_id(), &name),

@@ -64,6 +64,20 @@ pub fn job_id_problem(id: &str) -> Option<String> {
     (!ok).then(|| format!("job id {id:?}: use 1-{MAX_SNAPSHOT_ID} characters from [A-Za-z0-9._-]"))
 }
 
+/// Longest embedding model id a collection may name (`BAAI/bge-large-en-v1.5`, `text-embedding-3-small`).
+pub const MAX_EMBEDDER_MODEL: usize = 128;
+
+/// Why the embedding model a new collection names is refused: 1–128 characters of `[A-Za-z0-9._:/-]`.
+pub fn embedder_model_problem(model: &str) -> Option<String> {
+    let ok = (1..=MAX_EMBEDDER_MODEL).contains(&model.len())
+        && model
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b':' | b'/'));
+    (!ok).then(|| {
+        format!("model {model:?}: use 1-{MAX_EMBEDDER_MODEL} characters from [A-Za-z0-9._:/-] (leave it out for the router's embedder)")
+    })
+}
+
 /// Why a shard count is refused (0 is refused: "use the default" is said by leaving the field out).
 pub fn shards_problem(shards: u32) -> Option<String> {
     (shards == 0 || shards > MAX_SHARDS).then(|| format!("must be 1..={MAX_SHARDS}"))

@@ -22,7 +22,7 @@ pub const BGE_SMALL_ID: &str = "bge-small-en-v1.5";
 pub const BGE_QUERY_PREFIX: &str = "Represent this sentence for searching relevant passages: ";
 
 /// `sha256sum -c` lines for the three files, shared with `scripts/install-bge.sh`.
-const BGE_CHECKSUMS: &str = include_str!("../bge.sha256");
+pub(crate) const BGE_CHECKSUMS: &str = include_str!("../bge.sha256");
 
 /// The graph's output: `[texts, tokens, hidden]`.
 const LAST_HIDDEN_STATE: &str = "last_hidden_state";
@@ -122,6 +122,10 @@ impl Embedder for OnnxBgeEmbedder {
 
     fn query_prefix(&self) -> &str {
         BGE_QUERY_PREFIX
+    }
+
+    fn identity(&self) -> crate::EmbedderIdentity {
+        crate::LocalModel::BgeSmall.identity()
     }
 }
 

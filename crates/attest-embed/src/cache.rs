@@ -224,6 +224,9 @@ impl<E: Embedder> Embedder for CachedEmbedder<E> {
     fn query_prefix(&self) -> &str {
         self.inner.query_prefix()
     }
+    fn identity(&self) -> crate::EmbedderIdentity {
+        self.inner.identity()
+    }
 }
 
 #[cfg(test)]

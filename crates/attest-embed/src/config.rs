@@ -36,7 +36,7 @@ pub enum LocalRuntime {
 
 /// The model the local embedder runs. Each is stored with the collections it embeds (its id), so a collection
 /// is searched with the model that embedded it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum LocalModel {
     /// all-MiniLM-L6-v2 (384-d, mean pooled, no query instruction): ONNX Runtime or candle.
     #[default]
@@ -54,6 +54,36 @@ impl LocalModel {
         match self {
             LocalModel::MiniLm => crate::minilm::MINILM_ID,
             LocalModel::BgeSmall => crate::bge::BGE_SMALL_ID,
+        }
+    }
+
+    /// The model of `id` (`LocalModel::id`), if it is one of these.
+    pub fn from_id(id: &str) -> Option<LocalModel> {
+        LocalModel::ALL.into_iter().find(|m| m.id() == id)
+    }
+
+    /// Every local model.
+    pub const ALL: [LocalModel; 2] = [LocalModel::MiniLm, LocalModel::BgeSmall];
+
+    /// Its identity as a collection records it: fixed by the model (its committed weights' checksum).
+    pub fn identity(self) -> crate::EmbedderIdentity {
+        let (checksum_table, weights, pooling, query_prefix) = match self {
+            LocalModel::MiniLm => (crate::minilm::CHECKSUMS, "model.safetensors", "mean", ""),
+            LocalModel::BgeSmall => (
+                crate::bge::BGE_CHECKSUMS,
+                "model.onnx",
+                "cls",
+                crate::bge::BGE_QUERY_PREFIX,
+            ),
+        };
+        crate::EmbedderIdentity {
+            model: self.id().to_string(),
+            checksum: crate::checksum::expected_sha256(checksum_table, weights)
+                .expect("the committed table names the weights")
+                .to_string(),
+            dimension: crate::MINILM_DIMENSION as u32,
+            pooling: pooling.to_string(),
+            query_prefix: query_prefix.to_string(),
         }
     }
 

@@ -1,6 +1,7 @@
 //! The [`Embedder`] trait.
 
 use crate::error::EmbedError;
+use crate::identity::EmbedderIdentity;
 
 /// Turns text into dense vectors. Shared across threads (behind an `Arc`), hence `Send + Sync`.
 pub trait Embedder: Send + Sync {
@@ -17,6 +18,14 @@ pub trait Embedder: Send + Sync {
     /// Empty for a symmetric model.
     fn query_prefix(&self) -> &str {
         ""
+    }
+    /// What a collection records of this embedder. By default what any embedder knows of itself (a remote
+    /// service: its model's name); a local model adds its weights' checksum and its pooling.
+    fn identity(&self) -> EmbedderIdentity {
+        EmbedderIdentity {
+            query_prefix: self.query_prefix().to_string(),
+            ..EmbedderIdentity::of_model(self.id(), self.dimension() as u32)
+        }
     }
 }
 
@@ -36,6 +45,9 @@ impl<E: Embedder + ?Sized> Embedder for std::sync::Arc<E> {
     fn query_prefix(&self) -> &str {
         (**self).query_prefix()
     }
+    fn identity(&self) -> EmbedderIdentity {
+        (**self).identity()
+    }
 }
 
 impl<E: Embedder + ?Sized> Embedder for Box<E> {
@@ -53,6 +65,9 @@ impl<E: Embedder + ?Sized> Embedder for Box<E> {
     }
     fn query_prefix(&self) -> &str {
         (**self).query_prefix()
+    }
+    fn identity(&self) -> EmbedderIdentity {
+        (**self).identity()
     }
 }
 

@@ -83,4 +83,7 @@ impl<E: Embedder> Embedder for GuardedEmbedder<E> {
     fn query_prefix(&self) -> &str {
         self.inner.query_prefix()
     }
+    fn identity(&self) -> crate::EmbedderIdentity {
+        self.inner.identity()
+    }
 }

@@ -39,6 +39,7 @@ pub mod config;
 pub mod embedder;
 pub mod error;
 pub mod guarded;
+pub mod identity;
 pub mod minilm;
 pub mod onnx;
 pub mod remote;
@@ -55,6 +56,7 @@ pub use config::{
 pub use embedder::{cosine_similarity, Embedder};
 pub use error::EmbedError;
 pub use guarded::GuardedEmbedder;
+pub use identity::EmbedderIdentity;
 pub use minilm::{MiniLmEmbedder, MINILM_DIMENSION, MINILM_ID, MODEL_FILES};
 pub use onnx::{OnnxMiniLmEmbedder, ONNX_MODEL_FILE};
 pub use remote::{RemoteApi, RemoteEmbedder, RemoteEmbedderConfig};

@@ -332,6 +332,10 @@ impl Embedder for MiniLmEmbedder {
     fn count_tokens(&self, text: &str) -> usize {
         self.text.count_tokens(text)
     }
+
+    fn identity(&self) -> crate::EmbedderIdentity {
+        crate::LocalModel::MiniLm.identity()
+    }
 }
 
 #[cfg(test)]

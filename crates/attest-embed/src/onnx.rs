@@ -253,6 +253,10 @@ impl Embedder for OnnxMiniLmEmbedder {
     fn count_tokens(&self, text: &str) -> usize {
         self.text.count_tokens(text)
     }
+
+    fn identity(&self) -> crate::EmbedderIdentity {
+        crate::LocalModel::MiniLm.identity()
+    }
 }
 
 #[cfg(test)]

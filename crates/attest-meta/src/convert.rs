@@ -78,21 +78,68 @@ pub fn spec_from_pb(spec: Option<pb::CollectionSpec>) -> Option<SpecRecord> {
             nprobe: i.nprobe,
         }),
         seal_threshold: s.seal_threshold,
-        embedder: s.embedder,
+        embedder: embedder_to_record(&s.embedder, s.embedder_identity.as_ref()),
     })
 }
 
+/// An embedder's identity as meta's record holds it. The state machine's encoding (bincode) has no room for a new
+/// field in an old record, so the identity is kept as JSON in the `embedder` string that used to hold the model's
+/// id alone (as chunking and thresholds are kept); a record of the id alone still reads.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct IdentityJson {
+    model: String,
+    checksum: String,
+    dimension: u32,
+    pooling: String,
+    query_prefix: String,
+}
+
+fn embedder_to_record(model: &str, identity: Option<&pb::EmbedderIdentity>) -> String {
+    match identity {
+        Some(i) if !i.model.is_empty() => serde_json::to_string(&IdentityJson {
+            model: i.model.clone(),
+            checksum: i.checksum.clone(),
+            dimension: i.dimension,
+            pooling: i.pooling.clone(),
+            query_prefix: i.query_prefix.clone(),
+        })
+        .expect("strings and a number serialise"),
+        _ => model.to_string(),
+    }
+}
+
+/// The recorded model's id and, for a record written with one, its whole identity.
+fn embedder_from_record(recorded: &str) -> (String, Option<pb::EmbedderIdentity>) {
+    match serde_json::from_str::<IdentityJson>(recorded) {
+        Ok(i) => (
+            i.model.clone(),
+            Some(pb::EmbedderIdentity {
+                model: i.model,
+                checksum: i.checksum,
+                dimension: i.dimension,
+                pooling: i.pooling,
+                query_prefix: i.query_prefix,
+            }),
+        ),
+        Err(_) => (recorded.to_string(), None),
+    }
+}
+
 pub fn spec_to_pb(spec: &Option<SpecRecord>) -> Option<pb::CollectionSpec> {
-    spec.as_ref().map(|s| pb::CollectionSpec {
-        dimension: s.dimension,
-        index: s.index.as_ref().map(|i| pb::IndexParams {
-            nlist: i.nlist,
-            m: i.m,
-            nbits: i.nbits,
-            nprobe: i.nprobe,
-        }),
-        seal_threshold: s.seal_threshold,
-        embedder: s.embedder.clone(),
+    spec.as_ref().map(|s| {
+        let (embedder, embedder_identity) = embedder_from_record(&s.embedder);
+        pb::CollectionSpec {
+            dimension: s.dimension,
+            index: s.index.as_ref().map(|i| pb::IndexParams {
+                nlist: i.nlist,
+                m: i.m,
+                nbits: i.nbits,
+                nprobe: i.nprobe,
+            }),
+            seal_threshold: s.seal_threshold,
+            embedder,
+            embedder_identity,
+        }
     })
 }
 
@@ -237,5 +284,43 @@ pub fn cluster_state_to_pb(
         manifests: state.manifests.values().map(manifest_to_pb).collect(),
         meta_voters: voters_to_pb(state),
         leader_id,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(embedder: &str, identity: Option<pb::EmbedderIdentity>) -> pb::CollectionSpec {
+        pb::CollectionSpec {
+            dimension: 384,
+            embedder: embedder.into(),
+            embedder_identity: identity,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn an_identity_survives_the_record_and_a_bare_model_id_still_reads() {
+        let identity = pb::EmbedderIdentity {
+            model: "bge-small-en-v1.5".into(),
+            checksum: "ab".repeat(32),
+            dimension: 384,
+            pooling: "cls".into(),
+            query_prefix: "Represent: ".into(),
+        };
+        let with = spec("bge-small-en-v1.5", Some(identity.clone()));
+        let record = spec_from_pb(Some(with.clone()));
+        assert!(record.as_ref().unwrap().embedder.starts_with('{'));
+        assert_eq!(spec_to_pb(&record), Some(with));
+
+        // A record written before identities: the model's id alone.
+        let old = Some(SpecRecord {
+            dimension: 384,
+            embedder: "all-minilm-l6-v2".into(),
+            ..Default::default()
+        });
+        assert_eq!(spec_to_pb(&old), Some(spec("all-minilm-l6-v2", None)));
+        assert_eq!(spec_from_pb(spec_to_pb(&old)), old);
     }
 }

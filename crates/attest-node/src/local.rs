@@ -173,6 +173,7 @@ impl ControlPlane {
             Duration::from_millis(cfg.router.meta_poll_ms),
         );
         Ok(Router::new(cfg.router.clone(), view, embedder)
+            .with_local_embedder_settings(cfg.embedder.local.clone())
             .with_snapshot_destinations(self.snapshot_destinations.clone()))
     }
 

@@ -82,6 +82,7 @@ pub async fn serve(
         };
         let built = Arc::new(
             Router::new(cfg.config.router.clone(), Arc::clone(&view), embedder?)
+                .with_local_embedder_settings(cfg.config.embedder.local.clone())
                 .with_snapshot_destinations(
                     cfg.config
                         .snapshot_destinations(std::slice::from_ref(&cfg.data_dir))?,

@@ -2,6 +2,7 @@
 //! from meta's shard map (the one control plane, for `attest dev` and the cluster alike).
 
 use attest_core::settings::CollectionThresholds;
+use attest_embed::EmbedderIdentity;
 use attest_ingest::ChunkingConfig;
 use attest_proto::v1 as pb;
 use serde::{Deserialize, Serialize};
@@ -23,7 +24,8 @@ pub struct CollectionRecord {
     pub dimension: u32,
     pub index: IndexSettings,
     pub seal_threshold: u64,
-    pub embedder: String,
+    /// The embedder that fills it (its model empty: none recorded, any embedder serves it).
+    pub embedder: EmbedderIdentity,
     /// `placement[shard]` = the replicas of that shard (meta's node ids).
     pub placement: Vec<Vec<ReplicaRef>>,
     /// How its documents are chunked (fixed at creation; None: meta holds none, the router's default applies).
@@ -93,7 +95,7 @@ pub fn record_from_meta(c: &pb::CollectionMeta) -> CollectionRecord {
             nprobe: index.nprobe,
         },
         seal_threshold: spec.seal_threshold,
-        embedder: spec.embedder,
+        embedder: identity_from_proto(&spec.embedder, spec.dimension, spec.embedder_identity),
         placement,
         chunking: stored_setting(&c.name, "chunking_json", &c.chunking_json, |j| {
             serde_json::from_str(j).map_err(|e| e.to_string())
@@ -127,60 +129,52 @@ fn stored_setting<T>(
         .ok()
 }
 
-impl CollectionRecord {
-    /// Refuses to embed text for this collection with `embedder` (an id, `Embedder::id`) when its vectors came
-    /// from another model: vectors of two models share no space, and a search would rank by noise. A collection
-    /// recorded without an embedder (created with vectors only) takes any.
-    pub fn check_embedder(&self, embedder: &str) -> Result<(), crate::error::RouterError> {
-        if self.embedder.is_empty() || self.embedder == embedder {
-            return Ok(());
-        }
-        Err(crate::error::RouterError::FailedPrecondition(format!(
-            "collection `{}` was embedded by {}, and this router embeds with {embedder}: run the router with \
-             embedder.local.model: {} (or a remote embedder of that model), or send vectors of that model",
-            self.name, self.embedder, self.embedder
-        )))
+/// A spec's embedder: its whole identity, or for a collection created before identities the model's id alone.
+pub fn identity_from_proto(
+    model: &str,
+    dimension: u32,
+    identity: Option<pb::EmbedderIdentity>,
+) -> EmbedderIdentity {
+    match identity {
+        Some(i) if !i.model.is_empty() => EmbedderIdentity {
+            model: i.model,
+            checksum: i.checksum,
+            dimension: i.dimension,
+            pooling: i.pooling,
+            query_prefix: i.query_prefix,
+        },
+        _ if model.is_empty() => EmbedderIdentity::default(),
+        _ => EmbedderIdentity::of_model(model, dimension),
     }
+}
+
+/// What a spec records of `identity` (none for an unrecorded one).
+pub fn identity_to_proto(identity: &EmbedderIdentity) -> Option<pb::EmbedderIdentity> {
+    (!identity.is_unrecorded()).then(|| pb::EmbedderIdentity {
+        model: identity.model.clone(),
+        checksum: identity.checksum.clone(),
+        dimension: identity.dimension,
+        pooling: identity.pooling.clone(),
+        query_prefix: identity.query_prefix.clone(),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn record(embedder: &str) -> CollectionRecord {
-        CollectionRecord {
-            name: "docs".into(),
-            shards: 1,
-            replication: 1,
-            dimension: 384,
-            index: IndexSettings {
-                nlist: 1,
-                m: 8,
-                nbits: 8,
-                nprobe: 1,
-            },
-            seal_threshold: 0,
-            embedder: embedder.into(),
-            placement: Vec::new(),
-            chunking: None,
-            thresholds: None,
-        }
-    }
-
     #[test]
-    fn another_model_is_refused_by_name() {
-        assert!(record("all-minilm-l6-v2")
-            .check_embedder("all-minilm-l6-v2")
-            .is_ok());
-        assert!(record("").check_embedder("bge-small-en-v1.5").is_ok());
-        let err = record("all-minilm-l6-v2")
-            .check_embedder("bge-small-en-v1.5")
-            .unwrap_err();
-        assert_eq!(err.code(), attest_proto::ErrorCode::FailedPrecondition);
-        let text = err.to_string();
-        assert!(
-            text.contains("all-minilm-l6-v2") && text.contains("bge-small-en-v1.5"),
-            "{text}"
+    fn an_identity_round_trips_and_a_bare_model_id_reads_as_the_model_alone() {
+        let bge = attest_embed::LocalModel::BgeSmall.identity();
+        assert_eq!(
+            identity_from_proto(&bge.model, 384, identity_to_proto(&bge)),
+            bge
         );
+        assert_eq!(
+            identity_from_proto("all-minilm-l6-v2", 384, None),
+            EmbedderIdentity::of_model("all-minilm-l6-v2", 384)
+        );
+        assert!(identity_from_proto("", 384, None).is_unrecorded());
+        assert_eq!(identity_to_proto(&EmbedderIdentity::default()), None);
     }
 }

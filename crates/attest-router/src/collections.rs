@@ -7,6 +7,7 @@
 
 use attest_core::limits;
 use attest_core::settings::CollectionThresholds;
+use attest_embed::EmbedderIdentity;
 use attest_ingest::ChunkingConfig;
 use attest_proto::v1 as pb;
 use tracing::{info, warn};
@@ -100,7 +101,14 @@ impl Router {
                 return Err(RouterError::invalid("index.nprobe", problem));
             }
         }
-        let dimension = self.embedder.dimension() as u32;
+        if !req.embedder.is_empty() {
+            if let Some(problem) = limits::embedder_model_problem(&req.embedder) {
+                return Err(RouterError::invalid("embedder", problem));
+            }
+        }
+        let lane = self.embedders.for_new(&req.embedder).await?;
+        let embedder = lane.passages.identity();
+        let dimension = lane.passages.dimension() as u32;
         if p.m != 0 {
             if let Some(problem) = limits::pq_m_problem(index.m, dimension) {
                 return Err(RouterError::invalid("index.m", problem));
@@ -113,7 +121,8 @@ impl Router {
             shards,
             replication,
             dimension,
-            embedder: self.embedder.id(),
+            // Left out, any: a repeated create need not name the model its collection was made with.
+            embedder: (!req.embedder.is_empty()).then_some(&embedder),
             chunking: &chunking,
             thresholds: thresholds.as_ref(),
         };
@@ -130,7 +139,8 @@ impl Router {
             }),
             // 0: each shard seals at its own `engine.seal_threshold`.
             seal_threshold: 0,
-            embedder: self.embedder.id().to_string(),
+            embedder: embedder.model.clone(),
+            embedder_identity: crate::collection::identity_to_proto(&embedder),
         };
         // Meta places the replicas (distinct nodes, spread over zones) and records the collection.
         let view = &self.view;
@@ -358,7 +368,8 @@ struct Wanted<'a> {
     shards: u32,
     replication: u32,
     dimension: u32,
-    embedder: &'a str,
+    /// None: any (the request named no model).
+    embedder: Option<&'a EmbedderIdentity>,
     chunking: &'a ChunkingConfig,
     thresholds: Option<&'a CollectionThresholds>,
 }
@@ -386,11 +397,15 @@ impl Wanted<'_> {
         if existing.index != *index {
             differs.push(format!("index {:?} (asked {index:?})", existing.index));
         }
-        if existing.dimension != self.dimension || existing.embedder != self.embedder {
-            differs.push(format!(
-                "embedder {} of {} dimensions",
-                existing.embedder, existing.dimension
-            ));
+        if let Some(wanted) = self.embedder {
+            if existing.dimension != self.dimension
+                || !existing.embedder.differences(wanted).is_empty()
+            {
+                differs.push(format!(
+                    "embedder {} of {} dimensions (asked {})",
+                    existing.embedder.model, existing.dimension, wanted.model
+                ));
+            }
         }
         if existing
             .chunking

@@ -41,7 +41,8 @@ fn info(c: &CollectionRecord) -> pb::CollectionInfo {
                 nprobe: c.index.nprobe,
             }),
             seal_threshold: c.seal_threshold,
-            embedder: c.embedder.clone(),
+            embedder: c.embedder.model.clone(),
+            embedder_identity: crate::collection::identity_to_proto(&c.embedder),
         }),
     }
 }

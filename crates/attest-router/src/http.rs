@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use attest_auth::audit::Action;
 use attest_auth::{KeyRing, Principal};
+use attest_core::limits;
 use attest_core::settings::CollectionThresholds;
 use attest_proto::v1 as pb;
 use attest_telemetry::http_error::ErrorBody;
@@ -266,6 +267,13 @@ pub(crate) async fn create_collection(
             "must be at least 1 (leave it out for the default)",
         ));
     }
+    if let Some(problem) = b
+        .embedder
+        .as_deref()
+        .and_then(limits::embedder_model_problem)
+    {
+        return Err(RouterError::invalid("embedder", problem));
+    }
     let index = b.index.map(|i| pb::IndexParams {
         nlist: i.nlist.unwrap_or(0),
         m: i.m.unwrap_or(0),
@@ -283,6 +291,7 @@ pub(crate) async fn create_collection(
                 index,
                 chunking_json: b.chunking.map(|c| c.to_string()).unwrap_or_default(),
                 thresholds_json: b.thresholds.map(|t| t.to_stored()).unwrap_or_default(),
+                embedder: b.embedder.unwrap_or_default(),
             },
             &rid,
         )

@@ -128,10 +128,12 @@ impl Router {
         }
 
         // Chunk, then embed every chunk that did not come with its vector, in one blocking batch.
-        if kept.iter().any(|(d, _)| d.vector.is_none()) {
-            rec.check_embedder(self.embedder.id())?;
-        }
-        let embedder = Arc::clone(&self.embedder);
+        // Text is embedded by the collection's own model; documents that all brought vectors need none.
+        let embedder = if kept.iter().any(|(d, _)| d.vector.is_none()) {
+            self.embedders.for_collection(&rec).await?.passages
+        } else {
+            Arc::clone(&self.embedders.configured().passages)
+        };
         let chunking = rec
             .chunking
             .clone()

@@ -13,7 +13,9 @@
 //! - [`rrf`]: weighted Reciprocal Rank Fusion, one pure property-tested function.
 //! - [`client`]: `ShardClient { Local, Grpc }`.
 //! - [`replicas`]: replica calls through tower (deadline, retry, hedge, limit, shed); reads and quorum writes.
-//! - [`collection`]: a collection's record (shape, index parameters, replica sets) as meta's map says.
+//! - [`collection`]: a collection's record (shape, index parameters, embedder, replica sets) as meta's map says;
+//!   [`embedders`]: the embedder each collection is embedded by (the configured one, or the local model it
+//!   records, loaded when first needed).
 //! - [`topology`]: [`topology::ClusterView`], meta's shard map watched, and where each shard's replicas live.
 //! - [`http`], [`grpc`], [`server`]: the two fronts and how they are served; [`documents_http`]: the
 //!   documents routes of HTTP API v1; [`wire`]: its JSON bodies as types; [`openapi`]: its OpenAPI document,
@@ -37,6 +39,7 @@ pub mod collections;
 pub mod config;
 pub mod console;
 pub mod documents_http;
+pub mod embedders;
 pub mod error;
 pub mod eval_reports;
 pub mod fanout;

@@ -6,12 +6,13 @@
 use std::sync::Arc;
 
 use attest_core::version::WriteClock;
-use attest_embed::{CachedEmbedder, Embedder};
+use attest_embed::Embedder;
 use attest_telemetry::collection_metrics::CollectionMetrics;
 use sha2::{Digest, Sha256};
 
 use crate::collection::CollectionRecord;
 use crate::config::RouterConfig;
+use crate::embedders::Embedders;
 use crate::error::RouterError;
 use crate::replicas::{call_all, ShardCall};
 use crate::topology::ClusterView;
@@ -22,10 +23,8 @@ pub struct Router {
     pub(crate) view: Arc<ClusterView>,
     /// Write versions: every replica of a document gets the same one, and the newest wins.
     pub(crate) clock: WriteClock,
-    /// Embeds ingested chunks (uncached: each chunk is new).
-    pub(crate) embedder: Arc<dyn Embedder>,
-    /// Embeds queries, with an LRU cache in front because users repeat queries.
-    pub(crate) query_embedder: Arc<CachedEmbedder<Arc<dyn Embedder>>>,
+    /// The configured embedder, and the local models collections were filled by ([`crate::embedders`]).
+    pub(crate) embedders: Embedders,
     /// Requests and ingest by collection and tenant ([`crate::measured`]).
     pub(crate) metrics: CollectionMetrics,
     /// This router process, as snapshot jobs name the router running them.
@@ -54,13 +53,19 @@ impl Router {
             config,
             view,
             clock: WriteClock::default(),
-            query_embedder: Arc::new(CachedEmbedder::with_capacity(
-                Arc::clone(&embedder),
-                query_cache_capacity,
-            )),
-            embedder,
+            embedders: Embedders::new(embedder, query_cache_capacity),
             snapshot_destinations: Default::default(),
         }
+    }
+
+    /// Runs the local models of collections filled by another model than the configured one with `local`'s
+    /// runtime settings (`embedder.local`).
+    pub fn with_local_embedder_settings(
+        mut self,
+        local: attest_embed::LocalEmbedderConfig,
+    ) -> Self {
+        self.embedders = self.embedders.with_local_settings(local);
+        self
     }
 
     /// Admits directory snapshot destinations as `policy` says (`snapshots.allowed_roots`).
@@ -90,8 +95,9 @@ impl Router {
         self.view.keys()
     }
 
+    /// The configured embedder (new collections are filled by it unless they name another model).
     pub fn embedder(&self) -> &Arc<dyn Embedder> {
-        &self.embedder
+        &self.embedders.configured().passages
     }
 
     pub fn collection(&self, name: &str) -> Result<CollectionRecord, RouterError> {

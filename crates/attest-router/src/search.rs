@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use attest_core::limits;
-use attest_embed::Embedder;
+use attest_embed::{CachedEmbedder, Embedder};
 use attest_proto::v1 as pb;
 use attest_telemetry::metrics::{
     observe_stage, EMBEDDING_FALLBACK_TOTAL, STAGE_EMBED, STAGE_FANOUT, STAGE_FETCH, STAGE_FUSE,
@@ -232,9 +232,13 @@ impl Router {
 
     /// The query vectors of `texts` from one embedder call, or `None` when it fails (counted and logged: the
     /// searches then answer from BM25 alone and say so, never an error).
-    async fn embed_queries(&self, texts: Vec<String>, request_id: &str) -> Option<Vec<Vec<f32>>> {
+    async fn embed_queries(
+        &self,
+        embedder: Arc<CachedEmbedder<Arc<dyn Embedder>>>,
+        texts: Vec<String>,
+        request_id: &str,
+    ) -> Option<Vec<Vec<f32>>> {
         let embed_started = Instant::now();
-        let embedder = Arc::clone(&self.query_embedder);
         let rid = request_id.to_string();
         let wanted = texts.len();
         let embedded = attest_telemetry::cpu::run_cpu_intensive(move || {
@@ -275,14 +279,13 @@ impl Router {
             .filter(|s| embeds(s))
             .map(|s| s.query.clone())
             .collect();
-        if !texts.is_empty() {
-            rec.check_embedder(self.query_embedder.id())?;
-        }
-        // SPEC: an embedder failure is never an error; the dense searches answer from BM25 alone.
+        // SPEC: an embedder failure is never an error; the dense searches answer from BM25 alone. A collection
+        // filled by a model this router cannot run is one: no embedder of this router would search it truly.
         let mut vectors = if texts.is_empty() {
             Some(Vec::new())
         } else {
-            self.embed_queries(texts, &request_id).await
+            let lane = self.embedders.for_collection(rec).await?;
+            self.embed_queries(lane.queries, texts, &request_id).await
         }
         .map(Vec::into_iter);
         let fallback: Vec<bool> = searches

@@ -47,6 +47,10 @@ pub(crate) struct CreateCollectionBody {
     #[schema(value_type = Option<ChunkingConfig>)]
     pub chunking: Option<Value>,
     pub thresholds: Option<CollectionThresholds>,
+    /// The model that embeds its text, fixed at creation: the router's configured embedder (left out), or a
+    /// local model the router loads for it (`all-minilm-l6-v2`, `bge-small-en-v1.5`).
+    #[schema(schema_with = contract::embedder_model)]
+    pub embedder: Option<String>,
 }
 
 /// `id` of a document: a non-empty string, or a number (stored as its decimal text).
@@ -159,7 +163,10 @@ pub struct CollectionView {
     pub index: IndexSettings,
     /// Rows of a shard's growing segment at which it is sealed; 0: each shard's `engine.seal_threshold`.
     pub seal_threshold: u64,
+    /// The id of the model that embeds its text (empty: none recorded).
     pub embedder: String,
+    /// That embedder's whole identity (null: none recorded, as in a collection created before identities).
+    pub embedder_identity: Option<EmbedderView>,
     /// Null: the router's default chunking.
     pub chunking: Option<ChunkingConfig>,
     /// Null: the answer tier's configured defaults.
@@ -175,11 +182,31 @@ impl From<&CollectionRecord> for CollectionView {
             dimension: c.dimension,
             index: c.index,
             seal_threshold: c.seal_threshold,
-            embedder: c.embedder.clone(),
+            embedder: c.embedder.model.clone(),
+            embedder_identity: (!c.embedder.is_unrecorded()).then(|| EmbedderView {
+                model: c.embedder.model.clone(),
+                checksum: c.embedder.checksum.clone(),
+                dimension: c.embedder.dimension,
+                pooling: c.embedder.pooling.clone(),
+                query_prefix: c.embedder.query_prefix.clone(),
+            }),
             chunking: c.chunking.clone(),
             thresholds: c.thresholds.clone(),
         }
     }
+}
+
+/// What makes an embedder's vectors one space: a collection is embedded by the embedder of this identity only.
+#[derive(Serialize, ToSchema)]
+pub struct EmbedderView {
+    pub model: String,
+    /// sha256 (hex) of the model's published weights; empty when unknown (a remote service).
+    pub checksum: String,
+    pub dimension: u32,
+    /// "mean" or "cls"; empty when unknown (a remote service).
+    pub pooling: String,
+    /// Put before each search query, never before passages.
+    pub query_prefix: String,
 }
 
 /// The collections the key sees.

@@ -73,6 +73,7 @@ def create_collection(
     replication: int | None = None,
     index: IndexRequest | Mapping[str, int] | None = None,
     chunking: Mapping[str, Any] | None = None,
+    embedder: str | None = None,
 ) -> Call[Collection]:
     body = CreateCollection(
         name=name,
@@ -80,6 +81,7 @@ def create_collection(
         replication=replication,
         index=IndexRequest.model_validate(index) if index is not None else None,
         chunking=dict(chunking) if chunking is not None else None,
+        embedder=embedder,
     )
     return Call("POST", "/v1/collections", Collection.model_validate, json=body.body())
 

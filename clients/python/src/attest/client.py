@@ -107,14 +107,19 @@ class Client:
         replication: int | None = None,
         index: IndexRequest | Mapping[str, int] | None = None,
         chunking: Mapping[str, Any] | None = None,
+        embedder: str | None = None,
         exist_ok: bool = False,
     ) -> Collection:
         """Creates a collection (admin). ``index``: ``{nlist, m, nbits, nprobe}``; left out: the defaults.
+        ``embedder``: the model that embeds its text (a local model id, e.g. ``"bge-small-en-v1.5"``); left out: the
+        router's configured embedder.
 
         The same request again answers the collection; one under an existing name with other settings raises
         ConflictError, unless ``exist_ok``: then the existing collection is answered if it has the settings given
         here (those left out do not matter), and a ConflictError names each one it has otherwise."""
-        create = ops.create_collection(name, shards=shards, replication=replication, index=index, chunking=chunking)
+        create = ops.create_collection(
+            name, shards=shards, replication=replication, index=index, chunking=chunking, embedder=embedder
+        )
         try:
             return self._sender.run(create)
         except ConflictError as conflict:

@@ -669,7 +669,9 @@ export interface components {
             chunking?: null | components["schemas"]["ChunkingConfig"];
             /** Format: int32 */
             dimension: number;
+            /** @description The id of the model that embeds its text (empty: none recorded). */
             embedder: string;
+            embedder_identity?: null | components["schemas"]["EmbedderView"];
             index: components["schemas"]["IndexSettings"];
             name: string;
             /** Format: int32 */
@@ -686,6 +688,7 @@ export interface components {
         /** @description `POST /v1/collections`. A field left out takes its default; an explicit 0 is refused. */
         CreateCollectionBody: {
             chunking?: null | components["schemas"]["ChunkingConfig"];
+            embedder?: string | null;
             index?: null | components["schemas"]["IndexBody"];
             /** @description 1-128 characters from [A-Za-z0-9_-]. */
             name: string;
@@ -752,6 +755,18 @@ export interface components {
         Dropped: {
             /** @description The collection dropped. */
             dropped: string;
+        };
+        /** @description What makes an embedder's vectors one space: a collection is embedded by the embedder of this identity only. */
+        EmbedderView: {
+            /** @description sha256 (hex) of the model's published weights; empty when unknown (a remote service). */
+            checksum: string;
+            /** Format: int32 */
+            dimension: number;
+            model: string;
+            /** @description "mean" or "cls"; empty when unknown (a remote service). */
+            pooling: string;
+            /** @description Put before each search query, never before passages. */
+            query_prefix: string;
         };
         /** @description The body of every error answer; its HTTP status follows from `error.code`. */
         ErrorBody: {

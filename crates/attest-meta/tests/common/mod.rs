@@ -264,6 +264,7 @@ pub fn collection(name: &str, shards: u32, replication: u32) -> pb::MetaCreateCo
             }),
             seal_threshold: 100,
             embedder: "test".into(),
+            embedder_identity: None,
         }),
         chunking_json: "{}".into(),
         thresholds_json: "{}".into(),

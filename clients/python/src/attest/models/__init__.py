@@ -26,6 +26,7 @@ from .collections import (
     Chunking,
     Collection,
     CreateCollection,
+    EmbedderIdentity,
     IndexParams,
     IndexRequest,
     Thresholds,
@@ -36,7 +37,7 @@ from .search import Hit, Lane, LaneHit, Lanes, SearchRequest, SearchResponse
 
 __all__ = [
     "ApiKey", "AskDelta", "AskSources", "Retrieved", "AskRequest", "AskResponse", "Chunking", "Citation", "Claim", "NearMiss", "NearMissSource", "ClusterNode",
-    "ClusterStatus", "Collection", "CollectionStats", "CreateCollection", "CreatedKey", "Deleted", "Document",
+    "ClusterStatus", "Collection", "CollectionStats", "CreateCollection", "CreatedKey", "Deleted", "Document", "EmbedderIdentity",
     "Hit", "IndexParams", "IndexRequest", "IngestReport", "KeyRequest", "Lane", "LaneHit", "Lanes",
     "ListedSnapshot", "Rejection", "ReplicaProgress", "RestoreRequest", "RestoredCollection", "SearchRequest",
     "SearchResponse", "ShardStats", "ShardTransfer", "SnapshotCollection", "SnapshotJob", "SnapshotManifest",

@@ -35,6 +35,17 @@ class Thresholds(ApiModel):
     data_hash: str | None = None
 
 
+class EmbedderIdentity(ApiModel):
+    """The embedder a collection is embedded by, and only by: its model, weights' sha256 (empty when unknown, as
+    for a remote service), dimension, pooling and the instruction put before queries."""
+
+    model: str
+    checksum: str = ""
+    dimension: int | None = None
+    pooling: str = ""
+    query_prefix: str = ""
+
+
 class Collection(ApiModel):
     """A collection as the router describes it."""
 
@@ -45,6 +56,7 @@ class Collection(ApiModel):
     index: IndexParams | None = None
     seal_threshold: int | None = None
     embedder: str | None = None
+    embedder_identity: EmbedderIdentity | None = None
     chunking: Chunking | None = None
     thresholds: Thresholds | None = None
 
@@ -67,6 +79,7 @@ class CreateCollection(RequestModel):
     index: IndexRequest | None = None
     chunking: dict[str, Any] | None = None
     thresholds: Thresholds | None = None
+    embedder: str | None = None
 
 
 class ThresholdsRequest(RequestModel):
