@@ -150,7 +150,15 @@ async fn openai_embeddings(
     req: Result<Json<OpenAiRequest>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let req = body(req)?;
-    let model = req.model.unwrap_or_else(|| state.embedder.id().to_string());
+    let model = state.embedder.id().to_string();
+    // A client naming another model would record this model's vectors under that name: a collection would then
+    // claim an identity its vectors do not have.
+    if let Some(asked) = req.model.filter(|asked| *asked != model) {
+        return Err(bad_request(
+            "model",
+            format!("this service embeds with {model}, not {asked}"),
+        ));
+    }
     let texts = req.input.into_vec();
     let tokens: usize = texts.iter().map(|t| state.embedder.count_tokens(t)).sum();
     let vectors = embed(&state, &headers, texts).await?;
@@ -238,4 +246,66 @@ async fn embed(
     }
     .instrument(span)
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::EmbedError;
+
+    /// The model this service runs: fixed vectors, so the test is about the API, not the model.
+    struct Fixed;
+
+    impl Embedder for Fixed {
+        fn id(&self) -> &str {
+            "fixed-model"
+        }
+        fn dimension(&self) -> usize {
+            2
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            Ok(texts.iter().map(|_| vec![1.0, 0.0]).collect())
+        }
+        fn count_tokens(&self, text: &str) -> usize {
+            text.len()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_request_naming_another_model_is_refused() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/v1/embeddings", listener.local_addr().unwrap());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve(
+            Arc::new(Fixed),
+            EmbedServerConfig::default(),
+            Default::default(),
+            listener,
+            async {
+                let _ = stopped.await;
+            },
+        ));
+        let http = reqwest::Client::new();
+        let post = |body: Value| http.post(&url).json(&body).send();
+        let other = post(json!({"model": "e5-large", "input": "a"}))
+            .await
+            .unwrap();
+        assert_eq!(other.status(), 400);
+        let text = other.text().await.unwrap();
+        assert!(
+            text.contains("fixed-model") && text.contains("e5-large"),
+            "{text}"
+        );
+        for body in [
+            json!({"model": "fixed-model", "input": "a"}),
+            json!({"input": ["a", "b"]}),
+        ] {
+            let ok = post(body).await.unwrap();
+            assert_eq!(ok.status(), 200);
+            let v: Value = ok.json().await.unwrap();
+            assert_eq!(v["model"], "fixed-model", "{v}");
+        }
+        let _ = stop.send(());
+        server.await.unwrap().unwrap();
+    }
 }
