@@ -503,7 +503,7 @@ fn attest_dev_on_a_terminal_starts_with_a_short_human_summary() {
         "attest dev listening http=http://127.0.0.1:",
         "HTTP API  http://127.0.0.1:",
         "data      ",
-        "embedder  all-minilm-l6-v2 (local)",
+        "embedder  bge-small-en-v1.5 (local)",
         "answers   the reader",
         "auth      off",
     ] {

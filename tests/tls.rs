@@ -355,7 +355,7 @@ fn the_embedders_probes_need_no_client_certificate_but_its_api_does() {
     let url = value_of(&line, "http=");
     assert!(url.starts_with("https://"), "{line}");
     let ca_pem = ca.cert.pem();
-    let body = json!({"input": ["a probe has no certificate"], "model": "all-minilm-l6-v2"});
+    let body = json!({"input": ["a probe has no certificate"], "model": "bge-small-en-v1.5"});
 
     let kubelet = https_client(&ca_pem);
     for path in ["/healthz", "/readyz", "/metrics"] {

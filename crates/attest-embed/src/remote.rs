@@ -41,8 +41,9 @@ pub struct RemoteEmbedderConfig {
     /// Length of the vectors the service returns.
     pub dimension: usize,
     /// Put before each search query (not passages) before it is sent: the instruction of an asymmetric model
-    /// the service runs ("Represent this sentence for searching relevant passages: " for bge). Default: none.
-    pub query_prefix: String,
+    /// the service runs. Unset: the model's own when it is a model Attest runs locally (bge's "Represent this
+    /// sentence for searching relevant passages: "), else none; "" for none.
+    pub query_prefix: Option<String>,
     /// Total time allowed for one HTTP request of one text (a query), in milliseconds.
     pub timeout_ms: u64,
     /// Added to `timeout_ms` for every further text of a batch (ingest), in milliseconds: a batch of 32
@@ -77,9 +78,10 @@ impl Default for RemoteEmbedderConfig {
         RemoteEmbedderConfig {
             url: String::new(),
             api: RemoteApi::OpenAi,
-            model: crate::MINILM_ID.to_string(),
+            // The model `attest serve --role embedder` runs by default.
+            model: crate::LocalModel::default().id().to_string(),
             dimension: crate::MINILM_DIMENSION,
-            query_prefix: String::new(),
+            query_prefix: None,
             timeout_ms: 2_000,
             timeout_per_text_ms: 500,
             connect_timeout_ms: 500,
@@ -155,6 +157,8 @@ pub struct RemoteEmbedder {
     agent: ureq::Agent,
     tokenizer: Option<Tokenizer>,
     budget: RetryBudget,
+    /// `config.query_prefix`, or the model's own when unset.
+    query_prefix: String,
 }
 
 impl std::fmt::Debug for RemoteEmbedder {
@@ -222,8 +226,14 @@ impl RemoteEmbedder {
             tracing::warn!(path = %tokenizer_path.display(), event = "tokenizer_missing",
                 "no tokenizer for the remote embedder; chunk budgets are estimated from words");
         }
+        let query_prefix = config.query_prefix.clone().unwrap_or_else(|| {
+            crate::LocalModel::from_id(&config.model)
+                .map(|m| m.identity().query_prefix)
+                .unwrap_or_default()
+        });
         Ok(RemoteEmbedder {
             budget: RetryBudget::new(config.retry_budget_ratio),
+            query_prefix,
             config,
             endpoint,
             api,
@@ -360,7 +370,7 @@ impl Embedder for RemoteEmbedder {
     }
 
     fn query_prefix(&self) -> &str {
-        &self.config.query_prefix
+        &self.query_prefix
     }
 
     fn dimension(&self) -> usize {

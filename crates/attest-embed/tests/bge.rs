@@ -76,7 +76,14 @@ fn the_configuration_chooses_bge_and_the_collection_records_it() {
     assert_eq!(embedder.id(), BGE_SMALL_ID);
     assert_eq!(embedder.dimension(), 384);
     assert_eq!(embedder.query_prefix(), BGE_QUERY_PREFIX);
-    let minilm = build_embedder(&EmbedderConfig::default()).unwrap();
+    assert_eq!(
+        build_embedder(&EmbedderConfig::default()).unwrap().id(),
+        BGE_SMALL_ID,
+        "bge is the default"
+    );
+    let minilm: EmbedderConfig =
+        serde_json::from_str(r#"{"local": {"model": "all-minilm-l6-v2"}}"#).unwrap();
+    let minilm = build_embedder(&minilm).unwrap();
     assert_eq!(
         (minilm.id(), minilm.query_prefix()),
         ("all-minilm-l6-v2", "")

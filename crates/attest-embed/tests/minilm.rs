@@ -8,19 +8,26 @@ use attest_embed::{
     LocalEmbedderConfig, MiniLmEmbedder, MODEL_FILES,
 };
 
+/// MiniLM's configuration (bge is the default model).
+fn minilm_config() -> LocalEmbedderConfig {
+    LocalEmbedderConfig {
+        model: attest_embed::LocalModel::MiniLm,
+        ..LocalEmbedderConfig::default()
+    }
+}
+
 /// One embedder shared by every test of this binary (loading hashes 90 MB).
 fn embedder() -> Arc<MiniLmEmbedder> {
     static EMBEDDER: OnceLock<Arc<MiniLmEmbedder>> = OnceLock::new();
     EMBEDDER
         .get_or_init(|| {
             let dir = default_model_dir();
-            let model =
-                MiniLmEmbedder::load(&dir, &LocalEmbedderConfig::default()).unwrap_or_else(|e| {
-                    panic!(
-                        "cannot load the model from {} (run scripts/install-model.sh): {e}",
-                        dir.display()
-                    )
-                });
+            let model = MiniLmEmbedder::load(&dir, &minilm_config()).unwrap_or_else(|e| {
+                panic!(
+                    "cannot load the model from {} (run scripts/install-model.sh): {e}",
+                    dir.display()
+                )
+            });
             Arc::new(model)
         })
         .clone()
@@ -101,7 +108,7 @@ fn batches_and_threads_change_no_vector_and_keep_the_order() {
             &LocalEmbedderConfig {
                 batch_size,
                 threads,
-                ..LocalEmbedderConfig::default()
+                ..minilm_config()
             },
         )
         .unwrap()
@@ -151,7 +158,7 @@ fn counts_tokens_without_special_tokens() {
 fn missing_model_dir_says_how_to_install() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nowhere");
-    let err = MiniLmEmbedder::load(&missing, &LocalEmbedderConfig::default()).unwrap_err();
+    let err = MiniLmEmbedder::load(&missing, &minilm_config()).unwrap_err();
     assert!(matches!(err, EmbedError::ModelMissing { .. }), "{err:?}");
     let message = err.to_string();
     assert!(message.contains("install-model.sh"), "{message}");
@@ -173,7 +180,7 @@ fn corrupted_file_fails_checksum() {
         "config.json should mention num_hidden_layers"
     );
     std::fs::write(&config_path, altered).unwrap();
-    let err = MiniLmEmbedder::load(dir.path(), &LocalEmbedderConfig::default()).unwrap_err();
+    let err = MiniLmEmbedder::load(dir.path(), &minilm_config()).unwrap_err();
     match &err {
         EmbedError::Checksum {
             file,

@@ -10,11 +10,19 @@ use attest_embed::{
     LocalRuntime, MiniLmEmbedder, OnnxMiniLmEmbedder, ONNX_MODEL_FILE,
 };
 
+/// MiniLM's configuration (bge is the default model).
+fn minilm_config() -> LocalEmbedderConfig {
+    LocalEmbedderConfig {
+        model: attest_embed::LocalModel::MiniLm,
+        ..LocalEmbedderConfig::default()
+    }
+}
+
 /// One of each, shared by every test of this binary (loading hashes 90 MB per runtime).
 fn both() -> &'static (Arc<OnnxMiniLmEmbedder>, Arc<MiniLmEmbedder>) {
     static BOTH: OnceLock<(Arc<OnnxMiniLmEmbedder>, Arc<MiniLmEmbedder>)> = OnceLock::new();
     BOTH.get_or_init(|| {
-        let config = LocalEmbedderConfig::default();
+        let config = minilm_config();
         let onnx = OnnxMiniLmEmbedder::from_config(&config)
             .unwrap_or_else(|e| panic!("ONNX Runtime back end (run `make models`): {e}"));
         let candle = MiniLmEmbedder::from_config(&config).expect("candle back end");
@@ -91,8 +99,9 @@ fn a_vector_does_not_depend_on_its_batch_or_on_concurrent_calls() {
 
 #[test]
 fn the_default_configuration_builds_the_onnx_runtime() {
-    let config = EmbedderConfig::default();
+    let mut config = EmbedderConfig::default();
     assert_eq!(config.local.runtime, LocalRuntime::Onnx);
+    config.local.model = attest_embed::LocalModel::MiniLm;
     let embedder = build_embedder(&config).expect("default embedder");
     let (onnx, _) = both();
     let text = "Which NFL team represented the AFC at Super Bowl 50?";
@@ -105,7 +114,7 @@ fn the_default_configuration_builds_the_onnx_runtime() {
 
 #[test]
 fn a_tampered_graph_is_refused_by_its_checksum() {
-    let installed = LocalEmbedderConfig::default().dir();
+    let installed = minilm_config().dir();
     let dir = tempfile::tempdir().unwrap();
     for f in ["config.json", "tokenizer.json"] {
         std::fs::copy(installed.join(f), dir.path().join(f)).unwrap();
@@ -113,7 +122,7 @@ fn a_tampered_graph_is_refused_by_its_checksum() {
     std::fs::write(dir.path().join(ONNX_MODEL_FILE), b"not a graph").unwrap();
     let config = LocalEmbedderConfig {
         model_dir: Some(dir.path().to_path_buf()),
-        ..LocalEmbedderConfig::default()
+        ..minilm_config()
     };
     let err = OnnxMiniLmEmbedder::from_config(&config).unwrap_err();
     assert!(matches!(err, EmbedError::Checksum { .. }), "{err}");

@@ -150,7 +150,8 @@ pub struct EvalArgs {
     pub data_dir: Option<PathBuf>,
     #[arg(long)]
     pub config: Option<PathBuf>,
-    #[arg(long, env = "ATTEST_MODEL_DIR")]
+    /// Directory of the configured local embedding model (as `attest dev --model-dir`).
+    #[arg(long)]
     pub model_dir: Option<PathBuf>,
 }
 
