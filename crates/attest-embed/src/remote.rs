@@ -428,6 +428,38 @@ mod tests {
     }
 
     #[test]
+    fn an_unset_query_prefix_is_the_models_own_when_attest_knows_the_model() {
+        let prefix = |model: &str, query_prefix: Option<&str>| {
+            let embedder = RemoteEmbedder::new(RemoteEmbedderConfig {
+                url: "http://127.0.0.1:9".into(),
+                model: model.into(),
+                query_prefix: query_prefix.map(str::to_string),
+                ..RemoteEmbedderConfig::default()
+            })
+            .unwrap();
+            (embedder.query_prefix().to_string(), embedder.identity())
+        };
+        let (bge, identity) = prefix(crate::BGE_SMALL_ID, None);
+        assert_eq!(bge, crate::BGE_QUERY_PREFIX);
+        assert_eq!(
+            (
+                identity.model.as_str(),
+                identity.query_prefix.as_str(),
+                identity.checksum.as_str()
+            ),
+            (crate::BGE_SMALL_ID, crate::BGE_QUERY_PREFIX, "")
+        );
+        assert_eq!(prefix(crate::BGE_SMALL_ID, Some("")).0, "");
+        assert_eq!(prefix("e5-large", None).0, "");
+        assert_eq!(prefix("e5-large", Some("query: ")).0, "query: ");
+        assert_eq!(
+            RemoteEmbedderConfig::default().model,
+            crate::LocalModel::default().id(),
+            "the model `attest serve --role embedder` runs by default"
+        );
+    }
+
+    #[test]
     fn retry_budget_is_earned_by_requests() {
         let b = RetryBudget::new(0.5);
         for _ in 0..10 {
