@@ -280,7 +280,7 @@ impl Router {
             .map(|s| s.query.clone())
             .collect();
         // SPEC: an embedder failure is never an error; the dense searches answer from BM25 alone. A collection
-        // filled by a model this router cannot run is one: no embedder of this router would search it truly.
+        // filled by a model this router cannot run is an error, not a fallback: it is so until reconfigured.
         let mut vectors = if texts.is_empty() {
             Some(Vec::new())
         } else {
