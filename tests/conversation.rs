@@ -56,8 +56,16 @@ struct Stack {
 async fn stack(config: AnswerConfig) -> Stack {
     attest_telemetry::metrics::install();
     let dir = tempfile::tempdir().unwrap();
-    let embedder = build_embedder(&EmbedderConfig::default()).unwrap();
-    let (router, plane) = common::router_with_collection_c(dir.path(), Arc::clone(&embedder)).await;
+    let (router, plane) = common::router_with_collection_c(
+        dir.path(),
+        build_embedder(&EmbedderConfig::default()).unwrap(),
+    )
+    .await;
+    // Curated memory embeds with the model its thresholds were set with, as the answer tier does.
+    let embedder = build_embedder(&attest_answer::memory::memory_embedder_config(
+        &EmbedderConfig::default(),
+    ))
+    .unwrap();
     common::create_collection(&router, "marked").await;
     for collection in ["c", "marked"] {
         common::ingest_texts(&router, collection, &PEOPLE).await;

@@ -16,8 +16,8 @@ use crate::config::AttestConfig;
 use crate::node_config::NodeConfig;
 use crate::plumbing::security::Security;
 use crate::plumbing::{
-    enable_auth, finish, grpc_suffix, load_blocking, load_embedder, meta_client, served_document,
-    url_of, HttpTask, LateRoutes, Listeners, Shutdown,
+    enable_auth, finish, grpc_suffix, load_blocking, load_memory_embedder, meta_client,
+    served_document, url_of, HttpTask, LateRoutes, Listeners, Shutdown,
 };
 
 /// How often a replica checks that its router answers.
@@ -79,7 +79,7 @@ pub async fn serve(
         let router = RouterClient::connect_lazy(&endpoint, security.client_tls())?;
         let (node, router_client) = (cfg.clone(), router.clone());
         let load = load_blocking("loading the answer tier's models", move || {
-            let embedder = load_embedder(
+            let embedder = load_memory_embedder(
                 &node.embedder_config(),
                 node.model_dir.clone(),
                 node.embedder_url.as_deref(),

@@ -248,10 +248,18 @@ impl LocalStack {
         let router = Arc::new(plane.router(&cfg, Arc::clone(&embedder)).await?);
         let router_service = Arc::new(RouterServiceImpl::new(Arc::clone(&router)));
         let reranker = attest_answer::rerank::from_config(&cfg.answer.rerank)?;
-        // The router's own embedder embeds questions for curated memory too.
+        // Curated memory embeds with the model its thresholds were set with: the router's own embedder when it
+        // is that model.
+        let memory_embedder = if embedder.id() == attest_answer::memory::MEMORY_MODEL.id()
+            || embedder_url.is_some()
+        {
+            embedder
+        } else {
+            crate::plumbing::load_memory_embedder(&cfg.embedder, None, None)?
+        };
         let answer = crate::answer::answer_service(
             RouterClient::Local(Arc::clone(&router_service) as Arc<dyn RouterServiceApi>),
-            embedder,
+            memory_embedder,
             Arc::clone(&reranker),
             &cfg,
         )?;

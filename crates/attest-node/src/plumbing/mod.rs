@@ -284,6 +284,22 @@ pub fn load_embedder(
     Ok(build_embedder(&config)?)
 }
 
+/// Curated memory's embedder ([`attest_answer::memory::memory_embedder_config`]: a local one runs the model its
+/// thresholds were set with). `model_dir` names the configured model's directory, so it is used only when memory
+/// runs that model.
+pub fn load_memory_embedder(
+    config: &EmbedderConfig,
+    model_dir: Option<PathBuf>,
+    embedder_url: Option<&str>,
+) -> anyhow::Result<Arc<dyn Embedder>> {
+    if embedder_url.is_some() {
+        return load_embedder(config, model_dir, embedder_url);
+    }
+    let memory = attest_answer::memory::memory_embedder_config(config);
+    let model_dir = model_dir.filter(|_| memory.local.model == config.local.model);
+    load_embedder(&memory, model_dir, None)
+}
+
 /// Runs model loading (or another blocking start-up step) on the blocking pool.
 pub async fn load_blocking<T: Send + 'static>(
     what: &str,
