@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use attest_answer::rerank::LexicalReranker;
 use attest_answer::{AnswerConfig, AnswerService, AskResponse, LearnedVerifier, RouterClient};
-use attest_embed::{build_embedder, Embedder, EmbedderConfig};
+use attest_embed::Embedder;
 use attest_router::grpc::RouterServiceImpl;
 use attest_router::Router;
 use serde_json::{json, Value};
@@ -31,16 +31,8 @@ struct Stack {
 async fn stack() -> Stack {
     attest_telemetry::metrics::install();
     let dir = tempfile::tempdir().unwrap();
-    let (router, plane) = common::router_with_collection_c(
-        dir.path(),
-        build_embedder(&EmbedderConfig::default()).unwrap(),
-    )
-    .await;
     // Curated memory embeds with the model its thresholds were set with, as the answer tier does.
-    let embedder = build_embedder(&attest_answer::memory::memory_embedder_config(
-        &EmbedderConfig::default(),
-    ))
-    .unwrap();
+    let (router, plane, embedder) = common::router_and_memory_embedder(dir.path()).await;
     let router = Arc::new(router);
     Stack {
         _plane: plane,

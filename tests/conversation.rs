@@ -20,7 +20,7 @@ use attest_answer::generate::SYSTEM_PROMPT;
 use attest_answer::out_of_corpus::DISCLAIMER;
 use attest_answer::verdict::{PartialPolicy, Verdict, PARTIAL_MARK};
 use attest_answer::{AnswerConfig, AnswerService, AskResponse, LearnedVerifier, RouterClient};
-use attest_embed::{build_embedder, EmbedderConfig};
+
 use attest_router::grpc::RouterServiceImpl;
 use common::llm::{Kind, ScriptedLlm};
 
@@ -56,16 +56,8 @@ struct Stack {
 async fn stack(config: AnswerConfig) -> Stack {
     attest_telemetry::metrics::install();
     let dir = tempfile::tempdir().unwrap();
-    let (router, plane) = common::router_with_collection_c(
-        dir.path(),
-        build_embedder(&EmbedderConfig::default()).unwrap(),
-    )
-    .await;
     // Curated memory embeds with the model its thresholds were set with, as the answer tier does.
-    let embedder = build_embedder(&attest_answer::memory::memory_embedder_config(
-        &EmbedderConfig::default(),
-    ))
-    .unwrap();
+    let (router, plane, embedder) = common::router_and_memory_embedder(dir.path()).await;
     common::create_collection(&router, "marked").await;
     for collection in ["c", "marked"] {
         common::ingest_texts(&router, collection, &PEOPLE).await;

@@ -385,6 +385,24 @@ pub fn get_text(url: &str) -> (u16, String) {
     (status, r.text().unwrap_or_default())
 }
 
+/// [`router_with_collection_c`] with the default embedder, and the embedder the answer tier gives curated memory
+/// (the model its thresholds were set with, `attest_answer::memory::memory_embedder_config`).
+pub async fn router_and_memory_embedder(
+    dir: &Path,
+) -> (
+    attest_router::Router,
+    attest_node::local::ControlPlane,
+    std::sync::Arc<dyn attest_embed::Embedder>,
+) {
+    let config = attest_embed::EmbedderConfig::default();
+    let (router, plane) =
+        router_with_collection_c(dir, attest_embed::build_embedder(&config).unwrap()).await;
+    let memory =
+        attest_embed::build_embedder(&attest_answer::memory::memory_embedder_config(&config))
+            .unwrap();
+    (router, plane, memory)
+}
+
 /// A router over one in-process shard node in `dir`, with collection `c` (1 shard) created: the smallest real
 /// stack for in-process tests of what sits on top of the router (the control plane `attest dev` runs: a
 /// one-voter meta and a shard node registered with it). Keep the [`ControlPlane`] alive as long as the router.

@@ -106,9 +106,9 @@ impl Router {
                 return Err(RouterError::invalid("embedder", problem));
             }
         }
-        let lane = self.embedders.for_new(&req.embedder).await?;
-        let embedder = lane.passages.identity();
-        let dimension = lane.passages.dimension() as u32;
+        let model = self.embedders.for_new(&req.embedder).await?;
+        let embedder = model.passages.identity();
+        let dimension = model.passages.dimension() as u32;
         if p.m != 0 {
             if let Some(problem) = limits::pq_m_problem(index.m, dimension) {
                 return Err(RouterError::invalid("index.m", problem));

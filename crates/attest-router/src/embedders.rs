@@ -18,14 +18,14 @@ use crate::error::RouterError;
 
 /// One model's embedders: passages uncached (each chunk is new), queries behind an LRU cache (users repeat them).
 #[derive(Clone)]
-pub struct Lane {
+pub struct ModelEmbedders {
     pub passages: Arc<dyn Embedder>,
     pub queries: Arc<CachedEmbedder<Arc<dyn Embedder>>>,
 }
 
-impl Lane {
+impl ModelEmbedders {
     fn new(embedder: Arc<dyn Embedder>, query_cache_capacity: usize) -> Self {
-        Lane {
+        ModelEmbedders {
             queries: Arc::new(CachedEmbedder::with_capacity(
                 Arc::clone(&embedder),
                 query_cache_capacity,
@@ -36,18 +36,18 @@ impl Lane {
 }
 
 pub struct Embedders {
-    configured: Lane,
+    configured: ModelEmbedders,
     /// How another local model is run (runtime, threads, ONNX Runtime's library): as the configured one.
     local: LocalEmbedderConfig,
     query_cache_capacity: usize,
     /// The other local models, each loaded once (a failed load is tried again by the next request).
-    others: Mutex<HashMap<LocalModel, Arc<OnceCell<Lane>>>>,
+    others: Mutex<HashMap<LocalModel, Arc<OnceCell<ModelEmbedders>>>>,
 }
 
 impl Embedders {
     pub fn new(configured: Arc<dyn Embedder>, query_cache_capacity: usize) -> Self {
         Embedders {
-            configured: Lane::new(configured, query_cache_capacity),
+            configured: ModelEmbedders::new(configured, query_cache_capacity),
             local: LocalEmbedderConfig::default(),
             query_cache_capacity,
             others: Mutex::default(),
@@ -61,12 +61,12 @@ impl Embedders {
     }
 
     /// The configured embedder: new collections are filled by it unless they name another model.
-    pub fn configured(&self) -> &Lane {
+    pub fn configured(&self) -> &ModelEmbedders {
         &self.configured
     }
 
     /// The embedder a new collection asking for `model` is filled by ("": the configured one).
-    pub async fn for_new(&self, model: &str) -> Result<Lane, RouterError> {
+    pub async fn for_new(&self, model: &str) -> Result<ModelEmbedders, RouterError> {
         let configured = self.configured.passages.id();
         if model.is_empty() || model == configured {
             return Ok(self.configured.clone());
@@ -87,7 +87,10 @@ impl Embedders {
 
     /// The embedder that embeds `rec`'s text: the one its record names (the configured one, or a local model
     /// loaded for it); a collection recording a model this router cannot run is `FAILED_PRECONDITION`.
-    pub async fn for_collection(&self, rec: &CollectionRecord) -> Result<Lane, RouterError> {
+    pub async fn for_collection(
+        &self,
+        rec: &CollectionRecord,
+    ) -> Result<ModelEmbedders, RouterError> {
         let recorded = &rec.embedder;
         let configured = self.configured.passages.identity();
         if recorded.is_unrecorded() || recorded.differences(&configured).is_empty() {
@@ -106,11 +109,11 @@ impl Embedders {
                 recorded.model
             )));
         };
-        let lane = self
+        let model = self
             .local(local)
             .await
             .map_err(|e| refused(format!("{} cannot be loaded here: {e}", recorded.model)))?;
-        let differs = recorded.differences(&lane.passages.identity());
+        let differs = recorded.differences(&model.passages.identity());
         if !differs.is_empty() {
             return Err(refused(format!(
                 "the local {} differs from the recorded one in {}",
@@ -118,10 +121,10 @@ impl Embedders {
                 differs.join(", ")
             )));
         }
-        Ok(lane)
+        Ok(model)
     }
 
-    async fn local(&self, model: LocalModel) -> Result<Lane, String> {
+    async fn local(&self, model: LocalModel) -> Result<ModelEmbedders, String> {
         let cell = Arc::clone(
             self.others
                 .lock()
@@ -154,7 +157,7 @@ impl Embedders {
                 event = "embedder_loaded",
                 "loaded a local model for the collections it embedded"
             );
-            Ok(Lane::new(loaded, capacity))
+            Ok(ModelEmbedders::new(loaded, capacity))
         })
         .await
         .cloned()

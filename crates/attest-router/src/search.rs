@@ -284,8 +284,8 @@ impl Router {
         let mut vectors = if texts.is_empty() {
             Some(Vec::new())
         } else {
-            let lane = self.embedders.for_collection(rec).await?;
-            self.embed_queries(lane.queries, texts, &request_id).await
+            let model = self.embedders.for_collection(rec).await?;
+            self.embed_queries(model.queries, texts, &request_id).await
         }
         .map(Vec::into_iter);
         let fallback: Vec<bool> = searches
