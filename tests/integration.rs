@@ -31,6 +31,7 @@ mod observability;
 mod payloads;
 mod processes;
 mod reader;
+mod reembed;
 mod revocation;
 mod sandbox;
 mod sealed_vectors_catch_up;

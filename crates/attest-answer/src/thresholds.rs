@@ -40,11 +40,18 @@ impl ThresholdsCache {
         if state.version <= self.inner.read().unwrap_or_else(|e| e.into_inner()).version {
             return;
         }
+        // A re-embedded collection is stored under another name; callers ask by the alias that resolves to it.
+        let alias_of: HashMap<&str, &str> = state
+            .aliases
+            .iter()
+            .map(|a| (a.collection.as_str(), a.name.as_str()))
+            .collect();
         let mut by_collection = HashMap::new();
         for c in &state.collections {
             match CollectionThresholds::from_stored(&c.thresholds_json) {
                 Ok(Some(t)) => {
-                    by_collection.insert(c.name.clone(), t);
+                    let name = alias_of.get(c.name.as_str()).copied().unwrap_or(&c.name);
+                    by_collection.insert(name.to_string(), t);
                 }
                 Ok(None) => {}
                 Err(e) => {
@@ -110,5 +117,17 @@ mod tests {
         );
         cache.apply(&state(6, &[]));
         assert_eq!(cache.min_confidence("docs", 0.3), 0.3, "cleared");
+    }
+
+    #[test]
+    fn a_reembedded_collection_keeps_its_thresholds_under_its_name() {
+        let cache = ThresholdsCache::default();
+        let mut s = state(7, &[("docs~r1", r#"{"min_confidence": 0.64}"#)]);
+        s.aliases.push(pb::CollectionAlias {
+            name: "docs".into(),
+            collection: "docs~r1".into(),
+        });
+        cache.apply(&s);
+        assert_eq!(cache.min_confidence("docs", 0.3), 0.64);
     }
 }

@@ -510,6 +510,24 @@ pub enum CollectionCommand {
     Drop {
         name: String,
     },
+    /// Re-embeds a collection with another model while it serves and takes writes: new vectors and index are
+    /// built beside the old, then it switches to them at once. Follows the job (leaving does not stop it).
+    Reembed {
+        name: String,
+        /// The new model: a local model (`all-minilm-l6-v2`, `bge-small-en-v1.5`) or the router's embedder.
+        #[arg(long)]
+        embedder: String,
+        /// Start the job and print it, without following it.
+        #[arg(long)]
+        detach: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stops a running re-embedding (its copy is dropped; the collection serves as before).
+    ReembedCancel {
+        /// The job's id (`reembed-…`, printed when it started).
+        id: String,
+    },
 }
 
 #[derive(Args)]

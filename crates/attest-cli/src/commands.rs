@@ -147,6 +147,19 @@ pub async fn collection(server: &str, cmd: CollectionCommand) -> anyhow::Result<
             call(http.delete(format!("{server}/v1/collections/{name}"))).await?;
             println!("dropped collection {name}");
         }
+        CollectionCommand::Reembed {
+            name,
+            embedder,
+            detach,
+            json,
+        } => crate::reembed::start(&http, server, &name, &embedder, detach, json).await?,
+        CollectionCommand::ReembedCancel { id } => {
+            let job = call(http.post(format!("{server}/v1/reembed/jobs/{id}/cancel"))).await?;
+            println!(
+                "asked {id} to stop (state {})",
+                job["state"].as_str().unwrap_or("")
+            );
+        }
     }
     Ok(())
 }

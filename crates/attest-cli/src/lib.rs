@@ -22,4 +22,5 @@ pub mod keys;
 pub mod mcp;
 pub mod node_args;
 pub mod openapi;
+pub mod reembed;
 pub mod snapshots;

@@ -99,7 +99,12 @@ pub fn job_id() -> Object {
 
 /// The embedding model a new collection is filled by (null: the router's configured embedder).
 pub fn embedder_model() -> Object {
-    nullable(string(1, MAX_EMBEDDER_MODEL, EMBEDDER_MODEL_PATTERN).build())
+    nullable(named_embedder_model())
+}
+
+/// An embedding model named where one must be (a re-embedding's).
+pub fn named_embedder_model() -> Object {
+    string(1, MAX_EMBEDDER_MODEL, EMBEDDER_MODEL_PATTERN).build()
 }
 
 /// The same schema, `null` allowed too (a field that may be left out or sent as null).

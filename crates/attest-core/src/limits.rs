@@ -39,6 +39,48 @@ pub fn collection_name_problem(name: &str) -> Option<String> {
     (!ok).then(|| format!("use 1-{MAX_COLLECTION_NAME} characters from [A-Za-z0-9_-]"))
 }
 
+/// What separates a collection's name from the tag of a copy the cluster keeps under another name (the new
+/// index a re-embedding builds, which the collection's name then points at): users' names cannot contain it, so
+/// no user collection is ever mistaken for one.
+pub const STORED_NAME_SEPARATOR: char = '~';
+/// Longest tag after [`STORED_NAME_SEPARATOR`].
+pub const MAX_STORED_NAME_TAG: usize = 16;
+
+/// The name a copy of collection `name` is stored under: `name~tag`.
+pub fn stored_collection_name(name: &str, tag: &str) -> String {
+    format!("{name}{STORED_NAME_SEPARATOR}{tag}")
+}
+
+/// The collection a stored name belongs to: the part before [`STORED_NAME_SEPARATOR`] (the name itself when it
+/// has none).
+pub fn owner_of_stored_name(stored: &str) -> &str {
+    stored
+        .split_once(STORED_NAME_SEPARATOR)
+        .map_or(stored, |(name, _)| name)
+}
+
+/// Why a stored collection name (what meta keys a collection by and shard nodes name directories after) is
+/// refused: a collection name ([`collection_name_problem`]), optionally followed by [`STORED_NAME_SEPARATOR`]
+/// and a tag of 1-16 characters from `[a-z0-9]`.
+pub fn stored_collection_name_problem(stored: &str) -> Option<String> {
+    let (name, tag) = match stored.split_once(STORED_NAME_SEPARATOR) {
+        Some((name, tag)) => (name, Some(tag)),
+        None => (stored, None),
+    };
+    let tag_ok = tag.is_none_or(|t| {
+        (1..=MAX_STORED_NAME_TAG).contains(&t.len())
+            && t.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+    });
+    match collection_name_problem(name) {
+        Some(problem) => Some(problem),
+        None if !tag_ok => Some(format!(
+            "a stored name's tag after `{STORED_NAME_SEPARATOR}` is 1-{MAX_STORED_NAME_TAG} characters from [a-z0-9]"
+        )),
+        None => None,
+    }
+}
+
 /// Longest snapshot id (ids become key prefixes at a snapshot destination).
 pub const MAX_SNAPSHOT_ID: usize = 128;
 
@@ -124,6 +166,27 @@ pub fn vector_problem(v: &[f32], dimension: usize) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stored_name_is_a_collection_name_and_an_optional_tag_users_cannot_write() {
+        let stored = stored_collection_name("docs", "r1a2");
+        assert_eq!(stored, "docs~r1a2");
+        assert!(stored_collection_name_problem(&stored).is_none());
+        assert!(stored_collection_name_problem("docs").is_none());
+        assert!(collection_name_problem(&stored).is_some());
+        assert_eq!(owner_of_stored_name(&stored), "docs");
+        assert_eq!(owner_of_stored_name("docs"), "docs");
+        for bad in [
+            "docs~",
+            "docs~A1",
+            "docs~a~b",
+            "~a1",
+            "a/b~r1",
+            &format!("d~{}", "a".repeat(17)),
+        ] {
+            assert!(stored_collection_name_problem(bad).is_some(), "{bad}");
+        }
+    }
 
     #[test]
     fn names_counts_and_vectors_follow_one_rule() {

@@ -254,6 +254,18 @@ pub fn voters_to_pb(state: &StateMachine) -> Vec<pb::MetaPeer> {
         .collect()
 }
 
+/// Every collection alias, by name (`crate::aliases`).
+pub fn aliases_to_pb(state: &StateMachine) -> Vec<pb::CollectionAlias> {
+    state
+        .aliases
+        .iter()
+        .map(|(name, collection)| pb::CollectionAlias {
+            name: name.clone(),
+            collection: collection.clone(),
+        })
+        .collect()
+}
+
 /// Every data-plane node, with its drain and what `liveness(id)` tells of it (last heartbeat ms, alive).
 pub fn cluster_state_nodes(
     state: &StateMachine,
@@ -284,6 +296,7 @@ pub fn cluster_state_to_pb(
         manifests: state.manifests.values().map(manifest_to_pb).collect(),
         meta_voters: voters_to_pb(state),
         leader_id,
+        aliases: aliases_to_pb(state),
     }
 }
 
@@ -322,5 +335,21 @@ mod tests {
         });
         assert_eq!(spec_to_pb(&old), Some(spec("all-minilm-l6-v2", None)));
         assert_eq!(spec_from_pb(spec_to_pb(&old)), old);
+    }
+
+    #[test]
+    fn the_cluster_state_lists_the_aliases_by_name() {
+        let mut state = StateMachine::default();
+        state.aliases.insert("wiki".into(), "wiki~b2".into());
+        state.aliases.insert("docs".into(), "docs~r1".into());
+        let alias = |name: &str, collection: &str| pb::CollectionAlias {
+            name: name.into(),
+            collection: collection.into(),
+        };
+        let cs = cluster_state_to_pb(&state, 3, 1, |_| (0, true));
+        assert_eq!(
+            cs.aliases,
+            vec![alias("docs", "docs~r1"), alias("wiki", "wiki~b2")]
+        );
     }
 }

@@ -7,6 +7,7 @@
 //! - [`state`]: the state machine: serde commands, a deterministic `apply`, bincode snapshots.
 //! - [`records`]: the state as one RocksDB record per key (the key scheme), so an apply writes only the
 //!   records its commands changed.
+//! - [`aliases`]: collection aliases and the switch of a collection's name to its re-embedded copy.
 //! - [`drain`]: draining a shard node (restart or decommission), what placement and rebalance make of it.
 //! - [`placement`]: replica placement and the rebalance planner (pure, property-tested).
 //! - [`storage`]: [`RocksStorage`], `raft::Storage` on RocksDB with synced batches and log compaction.
@@ -22,6 +23,7 @@
 //! - `convert`: proto ⇄ state-machine types. [`error`]: [`MetaError`] and its one mapping to `Status`.
 //! - [`metrics`]: the `raft_term`, `raft_leader`, `raft_commit_index` gauges, apply bytes written. `rlog`: raft-rs logs → tracing.
 
+pub mod aliases;
 pub mod config;
 mod convert;
 pub mod drain;

@@ -12,9 +12,10 @@
 //! - `s/m/<collection>/<shard>/<node id>` → [`ManifestRecord`]
 //! - `s/d/<node id>` → `(id, DrainKind)` of a node being drained ([`crate::drain`])
 //! - `s/j/<job id>` → [`SnapshotJobRecord`] ([`crate::jobs`])
+//! - `s/a/<collection name>` → `(name, stored name)` of a collection alias ([`crate::aliases`])
 //!
-//! Numbers are decimal text, so that a RocksDB dump reads; collection names are `[A-Za-z0-9_-]` and key
-//! hashes hex, so `/` separates the parts unambiguously. Values are bincode and carry their own identity
+//! Numbers are decimal text, so that a RocksDB dump reads; collection names are `[A-Za-z0-9_-]` (a stored
+//! name may add `~` and a tag of `[a-z0-9]`) and key hashes hex, so `/` separates the parts unambiguously. Values are bincode and carry their own identity
 //! (id, name, ...): loading never parses a key, its prefix only says which map the value goes to.
 //!
 //! [`StateMachine::take_changes`] says which records a command touched; [`StateMachine::record`] gives a
@@ -41,6 +42,7 @@ const API_KEY: &[u8] = b"s/k/";
 const MANIFEST: &[u8] = b"s/m/";
 const DRAIN: &[u8] = b"s/d/";
 const SNAPSHOT_JOB: &[u8] = b"s/j/";
+const ALIAS: &[u8] = b"s/a/";
 
 /// The scalar fields of the state, in one small record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,6 +63,8 @@ pub enum RecordKey {
     /// A drained node's id.
     Drain(u64),
     SnapshotJob(String),
+    /// An alias's name.
+    Alias(String),
 }
 
 impl RecordKey {
@@ -77,6 +81,7 @@ impl RecordKey {
             }
             RecordKey::Drain(id) => format!("d/{id}"),
             RecordKey::SnapshotJob(id) => format!("j/{id}"),
+            RecordKey::Alias(name) => format!("a/{name}"),
         };
         let mut key = START.to_vec();
         key.extend_from_slice(tail.as_bytes());
@@ -120,6 +125,7 @@ impl StateMachine {
             RecordKey::Manifest(c, s, n) => self.manifests.get(&(c.clone(), *s, *n)).map(encode),
             RecordKey::Drain(id) => self.draining.get(id).map(|kind| encode(&(*id, kind))),
             RecordKey::SnapshotJob(id) => self.snapshot_jobs.get(id).map(encode),
+            RecordKey::Alias(name) => self.aliases.get(name).map(|to| encode(&(name, to))),
         }
     }
 
@@ -142,6 +148,7 @@ impl StateMachine {
                 .cloned()
                 .map(RecordKey::SnapshotJob),
         );
+        keys.extend(self.aliases.keys().cloned().map(RecordKey::Alias));
         keys
     }
 
@@ -182,6 +189,9 @@ impl StateMachine {
             } else if key.starts_with(SNAPSHOT_JOB) {
                 let job: SnapshotJobRecord = bincode::deserialize(value)?;
                 state.snapshot_jobs.insert(job.id.clone(), job);
+            } else if key.starts_with(ALIAS) {
+                let (name, to): (String, String) = bincode::deserialize(value)?;
+                state.aliases.insert(name, to);
             } else {
                 return Err(MetaError::Codec(format!(
                     "unknown state record key {:?}",
@@ -226,6 +236,8 @@ mod tests {
             (RecordKey::Manifest("docs".into(), 2, 17), "s/m/docs/2/17"),
             (RecordKey::Drain(17), "s/d/17"),
             (RecordKey::SnapshotJob("job-1".into()), "s/j/job-1"),
+            (RecordKey::Alias("docs".into()), "s/a/docs"),
+            (RecordKey::Collection("docs~r1".into()), "s/c/docs~r1"),
         ];
         for (key, want) in cases {
             let bytes = key.to_bytes();
@@ -236,18 +248,19 @@ mod tests {
         assert!(matches!(unknown, Err(MetaError::Codec(_))));
     }
 
-    /// Every kind of command, over few names and ids so that they hit each other's records.
+    /// Every kind of command, over few names and ids so that they hit each other's records. Names include
+    /// copies (`a~r1`), and creates and switches are weighted up, so that runs hold copies and aliases.
     fn arb_command() -> impl Strategy<Value = Command> {
-        let name = prop::sample::select(vec!["a", "b", "c"]);
+        let name = prop::sample::select(vec!["a", "b", "c", "a~r1", "a~r2", "b~r1"]);
         let node = prop::sample::select(vec!["n1", "n2", "n3", "n4"]);
         prop_oneof![
-            (node.clone(), "[a-z]{0,2}").prop_map(|(n, z)| Command::RegisterNode {
+            1 => (node.clone(), "[a-z]{0,2}").prop_map(|(n, z)| Command::RegisterNode {
                 name: n.into(),
                 address: format!("http://{n}"),
                 role: NodeRole::Shard,
                 zone: z,
             }),
-            (name.clone(), 1u32..3, 1u32..3).prop_map(|(n, sh, r)| Command::CreateCollection {
+            3 => (name.clone(), 1u32..3, 1u32..3).prop_map(|(n, sh, r)| Command::CreateCollection {
                 def: CollectionDef {
                     name: n.into(),
                     shards: sh,
@@ -259,14 +272,14 @@ mod tests {
                 live_nodes: vec![1, 2, 3, 4],
                 created_ms: 1,
             }),
-            name.clone()
+            1 => name.clone()
                 .prop_map(|n| Command::DropCollection { name: n.into() }),
-            (name.clone(), 0u32..3, 1u64..5).prop_map(|(n, sh, id)| Command::ReplicaCaughtUp {
+            1 => (name.clone(), 0u32..3, 1u64..5).prop_map(|(n, sh, id)| Command::ReplicaCaughtUp {
                 collection: n.into(),
                 shard: sh,
                 node_id: id,
             }),
-            (name.clone(), 0u32..3, 1u64..5, 1u64..5).prop_map(|(n, sh, from, to)| {
+            1 => (name.clone(), 0u32..3, 1u64..5, 1u64..5).prop_map(|(n, sh, from, to)| {
                 Command::ApplyRebalance {
                     moves: vec![Move {
                         collection: n.into(),
@@ -276,7 +289,7 @@ mod tests {
                     }],
                 }
             }),
-            (0u8..3, any::<bool>()).prop_map(|(k, revoked)| Command::PutApiKey {
+            1 => (0u8..3, any::<bool>()).prop_map(|(k, revoked)| Command::PutApiKey {
                 key: crate::state::ApiKeyRecord {
                     key_sha256: format!("{k:x}").repeat(64),
                     id: format!("{k:x}").repeat(12),
@@ -286,7 +299,7 @@ mod tests {
                     ..Default::default()
                 },
             }),
-            (0u8..3, 0u8..3).prop_map(|(k, parent)| Command::PutChildApiKey {
+            1 => (0u8..3, 0u8..3).prop_map(|(k, parent)| Command::PutChildApiKey {
                 key: crate::state::ApiKeyRecord {
                     key_sha256: format!("{k:x}").repeat(64),
                     id: format!("{k:x}").repeat(12),
@@ -296,7 +309,7 @@ mod tests {
                 },
                 parent_id: format!("{parent:x}").repeat(12),
             }),
-            prop::collection::vec((name.clone(), 0u32..3, 1u64..5, 0u64..9), 1..4).prop_map(|ms| {
+            1 => prop::collection::vec((name.clone(), 0u32..3, 1u64..5, 0u64..9), 1..4).prop_map(|ms| {
                 Command::ReportManifests {
                     manifests: ms
                         .into_iter()
@@ -310,11 +323,19 @@ mod tests {
                         .collect(),
                 }
             }),
-            (name, "[a-z]{0,3}").prop_map(|(n, t)| Command::SetThresholds {
+            1 => (name, "[a-z]{0,3}").prop_map(|(n, t)| Command::SetThresholds {
                 collection: n.into(),
                 thresholds_json: t,
             }),
-            (node, 0u8..3).prop_map(|(n, k)| Command::SetNodeDraining {
+            2 => (
+                prop::sample::select(vec!["a", "b"]),
+                prop::sample::select(vec!["a~r1", "a~r2", "b~r1", "c"])
+            )
+                .prop_map(|(n, to)| Command::SwitchCollection {
+                    name: n.into(),
+                    to: to.into(),
+                }),
+            1 => (node, 0u8..3).prop_map(|(n, k)| Command::SetNodeDraining {
                 name: n.into(),
                 drain: [
                     None,
@@ -323,6 +344,33 @@ mod tests {
                 ][k as usize],
             }),
         ]
+    }
+
+    /// Shard nodes and collections `a` and `b` for the generated steps to start from: most creates of a copy
+    /// and switches to one need them.
+    fn prelude() -> Vec<(Option<(bool, u64)>, Command)> {
+        let mut steps: Vec<_> = ["n1", "n2", "n3", "n4"]
+            .map(|n| Command::RegisterNode {
+                name: n.into(),
+                address: format!("http://{n}"),
+                role: NodeRole::Shard,
+                zone: String::new(),
+            })
+            .into_iter()
+            .collect();
+        steps.extend(["a", "b"].map(|n| Command::CreateCollection {
+            def: CollectionDef {
+                name: n.into(),
+                shards: 2,
+                replication: 2,
+                spec: None,
+                chunking_json: String::new(),
+                thresholds_json: "{}".into(),
+            },
+            live_nodes: vec![1, 2, 3, 4],
+            created_ms: 1,
+        }));
+        steps.into_iter().map(|cmd| (None, cmd)).collect()
     }
 
     /// A conf change (`None`: a command) on top of the commands.
@@ -341,7 +389,7 @@ mod tests {
             let mut state = StateMachine::with_voters([(1, "http://m1".to_string())]);
             state.take_changes();
             let mut stored = all_records(&state);
-            for (conf, cmd) in &steps {
+            for (conf, cmd) in prelude().iter().chain(&steps) {
                 match conf {
                     Some((true, id)) => state.add_voter(*id, format!("http://m{id}")),
                     Some((false, id)) => state.remove_voter(*id),

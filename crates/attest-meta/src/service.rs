@@ -1,6 +1,6 @@
 //! `MetaServiceImpl`: the gRPC `attest.v1.MetaService` of one meta node.
 //!
-//! - Writes (register, create/drop, caught-up, rebalance, keys, membership) run on the leader: followers
+//! - Writes (register, create/drop/switch, caught-up, rebalance, keys, membership) run on the leader: followers
 //!   forward them (see [`crate::route`]). The leader puts its clock and the set of live shard nodes into
 //!   the command, so applying it stays deterministic.
 //! - `Heartbeat` is leader soft state (not in the log); it proposes `ReportManifests` only when a replica's
@@ -556,6 +556,27 @@ impl MetaService for MetaServiceImpl {
         self.core
             .on_leader(request, local, |mut c, r| async move {
                 c.set_collection_thresholds(r).await
+            })
+            .await
+    }
+
+    async fn switch_collection(
+        &self,
+        request: Request<pb::SwitchCollectionRequest>,
+    ) -> Result<Response<pb::CollectionMeta>, Status> {
+        let local = |core: Arc<Core>, req: pb::SwitchCollectionRequest, deadline: Instant| async move {
+            let cmd = Command::SwitchCollection {
+                name: req.name,
+                to: req.to,
+            };
+            match core.propose(cmd, deadline).await? {
+                Output::Collection(c) => Ok(convert::collection_to_pb(&c)),
+                other => Err(unexpected(other)),
+            }
+        };
+        self.core
+            .on_leader(request, local, |mut c, r| async move {
+                c.switch_collection(r).await
             })
             .await
     }

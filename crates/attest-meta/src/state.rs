@@ -9,6 +9,10 @@
 //! Between snapshots the state is stored as one RocksDB record per node, collection, key and manifest
 //! (`records`): every mutation below marks the record it touched, and after an apply the Raft loop writes
 //! only those ([`StateMachine::take_changes`]).
+//!
+//! Collections are keyed by their stored name: a user's collection name, or `name~tag` for a copy of
+//! collection `name` (a re-embedding's new index); an alias points a name at the copy that replaced the
+//! collection ([`crate::aliases`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -198,6 +202,12 @@ pub enum Command {
         key: ApiKeyRecord,
         parent_id: String,
     },
+    /// Points collection name `name` at its copy `to` (`name~tag`) and drops the collection `name` resolved to
+    /// ([`crate::aliases`]).
+    SwitchCollection {
+        name: String,
+        to: String,
+    },
 }
 
 /// The fields of [`StateMachine`] that snapshots carry after its serde fields.
@@ -217,6 +227,13 @@ struct SnapshotJobsExtension {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct SnapshotKeyParentsExtension {
     key_parents: BTreeMap<String, String>,
+}
+
+/// The fields snapshots carry after [`SnapshotKeyParentsExtension`] (absent from a snapshot written before
+/// aliases).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct SnapshotAliasesExtension {
+    aliases: BTreeMap<String, String>,
 }
 
 impl Command {
@@ -260,6 +277,10 @@ pub struct StateMachine {
     /// Snapshot jobs by id ([`crate::jobs`]); carried by snapshots after `draining`.
     #[serde(skip)]
     pub snapshot_jobs: BTreeMap<String, SnapshotJobRecord>,
+    /// Collection names that resolve to a collection stored under another name (name → stored name
+    /// `name~tag`; see [`crate::aliases`]); carried by snapshots after the keys' parents.
+    #[serde(skip)]
+    pub aliases: BTreeMap<String, String>,
     /// Records changed since the last [`StateMachine::take_changes`]: what the next persist writes. Local
     /// bookkeeping, not part of the replicated value: never serialized (snapshots and the legacy blob keep
     /// their format) and ignored by `==`.
@@ -280,6 +301,7 @@ impl PartialEq for StateMachine {
             api_keys,
             draining,
             snapshot_jobs,
+            aliases,
             changes: _,
         } = self;
         *voters == other.voters
@@ -290,6 +312,7 @@ impl PartialEq for StateMachine {
             && *api_keys == other.api_keys
             && *draining == other.draining
             && *snapshot_jobs == other.snapshot_jobs
+            && *aliases == other.aliases
     }
 }
 
@@ -325,6 +348,10 @@ impl StateMachine {
                 .collect(),
         };
         bytes.extend(bincode::serialize(&parents).expect("state always serializes"));
+        let aliases = SnapshotAliasesExtension {
+            aliases: self.aliases.clone(),
+        };
+        bytes.extend(bincode::serialize(&aliases).expect("state always serializes"));
         bytes
     }
 
@@ -340,12 +367,16 @@ impl StateMachine {
             state.snapshot_jobs = jobs.snapshot_jobs;
         }
         if !rest.is_empty() {
-            let parents: SnapshotKeyParentsExtension = bincode::deserialize(rest)?;
+            let parents: SnapshotKeyParentsExtension = bincode::deserialize_from(&mut rest)?;
             for (sha, parent_id) in parents.key_parents {
                 if let Some(k) = state.api_keys.get_mut(&sha) {
                     k.parent_id = parent_id;
                 }
             }
+        }
+        if !rest.is_empty() {
+            let aliases: SnapshotAliasesExtension = bincode::deserialize_from(&mut rest)?;
+            state.aliases = aliases.aliases;
         }
         Ok(state)
     }
@@ -367,7 +398,7 @@ impl StateMachine {
     }
 
     /// Removes the manifests `gone` selects, marking each removed one.
-    fn remove_manifests(&mut self, gone: impl Fn(&(String, u32, u64)) -> bool) {
+    pub(crate) fn remove_manifests(&mut self, gone: impl Fn(&(String, u32, u64)) -> bool) {
         let changes = &mut self.changes;
         self.manifests.retain(|key, _| {
             if gone(key) {
@@ -428,13 +459,9 @@ impl StateMachine {
                 placement,
                 *created_ms,
             )?)),
-            Command::DropCollection { name } => {
-                let dropped = self.collections.remove(name).is_some();
-                if dropped {
-                    self.changes.insert(RecordKey::Collection(name.clone()));
-                }
-                self.remove_manifests(|(c, _, _)| c == name);
-                Ok(Output::Dropped(dropped))
+            Command::DropCollection { name } => Ok(Output::Dropped(self.drop_collection(name))),
+            Command::SwitchCollection { name, to } => {
+                Ok(Output::Collection(self.switch_collection(name, to)?))
             }
             Command::ReplicaCaughtUp {
                 collection,
@@ -492,14 +519,15 @@ impl StateMachine {
                 collection,
                 thresholds_json,
             } => {
+                // The router may name the collection by its alias.
+                let stored = self.resolve_collection(collection).to_string();
                 let c = self
                     .collections
-                    .get_mut(collection)
+                    .get_mut(&stored)
                     .ok_or_else(|| StateError::NotFound(format!("collection {collection:?}")))?;
                 c.thresholds_json = thresholds_json.clone();
                 let record = c.clone();
-                self.changes
-                    .insert(RecordKey::Collection(collection.clone()));
+                self.changes.insert(RecordKey::Collection(stored));
                 Ok(Output::Collection(record))
             }
         }
@@ -613,7 +641,7 @@ impl StateMachine {
                 def.name
             )));
         }
-        Ok(())
+        self.check_new_stored_name(&def.name)
     }
 
     /// The collection `create_collection` would record now (placement chosen over the live shard nodes), without
@@ -713,9 +741,10 @@ impl StateMachine {
     }
 }
 
-/// Collection names travel in URLs and file names (the rule of `attest_core::limits`).
+/// Collection names travel in URLs and file names (the rule of `attest_core::limits`). Meta keys collections
+/// by stored name, so it also accepts a copy's `name~tag`, which users' names cannot be.
 pub fn validate_collection_name(name: &str) -> Result<(), StateError> {
-    match attest_core::limits::collection_name_problem(name) {
+    match attest_core::limits::stored_collection_name_problem(name) {
         Some(problem) => Err(StateError::InvalidArgument(format!(
             "collection name {name:?}: {problem}"
         ))),
@@ -772,6 +801,7 @@ pub fn validate_key_hash(hash: &str) -> Result<(), StateError> {
 mod tests {
     use super::*;
     use crate::placement::{Replica, ReplicaState};
+    use attest_core::limits::owner_of_stored_name;
     use proptest::prelude::*;
 
     fn register(s: &mut StateMachine, name: &str, zone: &str) -> u64 {
@@ -990,15 +1020,18 @@ mod tests {
     }
 
     fn arb_command() -> impl Strategy<Value = Command> {
-        let name = prop::sample::select(vec!["a", "b", "c", "d"]);
+        let node = prop::sample::select(vec!["a", "b", "c", "d"]);
+        // Copies (`a~r1`) among the collection names, and creates and switches weighted up, so that runs hold
+        // copies and aliases (a switch needs a collection and its copy).
+        let name = prop::sample::select(vec!["a", "b", "c", "a~r1", "a~r2", "b~r1"]);
         prop_oneof![
-            (name.clone(), "[a-z]{0,3}").prop_map(|(n, z)| Command::RegisterNode {
+            2 => (node, "[a-z]{0,3}").prop_map(|(n, z)| Command::RegisterNode {
                 name: n.into(),
                 address: format!("http://{n}"),
                 role: NodeRole::Shard,
                 zone: z,
             }),
-            (
+            4 => (
                 name.clone(),
                 1u32..4,
                 0u32..3,
@@ -1009,12 +1042,22 @@ mod tests {
                     live_nodes: live,
                     created_ms: 1,
                 }),
-            name.clone()
+            1 => name.clone()
                 .prop_map(|n| Command::DropCollection { name: n.into() }),
-            (name, 0u32..4, 1u64..6).prop_map(|(n, sh, id)| Command::ReplicaCaughtUp {
+            1 => (name.clone(), 0u32..4, 1u64..6).prop_map(|(n, sh, id)| Command::ReplicaCaughtUp {
                 collection: n.into(),
                 shard: sh,
                 node_id: id,
+            }),
+            1 => (name.clone(), "[a-z]{0,3}").prop_map(|(n, t)| Command::SetThresholds {
+                collection: n.into(),
+                thresholds_json: t,
+            }),
+            3 => (prop::sample::select(vec!["a", "b"]), name).prop_map(|(n, to)| {
+                Command::SwitchCollection {
+                    name: n.into(),
+                    to: to.into(),
+                }
             }),
         ]
     }
@@ -1025,6 +1068,23 @@ mod tests {
             cmds in prop::collection::vec(arb_command(), 0..40)
         ) {
             let mut a = StateMachine::with_voters([(1, "http://m1".to_string())]);
+            // Nodes and a collection to start from: creating a copy and switching to it need them.
+            let prelude = ["a", "b", "c"]
+                .map(|n| Command::RegisterNode {
+                    name: n.into(),
+                    address: format!("http://{n}"),
+                    role: NodeRole::Shard,
+                    zone: String::new(),
+                });
+            for cmd in &prelude {
+                a.apply(cmd).unwrap();
+            }
+            a.apply(&Command::CreateCollection {
+                def: def("a", 2, 2),
+                live_nodes: vec![1, 2, 3],
+                created_ms: 1,
+            })
+            .unwrap();
             let mut b = a.clone();
             for cmd in &cmds {
                 let bytes = cmd.encode();
@@ -1041,6 +1101,46 @@ mod tests {
                     prop_assert_eq!(set.len(), s.replicas.len());
                 }
             }
+            // What `crate::aliases` promises: an alias names an existing copy of its own name and is no
+            // record's name; a copy's collection exists.
+            for (name, to) in &a.aliases {
+                prop_assert!(a.collections.contains_key(to));
+                prop_assert!(!a.collections.contains_key(name));
+                prop_assert_eq!(owner_of_stored_name(to), name.as_str());
+                prop_assert_ne!(to, name);
+            }
+            for stored in a.collections.keys() {
+                let owner = owner_of_stored_name(stored);
+                prop_assert!(a.collections.contains_key(owner) || a.aliases.contains_key(owner));
+            }
         }
+    }
+
+    #[test]
+    fn snapshots_carry_the_aliases_and_older_snapshots_still_decode() {
+        let mut s = StateMachine::default();
+        s.api_keys.insert(
+            "ab".repeat(32),
+            ApiKeyRecord {
+                key_sha256: "ab".repeat(32),
+                id: "0123456789ab".into(),
+                parent_id: "ba9876543210".into(),
+                ..Default::default()
+            },
+        );
+        s.aliases.insert("docs".into(), "docs~r1".into());
+        assert_eq!(StateMachine::decode(&s.encode()).unwrap(), s);
+
+        // A snapshot written before aliases ends after the keys' parents.
+        let mut older = bincode::serialize(&s).unwrap();
+        older.extend(bincode::serialize(&SnapshotExtension::default()).unwrap());
+        older.extend(bincode::serialize(&SnapshotJobsExtension::default()).unwrap());
+        let parents = SnapshotKeyParentsExtension {
+            key_parents: BTreeMap::from([("ab".repeat(32), "ba9876543210".to_string())]),
+        };
+        older.extend(bincode::serialize(&parents).unwrap());
+        let decoded = StateMachine::decode(&older).unwrap();
+        assert!(decoded.aliases.is_empty());
+        assert_eq!(decoded.api_keys, s.api_keys, "the parents still decode");
     }
 }

@@ -640,6 +640,78 @@ mod tests {
         );
     }
 
+    /// The records of a switch: the alias put with the copy, the old collection and its manifests deleted;
+    /// what is read back after a reopen is the state that wrote them.
+    #[test]
+    fn a_switch_is_stored_as_records_and_survives_a_reopen() {
+        use crate::state::{CollectionDef, Command, ManifestRecord, NodeRole};
+
+        let dir = tempfile::tempdir().unwrap();
+        let mut state = StateMachine::default();
+        let create = |name: &str| Command::CreateCollection {
+            def: CollectionDef {
+                name: name.into(),
+                shards: 1,
+                replication: 1,
+                spec: None,
+                chunking_json: String::new(),
+                thresholds_json: String::new(),
+            },
+            live_nodes: vec![1],
+            created_ms: 1,
+        };
+        let report = |collection: &str| Command::ReportManifests {
+            manifests: vec![ManifestRecord {
+                collection: collection.into(),
+                shard: 0,
+                node_id: 1,
+                segments: vec!["seg-1".into()],
+                live_documents: 1,
+            }],
+        };
+        let written = {
+            let s = RocksStorage::open(dir.path()).unwrap();
+            let mut index = 0;
+            let mut step = |state: &mut StateMachine, cmd: Command| {
+                state.apply(&cmd).unwrap();
+                index += 1;
+                let changed = state.take_changes();
+                s.persist_applied(index, state, &changed, None).unwrap()
+            };
+            step(
+                &mut state,
+                Command::RegisterNode {
+                    name: "s1".into(),
+                    address: "http://s1".into(),
+                    role: NodeRole::Shard,
+                    zone: String::new(),
+                },
+            );
+            for cmd in [create("docs"), report("docs"), create("docs~r1")] {
+                step(&mut state, cmd);
+            }
+            step(
+                &mut state,
+                Command::SwitchCollection {
+                    name: "docs".into(),
+                    to: "docs~r1".into(),
+                },
+            )
+        };
+        assert_eq!(
+            written.put,
+            vec![b"s/c/docs~r1".to_vec(), b"s/a/docs".to_vec()]
+        );
+        assert_eq!(
+            written.deleted,
+            vec![b"s/c/docs".to_vec(), b"s/m/docs/0/1".to_vec()]
+        );
+        let reopened = RocksStorage::open(dir.path()).unwrap();
+        let applied = reopened.applied_state().unwrap().state.unwrap();
+        assert_eq!(applied, state);
+        assert_eq!(applied.aliases["docs"], "docs~r1");
+    }
+
     #[test]
     fn compaction_keeps_a_snapshot_and_drops_entries() {
         let dir = tempfile::tempdir().unwrap();

@@ -18,7 +18,7 @@
 //! still covers that version: the records each applied batch touched, for its last [`CHANGELOG_BATCHES`]
 //! batches (memory only; a restart or an installed Raft snapshot starts it afresh, and an older caller gets the
 //! whole state). With a thousand collections the whole state is ~100 KB; one changed key or manifest is a few
-//! hundred bytes.
+//! hundred bytes. Collection aliases are few: every delta carries all of them, so a caller replaces its own.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeSet, VecDeque};
@@ -100,6 +100,7 @@ fn delta_since(core: &Core, since: u64) -> Option<pb::ClusterStateDelta> {
         leader_id,
         meta_voters: convert::voters_to_pb(state),
         nodes: convert::cluster_state_nodes(state, &liveness),
+        aliases: convert::aliases_to_pb(state),
         ..Default::default()
     };
     for key in changed {
@@ -123,12 +124,14 @@ fn delta_since(core: &Core, since: u64) -> Option<pb::ClusterStateDelta> {
                     }),
                 }
             }
-            // Nodes (with their drains) and voters come whole; the meta record is not part of the state.
+            // Nodes (with their drains), voters and aliases come whole; the meta record is not part of the
+            // state.
             RecordKey::Meta
             | RecordKey::Voter(_)
             | RecordKey::Node(_)
             | RecordKey::Drain(_)
-            | RecordKey::SnapshotJob(_) => {}
+            | RecordKey::SnapshotJob(_)
+            | RecordKey::Alias(_) => {}
         }
     }
     Some(delta)

@@ -13,7 +13,8 @@
 //! preference on, so the next call does not start there again.
 //!
 //! A write that timed out may still have been committed; retrying it can then answer `AlreadyExists`
-//! (create) or be a no-op (register, put key, caught-up, drop). A write that fails after any attempt whose
+//! (create), `FailedPrecondition` saying the name already resolves to the copy (switch) or be a no-op
+//! (register, put key, caught-up, drop). A write that fails after any attempt whose
 //! outcome is unknown (no answer in time, a cancelled call, meta's own `DEADLINE_EXCEEDED` for a proposal not
 //! committed in time) fails with `DEADLINE_EXCEEDED` saying it may have been applied, never with the
 //! `UNAVAILABLE` of a later attempt that reached no node.
@@ -350,6 +351,23 @@ impl MetaClient {
         };
         self.write(message, |mut c, r| async move {
             Ok(c.set_collection_thresholds(r).await?.into_inner())
+        })
+        .await
+    }
+
+    /// Points collection `name` at its copy `to` (`name~tag`) and drops the collection `name` resolved to, in
+    /// one meta command; returns the copy (which took the collection's thresholds).
+    pub async fn switch_collection(
+        &self,
+        name: &str,
+        to: &str,
+    ) -> Result<pb::CollectionMeta, Status> {
+        let message = pb::SwitchCollectionRequest {
+            name: name.to_string(),
+            to: to.to_string(),
+        };
+        self.write(message, |mut c, r| async move {
+            Ok(c.switch_collection(r).await?.into_inner())
         })
         .await
     }

@@ -66,6 +66,8 @@ pub fn apply_delta(
             delta.removed_manifests.iter().map(manifest_key),
             manifest_key,
         ),
+        // Every delta carries the aliases whole.
+        aliases: delta.aliases,
     })
 }
 

@@ -29,6 +29,8 @@ pub enum Op {
     SetThresholds,
     ManageKeys,
     Snapshots,
+    /// Re-embedding a collection (and reading or cancelling its job).
+    Reembed,
     /// `GET /v1/cluster`: nodes, addresses and placement are the operator's business.
     Cluster,
 }
@@ -47,6 +49,7 @@ impl Op {
             | Op::SetThresholds
             | Op::ManageKeys
             | Op::Snapshots
+            | Op::Reembed
             | Op::Cluster => Scope::Admin,
         }
     }

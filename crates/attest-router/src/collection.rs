@@ -1,6 +1,8 @@
 //! A collection as the router sees it: its shape, index parameters and the replica set of each shard, taken
 //! from meta's shard map (the one control plane, for `attest dev` and the cluster alike).
 
+use std::collections::HashMap;
+
 use attest_core::settings::CollectionThresholds;
 use attest_embed::EmbedderIdentity;
 use attest_ingest::ChunkingConfig;
@@ -18,7 +20,11 @@ pub struct IndexSettings {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CollectionRecord {
+    /// The name callers use.
     pub name: String,
+    /// The name meta and the shard nodes keep it under: its name, or after a re-embedding the copy's
+    /// `name~tag` ([`attest_core::limits::stored_collection_name`]). Every call to a shard names this.
+    pub stored_name: String,
     pub shards: u32,
     pub replication: u32,
     pub dimension: u32,
@@ -66,6 +72,29 @@ fn role_from_proto(state: i32) -> ReplicaRole {
     }
 }
 
+/// The name callers use for each collection of meta's state, by its stored name: its own, or the alias that
+/// resolves to it; `None` for a collection stored as `name~tag` that no alias names — the copy a re-embedding of
+/// `name` is building, which callers never see.
+pub fn caller_names(state: &pb::ClusterState) -> HashMap<String, Option<String>> {
+    let aliased: HashMap<&str, &str> = state
+        .aliases
+        .iter()
+        .map(|a| (a.collection.as_str(), a.name.as_str()))
+        .collect();
+    state
+        .collections
+        .iter()
+        .map(|c| {
+            let name = match aliased.get(c.name.as_str()) {
+                Some(alias) => Some(alias.to_string()),
+                None if attest_core::limits::owner_of_stored_name(&c.name) != c.name => None,
+                None => Some(c.name.clone()),
+            };
+            (c.name.clone(), name)
+        })
+        .collect()
+}
+
 /// Meta's collection → the router's record.
 pub fn record_from_meta(c: &pb::CollectionMeta) -> CollectionRecord {
     let spec = c.spec.clone().unwrap_or_default();
@@ -85,6 +114,7 @@ pub fn record_from_meta(c: &pb::CollectionMeta) -> CollectionRecord {
     }
     CollectionRecord {
         name: c.name.clone(),
+        stored_name: c.name.clone(),
         shards: c.shards,
         replication: c.replication,
         dimension: spec.dimension,

@@ -202,7 +202,7 @@ impl Router {
             .on_every_replica(&record, |shard| ShardCall::EnsureShard {
                 request_id: request_id.to_string(),
                 req: pb::EnsureShardRequest {
-                    collection: record.name.clone(),
+                    collection: record.stored_name.clone(),
                     shard,
                     spec: created.spec.clone(),
                 },
@@ -265,11 +265,13 @@ impl Router {
             .map_err(RouterError::from_meta_write)?;
         self.view.insert(&updated);
         info!(collection = %name, thresholds = %stored, event = "thresholds_set", "collection thresholds set");
-        Ok(record_from_meta(&updated))
+        self.view.get(name)
     }
 
+    /// Drops the collection, and the copy a re-embedding was building of it (meta drops both in one command).
     pub async fn drop_collection(&self, name: &str, request_id: &str) -> Result<(), RouterError> {
         let rec = self.view.get(name)?;
+        let copy = self.view.copy_of(name);
         if !self
             .view
             .meta()
@@ -282,21 +284,30 @@ impl Router {
             )));
         }
         self.view.remove(name);
+        for rec in std::iter::once(rec).chain(copy) {
+            self.drop_replicas(&rec, request_id).await;
+        }
+        Ok(())
+    }
+
+    /// Asks every replica of a collection meta no longer holds to drop its data now (a node that cannot be
+    /// reached drops it when it next reads the shard map).
+    pub(crate) async fn drop_replicas(&self, rec: &CollectionRecord, request_id: &str) {
         let dropped = self
-            .on_every_replica(&rec, |shard| ShardCall::DropShard {
+            .on_every_replica(rec, |shard| ShardCall::DropShard {
                 request_id: request_id.to_string(),
                 req: pb::DropShardRequest {
-                    collection: name.to_string(),
+                    collection: rec.stored_name.clone(),
                     shard,
                 },
             })
             .await;
         for (shard, outcome) in dropped {
             if let Some(e) = outcome.error {
-                warn!(collection = %name, shard, error = %e, event = "drop_shard_failed", "could not drop shard");
+                warn!(collection = %rec.stored_name, shard, error = %e, event = "drop_shard_failed",
+                    "could not drop shard");
             }
         }
-        Ok(())
     }
 
     /// Seals and/or compacts every replica of every shard of a collection now (operators; tests). A compaction
@@ -321,7 +332,7 @@ impl Router {
                 let call = ShardCall::Maintain {
                     request_id: request_id.to_string(),
                     req: pb::MaintainRequest {
-                        collection: collection.to_string(),
+                        collection: rec.stored_name.clone(),
                         shard,
                         seal,
                         compact,
@@ -349,7 +360,7 @@ impl Router {
             let call = ShardCall::Stats {
                 request_id: request_id.to_string(),
                 req: pb::ShardStatsRequest {
-                    collection: collection.to_string(),
+                    collection: rec.stored_name.clone(),
                     shard: shard as u32,
                 },
             };

@@ -195,6 +195,7 @@ mod tests {
     fn record(embedder: EmbedderIdentity) -> CollectionRecord {
         CollectionRecord {
             name: "docs".into(),
+            stored_name: "docs".into(),
             shards: 1,
             replication: 1,
             dimension: embedder.dimension,

@@ -160,6 +160,22 @@ pub(crate) fn api(keys: Arc<KeyRing>) -> axum::Router<Arc<Router>> {
             post(crate::snapshot_http::cancel).route_layer(guard(Op::Snapshots)),
         )
         .route(
+            "/v1/collections/:name/reembed",
+            post(crate::reembed_http::start).route_layer(guard(Op::Reembed)),
+        )
+        .route(
+            "/v1/reembed/jobs",
+            get(crate::reembed_http::jobs).route_layer(guard(Op::Reembed)),
+        )
+        .route(
+            "/v1/reembed/jobs/:id",
+            get(crate::reembed_http::job).route_layer(guard(Op::Reembed)),
+        )
+        .route(
+            "/v1/reembed/jobs/:id/cancel",
+            post(crate::reembed_http::cancel).route_layer(guard(Op::Reembed)),
+        )
+        .route(
             "/v1/cluster",
             get(crate::cluster_http::cluster).route_layer(guard(Op::Cluster)),
         )

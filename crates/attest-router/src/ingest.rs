@@ -9,7 +9,9 @@ use attest_core::limits;
 use attest_embed::Embedder;
 use attest_ingest::{chunk_document, Sketch, SourceDocument, TokenCounter};
 use attest_proto::v1 as pb;
+use tracing::warn;
 
+use crate::collection::CollectionRecord;
 use crate::error::RouterError;
 use crate::near_dups::keys_to_proto;
 use crate::replicas::{call_all, call_any, ReplicaEndpoint, ShardCall};
@@ -73,7 +75,7 @@ impl Router {
         docs: Vec<IngestDocument>,
         request_id: &str,
     ) -> Result<IngestReport, RouterError> {
-        let rec = self.view.get(collection)?;
+        let (rec, copy) = self.view.get_with_copy(collection)?;
         if docs.len() > self.config.max_batch_documents {
             return Err(RouterError::PayloadTooLarge(format!(
                 "at most {} documents per request",
@@ -203,23 +205,60 @@ impl Router {
 
         report.accepted = prepared.len() as u32;
         report.chunks = prepared.iter().map(|d| d.chunks.len() as u64).sum();
-        let mut by_shard: HashMap<u32, Vec<pb::DocumentChunks>> = HashMap::new();
-        for mut d in prepared {
+        let mut prepared = prepared;
+        for d in &mut prepared {
             d.version = self.clock.next();
+        }
+        // A re-embedding of this collection is building its copy: the write lands there too, at the same
+        // versions, so the copy misses nothing written while it is filled.
+        let for_copy = copy.as_ref().map(|_| prepared.clone());
+        let written = self.write_documents(&rec, prepared, request_id).await;
+        if let (Some(copy), Some(docs)) = (copy, for_copy) {
+            let mirrored = self.write_to_copy(&copy, docs, request_id).await;
+            // The collection switched to the copy while this write ran (the old shards refused it as they were
+            // dropped): the copy holding it is the collection holding it.
+            if written.is_err() && mirrored && self.switched_from(&rec.name, &rec.stored_name).await
+            {
+                return Ok(report);
+            }
+        }
+        written.map(|()| report)
+    }
+
+    /// Whether `collection` resolves (after a fresh read of meta) to another stored collection than `before`:
+    /// a re-embedding switched it to its copy.
+    pub(crate) async fn switched_from(&self, collection: &str, before: &str) -> bool {
+        if let Err(e) = self.view.refresh(false).await {
+            warn!(error = %e, event = "meta_refresh_failed", "could not tell whether the collection switched");
+        }
+        self.view
+            .get(collection)
+            .is_ok_and(|rec| rec.stored_name != before)
+    }
+
+    /// Writes documents at their versions to their shards of `rec`. Every replica of a shard gets the same
+    /// documents at the same versions; the write counts once a quorum of the replica set holds it durably (the
+    /// others still get it, or catch up from a peer).
+    pub(crate) async fn write_documents(
+        &self,
+        rec: &CollectionRecord,
+        documents: Vec<pb::DocumentChunks>,
+        request_id: &str,
+    ) -> Result<(), RouterError> {
+        let mut by_shard: HashMap<u32, Vec<pb::DocumentChunks>> = HashMap::new();
+        for d in documents {
             by_shard
                 .entry(shard_for(&d.doc_id, rec.shards))
                 .or_default()
                 .push(d);
         }
-        // Every replica of a shard gets the same documents at the same versions; the write counts once a
-        // quorum of the replica set holds it durably (the others still get it, or catch up from a peer).
         let writes = by_shard.into_iter().map(|(shard, documents)| {
-            let replicas = self.view.write_replicas(&rec, shard as usize);
+            let replicas = self.view.write_replicas(rec, shard as usize);
             let quorum = self.write_quorum(replicas.len());
             let call = ShardCall::Upsert {
                 request_id: request_id.to_string(),
                 req: pb::UpsertRequest {
-                    collection: collection.to_string(),
+                    collection: rec.stored_name.clone(),
                     shard,
                     documents,
                 },
@@ -230,7 +269,57 @@ impl Router {
         for outcome in futures::future::join_all(writes).await {
             outcome.into_result().map_err(RouterError::from_status)?;
         }
-        Ok(report)
+        Ok(())
+    }
+
+    /// The same documents with every chunk's vector computed anew by `rec`'s embedder (a re-embedding's copy:
+    /// the chunks and their texts stay as they are).
+    pub(crate) async fn reembedded(
+        &self,
+        rec: &CollectionRecord,
+        mut documents: Vec<pb::DocumentChunks>,
+        request_id: &str,
+    ) -> Result<Vec<pb::DocumentChunks>, RouterError> {
+        let embedder = self.embedders.for_collection(rec).await?.passages;
+        let rid = request_id.to_string();
+        attest_telemetry::cpu::run_cpu_intensive(move || {
+            attest_telemetry::request_id::with_current(&rid, || {
+                let texts: Vec<&str> = documents
+                    .iter()
+                    .flat_map(|d| d.chunks.iter().map(|c| c.text.as_str()))
+                    .collect();
+                let vectors = embedder
+                    .embed(&texts)
+                    .map_err(|e| RouterError::Unavailable(format!("embedding failed: {e}")))?;
+                let mut vectors = vectors.into_iter();
+                for chunk in documents.iter_mut().flat_map(|d| d.chunks.iter_mut()) {
+                    chunk.vector = vectors.next().unwrap_or_default();
+                }
+                Ok(documents)
+            })
+        })
+        .await
+        .map_err(|e| RouterError::Internal(e.to_string()))?
+    }
+
+    /// A write mirrored into a re-embedding's copy. A failure does not fail the write (the collection took
+    /// it): the job's closing comparison of versions copies whatever the copy missed.
+    /// Returns whether the copy took it.
+    async fn write_to_copy(
+        &self,
+        copy: &CollectionRecord,
+        documents: Vec<pb::DocumentChunks>,
+        request_id: &str,
+    ) -> bool {
+        let written = match self.reembedded(copy, documents, request_id).await {
+            Ok(docs) => self.write_documents(copy, docs, request_id).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = &written {
+            warn!(copy = %copy.stored_name, error = %e, event = "reembed_mirror_failed",
+                "a write did not reach the re-embedding's copy; the job copies it before switching");
+        }
+        written.is_ok()
     }
 
     /// The body of [`Router::delete_document`] (which counts it, [`crate::measured`]).
@@ -241,25 +330,70 @@ impl Router {
         doc_id: &str,
         request_id: &str,
     ) -> Result<bool, RouterError> {
-        let rec = self.view.get(collection)?;
+        let (rec, copy) = self.view.get_with_copy(collection)?;
         let shard = shard_for(doc_id, rec.shards);
         let tenant = self.config.tenant_or_default(tenant).to_string();
         let replicas = self.view.write_replicas(&rec, shard as usize);
         if self
-            .held_by_no_replica(collection, shard, &tenant, doc_id, &replicas, request_id)
+            .held_by_no_replica(
+                &rec.stored_name,
+                shard,
+                &tenant,
+                doc_id,
+                &replicas,
+                request_id,
+            )
             .await
         {
             return Ok(false);
         }
+        let version = self.clock.next();
+        let deleted = self
+            .delete_at(&rec, &tenant, doc_id, version, request_id)
+            .await;
+        // Mirrored into a re-embedding's copy at the same version (a miss is the job's to repair, as for writes).
+        if let Some(copy) = copy {
+            match self
+                .delete_at(&copy, &tenant, doc_id, version, request_id)
+                .await
+            {
+                // As for writes: the collection switched to the copy while this delete ran.
+                Ok(in_copy)
+                    if deleted.is_err()
+                        && self.switched_from(&rec.name, &rec.stored_name).await =>
+                {
+                    return Ok(in_copy);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    warn!(copy = %copy.stored_name, error = %e, event = "reembed_mirror_failed",
+                    "a delete did not reach the re-embedding's copy; the job repeats it before switching")
+                }
+            }
+        }
+        deleted
+    }
+
+    /// A versioned delete of the tenant's document on a quorum of its shard's replicas of `rec`.
+    pub(crate) async fn delete_at(
+        &self,
+        rec: &CollectionRecord,
+        tenant: &str,
+        doc_id: &str,
+        version: u64,
+        request_id: &str,
+    ) -> Result<bool, RouterError> {
+        let shard = shard_for(doc_id, rec.shards);
+        let replicas = self.view.write_replicas(rec, shard as usize);
         let quorum = self.write_quorum(replicas.len());
         let call = ShardCall::Delete {
             request_id: request_id.to_string(),
             req: pb::DeleteRequest {
-                collection: collection.to_string(),
+                collection: rec.stored_name.clone(),
                 shard,
-                tenant,
+                tenant: tenant.to_string(),
                 doc_id: doc_id.to_string(),
-                version: self.clock.next(),
+                version,
             },
         };
         let outcome = call_all(&replicas, call, quorum, &self.config.replicas).await;

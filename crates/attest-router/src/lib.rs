@@ -25,6 +25,8 @@
 //!   collection (drop, thresholds, maintain, the cluster view) under a key limited to some tenants.
 //! - [`snapshots`]: cluster snapshots (create, list, restore) coordinated over meta and the shard nodes;
 //!   [`snapshot_http`]: their HTTP routes.
+//! - [`reembed`]: re-embedding a collection online with another model (a copy built beside it, writes
+//!   mirrored, one switch); [`reembed_http`]: its HTTP routes.
 //! - [`cluster_http`]: `GET /v1/cluster`, the cluster's shape as meta says (what `attest status` shows).
 //! - [`console`]: the web console's embedded files, served at `/`.
 //! - [`eval_reports`]: `GET /v1/collections/{name}/eval`, the latest `attest-lab eval` report kept beside the router.
@@ -51,6 +53,8 @@ pub mod measured;
 pub mod near_dups;
 pub mod openapi;
 pub mod payloads;
+pub mod reembed;
+pub mod reembed_http;
 pub mod replicas;
 pub mod router;
 pub mod rrf;

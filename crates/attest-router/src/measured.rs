@@ -32,7 +32,21 @@ impl Router {
     ) -> Result<pb::SearchResponse, RouterError> {
         let (collection, tenant) = (req.collection.clone(), self.tenant_of(&req));
         let started = Instant::now();
-        let outcome = self.search_unmeasured(req, request_id).await;
+        let before = self.view.get(&collection).map(|r| r.stored_name).ok();
+        let mut outcome = self
+            .search_unmeasured(req.clone(), request_id.clone())
+            .await;
+        // A search that reached the old collection's shards as a re-embedding switched away from them (and its
+        // nodes dropped them: an error, or shards missing from the answer) is asked again of the collection it
+        // resolves to now.
+        let shards_missing = outcome
+            .as_ref()
+            .map_or(true, |r| !r.missing_shards.is_empty());
+        if let (true, Some(before)) = (shards_missing, before) {
+            if self.switched_from(&collection, &before).await {
+                outcome = self.search_unmeasured(req, request_id).await;
+            }
+        }
         self.metrics.request(
             OP_SEARCH,
             &collection,

@@ -103,7 +103,7 @@ impl Router {
             let call = ShardCall::NearDuplicates {
                 request_id: request_id.to_string(),
                 req: pb::NearDuplicatesRequest {
-                    collection: rec.name.clone(),
+                    collection: rec.stored_name.clone(),
                     shard,
                     queries: queries.as_ref().clone(),
                     threshold: self.config.dedup.threshold,

@@ -12,7 +12,7 @@ use serde_json::json;
 
 use crate::config::RouterConfig;
 use crate::search::LANES;
-use crate::{cluster_http, documents_http, eval_reports, http, snapshot_http};
+use crate::{cluster_http, documents_http, eval_reports, http, reembed_http, snapshot_http};
 
 #[derive(utoipa::OpenApi)]
 #[openapi(paths(
@@ -39,6 +39,10 @@ use crate::{cluster_http, documents_http, eval_reports, http, snapshot_http};
     snapshot_http::jobs,
     snapshot_http::job,
     snapshot_http::cancel,
+    reembed_http::start,
+    reembed_http::jobs,
+    reembed_http::job,
+    reembed_http::cancel,
     cluster_http::cluster,
 ))]
 struct RouterApi;

@@ -80,7 +80,7 @@ pub async fn fill_payloads(
         let call = ShardCall::FetchChunks {
             request_id: request_id.to_string(),
             req: pb::FetchChunksRequest {
-                collection: rec.name.clone(),
+                collection: rec.stored_name.clone(),
                 shard,
                 tenant: tenant.to_string(),
                 chunks,

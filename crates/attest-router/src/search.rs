@@ -311,7 +311,7 @@ impl Router {
                     usize::from(!query_vector.is_empty()) + usize::from(!query_text.is_empty());
                 let depth = lane_depth(self.config.lane_depth, s.k, lanes);
                 pb::ShardSearchRequest {
-                    collection: rec.name.clone(),
+                    collection: rec.stored_name.clone(),
                     shard: 0,
                     tenant: s.tenant.clone(),
                     query_vector,

@@ -329,10 +329,15 @@ impl Router {
         // All at once: one silent node costs one timeout, not one per transfer.
         let asks = running.into_iter().map(|t| async move {
             let (endpoint, _) = self.view.endpoint(t.node_id)?;
+            // Transfers are listed by the collection's name; its node knows it by its stored name.
+            let stored_name = self
+                .view
+                .get(&t.collection)
+                .map_or_else(|_| t.collection.clone(), |rec| rec.stored_name);
             let call = ShardCall::TransferProgress {
                 request_id: String::new(),
                 req: pb::TransferProgressRequest {
-                    collection: t.collection.clone(),
+                    collection: stored_name,
                     shard: t.shard,
                 },
             };
@@ -407,6 +412,11 @@ impl Router {
 
     /// A job as meta holds it; one whose router fell silent is recorded failed first.
     pub async fn snapshot_job(&self, id: &str) -> Result<SnapshotJob, RouterError> {
+        if crate::reembed::is_reembed_job(id) {
+            return Err(RouterError::NotFound(format!(
+                "`{id}` is a re-embedding job: GET /v1/reembed/jobs/{id}"
+            )));
+        }
         let info = self
             .view
             .meta()
@@ -424,7 +434,11 @@ impl Router {
             .await
             .map_err(RouterError::from_status)?;
         let mut jobs = Vec::with_capacity(infos.len());
-        for info in &infos {
+        // The job table holds re-embeddings too ([`crate::reembed`]); they are listed on their own.
+        for info in infos
+            .iter()
+            .filter(|i| !crate::reembed::is_reembed_job(&i.id))
+        {
             jobs.push(self.settle_silent(SnapshotJob::from_info(info)?).await?);
         }
         Ok(jobs)
@@ -432,6 +446,11 @@ impl Router {
 
     /// Asks the job's router to stop it; answers the job as it stands.
     pub async fn cancel_snapshot_job(&self, id: &str) -> Result<SnapshotJob, RouterError> {
+        if crate::reembed::is_reembed_job(id) {
+            return Err(RouterError::NotFound(format!(
+                "`{id}` is a re-embedding job: POST /v1/reembed/jobs/{id}/cancel"
+            )));
+        }
         let info = self
             .view
             .meta()

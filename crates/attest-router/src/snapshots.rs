@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 
+use crate::collection::caller_names;
 use crate::error::RouterError;
 use crate::replicas::ShardCall;
 use crate::router::Router;
@@ -171,6 +172,8 @@ fn open_store(
 #[derive(Clone, Copy)]
 struct ShardReplicas<'a> {
     collection: &'a str,
+    /// What its shard nodes know it by ([`CreatePlan::stored_names`]).
+    stored_name: &'a str,
     shard: u32,
     /// Every replica's node (peers to catch up from).
     all: &'a [u64],
@@ -200,7 +203,10 @@ pub struct CreatePlan {
     store: SnapshotStore,
     destination: String,
     keep: Option<u32>,
+    /// Under the names callers use (a re-embedded collection's alias, not its stored `name~tag`).
     chosen: Vec<pb::CollectionMeta>,
+    /// The stored name of each chosen collection (what its shard nodes know it by), by its name.
+    stored_names: BTreeMap<String, String>,
     meta_version: u64,
     api_keys: Vec<pb::ApiKeyInfo>,
 }
@@ -231,19 +237,28 @@ impl Router {
         }
         // The state at a known Raft index (linearizable), and the view's endpoints brought up to it.
         let state = self.view.refresh(true).await?;
+        // Collections as callers know them: a re-embedded one under its name (restored under it, without the
+        // tag it is stored with), a re-embedding's unfinished copy not at all.
+        let names = caller_names(&state);
+        let mut stored_names = BTreeMap::new();
+        let mut known = Vec::new();
+        for c in &state.collections {
+            if let Some(name) = names.get(&c.name).cloned().flatten() {
+                stored_names.insert(name.clone(), c.name.clone());
+                known.push(pb::CollectionMeta { name, ..c.clone() });
+            }
+        }
         let wanted: BTreeSet<&str> = req.collections.iter().map(String::as_str).collect();
         for name in &wanted {
-            if !state.collections.iter().any(|c| c.name == *name) {
+            if !stored_names.contains_key(*name) {
                 return Err(RouterError::NotFound(format!(
                     "collection `{name}` does not exist"
                 )));
             }
         }
-        let chosen = state
-            .collections
-            .iter()
+        let chosen = known
+            .into_iter()
             .filter(|c| wanted.is_empty() || wanted.contains(c.name.as_str()))
-            .cloned()
             .collect();
         Ok(CreatePlan {
             id,
@@ -252,6 +267,7 @@ impl Router {
             destination: req.destination,
             keep: req.keep,
             chosen,
+            stored_names,
             meta_version: state.version,
             api_keys: state.api_keys,
         })
@@ -293,10 +309,16 @@ impl Router {
         let uploads = stream::iter(jobs)
             .map(|(collection, shard, all, candidates)| {
                 let destination = plan.destination.clone();
+                let stored_name = plan
+                    .stored_names
+                    .get(&collection)
+                    .cloned()
+                    .unwrap_or_else(|| collection.clone());
                 async move {
                     let prefix = format!("{id}/{collection}/shard-{shard}");
                     let replicas = ShardReplicas {
                         collection: &collection,
+                        stored_name: &stored_name,
                         shard,
                         all: &all,
                         candidates: &candidates,
@@ -395,6 +417,7 @@ impl Router {
     ) -> Result<ReplicaSnapshot, RouterError> {
         let ShardReplicas {
             collection,
+            stored_name,
             shard,
             all,
             candidates,
@@ -410,7 +433,7 @@ impl Router {
             let call = ShardCall::SnapshotShard {
                 request_id: request_id.to_string(),
                 req: pb::SnapshotShardRequest {
-                    collection: collection.to_string(),
+                    collection: stored_name.to_string(),
                     shard,
                     destination: destination.to_string(),
                     prefix: prefix.clone(),

@@ -45,7 +45,7 @@ impl Router {
                 endpoint.call(ShardCall::Stats {
                     request_id: request_id.to_string(),
                     req: pb::ShardStatsRequest {
-                        collection: rec.name.clone(),
+                        collection: rec.stored_name.clone(),
                         shard,
                     },
                 })

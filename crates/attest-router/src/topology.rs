@@ -9,21 +9,56 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use attest_auth::KeyRing;
+use attest_core::limits;
 use attest_proto::v1 as pb;
 use attest_proto::{FollowMode, MetaClient, StateFollower};
 use parking_lot::RwLock;
 use tracing::{info, warn};
 
 use crate::client::ShardClient;
-use crate::collection::{record_from_meta, CollectionRecord, ReplicaRef};
+use crate::collection::{caller_names, record_from_meta, CollectionRecord, ReplicaRef};
 use crate::error::RouterError;
 use crate::replicas::{ReadFrom, ReplicaEndpoint, ReplicaPolicy};
+
+/// Meta's collections as callers name them, and the copies being built: a collection stored under its own name
+/// is itself; an alias is the collection it resolves to, under the alias; a collection stored as `name~tag`
+/// that no alias names is the copy a re-embedding of `name` is building (hidden from callers, written beside
+/// `name`).
+fn split_collections(
+    state: &pb::ClusterState,
+) -> (
+    BTreeMap<String, CollectionRecord>,
+    BTreeMap<String, CollectionRecord>,
+) {
+    let names = caller_names(state);
+    let mut named = BTreeMap::new();
+    let mut copies = BTreeMap::new();
+    for c in &state.collections {
+        let mut record = record_from_meta(c);
+        match names.get(&c.name).cloned().flatten() {
+            Some(name) => {
+                record.name = name.clone();
+                named.insert(name, record);
+            }
+            None => {
+                copies.insert(limits::owner_of_stored_name(&c.name).to_string(), record);
+            }
+        }
+    }
+    // A copy of a collection that is gone is nobody's (meta drops them together; a moment's state may not).
+    copies.retain(|owner, _| named.contains_key(owner));
+    (named, copies)
+}
 
 /// The router's copy of meta's cluster state.
 #[derive(Default)]
 struct Snapshot {
     version: u64,
+    /// By the name callers use (an alias shows the collection it resolves to under its own name).
     collections: BTreeMap<String, CollectionRecord>,
+    /// The copy a re-embedding is building of each collection that has one, by the collection's name
+    /// (its record under its stored name `name~tag`; see [`split_collections`]).
+    copies: BTreeMap<String, CollectionRecord>,
     alive: HashMap<u64, bool>,
     /// Shard nodes being drained (meta's `NodeInfo.draining`): read from only when no other replica answers.
     draining: HashSet<u64>,
@@ -165,11 +200,7 @@ impl ClusterView {
             .filter(|n| n.draining != pb::NodeDrain::None as i32)
             .map(|n| n.id)
             .collect();
-        snap.collections = state
-            .collections
-            .iter()
-            .map(|c| (c.name.clone(), record_from_meta(c)))
-            .collect();
+        (snap.collections, snap.copies) = split_collections(state);
         // Turn counters of dropped collections go with them.
         self.next_start
             .lock()
@@ -242,16 +273,54 @@ impl ClusterView {
             .ok_or_else(|| RouterError::NotFound(format!("collection `{name}` does not exist")))
     }
 
-    /// Applies a collection meta just returned by a write (so the caller sees its own write at once).
+    /// The copy a re-embedding of `name` is building, when there is one: writes to `name` land in it too.
+    pub fn copy_of(&self, name: &str) -> Option<CollectionRecord> {
+        self.snapshot.read().copies.get(name).cloned()
+    }
+
+    /// [`ClusterView::get`] and [`ClusterView::copy_of`] from one state: a write takes both at its start, so
+    /// that a switch while it runs finds it holding the copy it mirrors into (which is then the collection).
+    pub fn get_with_copy(
+        &self,
+        name: &str,
+    ) -> Result<(CollectionRecord, Option<CollectionRecord>), RouterError> {
+        let snap = self.snapshot.read();
+        let rec =
+            snap.collections.get(name).cloned().ok_or_else(|| {
+                RouterError::NotFound(format!("collection `{name}` does not exist"))
+            })?;
+        Ok((rec, snap.copies.get(name).cloned()))
+    }
+
+    /// Applies a collection meta just returned by a create (so the caller sees its own write at once).
     pub fn insert(&self, c: &pb::CollectionMeta) {
+        let mut record = record_from_meta(c);
+        let mut snap = self.snapshot.write();
+        let owner = limits::owner_of_stored_name(&c.name);
+        let aliased = snap
+            .collections
+            .get(owner)
+            .is_some_and(|held| held.stored_name == c.name);
+        if owner == c.name || aliased {
+            record.name = owner.to_string();
+            snap.collections.insert(owner.to_string(), record);
+        } else {
+            snap.copies.insert(owner.to_string(), record);
+        }
+    }
+
+    /// Forgets a copy meta no longer holds (by its stored name).
+    pub fn remove_copy(&self, stored_name: &str) {
         self.snapshot
             .write()
-            .collections
-            .insert(c.name.clone(), record_from_meta(c));
+            .copies
+            .retain(|_, copy| copy.stored_name != stored_name);
     }
 
     pub fn remove(&self, name: &str) {
-        self.snapshot.write().collections.remove(name);
+        let mut snap = self.snapshot.write();
+        snap.collections.remove(name);
+        snap.copies.remove(name);
     }
 
     pub fn list(&self) -> Vec<CollectionRecord> {
@@ -440,5 +509,35 @@ mod tests {
         view.apply(&state);
         assert_eq!(first_tried(&view, 0, 3), vec![2; 3]);
         assert_eq!(first_tried(&view, 1, 3), vec![3; 3]);
+    }
+
+    #[tokio::test]
+    async fn an_alias_shows_its_collection_under_its_name_and_a_copy_is_hidden() {
+        let view = view(ReadFrom::First);
+        let mut state = state();
+        state.version = 2;
+        let stored = |name: &str| pb::CollectionMeta {
+            name: name.into(),
+            ..state.collections[0].clone()
+        };
+        state.collections = vec![stored("docs~r1"), stored("docs~r2"), stored("other~r9")];
+        state.aliases.push(pb::CollectionAlias {
+            name: "docs".into(),
+            collection: "docs~r1".into(),
+        });
+        view.apply(&state);
+        let docs = view.get("docs").unwrap();
+        assert_eq!(
+            (docs.name.as_str(), docs.stored_name.as_str()),
+            ("docs", "docs~r1")
+        );
+        assert_eq!(view.copy_of("docs").unwrap().stored_name, "docs~r2");
+        let names: Vec<String> = view.list().into_iter().map(|c| c.name).collect();
+        assert_eq!(
+            names,
+            ["docs"],
+            "copies, and a copy of no collection, are not listed"
+        );
+        assert!(view.get("docs~r2").is_err() && view.copy_of("other").is_none());
     }
 }

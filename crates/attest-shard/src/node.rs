@@ -40,14 +40,14 @@ pub struct ShardNode {
     snapshot_destinations: std::sync::OnceLock<attest_snapshot::DestinationPolicy>,
 }
 
-/// Collection names become directory names: the one rule of `attest_core::limits` keeps them to a safe
-/// alphabet and length.
+/// Collection names (as meta stores them: a re-embedded collection's under a tagged name) become directory
+/// names: the one rule of `attest_core::limits` keeps them to a safe alphabet and length.
 pub fn valid_collection_name(name: &str) -> bool {
-    attest_core::limits::collection_name_problem(name).is_none()
+    attest_core::limits::stored_collection_name_problem(name).is_none()
 }
 
 fn check_collection_name(name: &str) -> Result<(), IndexError> {
-    match attest_core::limits::collection_name_problem(name) {
+    match attest_core::limits::stored_collection_name_problem(name) {
         Some(problem) => Err(IndexError::invalid("collection", problem)),
         None => Ok(()),
     }

@@ -202,6 +202,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/collections/{name}/reembed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Starts re-embedding a collection with another model: new vectors and index are built beside the old ones
+         *     while the collection serves and takes writes (they land in both), then the collection switches to them at
+         *     once. Answers the job once the request is checked and the copy created.
+         */
+        post: operations["reembed_collection"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/collections/{name}/search": {
         parameters: {
             query?: never;
@@ -300,6 +321,60 @@ export interface paths {
         get: operations["openapi"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/reembed/jobs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The re-embedding jobs meta keeps (running ones, and the last finished ones), oldest first. */
+        get: operations["list_reembed_jobs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/reembed/jobs/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A re-embedding job: its phase, documents copied per shard, and its error. */
+        get: operations["get_reembed_job"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/reembed/jobs/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Asks a running re-embedding to stop: its copy is dropped and the collection serves as before (one already
+         *     switching finishes). Answers the job; a finished one is left as it is.
+         */
+        post: operations["cancel_reembed_job"];
         delete?: never;
         options?: never;
         head?: never;
@@ -963,6 +1038,50 @@ export interface components {
              */
             samples: number;
         };
+        /** @description A re-embedding job (`GET /v1/reembed/jobs/{id}`). */
+        ReembedJob: {
+            cancel_requested: boolean;
+            collection: string;
+            /** @description The stored name of the copy being built (`collection~tag`). */
+            copy: string;
+            /**
+             * Format: int64
+             * @description Unix ms, meta's clock.
+             */
+            created_ms: number;
+            /** @description The model the collection is being re-embedded with. */
+            embedder: string;
+            error?: string | null;
+            /** @description The model it was embedded with. */
+            from_embedder: string;
+            id: string;
+            /**
+             * Format: int32
+             * @description Comparison passes run so far (the first copies everything).
+             */
+            passes: number;
+            phase: components["schemas"]["ReembedPhase"];
+            /** @description The router running it. */
+            router: string;
+            shards: components["schemas"]["ShardReembed"][];
+            state: components["schemas"]["JobState"];
+            /** Format: int64 */
+            updated_ms: number;
+        };
+        /** @description `GET /v1/reembed/jobs`. */
+        ReembedJobList: {
+            /** @description Oldest first. */
+            jobs: components["schemas"]["ReembedJob"][];
+        };
+        /**
+         * @description Where a re-embedding is.
+         * @enum {string}
+         */
+        ReembedPhase: "copying" | "comparing" | "switching" | "ended";
+        /** @description `POST /v1/collections/{name}/reembed`. */
+        ReembedRequest: {
+            embedder: string;
+        };
         /** @description A document of an ingest body that was not stored, and why. */
         Refusal: {
             /** @description 0-based position in the request (for NDJSON, the line's). */
@@ -1127,6 +1246,26 @@ export interface components {
             health: string;
             replicas: components["schemas"]["ReplicaReport"][];
             serving_replicas: number;
+            /** Format: int32 */
+            shard: number;
+        };
+        /** @description One shard's progress. */
+        ShardReembed: {
+            /**
+             * Format: int64
+             * @description Documents written to the copy with new vectors (the first pass and the repairs after it).
+             */
+            copied: number;
+            /**
+             * Format: int64
+             * @description Live documents the shard held at its last listing.
+             */
+            documents: number;
+            /**
+             * Format: int64
+             * @description Of those, written by a pass after the first (what mirroring had missed).
+             */
+            repaired: number;
             /** Format: int32 */
             shard: number;
         };
@@ -2218,6 +2357,98 @@ export interface operations {
             };
         };
     };
+    reembed_collection: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The collection. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReembedRequest"];
+            };
+        };
+        responses: {
+            /** @description The job, running. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReembedJob"];
+                };
+            };
+            /** @description INVALID_ARGUMENT: no such model, or the collection's own; FAILED_PRECONDITION: a re-embedding of it is running. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAUTHENTICATED: no API key, or one that is unknown, expired or revoked. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED: the key's scope, tenants or collections do not cover this request. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND: no such collection. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE: the body is over the size limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description INTERNAL: a fault of the server. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAVAILABLE: a dependency (meta, a shard) cannot answer now; retry after `Retry-After`. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     search: {
         parameters: {
             query?: never;
@@ -2815,6 +3046,222 @@ export interface operations {
                 };
                 content: {
                     "application/json": unknown;
+                };
+            };
+        };
+    };
+    list_reembed_jobs: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The jobs. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReembedJobList"];
+                };
+            };
+            /** @description UNAUTHENTICATED: no API key, or one that is unknown, expired or revoked. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED: the key's scope, tenants or collections do not cover this request. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description INTERNAL: a fault of the server. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAVAILABLE: a dependency (meta, a shard) cannot answer now; retry after `Retry-After`. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_reembed_job: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The job's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The job. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReembedJob"];
+                };
+            };
+            /** @description INVALID_ARGUMENT (or FAILED_PRECONDITION, OUT_OF_RANGE): a field or parameter is not valid; `field` names it (`documents[3].colour`, `k`; `body` for a body that is not the JSON expected). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAUTHENTICATED: no API key, or one that is unknown, expired or revoked. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED: the key's scope, tenants or collections do not cover this request. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND: no job of this id. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description INTERNAL: a fault of the server. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAVAILABLE: a dependency (meta, a shard) cannot answer now; retry after `Retry-After`. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    cancel_reembed_job: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The job's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The job, `cancel_requested` set while it runs. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReembedJob"];
+                };
+            };
+            /** @description INVALID_ARGUMENT (or FAILED_PRECONDITION, OUT_OF_RANGE): a field or parameter is not valid; `field` names it (`documents[3].colour`, `k`; `body` for a body that is not the JSON expected). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAUTHENTICATED: no API key, or one that is unknown, expired or revoked. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description PERMISSION_DENIED: the key's scope, tenants or collections do not cover this request. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description NOT_FOUND: no job of this id. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description INTERNAL: a fault of the server. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description UNAVAILABLE: a dependency (meta, a shard) cannot answer now; retry after `Retry-After`. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
         };

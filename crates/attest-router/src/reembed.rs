@@ -1,0 +1,518 @@
+//! Re-embedding a collection online (`attest collection reembed NAME --embedder MODEL`, `POST
+//! /v1/collections/{name}/reembed`): new vectors and a new index built beside the old while the collection keeps
+//! serving and taking writes, then one switch.
+//!
+//! The router that accepts the request checks it, records the job in meta (in the job table snapshot jobs use,
+//! under an id `reembed-<tag>`), creates the copy `name~tag` (the collection's shards, replication, index,
+//! chunking and thresholds; the new model's identity and dimension) and answers. From the moment meta holds the
+//! copy every router writes each ingest and delete of `name` into it too, at the same version
+//! ([`crate::ingest`]). A task of that router then:
+//! 1. copies every document, shard by shard ([`crate::reembed::copy`]): the texts of its chunks are embedded
+//!    with the new model and written to the copy at the document's version. Versions decide (last writer wins),
+//!    so a mirrored newer write is never overwritten by an older copy of it;
+//! 2. compares versions again, until a pass finds nothing to repair: a write by a router that had not yet seen
+//!    the copy, a mirror that failed;
+//! 3. switches: one meta command points `name` at the copy and drops the old collection. A search reads the old
+//!    collection or the new one, never neither.
+//!
+//! A cancel or a failure drops the copy; the old collection serves throughout. Progress (documents per shard,
+//! passes) is put to meta every second while it changes; a job whose router fell silent for
+//! [`SILENT_LIMIT`] is recorded failed, and its copy dropped, by the next router that reads it.
+
+pub mod copy;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use attest_core::limits;
+use attest_proto::v1 as pb;
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::collection::{identity_to_proto, CollectionRecord};
+use crate::error::RouterError;
+use crate::router::Router;
+use crate::snapshot_jobs::{JobState, SILENT_LIMIT};
+
+/// The prefix of a re-embedding's job id (the job table is shared with snapshot jobs).
+pub const JOB_PREFIX: &str = "reembed-";
+/// How often the running job puts its progress when it changed.
+const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
+/// The longest the running job goes without putting itself to meta.
+const HEARTBEAT: Duration = Duration::from_secs(5);
+
+/// Where a re-embedding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ReembedPhase {
+    /// Copying every document into the copy with new vectors.
+    Copying,
+    /// Comparing versions again and repairing what the copy missed.
+    Comparing,
+    /// Pointing the collection's name at the copy.
+    Switching,
+    /// Ended (see the job's state).
+    Ended,
+}
+
+/// One shard's progress.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ShardReembed {
+    pub shard: u32,
+    /// Live documents the shard held at its last listing.
+    pub documents: u64,
+    /// Documents written to the copy with new vectors (the first pass and the repairs after it).
+    pub copied: u64,
+    /// Of those, written by a pass after the first (what mirroring had missed).
+    pub repaired: u64,
+}
+
+/// A re-embedding job (`GET /v1/reembed/jobs/{id}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ReembedJob {
+    pub id: String,
+    pub collection: String,
+    /// The model the collection is being re-embedded with.
+    pub embedder: String,
+    /// The model it was embedded with.
+    pub from_embedder: String,
+    /// The stored name of the copy being built (`collection~tag`).
+    pub copy: String,
+    pub state: JobState,
+    pub phase: ReembedPhase,
+    pub cancel_requested: bool,
+    /// The router running it.
+    pub router: String,
+    /// Unix ms, meta's clock.
+    pub created_ms: u64,
+    pub updated_ms: u64,
+    /// Comparison passes run so far (the first copies everything).
+    pub passes: u32,
+    pub shards: Vec<ShardReembed>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// `GET /v1/reembed/jobs`.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct ReembedJobList {
+    /// Oldest first.
+    pub jobs: Vec<ReembedJob>,
+}
+
+impl ReembedJob {
+    fn from_info(info: &pb::SnapshotJobInfo) -> Result<ReembedJob, RouterError> {
+        let mut job: ReembedJob = serde_json::from_str(&info.body_json).map_err(|e| {
+            RouterError::Internal(format!("re-embedding job {} is unreadable: {e}", info.id))
+        })?;
+        job.cancel_requested = info.cancel_requested;
+        job.created_ms = info.created_ms;
+        job.updated_ms = info.updated_ms;
+        job.router = info.owner.clone();
+        Ok(job)
+    }
+
+    fn to_info(&self) -> pb::SnapshotJobInfo {
+        pb::SnapshotJobInfo {
+            id: self.id.clone(),
+            owner: self.router.clone(),
+            body_json: serde_json::to_string(self).expect("a job serialises"),
+            finished: self.state != JobState::Running,
+            ..Default::default()
+        }
+    }
+}
+
+/// Whether a job id names a re-embedding (not a snapshot job).
+pub fn is_reembed_job(id: &str) -> bool {
+    id.starts_with(JOB_PREFIX)
+}
+
+/// The running job as its work sees it: progress to report, and the cancellation to watch.
+pub struct ReembedTracker {
+    job: Mutex<ReembedJob>,
+    cancel: watch::Sender<bool>,
+}
+
+impl ReembedTracker {
+    pub fn is_cancelled(&self) -> bool {
+        *self.cancel.borrow()
+    }
+
+    pub(crate) fn update(&self, f: impl FnOnce(&mut ReembedJob)) {
+        f(&mut self.job.lock());
+    }
+
+    fn snapshot(&self) -> ReembedJob {
+        self.job.lock().clone()
+    }
+}
+
+/// The copy's tag: 12 hex digits of a fresh uuid (also the job's id after [`JOB_PREFIX`]).
+fn new_tag() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..12].to_string()
+}
+
+impl Router {
+    /// Checks the request, records the job, creates the copy (so that writes are mirrored into it from now)
+    /// and starts the work in a task of this router; answers the job as recorded.
+    pub async fn start_reembed(
+        self: &Arc<Self>,
+        name: &str,
+        model: &str,
+        request_id: &str,
+    ) -> Result<ReembedJob, RouterError> {
+        if let Some(problem) = limits::embedder_model_problem(model) {
+            return Err(RouterError::invalid("embedder", problem));
+        }
+        let rec = self.view.get(name)?;
+        if self.view.copy_of(name).is_some() {
+            return Err(RouterError::FailedPrecondition(format!(
+                "collection `{name}` is being re-embedded already (see GET /v1/reembed/jobs)"
+            )));
+        }
+        let model = self.embedders.for_new(model).await?;
+        let identity = model.passages.identity();
+        if identity.model == rec.embedder.model && identity.checksum == rec.embedder.checksum {
+            return Err(RouterError::invalid(
+                "embedder",
+                format!(
+                    "collection `{name}` is embedded with {} already",
+                    identity.model
+                ),
+            ));
+        }
+        let tag = new_tag();
+        let job = ReembedJob {
+            id: format!("{JOB_PREFIX}{tag}"),
+            collection: name.to_string(),
+            embedder: identity.model.clone(),
+            from_embedder: rec.embedder.model.clone(),
+            copy: limits::stored_collection_name(name, &tag),
+            state: JobState::Running,
+            phase: ReembedPhase::Copying,
+            cancel_requested: false,
+            router: self.instance.clone(),
+            created_ms: 0,
+            updated_ms: 0,
+            passes: 0,
+            shards: (0..rec.shards)
+                .map(|shard| ShardReembed {
+                    shard,
+                    documents: 0,
+                    copied: 0,
+                    repaired: 0,
+                })
+                .collect(),
+            error: None,
+        };
+        let stored = self
+            .view
+            .meta()
+            .put_snapshot_job(job.to_info(), true, 0)
+            .await
+            .map_err(RouterError::from_status)?;
+        let recorded = ReembedJob::from_info(&stored)?;
+        let tracker = Arc::new(ReembedTracker {
+            job: Mutex::new(recorded.clone()),
+            cancel: watch::channel(false).0,
+        });
+        let copy = match self
+            .create_copy(&rec, &job.copy, &identity, request_id)
+            .await
+        {
+            Ok(copy) => copy,
+            Err(e) => {
+                let why = RouterError::Internal(format!("the copy could not be created: {e}"));
+                self.finish_reembed(&tracker, Err(why)).await;
+                return Err(e);
+            }
+        };
+        info!(job = %job.id, collection = name, embedder = %identity.model, copy = %job.copy,
+            event = "reembed_started", "re-embedding started");
+        let router = Arc::clone(self);
+        let rid = request_id.to_string();
+        tokio::spawn(async move {
+            let run = router.run_reembed(&rec, &copy, &tracker, &rid);
+            let outcome = router.follow_reembed(&tracker, run).await;
+            if outcome.is_err() {
+                router.drop_copy(&copy, &rid).await;
+            }
+            router.finish_reembed(&tracker, outcome).await;
+        });
+        Ok(recorded)
+    }
+
+    /// Creates the copy: the collection's shape with the new model's identity and dimension.
+    async fn create_copy(
+        &self,
+        rec: &CollectionRecord,
+        stored_name: &str,
+        identity: &attest_embed::EmbedderIdentity,
+        request_id: &str,
+    ) -> Result<CollectionRecord, RouterError> {
+        let spec = pb::CollectionSpec {
+            dimension: identity.dimension,
+            index: Some(pb::IndexParams {
+                nlist: rec.index.nlist,
+                m: rec.index.m,
+                nbits: rec.index.nbits,
+                nprobe: rec.index.nprobe,
+            }),
+            seal_threshold: rec.seal_threshold,
+            embedder: identity.model.clone(),
+            embedder_identity: identity_to_proto(identity),
+        };
+        let created = self
+            .view
+            .meta()
+            .create_collection(pb::MetaCreateCollectionRequest {
+                name: stored_name.to_string(),
+                shards: rec.shards,
+                replication: rec.replication,
+                spec: Some(spec),
+                chunking_json: rec
+                    .chunking
+                    .as_ref()
+                    .and_then(|c| serde_json::to_string(c).ok())
+                    .unwrap_or_default(),
+                thresholds_json: rec
+                    .thresholds
+                    .as_ref()
+                    .map(|t| t.to_stored())
+                    .unwrap_or_default(),
+                ..Default::default()
+            })
+            .await
+            .map_err(RouterError::from_meta_write)?;
+        Ok(self.ensure_replicas(&created, request_id).await)
+    }
+
+    /// The job's work: copy, compare until nothing is left to repair, switch.
+    async fn run_reembed(
+        &self,
+        old: &CollectionRecord,
+        copy: &CollectionRecord,
+        tracker: &ReembedTracker,
+        request_id: &str,
+    ) -> Result<(), RouterError> {
+        // Passes after the first repair only what mirroring missed; a collection written faster than it can be
+        // compared would never settle, so the passes are bounded and the last one's repairs are kept.
+        const MAX_PASSES: u32 = 5;
+        for pass in 1..=MAX_PASSES {
+            let mut repaired = 0;
+            for shard in 0..old.shards {
+                repaired += self
+                    .copy_shard(old, copy, shard, pass, tracker, request_id)
+                    .await?;
+            }
+            tracker.update(|j| {
+                j.passes = pass;
+                j.phase = ReembedPhase::Comparing;
+            });
+            if pass > 1 && repaired == 0 {
+                break;
+            }
+        }
+        if tracker.is_cancelled() {
+            return Err(cancelled());
+        }
+        tracker.update(|j| j.phase = ReembedPhase::Switching);
+        // Past this point the job is past cancelling: the switch is one meta command.
+        self.view
+            .meta()
+            .switch_collection(&old.name, &copy.stored_name)
+            .await
+            .map_err(RouterError::from_meta_write)?;
+        if let Err(e) = self.view.refresh(true).await {
+            warn!(error = %e, event = "meta_refresh_failed", "the switch is applied; the view follows it by its watch");
+        }
+        self.drop_replicas(old, request_id).await;
+        info!(collection = %old.name, copy = %copy.stored_name, event = "reembed_switched",
+            "re-embedded collection switched to its copy");
+        Ok(())
+    }
+
+    /// Removes a copy that will not be switched to (meta first, then its replicas' data).
+    async fn drop_copy(&self, copy: &CollectionRecord, request_id: &str) {
+        if let Err(e) = self.view.meta().drop_collection(&copy.stored_name).await {
+            warn!(copy = %copy.stored_name, error = %e, event = "reembed_copy_drop_failed",
+                "the copy of an ended re-embedding could not be dropped; drop the collection's copy by re-embedding again");
+            return;
+        }
+        self.view.remove_copy(&copy.stored_name);
+        self.drop_replicas(copy, request_id).await;
+    }
+
+    /// Runs the work, putting its progress to meta until it ends (and learning of a cancellation from the
+    /// answers).
+    async fn follow_reembed(
+        &self,
+        tracker: &ReembedTracker,
+        run: impl std::future::Future<Output = Result<(), RouterError>>,
+    ) -> Result<(), RouterError> {
+        let report = async {
+            let mut tick = tokio::time::interval(PROGRESS_INTERVAL);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut last_put = (tracker.snapshot(), tokio::time::Instant::now());
+            loop {
+                tick.tick().await;
+                let now = tracker.snapshot();
+                if now != last_put.0 || last_put.1.elapsed() >= HEARTBEAT {
+                    self.put_reembed_progress(tracker, &now).await;
+                    last_put = (now, tokio::time::Instant::now());
+                }
+            }
+        };
+        tokio::select! {
+            biased;
+            outcome = run => outcome,
+            never = report => never,
+        }
+    }
+
+    async fn put_reembed_progress(&self, tracker: &ReembedTracker, job: &ReembedJob) {
+        match self
+            .view
+            .meta()
+            .put_snapshot_job(job.to_info(), false, 0)
+            .await
+        {
+            Ok(stored) if stored.cancel_requested && !tracker.is_cancelled() => {
+                info!(job = %job.id, event = "reembed_cancelling", "re-embedding asked to stop");
+                tracker.update(|j| j.cancel_requested = true);
+                tracker.cancel.send_replace(true);
+            }
+            Ok(_) => {}
+            Err(e) => warn!(job = %job.id, error = %e, event = "reembed_put_failed",
+                "could not record the re-embedding's progress in meta; it goes on"),
+        }
+    }
+
+    /// Records how the job ended (retried: a job left `running` would be failed by the next reader).
+    async fn finish_reembed(&self, tracker: &ReembedTracker, outcome: Result<(), RouterError>) {
+        let mut job = tracker.snapshot();
+        job.phase = ReembedPhase::Ended;
+        match outcome {
+            Ok(()) => job.state = JobState::Succeeded,
+            Err(_) if tracker.is_cancelled() => job.state = JobState::Cancelled,
+            Err(e) => (job.state, job.error) = (JobState::Failed, Some(e.to_string())),
+        }
+        info!(job = %job.id, state = ?job.state, error = job.error.as_deref().unwrap_or(""),
+            event = "reembed_finished", "re-embedding finished");
+        for attempt in 0..10u32 {
+            match self
+                .view
+                .meta()
+                .put_snapshot_job(job.to_info(), false, 0)
+                .await
+            {
+                Ok(_) => return,
+                Err(e) => {
+                    warn!(job = %job.id, attempt, error = %e, event = "reembed_put_failed",
+                        "could not record the re-embedding's end in meta; retrying");
+                    tokio::time::sleep(Duration::from_millis(500 * (1 << attempt.min(4)))).await;
+                }
+            }
+        }
+    }
+
+    /// A re-embedding job as meta holds it; one whose router fell silent is recorded failed first.
+    pub async fn reembed_job(&self, id: &str) -> Result<ReembedJob, RouterError> {
+        if !is_reembed_job(id) {
+            return Err(RouterError::NotFound(format!("no re-embedding job `{id}`")));
+        }
+        let info = self
+            .view
+            .meta()
+            .snapshot_job(id)
+            .await
+            .map_err(RouterError::from_status)?;
+        self.settle_silent_reembed(ReembedJob::from_info(&info)?)
+            .await
+    }
+
+    pub async fn reembed_jobs(&self) -> Result<Vec<ReembedJob>, RouterError> {
+        let infos = self
+            .view
+            .meta()
+            .snapshot_jobs()
+            .await
+            .map_err(RouterError::from_status)?;
+        let mut jobs = Vec::new();
+        for info in infos.iter().filter(|i| is_reembed_job(&i.id)) {
+            jobs.push(
+                self.settle_silent_reembed(ReembedJob::from_info(info)?)
+                    .await?,
+            );
+        }
+        Ok(jobs)
+    }
+
+    /// Asks the job's router to stop it (before its switch); answers the job as it stands.
+    pub async fn cancel_reembed(&self, id: &str) -> Result<ReembedJob, RouterError> {
+        if !is_reembed_job(id) {
+            return Err(RouterError::NotFound(format!("no re-embedding job `{id}`")));
+        }
+        let info = self
+            .view
+            .meta()
+            .cancel_snapshot_job(id)
+            .await
+            .map_err(RouterError::from_status)?;
+        ReembedJob::from_info(&info)
+    }
+
+    /// `job`, or — when it is running and its router has not put it for [`SILENT_LIMIT`] — the job recorded
+    /// failed, its copy dropped (the collection it was made from serves on).
+    async fn settle_silent_reembed(&self, job: ReembedJob) -> Result<ReembedJob, RouterError> {
+        let silent_ms = attest_core::clock::unix_ms().saturating_sub(job.updated_ms);
+        if job.state != JobState::Running || silent_ms <= SILENT_LIMIT.as_millis() as u64 {
+            return Ok(job);
+        }
+        let mut failed = job.clone();
+        failed.state = JobState::Failed;
+        failed.phase = ReembedPhase::Ended;
+        failed.error = Some(format!(
+            "the router running it ({}) stopped reporting {} s ago; start it again",
+            job.router,
+            silent_ms / 1000
+        ));
+        failed.router = self.instance.clone();
+        let put = self
+            .view
+            .meta()
+            .put_snapshot_job(failed.to_info(), false, SILENT_LIMIT.as_millis() as u64)
+            .await;
+        match put {
+            Ok(stored) => {
+                warn!(job = %job.id, owner = %job.router, event = "reembed_orphaned",
+                    "a re-embedding's router stopped; recorded failed, its copy dropped");
+                if let Some(copy) = self.view.copy_of(&job.collection) {
+                    if copy.stored_name == job.copy {
+                        self.drop_copy(&copy, "").await;
+                    }
+                }
+                ReembedJob::from_info(&stored)
+            }
+            Err(_) => {
+                let info = self
+                    .view
+                    .meta()
+                    .snapshot_job(&job.id)
+                    .await
+                    .map_err(RouterError::from_status)?;
+                ReembedJob::from_info(&info)
+            }
+        }
+    }
+}
+
+fn cancelled() -> RouterError {
+    RouterError::Callee(attest_proto::ApiError::new(
+        attest_proto::ErrorCode::Cancelled,
+        "the re-embedding was cancelled; its copy is dropped and the collection serves as before",
+    ))
+}

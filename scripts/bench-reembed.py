@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Re-embedding N documents through `attest dev` while it serves (issue 70, item 3): the figure in
+docs/BENCHMARKS.md.
+
+Starts `attest dev` (MiniLM as its embedder) in a fresh data directory, ingests N documents of squad-dev's
+passages (cycled, each id distinct) into a collection of 2 shards, then re-embeds it with bge-small-en-v1.5 while
+one thread searches and another writes new documents and deletes old ones. Prints the job's time and documents per
+second, the searches run and failed, and whether every write of the job's time is there afterwards (lost writes:
+documents written and not deleted that the collection does not hold, by count).
+
+    scripts/bench-reembed.py 100000        # uses $CARGO_TARGET_DIR/debug/attest
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def call(method, url, body=None):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method, headers={"content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as resp:
+            return resp.status, json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+def passages():
+    path = os.path.join(ROOT, "data", "squad-dev")
+    texts = []
+    for name in sorted(os.listdir(path)):
+        if name.endswith(".jsonl") and "corpus" in name:
+            with open(os.path.join(path, name)) as f:
+                for line in f:
+                    d = json.loads(line)
+                    texts.append((d.get("title", ""), d["text"]))
+    if not texts:
+        sys.exit(f"no corpus*.jsonl under {path}")
+    return texts
+
+
+def live_documents(url):
+    _, stats = call("GET", f"{url}/v1/collections/bench/stats")
+    return sum(s["live_documents"] for s in stats["shards"])
+
+
+def main():
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 10000
+    binary = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "debug", "attest")
+    texts = passages()
+    data = tempfile.mkdtemp(prefix="attest-reembed-bench-")
+    env = dict(os.environ, ATTEST__EMBEDDER__LOCAL__MODEL="all-minilm-l6-v2", RUST_LOG="warn")
+    proc = subprocess.Popen(
+        [binary, "dev", "--data-dir", data, "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"],
+        stdout=subprocess.PIPE, stderr=open(os.path.join(data, "dev.log"), "w"), text=True, env=env,
+    )
+    try:
+        url = None
+        for line in proc.stdout:
+            m = re.search(r"http=(\S+)", line)
+            if m:
+                url = m.group(1)
+                break
+        if not url.startswith("http"):
+            url = "http://" + url
+        status, body = call("POST", f"{url}/v1/collections", {"name": "bench", "shards": 2})
+        assert status == 201, body
+        started = time.time()
+        for i in range(0, n, 200):
+            docs = [{"id": f"d{j}", "title": texts[j % len(texts)][0], "text": texts[j % len(texts)][1]}
+                    for j in range(i, min(n, i + 200))]
+            status, body = call("POST", f"{url}/v1/collections/bench/documents", {"documents": docs})
+            assert status == 200, body
+        print(f"ingested {n} documents with MiniLM in {time.time() - started:.0f} s", flush=True)
+
+        stop = threading.Event()
+        counts = {"searches": 0, "failed": 0, "written": 0, "deleted": 0}
+
+        def searcher():
+            while not stop.is_set():
+                status, body = call("POST", f"{url}/v1/collections/bench/search",
+                                    {"query": "When did the war end?", "k": 5})
+                counts["searches"] += 1
+                if status != 200 or not body.get("hits"):
+                    counts["failed"] += 1
+
+        def writer():
+            i = 0
+            while not stop.is_set():
+                t = texts[i % len(texts)]
+                status, _ = call("POST", f"{url}/v1/collections/bench/documents",
+                                 {"documents": [{"id": f"new{i}", "title": t[0], "text": t[1]}]})
+                assert status == 200
+                counts["written"] += 1
+                status, _ = call("DELETE", f"{url}/v1/collections/bench/documents/d{i}")
+                assert status == 200
+                counts["deleted"] += 1
+                i += 1
+                time.sleep(0.05)
+
+        threads = [threading.Thread(target=searcher), threading.Thread(target=writer)]
+        for t in threads:
+            t.start()
+        started = time.time()
+        status, job = call("POST", f"{url}/v1/collections/bench/reembed", {"embedder": "bge-small-en-v1.5"})
+        assert status == 202, job
+        while job["state"] == "running":
+            time.sleep(1)
+            _, job = call("GET", f"{url}/v1/reembed/jobs/{job['id']}")
+        took = time.time() - started
+        stop.set()
+        for t in threads:
+            t.join()
+        expected = n + counts["written"] - counts["deleted"]
+        held = live_documents(url)
+        _, c = call("GET", f"{url}/v1/collections/bench")
+        print(json.dumps({
+            "documents": n, "state": job["state"], "seconds": round(took, 1),
+            "documents_per_s": round(n / took, 1), "passes": job["passes"],
+            "repaired": sum(s["repaired"] for s in job["shards"]),
+            "searches": counts["searches"], "failed_searches": counts["failed"],
+            "written_during": counts["written"], "deleted_during": counts["deleted"],
+            "lost_writes": expected - held, "embedder_after": c["embedder"],
+        }))
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+if __name__ == "__main__":
+    main()
