@@ -2,7 +2,8 @@
 //! MiniLM filled is re-embedded with bge-small-en-v1.5 while a writer and a searcher keep at it. No search fails,
 //! no write is lost (the documents written during the job are all there afterwards, with new vectors, and a
 //! document deleted during the job stays deleted), and the collection then records bge and is searched with it.
-//! A cancelled re-embedding drops its copy and leaves the collection as it was; the job's errors are clear.
+//! A snapshot keeps the collection under its name and restores it. A cancelled re-embedding drops its copy and
+//! leaves the collection as it was; the job's errors are clear.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -13,10 +14,20 @@ use crate::common;
 use common::{call, start_with_env, value_of, Logs};
 use serde_json::{json, Value};
 
+/// `attest dev` over `data/node`, with `data/backups` admitted as a snapshot destination.
 fn dev(data: &std::path::Path) -> (common::Proc, String) {
+    let root = data.join("backups");
     let (proc, line) = start_with_env(
-        &["dev", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"],
-        Some(data),
+        &[
+            "dev",
+            "--http",
+            "127.0.0.1:0",
+            "--grpc",
+            "127.0.0.1:0",
+            "--snapshot-root",
+            root.to_str().unwrap(),
+        ],
+        Some(&data.join("node")),
         Logs::Quiet,
         &[("ATTEST__EMBEDDER__LOCAL__MODEL", "all-minilm-l6-v2")],
     );
@@ -61,6 +72,21 @@ fn wait_for_end(url: &str, id: &str) -> Value {
             return job;
         }
         assert!(Instant::now() < deadline, "job still running: {job}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn wait_snapshot_job(url: &str, id: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let job = get(url, &format!("/v1/snapshots/jobs/{id}"));
+        if job["state"] != "running" {
+            return job;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "snapshot job still running: {job}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
 }
@@ -213,6 +239,38 @@ fn a_collection_is_reembedded_while_it_serves_and_takes_writes() {
             .any(|h| h["doc_id"] == "d7"),
         "the document deleted during the job stays deleted: {body}"
     );
+
+    // A snapshot keeps it under its name (not the name it is stored under), and restores it as it is.
+    let backups = data.path().join("backups");
+    let (status, job) = call(
+        "POST",
+        &format!("{url}/v1/snapshots"),
+        None,
+        Some(&json!({"destination": backups, "id": "after", "collections": ["fleet"]})),
+    );
+    assert_eq!(status, 202, "{job}");
+    let job = wait_snapshot_job(&url, job["id"].as_str().unwrap());
+    assert_eq!(job["state"], "succeeded", "{job}");
+    assert_eq!(job["manifest"]["collections"][0]["name"], "fleet", "{job}");
+    let (status, job) = call(
+        "POST",
+        &format!("{url}/v1/snapshots/restore"),
+        None,
+        Some(&json!({"source": backups, "id": "after", "rename": {"fleet": "fleet-restored"}})),
+    );
+    assert_eq!(status, 202, "{job}");
+    let job = wait_snapshot_job(&url, job["id"].as_str().unwrap());
+    assert_eq!(job["state"], "succeeded", "{job}");
+    let restored = get(&url, "/v1/collections/fleet-restored");
+    assert_eq!(restored["embedder"], "bge-small-en-v1.5", "{restored}");
+    let stats = get(&url, "/v1/collections/fleet-restored/stats");
+    let held: u64 = stats["shards"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["live_documents"].as_u64().unwrap())
+        .sum();
+    assert_eq!(held, (written - 1) as u64, "{stats}");
 
     // Writes after the switch go to the new index; a drop removes it.
     let (status, body) = ingest(&url, vec![doc(9_999)]);

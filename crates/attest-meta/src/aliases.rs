@@ -10,7 +10,7 @@
 //! What holds after every command, so that a copy can always be told apart and is never left behind:
 //! - a name is an alias or a collection record, never both (create refuses an alias's name);
 //! - an alias `name → stored` always has `stored` = `name~tag`, an existing record (the switch sets only
-//!   such aliases, and dropping the record drops the alias);
+//!   such aliases, the record is dropped only with its name, and a drop by its stored name is refused);
 //! - a record `name~tag` exists only while `name` does (as a record or an alias): create refuses an orphan
 //!   copy, and dropping `name` drops its copies.
 //!
@@ -52,14 +52,18 @@ impl StateMachine {
     ///
     /// - A collection's name (`docs`, an alias or a record): the record it resolves to, the alias, and every
     ///   copy `docs~*` being built — nothing of `docs` remains.
-    /// - A stored name `docs~tag`: that record alone, unless it is what `docs` resolves to: then dropping it
-    ///   drops `docs` as above (a name resolving to nothing would leave its other copies orphaned, to be
-    ///   taken for copies of a later collection of that name).
-    pub(crate) fn drop_collection(&mut self, name: &str) -> bool {
+    /// - A stored name `docs~tag`: that record alone (an abandoned copy). It is refused when it is what `docs`
+    ///   resolves to: a re-embedding that lost the answer to its switch drops its copy by this name, and must
+    ///   not drop the collection the copy became.
+    pub(crate) fn drop_collection(&mut self, name: &str) -> Result<bool, StateError> {
         let owner = owner_of_stored_name(name).to_string();
-        let whole = owner == name || self.aliases.get(&owner).is_some_and(|t| t == name);
-        if !whole {
-            return self.remove_collection_record(name);
+        if owner != name {
+            if self.aliases.get(&owner).is_some_and(|t| t == name) {
+                return Err(StateError::FailedPrecondition(format!(
+                    "{name:?} is what collection {owner:?} resolves to; drop {owner:?}"
+                )));
+            }
+            return Ok(self.remove_collection_record(name));
         }
         let mut gone: Vec<String> = self
             .collections
@@ -74,7 +78,7 @@ impl StateMachine {
         for stored in gone {
             dropped |= self.remove_collection_record(&stored);
         }
-        dropped
+        Ok(dropped)
     }
 
     /// Points `name` at its copy `to` and drops the collection `name` resolved to (see the module header):
@@ -103,9 +107,8 @@ impl StateMachine {
             .thresholds_json
             .clone();
         if old == to {
-            return Err(StateError::FailedPrecondition(format!(
-                "collection {name:?} already resolves to {to:?}"
-            )));
+            // A retry of a switch that was applied (its answer lost): the same outcome, nothing changed.
+            return Ok(self.collections[to].clone());
         }
         let copy = self.collections.get_mut(to).ok_or_else(|| {
             StateError::FailedPrecondition(format!("collection {to:?} does not exist"))
@@ -336,14 +339,17 @@ mod tests {
         }
         switch(&mut s, "docs", "docs~r1").unwrap();
         let switched = s.clone();
-        assert!(matches!(
-            switch(&mut s, "docs", "docs~r1"),
-            Err(StateError::FailedPrecondition(_))
-        ));
+        s.take_changes();
+        assert_eq!(
+            switch(&mut s, "docs", "docs~r1").unwrap().name,
+            "docs~r1",
+            "a retried switch answers as the first did"
+        );
         assert_eq!(
             s, switched,
             "switching again to the same copy changes nothing"
         );
+        assert!(s.take_changes().is_empty());
     }
 
     #[test]
@@ -459,16 +465,19 @@ mod tests {
     }
 
     #[test]
-    fn dropping_what_the_name_resolves_to_drops_the_name() {
+    fn what_the_name_resolves_to_is_not_dropped_by_its_stored_name() {
         let mut s = cluster();
         create(&mut s, "docs~r1").unwrap();
         switch(&mut s, "docs", "docs~r1").unwrap();
-        create(&mut s, "docs~r2").unwrap();
-        assert!(drop_collection(&mut s, "docs~r1"));
-        assert!(
-            s.collections.is_empty(),
-            "no copy is left without its collection"
-        );
-        assert!(s.aliases.is_empty());
+        s.take_changes();
+        let before = s.clone();
+        assert!(matches!(
+            s.apply(&Command::DropCollection {
+                name: "docs~r1".into()
+            }),
+            Err(StateError::FailedPrecondition(_))
+        ));
+        assert_eq!(s, before, "the collection the copy became stays");
+        assert!(s.take_changes().is_empty());
     }
 }

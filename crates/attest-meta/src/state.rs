@@ -459,7 +459,7 @@ impl StateMachine {
                 placement,
                 *created_ms,
             )?)),
-            Command::DropCollection { name } => Ok(Output::Dropped(self.drop_collection(name))),
+            Command::DropCollection { name } => Ok(Output::Dropped(self.drop_collection(name)?)),
             Command::SwitchCollection { name, to } => {
                 Ok(Output::Collection(self.switch_collection(name, to)?))
             }

@@ -13,8 +13,7 @@
 //! preference on, so the next call does not start there again.
 //!
 //! A write that timed out may still have been committed; retrying it can then answer `AlreadyExists`
-//! (create), `FailedPrecondition` saying the name already resolves to the copy (switch) or be a no-op
-//! (register, put key, caught-up, drop). A write that fails after any attempt whose
+//! (create) or be a no-op (register, put key, caught-up, drop, a switch to the copy the name resolves to). A write that fails after any attempt whose
 //! outcome is unknown (no answer in time, a cancelled call, meta's own `DEADLINE_EXCEEDED` for a proposal not
 //! committed in time) fails with `DEADLINE_EXCEEDED` saying it may have been applied, never with the
 //! `UNAVAILABLE` of a later attempt that reached no node.

@@ -169,6 +169,10 @@ impl Router {
         }
         let rec = self.view.get(name)?;
         if self.view.copy_of(name).is_some() {
+            // A copy left by a job whose router stopped is dropped when its job is read (settled failed).
+            self.reembed_jobs().await?;
+        }
+        if self.view.copy_of(name).is_some() {
             return Err(RouterError::FailedPrecondition(format!(
                 "collection `{name}` is being re-embedded already (see GET /v1/reembed/jobs)"
             )));
@@ -321,12 +325,23 @@ impl Router {
         }
         tracker.update(|j| j.phase = ReembedPhase::Switching);
         // Past this point the job is past cancelling: the switch is one meta command.
-        self.view
+        let switched = self
+            .view
             .meta()
             .switch_collection(&old.name, &copy.stored_name)
-            .await
-            .map_err(RouterError::from_meta_write)?;
-        if let Err(e) = self.view.refresh(true).await {
+            .await;
+        // An answer lost (a timeout after meta committed it) is read back: the name resolves to the copy or not.
+        let refreshed = self.view.refresh(true).await;
+        let resolves_to_copy = self
+            .view
+            .get(&old.name)
+            .is_ok_and(|rec| rec.stored_name == copy.stored_name);
+        if let Err(e) = switched {
+            if !resolves_to_copy {
+                return Err(RouterError::from_meta_write(e));
+            }
+        }
+        if let Err(e) = refreshed {
             warn!(error = %e, event = "meta_refresh_failed", "the switch is applied; the view follows it by its watch");
         }
         self.drop_replicas(old, request_id).await;
