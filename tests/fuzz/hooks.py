@@ -4,6 +4,10 @@ A document's precomputed `vector` must have its collection's dimension, which th
 (each collection has its own, `GET /v1/collections/{name}` shows it). A generated document whose vector is valid
 by the schema (a list of numbers) gets one of the fuzzed collection's dimension, so that ingest is fuzzed past
 that check; a vector the generator made invalid on purpose is left as it is, to be refused.
+
+A re-embedding names a model the router runs (its own embedder, or a local model it loads), which no pattern can
+state either: a generated model name that is valid by the schema becomes one the router runs (not its default, so
+that a job can start), and the collection path and the body's shape are what gets fuzzed.
 """
 
 import os
@@ -17,8 +21,15 @@ def _is_number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+REEMBED_MODEL = "all-minilm-l6-v2"
+
+
 @schemathesis.hook
 def map_body(context, body):
+    if context.operation.path.endswith("/reembed"):
+        if isinstance(body, dict) and isinstance(body.get("embedder"), str) and body["embedder"]:
+            body["embedder"] = REEMBED_MODEL
+        return body
     if not context.operation.path.endswith("/documents"):
         return body
     documents = body.get("documents") if isinstance(body, dict) else None

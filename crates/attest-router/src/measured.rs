@@ -24,6 +24,27 @@ fn code<T>(outcome: &Result<T, RouterError>) -> &'static str {
 }
 
 impl Router {
+    /// Runs a read of `collection`, and once more when it failed or came back without some shards while a
+    /// re-embedding switched the collection to its copy: the first try reached the old collection's shards as
+    /// their nodes dropped them, the second asks the collection the name resolves to now.
+    async fn across_a_switch<T, Fut>(
+        &self,
+        collection: &str,
+        complete: impl Fn(&T) -> bool,
+        read: impl Fn() -> Fut,
+    ) -> Result<T, RouterError>
+    where
+        Fut: std::future::Future<Output = Result<T, RouterError>>,
+    {
+        let before = self.view.get(collection).map(|r| r.stored_name).ok();
+        let outcome = read().await;
+        let whole = outcome.as_ref().is_ok_and(&complete);
+        match before {
+            Some(before) if !whole && self.switched_from(collection, &before).await => read().await,
+            _ => outcome,
+        }
+    }
+
     /// Hybrid search: validate, embed the query (BM25 alone if that fails), fan out, merge each lane, fuse.
     pub async fn search(
         &self,
@@ -32,21 +53,13 @@ impl Router {
     ) -> Result<pb::SearchResponse, RouterError> {
         let (collection, tenant) = (req.collection.clone(), self.tenant_of(&req));
         let started = Instant::now();
-        let before = self.view.get(&collection).map(|r| r.stored_name).ok();
-        let mut outcome = self
-            .search_unmeasured(req.clone(), request_id.clone())
+        let outcome = self
+            .across_a_switch(
+                &collection,
+                |r: &pb::SearchResponse| r.missing_shards.is_empty(),
+                || self.search_unmeasured(req.clone(), request_id.clone()),
+            )
             .await;
-        // A search that reached the old collection's shards as a re-embedding switched away from them (and its
-        // nodes dropped them: an error, or shards missing from the answer) is asked again of the collection it
-        // resolves to now.
-        let shards_missing = outcome
-            .as_ref()
-            .map_or(true, |r| !r.missing_shards.is_empty());
-        if let (true, Some(before)) = (shards_missing, before) {
-            if self.switched_from(&collection, &before).await {
-                outcome = self.search_unmeasured(req, request_id).await;
-            }
-        }
         self.metrics.request(
             OP_SEARCH,
             &collection,
@@ -69,7 +82,14 @@ impl Router {
             .first()
             .map(|r| (r.collection.clone(), self.tenant_of(r)));
         let started = Instant::now();
-        let outcome = self.search_batch_unmeasured(reqs, request_id).await;
+        let collection = labels.as_ref().map(|(c, _)| c.clone()).unwrap_or_default();
+        let complete =
+            |r: &pb::SearchBatchResponse| r.results.iter().all(|r| r.missing_shards.is_empty());
+        let outcome = self
+            .across_a_switch(&collection, complete, || {
+                self.search_batch_unmeasured(reqs.clone(), request_id.clone())
+            })
+            .await;
         if let Some((collection, tenant)) = labels {
             self.metrics.request(
                 OP_SEARCH_BATCH,
