@@ -28,6 +28,9 @@ pub const DEFAULT_NLIST: u32 = 1024;
 pub const DEFAULT_M: u32 = 96;
 pub const DEFAULT_NBITS: u32 = 8;
 pub const DEFAULT_NPROBE: u32 = 32;
+/// A new collection's `index.recall_target` when it names neither a target nor an `nprobe`: the recall@10 its
+/// replicas tune their search settings to reach (issue 73).
+pub const DEFAULT_RECALL_TARGET: f64 = 0.95;
 
 /// Why a collection name is refused, or `None` when it is fine: 1–128 characters of `[A-Za-z0-9_-]`.
 pub fn collection_name_problem(name: &str) -> Option<String> {
@@ -136,6 +139,12 @@ pub fn replication_problem(replication: u32) -> Option<String> {
 pub fn nprobe_problem(nprobe: u32, nlist: u32) -> Option<String> {
     (nprobe == 0 || nprobe > nlist)
         .then(|| format!("must be 1..={nlist} (the index's nlist), got {nprobe}"))
+}
+
+/// Why a recall target is refused: a recall@k from 0.5 to 1 (a lower aim is a mistake, not a saving).
+pub fn recall_target_problem(target: f64) -> Option<String> {
+    (!(0.5..=1.0).contains(&target))
+        .then(|| format!("must be a recall between 0.5 and 1, got {target}"))
 }
 
 /// Why `m` (PQ sub-quantizers) is refused for vectors of `dimension`: FAISS splits a vector into `m` equal

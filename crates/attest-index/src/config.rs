@@ -77,6 +77,12 @@ pub struct EngineConfig {
     pub unsealed_wait_ms: u64,
     /// The live recall estimate: a sample of searches run again exactly ([`crate::recall_probe`]).
     pub recall_probe: crate::recall_probe::RecallProbeConfig,
+    /// The collection's `index.recall_target`: the replica serves searches that name no `nprobe` with the
+    /// cheapest setting that reached this recall@k on a sample of its data ([`crate::search_tuning`]). 0 (the
+    /// engine's default, and collections created before targets): `ivfpq.nprobe` and `exact_refine` as set.
+    pub recall_target: f64,
+    /// How a replica measures its settings for the recall target.
+    pub search_tuning: crate::search_tuning::SearchTuningConfig,
 }
 
 impl Default for EngineConfig {
@@ -102,6 +108,8 @@ impl Default for EngineConfig {
             max_unsealed_rows: 200_000,
             unsealed_wait_ms: 5_000,
             recall_probe: Default::default(),
+            recall_target: 0.0,
+            search_tuning: Default::default(),
         }
     }
 }
@@ -163,6 +171,12 @@ impl EngineConfig {
         p.positive("overfetch", self.overfetch);
         p.positive("compact_overfetch", self.compact_overfetch);
         self.recall_probe.check(&mut p);
+        if let Some(problem) = attest_core::limits::recall_target_problem(self.recall_target) {
+            if self.recall_target != 0.0 {
+                p.add("recall_target", problem);
+            }
+        }
+        self.search_tuning.check(&mut p);
         p
     }
 }

@@ -33,6 +33,7 @@ mod log_vectors;
 mod old_labels_tests;
 mod ranking;
 mod sealing;
+mod tuning;
 mod versions;
 use ranking::{best_passing, top_k};
 use sealing::{encoded, remove_orphan_quantizers};
@@ -96,6 +97,9 @@ pub struct EngineStats {
     pub rebuilt_segments: Vec<String>,
     /// Recall@k of this replica's dense searches, measured on a sample of them (None before the first).
     pub recall: Option<crate::recall_probe::RecallEstimate>,
+    /// The search setting chosen for the collection's recall target (None before the first tuning, or without
+    /// a target).
+    pub tuned: Option<crate::search_tuning::TunedSearch>,
 }
 
 /// Log records that are dead (a replaced upsert, a delete) and not yet forgotten, kept as they die so that a
@@ -171,6 +175,12 @@ pub struct ShardEngine {
     last_write: parking_lot::Mutex<std::time::Instant>,
     /// The sample of searches run again exactly, and the recall they measured ([`crate::recall_probe`]).
     recall: crate::recall_probe::RecallProbe,
+    /// The setting the last tuning chose for the collection's recall target ([`crate::search_tuning`]).
+    tuned: RwLock<Option<crate::search_tuning::TunedSearch>>,
+    /// Whether this replica waits in the tuner's queue.
+    tuning_due: AtomicBool,
+    /// This engine, for the background work it asks for from `&self` (set once it is in its `Arc`).
+    this: std::sync::OnceLock<std::sync::Weak<ShardEngine>>,
 }
 
 /// Read access to the rows of any segment kind.
@@ -410,8 +420,15 @@ impl ShardEngine {
             seal_finished: (Mutex::new(()), parking_lot::Condvar::new()),
             rebuilt,
             last_write: parking_lot::Mutex::new(std::time::Instant::now()),
+            tuned: RwLock::new(None),
+            tuning_due: AtomicBool::new(false),
+            this: std::sync::OnceLock::new(),
         }))
-        .inspect(|engine| engine.recall.attach(Arc::downgrade(engine)))
+        .inspect(|engine| {
+            let _ = engine.this.set(Arc::downgrade(engine));
+            engine.recall.attach(Arc::downgrade(engine));
+            engine.tuning_needed();
+        })
         .inspect(crate::idle_seal::watch)
     }
 
@@ -751,6 +768,19 @@ impl ShardEngine {
 
     /// Dense and BM25 top-k of the tenant's live chunks that pass the filter.
     pub fn search(&self, p: &SearchParams<'_>) -> Result<LaneResults> {
+        let out = self.search_with(p, self.setting_for(p))?;
+        if let Some(q) = p.query_vector {
+            self.recall.offer(p.tenant, q, p.filter, p.k, &out.dense);
+        }
+        Ok(out)
+    }
+
+    /// [`Self::search`] with the dense lane's setting given (a tuning measures each setting with it).
+    fn search_with(
+        &self,
+        p: &SearchParams<'_>,
+        setting: crate::search_tuning::SearchSetting,
+    ) -> Result<LaneResults> {
         if p.tenant.is_empty() {
             return Err(IndexError::invalid("tenant", "a tenant is required"));
         }
@@ -782,8 +812,7 @@ impl ShardEngine {
         // A span per lane: a trace shows which lane of which shard a slow search spent its time in.
         if let Some(q) = p.query_vector {
             let _lane = tracing::info_span!("dense_lane", segments = views.len()).entered();
-            out.dense = hits(self.dense_lane(&views, q, p, &passes)?);
-            self.recall.offer(p.tenant, q, p.filter, p.k, &out.dense);
+            out.dense = hits(self.dense_lane(&views, q, p, setting, &passes)?);
         }
         if let Some(text) = p.query_text.filter(|t| !t.trim().is_empty()) {
             let _lane = tracing::info_span!("bm25_lane", segments = views.len()).entered();
@@ -839,6 +868,7 @@ impl ShardEngine {
             last_seq,
             rebuilt_segments: self.rebuilt.clone(),
             recall: self.recall.estimate(),
+            tuned: self.tuned_search(),
         }
     }
 

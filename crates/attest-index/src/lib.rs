@@ -18,6 +18,8 @@
 //! - [`filter`]: metadata filters (equality, membership, range).
 //! - [`maintenance`]: the node-wide limit on concurrent seals and compactions.
 //! - [`recall_probe`]: the live recall estimate — a sample of searches run again exactly, off the request path.
+//! - [`search_tuning`]: the collection's recall target — each replica measures its search settings and serves
+//!   with the cheapest that reaches it.
 //! - [`snapshot`]: a replica's consistent snapshot (log checkpoint, linked segments, sha256 of every file),
 //!   verified and restored.
 //! - [`config`]: engine configuration and limits.
@@ -43,6 +45,7 @@ pub mod near_dup;
 pub mod quantizer;
 pub mod recall_probe;
 pub mod sealed_vectors;
+pub mod search_tuning;
 pub mod segment;
 #[doc(hidden)]
 pub mod simd;

@@ -24,6 +24,9 @@ use crate::filter::Filter;
 /// Samples waiting for the probe thread, over every engine of the process; more are dropped.
 const QUEUE: usize = 8;
 
+/// Recent unfiltered searches a replica keeps for its tuning sample ([`crate::search_tuning`]).
+const RECENT: usize = 100;
+
 /// `engine.recall_probe`: how much of the traffic is measured again exactly, at what CPU cost.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -93,6 +96,8 @@ pub(crate) struct RecallProbe {
     /// Set once the engine is in its `Arc` (a sample names the engine to search again).
     engine: OnceLock<Weak<ShardEngine>>,
     window: Mutex<VecDeque<f64>>,
+    /// The latest sampled searches without a filter (tenant, query vector), newest last.
+    recent: Mutex<VecDeque<(String, Vec<f32>)>>,
     measured: AtomicU64,
     dropped: AtomicU64,
 }
@@ -103,6 +108,7 @@ impl RecallProbe {
             config,
             engine: OnceLock::new(),
             window: Mutex::new(VecDeque::new()),
+            recent: Mutex::new(VecDeque::new()),
             measured: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
         }
@@ -130,6 +136,13 @@ impl RecallProbe {
         let Some(engine) = self.engine.get() else {
             return;
         };
+        if filter.conditions.is_empty() {
+            let mut recent = self.recent.lock();
+            recent.push_back((tenant.to_string(), query.to_vec()));
+            if recent.len() > RECENT {
+                recent.pop_front();
+            }
+        }
         let sample = Sample {
             engine: engine.clone(),
             tenant: tenant.to_string(),
@@ -153,6 +166,11 @@ impl RecallProbe {
         }
         // Counted under the window's lock: whoever sees the count sees the sample in the window.
         self.measured.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The latest sampled searches without a filter (tenant, query vector), newest first.
+    pub(crate) fn recent_queries(&self) -> Vec<(String, Vec<f32>)> {
+        self.recent.lock().iter().rev().cloned().collect()
     }
 
     /// The estimate over the window (None before the first sample).

@@ -11,5 +11,6 @@ mod near_dups;
 mod quantizer;
 mod recall_probe;
 mod sealed_vectors;
+mod search_tuning;
 mod snapshot;
 mod versions;

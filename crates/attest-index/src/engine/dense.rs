@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use super::ranking::{best_passing, keep_best, top_k};
 use super::{RowView, SearchParams, SegmentView, ShardEngine};
 use crate::error::Result;
+use crate::search_tuning::SearchSetting;
 use crate::segment::SealedSegment;
 use crate::simd::dot;
 
@@ -29,6 +30,7 @@ impl ShardEngine {
         views: &[SegmentView<'v>],
         q: &[f32],
         p: &SearchParams<'_>,
+        setting: SearchSetting,
         passes: &dyn Fn(&RowView<'_>) -> bool,
     ) -> Result<Vec<(RowView<'v>, f32)>> {
         let mut out = Vec::new();
@@ -52,7 +54,7 @@ impl ShardEngine {
             }
         }
         for group in groups.values() {
-            out.extend(self.sealed_group(group, q, p, passes)?);
+            out.extend(self.sealed_group(group, q, p, setting, passes)?);
         }
         Ok(out)
     }
@@ -63,10 +65,11 @@ impl ShardEngine {
         group: &[&'v SealedSegment],
         q: &[f32],
         p: &SearchParams<'_>,
+        setting: SearchSetting,
         passes: &dyn Fn(&RowView<'_>) -> bool,
     ) -> Result<Vec<(RowView<'v>, f32)>> {
         let dense = |i: usize| group[i].dense.as_ref().expect("grouped segments have one");
-        let nprobe = p.nprobe.unwrap_or(self.config.ivfpq.nprobe);
+        let nprobe = setting.nprobe;
         // With SQ8 copies the PQ list can be deep: it is re-scored in memory from the copies, and only its best
         // `exact_refine` × k from the full vectors.
         let compact = p.exact_rescore;
@@ -118,7 +121,7 @@ impl ShardEngine {
                         ((i, r), group[i].compact.score(&prepared[i], r).unwrap_or(s))
                     })
                     .collect();
-                let refine = self.config.exact_refine;
+                let refine = setting.exact_refine;
                 best_passing(ranked, p.k * refine.max(1), row, passes)
                     .into_iter()
                     .map(|(r, s, (i, at))| match refine {

@@ -163,6 +163,8 @@ impl ShardEngine {
             }
         }
         info!(segment = %id, rows = rows.len(), phases_ms = %phases.summary(), event = "segment_sealed", "sealed growing segment");
+        // Its rows are searched through the index now, and a retrained quantizer lists them differently.
+        self.tuning_needed();
         Ok(())
     }
 
@@ -384,6 +386,7 @@ impl ShardEngine {
         self.forget_superseded(sealed_through)?;
         phases.mark("forget");
         info!(segment = %id, rows = rows.len(), merged = merged.len(), phases_ms = %phases.summary(), event = "segments_compacted", "compaction done");
+        self.tuning_needed();
         Ok(true)
     }
 

@@ -1,0 +1,208 @@
+//! A replica's part of the recall target ([`crate::search_tuning`]): which setting a search is served with, the
+//! sample a tuning measures on, and the measurement.
+
+use std::sync::atomic::Ordering;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::exact::ExactQuery;
+use super::{SearchParams, SegmentView, ShardEngine};
+use crate::filter::Filter;
+use crate::search_tuning::{choose, SearchSetting, TunedSearch};
+
+/// One query of a tuning's sample: a row of the replica (`own` is its chunk, left out of both result lists) or
+/// a recent search.
+struct SampleQuery {
+    tenant: String,
+    vector: Vec<f32>,
+    own: Option<String>,
+}
+
+impl ShardEngine {
+    /// The setting a search is served with: the `nprobe` it names (with the configured re-score depth), else
+    /// the last tuning's choice, else the configured ones.
+    pub(super) fn setting_for(&self, p: &SearchParams<'_>) -> SearchSetting {
+        let configured = SearchSetting {
+            nprobe: self.config.ivfpq.nprobe,
+            exact_refine: self.config.exact_refine,
+        };
+        match p.nprobe {
+            Some(nprobe) => SearchSetting {
+                nprobe,
+                ..configured
+            },
+            None => self.tuned.read().map_or(configured, |t| t.setting),
+        }
+    }
+
+    /// What the last tuning chose (None before one, or without a recall target).
+    pub fn tuned_search(&self) -> Option<TunedSearch> {
+        *self.tuned.read()
+    }
+
+    /// Measures the recall of each setting on a sample of this replica and serves the cheapest that reaches the
+    /// collection's `recall_target` from now on; returns the choice. None (nothing changes) without a target or
+    /// without sealed rows (a growing segment is scanned exactly). Runs on the caller's thread, for as long as
+    /// one exact scan of the replica and a few hundred searches per setting take.
+    pub fn tune_search(&self) -> Option<TunedSearch> {
+        // Cleared first: a seal that ends while this runs asks for another tuning.
+        self.tuning_due.store(false, Ordering::SeqCst);
+        let target = self.config.recall_target;
+        let (sealed_rows, seed) = {
+            let st = self.state.read();
+            let rows: u64 = st
+                .sealed
+                .iter()
+                .filter(|s| s.dense.is_some())
+                .map(|s| s.meta.rows as u64)
+                .sum();
+            (rows, st.manifest.sealed_through_seq)
+        };
+        if target <= 0.0 || sealed_rows == 0 {
+            return None;
+        }
+        let tuning = &self.config.search_tuning;
+        let k = tuning.k.min(crate::config::MAX_TOP_K - 1);
+        // Seeded by the data: the same replica is measured on the same rows.
+        let sample = self.tuning_sample(tuning.queries, &mut StdRng::seed_from_u64(seed));
+        let filter = Filter::default();
+        let exact: Vec<ExactQuery<'_>> = sample
+            .iter()
+            .map(|q| ExactQuery {
+                tenant: &q.tenant,
+                vector: &q.vector,
+                filter: &filter,
+            })
+            .collect();
+        let truth: Vec<Vec<String>> = self
+            .exact_dense_batch(&exact, k + 1)
+            .into_iter()
+            .zip(&sample)
+            .map(|(ids, q)| without_own(ids, q.own.as_deref(), k))
+            .collect();
+        let measured = sample.iter().zip(&truth).filter(|(_, t)| !t.is_empty());
+        let queries = measured.clone().count();
+        if queries == 0 {
+            return None;
+        }
+        let recall_at = |setting: SearchSetting| {
+            let total: f64 = measured
+                .clone()
+                .map(|(q, truth)| {
+                    let p = SearchParams {
+                        tenant: &q.tenant,
+                        query_vector: Some(&q.vector),
+                        query_text: None,
+                        k: k + 1,
+                        nprobe: Some(setting.nprobe),
+                        filter: &filter,
+                        exact_rescore: true,
+                        payload_top: 0,
+                    };
+                    let served = match self.search_with(&p, setting) {
+                        Ok(lanes) => lanes.dense.into_iter().map(|h| h.chunk_id).collect(),
+                        Err(_) => Vec::new(),
+                    };
+                    let served = without_own(served, q.own.as_deref(), k);
+                    truth.iter().filter(|id| served.contains(id)).count() as f64
+                        / truth.len() as f64
+                })
+                .sum();
+            total / queries as f64
+        };
+        let (chosen, reached) = choose(
+            self.config.ivfpq.nlist,
+            self.config.exact_refine,
+            target,
+            recall_at,
+        );
+        let tuned = TunedSearch {
+            setting: chosen.setting,
+            recall: chosen.recall,
+            target,
+            reached,
+            queries,
+            sealed_rows,
+            tuned_at_ms: attest_core::clock::unix_ms(),
+        };
+        *self.tuned.write() = Some(tuned);
+        Some(tuned)
+    }
+
+    /// Rows drawn at random from every segment (live ones, each once), and the recent searches the recall probe
+    /// drew: up to half the sample, so that the measurement follows the traffic once there is some.
+    fn tuning_sample(&self, n: usize, rng: &mut StdRng) -> Vec<SampleQuery> {
+        let mut sample: Vec<SampleQuery> = self
+            .recall
+            .recent_queries()
+            .into_iter()
+            .take(n / 2)
+            .map(|(tenant, vector)| SampleQuery {
+                tenant,
+                vector,
+                own: None,
+            })
+            .collect();
+        let st = self.state.read();
+        let views = st.views();
+        let total: usize = views.iter().map(SegmentView::len).sum();
+        let mut seen = std::collections::HashSet::new();
+        // Bounded tries: a replica of mostly dead rows gives a smaller sample, not a long loop.
+        for _ in 0..n * 4 {
+            if sample.len() >= n || total == 0 {
+                break;
+            }
+            let mut at = rng.gen_range(0..total);
+            let Some(view) = views.iter().find(|v| {
+                let inside = at < v.len();
+                if !inside {
+                    at -= v.len();
+                }
+                inside
+            }) else {
+                continue;
+            };
+            let (Some(row), Some(vector)) = (view.row(at), view.vector(at)) else {
+                continue;
+            };
+            if !st.is_live(row.tenant, row.doc_id, row.seq) || !seen.insert(row.chunk_id) {
+                continue;
+            }
+            sample.push(SampleQuery {
+                tenant: row.tenant.to_string(),
+                vector: vector.to_vec(),
+                own: Some(row.chunk_id.to_string()),
+            });
+        }
+        sample
+    }
+
+    /// Marks the replica due for tuning; false when it already was (it waits in the queue once).
+    pub(crate) fn mark_tuning_due(&self) -> bool {
+        !self.tuning_due.swap(true, Ordering::SeqCst)
+    }
+
+    pub(crate) fn clear_tuning_due(&self) {
+        self.tuning_due.store(false, Ordering::SeqCst);
+    }
+
+    /// Asks for a tuning in the background, when the collection has a recall target (after a seal, a merge, a
+    /// quantizer training, and at open).
+    pub(super) fn tuning_needed(&self) {
+        if self.config.recall_target <= 0.0 {
+            return;
+        }
+        if let Some(engine) = self.this.get() {
+            crate::search_tuning::schedule(engine.clone());
+        }
+    }
+}
+
+/// The first `k` ids other than the query's own row.
+fn without_own(ids: Vec<String>, own: Option<&str>, k: usize) -> Vec<String> {
+    ids.into_iter()
+        .filter(|id| Some(id.as_str()) != own)
+        .take(k)
+        .collect()
+}

@@ -1,0 +1,304 @@
+//! The recall a collection asks for, at the lowest search cost (issue 73). A collection states
+//! `index.recall_target`; each replica measures, on a sample of its own data, the recall@k its dense lane delivers
+//! at each `nprobe` and re-score depth, and serves with the cheapest setting that reaches the target
+//! ([`choose`]). It measures again after every seal, merge and quantizer training, on one thread per process that
+//! rests between tunings so that it keeps under `engine.search_tuning.cpu_share` of one core. A search that names
+//! its own `nprobe` is served with it.
+//!
+//! The sample: rows of the replica drawn at random (each held out of its own results: its nearest neighbour is
+//! itself) and the latest real searches the recall probe drew ([`crate::recall_probe`]). What they should find
+//! is one exact scan of the replica for all of them ([`crate::engine::ShardEngine::exact_dense_batch`]).
+
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::{OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
+
+use crate::engine::ShardEngine;
+
+/// Replicas waiting to be tuned, over every engine of the process (each waits once however often it is due).
+const QUEUE: usize = 1024;
+
+/// Longest rest between two tunings, whatever the last one cost.
+const MAX_REST: Duration = Duration::from_secs(600);
+
+/// `engine.search_tuning`: how a replica measures the recall of its search settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SearchTuningConfig {
+    /// Queries a tuning measures each setting with (rows of the replica, and recent searches). Default 200:
+    /// recall@10 varies by about ±0.07 from query to query, so the mean is known to about ±0.01.
+    pub queries: usize,
+    /// The k of the recall@k a tuning measures. Default 10.
+    pub k: usize,
+    /// Share of one core the process's tuning thread may keep busy (it rests after each tuning). Default 0.2.
+    pub cpu_share: f64,
+}
+
+impl Default for SearchTuningConfig {
+    fn default() -> Self {
+        SearchTuningConfig {
+            queries: 200,
+            k: 10,
+            cpu_share: 0.2,
+        }
+    }
+}
+
+impl SearchTuningConfig {
+    pub(crate) fn check(&self, p: &mut attest_core::ConfigProblems) {
+        p.positive("search_tuning.queries", self.queries);
+        p.positive("search_tuning.k", self.k);
+        if !(self.cpu_share > 0.0 && self.cpu_share <= 1.0) {
+            p.add(
+                "search_tuning.cpu_share",
+                format!("must be above 0 and at most 1, got {}", self.cpu_share),
+            );
+        }
+    }
+}
+
+/// A dense search setting: lists probed, and how many of each k re-scored from the full vectors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SearchSetting {
+    pub nprobe: u32,
+    pub exact_refine: usize,
+}
+
+/// What a replica's last tuning chose, and what it measured.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TunedSearch {
+    pub setting: SearchSetting,
+    /// Mean recall@k the chosen setting delivered on the sample.
+    pub recall: f64,
+    /// The target it was chosen for.
+    pub target: f64,
+    /// Whether some setting reached the target (when none did, the best one measured is served).
+    pub reached: bool,
+    /// Queries measured (those with at least one row to find).
+    pub queries: usize,
+    /// Sealed rows of the replica when it was measured.
+    pub sealed_rows: u64,
+    /// Unix ms of the tuning.
+    pub tuned_at_ms: u64,
+}
+
+/// Recall measured at one setting.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Measured {
+    pub setting: SearchSetting,
+    pub recall: f64,
+}
+
+/// The `nprobe` values a tuning tries, smallest first: powers of two up to `nlist`, and `nlist` itself.
+pub fn nprobe_ladder(nlist: u32) -> Vec<u32> {
+    let mut ladder: Vec<u32> = std::iter::successors(Some(1u32), |n| n.checked_mul(2))
+        .take_while(|&n| n < nlist)
+        .collect();
+    ladder.push(nlist.max(1));
+    ladder
+}
+
+/// The cheapest setting that reaches `target`, measuring as it goes (`measure` returns the mean recall of a
+/// setting). Full-vector re-scoring reads a random 4 bytes × dimension per candidate — from disk once a node holds
+/// more vectors than its page cache (docs/decisions/cluster-10m-nprobe16.md) — so a setting without it is
+/// preferred when it reaches the target at most one step up the ladder from the smallest `nprobe` that needs it.
+/// When no setting reaches the target, the best one measured is returned (`reached` false).
+pub fn choose(
+    nlist: u32,
+    exact_refine: usize,
+    target: f64,
+    mut measure: impl FnMut(SearchSetting) -> f64,
+) -> (Measured, bool) {
+    let ladder = nprobe_ladder(nlist);
+    let mut at = |nprobe, exact_refine| {
+        let setting = SearchSetting {
+            nprobe,
+            exact_refine,
+        };
+        Measured {
+            setting,
+            recall: measure(setting),
+        }
+    };
+    let mut best: Option<Measured> = None;
+    for (step, &nprobe) in ladder.iter().enumerate() {
+        let plain = at(nprobe, 0);
+        if plain.recall >= target {
+            return (plain, true);
+        }
+        best = Some(better(best, plain));
+        if exact_refine == 0 {
+            continue;
+        }
+        let refined = at(nprobe, exact_refine);
+        if refined.recall >= target {
+            let next = ladder.get(step + 1).map(|&n| at(n, 0));
+            return match next.filter(|m| m.recall >= target) {
+                Some(plain_next) => (plain_next, true),
+                None => (refined, true),
+            };
+        }
+        best = Some(better(best, refined));
+    }
+    (best.expect("the ladder has a step"), false)
+}
+
+fn better(a: Option<Measured>, b: Measured) -> Measured {
+    match a {
+        Some(a) if a.recall >= b.recall => a,
+        _ => b,
+    }
+}
+
+/// Asks for `engine` to be tuned on the process's tuning thread (a replica already waiting is not queued twice).
+pub(crate) fn schedule(engine: Weak<ShardEngine>) {
+    let Some(strong) = engine.upgrade() else {
+        return;
+    };
+    if !strong.mark_tuning_due() {
+        return;
+    }
+    let cpu_share = strong.config().search_tuning.cpu_share;
+    drop(strong);
+    if queue().try_send((engine, cpu_share)).is_err() {
+        warn!(
+            event = "search_tuning_dropped",
+            "too many replicas wait to be tuned; this one keeps its setting"
+        );
+    }
+}
+
+fn queue() -> &'static SyncSender<(Weak<ShardEngine>, f64)> {
+    static SENDER: OnceLock<SyncSender<(Weak<ShardEngine>, f64)>> = OnceLock::new();
+    SENDER.get_or_init(|| {
+        let (tx, rx) = sync_channel(QUEUE);
+        std::thread::Builder::new()
+            .name("search-tuner".into())
+            .spawn(move || tuner(rx))
+            .expect("spawn the search-tuner thread");
+        tx
+    })
+}
+
+fn tuner(due: Receiver<(Weak<ShardEngine>, f64)>) {
+    for (engine, cpu_share) in due {
+        let Some(engine) = engine.upgrade() else {
+            continue;
+        };
+        let started = Instant::now();
+        match engine.tune_search() {
+            Some(t) => info!(
+                nprobe = t.setting.nprobe,
+                exact_refine = t.setting.exact_refine,
+                recall = t.recall,
+                target = t.target,
+                reached = t.reached,
+                queries = t.queries,
+                took_ms = started.elapsed().as_millis() as u64,
+                event = "search_tuned",
+                "search setting chosen for the recall target"
+            ),
+            None => engine.clear_tuning_due(),
+        }
+        drop(engine);
+        let rest = started.elapsed().as_secs_f64() * (1.0 / cpu_share - 1.0);
+        std::thread::sleep(Duration::from_secs_f64(rest).min(MAX_REST));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Recall that rises with nprobe, a little higher with re-scoring.
+    fn curve(plain: &[(u32, f64)], refined_gain: f64) -> impl FnMut(SearchSetting) -> f64 + '_ {
+        move |s| {
+            let base = plain
+                .iter()
+                .find(|(n, _)| *n == s.nprobe)
+                .map_or(1.0, |(_, r)| *r);
+            match s.exact_refine {
+                0 => base,
+                _ => (base + refined_gain).min(1.0),
+            }
+        }
+    }
+
+    #[test]
+    fn the_ladder_doubles_up_to_nlist() {
+        assert_eq!(nprobe_ladder(1), vec![1]);
+        assert_eq!(nprobe_ladder(8), vec![1, 2, 4, 8]);
+        assert_eq!(nprobe_ladder(12), vec![1, 2, 4, 8, 12]);
+    }
+
+    #[test]
+    fn the_smallest_nprobe_that_reaches_the_target_without_rescoring_wins() {
+        let plain = [(1, 0.5), (2, 0.7), (4, 0.9), (8, 0.96), (16, 0.99)];
+        let (m, reached) = choose(16, 0, 0.95, curve(&plain, 0.0));
+        assert!(reached);
+        assert_eq!(
+            m.setting,
+            SearchSetting {
+                nprobe: 8,
+                exact_refine: 0
+            }
+        );
+        assert_eq!(m.recall, 0.96);
+        let (m, _) = choose(16, 0, 0.6, curve(&plain, 0.0));
+        assert_eq!(m.setting.nprobe, 2);
+    }
+
+    #[test]
+    fn rescoring_is_chosen_only_when_one_more_step_without_it_falls_short() {
+        // Re-scoring reaches 0.95 at nprobe 4; without it nprobe 8 does too: no full vectors read.
+        let plain = [(1, 0.5), (2, 0.7), (4, 0.9), (8, 0.96), (16, 0.99)];
+        let (m, _) = choose(16, 2, 0.95, curve(&plain, 0.06));
+        assert_eq!(
+            m.setting,
+            SearchSetting {
+                nprobe: 8,
+                exact_refine: 0
+            }
+        );
+        // Without re-scoring nprobe 8 falls short (0.93): re-scoring at nprobe 4 is cheaper than nprobe 16.
+        let plain = [(1, 0.5), (2, 0.7), (4, 0.9), (8, 0.93), (16, 0.99)];
+        let (m, _) = choose(16, 2, 0.95, curve(&plain, 0.06));
+        assert_eq!(
+            m.setting,
+            SearchSetting {
+                nprobe: 4,
+                exact_refine: 2
+            }
+        );
+    }
+
+    #[test]
+    fn an_unreachable_target_serves_the_best_setting_measured() {
+        let plain = [(1, 0.5), (2, 0.6), (4, 0.7)];
+        let (m, reached) = choose(4, 2, 0.99, curve(&plain, 0.05));
+        assert!(!reached);
+        assert_eq!(
+            m.setting,
+            SearchSetting {
+                nprobe: 4,
+                exact_refine: 2
+            }
+        );
+        assert!((m.recall - 0.75).abs() < 1e-9);
+    }
+
+    #[test]
+    fn impossible_settings_are_refused() {
+        let mut p = attest_core::ConfigProblems::new("engine");
+        SearchTuningConfig {
+            queries: 0,
+            k: 0,
+            cpu_share: 1.5,
+        }
+        .check(&mut p);
+        assert_eq!(p.into_vec().len(), 3);
+    }
+}

@@ -1,0 +1,151 @@
+//! The recall target (issue 73): a replica measures its search settings on a sample of its own rows and serves
+//! searches that name no `nprobe` with the cheapest one that reaches the collection's target; a search that names
+//! one is served with it; a seal asks for a tuning in the background.
+
+use std::time::{Duration, Instant};
+
+use attest_index::search_tuning::{SearchTuningConfig, TunedSearch};
+use attest_index::{EngineConfig, Filter, SearchParams, ShardEngine};
+
+use crate::common::{config, doc, vector_for};
+
+const ROWS: usize = 3_000;
+const QUERIES: usize = 60;
+const K: usize = 10;
+
+fn targeted(recall_target: f64) -> EngineConfig {
+    EngineConfig {
+        recall_target,
+        search_tuning: SearchTuningConfig {
+            queries: 100,
+            k: K,
+            cpu_share: 1.0,
+        },
+        ..config(1_000)
+    }
+}
+
+/// A sealed replica of ROWS documents (16 lists of 16-d vectors) tuned for `recall_target`.
+fn sealed(dir: &std::path::Path, recall_target: f64) -> std::sync::Arc<ShardEngine> {
+    let engine = ShardEngine::open(dir, targeted(recall_target)).unwrap();
+    engine
+        .upsert((0..ROWS).map(|d| doc(d, 0)).collect())
+        .unwrap();
+    engine.seal().unwrap();
+    assert!(engine.stats().sealed_rows >= 2_000, "{:?}", engine.stats());
+    engine
+}
+
+/// Query vectors near stored rows, none of them a row the tuning could have drawn.
+fn query(i: usize) -> Vec<f32> {
+    let a = vector_for(i * 37 % ROWS);
+    let b = vector_for(100_000 + i);
+    a.iter().zip(&b).map(|(x, y)| x + 0.3 * y).collect()
+}
+
+fn exact_top_k(q: &[f32]) -> Vec<String> {
+    let mut scored: Vec<(usize, f32)> = (0..ROWS)
+        .map(|d| (d, vector_for(d).iter().zip(q).map(|(a, b)| a * b).sum()))
+        .collect();
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+    scored
+        .iter()
+        .take(K)
+        .map(|(d, _)| format!("doc-{d}#0"))
+        .collect()
+}
+
+/// Mean recall@k of the queries served with `nprobe` (None: the replica's own setting).
+fn served_recall(engine: &ShardEngine, nprobe: Option<u32>) -> f64 {
+    let filter = Filter::default();
+    let total: f64 = (0..QUERIES)
+        .map(|i| {
+            let q = query(i);
+            let p = SearchParams {
+                tenant: "t1",
+                query_vector: Some(&q),
+                query_text: None,
+                k: K,
+                nprobe,
+                filter: &filter,
+                exact_rescore: true,
+                payload_top: 0,
+            };
+            let served: Vec<String> = engine
+                .search(&p)
+                .unwrap()
+                .dense
+                .into_iter()
+                .map(|h| h.chunk_id)
+                .collect();
+            let exact = exact_top_k(&q);
+            exact.iter().filter(|id| served.contains(id)).count() as f64 / K as f64
+        })
+        .sum();
+    total / QUERIES as f64
+}
+
+fn tuned(engine: &ShardEngine) -> TunedSearch {
+    engine
+        .tune_search()
+        .expect("a sealed replica with a target is tuned")
+}
+
+#[test]
+fn a_higher_target_buys_more_lists_and_each_reaches_its_target() {
+    let (low_dir, high_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let low = sealed(low_dir.path(), 0.75);
+    let high = sealed(high_dir.path(), 0.99);
+    let (low_t, high_t) = (tuned(&low), tuned(&high));
+    assert!(low_t.reached && high_t.reached, "{low_t:?} {high_t:?}");
+    assert!(
+        low_t.recall >= 0.75 && high_t.recall >= 0.99,
+        "{low_t:?} {high_t:?}"
+    );
+    assert!(
+        low_t.setting.nprobe < high_t.setting.nprobe,
+        "{low_t:?} {high_t:?}"
+    );
+    assert!(low_t.queries >= 90, "{low_t:?}");
+    // The seal had a tuning queued too; it measures the same sample (only its time may differ).
+    let shown = low.stats().tuned.expect("shown in stats");
+    assert_eq!((shown.setting, shown.recall), (low_t.setting, low_t.recall));
+    eprintln!("target 0.75: {low_t:?}\ntarget 0.99: {high_t:?}");
+
+    // Measured on queries the tuning never saw, against a brute-force scan of the documents.
+    let (low_served, high_served) = (served_recall(&low, None), served_recall(&high, None));
+    assert!(low_served >= 0.70, "target 0.75 served {low_served}");
+    assert!(high_served >= 0.95, "target 0.99 served {high_served}");
+    assert!(low_served < high_served, "{low_served} {high_served}");
+    // A search that names its nprobe is served with it: every list finds what the high target does.
+    assert!(
+        served_recall(&low, Some(16)) >= high_served - 0.01,
+        "nprobe 16 named on the low-target replica"
+    );
+}
+
+#[test]
+fn without_a_target_nothing_is_tuned_and_the_configured_nprobe_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = sealed(dir.path(), 0.0);
+    assert_eq!(engine.tune_search(), None);
+    assert_eq!(engine.stats().tuned, None);
+    assert_eq!(
+        served_recall(&engine, None),
+        served_recall(&engine, Some(16))
+    );
+}
+
+#[test]
+fn a_seal_has_the_replica_tuned_in_the_background() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = sealed(dir.path(), 0.9);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while engine.stats().tuned.is_none() {
+        assert!(Instant::now() < deadline, "no tuning after the seal");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let t = engine.stats().tuned.unwrap();
+    assert!(t.reached && t.recall >= 0.9 && t.target == 0.9, "{t:?}");
+    assert_eq!(t.sealed_rows, engine.stats().sealed_rows);
+}
