@@ -375,6 +375,7 @@ async fn main() -> anyhow::Result<()> {
                     m: 48,
                     nbits: 8,
                     nprobe: 32,
+                    recall_target: None,
                 }),
                 seal_threshold: 0,
                 embedder: "minilm-l6-v2".into(),

@@ -582,3 +582,125 @@ fn searches_report_the_recall_they_delivered() {
     );
     assert_eq!(recall, Some(1.0), "the gauge of a shard's estimate");
 }
+
+/// Clustered unit vectors of the dev embedder's dimension (a fixed generator: the test sees the same rows every
+/// run): 20 centres, each row its centre plus noise.
+fn clustered_vectors(n: usize) -> Vec<Vec<f32>> {
+    const DIM: usize = 384;
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 11) as f32 / (1u64 << 53) as f32 - 0.5
+    };
+    let centres: Vec<Vec<f32>> = (0..20)
+        .map(|_| (0..DIM).map(|_| next()).collect())
+        .collect();
+    (0..n)
+        .map(|i| {
+            let v: Vec<f32> = centres[i % 20].iter().map(|c| c + 0.8 * next()).collect();
+            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            v.into_iter().map(|x| x / norm).collect()
+        })
+        .collect()
+}
+
+/// The recall target through the real binary (issue 73): a collection states `index.recall_target`, `GET` shows
+/// it (0.95 when the index names neither a target nor an nprobe; none when it names an nprobe alone), a target
+/// out of range is refused, and after a seal each shard tunes its search setting in the background and reports
+/// it in `GET .../stats`.
+#[test]
+fn a_collection_states_a_recall_target_and_its_shards_tune_for_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_dev, line): (Proc, String) = start_with_env(
+        &["dev", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"],
+        Some(dir.path()),
+        Logs::Quiet,
+        &[("ATTEST__ENGINE__SEARCH_TUNING__CPU_SHARE", "1")],
+    );
+    let url = value_of(&line, "http=");
+    let index_of = |name: &str| {
+        let (s, body) = get_text(&format!("{url}/v1/collections/{name}"));
+        assert_eq!(s, 200, "{body}");
+        serde_json::from_str::<Value>(&body).unwrap()["index"].clone()
+    };
+    for (body, shown) in [
+        (json!({"name": "dflt"}), Some(0.95)),
+        (json!({"name": "fixed", "index": {"nprobe": 4}}), None),
+        (
+            json!({"name": "t", "shards": 1, "index": {"nlist": 16, "recall_target": 0.9}}),
+            Some(0.9),
+        ),
+    ] {
+        let (s, b) = post(&format!("{url}/v1/collections"), &body);
+        assert_eq!(s, 201, "{b}");
+        let index = index_of(body["name"].as_str().unwrap());
+        assert_eq!(index["recall_target"].as_f64(), shown, "{index}");
+    }
+    for target in [0.3, 1.5] {
+        let (s, b) = post(
+            &format!("{url}/v1/collections"),
+            &json!({"name": "bad", "index": {"recall_target": target}}),
+        );
+        assert_eq!(
+            (s, b["error"]["field"].as_str()),
+            (400, Some("index.recall_target")),
+            "{b}"
+        );
+    }
+
+    let vectors = clustered_vectors(1_200);
+    for batch in vectors.chunks(200).enumerate() {
+        let (at, batch) = batch;
+        let documents: Vec<Value> = batch
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let id = at * 200 + i;
+                json!({"id": format!("d{id}"), "text": format!("Row {id}."), "vector": v})
+            })
+            .collect();
+        let (s, b) = post(
+            &format!("{url}/v1/collections/t/documents"),
+            &json!({ "documents": documents }),
+        );
+        assert_eq!(s, 200, "{b}");
+    }
+    let (s, b) = post(
+        &format!("{url}/v1/collections/t/maintain"),
+        &json!({"seal": true}),
+    );
+    assert_eq!(s, 200, "{b}");
+    // The tuning runs off the request path: wait (bounded) for it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let tuned = loop {
+        let (s, body) = get_text(&format!("{url}/v1/collections/t/stats"));
+        assert_eq!(s, 200, "{body}");
+        let stats: Value = serde_json::from_str(&body).unwrap();
+        if let Some(tuned) = stats["shards"][0].get("tuned") {
+            break tuned.clone();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no tuning after the seal: {body}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert_eq!(tuned["target"].as_f64(), Some(0.9), "{tuned}");
+    assert_eq!(tuned["reached"], json!(true), "{tuned}");
+    assert!(tuned["recall"].as_f64().unwrap() >= 0.9, "{tuned}");
+    let nprobe = tuned["nprobe"].as_u64().unwrap();
+    assert!((1..=16).contains(&nprobe), "{tuned}");
+    assert!(tuned["queries"].as_u64().unwrap() >= 100, "{tuned}");
+    // Served with the tuned setting, or with the nprobe a search names.
+    for body in [
+        json!({"query": "Row 7.", "vector": vectors[7], "k": 5}),
+        json!({"query": "Row 7.", "vector": vectors[7], "k": 5, "nprobe": 16}),
+    ] {
+        let (s, b) = post(&format!("{url}/v1/collections/t/search"), &body);
+        assert_eq!(s, 200, "{b}");
+        assert_eq!(b["hits"][0]["doc_id"], json!("d7"), "{b}");
+        assert_eq!(b["hits"][0]["lanes"]["dense"]["rank"], json!(1), "{b}");
+    }
+}

@@ -132,12 +132,17 @@ def test_search_shows_lanes_and_highlights(page: Page, dev, shots):
 
 def test_stats_show_the_recall_searches_delivered(page: Page, dev):
     """After the searches above, each shard's live recall estimate (issue 73; every search sampled in this
-    cluster) is in the stats table: the rows are unsealed, searched exactly, so it is 1."""
+    cluster) is in the stats table: the rows are unsealed, searched exactly, so it is 1, and no shard has a search
+    setting to tune."""
     page.goto(dev.url)
     page.locator(f"tr[data-collection={COLLECTION}]").get_by_role("button", name="Stats").click()
     cells = page.get_by_test_id("stats-table").get_by_test_id("recall")
     expect(cells).to_have_count(2)
     expect(cells.filter(has_text=re.compile(r"^1\.000 \([01]\.\d{3}–1\.000\), \d+ samples$"))).not_to_have_count(0)
+    # Nothing sealed, nothing to tune for the recall target: a flat scan is exact.
+    tuned = page.get_by_test_id("stats-table").get_by_test_id("tuned")
+    expect(tuned).to_have_count(2)
+    expect(tuned.first).to_have_text("not tuned")
 
 
 def test_ask_answerable_shows_verified_claims(page: Page, dev, shots):

@@ -11,7 +11,7 @@ use utoipa::openapi::{Object, RefOr, Schema};
 use crate::keys::{Scope, ANY_TENANT, KEY_ID_HEX, MAX_GRANT_ENTRIES, MAX_TENANT};
 use crate::limits::{
     MAX_COLLECTION_NAME, MAX_DIMENSION, MAX_EMBEDDER_MODEL, MAX_NBITS, MAX_NLIST, MAX_REPLICATION,
-    MAX_SHARDS, MAX_SNAPSHOT_ID,
+    MAX_SHARDS, MAX_SNAPSHOT_ID, MIN_RECALL_TARGET,
 };
 use crate::settings::MAX_DATA_HASH_LEN;
 
@@ -176,6 +176,22 @@ pub fn nprobe() -> Object {
     optional_count(
         MAX_NLIST.into(),
         "IVF lists probed per search; at most the index's `nlist`.",
+    )
+}
+
+/// `recall_target` of an index ([`crate::limits::recall_target_problem`]).
+pub fn recall_target() -> Object {
+    nullable(
+        ObjectBuilder::new()
+            .schema_type(Type::Number)
+            .minimum(Some(MIN_RECALL_TARGET))
+            .maximum(Some(1.0))
+            .description(Some(
+                "Recall@10 each shard tunes its search setting to reach (searches that name no nprobe). \
+                 Default 0.95 when the index names no nprobe; left out with an nprobe named, that nprobe serves."
+                    .to_string(),
+            ))
+            .build(),
     )
 }
 

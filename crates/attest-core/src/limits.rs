@@ -141,10 +141,13 @@ pub fn nprobe_problem(nprobe: u32, nlist: u32) -> Option<String> {
         .then(|| format!("must be 1..={nlist} (the index's nlist), got {nprobe}"))
 }
 
-/// Why a recall target is refused: a recall@k from 0.5 to 1 (a lower aim is a mistake, not a saving).
+/// The lowest recall target a collection may state: a lower aim is a mistake, not a saving.
+pub const MIN_RECALL_TARGET: f64 = 0.5;
+
+/// Why a recall target is refused: a recall@k from [`MIN_RECALL_TARGET`] to 1.
 pub fn recall_target_problem(target: f64) -> Option<String> {
-    (!(0.5..=1.0).contains(&target))
-        .then(|| format!("must be a recall between 0.5 and 1, got {target}"))
+    (!(MIN_RECALL_TARGET..=1.0).contains(&target))
+        .then(|| format!("must be a recall from {MIN_RECALL_TARGET} to 1, got {target}"))
 }
 
 /// Why `m` (PQ sub-quantizers) is refused for vectors of `dimension`: FAISS splits a vector into `m` equal

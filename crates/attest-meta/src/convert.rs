@@ -71,6 +71,11 @@ pub fn drain_from_pb(drain: i32) -> Result<Option<DrainKind>, MetaError> {
 pub fn spec_from_pb(spec: Option<pb::CollectionSpec>) -> Option<SpecRecord> {
     spec.map(|s| SpecRecord {
         dimension: s.dimension,
+        embedder: extras_to_record(
+            &s.embedder,
+            s.embedder_identity.as_ref(),
+            s.index.as_ref().and_then(|i| i.recall_target),
+        ),
         index: s.index.map(|i| IndexParamsRecord {
             nlist: i.nlist,
             m: i.m,
@@ -78,56 +83,74 @@ pub fn spec_from_pb(spec: Option<pb::CollectionSpec>) -> Option<SpecRecord> {
             nprobe: i.nprobe,
         }),
         seal_threshold: s.seal_threshold,
-        embedder: embedder_to_record(&s.embedder, s.embedder_identity.as_ref()),
     })
 }
 
-/// An embedder's identity as meta's record holds it. The state machine's encoding (bincode) has no room for a new
-/// field in an old record, so the identity is kept as JSON in the `embedder` string that used to hold the model's
-/// id alone (as chunking and thresholds are kept); a record of the id alone still reads.
+/// The spec's fields added after its record's encoding was fixed. The state machine's encoding (bincode) has no
+/// room for a new field in an old record, so they are kept as JSON in the `embedder` string that used to hold
+/// the model's id alone (as chunking and thresholds are kept as JSON): the embedder's whole identity, and the
+/// index's recall target. A record of the id alone still reads, and a spec with neither is still written so.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SpecExtras {
+    model: String,
+    #[serde(flatten)]
+    identity: Option<IdentityJson>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    recall_target: Option<f64>,
+}
+
+/// An embedder's identity beside its model's id.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct IdentityJson {
-    model: String,
     checksum: String,
     dimension: u32,
     pooling: String,
     query_prefix: String,
 }
 
-fn embedder_to_record(model: &str, identity: Option<&pb::EmbedderIdentity>) -> String {
-    match identity {
-        Some(i) if !i.model.is_empty() => serde_json::to_string(&IdentityJson {
-            model: i.model.clone(),
+fn extras_to_record(
+    model: &str,
+    identity: Option<&pb::EmbedderIdentity>,
+    recall_target: Option<f64>,
+) -> String {
+    let identity = identity.filter(|i| !i.model.is_empty());
+    if identity.is_none() && recall_target.is_none() {
+        return model.to_string();
+    }
+    serde_json::to_string(&SpecExtras {
+        model: identity.map_or(model, |i| &i.model).to_string(),
+        identity: identity.map(|i| IdentityJson {
             checksum: i.checksum.clone(),
             dimension: i.dimension,
             pooling: i.pooling.clone(),
             query_prefix: i.query_prefix.clone(),
-        })
-        .expect("strings and a number serialise"),
-        _ => model.to_string(),
-    }
+        }),
+        recall_target,
+    })
+    .expect("strings and numbers serialise")
 }
 
-/// The recorded model's id and, for a record written with one, its whole identity.
-fn embedder_from_record(recorded: &str) -> (String, Option<pb::EmbedderIdentity>) {
-    match serde_json::from_str::<IdentityJson>(recorded) {
-        Ok(i) => (
-            i.model.clone(),
-            Some(pb::EmbedderIdentity {
-                model: i.model,
+/// The recorded model's id, its whole identity for a record written with one, and the index's recall target.
+fn extras_from_record(recorded: &str) -> (String, Option<pb::EmbedderIdentity>, Option<f64>) {
+    match serde_json::from_str::<SpecExtras>(recorded) {
+        Ok(e) => (
+            e.model.clone(),
+            e.identity.map(|i| pb::EmbedderIdentity {
+                model: e.model,
                 checksum: i.checksum,
                 dimension: i.dimension,
                 pooling: i.pooling,
                 query_prefix: i.query_prefix,
             }),
+            e.recall_target,
         ),
-        Err(_) => (recorded.to_string(), None),
+        Err(_) => (recorded.to_string(), None, None),
     }
 }
 
 pub fn spec_to_pb(spec: &Option<SpecRecord>) -> Option<pb::CollectionSpec> {
     spec.as_ref().map(|s| {
-        let (embedder, embedder_identity) = embedder_from_record(&s.embedder);
+        let (embedder, embedder_identity, recall_target) = extras_from_record(&s.embedder);
         pb::CollectionSpec {
             dimension: s.dimension,
             index: s.index.as_ref().map(|i| pb::IndexParams {
@@ -135,6 +158,7 @@ pub fn spec_to_pb(spec: &Option<SpecRecord>) -> Option<pb::CollectionSpec> {
                 m: i.m,
                 nbits: i.nbits,
                 nprobe: i.nprobe,
+                recall_target,
             }),
             seal_threshold: s.seal_threshold,
             embedder,
@@ -335,6 +359,42 @@ mod tests {
         });
         assert_eq!(spec_to_pb(&old), Some(spec("all-minilm-l6-v2", None)));
         assert_eq!(spec_from_pb(spec_to_pb(&old)), old);
+    }
+
+    #[test]
+    fn a_recall_target_survives_the_record_with_an_identity_or_without() {
+        let index = |recall_target| pb::IndexParams {
+            nlist: 1024,
+            m: 96,
+            nbits: 8,
+            nprobe: 32,
+            recall_target,
+        };
+        let identity = pb::EmbedderIdentity {
+            model: "bge-small-en-v1.5".into(),
+            checksum: "cd".repeat(32),
+            dimension: 384,
+            pooling: "cls".into(),
+            query_prefix: String::new(),
+        };
+        for (model, identity) in [("bge-small-en-v1.5", Some(identity)), ("", None)] {
+            for target in [Some(0.95), None] {
+                let asked = pb::CollectionSpec {
+                    index: Some(index(target)),
+                    ..spec(model, identity.clone())
+                };
+                assert_eq!(spec_to_pb(&spec_from_pb(Some(asked.clone()))), Some(asked));
+            }
+        }
+        // A record written before targets (an identity's JSON without one) reads as no target.
+        let before = serde_json::json!({
+            "model": "m", "checksum": "ab", "dimension": 384, "pooling": "mean", "query_prefix": ""
+        });
+        let (model, identity, target) = extras_from_record(&before.to_string());
+        assert_eq!(
+            (model.as_str(), identity.unwrap().pooling.as_str(), target),
+            ("m", "mean", None)
+        );
     }
 
     #[test]

@@ -15,7 +15,43 @@ pub struct IndexSettings {
     pub nlist: u32,
     pub m: u32,
     pub nbits: u32,
+    /// Lists probed by a search that names none, until the shards have tuned a setting for `recall_target`.
     pub nprobe: u32,
+    /// The recall@10 each shard tunes the setting of a search that names no nprobe to reach; absent: `nprobe`
+    /// serves every such search.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recall_target: Option<f64>,
+}
+
+impl IndexSettings {
+    pub fn from_proto(p: &pb::IndexParams) -> Self {
+        IndexSettings {
+            nlist: p.nlist,
+            m: p.m,
+            nbits: p.nbits,
+            nprobe: p.nprobe,
+            recall_target: p.recall_target,
+        }
+    }
+
+    pub fn to_proto(&self) -> pb::IndexParams {
+        pb::IndexParams {
+            nlist: self.nlist,
+            m: self.m,
+            nbits: self.nbits,
+            nprobe: self.nprobe,
+            recall_target: self.recall_target,
+        }
+    }
+
+    /// The `nprobe` a shard is asked to search with when the caller names none: 0 (its tuned setting) when the
+    /// collection has a recall target.
+    pub fn default_nprobe(&self) -> u32 {
+        match self.recall_target {
+            Some(_) => 0,
+            None => self.nprobe,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -118,12 +154,7 @@ pub fn record_from_meta(c: &pb::CollectionMeta) -> CollectionRecord {
         shards: c.shards,
         replication: c.replication,
         dimension: spec.dimension,
-        index: IndexSettings {
-            nlist: index.nlist,
-            m: index.m,
-            nbits: index.nbits,
-            nprobe: index.nprobe,
-        },
+        index: IndexSettings::from_proto(&index),
         seal_threshold: spec.seal_threshold,
         embedder: identity_from_proto(&spec.embedder, spec.dimension, spec.embedder_identity),
         placement,

@@ -81,7 +81,16 @@ impl Router {
             m: pick(p.m, limits::DEFAULT_M),
             nbits: pick(p.nbits, limits::DEFAULT_NBITS),
             nprobe: pick(p.nprobe, limits::DEFAULT_NPROBE),
+            // An nprobe named alone is the setting the caller chose; otherwise the shards tune one for a target.
+            recall_target: match (p.recall_target, p.nprobe) {
+                (Some(target), _) => Some(target),
+                (None, 0) => Some(limits::DEFAULT_RECALL_TARGET),
+                (None, _) => None,
+            },
         };
+        if let Some(problem) = index.recall_target.and_then(limits::recall_target_problem) {
+            return Err(RouterError::invalid("index.recall_target", problem));
+        }
         if index.nbits > limits::MAX_NBITS {
             return Err(RouterError::invalid(
                 "index.nbits",
@@ -131,12 +140,7 @@ impl Router {
         }
         let spec = pb::CollectionSpec {
             dimension,
-            index: Some(pb::IndexParams {
-                nlist: index.nlist,
-                m: index.m,
-                nbits: index.nbits,
-                nprobe: index.nprobe,
-            }),
+            index: Some(index.to_proto()),
             // 0: each shard seals at its own `engine.seal_threshold`.
             seal_threshold: 0,
             embedder: embedder.model.clone(),

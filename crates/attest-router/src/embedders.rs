@@ -204,6 +204,7 @@ mod tests {
                 m: 8,
                 nbits: 8,
                 nprobe: 1,
+                recall_target: None,
             },
             seal_threshold: 0,
             embedder,

@@ -34,12 +34,7 @@ fn info(c: &CollectionRecord) -> pb::CollectionInfo {
         replication: c.replication,
         spec: Some(pb::CollectionSpec {
             dimension: c.dimension,
-            index: Some(pb::IndexParams {
-                nlist: c.index.nlist,
-                m: c.index.m,
-                nbits: c.index.nbits,
-                nprobe: c.index.nprobe,
-            }),
+            index: Some(c.index.to_proto()),
             seal_threshold: c.seal_threshold,
             embedder: c.embedder.model.clone(),
             embedder_identity: crate::collection::identity_to_proto(&c.embedder),

@@ -295,6 +295,7 @@ pub(crate) async fn create_collection(
         m: i.m.unwrap_or(0),
         nbits: i.nbits.unwrap_or(0),
         nprobe: i.nprobe.unwrap_or(0),
+        recall_target: i.recall_target,
     });
     let name = b.name.clone();
     let created = r

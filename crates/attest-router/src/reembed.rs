@@ -259,12 +259,7 @@ impl Router {
     ) -> Result<CollectionRecord, RouterError> {
         let spec = pb::CollectionSpec {
             dimension: identity.dimension,
-            index: Some(pb::IndexParams {
-                nlist: rec.index.nlist,
-                m: rec.index.m,
-                nbits: rec.index.nbits,
-                nprobe: rec.index.nprobe,
-            }),
+            index: Some(rec.index.to_proto()),
             seal_threshold: rec.seal_threshold,
             embedder: identity.model.clone(),
             embedder_identity: identity_to_proto(identity),

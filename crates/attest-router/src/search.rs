@@ -151,9 +151,10 @@ impl Router {
                 other => other,
             })?;
         }
-        // Unset: the collection's own nprobe. One the caller chose must fit the collection's lists.
+        // Unset: the collection's own setting (its shards' tuned one, under a recall target). One the caller
+        // chose must fit the collection's lists.
         let nprobe = match req.nprobe {
-            None => rec.index.nprobe,
+            None => rec.index.default_nprobe(),
             Some(nprobe) => match limits::nprobe_problem(nprobe, rec.index.nlist) {
                 Some(problem) => return Err(invalid("nprobe", problem)),
                 None => nprobe,

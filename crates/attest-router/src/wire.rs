@@ -30,6 +30,8 @@ pub(crate) struct IndexBody {
     pub nbits: Option<u32>,
     #[schema(schema_with = contract::nprobe)]
     pub nprobe: Option<u32>,
+    #[schema(schema_with = contract::recall_target)]
+    pub recall_target: Option<f64>,
 }
 
 /// `POST /v1/collections`. A field left out takes its default; an explicit 0 is refused.
@@ -344,6 +346,26 @@ pub struct ShardStats {
     /// its first sample or where `engine.recall_probe.sample_rate` is 0.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recall: Option<RecallEstimate>,
+    /// The search setting the replica tuned for the collection's `index.recall_target`; absent before its first
+    /// tuning (a replica with no sealed rows searches exactly) or without a target.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tuned: Option<SearchTuning>,
+}
+
+/// What a replica's last tuning chose and measured.
+#[derive(Serialize, ToSchema)]
+pub struct SearchTuning {
+    /// Lists probed by a search that names no nprobe.
+    pub nprobe: u32,
+    /// Candidates per hit re-scored from the full vectors (0: the SQ8 copies' scores are final).
+    pub exact_refine: u32,
+    /// Mean recall@10 the setting delivered on the tuning's sample of the replica's rows and recent searches.
+    pub recall: f64,
+    pub target: f64,
+    /// False: no setting reached the target, and the best one measured serves.
+    pub reached: bool,
+    pub queries: u32,
+    pub tuned_at_ms: u64,
 }
 
 /// Recall@k of a replica's dense searches, measured on a sample of them.
@@ -388,6 +410,15 @@ impl CollectionStats {
                     samples: r.samples,
                     measured: r.measured,
                     dropped: r.dropped,
+                }),
+                tuned: s.tuned.map(|t| SearchTuning {
+                    nprobe: t.nprobe,
+                    exact_refine: t.exact_refine,
+                    recall: t.recall,
+                    target: t.target,
+                    reached: t.reached,
+                    queries: t.queries,
+                    tuned_at_ms: t.tuned_at_ms,
                 }),
             })
             .collect();

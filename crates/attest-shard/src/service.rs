@@ -123,6 +123,15 @@ fn stats_to_proto(s: EngineStats) -> pb::ShardStatsResponse {
             measured: r.measured,
             dropped: r.dropped,
         }),
+        tuned: s.tuned.map(|t| pb::SearchTuning {
+            nprobe: t.setting.nprobe,
+            exact_refine: t.setting.exact_refine as u32,
+            recall: t.recall,
+            target: t.target,
+            reached: t.reached,
+            queries: t.queries as u32,
+            tuned_at_ms: t.tuned_at_ms,
+        }),
     }
 }
 
@@ -137,9 +146,15 @@ pub fn engine_config_from_spec(
     if spec.dimension == 0 || spec.dimension > max {
         return Err(invalid("spec.dimension", format!("must be 1..={max}")));
     }
+    let recall_target = spec.index.as_ref().and_then(|i| i.recall_target);
+    if let Some(problem) = recall_target.and_then(attest_core::limits::recall_target_problem) {
+        return Err(invalid("spec.index.recall_target", problem));
+    }
     Ok(EngineConfig {
         dimension: spec.dimension as usize,
         ivfpq: params_from_proto(spec.index.as_ref()),
+        // Unset (a collection with a fixed nprobe, or recorded before targets): 0, no tuning.
+        recall_target: recall_target.unwrap_or(0.0),
         seal_threshold: if spec.seal_threshold == 0 {
             defaults.seal_threshold
         } else {

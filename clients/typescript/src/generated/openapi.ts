@@ -869,6 +869,8 @@ export interface components {
             nlist?: number | null;
             /** @description IVF lists probed per search; at most the index's `nlist`. */
             nprobe?: number | null;
+            /** @description Recall@10 each shard tunes its search setting to reach (searches that name no nprobe). Default 0.95 when the index names no nprobe; left out with an nprobe named, that nprobe serves. */
+            recall_target?: number | null;
         };
         IndexSettings: {
             /** Format: int32 */
@@ -877,8 +879,17 @@ export interface components {
             nbits: number;
             /** Format: int32 */
             nlist: number;
-            /** Format: int32 */
+            /**
+             * Format: int32
+             * @description Lists probed by a search that names none, until the shards have tuned a setting for `recall_target`.
+             */
             nprobe: number;
+            /**
+             * Format: double
+             * @description The recall@10 each shard tunes the setting of a search that names no nprobe to reach; absent: `nprobe`
+             *     serves every such search.
+             */
+            recall_target?: number | null;
         };
         IngestResult: {
             /**
@@ -1241,6 +1252,32 @@ export interface components {
             /** Format: double */
             took_ms: number;
         };
+        /** @description What a replica's last tuning chose and measured. */
+        SearchTuning: {
+            /**
+             * Format: int32
+             * @description Candidates per hit re-scored from the full vectors (0: the SQ8 copies' scores are final).
+             */
+            exact_refine: number;
+            /**
+             * Format: int32
+             * @description Lists probed by a search that names no nprobe.
+             */
+            nprobe: number;
+            /** Format: int32 */
+            queries: number;
+            /** @description False: no setting reached the target, and the best one measured serves. */
+            reached: boolean;
+            /**
+             * Format: double
+             * @description Mean recall@10 the setting delivered on the tuning's sample of the replica's rows and recent searches.
+             */
+            recall: number;
+            /** Format: double */
+            target: number;
+            /** Format: int64 */
+            tuned_at_ms: number;
+        };
         ShardHealth: {
             /** @description `ok`, `degraded` (fewer serving replicas than the replication) or `down` (none). */
             health: string;
@@ -1289,6 +1326,7 @@ export interface components {
             /** Format: int32 */
             sealed_segments: number;
             shard: number;
+            tuned?: null | components["schemas"]["SearchTuning"];
         };
         /** @description One replica's upload (create) or download into a node's staging area (restore). */
         ShardTransfer: {

@@ -261,6 +261,7 @@ pub fn collection(name: &str, shards: u32, replication: u32) -> pb::MetaCreateCo
                 m: 2,
                 nbits: 8,
                 nprobe: 2,
+                recall_target: None,
             }),
             seal_threshold: 100,
             embedder: "test".into(),

@@ -8,7 +8,8 @@ const HELP = {
   nlist: "IVF cells: sealed vectors are grouped into this many clusters. About √N (N = vectors) is a good start; more cells make each search cheaper but need more data to train.",
   m: "PQ sub-quantizers: each vector is compressed to m codes. Must divide the dimension (384). More codes = more accurate distances and more memory.",
   nbits: "Bits per PQ code (8 = 256 centroids per sub-quantizer). Usually 8.",
-  nprobe: "Cells searched per query (at most nlist). Higher = better recall, slower search; can be raised per request.",
+  nprobe: "Cells searched per query (at most nlist). Higher = better recall, slower search; can be raised per request. Named alone, it serves every search that names none (no tuning).",
+  recall_target: "Recall@10 each shard tunes its search setting to reach (0.5–1), measured on a sample of its own data after every seal and merge. Default 0.95 unless nprobe is set.",
 };
 
 export function render(view, ctx) {
@@ -30,7 +31,9 @@ export function render(view, ctx) {
         field("nlist", num("nlist", "default"), HELP.nlist),
         field("m", num("m", "default"), HELP.m),
         field("nbits", num("nbits", "8"), HELP.nbits),
-        field("nprobe", num("nprobe", "default"), HELP.nprobe))),
+        field("nprobe", num("nprobe", "default"), HELP.nprobe),
+        field("recall target", h("input", { type: "number", min: 0.5, max: 1, step: 0.01, name: "recall_target",
+          id: "c-recall_target", placeholder: "0.95", inputmode: "decimal" }), HELP.recall_target))),
     h("div.row", {}, h("button", { type: "submit" }, "Create collection")));
 
   form.addEventListener("submit", async (ev) => {
@@ -38,7 +41,8 @@ export function render(view, ctx) {
     const f = new FormData(form);
     const int = (k) => (f.get(k) ? Number(f.get(k)) : undefined);
     const body = { name: String(f.get("name")).trim(), shards: int("shards"), replication: int("replication") };
-    const index = { nlist: int("nlist"), m: int("m"), nbits: int("nbits"), nprobe: int("nprobe") };
+    const index = { nlist: int("nlist"), m: int("m"), nbits: int("nbits"), nprobe: int("nprobe"),
+      recall_target: int("recall_target") };
     if (Object.values(index).some((v) => v !== undefined)) body.index = index;
     clear(status);
     try {
@@ -64,6 +68,10 @@ export function render(view, ctx) {
   const recall = (r) => r
     ? `${r.recall.toFixed(3)} (${r.low.toFixed(3)}–${r.high.toFixed(3)}), ${r.samples} samples`
     : "not measured yet";
+  // The setting the shard tuned for the collection's recall target (index.recall_target).
+  const tuned = (t) => t
+    ? `nprobe ${t.nprobe}${t.exact_refine ? `, re-score ${t.exact_refine}×k` : ""}: ${t.recall.toFixed(3)} ${t.reached ? "≥" : "<"} ${t.target}`
+    : "not tuned";
 
   async function showStats(name) {
     clear(stats, h("p", {}, `Loading statistics of ${name}…`));
@@ -72,12 +80,13 @@ export function render(view, ctx) {
       const rows = s.shards.map((x) =>
         h("tr", {}, h("td", {}, x.shard), h("td", {}, x.live_documents), h("td", {}, x.growing_rows),
           h("td", {}, x.sealed_rows), h("td", {}, x.sealed_segments), h("td", {}, bytes(x.disk_bytes)),
-          h("td", {}, x.last_seq), h("td", { "data-testid": "recall" }, recall(x.recall))));
+          h("td", {}, x.last_seq), h("td", { "data-testid": "recall" }, recall(x.recall)),
+          h("td", { "data-testid": "tuned" }, tuned(x.tuned))));
       const total = (k) => s.shards.reduce((a, x) => a + Number(x[k] || 0), 0);
       clear(stats, h("h3", {}, `Shards of ${name}`),
         h("p.muted", {}, `${total("live_documents")} live chunks; ${total("growing_rows")} in growing segments (searched brute force, sealed at the threshold), ${total("sealed_rows")} in sealed IVF_PQ segments.`),
         table(["shard", "live chunks", "growing rows", "sealed rows", "sealed segments", "size on disk", "last seq",
-          "recall@k (95%)"], rows,
+          "recall@k (95%)", "search setting (recall target)"], rows,
           { "data-testid": "stats-table" }));
     } catch (e) {
       clear(stats, errorBox(e));
