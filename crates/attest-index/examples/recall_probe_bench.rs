@@ -9,32 +9,14 @@
 use std::time::{Duration, Instant};
 
 use attest_index::recall_probe::RecallProbeConfig;
-use attest_index::{
-    DocumentWrite, EngineConfig, Filter, IvfPqParams, LoggedChunk, SearchParams, ShardEngine,
-};
-use rand::{Rng, SeedableRng};
-use rand_distr::{Distribution, Normal};
+use attest_index::{EngineConfig, Filter, IvfPqParams, SearchParams, ShardEngine};
+use rand::SeedableRng;
 
-const DIM: usize = 128;
+#[path = "shared/clustered.rs"]
+mod clustered;
+use clustered::{centres, exact_truth, points, recall_of, write_sealed, DIM, K};
+
 const QUERIES: usize = 1_000;
-const K: usize = 10;
-
-fn normalise(mut v: Vec<f32>) -> Vec<f32> {
-    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
-    v.iter_mut().for_each(|x| *x /= n);
-    v
-}
-
-/// Points of a Gaussian mixture around `centres`.
-fn points(n: usize, centres: &[Vec<f32>], rng: &mut impl Rng) -> Vec<Vec<f32>> {
-    let noise = Normal::new(0.0, 1.5 / (DIM as f32).sqrt()).unwrap();
-    (0..n)
-        .map(|_| {
-            let c = &centres[rng.gen_range(0..centres.len())];
-            normalise(c.iter().map(|x| x + noise.sample(rng)).collect())
-        })
-        .collect()
-}
 
 fn config(rows: usize, sample_rate: f64, cpu_share: f64) -> EngineConfig {
     let nlist = ((rows as f64).sqrt().ceil() as u32).next_power_of_two();
@@ -109,10 +91,7 @@ fn main() {
     let cpu_share = arg(4, defaults.cpu_share);
 
     let mut rng = rand::rngs::StdRng::seed_from_u64(73);
-    let unit = Normal::new(0.0f32, 1.0).unwrap();
-    let centres: Vec<Vec<f32>> = (0..500)
-        .map(|_| normalise((0..DIM).map(|_| unit.sample(&mut rng)).collect()))
-        .collect();
+    let centres = centres(500, &mut rng);
     let base = points(rows, &centres, &mut rng);
     let queries = points(QUERIES, &centres, &mut rng);
 
@@ -120,55 +99,11 @@ fn main() {
     let t = Instant::now();
     {
         let engine = ShardEngine::open(dir.path(), config(rows, 0.0, cpu_share)).expect("open");
-        for (b, batch) in base.chunks(5_000).enumerate() {
-            let docs = batch
-                .iter()
-                .enumerate()
-                .map(|(i, v)| {
-                    let id = (b * 5_000 + i).to_string();
-                    DocumentWrite {
-                        doc_id: id.clone(),
-                        tenant: "t".into(),
-                        chunks: vec![LoggedChunk {
-                            chunk_id: id,
-                            title: String::new(),
-                            text: String::new(),
-                            metadata_json: "{}".into(),
-                            vector: v.clone(),
-                        }],
-                        version: 0,
-                        near_dup: None,
-                    }
-                })
-                .collect();
-            engine.upsert(docs).expect("upsert");
-        }
-        engine.seal().expect("seal");
-        engine.compact().expect("compact");
+        write_sealed(&engine, &base);
     }
     eprintln!("built {rows} rows in {:.0} s", t.elapsed().as_secs_f64());
-
-    // Ground truth: the exact top k of every query.
-    let truth: Vec<Vec<usize>> = queries
-        .iter()
-        .map(|q| {
-            let mut scored: Vec<(usize, f32)> = base
-                .iter()
-                .enumerate()
-                .map(|(i, v)| (i, v.iter().zip(q).map(|(a, b)| a * b).sum()))
-                .collect();
-            scored.select_nth_unstable_by(K, |a, b| b.1.total_cmp(&a.1));
-            scored[..K].iter().map(|(i, _)| *i).collect()
-        })
-        .collect();
-    let recall_of = |found: &[Vec<usize>]| {
-        found
-            .iter()
-            .zip(&truth)
-            .map(|(f, t)| t.iter().filter(|i| f.contains(i)).count() as f64 / K as f64)
-            .sum::<f64>()
-            / truth.len() as f64
-    };
+    let truth = exact_truth(&base, &queries);
+    let recall_of = |found: &[Vec<usize>]| recall_of(found, &truth);
 
     // Off and on, each in its own opening of the same files; off twice around on, so drift shows.
     let run = |rate: f64| {

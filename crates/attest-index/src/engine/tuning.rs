@@ -48,6 +48,7 @@ impl ShardEngine {
     pub fn tune_search(&self) -> Option<TunedSearch> {
         // Cleared first: a seal that ends while this runs asks for another tuning.
         self.tuning_due.store(false, Ordering::SeqCst);
+        let started = std::time::Instant::now();
         let target = self.config.recall_target;
         let (sealed_rows, seed) = {
             let st = self.state.read();
@@ -125,6 +126,7 @@ impl ShardEngine {
             queries,
             sealed_rows,
             tuned_at_ms: attest_core::clock::unix_ms(),
+            took_ms: started.elapsed().as_millis() as u64,
         };
         *self.tuned.write() = Some(tuned);
         Some(tuned)
