@@ -679,6 +679,8 @@ fn a_collection_states_a_recall_target_and_its_shards_tune_for_it() {
         assert_eq!(s, 200, "{body}");
         let stats: Value = serde_json::from_str(&body).unwrap();
         if let Some(tuned) = stats["shards"][0].get("tuned") {
+            // Rows of one mixture, sealed once: nothing drifted from the quantizer.
+            assert_eq!(stats["shards"][0]["recall_retrains"], json!(0), "{body}");
             break tuned.clone();
         }
         assert!(

@@ -494,8 +494,12 @@ pub enum CollectionCommand {
         m: Option<u32>,
         #[arg(long)]
         nbits: Option<u32>,
+        /// Lists probed by every search that names none (no tuning, unless a recall target is also given).
         #[arg(long)]
         nprobe: Option<u32>,
+        /// Recall@10 each shard tunes its search setting to reach, 0.5–1 (default 0.95 unless `--nprobe` is given).
+        #[arg(long)]
+        recall_target: Option<f64>,
         /// The model that embeds its text, fixed at creation: a local model (`all-minilm-l6-v2`,
         /// `bge-small-en-v1.5`) or the router's embedder (default).
         #[arg(long)]

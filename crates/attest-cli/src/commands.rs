@@ -107,11 +107,14 @@ pub async fn collection(server: &str, cmd: CollectionCommand) -> anyhow::Result<
             m,
             nbits,
             nprobe,
+            recall_target,
             embedder,
             json,
         } => {
+            let index = json!({"nlist": nlist, "m": m, "nbits": nbits, "nprobe": nprobe,
+                "recall_target": recall_target});
             let body = json!({"name": name, "shards": shards, "replication": replication,
-                "index": {"nlist": nlist, "m": m, "nbits": nbits, "nprobe": nprobe}, "embedder": embedder});
+                "index": index, "embedder": embedder});
             let out = call(http.post(format!("{server}/v1/collections")).json(&body)).await?;
             if json {
                 println!("{out}");

@@ -67,7 +67,11 @@ fn serve(
         let one = Instant::now();
         let hits = engine.search(&p).expect("search").dense;
         took.push(one.elapsed().as_secs_f64() * 1e3);
-        found.push(hits.iter().map(|h| h.doc_id.parse().expect("row id")).collect());
+        found.push(
+            hits.iter()
+                .map(|h| h.doc_id.parse().expect("row id"))
+                .collect(),
+        );
     }
     let qps = queries.len() as f64 / started.elapsed().as_secs_f64();
     took.sort_by(f64::total_cmp);

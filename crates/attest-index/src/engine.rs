@@ -100,6 +100,8 @@ pub struct EngineStats {
     /// The search setting chosen for the collection's recall target (None before the first tuning, or without
     /// a target).
     pub tuned: Option<crate::search_tuning::TunedSearch>,
+    /// Times since open the quantizer was trained again because no setting reached the recall target.
+    pub recall_retrains: u64,
 }
 
 /// Log records that are dead (a replaced upsert, a delete) and not yet forgotten, kept as they die so that a
@@ -179,6 +181,11 @@ pub struct ShardEngine {
     tuned: RwLock<Option<crate::search_tuning::TunedSearch>>,
     /// Whether this replica waits in the tuner's queue.
     tuning_due: AtomicBool,
+    /// Whether a retraining for the recall target runs, how many have run since open, and the sealed range the
+    /// last one covered (a target still out of reach with nothing new sealed is not retrained for again).
+    recall_retraining: AtomicBool,
+    recall_retrains: std::sync::atomic::AtomicU64,
+    retrained_through: std::sync::atomic::AtomicU64,
     /// This engine, for the background work it asks for from `&self` (set once it is in its `Arc`).
     this: std::sync::OnceLock<std::sync::Weak<ShardEngine>>,
 }
@@ -422,6 +429,9 @@ impl ShardEngine {
             last_write: parking_lot::Mutex::new(std::time::Instant::now()),
             tuned: RwLock::new(None),
             tuning_due: AtomicBool::new(false),
+            recall_retraining: AtomicBool::new(false),
+            recall_retrains: Default::default(),
+            retrained_through: Default::default(),
             this: std::sync::OnceLock::new(),
         }))
         .inspect(|engine| {
@@ -869,6 +879,9 @@ impl ShardEngine {
             rebuilt_segments: self.rebuilt.clone(),
             recall: self.recall.estimate(),
             tuned: self.tuned_search(),
+            recall_retrains: self
+                .recall_retrains
+                .load(std::sync::atomic::Ordering::Relaxed),
         }
     }
 

@@ -149,3 +149,151 @@ fn a_seal_has_the_replica_tuned_in_the_background() {
     assert!(t.reached && t.recall >= 0.9 && t.target == 0.9, "{t:?}");
     assert_eq!(t.sealed_rows, engine.stats().sealed_rows);
 }
+
+/// Unit vectors around 20 centres that lie in half of the 16 dimensions (`upper`: the other half).
+fn mixture(n: usize, upper: bool, seed: u64) -> Vec<Vec<f32>> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let offset = if upper { 8 } else { 0 };
+    let centres: Vec<Vec<f32>> = (0..20)
+        .map(|_| {
+            let mut c = vec![0.0f32; 16];
+            (0..8).for_each(|d| c[offset + d] = rng.gen_range(-1.0..1.0));
+            c
+        })
+        .collect();
+    (0..n)
+        .map(|i| {
+            let v: Vec<f32> = centres[i % 20]
+                .iter()
+                .map(|x| x + rng.gen_range(-0.15..0.15))
+                .collect();
+            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            v.into_iter().map(|x| x / norm).collect()
+        })
+        .collect()
+}
+
+fn write(engine: &std::sync::Arc<ShardEngine>, rows: &[Vec<f32>], first: usize) {
+    let docs = rows
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let mut d = doc(first + i, 0);
+            d.chunks[0].vector = v.clone();
+            d
+        })
+        .collect();
+    engine.upsert(docs).unwrap();
+    engine.seal().unwrap();
+}
+
+/// Mean recall@k of `queries` served with `nprobe` against an exact scan of `rows` (document `first + i`).
+fn recall_over(
+    engine: &ShardEngine,
+    rows: &[Vec<f32>],
+    first: usize,
+    queries: &[Vec<f32>],
+    nprobe: Option<u32>,
+) -> f64 {
+    let filter = Filter::default();
+    let total: f64 = queries
+        .iter()
+        .map(|q| {
+            let mut scored: Vec<(usize, f32)> = rows
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (first + i, v.iter().zip(q).map(|(a, b)| a * b).sum()))
+                .collect();
+            scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+            let exact: Vec<String> = scored
+                .iter()
+                .take(K)
+                .map(|(d, _)| format!("doc-{d}#0"))
+                .collect();
+            let p = SearchParams {
+                tenant: "t1",
+                query_vector: Some(q),
+                query_text: None,
+                k: K,
+                nprobe,
+                filter: &filter,
+                exact_rescore: true,
+                payload_top: 0,
+            };
+            let served: Vec<String> = engine
+                .search(&p)
+                .unwrap()
+                .dense
+                .into_iter()
+                .map(|h| h.chunk_id)
+                .collect();
+            exact.iter().filter(|id| served.contains(id)).count() as f64 / K as f64
+        })
+        .sum();
+    total / queries.len() as f64
+}
+
+/// Drift (issue 73 item 3): rows of a second mixture, in dimensions the shard quantizer never saw, are sealed
+/// with it. No setting reaches the target any more — their PQ codes rank them almost at random — so the replica
+/// trains its quantizer again, re-encodes its segments, and serves the target again, without a restart. A
+/// replica without a target (the control) keeps the stale quantizer and stays below it at every list probed.
+#[test]
+fn a_shifted_mixture_has_the_quantizer_retrained_until_the_target_is_reached() {
+    let first = mixture(2_000, false, 1);
+    let shifted = mixture(10_000, true, 2);
+    let queries: Vec<Vec<f32>> = mixture(10_060, true, 2)[10_000..].to_vec();
+    let all: Vec<Vec<f32>> = first.iter().chain(&shifted).cloned().collect();
+    let open = |dir: &std::path::Path, recall_target: f64| {
+        ShardEngine::open(
+            dir,
+            EngineConfig {
+                // The seal-time drift check (reconstruction error) off: the recall target is what notices.
+                quantizer_drift_bound: 1e9,
+                // A short candidate list, so that the PQ codes' ranking decides what is found.
+                compact_overfetch: 16,
+                seal_threshold: 20_000,
+                ivfpq: attest_index::IvfPqParams {
+                    // Two dimensions a code: a quantizer trained on both mixtures ranks them well.
+                    m: 8,
+                    ..targeted(recall_target).ivfpq
+                },
+                ..targeted(recall_target)
+            },
+        )
+        .unwrap()
+    };
+    let (control_dir, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let control = open(control_dir.path(), 0.0);
+    let engine = open(dir.path(), 0.9);
+    for e in [&control, &engine] {
+        write(e, &first, 0);
+        write(e, &shifted, first.len());
+    }
+    let stale = recall_over(&control, &all, 0, &queries, Some(16));
+    assert!(
+        stale < 0.9,
+        "the stale quantizer should miss the shifted rows: {stale}"
+    );
+    assert_eq!(control.stats().recall_retrains, 0);
+
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let tuned = loop {
+        let stats = engine.stats();
+        if let Some(t) = stats
+            .tuned
+            .filter(|t| stats.recall_retrains >= 1 && t.reached)
+        {
+            break t;
+        }
+        assert!(Instant::now() < deadline, "no retraining: {stats:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(engine.stats().recall_retrains, 1);
+    let served = recall_over(&engine, &all, 0, &queries, None);
+    assert!(
+        served >= 0.85,
+        "retrained, tuned {tuned:?}, served {served} (stale {stale})"
+    );
+    eprintln!("stale {stale}, retrained and tuned {tuned:?}: served {served}");
+}

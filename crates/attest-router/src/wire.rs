@@ -350,6 +350,9 @@ pub struct ShardStats {
     /// tuning (a replica with no sealed rows searches exactly) or without a target.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tuned: Option<SearchTuning>,
+    /// Times since the replica opened that its quantizer was trained again (and its segments re-encoded)
+    /// because no search setting reached the recall target: its rows drifted from what it was trained on.
+    pub recall_retrains: u64,
 }
 
 /// What a replica's last tuning chose and measured.
@@ -411,6 +414,7 @@ impl CollectionStats {
                     measured: r.measured,
                     dropped: r.dropped,
                 }),
+                recall_retrains: s.recall_retrains,
                 tuned: s.tuned.map(|t| SearchTuning {
                     nprobe: t.nprobe,
                     exact_refine: t.exact_refine,

@@ -123,6 +123,7 @@ fn stats_to_proto(s: EngineStats) -> pb::ShardStatsResponse {
             measured: r.measured,
             dropped: r.dropped,
         }),
+        recall_retrains: s.recall_retrains,
         tuned: s.tuned.map(|t| pb::SearchTuning {
             nprobe: t.setting.nprobe,
             exact_refine: t.setting.exact_refine as u32,

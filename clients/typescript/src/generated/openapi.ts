@@ -1321,6 +1321,12 @@ export interface components {
             live_documents: number;
             rebuilt_segments: string[];
             recall?: null | components["schemas"]["RecallEstimate"];
+            /**
+             * Format: int64
+             * @description Times since the replica opened that its quantizer was trained again (and its segments re-encoded)
+             *     because no search setting reached the recall target: its rows drifted from what it was trained on.
+             */
+            recall_retrains: number;
             /** Format: int64 */
             sealed_rows: number;
             /** Format: int32 */

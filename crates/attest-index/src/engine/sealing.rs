@@ -205,7 +205,7 @@ impl ShardEngine {
     /// sealed) and makes it the one new segments and merges encode with. The caller holds `quantizer_training`;
     /// searches, writes and the other kind of maintenance go on meanwhile. The replaced version's file goes
     /// (every segment carries its own copy of the centroids and codebooks it was encoded with).
-    fn train_quantizer(&self, vectors: &[f32]) -> Result<Arc<ShardQuantizer>> {
+    pub(super) fn train_quantizer(&self, vectors: &[f32]) -> Result<Arc<ShardQuantizer>> {
         let dim = self.config.dimension;
         let (version, sealed) = {
             let st = self.state.read();

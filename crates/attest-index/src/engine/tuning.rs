@@ -2,6 +2,9 @@
 //! sample a tuning measures on, and the measurement.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use tracing::warn;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -9,7 +12,7 @@ use rand::{Rng, SeedableRng};
 use super::exact::ExactQuery;
 use super::{SearchParams, SegmentView, ShardEngine};
 use crate::filter::Filter;
-use crate::search_tuning::{choose, SearchSetting, TunedSearch};
+use crate::search_tuning::{choose, Measured, SearchSetting, TunedSearch};
 
 /// One query of a tuning's sample: a row of the replica (`own` is its chunk, left out of both result lists) or
 /// a recent search.
@@ -88,7 +91,7 @@ impl ShardEngine {
             return None;
         }
         let recall_at = |setting: SearchSetting| {
-            let total: f64 = measured
+            let recalls: Vec<f64> = measured
                 .clone()
                 .map(|(q, truth)| {
                     let p = SearchParams {
@@ -109,8 +112,8 @@ impl ShardEngine {
                     truth.iter().filter(|id| served.contains(id)).count() as f64
                         / truth.len() as f64
                 })
-                .sum();
-            total / queries as f64
+                .collect();
+            Measured::of(setting, &recalls)
         };
         let (chosen, reached) = choose(
             self.config.ivfpq.nlist,
@@ -178,6 +181,50 @@ impl ShardEngine {
             });
         }
         sample
+    }
+
+    /// Called when a tuning found no setting that reaches the target: the quantizer no longer fits the data
+    /// (rows sealed since it was trained lie where its lists and codebooks do not). Trains it again on the
+    /// replica's rows and re-encodes every segment with it — a full compaction — on a thread of its own; the
+    /// compaction asks for a tuning when it ends. Once per sealed range: a target out of reach of a fresh
+    /// quantizer too (PQ's error caps recall) is not retrained for again until more rows are sealed.
+    pub(crate) fn retrain_for_recall(self: &Arc<Self>) {
+        let sealed_through = self.state.read().manifest.sealed_through_seq;
+        if self.retrained_through.load(Ordering::SeqCst) >= sealed_through
+            || self.recall_retraining.swap(true, Ordering::SeqCst)
+        {
+            return;
+        }
+        self.retrained_through
+            .store(sealed_through, Ordering::SeqCst);
+        let engine = Arc::clone(self);
+        std::thread::spawn(move || {
+            warn!(
+                sealed_through,
+                event = "quantizer_retrain_for_recall",
+                "no search setting reaches the recall target; training the quantizer again"
+            );
+            let retrained = engine.retrain_and_compact();
+            match retrained {
+                Ok(()) => {
+                    engine.recall_retrains.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    warn!(error = %e, event = "quantizer_retrain_failed", "retraining for the recall target failed")
+                }
+            }
+            engine.recall_retraining.store(false, Ordering::SeqCst);
+        });
+    }
+
+    fn retrain_and_compact(&self) -> crate::error::Result<()> {
+        if self.state.read().quantizer.is_some() {
+            let _training = self.quantizer_training.lock();
+            self.train_quantizer(&[])?;
+        }
+        // Segments trained on their own rows are trained again as one; the others are encoded again with the
+        // new version.
+        self.compact()
     }
 
     /// Marks the replica due for tuning; false when it already was (it waits in the queue once).
