@@ -9,25 +9,18 @@
 use std::time::{Duration, Instant};
 
 use attest_index::recall_probe::RecallProbeConfig;
-use attest_index::{EngineConfig, Filter, IvfPqParams, SearchParams, ShardEngine};
-use rand::SeedableRng;
+use attest_index::{EngineConfig, Filter, SearchParams, ShardEngine};
 
 #[path = "shared/clustered.rs"]
 mod clustered;
-use clustered::{centres, exact_truth, points, recall_of, write_sealed, DIM, K};
+use clustered::{arg, build, ivfpq_for, recall_of, Built, DIM, K};
 
 const QUERIES: usize = 1_000;
 
 fn config(rows: usize, sample_rate: f64, cpu_share: f64) -> EngineConfig {
-    let nlist = ((rows as f64).sqrt().ceil() as u32).next_power_of_two();
     EngineConfig {
         dimension: DIM,
-        ivfpq: IvfPqParams {
-            nlist,
-            m: 16,
-            nbits: 8,
-            nprobe: 32.min(nlist),
-        },
+        ivfpq: ivfpq_for(rows, 32),
         recall_probe: RecallProbeConfig {
             sample_rate,
             cpu_share,
@@ -51,16 +44,7 @@ fn serve(
     for round in 0..rounds {
         last.clear();
         for q in queries {
-            let p = SearchParams {
-                tenant: "t",
-                query_vector: Some(q),
-                query_text: None,
-                k: K,
-                nprobe: Some(nprobe),
-                filter: &filter,
-                exact_rescore: true,
-                payload_top: 0,
-            };
+            let p = SearchParams::dense("t", q, K, Some(nprobe), &filter);
             let hits = engine.search(&p).expect("search").dense;
             if round + 1 == rounds {
                 last.push(
@@ -78,11 +62,6 @@ fn serve(
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let arg = |i: usize, default: f64| {
-        args.get(i)
-            .map_or(default, |a| a.parse().expect("a number"))
-    };
     let rows = arg(0, 200_000.0) as usize;
     let nprobe = arg(1, 4.0) as u32;
     let rounds = arg(2, 150.0) as usize;
@@ -90,19 +69,11 @@ fn main() {
     let sample_rate = arg(3, defaults.sample_rate);
     let cpu_share = arg(4, defaults.cpu_share);
 
-    let mut rng = rand::rngs::StdRng::seed_from_u64(73);
-    let centres = centres(500, &mut rng);
-    let base = points(rows, &centres, &mut rng);
-    let queries = points(QUERIES, &centres, &mut rng);
-
-    let dir = tempfile::tempdir().expect("temp dir");
-    let t = Instant::now();
-    {
-        let engine = ShardEngine::open(dir.path(), config(rows, 0.0, cpu_share)).expect("open");
-        write_sealed(&engine, &base);
-    }
-    eprintln!("built {rows} rows in {:.0} s", t.elapsed().as_secs_f64());
-    let truth = exact_truth(&base, &queries);
+    let Built {
+        dir,
+        queries,
+        truth,
+    } = build(rows, QUERIES, config(rows, 0.0, cpu_share));
     let recall_of = |found: &[Vec<usize>]| recall_of(found, &truth);
 
     // Off and on, each in its own opening of the same files; off twice around on, so drift shows.

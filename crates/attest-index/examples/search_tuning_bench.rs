@@ -10,27 +10,20 @@
 use std::time::{Duration, Instant};
 
 use attest_index::search_tuning::SearchTuningConfig;
-use attest_index::{EngineConfig, Filter, IvfPqParams, SearchParams, ShardEngine};
-use rand::SeedableRng;
+use attest_index::{EngineConfig, Filter, SearchParams, ShardEngine};
 
 #[path = "shared/clustered.rs"]
 mod clustered;
-use clustered::{centres, exact_truth, points, recall_of, write_sealed, DIM, K};
+use clustered::{arg, build, ivfpq_for, recall_of, Built, DIM, K};
 
 const QUERIES: usize = 1_000;
 /// The nprobe every search was served with before recall targets (`attest_core::limits::DEFAULT_NPROBE`).
 const FIXED_NPROBE: u32 = 32;
 
 fn config(rows: usize, recall_target: f64) -> EngineConfig {
-    let nlist = ((rows as f64).sqrt().ceil() as u32).next_power_of_two();
     EngineConfig {
         dimension: DIM,
-        ivfpq: IvfPqParams {
-            nlist,
-            m: 16,
-            nbits: 8,
-            nprobe: FIXED_NPROBE.min(nlist),
-        },
+        ivfpq: ivfpq_for(rows, FIXED_NPROBE),
         recall_target,
         search_tuning: SearchTuningConfig {
             cpu_share: 1.0,
@@ -54,16 +47,7 @@ fn serve(
     let mut found = Vec::with_capacity(queries.len());
     let started = Instant::now();
     for q in queries {
-        let p = SearchParams {
-            tenant: "t",
-            query_vector: Some(q),
-            query_text: None,
-            k: K,
-            nprobe,
-            filter: &filter,
-            exact_rescore: true,
-            payload_top: 0,
-        };
+        let p = SearchParams::dense("t", q, K, nprobe, &filter);
         let one = Instant::now();
         let hits = engine.search(&p).expect("search").dense;
         took.push(one.elapsed().as_secs_f64() * 1e3);
@@ -79,28 +63,15 @@ fn serve(
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let arg = |i: usize, default: f64| {
-        args.get(i)
-            .map_or(default, |a| a.parse().expect("a number"))
-    };
     let rows = arg(0, 200_000.0) as usize;
     let target = arg(1, 0.95);
     let rounds = arg(2, 5.0) as usize;
 
-    let mut rng = rand::rngs::StdRng::seed_from_u64(73);
-    let centres = centres(500, &mut rng);
-    let base = points(rows, &centres, &mut rng);
-    let queries = points(QUERIES, &centres, &mut rng);
-
-    let dir = tempfile::tempdir().expect("temp dir");
-    let t = Instant::now();
-    {
-        let engine = ShardEngine::open(dir.path(), config(rows, 0.0)).expect("open");
-        write_sealed(&engine, &base);
-    }
-    eprintln!("built {rows} rows in {:.0} s", t.elapsed().as_secs_f64());
-    let truth = exact_truth(&base, &queries);
+    let Built {
+        dir,
+        queries,
+        truth,
+    } = build(rows, QUERIES, config(rows, 0.0));
 
     // Opened with the target: the replica tunes itself in the background, as after a restart.
     let engine = ShardEngine::open(dir.path(), config(rows, target)).expect("reopen");

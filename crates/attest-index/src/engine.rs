@@ -66,6 +66,29 @@ pub struct SearchParams<'a> {
     pub payload_top: usize,
 }
 
+impl<'a> SearchParams<'a> {
+    /// A search of the dense lane alone, re-scored, whose hits carry ids and scores only: what recall is
+    /// measured with (a tuning, the benchmarks).
+    pub fn dense(
+        tenant: &'a str,
+        query: &'a [f32],
+        k: usize,
+        nprobe: Option<u32>,
+        filter: &'a Filter,
+    ) -> Self {
+        SearchParams {
+            tenant,
+            query_vector: Some(query),
+            query_text: None,
+            k,
+            nprobe,
+            filter,
+            exact_rescore: true,
+            payload_top: 0,
+        }
+    }
+}
+
 /// [`SearchParams::payload_top`] for every hit's payload.
 pub const ALL_PAYLOADS: usize = usize::MAX;
 

@@ -32,6 +32,51 @@ pub fn vector_for(doc: usize) -> Vec<f32> {
     v.into_iter().map(|x| x / n).collect()
 }
 
+/// A query near stored document `i * 37 % rows` (its vector nudged toward an unstored one), not a stored row.
+pub fn near_query(i: usize, rows: usize) -> Vec<f32> {
+    let a = vector_for(i * 37 % rows);
+    let b = vector_for(100_000 + i);
+    a.iter().zip(&b).map(|(x, y)| x + 0.3 * y).collect()
+}
+
+/// The chunk ids (`doc-N#0`) of the exact top `k` of `q` among `rows` (row i is document `first + i`).
+pub fn exact_top_k(q: &[f32], rows: &[Vec<f32>], first: usize, k: usize) -> Vec<String> {
+    let mut scored: Vec<(usize, f32)> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (first + i, v.iter().zip(q).map(|(a, b)| a * b).sum()))
+        .collect();
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+    scored
+        .iter()
+        .take(k)
+        .map(|(d, _)| format!("doc-{d}#0"))
+        .collect()
+}
+
+/// Chunk ids of the dense lane's top `k` for `q` (tenant `t1`) served with `nprobe` (None: the replica's own
+/// setting).
+pub fn dense_ids_probing(
+    engine: &ShardEngine,
+    q: &[f32],
+    k: usize,
+    nprobe: Option<u32>,
+) -> Vec<String> {
+    let filter = Filter::default();
+    engine
+        .search(&SearchParams::dense("t1", q, k, nprobe, &filter))
+        .unwrap()
+        .dense
+        .into_iter()
+        .map(|h| h.chunk_id)
+        .collect()
+}
+
+/// The share of the `exact` ids that were `served`.
+pub fn recall_of(served: &[String], exact: &[String]) -> f64 {
+    exact.iter().filter(|id| served.contains(id)).count() as f64 / exact.len() as f64
+}
+
 /// A unique word per document, so BM25 can find each one alone: fixed width, and letters the English
 /// stemmer never strips (no vowels, no `s`/`d`/`y`), so two documents' words never share a stem.
 pub fn token_for(doc: usize) -> String {
@@ -96,7 +141,7 @@ pub fn bm25_ids(engine: &ShardEngine, text: &str, k: usize) -> Vec<String> {
 
 /// Chunk ids of the dense lane's top `k` for `q` (tenant `t1`, exact re-scoring).
 pub fn dense_ids(engine: &ShardEngine, q: &[f32], k: usize) -> Vec<String> {
-    lane_ids(engine, Some(q), None, k).0
+    dense_ids_probing(engine, q, k, None)
 }
 
 /// What a replica's catch-up does (`attest_shard::catchup`), in process: pages through `from`'s versions,

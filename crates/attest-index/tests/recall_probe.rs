@@ -5,9 +5,11 @@
 use std::time::{Duration, Instant};
 
 use attest_index::recall_probe::{RecallEstimate, RecallProbeConfig};
-use attest_index::{EngineConfig, Filter, SearchParams, ShardEngine};
+use attest_index::{EngineConfig, ShardEngine};
 
-use crate::common::{config, doc, vector_for};
+use crate::common::{
+    config, dense_ids_probing, doc, exact_top_k, near_query, recall_of, vector_for,
+};
 
 const ROWS: usize = 3_000;
 const QUERIES: usize = 60;
@@ -24,53 +26,16 @@ fn probed() -> EngineConfig {
     }
 }
 
-/// Query vectors near stored rows (a stored row's vector nudged), not the rows themselves.
-fn query(i: usize) -> Vec<f32> {
-    let a = vector_for(i * 37 % ROWS);
-    let b = vector_for(100_000 + i);
-    a.iter().zip(&b).map(|(x, y)| x + 0.3 * y).collect()
-}
-
-/// The exact top k of a query over every stored row (all live, all tenant `t1`).
-fn exact_top_k(q: &[f32]) -> Vec<String> {
-    let mut scored: Vec<(usize, f32)> = (0..ROWS)
-        .map(|d| (d, vector_for(d).iter().zip(q).map(|(a, b)| a * b).sum()))
-        .collect();
-    scored.sort_by(|a, b| b.1.total_cmp(&a.1));
-    scored
-        .iter()
-        .take(K)
-        .map(|(d, _)| format!("doc-{d}#0"))
-        .collect()
-}
-
 /// Serves the queries with `nprobe`, each once the probe has measured the one before (so none is dropped from
 /// its queue); returns the mean recall@k of what was served.
 fn serve(engine: &ShardEngine, nprobe: u32) -> f64 {
-    let filter = Filter::default();
+    let stored: Vec<Vec<f32>> = (0..ROWS).map(vector_for).collect();
     let mut total = 0.0;
     for i in 0..QUERIES {
-        let q = query(i);
+        let q = near_query(i, ROWS);
         let before = measured(engine);
-        let p = SearchParams {
-            tenant: "t1",
-            query_vector: Some(&q),
-            query_text: None,
-            k: K,
-            nprobe: Some(nprobe),
-            filter: &filter,
-            exact_rescore: true,
-            payload_top: 0,
-        };
-        let served: Vec<String> = engine
-            .search(&p)
-            .unwrap()
-            .dense
-            .into_iter()
-            .map(|h| h.chunk_id)
-            .collect();
-        let exact = exact_top_k(&q);
-        total += exact.iter().filter(|id| served.contains(id)).count() as f64 / K as f64;
+        let served = dense_ids_probing(engine, &q, K, Some(nprobe));
+        total += recall_of(&served, &exact_top_k(&q, &stored, 0, K));
         let deadline = Instant::now() + Duration::from_secs(60);
         while measured(engine) == before {
             assert!(

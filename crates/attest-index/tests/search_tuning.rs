@@ -5,9 +5,11 @@
 use std::time::{Duration, Instant};
 
 use attest_index::search_tuning::{SearchTuningConfig, TunedSearch};
-use attest_index::{EngineConfig, Filter, SearchParams, ShardEngine};
+use attest_index::{EngineConfig, ShardEngine};
 
-use crate::common::{config, doc, vector_for};
+use crate::common::{
+    config, dense_ids_probing, doc, exact_top_k, near_query, recall_of, vector_for,
+};
 
 const ROWS: usize = 3_000;
 const QUERIES: usize = 60;
@@ -36,53 +38,12 @@ fn sealed(dir: &std::path::Path, recall_target: f64) -> std::sync::Arc<ShardEngi
     engine
 }
 
-/// Query vectors near stored rows, none of them a row the tuning could have drawn.
-fn query(i: usize) -> Vec<f32> {
-    let a = vector_for(i * 37 % ROWS);
-    let b = vector_for(100_000 + i);
-    a.iter().zip(&b).map(|(x, y)| x + 0.3 * y).collect()
-}
-
-fn exact_top_k(q: &[f32]) -> Vec<String> {
-    let mut scored: Vec<(usize, f32)> = (0..ROWS)
-        .map(|d| (d, vector_for(d).iter().zip(q).map(|(a, b)| a * b).sum()))
-        .collect();
-    scored.sort_by(|a, b| b.1.total_cmp(&a.1));
-    scored
-        .iter()
-        .take(K)
-        .map(|(d, _)| format!("doc-{d}#0"))
-        .collect()
-}
-
-/// Mean recall@k of the queries served with `nprobe` (None: the replica's own setting).
+/// Mean recall@k of queries near the stored rows, none of them a row the tuning could have drawn, served with
+/// `nprobe` (None: the replica's own setting).
 fn served_recall(engine: &ShardEngine, nprobe: Option<u32>) -> f64 {
-    let filter = Filter::default();
-    let total: f64 = (0..QUERIES)
-        .map(|i| {
-            let q = query(i);
-            let p = SearchParams {
-                tenant: "t1",
-                query_vector: Some(&q),
-                query_text: None,
-                k: K,
-                nprobe,
-                filter: &filter,
-                exact_rescore: true,
-                payload_top: 0,
-            };
-            let served: Vec<String> = engine
-                .search(&p)
-                .unwrap()
-                .dense
-                .into_iter()
-                .map(|h| h.chunk_id)
-                .collect();
-            let exact = exact_top_k(&q);
-            exact.iter().filter(|id| served.contains(id)).count() as f64 / K as f64
-        })
-        .sum();
-    total / QUERIES as f64
+    let stored: Vec<Vec<f32>> = (0..ROWS).map(vector_for).collect();
+    let queries: Vec<Vec<f32>> = (0..QUERIES).map(|i| near_query(i, ROWS)).collect();
+    recall_over(engine, &stored, 0, &queries, nprobe)
 }
 
 fn tuned(engine: &ShardEngine) -> TunedSearch {
@@ -196,39 +157,13 @@ fn recall_over(
     queries: &[Vec<f32>],
     nprobe: Option<u32>,
 ) -> f64 {
-    let filter = Filter::default();
     let total: f64 = queries
         .iter()
         .map(|q| {
-            let mut scored: Vec<(usize, f32)> = rows
-                .iter()
-                .enumerate()
-                .map(|(i, v)| (first + i, v.iter().zip(q).map(|(a, b)| a * b).sum()))
-                .collect();
-            scored.sort_by(|a, b| b.1.total_cmp(&a.1));
-            let exact: Vec<String> = scored
-                .iter()
-                .take(K)
-                .map(|(d, _)| format!("doc-{d}#0"))
-                .collect();
-            let p = SearchParams {
-                tenant: "t1",
-                query_vector: Some(q),
-                query_text: None,
-                k: K,
-                nprobe,
-                filter: &filter,
-                exact_rescore: true,
-                payload_top: 0,
-            };
-            let served: Vec<String> = engine
-                .search(&p)
-                .unwrap()
-                .dense
-                .into_iter()
-                .map(|h| h.chunk_id)
-                .collect();
-            exact.iter().filter(|id| served.contains(id)).count() as f64 / K as f64
+            recall_of(
+                &dense_ids_probing(engine, q, K, nprobe),
+                &exact_top_k(q, rows, first, K),
+            )
         })
         .sum();
     total / queries.len() as f64

@@ -1,17 +1,38 @@
 //! Clustered rows and queries for the engine benchmarks: a Gaussian mixture of unit vectors written to one
 //! engine (document id = the row's place), and recall@k measured against an exact scan of the same rows.
 
-use attest_index::{DocumentWrite, LoggedChunk, ShardEngine};
-use rand::Rng;
+use std::time::Instant;
+
+use attest_index::{DocumentWrite, EngineConfig, IvfPqParams, LoggedChunk, ShardEngine};
+use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Normal};
 
 pub const DIM: usize = 128;
+
+/// The `i`-th command-line argument as a number, or `default`.
+pub fn arg(i: usize, default: f64) -> f64 {
+    std::env::args()
+        .nth(i + 1)
+        .map_or(default, |a| a.parse().expect("a number"))
+}
 pub const K: usize = 10;
 
 pub fn normalise(mut v: Vec<f32>) -> Vec<f32> {
     let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
     v.iter_mut().for_each(|x| *x /= n);
     v
+}
+
+/// IVF_PQ for `rows` of these vectors: nlist √rows rounded up to a power of two, 16 codes of 8 bits, and
+/// `nprobe` (at most nlist).
+pub fn ivfpq_for(rows: usize, nprobe: u32) -> IvfPqParams {
+    let nlist = ((rows as f64).sqrt().ceil() as u32).next_power_of_two();
+    IvfPqParams {
+        nlist,
+        m: 16,
+        nbits: 8,
+        nprobe: nprobe.min(nlist),
+    }
 }
 
 /// `n` random unit centres.
@@ -31,6 +52,36 @@ pub fn points(n: usize, centres: &[Vec<f32>], rng: &mut impl Rng) -> Vec<Vec<f32
             normalise(c.iter().map(|x| x + noise.sample(rng)).collect())
         })
         .collect()
+}
+
+/// A benchmark's data, built: an engine's files in `dir` (closed) holding the rows in one sealed segment, the
+/// queries, and their exact top k.
+pub struct Built {
+    pub dir: tempfile::TempDir,
+    pub queries: Vec<Vec<f32>>,
+    pub truth: Vec<Vec<usize>>,
+}
+
+/// `rows` rows and `queries` queries of one 500-centre mixture (the same every run), the rows written with
+/// `config` into a fresh directory.
+pub fn build(rows: usize, queries: usize, config: EngineConfig) -> Built {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(73);
+    let centres = centres(500, &mut rng);
+    let base = points(rows, &centres, &mut rng);
+    let queries = points(queries, &centres, &mut rng);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let t = Instant::now();
+    {
+        let engine = ShardEngine::open(dir.path(), config).expect("open");
+        write_sealed(&engine, &base);
+    }
+    eprintln!("built {rows} rows in {:.0} s", t.elapsed().as_secs_f64());
+    let truth = exact_truth(&base, &queries);
+    Built {
+        dir,
+        queries,
+        truth,
+    }
 }
 
 /// Writes every row (tenant `t`, its place as its id) in batches, then seals and compacts them into one segment.

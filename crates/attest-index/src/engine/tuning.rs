@@ -94,16 +94,13 @@ impl ShardEngine {
             let recalls: Vec<f64> = measured
                 .clone()
                 .map(|(q, truth)| {
-                    let p = SearchParams {
-                        tenant: &q.tenant,
-                        query_vector: Some(&q.vector),
-                        query_text: None,
-                        k: k + 1,
-                        nprobe: Some(setting.nprobe),
-                        filter: &filter,
-                        exact_rescore: true,
-                        payload_top: 0,
-                    };
+                    let p = SearchParams::dense(
+                        &q.tenant,
+                        &q.vector,
+                        k + 1,
+                        Some(setting.nprobe),
+                        &filter,
+                    );
                     let served = match self.search_with(&p, setting) {
                         Ok(lanes) => lanes.dense.into_iter().map(|h| h.chunk_id).collect(),
                         Err(_) => Vec::new(),
