@@ -803,7 +803,8 @@ impl ShardEngine {
     pub fn search(&self, p: &SearchParams<'_>) -> Result<LaneResults> {
         let out = self.search_with(p, self.setting_for(p))?;
         if let Some(q) = p.query_vector {
-            self.recall.offer(p.tenant, q, p.filter, p.k, &out.dense);
+            self.recall
+                .offer(p.tenant, q, p.filter, p.k, &out.dense, p.nprobe.is_none());
         }
         Ok(out)
     }

@@ -88,6 +88,8 @@ struct Sample {
     served: Vec<String>,
     k: usize,
     cpu_share: f64,
+    /// Served with the replica's own (tuned) setting: the search named no nprobe.
+    own_setting: bool,
 }
 
 /// A replica's part: which searches it samples and the window of their recalls.
@@ -96,6 +98,8 @@ pub(crate) struct RecallProbe {
     /// Set once the engine is in its `Arc` (a sample names the engine to search again).
     engine: OnceLock<Weak<ShardEngine>>,
     window: Mutex<VecDeque<f64>>,
+    /// The same for the samples served with the replica's own setting alone: what its recall target is held to.
+    own_window: Mutex<VecDeque<f64>>,
     /// The latest sampled searches without a filter (tenant, query vector), newest last.
     recent: Mutex<VecDeque<(String, Vec<f32>)>>,
     measured: AtomicU64,
@@ -108,6 +112,7 @@ impl RecallProbe {
             config,
             engine: OnceLock::new(),
             window: Mutex::new(VecDeque::new()),
+            own_window: Mutex::new(VecDeque::new()),
             recent: Mutex::new(VecDeque::new()),
             measured: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
@@ -126,6 +131,7 @@ impl RecallProbe {
         filter: &Filter,
         k: usize,
         served: &[Hit],
+        own_setting: bool,
     ) {
         // Drawn at random, not every N-th: traffic that repeats in cycles (a benchmark's query list, a client's
         // polling) would otherwise be sampled at the same few queries.
@@ -151,6 +157,7 @@ impl RecallProbe {
             served: served.iter().map(|h| h.chunk_id.clone()).collect(),
             k,
             cpu_share: self.config.cpu_share,
+            own_setting,
         };
         if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = queue().try_send(sample)
         {
@@ -158,14 +165,24 @@ impl RecallProbe {
         }
     }
 
-    fn record(&self, recall: f64) {
-        let mut window = self.window.lock();
-        window.push_back(recall);
-        while window.len() > self.config.window {
-            window.pop_front();
+    fn record(&self, recall: f64, own_setting: bool) {
+        if own_setting {
+            push_within(&mut self.own_window.lock(), recall, self.config.window);
         }
+        let mut window = self.window.lock();
+        push_within(&mut window, recall, self.config.window);
         // Counted under the window's lock: whoever sees the count sees the sample in the window.
         self.measured.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The estimate over the samples served with the replica's own setting (None before the first).
+    pub(crate) fn own_estimate(&self) -> Option<RecallEstimate> {
+        estimate_of(self.own_window.lock().iter().copied())
+    }
+
+    /// Forgets the own-setting samples: the setting changed, and the next ones measure the new one.
+    pub(crate) fn clear_own(&self) {
+        self.own_window.lock().clear();
     }
 
     /// The latest sampled searches without a filter (tenant, query vector), newest first.
@@ -181,6 +198,13 @@ impl RecallProbe {
             dropped: self.dropped.load(Ordering::Relaxed),
             ..e
         })
+    }
+}
+
+fn push_within(window: &mut VecDeque<f64>, recall: f64, most: usize) {
+    window.push_back(recall);
+    while window.len() > most {
+        window.pop_front();
     }
 }
 
@@ -238,7 +262,10 @@ fn probe(samples: Receiver<Sample>) {
         if !exact.is_empty() {
             engine
                 .recall_probe()
-                .record(recall_at_k(&sample.served, &exact));
+                .record(recall_at_k(&sample.served, &exact), sample.own_setting);
+            if sample.own_setting {
+                engine.own_recall_sampled();
+            }
         }
         drop(engine);
         let busy = started.elapsed();

@@ -5,7 +5,9 @@
 //! rests between tunings so that it keeps under `engine.search_tuning.cpu_share` of one core. A search that names
 //! its own `nprobe` is served with it. When no setting reaches the target, the quantizer no longer fits the rows
 //! (they drifted from what it was trained on): the replica trains it again and re-encodes its segments in the
-//! background, then tunes again (`ShardEngine::retrain_for_recall`).
+//! background, then tunes again (`ShardEngine::retrain_for_recall`). When the live estimate of the searches served
+//! with the tuned setting falls wholly below the target, the real queries are not what the tuning measured, and the
+//! replica tunes again with them in its sample (`ShardEngine::own_recall_sampled`).
 //!
 //! The sample: rows of the replica drawn at random (each held out of its own results: its nearest neighbour is
 //! itself) and the latest real searches the recall probe drew ([`crate::recall_probe`]). What they should find

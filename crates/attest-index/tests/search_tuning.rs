@@ -232,3 +232,105 @@ fn a_shifted_mixture_has_the_quantizer_retrained_until_the_target_is_reached() {
     );
     eprintln!("stale {stale}, retrained and tuned {tuned:?}: served {served}");
 }
+
+/// Live traffic unlike the stored rows (issue 73 item 2 feeding item 1): rows in 20 tight clusters, which a single
+/// list serves, so the tuning picks few lists; then the real queries fall between two clusters, whose neighbours
+/// lie in two lists. The live estimate of the searches served with the tuned setting falls below the target, the
+/// replica tunes again with those searches in its sample, and serves them at the target.
+#[test]
+fn searches_the_tuning_did_not_foresee_have_the_replica_tuned_again() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(9);
+    let unit = |v: Vec<f32>| {
+        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.into_iter().map(|x| x / n).collect::<Vec<f32>>()
+    };
+    let centres: Vec<Vec<f32>> = (0..20)
+        .map(|_| unit((0..16).map(|_| rng.gen_range(-1.0..1.0)).collect()))
+        .collect();
+    let rows: Vec<Vec<f32>> = (0..2_000)
+        .map(|i| {
+            unit(
+                centres[i % 20]
+                    .iter()
+                    .map(|x| x + rng.gen_range(-0.05..0.05))
+                    .collect(),
+            )
+        })
+        .collect();
+    let between = |rng: &mut rand::rngs::StdRng| {
+        let (a, b) = (rng.gen_range(0..20), rng.gen_range(0..20));
+        unit(
+            centres[a]
+                .iter()
+                .zip(&centres[(b + (a == b) as usize) % 20])
+                .map(|(x, y)| x + y)
+                .collect(),
+        )
+    };
+    let live: Vec<Vec<f32>> = (0..60).map(|_| between(&mut rng)).collect();
+    let check: Vec<Vec<f32>> = (0..60).map(|_| between(&mut rng)).collect();
+
+    let dir = tempfile::tempdir().unwrap();
+    let engine = ShardEngine::open(
+        dir.path(),
+        EngineConfig {
+            recall_probe: attest_index::recall_probe::RecallProbeConfig {
+                sample_rate: 1.0,
+                cpu_share: 1.0,
+                window: 50,
+            },
+            ..targeted(0.9)
+        },
+    )
+    .unwrap();
+    write(&engine, &rows, 0);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let first = loop {
+        if let Some(t) = engine.stats().tuned {
+            break t;
+        }
+        assert!(Instant::now() < deadline, "no tuning after the seal");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let before = recall_over(&engine, &rows, 0, &check, None);
+    assert!(
+        before < 0.85,
+        "the queries between clusters should need more lists than {first:?}: {before}"
+    );
+
+    // Served with the replica's own setting, each measured by the probe before the next.
+    for q in &live {
+        let measured = engine.stats().recall.map_or(0, |e| e.measured);
+        dense_ids_probing(&engine, q, K, None);
+        while engine.stats().recall.map_or(0, |e| e.measured) == measured {
+            assert!(
+                Instant::now() < deadline,
+                "the probe never measured a live search"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    let again = loop {
+        match engine.stats().tuned {
+            Some(t) if t.tuned_at_ms > first.tuned_at_ms || t.setting != first.setting => break t,
+            _ => {}
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no second tuning: {:?}",
+            engine.stats()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(
+        again.setting.nprobe > first.setting.nprobe,
+        "{first:?} → {again:?}"
+    );
+    let after = recall_over(&engine, &rows, 0, &check, None);
+    assert!(
+        after >= 0.85 && after > before,
+        "{before} → {after} ({first:?} → {again:?})"
+    );
+    eprintln!("{before} at {first:?} → {after} at {again:?}");
+}

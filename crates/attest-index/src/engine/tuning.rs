@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use tracing::warn;
+use tracing::{info, warn};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -13,6 +13,9 @@ use super::exact::ExactQuery;
 use super::{SearchParams, SegmentView, ShardEngine};
 use crate::filter::Filter;
 use crate::search_tuning::{choose, Measured, SearchSetting, TunedSearch};
+
+/// Own-setting samples the live estimate holds before it may ask for a tuning: a 95% interval of about ±0.03.
+pub(crate) const RETUNE_AFTER_SAMPLES: usize = 50;
 
 /// One query of a tuning's sample: a row of the replica (`own` is its chunk, left out of both result lists) or
 /// a recent search.
@@ -178,6 +181,32 @@ impl ShardEngine {
             });
         }
         sample
+    }
+
+    /// Called by the recall probe after each sample of a search served with this replica's own setting. When
+    /// the live estimate of those (at least [`RETUNE_AFTER_SAMPLES`] of them) lies wholly below the target, the
+    /// real queries are not what the tuning measured — they lie away from the stored rows, or the rows moved —
+    /// so the replica tunes again with the recent searches in its sample (and, if no setting reaches the target
+    /// on them, trains its quantizer again: [`Self::retrain_for_recall`]).
+    pub(crate) fn own_recall_sampled(&self) {
+        let target = self.config.recall_target;
+        let Some(e) = self.recall.own_estimate() else {
+            return;
+        };
+        let enough = RETUNE_AFTER_SAMPLES.min(self.config.recall_probe.window) as u64;
+        if target <= 0.0 || e.samples < enough || e.high >= target {
+            return;
+        }
+        info!(
+            recall = e.recall,
+            high = e.high,
+            target,
+            samples = e.samples,
+            event = "recall_estimate_below_target",
+            "searches deliver less recall than the target; tuning again with the recent searches"
+        );
+        self.recall.clear_own();
+        self.tuning_needed();
     }
 
     /// Called when a tuning found no setting that reaches the target: the quantizer no longer fits the data
