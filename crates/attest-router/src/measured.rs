@@ -36,11 +36,29 @@ impl Router {
     where
         Fut: std::future::Future<Output = Result<T, RouterError>>,
     {
-        let before = self.view.get(collection).map(|r| r.stored_name).ok();
+        // Only a collection with a copy being built can switch: a failed read of any other is not worth a meta
+        // refresh (unless the view already moved the name while the read ran).
+        let before = self
+            .view
+            .get_with_copy(collection)
+            .map(|(rec, copy)| (rec.stored_name, copy.is_some()))
+            .ok();
         let outcome = read().await;
-        let whole = outcome.as_ref().is_ok_and(&complete);
+        if outcome.as_ref().is_ok_and(&complete) {
+            return outcome;
+        }
+        let moved = |before: &str| {
+            self.view
+                .get(collection)
+                .is_ok_and(|rec| rec.stored_name != before)
+        };
         match before {
-            Some(before) if !whole && self.switched_from(collection, &before).await => read().await,
+            Some((before, had_copy))
+                if (had_copy || moved(&before))
+                    && self.switched_from(collection, &before).await =>
+            {
+                read().await
+            }
             _ => outcome,
         }
     }
