@@ -28,6 +28,25 @@ def test_create_get_list_drop(client):
     assert gone.value.request_id
 
 
+def test_a_recall_target_is_asked_for_and_shown(client):
+    """``index.recall_target`` (issue 73): named, defaulted (0.95 when the index names no nprobe), or absent (an
+    nprobe named alone); the shards' statistics carry the tuned setting once something is sealed (nothing here)."""
+    targeted = client.create_collection("coll-target", shards=1, index={"nlist": 16, "recall_target": 0.9})
+    fixed = client.create_collection("coll-fixed", shards=1, index={"nprobe": 4})
+    plain = client.create_collection("coll-plain", shards=1)
+    try:
+        assert (targeted.index.recall_target, fixed.index.recall_target, plain.index.recall_target) == (0.9, None, 0.95)
+        assert client.get_collection("coll-target") == targeted
+        stats = client.stats("coll-target")
+        assert [(s.tuned, s.recall_retrains) for s in stats.shards] == [(None, 0)]
+        with pytest.raises(attest.AttestError) as refused:
+            client.create_collection("coll-low", index={"recall_target": 0.3})
+        assert refused.value.status == 400 and "recall_target" in str(refused.value)
+    finally:
+        for name in ("coll-target", "coll-fixed", "coll-plain"):
+            client.drop_collection(name)
+
+
 def test_create_exist_ok_returns_the_collection_that_has_the_settings_asked_for(client):
     made = client.create_collection("coll-exist", shards=1, index={"nlist": 16, "nprobe": 8})
     try:

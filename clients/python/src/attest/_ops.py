@@ -71,7 +71,7 @@ def create_collection(
     *,
     shards: int | None = None,
     replication: int | None = None,
-    index: IndexRequest | Mapping[str, int] | None = None,
+    index: IndexRequest | Mapping[str, float] | None = None,
     chunking: Mapping[str, Any] | None = None,
     embedder: str | None = None,
 ) -> Call[Collection]:

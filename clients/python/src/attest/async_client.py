@@ -105,12 +105,13 @@ class AsyncClient:
         *,
         shards: int | None = None,
         replication: int | None = None,
-        index: IndexRequest | Mapping[str, int] | None = None,
+        index: IndexRequest | Mapping[str, float] | None = None,
         chunking: Mapping[str, Any] | None = None,
         embedder: str | None = None,
         exist_ok: bool = False,
     ) -> Collection:
-        """Creates a collection (admin). ``index``: ``{nlist, m, nbits, nprobe}``; left out: the defaults.
+        """Creates a collection (admin). ``index``: ``{nlist, m, nbits, nprobe, recall_target}``; left out: the
+        defaults (``recall_target`` 0.95 unless ``nprobe`` is given: each shard tunes its search setting to reach it).
         ``embedder``: the model that embeds its text (a local model id, e.g. ``"bge-small-en-v1.5"``); left out: the
         router's configured embedder.
 

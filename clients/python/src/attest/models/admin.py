@@ -9,6 +9,29 @@ from pydantic import Field
 from ._base import ApiModel, RequestModel
 
 
+class RecallEstimate(ApiModel):
+    """Recall@k of a replica's dense searches, measured on a sample of them run again exactly."""
+
+    recall: float
+    low: float
+    high: float
+    samples: int
+    measured: int = 0
+    dropped: int = 0
+
+
+class SearchTuning(ApiModel):
+    """The search setting a replica tuned for its collection's recall target, and what it measured."""
+
+    nprobe: int
+    exact_refine: int
+    recall: float
+    target: float
+    reached: bool
+    queries: int
+    tuned_at_ms: int
+
+
 class ShardStats(ApiModel):
     """One shard of a collection."""
 
@@ -20,6 +43,12 @@ class ShardStats(ApiModel):
     last_seq: int = 0
     rebuilt_segments: list[Any] = Field(default_factory=list)
     disk_bytes: int = 0
+    #: The live recall estimate (``None`` before the first sample).
+    recall: RecallEstimate | None = None
+    #: The setting tuned for the recall target (``None`` before the first tuning, or without a target).
+    tuned: SearchTuning | None = None
+    #: Times the quantizer was trained again because no setting reached the recall target.
+    recall_retrains: int = 0
 
 
 class CollectionStats(ApiModel):

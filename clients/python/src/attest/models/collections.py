@@ -13,7 +13,10 @@ class IndexParams(ApiModel):
     nlist: int
     m: int
     nbits: int
+    #: Lists probed by a search that names none, until the shards have tuned a setting for ``recall_target``.
     nprobe: int
+    #: The recall@10 each shard tunes its search setting to reach; ``None``: ``nprobe`` serves every search.
+    recall_target: float | None = None
 
 
 class Chunking(ApiModel):
@@ -67,7 +70,10 @@ class IndexRequest(RequestModel):
     nlist: int | None = None
     m: int | None = None
     nbits: int | None = None
+    #: Named alone, it serves every search that names none (no tuning).
     nprobe: int | None = None
+    #: 0.5–1; left out: 0.95 unless ``nprobe`` is given.
+    recall_target: float | None = None
 
 
 class CreateCollection(RequestModel):
