@@ -583,23 +583,20 @@ fn searches_report_the_recall_they_delivered() {
     assert_eq!(recall, Some(1.0), "the gauge of a shard's estimate");
 }
 
-/// Clustered unit vectors of the dev embedder's dimension (a fixed generator: the test sees the same rows every
-/// run): 20 centres, each row its centre plus noise.
+/// Clustered unit vectors of the dev embedder's dimension (the same every run): 20 centres, each row its centre
+/// plus noise of about the same length.
 fn clustered_vectors(n: usize) -> Vec<Vec<f32>> {
-    const DIM: usize = 384;
-    let mut state = 0x2545_f491_4f6c_dd1d_u64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state >> 11) as f32 / (1u64 << 53) as f32 - 0.5
-    };
-    let centres: Vec<Vec<f32>> = (0..20)
-        .map(|_| (0..DIM).map(|_| next()).collect())
-        .collect();
     (0..n)
         .map(|i| {
-            let v: Vec<f32> = centres[i % 20].iter().map(|c| c + 0.8 * next()).collect();
+            let (centre, noise) = (
+                common::unit(1_000 + (i % 20) as u64),
+                common::unit(i as u64),
+            );
+            let v: Vec<f32> = centre
+                .iter()
+                .zip(&noise)
+                .map(|(c, e)| c + 0.8 * e)
+                .collect();
             let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
             v.into_iter().map(|x| x / norm).collect()
         })

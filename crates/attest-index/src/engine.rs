@@ -460,7 +460,10 @@ impl ShardEngine {
         .inspect(|engine| {
             let _ = engine.this.set(Arc::downgrade(engine));
             engine.recall.attach(Arc::downgrade(engine));
-            engine.tuning_needed();
+            // A replica with sealed rows is tuned again after a restart (the setting is not kept on disk).
+            if !engine.state.read().sealed.is_empty() {
+                engine.tuning_needed();
+            }
         })
         .inspect(crate::idle_seal::watch)
     }

@@ -214,12 +214,11 @@ fn estimate_of(recalls: impl ExactSizeIterator<Item = f64> + Clone) -> Option<Re
     if n == 0 {
         return None;
     }
-    let mean = recalls.clone().sum::<f64>() / n as f64;
+    let (mean, error) = mean_and_standard_error(recalls);
     let (low, high) = if n < 2 {
         (0.0, 1.0)
     } else {
-        let variance = recalls.map(|r| (r - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-        let half = 1.96 * (variance / n as f64).sqrt();
+        let half = 1.96 * error;
         ((mean - half).max(0.0), (mean + half).min(1.0))
     };
     Some(RecallEstimate {
@@ -232,10 +231,31 @@ fn estimate_of(recalls: impl ExactSizeIterator<Item = f64> + Clone) -> Option<Re
     })
 }
 
+/// The mean of per-query recalls and its standard error (0 with fewer than two): the live estimate's interval and
+/// the margin a tuning holds against the target ([`crate::search_tuning::Measured`]).
+pub(crate) fn mean_and_standard_error(
+    recalls: impl ExactSizeIterator<Item = f64> + Clone,
+) -> (f64, f64) {
+    let n = recalls.len().max(1) as f64;
+    let mean = recalls.clone().sum::<f64>() / n;
+    if n < 2.0 {
+        return (mean, 0.0);
+    }
+    let variance = recalls.map(|r| (r - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    (mean, (variance / n).sqrt())
+}
+
 /// The share of the exact top k that the search served.
-fn recall_at_k(served: &[String], exact: &[String]) -> f64 {
+pub(crate) fn recall_at_k(served: &[String], exact: &[String]) -> f64 {
     let found = exact.iter().filter(|id| served.contains(id)).count();
     found as f64 / exact.len() as f64
+}
+
+/// Sleeps long enough after `busy` of work that a thread doing only this keeps under `cpu_share` of one core (at
+/// most `most`): the probe's and the tuner's background threads.
+pub(crate) fn rest_after(busy: Duration, cpu_share: f64, most: Duration) {
+    let rest = busy.as_secs_f64() * (1.0 / cpu_share - 1.0);
+    std::thread::sleep(Duration::from_secs_f64(rest).min(most));
 }
 
 /// The process's queue; its thread starts with the first sample offered and lives as long as the process.
@@ -268,9 +288,7 @@ fn probe(samples: Receiver<Sample>) {
             }
         }
         drop(engine);
-        let busy = started.elapsed();
-        let rest = busy.as_secs_f64() * (1.0 / sample.cpu_share - 1.0);
-        std::thread::sleep(Duration::from_secs_f64(rest.min(60.0)));
+        rest_after(started.elapsed(), sample.cpu_share, Duration::from_secs(60));
     }
 }
 

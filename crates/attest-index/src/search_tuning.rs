@@ -103,13 +103,11 @@ pub struct Measured {
 impl Measured {
     /// From per-query recalls (at least one).
     pub fn of(setting: SearchSetting, recalls: &[f64]) -> Self {
-        let n = recalls.len().max(1) as f64;
-        let mean = recalls.iter().sum::<f64>() / n;
-        let variance = recalls.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
+        let (mean, error) = crate::recall_probe::mean_and_standard_error(recalls.iter().copied());
         Measured {
             setting,
             recall: mean,
-            low: mean - (variance / n).sqrt(),
+            low: mean - error,
         }
     }
 }
@@ -229,11 +227,11 @@ fn tuner(due: Receiver<(Weak<ShardEngine>, f64)>) {
                 event = "search_tuned",
                 "search setting chosen for the recall target"
             ),
-            None => engine.clear_tuning_due(),
+            // Nothing to tune (no target, nothing sealed); the tuning cleared the replica's place in the queue.
+            None => {}
         }
         drop(engine);
-        let rest = started.elapsed().as_secs_f64() * (1.0 / cpu_share - 1.0);
-        std::thread::sleep(Duration::from_secs_f64(rest).min(MAX_REST));
+        crate::recall_probe::rest_after(started.elapsed(), cpu_share, MAX_REST);
     }
 }
 

@@ -12,6 +12,7 @@ use rand::{Rng, SeedableRng};
 use super::exact::ExactQuery;
 use super::{SearchParams, SegmentView, ShardEngine};
 use crate::filter::Filter;
+use crate::recall_probe::recall_at_k;
 use crate::search_tuning::{choose, Measured, SearchSetting, TunedSearch};
 
 /// Own-setting samples the live estimate holds before it may ask for a tuning: a 95% interval of about ±0.03.
@@ -108,9 +109,7 @@ impl ShardEngine {
                         Ok(lanes) => lanes.dense.into_iter().map(|h| h.chunk_id).collect(),
                         Err(_) => Vec::new(),
                     };
-                    let served = without_own(served, q.own.as_deref(), k);
-                    truth.iter().filter(|id| served.contains(id)).count() as f64
-                        / truth.len() as f64
+                    recall_at_k(&without_own(served, q.own.as_deref(), k), truth)
                 })
                 .collect();
             Measured::of(setting, &recalls)
@@ -256,10 +255,6 @@ impl ShardEngine {
     /// Marks the replica due for tuning; false when it already was (it waits in the queue once).
     pub(crate) fn mark_tuning_due(&self) -> bool {
         !self.tuning_due.swap(true, Ordering::SeqCst)
-    }
-
-    pub(crate) fn clear_tuning_due(&self) {
-        self.tuning_due.store(false, Ordering::SeqCst);
     }
 
     /// Asks for a tuning in the background, when the collection has a recall target (after a seal, a merge, a
