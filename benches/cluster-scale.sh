@@ -15,9 +15,9 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/attest-target}"
 # One BLAS thread per process: six cluster processes share two cores (the baseline engine gets both itself).
 export OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
 export ATTEST_LOG="${ATTEST_LOG:-warn}"
-# Replication 2: a damaged segment is copied back from the other replica, so the log need not keep a third copy
-# of every sealed vector (crates/attest-index/src/sealed_vectors.rs; 1.5 KB of disk per replica row at 384-d).
-export ATTEST__ENGINE__KEEP_SEALED_VECTORS_IN_LOG="${ATTEST__ENGINE__KEEP_SEALED_VECTORS_IN_LOG:-false}"
+# The log's copies of sealed vectors: the default (`auto`) drops them at replication 2 (a damaged segment is copied
+# back from the other replica; crates/attest-index/src/sealed_vectors.rs). Set true to measure them kept.
+export ATTEST__ENGINE__KEEP_SEALED_VECTORS_IN_LOG="${ATTEST__ENGINE__KEEP_SEALED_VECTORS_IN_LOG:-auto}"
 # Vectors supplied by the caller, texts unique by construction: no near-duplicate check (its keys are another
 # 1.5 KB per replica row; crates/attest-router/src/config.rs `check_near_duplicates`). Set true to measure it.
 export ATTEST__ROUTER__CHECK_NEAR_DUPLICATES="${ATTEST__ROUTER__CHECK_NEAR_DUPLICATES:-false}"

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use attest_index::ivfpq::IvfPqBuilder;
-use attest_index::vector_file::VectorFileWriter;
+use attest_index::vector_file::{Precision, VectorFileWriter};
 use attest_index::{DocumentWrite, EngineConfig, LoggedChunk, ShardEngine};
 use attest_lab::bench::metrics::{percentile, recall_at_k, Memory};
 use attest_lab::bench::mixture::Mixture;
@@ -232,7 +232,8 @@ fn one_shot(dir: &Path, mixture: &Mixture, n: usize, config: &EngineConfig) -> a
     }
     let mut builder = IvfPqBuilder::train(DIM, &config.ivfpq, &train)?;
     drop(train);
-    let mut vectors = VectorFileWriter::create(&dir.join("vectors.f32"), DIM)?;
+    // As a seal writes them: half precision (the mixture's values fit it).
+    let mut vectors = VectorFileWriter::create(&dir.join("vectors.f32"), DIM, Precision::F16)?;
     for start in (0..n).step_by(BATCH) {
         let count = BATCH.min(n - start);
         let rows = mixture.rows(0, start, count, 2);

@@ -1,7 +1,8 @@
-//! Sealed vectors out of the ingest log (`engine.keep_sealed_vectors_in_log: false`), through the real processes
-//! (`scripts/local-cluster.sh`): a replica that comes back with an empty disk is copied whole from its peer, whose
-//! log no longer holds the sealed rows' vectors (its fetches read them from its segments), and then, alone,
-//! answers every document's own vector with that document first.
+//! Sealed vectors out of the ingest log (`engine.keep_sealed_vectors_in_log`: `auto`, the default, drops them at
+//! replication 2), through the real processes (`scripts/local-cluster.sh`): a replica that comes back with an empty
+//! disk is copied whole from its peer, whose log no longer holds the sealed rows' vectors (its fetches read them
+//! from its segments), and then, alone, answers every document's own vector with that document first. A
+//! collection of replication 1 keeps them (nothing could copy a damaged segment's rows back).
 
 use crate::common;
 
@@ -53,14 +54,15 @@ fn logged_vectors(wal: &std::path::Path) -> (usize, usize) {
 
 #[test]
 fn a_replica_copied_from_a_peer_whose_log_dropped_its_sealed_vectors_serves_them_exactly() {
-    let cluster =
-        LocalCluster::up_with_shard_env(&[("ATTEST__ENGINE__KEEP_SEALED_VECTORS_IN_LOG", "false")]);
+    let cluster = LocalCluster::up();
     let router = cluster.router.clone();
-    let (s, b) = post(
-        &format!("{router}/v1/collections"),
-        &json!({"name": "c", "shards": 1, "replication": 2}),
-    );
-    assert!(s == 200 || s == 201, "{b}");
+    for (name, replication) in [("c", 2), ("solo", 1)] {
+        let (s, b) = post(
+            &format!("{router}/v1/collections"),
+            &json!({"name": name, "shards": 1, "replication": replication}),
+        );
+        assert!(s == 200 || s == 201, "{b}");
+    }
     let docs: Vec<Value> = (0..DOCS)
         .map(|i| json!({"id": format!("v{i}"), "text": format!("note {i} of the series"), "vector": unit(i as u64)}))
         .collect();
@@ -85,7 +87,9 @@ fn a_replica_copied_from_a_peer_whose_log_dropped_its_sealed_vectors_serves_them
             .cloned()
             .unwrap()
     };
-    let replicas: Vec<Value> = state["collections"][0]["placement"][0]["replicas"]
+    let collections = state["collections"].as_array().unwrap();
+    let placed = |name: &str| collections.iter().find(|c| c["name"] == name).unwrap();
+    let replicas: Vec<Value> = placed("c")["placement"][0]["replicas"]
         .as_array()
         .unwrap()
         .iter()
@@ -93,6 +97,28 @@ fn a_replica_copied_from_a_peer_whose_log_dropped_its_sealed_vectors_serves_them
         .collect();
     let name = |n: &Value| n["name"].as_str().unwrap().to_string();
     let (peer, copy) = (name(&replicas[0]), name(&replicas[1]));
+
+    // Each replica was created with the choice its collection's replication makes.
+    for (collection, kept) in [("c", false), ("solo", true)] {
+        for r in placed(collection)["placement"][0]["replicas"]
+            .as_array()
+            .unwrap()
+        {
+            let engine = cluster
+                .dir
+                .path()
+                .join(name(&node(&r["node"])))
+                .join(format!("collections/{collection}/shard-0/engine.json"));
+            // Written once the replica is created (by the router at once, or by its node's next reconcile).
+            let started = Instant::now();
+            while !engine.exists() {
+                assert!(started.elapsed() < Duration::from_secs(30), "{engine:?}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let engine: Value = serde_json::from_slice(&std::fs::read(&engine).unwrap()).unwrap();
+            assert_eq!(engine["keep_sealed_vectors_in_log"], kept, "{collection}");
+        }
+    }
     let copy_address = replicas[1]["address"].as_str().unwrap().to_string();
 
     // The copy comes back with an empty disk under its name; catch-up lists everything and copies it.

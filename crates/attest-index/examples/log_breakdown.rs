@@ -1,5 +1,6 @@
-//! Where an ingest log's (`wal` directory's) disk goes, read-only: bytes and keys per column family, and the
-//! bookkeeping of its `meta` family (last sequence number, how far sealed vectors were dropped).
+//! Where an ingest log's (`wal` directory's) disk goes, read-only: bytes and keys per column family, the raw
+//! bytes of the `dedup` family's documents (`s` keys) and bucket entries (`b` keys) before RocksDB encodes them,
+//! and the bookkeeping of its `meta` family (last sequence number, how far sealed vectors were dropped).
 //!
 //!     log_breakdown DIR...
 use rocksdb::{Options, DB};
@@ -17,6 +18,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .property_int_value_cf(&cf, "rocksdb.estimate-num-keys")?
                 .unwrap_or(0);
             println!("{dir}\t{name}\t{sst} bytes\t{keys} keys");
+        }
+        if let Some(dedup) = db.cf_handle("dedup") {
+            // (entries, key bytes, value bytes) of `s` and of `b` keys.
+            let mut kinds = [(0u64, 0u64, 0u64); 2];
+            for item in db.iterator_cf(&dedup, rocksdb::IteratorMode::Start) {
+                let (k, v) = item?;
+                let kind = &mut kinds[usize::from(k.first() == Some(&b'b'))];
+                kind.0 += 1;
+                kind.1 += k.len() as u64;
+                kind.2 += v.len() as u64;
+            }
+            for ((n, k, v), name) in kinds.iter().zip(["documents", "bucket entries"]) {
+                println!("{dir}	dedup	{name}: {n}, raw keys {k} bytes, raw values {v} bytes");
+            }
         }
         let meta = db.cf_handle("meta").expect("meta family");
         for key in ["last_seq", "vectors_dropped_through"] {

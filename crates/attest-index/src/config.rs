@@ -1,6 +1,7 @@
 //! Per-shard engine configuration, with the defaults every deployment starts from.
 
 use crate::ivfpq::IvfPqParams;
+use crate::sealed_vectors::LogVectors;
 use serde::{Deserialize, Serialize};
 
 /// How one shard replica of a collection stores and searches its chunks.
@@ -62,11 +63,12 @@ pub struct EngineConfig {
     /// Seals that may run at once in this process, over all its replicas, and as many merges beside them
     /// (node-wide, each kind its own queue: see [`crate::maintenance`]). Default 1.
     pub max_concurrent_maintenance: usize,
-    /// Whether the ingest log keeps the vectors of rows that sealed segments hold (default true). False saves
-    /// ~4 bytes per dimension per row (1.5 KB of a 384-d row's ~5.5 KB on disk) but a damaged segment can then
-    /// not be rebuilt from the log: its live documents are forgotten and copied back from a replica by catch-up
-    /// — so only for collections with replication ≥ 2 ([`crate::sealed_vectors`]).
-    pub keep_sealed_vectors_in_log: bool,
+    /// Whether the ingest log keeps the vectors of rows that sealed segments hold: `auto` (the default) drops them
+    /// in replicas of collections with replication ≥ 2 and keeps them at replication 1; `true` / `false` decide for
+    /// every new replica. Dropped saves ~4 bytes per dimension per row (1.5 KB of a 384-d row) but a damaged
+    /// segment can then not be rebuilt from the log: its live documents are forgotten and copied back from a
+    /// replica by catch-up ([`crate::sealed_vectors`]).
+    pub keep_sealed_vectors_in_log: LogVectors,
     /// Rows a replica holds in memory unsealed (growing + being sealed) before writes wait for a seal
     /// ([`crate::engine`]'s backlog; at least twice `seal_threshold`). 200,000: four seals' worth, ~0.5 GB of 384-d
     /// rows per replica.
@@ -104,7 +106,7 @@ impl Default for EngineConfig {
             seal_idle_rows: 10_000,
             seal_idle_rows_quantized: 1_000,
             max_concurrent_maintenance: crate::maintenance::DEFAULT_MAX_CONCURRENT,
-            keep_sealed_vectors_in_log: true,
+            keep_sealed_vectors_in_log: LogVectors::Auto,
             max_unsealed_rows: 200_000,
             unsealed_wait_ms: 5_000,
             recall_probe: Default::default(),

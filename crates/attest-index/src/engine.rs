@@ -23,6 +23,7 @@ use crate::quantizer::{quantizer_path, ShardQuantizer, MAX_CHUNKS_PER_DOCUMENT};
 use crate::sealed_vectors::SealedVectors;
 use crate::segment::{build_segment, segment_dir, Manifest, SealedSegment};
 use crate::text_index::{bm25_search, TextIndex};
+use crate::vector_file::VectorRow;
 use crate::wal::{doc_key, DocVersion, IngestLog, LogOp, LogReader, LoggedChunk};
 
 mod backlog;
@@ -291,9 +292,9 @@ impl<'a> SegmentView<'a> {
             }),
         }
     }
-    fn vector(&self, row: usize) -> Option<&'a [f32]> {
+    fn vector(&self, row: usize) -> Option<VectorRow<'a>> {
         match self {
-            SegmentView::Growing(g) => (row < g.len()).then(|| g.vector(row)),
+            SegmentView::Growing(g) => (row < g.len()).then(|| VectorRow::F32(g.vector(row))),
             SegmentView::Sealed(s) => s.vectors.get(row),
         }
     }
@@ -421,7 +422,7 @@ impl ShardEngine {
         }
         growing.commit()?;
         let sealed_vectors = log.sealed_vectors();
-        if !config.keep_sealed_vectors_in_log {
+        if !config.keep_sealed_vectors_in_log.kept() {
             // Catches up a range a crash left between a seal and its compaction.
             sealed_vectors.drop_through(manifest.sealed_through_seq)?;
         }

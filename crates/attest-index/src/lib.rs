@@ -64,4 +64,5 @@ pub use error::{IndexError, Result};
 pub use filter::{Condition, Filter};
 pub use ivfpq::IvfPqParams;
 pub use near_dup::{NearDupKeys, NearDupMatch};
+pub use sealed_vectors::LogVectors;
 pub use wal::{doc_key, DocVersion, LoggedChunk};

@@ -1,5 +1,6 @@
-//! The ingest log's copies of vectors that sealed segments already hold, dropped at compaction when the engine
-//! is configured so (`EngineConfig::keep_sealed_vectors_in_log = false`).
+//! The ingest log's copies of vectors that sealed segments already hold, dropped at compaction where the replica's
+//! collection has another replica to copy a damaged segment's rows back from ([`LogVectors`],
+//! `engine.keep_sealed_vectors_in_log`: `auto` by default).
 //!
 //! The log keeps every live row so that a damaged segment can be rebuilt from it; its vectors are most of its
 //! bytes (1.5 KB of a 384-d row's ~1.6 KB) and the segment's `vectors.f32` holds the same floats again. Dropped,
@@ -8,7 +9,7 @@
 //!   it: a compaction filter on the `log` family rewrites the value, everything else of the record stays;
 //! - readers that need a sealed row's vector (catch-up's document fetch) read it from its segment;
 //! - a damaged segment can no longer be rebuilt from the log: its live documents are forgotten at open and the
-//!   next catch-up copies them from a replica (at replication 1 they are lost, hence opt-in).
+//!   next catch-up copies them from a replica (at replication 1 they would be lost: `auto` keeps them there).
 //!
 //! Log keys are ascending sequence numbers, so RocksDB moves a flushed table down the levels without rewriting it
 //! (a trivial move runs no filter). After each seal the newly sealed range is therefore compacted by hand, again
@@ -24,8 +25,68 @@ use rocksdb::compaction_filter::{CompactionFilter, Decision};
 use rocksdb::compaction_filter_factory::{CompactionFilterContext, CompactionFilterFactory};
 use rocksdb::DB;
 
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
 use crate::error::Result;
 use crate::wal::LogOp;
+
+/// Whether a replica's ingest log keeps the vectors of rows its sealed segments hold (`engine.keep_sealed_vectors_in_log`:
+/// `auto`, `true` or `false`). Resolved per replica when it is created, from its collection's replication, and
+/// stored with its engine config: a replica keeps the layout it was created with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogVectors {
+    /// Dropped where the collection has replication ≥ 2 (a damaged segment's rows are copied back from a
+    /// replica), kept at replication 1 and where the replication is not known.
+    #[default]
+    Auto,
+    Keep,
+    Drop,
+}
+
+impl LogVectors {
+    /// The choice for a replica of a collection with `replication` replicas per shard (0: not known).
+    pub fn for_replication(self, replication: u32) -> Self {
+        match self {
+            LogVectors::Auto if replication >= 2 => LogVectors::Drop,
+            LogVectors::Auto if replication == 1 => LogVectors::Keep,
+            chosen => chosen,
+        }
+    }
+
+    /// Whether the log keeps them (an unresolved `auto` keeps them: nothing says a replica can give them back).
+    pub fn kept(self) -> bool {
+        self != LogVectors::Drop
+    }
+}
+
+impl Serialize for LogVectors {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match self {
+            LogVectors::Auto => s.serialize_str("auto"),
+            LogVectors::Keep => s.serialize_bool(true),
+            LogVectors::Drop => s.serialize_bool(false),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for LogVectors {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            Flag(bool),
+            Word(String),
+        }
+        match Written::deserialize(d)? {
+            Written::Flag(true) => Ok(LogVectors::Keep),
+            Written::Flag(false) => Ok(LogVectors::Drop),
+            Written::Word(w) if w == "auto" => Ok(LogVectors::Auto),
+            Written::Word(w) => Err(serde::de::Error::custom(format!(
+                "expected true, false or \"auto\", got {w:?}"
+            ))),
+        }
+    }
+}
 
 /// Compactions of one newly sealed range at most (see [`SealedVectors::drop_through`]).
 const MAX_PASSES: usize = 4;
@@ -266,5 +327,27 @@ mod tests {
             vectors[1500..].iter().all(|v| *v),
             "unsealed records keep theirs"
         );
+    }
+
+    #[test]
+    fn auto_drops_the_log_vectors_only_where_a_replica_can_give_them_back() {
+        assert_eq!(LogVectors::Auto.for_replication(2), LogVectors::Drop);
+        assert_eq!(LogVectors::Auto.for_replication(3), LogVectors::Drop);
+        assert_eq!(LogVectors::Auto.for_replication(1), LogVectors::Keep);
+        assert!(LogVectors::Auto.for_replication(0).kept(), "unknown: kept");
+        assert_eq!(LogVectors::Keep.for_replication(2), LogVectors::Keep);
+        assert_eq!(LogVectors::Drop.for_replication(1), LogVectors::Drop);
+        // Replicas created before `auto` stored a flag; the flag still reads, and every form round-trips.
+        for (written, read) in [
+            ("true", LogVectors::Keep),
+            ("false", LogVectors::Drop),
+            ("\"auto\"", LogVectors::Auto),
+        ] {
+            let parsed: LogVectors = serde_json::from_str(written).unwrap();
+            assert_eq!(parsed, read);
+            assert_eq!(serde_json::to_string(&parsed).unwrap(), written);
+        }
+        let wrong = serde_json::from_str::<LogVectors>("\"sometimes\"").unwrap_err();
+        assert!(wrong.to_string().contains("auto"), "{wrong}");
     }
 }

@@ -62,7 +62,7 @@ pub struct Sq8Query {
 impl Sq8File {
     /// Quantises `rows` (row-major, a multiple of `dim` floats) to `path` atomically (tmp + fsync + rename +
     /// dir fsync), each dimension over its own range in `rows`. Reads `rows` twice (range and finiteness, then
-    /// codes) and never copies them, so a memory-mapped `VectorFile::rows()` of any size can be passed.
+    /// codes) and never copies them, so a memory-mapped file's rows of any size can be passed.
     pub fn write(path: &Path, dim: usize, rows: &[f32]) -> Result<()> {
         if dim == 0 || dim > u32::MAX as usize || !rows.len().is_multiple_of(dim) {
             return Err(IndexError::invalid(
@@ -131,7 +131,7 @@ impl Sq8File {
     /// Maps the file read-only and checks magic, version, dim and that the length is exactly what the header
     /// says; anything else is `IndexError::Corrupt`.
     pub fn open(path: &Path) -> Result<Self> {
-        let (mmap, dim, count) = map_row_file(path, MAGIC, VERSION, |dim, count| {
+        let (mmap, _, dim, count) = map_row_file(path, MAGIC, &[VERSION], |_, dim, count| {
             count.checked_mul(dim)?.checked_add(dim * 8)
         })?;
         let floats = |at: usize| -> Vec<f32> {

@@ -1,15 +1,20 @@
-//! Full-precision vectors of a sealed segment, kept on disk next to the IVF-PQ index so that the top
-//! candidates of a PQ search can be re-scored exactly. The file is memory-mapped and rows are served as
-//! `&[f32]` straight from the page cache.
+//! Full vectors of a sealed segment, kept on disk next to the IVF-PQ index so that the top candidates of a PQ
+//! search can be re-scored exactly. The file is memory-mapped and rows are read in place from the page cache.
+//!
+//! Rows are stored in half precision (version 2) when every value fits one (|v| ≤ 65,504): half the bytes of
+//! f32 (0.77 of a 384-d row's 2.1 KB in a segment) and no ranking it changes that matters — a value keeps 11
+//! significant bits, so an inner product of unit vectors moves by ~1e-5, a thousandth of the gap between
+//! neighbours that a re-score separates (`docs/decisions/disk-per-row.md`). Vectors that do not fit (a caller's
+//! unnormalised vectors past 65,504) keep f32 (version 1), as every file written before half precision does.
 //!
 //! # Format (little-endian)
 //! ```text
 //! 0   magic   b"ATVF"
-//! 4   version u32 (= 1)
+//! 4   version u32 (1: f32 values, 2: f16 values)
 //! 8   dim     u32
 //! 12  count   u64
 //! 20  zero padding up to 32, so that the data region is 32-byte aligned within the page-aligned map
-//! 32  count × dim f32, row-major
+//! 32  count × dim values, row-major
 //! ```
 //! There is no checksum of the data region here: the segment manifest checksums every file, and a
 //! re-score must not have to read gigabytes at open. The header and the exact file length are checked.
@@ -22,18 +27,98 @@ use memmap2::Mmap;
 
 use crate::error::{IndexError, Result};
 
-// Rows are handed out as `&[f32]` over the file bytes, which is only correct where f32 is little-endian
+// Rows are read as `&[f32]` / `&[u16]` over the file bytes, which is only correct where those are little-endian
 // in memory.
 #[cfg(not(target_endian = "little"))]
-compile_error!("VectorFile serves little-endian f32 in place; big-endian hosts are not supported");
+compile_error!(
+    "VectorFile serves little-endian values in place; big-endian hosts are not supported"
+);
 
 const MAGIC: &[u8; 4] = b"ATVF";
-const VERSION: u32 = 1;
+const VERSION_F32: u32 = 1;
+const VERSION_F16: u32 = 2;
 pub(crate) const HEADER_LEN: usize = 32;
+
+/// How a vector file holds its values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precision {
+    F32,
+    F16,
+}
+
+impl Precision {
+    /// Half precision where every value fits one, else f32.
+    pub fn for_values(values: &[f32]) -> Self {
+        let fits = values.iter().all(|v| v.abs() <= half::f16::MAX.to_f32());
+        if fits {
+            Precision::F16
+        } else {
+            Precision::F32
+        }
+    }
+
+    fn version(self) -> u32 {
+        match self {
+            Precision::F32 => VERSION_F32,
+            Precision::F16 => VERSION_F16,
+        }
+    }
+
+    fn value_bytes(self) -> usize {
+        match self {
+            Precision::F32 => 4,
+            Precision::F16 => 2,
+        }
+    }
+}
+
+/// One stored row, read in place: f32 values, or f16 ones (half precision bits).
+#[derive(Debug, Clone, Copy)]
+pub enum VectorRow<'a> {
+    F32(&'a [f32]),
+    F16(&'a [u16]),
+}
+
+impl<'a> VectorRow<'a> {
+    /// Inner product with `query` (of the row's dimension).
+    pub fn dot(&self, query: &[f32]) -> f32 {
+        match self {
+            VectorRow::F32(v) => crate::simd::dot(query, v),
+            VectorRow::F16(v) => crate::simd::dot_f16(query, v),
+        }
+    }
+
+    /// The values as f32.
+    pub fn to_vec(&self) -> Vec<f32> {
+        let mut out = Vec::with_capacity(self.len());
+        self.extend_into(&mut out);
+        out
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            VectorRow::F32(v) => v.len(),
+            VectorRow::F16(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Appends the values, as f32, to `out`.
+    pub fn extend_into(&self, out: &mut Vec<f32>) {
+        match self {
+            VectorRow::F32(v) => out.extend_from_slice(v),
+            VectorRow::F16(v) => out.extend(v.iter().map(|b| half::f16::from_bits(*b).to_f32())),
+        }
+    }
+}
 
 /// A read-only, memory-mapped vector file.
 pub struct VectorFile {
     mmap: Mmap,
+    precision: Precision,
     dim: usize,
     len: usize,
     path: PathBuf,
@@ -43,6 +128,7 @@ impl std::fmt::Debug for VectorFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("VectorFile")
             .field("path", &self.path)
+            .field("precision", &self.precision)
             .field("dim", &self.dim)
             .field("len", &self.len)
             .finish()
@@ -50,21 +136,33 @@ impl std::fmt::Debug for VectorFile {
 }
 
 impl VectorFile {
-    /// Writes `vectors` (row-major, `len / dim` rows) to `path` atomically (tmp + fsync + rename + dir fsync).
+    /// Writes `vectors` (row-major, `len / dim` rows) to `path` atomically (tmp + fsync + rename + dir fsync), in
+    /// half precision where every value fits one ([`Precision::for_values`]).
     pub fn write(path: &Path, dim: usize, vectors: &[f32]) -> Result<()> {
-        let mut writer = VectorFileWriter::create(path, dim)?;
+        let mut writer = VectorFileWriter::create(path, dim, Precision::for_values(vectors))?;
         writer.append(vectors)?;
         writer.finish()
     }
 
     /// Maps the file read-only and validates magic, version, dim and that the length is exactly
-    /// header + count × dim × 4; anything else is `IndexError::Corrupt`.
+    /// header + count × dim × the value size; anything else is `IndexError::Corrupt`.
     pub fn open(path: &Path) -> Result<Self> {
-        let (mmap, dim, count) = map_row_file(path, MAGIC, VERSION, |dim, count| {
-            count.checked_mul(dim)?.checked_mul(4)
-        })?;
+        let (mmap, version, dim, count) = map_row_file(
+            path,
+            MAGIC,
+            &[VERSION_F32, VERSION_F16],
+            |version, dim, count| {
+                let value = if version == VERSION_F16 { 2 } else { 4 };
+                count.checked_mul(dim)?.checked_mul(value)
+            },
+        )?;
         Ok(VectorFile {
             mmap,
+            precision: if version == VERSION_F16 {
+                Precision::F16
+            } else {
+                Precision::F32
+            },
             dim,
             len: count,
             path: path.to_path_buf(),
@@ -73,6 +171,10 @@ impl VectorFile {
 
     pub fn dim(&self) -> usize {
         self.dim
+    }
+
+    pub fn precision(&self) -> Precision {
+        self.precision
     }
 
     /// Number of rows.
@@ -84,7 +186,6 @@ impl VectorFile {
         self.len == 0
     }
 
-    /// Row `row`, zero-copy from the map.
     /// Advises the kernel that the whole file is about to be read in order (a merge reading its inputs once):
     /// read-ahead instead of one fault per page. The inputs are removed after the merge, so the advice is not undone.
     pub fn advise_sequential(&self) {
@@ -94,26 +195,50 @@ impl VectorFile {
         }
     }
 
-    pub fn get(&self, row: usize) -> Option<&[f32]> {
+    /// Row `row`, zero-copy from the map.
+    pub fn get(&self, row: usize) -> Option<VectorRow<'_>> {
         if row >= self.len {
             return None;
         }
-        let start = HEADER_LEN + row * self.dim * 4;
-        let bytes = &self.mmap[start..start + self.dim * 4];
-        debug_assert_eq!(bytes.as_ptr() as usize % std::mem::align_of::<f32>(), 0);
-        // SAFETY: the map is page-aligned and HEADER_LEN and every row size are multiples of 4, so `bytes` is
-        // aligned for f32; its length is exactly dim × 4 (checked against the file length in `open`); every
-        // bit pattern is a valid f32; the host is little-endian (compile-time check above); and the slice
-        // borrows `self`, so the map outlives it.
-        Some(unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<f32>(), self.dim) })
+        let size = self.dim * self.precision.value_bytes();
+        let start = HEADER_LEN + row * size;
+        let bytes = &self.mmap[start..start + size];
+        // SAFETY: the map is page-aligned and HEADER_LEN and every row size are multiples of the value size, so
+        // `bytes` is aligned for the values; its length is exactly dim values (checked against the file length in
+        // `open`); every bit pattern is a valid f32 / u16; the host is little-endian (compile-time check above);
+        // and the slice borrows `self`, so the map outlives it.
+        Some(unsafe {
+            match self.precision {
+                Precision::F32 => {
+                    debug_assert_eq!(bytes.as_ptr() as usize % std::mem::align_of::<f32>(), 0);
+                    VectorRow::F32(std::slice::from_raw_parts(
+                        bytes.as_ptr().cast::<f32>(),
+                        self.dim,
+                    ))
+                }
+                Precision::F16 => {
+                    debug_assert_eq!(bytes.as_ptr() as usize % std::mem::align_of::<u16>(), 0);
+                    VectorRow::F16(std::slice::from_raw_parts(
+                        bytes.as_ptr().cast::<u16>(),
+                        self.dim,
+                    ))
+                }
+            }
+        })
     }
 
-    /// Every row, row-major (`len() × dim()` floats), zero-copy from the map: for scans over the whole file.
-    pub fn rows(&self) -> &[f32] {
+    /// Every row, row-major (`len() × dim()` floats), zero-copy from the map, where the file holds f32 (None in
+    /// half precision): for scans over a whole file written as [`Precision::F32`] (a benchmark's ground truth).
+    pub fn f32_rows(&self) -> Option<&[f32]> {
+        if self.precision != Precision::F32 {
+            return None;
+        }
         let bytes = &self.mmap[HEADER_LEN..];
         // SAFETY: as in `get`: aligned (page-aligned map, 32-byte header), length checked in `open` to be
         // exactly len × dim × 4, every bit pattern is a valid little-endian f32, and the slice borrows `self`.
-        unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<f32>(), self.len * self.dim) }
+        Some(unsafe {
+            std::slice::from_raw_parts(bytes.as_ptr().cast::<f32>(), self.len * self.dim)
+        })
     }
 
     /// Exact inner product of `query` with each row in `rows`: the re-scoring step after an approximate
@@ -131,7 +256,7 @@ impl VectorFile {
         }
         let mut out: Vec<(usize, f32)> = rows
             .into_iter()
-            .filter_map(|r| self.get(r).map(|v| (r, crate::simd::dot(query, v))))
+            .filter_map(|r| self.get(r).map(|v| (r, v.dot(query))))
             .collect();
         out.sort_by(crate::ivfpq::best_first);
         Ok(out)
@@ -145,6 +270,7 @@ pub struct VectorFileWriter {
     out: Option<std::io::BufWriter<File>>,
     path: PathBuf,
     tmp: PathBuf,
+    precision: Precision,
     dim: usize,
     count: u64,
 }
@@ -160,7 +286,9 @@ impl std::fmt::Debug for VectorFileWriter {
 }
 
 impl VectorFileWriter {
-    pub fn create(path: &Path, dim: usize) -> Result<Self> {
+    /// Values of `precision`: half precision only for values that fit one ([`Precision::for_values`]; `append`
+    /// refuses the others).
+    pub fn create(path: &Path, dim: usize, precision: Precision) -> Result<Self> {
         if dim == 0 || dim > u32::MAX as usize {
             return Err(IndexError::invalid(
                 "dim",
@@ -169,11 +297,12 @@ impl VectorFileWriter {
         }
         let tmp = crate::fsutil::tmp_path(path);
         let mut out = std::io::BufWriter::with_capacity(1 << 20, File::create(&tmp)?);
-        out.write_all(&header(dim, 0))?;
+        out.write_all(&header(precision, dim, 0))?;
         Ok(VectorFileWriter {
             out: Some(out),
             path: path.to_path_buf(),
             tmp,
+            precision,
             dim,
             count: 0,
         })
@@ -191,9 +320,24 @@ impl VectorFileWriter {
                 ),
             ));
         }
+        if self.precision == Precision::F16 && Precision::for_values(vectors) != Precision::F16 {
+            return Err(IndexError::invalid(
+                "vectors",
+                "a value past half precision's range (65,504) in a half-precision file",
+            ));
+        }
         let out = self.out.as_mut().expect("open until finish");
-        for v in vectors {
-            out.write_all(&v.to_le_bytes())?;
+        match self.precision {
+            Precision::F32 => {
+                for v in vectors {
+                    out.write_all(&v.to_le_bytes())?;
+                }
+            }
+            Precision::F16 => {
+                for v in vectors {
+                    out.write_all(&half::f16::from_f32(*v).to_le_bytes())?;
+                }
+            }
         }
         self.count += (vectors.len() / self.dim) as u64;
         Ok(())
@@ -217,7 +361,7 @@ impl VectorFileWriter {
             .into_inner()
             .map_err(|e| e.into_error())?;
         file.seek(SeekFrom::Start(0))?;
-        file.write_all(&header(self.dim, self.count))?;
+        file.write_all(&header(self.precision, self.dim, self.count))?;
         file.sync_all()?;
         drop(file);
         std::fs::rename(&self.tmp, &self.path)?;
@@ -233,8 +377,8 @@ impl Drop for VectorFileWriter {
     }
 }
 
-fn header(dim: usize, count: u64) -> [u8; HEADER_LEN] {
-    row_file_header(MAGIC, VERSION, dim, count)
+fn header(precision: Precision, dim: usize, count: u64) -> [u8; HEADER_LEN] {
+    row_file_header(MAGIC, precision.version(), dim, count)
 }
 
 /// The 32-byte header of a segment's row files (`vectors.f32`, `vectors.sq8`): magic, version, dim (u32), count
@@ -254,14 +398,15 @@ pub(crate) fn row_file_header(
 }
 
 /// Maps a row file read-only (advised for random access: re-scoring reads scattered rows, read-ahead would only
-/// evict useful pages) and checks its header: `magic`, `version`, a non-zero dim, and a length of exactly the
-/// header plus `body_len(dim, count)` bytes. Anything else is `IndexError::Corrupt`. Returns the map, dim and count.
+/// evict useful pages) and checks its header: `magic`, a version of `versions`, a non-zero dim, and a length of
+/// exactly the header plus `body_len(version, dim, count)` bytes. Anything else is `IndexError::Corrupt`. Returns
+/// the map, version, dim and count.
 pub(crate) fn map_row_file(
     path: &Path,
     magic: &[u8; 4],
-    version: u32,
-    body_len: impl Fn(usize, usize) -> Option<usize>,
-) -> Result<(Mmap, usize, usize)> {
+    versions: &[u32],
+    body_len: impl Fn(u32, usize, usize) -> Option<usize>,
+) -> Result<(Mmap, u32, usize, usize)> {
     let file = File::open(path)?;
     // SAFETY: sealed segment files are written once (tmp + rename) and never modified in place, so the mapped bytes
     // cannot change or shrink under us while the map lives.
@@ -280,7 +425,7 @@ pub(crate) fn map_row_file(
         )));
     }
     let found = u32::from_le_bytes(mmap[4..8].try_into().expect("4 bytes"));
-    if found != version {
+    if !versions.contains(&found) {
         return Err(corrupt(format!("unsupported version {found}")));
     }
     let dim = u32::from_le_bytes(mmap[8..12].try_into().expect("4 bytes")) as usize;
@@ -290,7 +435,7 @@ pub(crate) fn map_row_file(
     }
     let count = usize::try_from(count).ok();
     let expected = count
-        .and_then(|c| body_len(dim, c))
+        .and_then(|c| body_len(found, dim, c))
         .and_then(|b| b.checked_add(HEADER_LEN));
     match (count, expected) {
         (Some(count), Some(len)) if len == mmap.len() => {
@@ -298,7 +443,7 @@ pub(crate) fn map_row_file(
             {
                 let _ = mmap.advise(memmap2::Advice::Random);
             }
-            Ok((mmap, dim, count))
+            Ok((mmap, found, dim, count))
         }
         _ => Err(corrupt(format!(
             "length {} does not match header ({count:?} rows × {dim} dims)",
@@ -315,6 +460,22 @@ mod tests {
         (0..n * dim).map(|i| (i as f32 * 0.37).sin()).collect()
     }
 
+    /// `values` as half precision gives them back.
+    fn halved(values: &[f32]) -> Vec<f32> {
+        values
+            .iter()
+            .map(|v| half::f16::from_f32(*v).to_f32())
+            .collect()
+    }
+
+    fn all_rows(vf: &VectorFile) -> Vec<f32> {
+        let mut out = Vec::new();
+        for r in 0..vf.len() {
+            vf.get(r).unwrap().extend_into(&mut out);
+        }
+        out
+    }
+
     #[test]
     fn streamed_writer_matches_whole_write_and_cleans_up_when_dropped() {
         let dir = tempfile::tempdir().unwrap();
@@ -322,7 +483,7 @@ mod tests {
         let data = sample(77, dim);
         let (whole, streamed) = (dir.path().join("whole"), dir.path().join("streamed"));
         VectorFile::write(&whole, dim, &data).unwrap();
-        let mut w = VectorFileWriter::create(&streamed, dim).unwrap();
+        let mut w = VectorFileWriter::create(&streamed, dim, Precision::F16).unwrap();
         for batch in data.chunks(dim * 10) {
             w.append(batch).unwrap();
         }
@@ -334,10 +495,10 @@ mod tests {
             std::fs::read(&streamed).unwrap()
         );
         let vf = VectorFile::open(&streamed).unwrap();
-        assert_eq!(vf.rows(), &data[..]);
+        assert_eq!(all_rows(&vf), halved(&data));
 
         let abandoned = dir.path().join("abandoned");
-        let mut w = VectorFileWriter::create(&abandoned, dim).unwrap();
+        let mut w = VectorFileWriter::create(&abandoned, dim, Precision::F32).unwrap();
         w.append(&data).unwrap();
         drop(w);
         assert!(!abandoned.exists());
@@ -345,7 +506,7 @@ mod tests {
     }
 
     #[test]
-    fn round_trip() {
+    fn round_trip_in_half_precision() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("vectors.f32");
         let dim = 7;
@@ -353,14 +514,51 @@ mod tests {
         VectorFile::write(&path, dim, &data).unwrap();
         assert_eq!(
             std::fs::metadata(&path).unwrap().len() as usize,
-            HEADER_LEN + data.len() * 4
+            HEADER_LEN + data.len() * 2
         );
         let vf = VectorFile::open(&path).unwrap();
         assert_eq!((vf.dim(), vf.len(), vf.is_empty()), (dim, 101, false));
+        assert_eq!(vf.precision(), Precision::F16);
+        assert_eq!(vf.f32_rows(), None);
+        let halved = halved(&data);
         for r in 0..101 {
-            assert_eq!(vf.get(r).unwrap(), &data[r * dim..(r + 1) * dim]);
+            let row = vf.get(r).unwrap();
+            assert_eq!(row.to_vec(), &halved[r * dim..(r + 1) * dim]);
+            // Within half precision's rounding of the f32 written (11 significant bits).
+            for (got, wrote) in row.to_vec().iter().zip(&data[r * dim..(r + 1) * dim]) {
+                assert!(
+                    (got - wrote).abs() <= wrote.abs() / 1024.0 + 1e-7,
+                    "{got} {wrote}"
+                );
+            }
         }
         assert!(vf.get(101).is_none());
+    }
+
+    /// A value past half precision's range keeps the file in f32, as files written before half precision are
+    /// (version 1): read exactly; a half-precision writer refuses such a value.
+    #[test]
+    fn values_past_half_precision_stay_f32() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("vectors.f32");
+        let mut data = sample(10, 4);
+        data[17] = 1.0e6;
+        VectorFile::write(&path, 4, &data).unwrap();
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len() as usize,
+            HEADER_LEN + data.len() * 4
+        );
+        assert_eq!(std::fs::read(&path).unwrap()[4], 1, "version 1");
+        let vf = VectorFile::open(&path).unwrap();
+        assert_eq!(vf.precision(), Precision::F32);
+        assert_eq!(all_rows(&vf), data);
+        assert_eq!(vf.f32_rows(), Some(&data[..]));
+        assert!(matches!(vf.get(4), Some(VectorRow::F32(_))));
+        let mut w = VectorFileWriter::create(&dir.path().join("h"), 4, Precision::F16).unwrap();
+        assert!(matches!(
+            w.append(&data),
+            Err(IndexError::InvalidArgument { .. })
+        ));
     }
 
     #[test]
@@ -399,7 +597,7 @@ mod tests {
         // Truncated by one byte, by a whole row, and extended by trailing junk.
         for bytes in [
             &good[..good.len() - 1],
-            &good[..good.len() - 16],
+            &good[..good.len() - 8],
             &[good.as_slice(), &[0u8; 4]].concat()[..],
         ] {
             std::fs::write(&path, bytes).unwrap();
@@ -435,12 +633,19 @@ mod tests {
     #[test]
     fn rescore_orders_exactly() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("vectors.f32");
         let data = [1.0, 0.0, 0.0, 1.0, 0.6, 0.8, 1.0, 0.0];
-        VectorFile::write(&path, 2, &data).unwrap();
-        let vf = VectorFile::open(&path).unwrap();
-        let got = vf.rescore(&[1.0, 0.0], [1, 2, 3, 0, 99]).unwrap();
-        assert_eq!(got, vec![(0, 1.0), (3, 1.0), (2, 0.6), (1, 0.0)]);
-        assert!(vf.rescore(&[1.0], [0]).is_err());
+        for precision in [Precision::F32, Precision::F16] {
+            let path = dir.path().join(format!("{precision:?}"));
+            let mut w = VectorFileWriter::create(&path, 2, precision).unwrap();
+            w.append(&data).unwrap();
+            w.finish().unwrap();
+            let vf = VectorFile::open(&path).unwrap();
+            assert_eq!(vf.precision(), precision);
+            let got = vf.rescore(&[1.0, 0.0], [1, 2, 3, 0, 99]).unwrap();
+            let rows: Vec<usize> = got.iter().map(|(r, _)| *r).collect();
+            assert_eq!(rows, vec![0, 3, 2, 1], "{precision:?}");
+            assert!((got[2].1 - 0.6).abs() < 1e-3, "{precision:?}");
+            assert!(vf.rescore(&[1.0], [0]).is_err());
+        }
     }
 }

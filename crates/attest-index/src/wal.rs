@@ -176,7 +176,22 @@ pub struct LogReader {
     log_id: Arc<AtomicU64>,
 }
 
+/// Every column family of the log, in the order they are opened.
+const ALL_FAMILIES: [&str; 5] = [CF_LOG, CF_DOCS, CF_META, CF_DEDUP, changes::CF_CHANGES];
+
 impl LogReader {
+    /// Flushes every column family's memtable to its tables, so that RocksDB can delete the write-ahead files
+    /// holding what they held. A seal calls it: until the WAL bound (`MAX_TOTAL_WAL_BYTES`) forces a flush, a
+    /// replica of under ~150,000 rows otherwise keeps every write twice, once in a table and once in the WAL
+    /// (measured: 3.5 KB of WAL per row of a 33,000-row replica, beside 2.1 KB of segment).
+    pub fn flush_to_tables(&self) -> Result<()> {
+        for name in ALL_FAMILIES {
+            let cf = self.db.cf_handle(name).expect("log column family");
+            self.db.flush_cf(cf)?;
+        }
+        Ok(())
+    }
+
     /// Records `lo..=hi`, in order (see [`IngestLog::range`]).
     pub fn range(&self, lo: u64, hi: u64) -> Result<Vec<(u64, LogOp)>> {
         records(&self.db, lo, hi)

@@ -414,7 +414,8 @@ fn sealed_segments_rank_with_the_sq8_copy_and_score_exactly_and_old_segments_are
                 .zip(vector_for(n))
                 .map(|(a, b)| a * b)
                 .sum();
-            assert!((h.score - exact).abs() < 1e-5, "{h:?} vs {exact}");
+            // Exact up to the full vectors' half precision (11 significant bits: under 2^-11 for unit vectors).
+            assert!((h.score - exact).abs() < 5e-4, "{h:?} vs {exact}");
         }
     }
     // The manifest checksums the copy: damaging it is caught at start-up like any segment file.

@@ -209,6 +209,7 @@ impl Router {
                     collection: record.stored_name.clone(),
                     shard,
                     spec: created.spec.clone(),
+                    replication: created.replication,
                 },
             })
             .await;

@@ -95,6 +95,8 @@ struct Assignment {
     shard: u32,
     state: pb::ReplicaState,
     spec: Option<pb::CollectionSpec>,
+    /// The collection's replicas per shard (whether a new replica's log keeps its sealed vectors).
+    replication: u32,
     /// Other replicas holding data (ACTIVE or LEAVING): (node id, address).
     peers: Vec<(u64, String)>,
 }
@@ -294,6 +296,7 @@ fn assignments(state: &pb::ClusterState, me: u64) -> Vec<Assignment> {
                 shard: p.shard,
                 state: mine.state(),
                 spec: c.spec.clone(),
+                replication: c.replication,
                 peers,
             });
         }
@@ -368,7 +371,8 @@ async fn reconcile(
         let created = if node.get(&a.collection, a.shard).is_some() {
             false
         } else {
-            let engine_config = engine_config_from_spec(a.spec.as_ref(), node.defaults())?;
+            let engine_config =
+                engine_config_from_spec(a.spec.as_ref(), a.replication, node.defaults())?;
             let n = Arc::clone(node);
             let (c, s) = (a.collection.clone(), a.shard);
             tokio::task::spawn_blocking(move || n.ensure(&c, s, engine_config)).await??

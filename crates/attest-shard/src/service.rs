@@ -136,10 +136,11 @@ fn stats_to_proto(s: EngineStats) -> pb::ShardStatsResponse {
     }
 }
 
-/// A collection spec (as the router or meta sends it) → this node's engine config; defaults fill what it leaves
-/// unset.
+/// A collection spec (as the router or meta sends it) and its replication (0: not known) → this node's engine
+/// config for a new replica; defaults fill what the spec leaves unset.
 pub fn engine_config_from_spec(
     spec: Option<&pb::CollectionSpec>,
+    replication: u32,
     defaults: &EngineConfig,
 ) -> Result<EngineConfig, Status> {
     let spec = spec.ok_or_else(|| invalid("spec", "missing"))?;
@@ -161,6 +162,9 @@ pub fn engine_config_from_spec(
         } else {
             spec.seal_threshold as usize
         },
+        keep_sealed_vectors_in_log: defaults
+            .keep_sealed_vectors_in_log
+            .for_replication(replication),
         ..defaults.clone()
     })
 }
@@ -172,7 +176,7 @@ impl ShardServiceImpl {
         req: Request<pb::EnsureShardRequest>,
     ) -> Result<Response<pb::EnsureShardResponse>, Status> {
         let r = req.into_inner();
-        let config = engine_config_from_spec(r.spec.as_ref(), self.node.defaults())?;
+        let config = engine_config_from_spec(r.spec.as_ref(), r.replication, self.node.defaults())?;
         if self.node.get(&r.collection, r.shard).is_none() {
             // A new replica writes its log and files: not below the reserve.
             self.node.check_disk().map_err(to_status)?;

@@ -126,7 +126,7 @@ impl ShardEngine {
                     .into_iter()
                     .map(|(r, s, (i, at))| match refine {
                         0 => (r, s),
-                        _ => (r, view(i).vector(at).map_or(s, |v| dot(q, v))),
+                        _ => (r, view(i).vector(at).map_or(s, |v| v.dot(q))),
                     })
                     .collect()
             } else {
@@ -134,7 +134,7 @@ impl ShardEngine {
                     .filter_map(|((i, at), score)| {
                         let r = row((i, at)).filter(|r| passes(r))?;
                         let exact = p.exact_rescore.then(|| view(i).vector(at)).flatten();
-                        Some((r, exact.map_or(score, |v| dot(q, v))))
+                        Some((r, exact.map_or(score, |v| v.dot(q))))
                     })
                     .collect()
             };

@@ -48,7 +48,7 @@ impl ShardEngine {
             let scored: Vec<(usize, f32)> = (0..segment.meta.rows)
                 .filter_map(|row| {
                     view.row(row).filter(|r| matches(r))?;
-                    Some((row, dot(query, view.vector(row)?)))
+                    Some((row, view.vector(row)?.dot(query)))
                 })
                 .collect();
             let st = self.state.read();
@@ -146,7 +146,7 @@ fn scan_rows(
             if r.tenant != q.tenant || !q.filter.matches(r.metadata_json) {
                 continue;
             }
-            let score = dot(q.vector, v);
+            let score = v.dot(q.vector);
             if heap.len() < k {
                 heap.push(Reverse(Scored(score, r.chunk_id.to_string())));
             } else if heap.peek().is_some_and(|Reverse(low)| score > low.0) {

@@ -130,11 +130,14 @@ impl ShardEngine {
             st.frozen = None;
         }
         self.notify_sealing();
-        if !self.config.keep_sealed_vectors_in_log {
+        if !self.config.keep_sealed_vectors_in_log.kept() {
             // Only now: a reader that finds a record stripped finds its rows in the sealed segments.
             self.sealed_vectors.drop_through(range.1)?;
             phases.mark("log_vectors");
         }
+        // What the log holds of the sealed rows need not be in the WAL a second time.
+        self.log_reader.flush_to_tables()?;
+        phases.mark("log_flush");
         if let Some(q) = before.filter(|_| !rows.is_empty()) {
             let drift = q.drift(&vectors)?;
             phases.mark("drift");
@@ -315,7 +318,7 @@ impl ShardEngine {
                     let is_live = st.is_live(r.tenant, r.doc_id, r.seq);
                     if is_live {
                         rows.push(r.to_stored());
-                        vectors.extend_from_slice(view.vector(row).expect("vector"));
+                        view.vector(row).expect("vector").extend_into(&mut vectors);
                         ids.push(id);
                     }
                     live.push(is_live);
@@ -485,7 +488,7 @@ fn shard_sample(fresh: &[f32], dim: usize, sealed: &[Arc<SealedSegment>], most: 
         while let Some((first, seg)) = current {
             if r < first + seg.meta.rows {
                 if let Some(v) = seg.vectors.get(r - first) {
-                    out.extend_from_slice(v);
+                    v.extend_into(&mut out);
                 }
                 break;
             }

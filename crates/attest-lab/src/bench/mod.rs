@@ -29,7 +29,7 @@ use std::time::Instant;
 use anyhow::Context;
 use attest_index::ivfpq::{IvfPqBuilder, IvfPqParams};
 use attest_index::sq8::Sq8File;
-use attest_index::vector_file::{VectorFile, VectorFileWriter};
+use attest_index::vector_file::{Precision, VectorFile, VectorFileWriter};
 use serde::{Deserialize, Serialize};
 
 use crate::cli::BenchArgs;
@@ -322,7 +322,8 @@ fn build_streamed(
         "trained {:?} on {train_rows} rows in {train_s:.1}s",
         builder.params()
     );
-    let mut writer = VectorFileWriter::create(&vectors_path, dim)?;
+    // f32: the exact ground truth is scanned from this file.
+    let mut writer = VectorFileWriter::create(&vectors_path, dim, Precision::F32)?;
     let progress = indicatif::ProgressBar::new(n as u64).with_style(
         indicatif::ProgressStyle::with_template("adding {pos}/{len} vectors {wide_bar} {eta}")
             .expect("valid template"),
@@ -342,7 +343,9 @@ fn build_streamed(
     eprintln!("built {n} vectors in {build_s:.1}s (+{generate_s:.1}s generating them)");
     let compact_started = Instant::now();
     let compact_path = dir.join("vectors.sq8");
-    Sq8File::write(&compact_path, dim, VectorFile::open(&vectors_path)?.rows())?;
+    let written = VectorFile::open(&vectors_path)?;
+    let rows = written.f32_rows().context("the vector file is f32")?;
+    Sq8File::write(&compact_path, dim, rows)?;
     let compact_s = compact_started.elapsed().as_secs_f64();
     eprintln!("wrote the SQ8 copy in {compact_s:.1}s");
     Ok(Built {

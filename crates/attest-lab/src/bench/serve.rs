@@ -154,8 +154,12 @@ impl Served {
     /// single-query exact scan (what serving without an index would cost) for the first `timed` queries.
     pub fn exact(&self, queries: &[f32], timed: usize) -> anyhow::Result<(Vec<Vec<usize>>, Exact)> {
         let dim = self.vectors.dim();
+        let rows = self
+            .vectors
+            .f32_rows()
+            .context("the benchmark's vector file is f32")?;
         let started = Instant::now();
-        let truth: Vec<Vec<usize>> = exact_search_batch(self.vectors.rows(), dim, queries, self.k)?
+        let truth: Vec<Vec<usize>> = exact_search_batch(rows, dim, queries, self.k)?
             .into_iter()
             .map(|hits| hits.into_iter().map(|(row, _)| row).collect())
             .collect();
@@ -165,7 +169,7 @@ impl Served {
             .take(timed.max(1))
             .map(|q| {
                 let t = Instant::now();
-                std::hint::black_box(exact_search(self.vectors.rows(), dim, q, self.k));
+                std::hint::black_box(exact_search(rows, dim, q, self.k));
                 t.elapsed().as_secs_f64() * 1e3
             })
             .collect();
