@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Context};
 use attest_lab::bench::cluster_plan::{self, Corrections, Overheads, Shape};
 use attest_lab::bench::fit::CostModel;
+use attest_lab::bench::row_bytes::RowLayout;
 use attest_proto::v1 as pb;
 use clap::Parser;
 use common::cluster::{repo_root, Cluster};
@@ -238,7 +239,24 @@ async fn main() -> anyhow::Result<()> {
     let model: CostModel = serde_json::from_slice(
         &std::fs::read(&args.model).with_context(|| format!("reading {}", args.model.display()))?,
     )?;
+    // The processes' settings come from the environment (`local-cluster.sh` passes no config file).
+    let settings = attest_node::config::load(None, std::env::vars())?;
+    let dedup = &settings.router.dedup;
     let shape = Shape {
+        rows: RowLayout {
+            log_keeps_vectors: settings
+                .engine
+                .keep_sealed_vectors_in_log
+                .for_replication(args.replication)
+                .kept(),
+            ..RowLayout::cluster_benchmark(
+                args.replication,
+                settings
+                    .router
+                    .check_near_duplicates
+                    .then(|| dedup.stored_bands.max(1).min(dedup.bands)),
+            )
+        },
         vectors: args.vectors as u64,
         shards: args.shards,
         replication: args.replication,
@@ -251,8 +269,6 @@ async fn main() -> anyhow::Result<()> {
         router_overhead_ms: args.router_overhead_ms,
     };
     let predicted = cluster_plan::estimate(&model, shape, overheads, Corrections::NONE);
-    // The processes' settings come from the environment (`local-cluster.sh` passes no config file).
-    let settings = attest_node::config::load(None, std::env::vars())?;
     steps.emit(json!({"step": "prediction", "estimate": predicted,
         "keep_sealed_vectors_in_log": settings.engine.keep_sealed_vectors_in_log,
         "check_near_duplicates": settings.router.check_near_duplicates}))?;

@@ -424,6 +424,7 @@ pub fn summary(
         100_000_000,
         predicted.shape.replication,
         predicted.shape.nprobe,
+        predicted.shape.rows,
         this_machine(),
         overheads,
         corrections,

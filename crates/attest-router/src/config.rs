@@ -36,8 +36,9 @@ pub struct RouterConfig {
     pub chunking: ChunkingConfig,
     pub dedup: MinHashConfig,
     /// Check every ingested document for near-duplicates of the batch and of what the collection stores (default
-    /// true). Off, documents are neither sketched nor checked and shards store no near-duplicate keys: ~1.5 KB
-    /// less disk per document (the 32 bucket keys and signature of the shard's `dedup` family), and no fan-out to
+    /// true). Off, documents are neither sketched nor checked and shards store no near-duplicate keys: ~0.8 KB
+    /// less disk per document and replica (the `dedup.stored_bands` bucket entries and the signature of the shard's
+    /// `dedup` family), and no fan-out to
     /// every shard per ingest batch — for corpora deduplicated upstream. Turned on again, documents written
     /// while it was off are never matched (they have no keys).
     pub check_near_duplicates: bool,

@@ -141,6 +141,7 @@ impl Router {
             .clone()
             .unwrap_or_else(|| self.config.chunking.clone());
         let rid = request_id.to_string();
+        let dedup = self.config.dedup.clone();
         let prepared = attest_telemetry::cpu::run_cpu_intensive(
             move || -> Result<Vec<pb::DocumentChunks>, RouterError> {
                 attest_telemetry::request_id::with_current(&rid, || {
@@ -193,7 +194,7 @@ impl Router {
                             tenant: d.source.tenant.clone().unwrap_or_default(),
                             chunks: records,
                             version: 0,
-                            near_dup: sketch.as_ref().map(keys_to_proto),
+                            near_dup: sketch.as_ref().map(|s| keys_to_proto(s, &dedup)),
                         });
                     }
                     Ok(out)

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use attest_ingest::{NearDuplicateIndex, Sketch};
+use attest_ingest::{MinHashConfig, NearDuplicateIndex, Sketch};
 use attest_proto::v1 as pb;
 use tracing::warn;
 
@@ -26,10 +26,11 @@ pub(crate) struct BatchCheck {
     pub duplicate_of: Vec<Option<String>>,
 }
 
-pub(crate) fn keys_to_proto(s: &Sketch) -> pb::NearDupKeys {
+/// A sketch as a shard stores it and looks it up: the whole signature, the first `stored_bands` band keys.
+pub(crate) fn keys_to_proto(s: &Sketch, config: &MinHashConfig) -> pb::NearDupKeys {
     pb::NearDupKeys {
         signature: s.signature.clone(),
-        bands: s.bands.clone(),
+        bands: config.stored_bands(&s.bands).to_vec(),
     }
 }
 
@@ -94,7 +95,9 @@ impl Router {
             .map(|&i| pb::NearDuplicateQuery {
                 doc_id: docs[i].source.id.clone(),
                 tenant: tenant_of(&docs[i]).to_string(),
-                keys: sketches[i].as_ref().map(keys_to_proto),
+                keys: sketches[i]
+                    .as_ref()
+                    .map(|s| keys_to_proto(s, &self.config.dedup)),
             })
             .collect();
         let queries = Arc::new(queries);

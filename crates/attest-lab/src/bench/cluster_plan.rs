@@ -11,6 +11,7 @@
 use serde::Serialize;
 
 use super::fit::{predict_quantity, CostModel, BUDGET};
+use super::row_bytes::{row_bytes, RowLayout};
 
 /// A collection laid out on a cluster.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -23,7 +24,13 @@ pub struct Shape {
     /// Machines those nodes run on (a local cluster: 1; a real one: one per node).
     pub machines: u32,
     pub nprobe: u32,
+    /// What a row holds and how a replica stores it: the disk figure ([`super::row_bytes`]).
+    pub rows: RowLayout,
 }
+
+/// What a replica costs on disk whatever its rows: the shard quantizer (~0.8 MB at nlist 256 and 384-d, the
+/// coarse centroids and PQ codebooks), RocksDB's options and manifest files, the segment manifest.
+const REPLICA_FIXED_BYTES: f64 = 1.5e6;
 
 /// Measured ÷ predicted for the costs a cluster run checks (1.0: the model as fitted). `latency` scales a
 /// shard's search time: a local cluster's routed p95 is the CPU of every shard's search queued on the same
@@ -75,7 +82,9 @@ pub fn estimate(model: &CostModel, shape: Shape, o: Overheads, c: Corrections) -
     let per_node = replicas as f64 / f64::from(shape.nodes.max(1));
     let per_machine = replicas as f64 / f64::from(shape.machines.max(1));
     let shard_p95_ms = at("p95_ms") * c.latency;
-    let disk_bytes = replicas as f64 * at("disk_bytes") * c.disk;
+    let disk_bytes = replicas as f64
+        * (rows as f64 * row_bytes(&shape.rows).total() + REPLICA_FIXED_BYTES)
+        * c.disk;
     ClusterEstimate {
         shape,
         rows_per_replica: rows,
@@ -107,11 +116,13 @@ pub fn plan(
     vectors: u64,
     replication: u32,
     nprobe: u32,
+    rows: RowLayout,
     machine: Machine,
     o: Overheads,
     c: Corrections,
 ) -> ClusterEstimate {
     let shape = |shards: u32, nodes: u32| Shape {
+        rows,
         vectors,
         shards,
         replication,

@@ -21,6 +21,7 @@ pub mod fit;
 pub mod metrics;
 pub mod mixture;
 pub mod plot;
+pub mod row_bytes;
 pub mod serve;
 
 use std::path::{Path, PathBuf};
