@@ -203,11 +203,30 @@ async fn replica_layout(cluster: &Cluster) -> anyhow::Result<Value> {
         .map(|(shard, replicas)| {
             let each: Vec<Value> = replicas
                 .into_iter()
-                .map(|s| s.map_or(Value::Null, |s| json!({"growing_rows": s.growing_rows, "sealed_segments": s.sealed_segments})))
+                .map(|s| s.map_or(Value::Null, |s| json!({
+                    "growing_rows": s.growing_rows, "sealed_segments": s.sealed_segments,
+                    // The replica's live recall estimate (its probe's exact re-runs of real searches) and the
+                    // setting it tuned for the collection's target.
+                    "recall": s.recall.map(|r| json!({"recall": r.recall, "low": r.low, "high": r.high, "samples": r.samples})),
+                    "tuned": s.tuned.map(|t| json!({"nprobe": t.nprobe, "exact_refine": t.exact_refine, "recall": t.recall, "reached": t.reached})),
+                })))
                 .collect();
             (shard.to_string(), json!(each))
         })
         .collect::<BTreeMap<_, _>>()))
+}
+
+/// The collection's live recall estimate: every replica's (its probe's exact re-runs of real searches) weighted by
+/// its samples, with the samples behind it; None before any replica has one.
+async fn live_recall_estimate(cluster: &Cluster) -> anyhow::Result<Option<(f64, u64)>> {
+    let (mut weighted, mut samples) = (0.0, 0u64);
+    for replicas in replica_stats(cluster).await?.into_values() {
+        for r in replicas.into_iter().flatten().filter_map(|s| s.recall) {
+            weighted += r.recall * r.samples as f64;
+            samples += r.samples;
+        }
+    }
+    Ok((samples > 0).then(|| (weighted / samples as f64, samples)))
 }
 
 /// The steps measured so far, printed and written to `--json` as each is done (a failed run keeps them).

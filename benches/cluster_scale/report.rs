@@ -17,8 +17,8 @@ use serde_json::{json, Value};
 use crate::common::cluster::Cluster;
 use crate::serve::{load, Lanes, LoadFigures, QuerySet};
 use crate::{
-    corpus, create_collection, ingest, procs, replica_documents, replica_layout, router_client,
-    Args, Steps,
+    corpus, create_collection, ingest, live_recall_estimate, procs, replica_documents,
+    replica_layout, router_client, Args, Steps,
 };
 
 /// The single engine's sustained ingest of one replica's rows (`engine_ingest`).
@@ -83,6 +83,8 @@ pub struct Measured {
     pub ingest_seconds: Option<f64>,
     pub disk_bytes: u64,
     pub healthy_dense_one: LoadFigures,
+    /// The replicas' live recall estimate after the healthy phases, and its samples.
+    pub live_recall: Option<(f64, u64)>,
     /// The dense phase with `--threads` clients: the machine saturated, so its QPS gives the CPU per search.
     pub healthy_dense_many: LoadFigures,
 }
@@ -200,10 +202,11 @@ pub async fn run(
         args.seconds,
     )
     .await;
+    let live_recall = live_recall_estimate(&cluster).await?;
     steps.emit(json!({
         "step": "serve", "settle_s": settle_s, "documents": accepted, "disk_bytes_settled": disk_bytes,
         "nprobe": args.nprobe, "phases": healthy, "processes": procs::snapshot(dir),
-        "replicas": replica_layout(&cluster).await?,
+        "replicas": replica_layout(&cluster).await?, "live_recall_estimate": live_recall,
     }))?;
     let measured = Measured {
         ingest_accepted: accepted,
@@ -211,6 +214,7 @@ pub async fn run(
         disk_bytes,
         healthy_dense_one: healthy[0].clone(),
         healthy_dense_many: healthy[1].clone(),
+        live_recall,
     };
     if args.serve_only {
         return Ok(measured);
@@ -421,10 +425,10 @@ pub fn summary(
         / (bytes_per_replica_row * f64::from(predicted.shape.replication));
     let plan = cluster_plan::plan(
         model,
-        100_000_000,
-        predicted.shape.replication,
-        predicted.shape.nprobe,
-        predicted.shape.rows,
+        cluster_plan::Shape {
+            vectors: 100_000_000,
+            ..predicted.shape
+        },
         this_machine(),
         overheads,
         corrections,
@@ -434,6 +438,11 @@ pub fn summary(
         "ingest_s": {"predicted": predicted.ingest_s, "measured": m.ingest_seconds},
         "disk_bytes": {"predicted": predicted.disk_bytes, "measured": m.disk_bytes},
         "p95_ms_dense_one_client": {"predicted": predicted.p95_ms, "measured": m.healthy_dense_one.p95_ms},
+        // The live estimate against the recall the driver measured on the same searches (the dense phases).
+        "live_recall_estimate": m.live_recall.map(|(estimate, samples)| json!({
+            "estimate": estimate, "samples": samples,
+            "measured": [m.healthy_dense_one.recall_at_10, m.healthy_dense_many.recall_at_10],
+        })),
         "corrections": corrections,
         "disk_bytes_per_replica_row": bytes_per_replica_row,
         "vectors_this_disk_holds": holds,

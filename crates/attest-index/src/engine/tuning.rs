@@ -70,6 +70,10 @@ impl ShardEngine {
         if target <= 0.0 || sealed_rows == 0 {
             return None;
         }
+        // Rows written while it measures are served and missing from the truth, so every setting measured after
+        // them would look worse than the first (seen at 1M under a bulk load: nprobe 1 "best", a retrain asked
+        // for): such a tuning is discarded, and the seal those writes lead to asks for the next one.
+        let written_through = self.log_reader.last_seq();
         let tuning = &self.config.search_tuning;
         let k = tuning.k.min(crate::config::MAX_TOP_K - 1);
         // Seeded by the data: the same replica is measured on the same rows.
@@ -120,6 +124,13 @@ impl ShardEngine {
             target,
             recall_at,
         );
+        if self.log_reader.last_seq() != written_through {
+            tracing::info!(
+                event = "search_tuning_discarded",
+                "rows were written while the tuning measured; its figures are not kept"
+            );
+            return None;
+        }
         let tuned = TunedSearch {
             setting: chosen.setting,
             recall: chosen.recall,

@@ -108,27 +108,23 @@ pub struct Machine {
     pub disk_bytes: f64,
 }
 
-/// The smallest layout of `vectors` at `replication` whose shards meet the single-node budget (p95 and mapped
-/// index, corrected) and whose nodes hold their replicas in half their memory and 80% of their disk; one node per
+/// The smallest layout of `collection`'s vectors at its replication (its nprobe and rows as given; its shards,
+/// nodes and machines are what the plan finds) whose shards meet the single-node budget (p95 and mapped index,
+/// corrected) and whose nodes hold their replicas in half their memory and 80% of their disk; one node per
 /// machine, at least `replication` of them (replicas of a shard on different nodes).
 pub fn plan(
     model: &CostModel,
-    vectors: u64,
-    replication: u32,
-    nprobe: u32,
-    rows: RowLayout,
+    collection: Shape,
     machine: Machine,
     o: Overheads,
     c: Corrections,
 ) -> ClusterEstimate {
+    let replication = collection.replication;
     let shape = |shards: u32, nodes: u32| Shape {
-        rows,
-        vectors,
         shards,
-        replication,
         nodes,
         machines: nodes,
-        nprobe,
+        ..collection
     };
     let shard_fits = |e: &ClusterEstimate| {
         e.p95_ms <= BUDGET.max_p95_ms
