@@ -262,20 +262,17 @@ async fn main() -> anyhow::Result<()> {
     let settings = attest_node::config::load(None, std::env::vars())?;
     let dedup = &settings.router.dedup;
     let shape = Shape {
-        rows: RowLayout {
-            log_keeps_vectors: settings
+        rows: RowLayout::cluster_benchmark(
+            settings
                 .engine
                 .keep_sealed_vectors_in_log
                 .for_replication(args.replication)
                 .kept(),
-            ..RowLayout::cluster_benchmark(
-                args.replication,
-                settings
-                    .router
-                    .check_near_duplicates
-                    .then(|| dedup.stored_bands.max(1).min(dedup.bands)),
-            )
-        },
+            settings
+                .router
+                .check_near_duplicates
+                .then(|| dedup.stored_band_count()),
+        ),
         vectors: args.vectors as u64,
         shards: args.shards,
         replication: args.replication,

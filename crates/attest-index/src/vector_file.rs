@@ -46,11 +46,15 @@ pub enum Precision {
     F16,
 }
 
+/// Whether half precision holds `v` (NaN never: vectors are checked finite before they get here).
+fn fits_half(v: f32) -> bool {
+    v.abs() <= half::f16::MAX.to_f32()
+}
+
 impl Precision {
     /// Half precision where every value fits one, else f32.
     pub fn for_values(values: &[f32]) -> Self {
-        let fits = values.iter().all(|v| v.abs() <= half::f16::MAX.to_f32());
-        if fits {
+        if values.iter().all(|v| fits_half(*v)) {
             Precision::F16
         } else {
             Precision::F32
@@ -61,6 +65,14 @@ impl Precision {
         match self {
             Precision::F32 => VERSION_F32,
             Precision::F16 => VERSION_F16,
+        }
+    }
+
+    fn of_version(version: u32) -> Option<Self> {
+        match version {
+            VERSION_F32 => Some(Precision::F32),
+            VERSION_F16 => Some(Precision::F16),
+            _ => None,
         }
     }
 
@@ -152,17 +164,13 @@ impl VectorFile {
             MAGIC,
             &[VERSION_F32, VERSION_F16],
             |version, dim, count| {
-                let value = if version == VERSION_F16 { 2 } else { 4 };
+                let value = Precision::of_version(version)?.value_bytes();
                 count.checked_mul(dim)?.checked_mul(value)
             },
         )?;
         Ok(VectorFile {
             mmap,
-            precision: if version == VERSION_F16 {
-                Precision::F16
-            } else {
-                Precision::F32
-            },
+            precision: Precision::of_version(version).expect("a version map_row_file accepted"),
             dim,
             len: count,
             path: path.to_path_buf(),
@@ -320,12 +328,6 @@ impl VectorFileWriter {
                 ),
             ));
         }
-        if self.precision == Precision::F16 && Precision::for_values(vectors) != Precision::F16 {
-            return Err(IndexError::invalid(
-                "vectors",
-                "a value past half precision's range (65,504) in a half-precision file",
-            ));
-        }
         let out = self.out.as_mut().expect("open until finish");
         match self.precision {
             Precision::F32 => {
@@ -334,8 +336,15 @@ impl VectorFileWriter {
                 }
             }
             Precision::F16 => {
-                for v in vectors {
-                    out.write_all(&half::f16::from_f32(*v).to_le_bytes())?;
+                // A refused batch leaves the writer to be dropped, and its tmp file with it.
+                if !vectors.iter().all(|v| fits_half(*v)) {
+                    return Err(IndexError::invalid(
+                        "vectors",
+                        "a value past half precision's range (65,504) in a half-precision file",
+                    ));
+                }
+                for bits in crate::simd::to_f16(vectors) {
+                    out.write_all(&bits.to_le_bytes())?;
                 }
             }
         }

@@ -41,7 +41,15 @@ impl MinHashConfig {
     /// The band keys of `bands` (a sketch's) that a shard stores and looks up: the first `stored_bands`, at least
     /// one.
     pub fn stored_bands<'a>(&self, bands: &'a [u64]) -> &'a [u64] {
-        &bands[..self.stored_bands.max(1).min(bands.len())]
+        &bands[..self.stored_band_count().min(bands.len())]
+    }
+
+    /// How many band keys of each document a shard stores: `stored_bands`, at least one, at most the bands a
+    /// sketch has (`bands`, within 1..=`num_perm`).
+    pub fn stored_band_count(&self) -> usize {
+        self.stored_bands
+            .max(1)
+            .min(self.bands.clamp(1, self.num_perm.max(1)))
     }
 }
 

@@ -29,8 +29,8 @@ pub struct RowLayout {
 
 impl RowLayout {
     /// The cluster benchmark's corpus with every default: 384-d, one chunk of 12 words per document,
-    /// ids `d123456`, at `replication`.
-    pub fn cluster_benchmark(replication: u32, near_dup_bands: Option<usize>) -> Self {
+    /// ids `d123456`; whether the log keeps vectors as `engine.keep_sealed_vectors_in_log` resolves it.
+    pub fn cluster_benchmark(log_keeps_vectors: bool, near_dup_bands: Option<usize>) -> Self {
         RowLayout {
             dimension: 384,
             pq_m: attest_index::ivfpq::IvfPqParams::default().m as usize,
@@ -38,7 +38,7 @@ impl RowLayout {
             id_bytes: 7,
             chunks_per_document: 1.0,
             half_precision: true,
-            log_keeps_vectors: replication < 2,
+            log_keeps_vectors,
             near_dup_bands,
         }
     }
@@ -111,17 +111,17 @@ mod tests {
 
     #[test]
     fn the_parts_follow_the_layout() {
-        let replicated = row_bytes(&RowLayout::cluster_benchmark(2, Some(16)));
-        let single = row_bytes(&RowLayout::cluster_benchmark(1, Some(16)));
+        let replicated = row_bytes(&RowLayout::cluster_benchmark(false, Some(16)));
+        let single = row_bytes(&RowLayout::cluster_benchmark(true, Some(16)));
         assert_eq!(replicated.full_vectors, 768.0);
         assert_eq!(single.log - replicated.log, 4.0 * 384.0, "kept vectors");
-        let unchecked = row_bytes(&RowLayout::cluster_benchmark(2, None));
+        let unchecked = row_bytes(&RowLayout::cluster_benchmark(false, None));
         assert_eq!(unchecked.near_dup, 0.0);
         assert_eq!(replicated.total() - unchecked.total(), replicated.near_dup);
         // A document of four chunks spreads its keys over them.
         let four = row_bytes(&RowLayout {
             chunks_per_document: 4.0,
-            ..RowLayout::cluster_benchmark(2, Some(16))
+            ..RowLayout::cluster_benchmark(false, Some(16))
         });
         assert!((four.near_dup * 4.0 - replicated.near_dup).abs() < 1e-9);
     }
