@@ -229,6 +229,31 @@ async fn live_recall_estimate(cluster: &Cluster) -> anyhow::Result<Option<(f64, 
     Ok((samples > 0).then(|| (weighted / samples as f64, samples)))
 }
 
+/// Waits (up to `limit`) until every replica has tuned its search setting on all the rows it has sealed: after a
+/// bulk load each process's one tuning thread measures its replicas one after another, resting between them
+/// (`engine.search_tuning.cpu_share`), and a replica not yet tuned serves with the configured `nprobe`. Returns
+/// the seconds waited and the replicas still untuned then.
+async fn wait_for_tunings(cluster: &Cluster, limit: Duration) -> anyhow::Result<(f64, usize)> {
+    let started = Instant::now();
+    loop {
+        let untuned = replica_stats(cluster)
+            .await?
+            .into_values()
+            .flatten()
+            .filter(|s| {
+                s.as_ref().is_none_or(|s| {
+                    s.sealed_rows > 0 && s.tuned.is_none_or(|t| t.sealed_rows < s.sealed_rows)
+                })
+            })
+            .count();
+        if untuned == 0 || started.elapsed() >= limit {
+            return Ok((started.elapsed().as_secs_f64(), untuned));
+        }
+        eprintln!("tuning: {untuned} replicas not yet tuned on all their sealed rows");
+        tokio::time::sleep(Duration::from_secs(15)).await;
+    }
+}
+
 /// The steps measured so far, printed and written to `--json` as each is done (a failed run keeps them).
 pub struct Steps {
     all: Vec<Value>,

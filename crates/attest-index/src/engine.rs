@@ -427,6 +427,12 @@ impl ShardEngine {
             sealed_vectors.drop_through(manifest.sealed_through_seq)?;
         }
         info!(dir = %dir.display(), segments = sealed.len(), growing = growing.len(), event = "shard_recovered", "shard engine open");
+        // The last tuning, while the collection asks for the recall it was chosen for; measured on these very
+        // segments, it is not measured again.
+        let kept_tuning = crate::search_tuning::KeptTuning::load(dir)
+            .filter(|k| config.recall_target > 0.0 && k.tuned.target == config.recall_target);
+        let tuned_on_these_segments =
+            kept_tuning.is_some_and(|k| k.segments_issued == manifest.next_segment);
         Ok(Arc::new(ShardEngine {
             dir: dir.to_path_buf(),
             recall: crate::recall_probe::RecallProbe::new(config.recall_probe.clone()),
@@ -451,7 +457,7 @@ impl ShardEngine {
             seal_finished: (Mutex::new(()), parking_lot::Condvar::new()),
             rebuilt,
             last_write: parking_lot::Mutex::new(std::time::Instant::now()),
-            tuned: RwLock::new(None),
+            tuned: RwLock::new(kept_tuning.map(|k| k.tuned)),
             tuning_due: AtomicBool::new(false),
             recall_retraining: AtomicBool::new(false),
             recall_retrains: Default::default(),
@@ -461,8 +467,9 @@ impl ShardEngine {
         .inspect(|engine| {
             let _ = engine.this.set(Arc::downgrade(engine));
             engine.recall.attach(Arc::downgrade(engine));
-            // A replica with sealed rows is tuned again after a restart (the setting is not kept on disk).
-            if !engine.state.read().sealed.is_empty() {
+            // A replica with sealed rows is tuned again after a restart unless its kept tuning measured these
+            // segments (until then it serves with the kept setting).
+            if !tuned_on_these_segments && !engine.state.read().sealed.is_empty() {
                 engine.tuning_needed();
             }
         })

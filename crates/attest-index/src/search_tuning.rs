@@ -66,14 +66,17 @@ impl SearchTuningConfig {
 }
 
 /// A dense search setting: lists probed, and how many of each k re-scored from the full vectors.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SearchSetting {
     pub nprobe: u32,
     pub exact_refine: usize,
 }
 
-/// What a replica's last tuning chose, and what it measured.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// What a replica's last tuning chose, and what it measured. Kept in the replica's directory
+/// ([`TUNED_FILE`]), so that a restarted replica serves with it until its next tuning: at 10M rows a tuning
+/// thread takes tens of minutes to reach every replica of a process, and the configured setting meanwhile is the
+/// slow one the target exists to avoid.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct TunedSearch {
     pub setting: SearchSetting,
     /// Mean recall@k the chosen setting delivered on the sample.
@@ -89,6 +92,36 @@ pub struct TunedSearch {
     /// Unix ms of the tuning, and how long it took (the exact scan and every setting measured).
     pub tuned_at_ms: u64,
     pub took_ms: u64,
+}
+
+/// The file of a replica's directory that holds its last tuning ([`KeptTuning`], JSON).
+pub const TUNED_FILE: &str = "search_tuning.json";
+
+/// A replica's last tuning as kept on disk, with the segment manifest's `next_segment` when it was measured:
+/// every seal, merge and re-encoding issues a new segment id, so an equal one at open means the same segments
+/// (nothing to tune again).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct KeptTuning {
+    pub tuned: TunedSearch,
+    pub segments_issued: u64,
+}
+
+impl KeptTuning {
+    /// The tuning kept in `dir`, if one was (a damaged or unreadable file is no tuning: the replica tunes again).
+    pub fn load(dir: &std::path::Path) -> Option<KeptTuning> {
+        let bytes = std::fs::read(dir.join(TUNED_FILE)).ok()?;
+        serde_json::from_slice(&bytes)
+            .inspect_err(
+                |e| warn!(error = %e, event = "search_tuning_unreadable", "tuning file ignored"),
+            )
+            .ok()
+    }
+
+    /// Keeps this tuning in `dir`, atomically.
+    pub fn store(&self, dir: &std::path::Path) -> crate::error::Result<()> {
+        let bytes = serde_json::to_vec_pretty(self).expect("a tuning serialises");
+        crate::fsutil::write_atomically(&dir.join(TUNED_FILE), &bytes)
+    }
 }
 
 /// Recall measured at one setting: the sample's mean, and that mean less one standard error — what is held

@@ -111,6 +111,32 @@ fn a_seal_has_the_replica_tuned_in_the_background() {
     assert_eq!(t.sealed_rows, engine.stats().sealed_rows);
 }
 
+#[test]
+fn a_restarted_replica_serves_with_its_kept_tuning() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = sealed(dir.path(), 0.9);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    // The seal's tuning, in the background; then the tuning thread lets go of the replica.
+    while engine.tuned_search().is_none() || std::sync::Arc::strong_count(&engine) > 1 {
+        assert!(Instant::now() < deadline, "no tuning after the seal");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let before = engine.tuned_search().unwrap();
+    drop(engine);
+
+    let engine = ShardEngine::open(dir.path(), targeted(0.9)).unwrap();
+    assert_eq!(
+        engine.tuned_search(),
+        Some(before),
+        "the kept tuning serves"
+    );
+    assert_eq!(engine.stats().tuned, Some(before));
+    drop(engine);
+    // Another target: the kept setting was chosen for 0.9 and is not served for 0.99.
+    let engine = ShardEngine::open(dir.path(), targeted(0.99)).unwrap();
+    assert_ne!(engine.tuned_search().map(|t| t.target), Some(0.9));
+}
+
 /// Unit vectors around 20 centres that lie in half of the 16 dimensions (`upper`: the other half).
 fn mixture(n: usize, upper: bool, seed: u64) -> Vec<Vec<f32>> {
     use rand::{Rng, SeedableRng};

@@ -369,6 +369,9 @@ pub struct SearchTuning {
     pub reached: bool,
     pub queries: u32,
     pub tuned_at_ms: u64,
+    /// Sealed rows of the replica when it was measured (fewer than the replica holds now: a seal since then has
+    /// asked for the next tuning).
+    pub sealed_rows: u64,
 }
 
 /// Recall@k of a replica's dense searches, measured on a sample of them.
@@ -423,6 +426,7 @@ impl CollectionStats {
                     reached: t.reached,
                     queries: t.queries,
                     tuned_at_ms: t.tuned_at_ms,
+                    sealed_rows: t.sealed_rows,
                 }),
             })
             .collect();

@@ -132,6 +132,7 @@ fn stats_to_proto(s: EngineStats) -> pb::ShardStatsResponse {
             reached: t.reached,
             queries: t.queries as u32,
             tuned_at_ms: t.tuned_at_ms,
+            sealed_rows: t.sealed_rows,
         }),
     }
 }

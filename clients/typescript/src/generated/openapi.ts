@@ -1273,6 +1273,12 @@ export interface components {
              * @description Mean recall@10 the setting delivered on the tuning's sample of the replica's rows and recent searches.
              */
             recall: number;
+            /**
+             * Format: int64
+             * @description Sealed rows of the replica when it was measured (fewer than the replica holds now: a seal since then has
+             *     asked for the next tuning).
+             */
+            sealed_rows: number;
             /** Format: double */
             target: number;
             /** Format: int64 */

@@ -1,5 +1,7 @@
 //! Clustered rows and queries for the engine benchmarks: a Gaussian mixture of unit vectors written to one
 //! engine (document id = the row's place), and recall@k measured against an exact scan of the same rows.
+// Each benchmark uses its own part of this module.
+#![allow(dead_code)]
 
 use std::time::Instant;
 
@@ -86,12 +88,19 @@ pub fn build(rows: usize, queries: usize, config: EngineConfig) -> Built {
 
 /// Writes every row (tenant `t`, its place as its id) in batches, then seals and compacts them into one segment.
 pub fn write_sealed(engine: &std::sync::Arc<ShardEngine>, base: &[Vec<f32>]) {
-    for (b, batch) in base.chunks(5_000).enumerate() {
+    write_rows(engine, base, 0);
+    engine.seal().expect("seal");
+    engine.compact().expect("compact");
+}
+
+/// Writes every row in batches of 5,000, row i as document `first + i` of tenant `t`.
+pub fn write_rows(engine: &std::sync::Arc<ShardEngine>, rows: &[Vec<f32>], first: usize) {
+    for (b, batch) in rows.chunks(5_000).enumerate() {
         let docs = batch
             .iter()
             .enumerate()
             .map(|(i, v)| {
-                let id = (b * 5_000 + i).to_string();
+                let id = (first + b * 5_000 + i).to_string();
                 DocumentWrite {
                     doc_id: id.clone(),
                     tenant: "t".into(),
@@ -109,8 +118,6 @@ pub fn write_sealed(engine: &std::sync::Arc<ShardEngine>, base: &[Vec<f32>]) {
             .collect();
         engine.upsert(docs).expect("upsert");
     }
-    engine.seal().expect("seal");
-    engine.compact().expect("compact");
 }
 
 /// The exact top k rows of every query.

@@ -57,7 +57,7 @@ impl ShardEngine {
         self.tuning_due.store(false, Ordering::SeqCst);
         let started = std::time::Instant::now();
         let target = self.config.recall_target;
-        let (sealed_rows, seed) = {
+        let (sealed_rows, seed, segments_issued) = {
             let st = self.state.read();
             let rows: u64 = st
                 .sealed
@@ -65,7 +65,11 @@ impl ShardEngine {
                 .filter(|s| s.dense.is_some())
                 .map(|s| s.meta.rows as u64)
                 .sum();
-            (rows, st.manifest.sealed_through_seq)
+            (
+                rows,
+                st.manifest.sealed_through_seq,
+                st.manifest.next_segment,
+            )
         };
         if target <= 0.0 || sealed_rows == 0 {
             return None;
@@ -141,6 +145,14 @@ impl ShardEngine {
             tuned_at_ms: attest_core::clock::unix_ms(),
             took_ms: started.elapsed().as_millis() as u64,
         };
+        let kept = crate::search_tuning::KeptTuning {
+            tuned,
+            segments_issued,
+        };
+        if let Err(e) = kept.store(&self.dir) {
+            // Served all the same; a restart tunes again before it has the setting back.
+            warn!(error = %e, event = "search_tuning_not_kept", "the tuning could not be written to disk");
+        }
         *self.tuned.write() = Some(tuned);
         Some(tuned)
     }
