@@ -102,7 +102,12 @@ impl ShardEngine {
         if queries == 0 {
             return None;
         }
+        let written_under = || self.log_reader.last_seq() != written_through;
         let recall_at = |setting: SearchSetting| {
+            if written_under() {
+                // Discarded below whatever it measures: the rest of the ladder costs nothing.
+                return Measured::of(setting, &[0.0]);
+            }
             let recalls: Vec<f64> = measured
                 .clone()
                 .map(|(q, truth)| {
@@ -128,7 +133,7 @@ impl ShardEngine {
             target,
             recall_at,
         );
-        if self.log_reader.last_seq() != written_through {
+        if written_under() {
             tracing::info!(
                 event = "search_tuning_discarded",
                 "rows were written while the tuning measured; its figures are not kept"
