@@ -19,13 +19,24 @@ from .errors import (
     RateLimitedError,
     UnavailableError,
 )
-from .models import AskDelta, AskResponse, Citation, Claim, Document, Hit, SearchResponse, Turn, UploadReport
+from .models import (
+    AskDelta,
+    AskResponse,
+    Citation,
+    Claim,
+    Document,
+    Hit,
+    ReembedJob,
+    SearchResponse,
+    Turn,
+    UploadReport,
+)
 from .retry import RetryPolicy
 from .stream import AskStream, AsyncAskStream
 
 __all__ = [
     "AskDelta", "AskResponse", "AskStream", "AsyncAskStream", "AsyncClient", "AttestError", "AuthenticationError",
     "Citation", "Claim", "Client", "ConflictError", "Document", "Hit", "InvalidArgumentError", "NotFoundError",
-    "PermissionDeniedError", "RateLimitedError", "RetryPolicy", "SearchResponse", "Turn", "UnavailableError",
-    "UploadReport", "__version__",
+    "PermissionDeniedError", "RateLimitedError", "ReembedJob", "RetryPolicy", "SearchResponse", "Turn",
+    "UnavailableError", "UploadReport", "__version__",
 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 from urllib.parse import quote
 
 from .errors import AttestError, ConflictError
@@ -26,6 +26,8 @@ from .models import (
     IndexRequest,
     KeyRequest,
     ListedSnapshot,
+    ReembedJob,
+    ReembedRequest,
     RestoredCollection,
     RestoreRequest,
     SearchRequest,
@@ -310,11 +312,72 @@ def cancel_snapshot_job(job_id: str) -> Call[SnapshotJob]:
     return Call("POST", f"/v1/snapshots/jobs/{seg(job_id)}/cancel", SnapshotJob.model_validate)
 
 
-#: Seconds between two reads of a snapshot job being waited for.
+def reembed_collection(name: str, embedder: str) -> Call[ReembedJob]:
+    """Answered 202 with the job, running."""
+    body = ReembedRequest(embedder=embedder)
+    return Call("POST", f"{_collection(name)}/reembed", ReembedJob.model_validate, json=body.body())
+
+
+def reembed_job(job_id: str) -> Call[ReembedJob]:
+    return Call("GET", f"/v1/reembed/jobs/{seg(job_id)}", ReembedJob.model_validate)
+
+
+def reembed_jobs() -> Call[list[ReembedJob]]:
+    return Call("GET", "/v1/reembed/jobs", lambda d: [ReembedJob.model_validate(j) for j in d["jobs"]])
+
+
+def cancel_reembed_job(job_id: str) -> Call[ReembedJob]:
+    return Call("POST", f"/v1/reembed/jobs/{seg(job_id)}/cancel", ReembedJob.model_validate)
+
+
+#: Seconds between two reads of a job (snapshot, restore, re-embedding) being waited for.
 JOB_POLL_INTERVAL = 0.2
 
 
-class JobWait:
+class _Job(Protocol):
+    """What waiting reads of a job (:class:`SnapshotJob`, :class:`ReembedJob`)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def running(self) -> bool: ...
+
+
+J = TypeVar("J", bound=_Job)
+
+
+class _Wait(Generic[J]):
+    """Waiting for a job to end, for both clients: they send :attr:`call` (which reads the job) and sleep what
+    :meth:`pause` says until it says ``None``."""
+
+    #: The job's kind and the client method that stops it, for the error of a wait past its timeout.
+    kind: ClassVar[str]
+    cancel: ClassVar[str]
+
+    def __init__(self, call: Call[J], timeout: float | None, interval: float) -> None:
+        self.call = call
+        self.timeout = timeout
+        self.interval = interval
+        self._deadline = None if timeout is None else time.monotonic() + timeout
+
+    def pause(self, job: J) -> float | None:
+        """``None`` once ``job`` has ended; else the seconds to sleep before reading it again."""
+        if not job.running:
+            return None
+        if self._deadline is None:
+            return self.interval
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise AttestError(
+                f"{self.kind} {job.id} is still running after {self.timeout:g} s (it goes on: "
+                f"{self.cancel} stops it)",
+                code="DEADLINE_EXCEEDED",
+            )
+        return min(self.interval, left)
+
+
+class JobWait(_Wait[SnapshotJob]):
     """Waiting for a snapshot job to end, for both clients: they send :attr:`call` (which reads the job) and
     sleep what :meth:`pause` says until it says ``None``.
 
@@ -324,26 +387,21 @@ class JobWait:
             :class:`~attest.errors.AttestError` ``DEADLINE_EXCEEDED`` (the job goes on).
     """
 
-    def __init__(self, job_id: str, timeout: float | None = None, interval: float = JOB_POLL_INTERVAL) -> None:
-        self.call = snapshot_job(job_id)
-        self.timeout = timeout
-        self.interval = interval
-        self._deadline = None if timeout is None else time.monotonic() + timeout
+    kind = "snapshot job"
+    cancel = "cancel_snapshot_job"
 
-    def pause(self, job: SnapshotJob) -> float | None:
-        """``None`` once ``job`` has ended; else the seconds to sleep before reading it again."""
-        if not job.running:
-            return None
-        if self._deadline is None:
-            return self.interval
-        left = self._deadline - time.monotonic()
-        if left <= 0:
-            raise AttestError(
-                f"snapshot job {job.id} is still running after {self.timeout:g} s (it goes on: "
-                "cancel_snapshot_job stops it)",
-                code="DEADLINE_EXCEEDED",
-            )
-        return min(self.interval, left)
+    def __init__(self, job_id: str, timeout: float | None = None, interval: float = JOB_POLL_INTERVAL) -> None:
+        super().__init__(snapshot_job(job_id), timeout, interval)
+
+
+class ReembedWait(_Wait[ReembedJob]):
+    """Waiting for a re-embedding job to end, as :class:`JobWait` waits for a snapshot job."""
+
+    kind = "re-embedding job"
+    cancel = "cancel_reembed_job"
+
+    def __init__(self, job_id: str, timeout: float | None = None, interval: float = JOB_POLL_INTERVAL) -> None:
+        super().__init__(reembed_job(job_id), timeout, interval)
 
 
 def _succeeded(job: SnapshotJob) -> SnapshotJob:

@@ -32,6 +32,7 @@ from .models import (
     Deleted,
     IndexRequest,
     ListedSnapshot,
+    ReembedJob,
     RestoredCollection,
     SearchResponse,
     SnapshotJob,
@@ -265,7 +266,7 @@ class Client:
             return AskStream(lambda: self._sender.send(call, stream=True))
         return self._sender.run(call)
 
-    # --- keys, snapshots, cluster ---------------------------------------------------------------------------
+    # --- keys, snapshots, re-embeddings, cluster ------------------------------------------------------------
 
     def create_key(
         self,
@@ -374,6 +375,42 @@ class Client:
         ``cancelled``: check ``state``). ``timeout``: seconds to wait at most, then an AttestError
         ``DEADLINE_EXCEEDED`` (the job goes on)."""
         wait = ops.JobWait(job_id, timeout)
+        while True:
+            job = self._sender.run(wait.call)
+            pause = wait.pause(job)
+            if pause is None:
+                return job
+            time.sleep(pause)
+
+    def reembed_collection(self, name: str, embedder: str) -> ReembedJob:
+        """Starts re-embedding a collection with another model (admin, a key unlimited in tenants and collections):
+        ``embedder`` is the router's configured embedder or a local model it loads (``"all-minilm-l6-v2"``,
+        ``"bge-small-en-v1.5"``). New vectors and index are built beside the old ones while the collection serves
+        and takes writes, then it switches to them at once. Answers the job, running (follow it with
+        :meth:`reembed_job` or :meth:`wait_reembed_job`). InvalidArgumentError: ``field`` ``embedder`` for an
+        unknown model or the collection's own, code ``FAILED_PRECONDITION`` while a re-embedding of it runs;
+        NotFoundError: no such collection."""
+        return self._sender.run(ops.reembed_collection(name, embedder))
+
+    def reembed_job(self, job_id: str) -> ReembedJob:
+        """A re-embedding job: its phase, documents copied per shard, its error (admin); NotFoundError if none."""
+        return self._sender.run(ops.reembed_job(job_id))
+
+    def reembed_jobs(self) -> list[ReembedJob]:
+        """The re-embedding jobs meta keeps (running ones and the last ended ones), oldest first."""
+        return self._sender.run(ops.reembed_jobs())
+
+    def cancel_reembed_job(self, job_id: str) -> ReembedJob:
+        """Asks a running re-embedding to stop (its copy is dropped and the collection serves as before; one
+        already switching finishes); answers the job, ``cancel_requested`` set while it runs. An ended job is left
+        as it is."""
+        return self._sender.run(ops.cancel_reembed_job(job_id))
+
+    def wait_reembed_job(self, job_id: str, *, timeout: float | None = None) -> ReembedJob:
+        """Reads the job every 0.2 s until it ends, and answers it as it ended (``succeeded``, ``failed`` or
+        ``cancelled``: check ``state``). ``timeout``: seconds to wait at most, then an AttestError
+        ``DEADLINE_EXCEEDED`` (the job goes on)."""
+        wait = ops.ReembedWait(job_id, timeout)
         while True:
             job = self._sender.run(wait.call)
             pause = wait.pause(job)

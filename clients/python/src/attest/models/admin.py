@@ -1,4 +1,4 @@
-"""Operations: statistics, API keys, snapshots and the cluster's state."""
+"""Operations: statistics, API keys, snapshots, re-embeddings and the cluster's state."""
 
 from __future__ import annotations
 
@@ -229,6 +229,62 @@ class SnapshotJob(ApiModel):
     manifest: SnapshotManifest | None = None
     #: A succeeded restore's collections.
     restored: list[RestoredCollection] | None = None
+
+    @property
+    def running(self) -> bool:
+        """It has not ended yet."""
+        return self.state == "running"
+
+
+class ReembedRequest(RequestModel):
+    """Body of ``POST /v1/collections/{name}/reembed``."""
+
+    #: The model to embed the collection with: the router's configured embedder or a local model it loads
+    #: (``all-minilm-l6-v2``, ``bge-small-en-v1.5``).
+    embedder: str
+
+
+class ShardReembed(ApiModel):
+    """One shard's progress in a re-embedding job."""
+
+    shard: int
+    #: Live documents the shard held at its last listing.
+    documents: int = 0
+    #: Documents written to the copy with new vectors (the first pass and the repairs after it).
+    copied: int = 0
+    #: Of those, written by a pass after the first (what mirroring had missed).
+    repaired: int = 0
+
+
+class ReembedJob(ApiModel):
+    """A re-embedding job (``POST /v1/collections/{name}/reembed``, ``GET /v1/reembed/jobs/{id}``): a copy of
+    the collection is built with the new model's vectors and index while the collection serves and takes writes,
+    then the collection switches to it at once. It ends ``succeeded`` (the collection is embedded with
+    ``embedder``), ``failed`` (with its ``error``) or ``cancelled``; in both of the latter the copy is dropped and
+    the collection serves as before."""
+
+    id: str
+    collection: str
+    #: The model the collection is being re-embedded with.
+    embedder: str
+    #: The model it was embedded with.
+    from_embedder: str
+    #: The stored name of the copy being built (``collection~tag``; ``copy`` on the wire).
+    copy_: str = Field(alias="copy")
+    #: ``running``, ``succeeded``, ``failed`` or ``cancelled``.
+    state: str
+    #: ``copying``, ``comparing`` (repairing what the copy missed), ``switching`` or ``ended``.
+    phase: str
+    cancel_requested: bool = False
+    #: The router running it.
+    router: str | None = None
+    #: Unix ms, meta's clock.
+    created_ms: int | None = None
+    updated_ms: int | None = None
+    #: Comparison passes run so far (the first copies everything).
+    passes: int = 0
+    shards: list[ShardReembed] = Field(default_factory=list)
+    error: str | None = None
 
     @property
     def running(self) -> bool:
