@@ -374,13 +374,7 @@ class AsyncClient:
         """Reads the job every 0.2 s until it ends, and answers it as it ended (``succeeded``, ``failed`` or
         ``cancelled``: check ``state``). ``timeout``: seconds to wait at most, then an AttestError
         ``DEADLINE_EXCEEDED`` (the job goes on)."""
-        wait = ops.JobWait(job_id, timeout)
-        while True:
-            job = await self._sender.run(wait.call)
-            pause = wait.pause(job)
-            if pause is None:
-                return job
-            await asyncio.sleep(pause)
+        return await self._wait(ops.JobWait(job_id, timeout))
 
     async def reembed_collection(self, name: str, embedder: str) -> ReembedJob:
         """Starts re-embedding a collection with another model (admin, a key unlimited in tenants and collections):
@@ -410,7 +404,10 @@ class AsyncClient:
         """Reads the job every 0.2 s until it ends, and answers it as it ended (``succeeded``, ``failed`` or
         ``cancelled``: check ``state``). ``timeout``: seconds to wait at most, then an AttestError
         ``DEADLINE_EXCEEDED`` (the job goes on)."""
-        wait = ops.ReembedWait(job_id, timeout)
+        return await self._wait(ops.ReembedWait(job_id, timeout))
+
+    async def _wait(self, wait: ops._Wait[ops.J]) -> ops.J:
+        """Reads a job until ``wait`` says it ended."""
         while True:
             job = await self._sender.run(wait.call)
             pause = wait.pause(job)
