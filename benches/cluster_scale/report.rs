@@ -165,12 +165,9 @@ pub async fn run(
     eprintln!("the shard processes are idle {settle_s:.0} s after the ingest");
     // Searches that name no nprobe are served with each replica's tuned setting: measured once every replica has
     // one for the rows it holds (a tuning thread rests between tunings, so idle is not yet tuned).
-    let (tuned_s, untuned) = if args.nprobe.is_none() {
-        wait_for_tunings(&cluster, Duration::from_secs(3600)).await?
-    } else {
-        (0.0, 0)
-    };
-    if tuned_s > 0.0 {
+    let (mut tuned_s, mut untuned) = (0.0, 0);
+    if args.nprobe.is_none() {
+        (tuned_s, untuned) = wait_for_tunings(&cluster, Duration::from_secs(3600)).await?;
         eprintln!("every replica tuned {tuned_s:.0} s after settling ({untuned} not)");
         settle_s += tuned_s + settle(dir, args.idle_cpu_s).await;
     }

@@ -128,11 +128,7 @@ fn main() {
         report(
             &engine,
             started,
-            measured(
-                &engine,
-                &queries[..n_queries / 2],
-                &truth_first[..n_queries / 2]
-            )
+            measured(&engine, &queries[..half], &truth_first[..half])
         )
     );
 

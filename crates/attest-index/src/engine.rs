@@ -427,10 +427,10 @@ impl ShardEngine {
             sealed_vectors.drop_through(manifest.sealed_through_seq)?;
         }
         info!(dir = %dir.display(), segments = sealed.len(), growing = growing.len(), event = "shard_recovered", "shard engine open");
-        // The last tuning, while the collection asks for the recall it was chosen for; measured on these very
-        // segments, it is not measured again.
+        // The last tuning, while the collection asks for the recall it was chosen for (a kept tuning's target is
+        // never 0: without a target nothing is tuned); measured on these very segments, it is not measured again.
         let kept_tuning = crate::search_tuning::KeptTuning::load(dir)
-            .filter(|k| config.recall_target > 0.0 && k.tuned.target == config.recall_target);
+            .filter(|k| k.tuned.target == config.recall_target);
         let tuned_on_these_segments =
             kept_tuning.is_some_and(|k| k.segments_issued == manifest.next_segment);
         Ok(Arc::new(ShardEngine {
