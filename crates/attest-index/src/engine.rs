@@ -205,6 +205,8 @@ pub struct ShardEngine {
     tuned: RwLock<Option<crate::search_tuning::TunedSearch>>,
     /// Whether this replica waits in the tuner's queue.
     tuning_due: AtomicBool,
+    /// Whether a tuning it was due for waits for its writes to stop ([`ShardEngine::resume_deferred_tuning`]).
+    tuning_deferred: AtomicBool,
     /// Whether a retraining for the recall target runs, how many have run since open, and the sealed range the
     /// last one covered (a target still out of reach with nothing new sealed is not retrained for again).
     recall_retraining: AtomicBool,
@@ -459,6 +461,7 @@ impl ShardEngine {
             last_write: parking_lot::Mutex::new(std::time::Instant::now()),
             tuned: RwLock::new(kept_tuning.map(|k| k.tuned)),
             tuning_due: AtomicBool::new(false),
+            tuning_deferred: AtomicBool::new(false),
             recall_retraining: AtomicBool::new(false),
             recall_retrains: Default::default(),
             retrained_through: Default::default(),

@@ -9,6 +9,9 @@
 //! cluster's search CPU); fewer rows cost a search little and would only make small segments for the merges to
 //! undo.
 //!
+//! The same look asks again for a search tuning that waited for the replica's writes to stop
+//! ([`crate::search_tuning`]).
+//!
 //! One thread per process looks at every open engine once a second; an engine that is dropped leaves its list.
 
 use std::sync::{Arc, Weak};
@@ -50,6 +53,7 @@ fn look_after_engines() {
         };
         for engine in engines {
             engine.seal_if_idle();
+            engine.resume_deferred_tuning();
         }
     }
 }

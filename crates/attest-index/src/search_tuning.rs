@@ -1,8 +1,9 @@
 //! The recall a collection asks for, at the lowest search cost (issue 73). A collection states
 //! `index.recall_target`; each replica measures, on a sample of its own data, the recall@k its dense lane delivers
-//! at each `nprobe` and re-score depth, and serves with the cheapest setting that reaches the target
-//! ([`choose`]). It measures again after every seal, merge and quantizer training, on one thread per process that
-//! rests between tunings so that it keeps under `engine.search_tuning.cpu_share` of one core. A search that names
+//! at each `nprobe` and re-score depth, and serves with the fastest setting that reaches the target
+//! ([`choose`]). It measures again after every seal, merge and quantizer training, once the replica's writes have
+//! stopped for [`QUIET`], on one thread per process that rests between tunings so that it keeps under
+//! `engine.search_tuning.cpu_share` of one core. A search that names
 //! its own `nprobe` is served with it. When no setting reaches the target, the quantizer no longer fits the rows
 //! (they drifted from what it was trained on): the replica trains it again and re-encodes its segments in the
 //! background, then tunes again (`ShardEngine::retrain_for_recall`). When the live estimate of the searches served
@@ -27,6 +28,10 @@ const QUEUE: usize = 1024;
 
 /// Longest rest between two tunings, whatever the last one cost.
 const MAX_REST: Duration = Duration::from_secs(600);
+
+/// A replica written to this recently is not tuned until its writes stop: what a tuning measures while rows
+/// arrive is discarded. Two seconds: longer than the gap between a bulk load's batches to one replica.
+pub(crate) const QUIET: Duration = Duration::from_secs(2);
 
 /// `engine.search_tuning`: how a replica measures the recall of its search settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -81,6 +86,10 @@ pub struct TunedSearch {
     pub setting: SearchSetting,
     /// Mean recall@k the chosen setting delivered on the sample.
     pub recall: f64,
+    /// Mean wall time of one of the sample's searches at the chosen setting, in microseconds (0 in a tuning kept
+    /// by a version that did not time them).
+    #[serde(default)]
+    pub micros_per_query: f64,
     /// The target it was chosen for.
     pub target: f64,
     /// Whether some setting reached the target (when none did, the best one measured is served).
@@ -104,10 +113,14 @@ pub const TUNED_FILE: &str = "search_tuning.json";
 pub struct KeptTuning {
     pub tuned: TunedSearch,
     pub segments_issued: u64,
+    /// The [`CHOOSER`] that made it (0: one before choosers were numbered).
+    #[serde(default)]
+    pub chooser: u32,
 }
 
 impl KeptTuning {
-    /// The tuning kept in `dir`, if one was (a damaged or unreadable file is no tuning: the replica tunes again).
+    /// The tuning kept in `dir`, if one was and this version's [`CHOOSER`] made it (a damaged or unreadable file is
+    /// no tuning: the replica tunes again).
     pub fn load(dir: &std::path::Path) -> Option<KeptTuning> {
         let bytes = std::fs::read(dir.join(TUNED_FILE)).ok()?;
         serde_json::from_slice(&bytes)
@@ -115,6 +128,7 @@ impl KeptTuning {
                 |e| warn!(error = %e, event = "search_tuning_unreadable", "tuning file ignored"),
             )
             .ok()
+            .filter(|k: &KeptTuning| k.chooser == CHOOSER)
     }
 
     /// Keeps this tuning in `dir`, atomically.
@@ -125,23 +139,31 @@ impl KeptTuning {
 }
 
 /// Recall measured at one setting: the sample's mean, and that mean less one standard error — what is held
-/// against the target, so that a setting whose sample reached it by luck (about one tuning in six) is not chosen.
+/// against the target, so that a setting whose sample reached it by luck (about one tuning in six) is not chosen —
+/// and what a search cost at it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Measured {
     pub setting: SearchSetting,
     pub recall: f64,
     pub low: f64,
+    /// Mean wall time of one of the sample's searches, in microseconds.
+    pub micros_per_query: f64,
 }
 
 impl Measured {
-    /// From per-query recalls (at least one).
-    pub fn of(setting: SearchSetting, recalls: &[f64]) -> Self {
+    /// From per-query recalls (at least one) and the time all those searches took.
+    pub fn of(setting: SearchSetting, recalls: &[f64], took: Duration) -> Self {
         let (mean, error) = crate::recall_probe::mean_and_standard_error(recalls.iter().copied());
         Measured {
             setting,
             recall: mean,
             low: mean - error,
+            micros_per_query: took.as_secs_f64() * 1e6 / recalls.len().max(1) as f64,
         }
+    }
+
+    fn reaches(&self, target: f64) -> bool {
+        self.low >= target
     }
 }
 
@@ -154,44 +176,65 @@ pub fn nprobe_ladder(nlist: u32) -> Vec<u32> {
     ladder
 }
 
-/// The cheapest setting that reaches `target` ([`Measured::low`] at least the target), measuring as it goes. Full-vector re-scoring reads a random 4 bytes × dimension per candidate — from disk once a node holds
-/// more vectors than its page cache (docs/decisions/cluster-10m-nprobe16.md) — so a setting without it is
-/// preferred when it reaches the target at most one step up the ladder from the smallest `nprobe` that needs it.
-/// When no setting reaches the target, the best one measured is returned (`reached` false).
+/// Which chooser a kept tuning was made by ([`KeptTuning::chooser`]): one made by another is measured again.
+/// 2: the faster of the plain and re-scored settings that reach the target, by their measured time.
+pub const CHOOSER: u32 = 2;
+
+/// The fastest setting that reaches `target` ([`Measured::low`] at least the target), measuring as it goes.
+///
+/// Up the ladder, each `nprobe` without re-scoring, and with it until a re-scored setting reaches the target.
+/// Which of the two is cheaper is a matter of memory, not of recall, so it is measured, not assumed: re-scoring
+/// reads a random 4 bytes × dimension per candidate, nothing while the full vectors sit in the page cache, a
+/// disk read each once a node holds more of them than its memory (at 10M rows re-scoring at nprobe 2–8 served
+/// at p95 370 ms where nprobe 16 without it served at 8 ms: docs/decisions/recall-target.md). The ladder stops
+/// once a setting without re-scoring reaches the target, or costs as much as the re-scored one that does (more
+/// lists only cost more). When no setting reaches the target, the best one measured is returned (`reached`
+/// false).
 pub fn choose(
     nlist: u32,
     exact_refine: usize,
     target: f64,
     mut measure: impl FnMut(SearchSetting) -> Measured,
 ) -> (Measured, bool) {
-    let ladder = nprobe_ladder(nlist);
     let mut at = |nprobe, exact_refine| {
         measure(SearchSetting {
             nprobe,
             exact_refine,
         })
     };
-    let mut best: Option<Measured> = None;
-    for (step, &nprobe) in ladder.iter().enumerate() {
-        let plain = at(nprobe, 0);
-        if plain.low >= target {
-            return (plain, true);
+    let faster = |a: Measured, b: Measured| {
+        if b.micros_per_query < a.micros_per_query {
+            b
+        } else {
+            a
         }
-        best = Some(better(best, plain));
+    };
+    let mut best: Option<Measured> = None;
+    let mut rescored: Option<Measured> = None;
+    for nprobe in nprobe_ladder(nlist) {
+        let plain = at(nprobe, 0);
+        match rescored {
+            _ if plain.reaches(target) => {
+                return (rescored.map_or(plain, |r| faster(plain, r)), true);
+            }
+            Some(r) if plain.micros_per_query >= r.micros_per_query => return (r, true),
+            Some(_) => continue,
+            None => best = Some(better(best, plain)),
+        }
         if exact_refine == 0 {
             continue;
         }
         let refined = at(nprobe, exact_refine);
-        if refined.low >= target {
-            let next = ladder.get(step + 1).map(|&n| at(n, 0));
-            return match next.filter(|m| m.low >= target) {
-                Some(plain_next) => (plain_next, true),
-                None => (refined, true),
-            };
+        if refined.reaches(target) {
+            rescored = Some(refined);
+        } else {
+            best = Some(better(best, refined));
         }
-        best = Some(better(best, refined));
     }
-    (best.expect("the ladder has a step"), false)
+    match rescored {
+        Some(r) => (r, true),
+        None => (best.expect("the ladder has a step"), false),
+    }
 }
 
 fn better(a: Option<Measured>, b: Measured) -> Measured {
@@ -236,6 +279,10 @@ fn tuner(due: Receiver<(Weak<ShardEngine>, f64)>) {
         let Some(engine) = engine.upgrade() else {
             continue;
         };
+        if engine.being_written() {
+            engine.defer_tuning();
+            continue;
+        }
         let started = Instant::now();
         match engine.tune_search() {
             Some(t) if !t.reached => {
@@ -255,6 +302,7 @@ fn tuner(due: Receiver<(Weak<ShardEngine>, f64)>) {
                 recall = t.recall,
                 target = t.target,
                 reached = t.reached,
+                micros_per_query = t.micros_per_query,
                 queries = t.queries,
                 took_ms = t.took_ms,
                 event = "search_tuned",
@@ -272,12 +320,27 @@ fn tuner(due: Receiver<(Weak<ShardEngine>, f64)>) {
 mod tests {
     use super::*;
 
-    /// Recall that rises with nprobe, a little higher with re-scoring (every query alike: no spread).
-    fn curve(
-        plain: &[(u32, f64)],
+    /// A search's cost: 10 µs a list probed, and `rescoring_us` for its full-vector reads.
+    fn timed(s: SearchSetting, recalls: &[f64], rescoring_us: u64) -> Measured {
+        let per_query =
+            10 * u64::from(s.nprobe) + if s.exact_refine > 0 { rescoring_us } else { 0 };
+        Measured::of(
+            s,
+            recalls,
+            Duration::from_micros(per_query * recalls.len() as u64),
+        )
+    }
+
+    /// Recall that rises with nprobe, a little higher with re-scoring (every query alike: no spread); re-scoring
+    /// costs `rescoring_us` a search. Records each setting measured in `seen`.
+    fn curve<'a>(
+        plain: &'a [(u32, f64)],
         refined_gain: f64,
-    ) -> impl FnMut(SearchSetting) -> Measured + '_ {
+        rescoring_us: u64,
+        seen: &'a mut Vec<SearchSetting>,
+    ) -> impl FnMut(SearchSetting) -> Measured + 'a {
         move |s| {
+            seen.push(s);
             let base = plain
                 .iter()
                 .find(|(n, _)| *n == s.nprobe)
@@ -286,23 +349,26 @@ mod tests {
                 0 => base,
                 _ => (base + refined_gain).min(1.0),
             };
-            Measured::of(s, &[recall; 4])
+            timed(s, &[recall; 4], rescoring_us)
+        }
+    }
+
+    fn setting(nprobe: u32, exact_refine: usize) -> SearchSetting {
+        SearchSetting {
+            nprobe,
+            exact_refine,
         }
     }
 
     #[test]
     fn a_mean_that_reaches_the_target_by_less_than_its_error_does_not() {
-        let setting = SearchSetting {
-            nprobe: 4,
-            exact_refine: 0,
-        };
-        let m = Measured::of(setting, &[1.0, 0.9, 1.0, 0.9]);
+        let m = Measured::of(setting(4, 0), &[1.0, 0.9, 1.0, 0.9], Duration::ZERO);
         assert!((m.recall - 0.95).abs() < 1e-9);
         // sd 0.0577 over 4 queries: a standard error of 0.0289.
         assert!((m.low - (0.95 - 0.0289)).abs() < 1e-3, "{m:?}");
         let (chosen, reached) = choose(4, 0, 0.95, |s| match s.nprobe {
-            4 => Measured::of(s, &[1.0, 0.9, 1.0, 0.9]),
-            n => Measured::of(s, &[n as f64 / 8.0; 4]),
+            4 => timed(s, &[1.0, 0.9, 1.0, 0.9], 0),
+            n => timed(s, &[n as f64 / 8.0; 4], 0),
         });
         assert!(!reached, "{chosen:?}");
     }
@@ -317,57 +383,85 @@ mod tests {
     #[test]
     fn the_smallest_nprobe_that_reaches_the_target_without_rescoring_wins() {
         let plain = [(1, 0.5), (2, 0.7), (4, 0.9), (8, 0.96), (16, 0.99)];
-        let (m, reached) = choose(16, 0, 0.95, curve(&plain, 0.0));
+        let mut seen = Vec::new();
+        let (m, reached) = choose(16, 0, 0.95, curve(&plain, 0.0, 0, &mut seen));
         assert!(reached);
-        assert_eq!(
-            m.setting,
-            SearchSetting {
-                nprobe: 8,
-                exact_refine: 0
-            }
-        );
+        assert_eq!(m.setting, setting(8, 0));
         assert_eq!(m.recall, 0.96);
-        let (m, _) = choose(16, 0, 0.6, curve(&plain, 0.0));
+        assert_eq!(m.micros_per_query, 80.0);
+        assert_eq!(
+            seen.last(),
+            Some(&setting(8, 0)),
+            "nothing measured past it"
+        );
+        let (m, _) = choose(16, 0, 0.6, curve(&plain, 0.0, 0, &mut Vec::new()));
         assert_eq!(m.setting.nprobe, 2);
     }
 
     #[test]
-    fn rescoring_is_chosen_only_when_one_more_step_without_it_falls_short() {
-        // Re-scoring reaches 0.95 at nprobe 4; without it nprobe 8 does too: no full vectors read.
-        let plain = [(1, 0.5), (2, 0.7), (4, 0.9), (8, 0.96), (16, 0.99)];
-        let (m, _) = choose(16, 2, 0.95, curve(&plain, 0.06));
-        assert_eq!(
-            m.setting,
-            SearchSetting {
-                nprobe: 8,
-                exact_refine: 0
-            }
-        );
-        // Without re-scoring nprobe 8 falls short (0.93): re-scoring at nprobe 4 is cheaper than nprobe 16.
+    fn rescoring_is_chosen_when_it_is_faster_and_not_when_its_reads_cost_more() {
+        // Re-scoring reaches 0.95 at nprobe 4, plain search at nprobe 16 (0.93 at 8).
         let plain = [(1, 0.5), (2, 0.7), (4, 0.9), (8, 0.93), (16, 0.99)];
-        let (m, _) = choose(16, 2, 0.95, curve(&plain, 0.06));
+        // Full vectors in memory (5 µs to re-score): 45 µs at nprobe 4 beats 160 µs at 16, and the ladder stops
+        // at nprobe 8 (80 µs, already slower): nprobe 16 is never measured.
+        let mut seen = Vec::new();
+        let (m, reached) = choose(16, 2, 0.95, curve(&plain, 0.06, 5, &mut seen));
+        assert!(reached);
+        assert_eq!(m.setting, setting(4, 2));
+        assert_eq!(seen.last(), Some(&setting(8, 0)), "{seen:?}");
+        // Full vectors read from disk (500 µs): the plain nprobe 16 is faster.
+        let (m, reached) = choose(16, 2, 0.95, curve(&plain, 0.06, 500, &mut Vec::new()));
+        assert!(reached);
+        assert_eq!(m.setting, setting(16, 0));
+        // Once one re-scored setting reaches the target, no deeper one is measured.
+        let mut seen = Vec::new();
+        choose(16, 2, 0.95, curve(&plain, 0.06, 500, &mut seen));
         assert_eq!(
-            m.setting,
-            SearchSetting {
-                nprobe: 4,
-                exact_refine: 2
-            }
+            seen.iter().filter(|s| s.exact_refine > 0).count(),
+            3,
+            "{seen:?}"
         );
     }
 
     #[test]
     fn an_unreachable_target_serves_the_best_setting_measured() {
         let plain = [(1, 0.5), (2, 0.6), (4, 0.7)];
-        let (m, reached) = choose(4, 2, 0.99, curve(&plain, 0.05));
+        let (m, reached) = choose(4, 2, 0.99, curve(&plain, 0.05, 5, &mut Vec::new()));
         assert!(!reached);
-        assert_eq!(
-            m.setting,
-            SearchSetting {
-                nprobe: 4,
-                exact_refine: 2
-            }
-        );
+        assert_eq!(m.setting, setting(4, 2));
         assert!((m.recall - 0.75).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_tuning_kept_by_another_chooser_is_measured_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let tuned = TunedSearch {
+            setting: setting(4, 2),
+            recall: 0.96,
+            micros_per_query: 45.0,
+            target: 0.95,
+            reached: true,
+            queries: 500,
+            sealed_rows: 1_000,
+            tuned_at_ms: 1,
+            took_ms: 1,
+        };
+        let kept = KeptTuning {
+            tuned,
+            segments_issued: 7,
+            chooser: CHOOSER,
+        };
+        kept.store(dir.path()).unwrap();
+        assert_eq!(KeptTuning::load(dir.path()), Some(kept));
+        // As the version before choosers were numbered wrote it.
+        let mut old = serde_json::to_value(kept).unwrap();
+        old.as_object_mut().unwrap().remove("chooser");
+        old["tuned"]
+            .as_object_mut()
+            .unwrap()
+            .remove("micros_per_query");
+        std::fs::write(dir.path().join(TUNED_FILE), old.to_string()).unwrap();
+        assert_eq!(KeptTuning::load(dir.path()), None);
     }
 
     #[test]

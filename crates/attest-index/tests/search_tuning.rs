@@ -68,9 +68,14 @@ fn a_higher_target_buys_more_lists_and_each_reaches_its_target() {
         "{low_t:?} {high_t:?}"
     );
     assert!(low_t.queries >= 90, "{low_t:?}");
-    // The seal had a tuning queued too; it measures the same sample (only its time may differ).
+    // The seal had a tuning queued too. It measures the same sample, so the same setting has the same recall;
+    // which of two settings that reach the target is faster may differ from one tuning to the next.
     let shown = low.stats().tuned.expect("shown in stats");
-    assert_eq!((shown.setting, shown.recall), (low_t.setting, low_t.recall));
+    assert!(shown.reached && shown.recall >= 0.75, "{shown:?}");
+    if shown.setting == low_t.setting {
+        assert_eq!(shown.recall, low_t.recall);
+    }
+    assert!(low_t.micros_per_query > 0.0, "{low_t:?}");
     eprintln!("target 0.75: {low_t:?}\ntarget 0.99: {high_t:?}");
 
     // Measured on queries the tuning never saw, against a brute-force scan of the documents.
@@ -135,6 +140,31 @@ fn a_restarted_replica_serves_with_its_kept_tuning() {
     // Another target: the kept setting was chosen for 0.9 and is not served for 0.99.
     let engine = ShardEngine::open(dir.path(), targeted(0.99)).unwrap();
     assert_ne!(engine.tuned_search().map(|t| t.target), Some(0.9));
+}
+
+/// A seal's tuning while rows still arrive waits until they stop, then runs: before, the tuning thread measured
+/// under the writes and discarded what it measured, and nothing asked again until the next seal (at the end of a
+/// bulk load a replica could keep its configured setting for good).
+#[test]
+fn a_tuning_asked_for_while_rows_arrive_runs_once_they_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = sealed(dir.path(), 0.9);
+    // A trickle too small for an idle seal, for longer than the tuning thread takes to reach the replica.
+    for d in 0..40 {
+        engine.upsert(vec![doc(ROWS + d, 0)]).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while engine.stats().tuned.is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "no tuning after the writes stopped"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let t = engine.stats().tuned.unwrap();
+    assert!(t.reached, "{t:?}");
+    assert_eq!(t.sealed_rows, engine.stats().sealed_rows);
 }
 
 /// Unit vectors around 20 centres that lie in half of the 16 dimensions (`upper`: the other half).

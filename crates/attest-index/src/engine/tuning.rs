@@ -106,8 +106,9 @@ impl ShardEngine {
         let recall_at = |setting: SearchSetting| {
             if written_under() {
                 // Discarded below whatever it measures: the rest of the ladder costs nothing.
-                return Measured::of(setting, &[0.0]);
+                return Measured::of(setting, &[0.0], std::time::Duration::ZERO);
             }
+            let searching = std::time::Instant::now();
             let recalls: Vec<f64> = measured
                 .clone()
                 .map(|(q, truth)| {
@@ -125,7 +126,7 @@ impl ShardEngine {
                     recall_at_k(&without_own(served, q.own.as_deref(), k), truth)
                 })
                 .collect();
-            Measured::of(setting, &recalls)
+            Measured::of(setting, &recalls, searching.elapsed())
         };
         let (chosen, reached) = choose(
             self.config.ivfpq.nlist,
@@ -143,6 +144,7 @@ impl ShardEngine {
         let tuned = TunedSearch {
             setting: chosen.setting,
             recall: chosen.recall,
+            micros_per_query: chosen.micros_per_query,
             target,
             reached,
             queries,
@@ -153,6 +155,7 @@ impl ShardEngine {
         let kept = crate::search_tuning::KeptTuning {
             tuned,
             segments_issued,
+            chooser: crate::search_tuning::CHOOSER,
         };
         if let Err(e) = kept.store(&self.dir) {
             // Served all the same; a restart tunes again before it has the setting back.
@@ -283,6 +286,27 @@ impl ShardEngine {
     /// Marks the replica due for tuning; false when it already was (it waits in the queue once).
     pub(crate) fn mark_tuning_due(&self) -> bool {
         !self.tuning_due.swap(true, Ordering::SeqCst)
+    }
+
+    /// Whether the replica was written to in the last [`crate::search_tuning::QUIET`]. A tuning started now would
+    /// be discarded (rows written while it measures), after an exact scan of the replica for nothing: under a
+    /// bulk load at 10M each seal's tuning did that, on a fifth of a core per process.
+    pub(crate) fn being_written(&self) -> bool {
+        self.last_write.lock().elapsed() < crate::search_tuning::QUIET
+    }
+
+    /// Leaves the tuning the replica is due for until its writes stop ([`Self::resume_deferred_tuning`]).
+    pub(crate) fn defer_tuning(&self) {
+        self.tuning_deferred.store(true, Ordering::SeqCst);
+        self.tuning_due.store(false, Ordering::SeqCst);
+    }
+
+    /// Asks again for a tuning deferred by writes, once they have stopped (from the idle-seal thread, once a
+    /// second).
+    pub(crate) fn resume_deferred_tuning(&self) {
+        if !self.being_written() && self.tuning_deferred.swap(false, Ordering::SeqCst) {
+            self.tuning_needed();
+        }
     }
 
     /// Asks for a tuning in the background, when the collection has a recall target (after a seal, a merge, a
