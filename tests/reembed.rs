@@ -160,8 +160,8 @@ fn a_collection_is_reembedded_while_it_serves_and_takes_writes() {
     assert_eq!(job["from_embedder"], "all-minilm-l6-v2", "{job}");
     // One re-embedding at a time.
     let (status, body) = reembed("fleet", json!({"embedder": "bge-small-en-v1.5"}));
-    assert_eq!(status, 400, "{body}");
-    assert_eq!(body["error"]["code"], "FAILED_PRECONDITION", "{body}");
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "ALREADY_EXISTS", "{body}");
 
     // Written while the job runs: new documents, a changed one and a deleted one.
     let mut written = BEFORE;

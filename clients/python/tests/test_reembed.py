@@ -98,10 +98,12 @@ def test_refusals_are_raised_as_the_clients_errors(client, fresh):
         client.reembed_collection("reembed-no-such-collection", MODELS[0])
     assert (no_collection.value.status, no_collection.value.code) == (404, "NOT_FOUND")
     for job_id in ("reembed-000000000000", "job-none"):
-        with pytest.raises(attest.NotFoundError):
+        with pytest.raises(attest.NotFoundError) as no_job:
             client.reembed_job(job_id)
-        with pytest.raises(attest.NotFoundError):
+        assert no_job.value.message == f"no re-embedding job `{job_id}`"
+        with pytest.raises(attest.NotFoundError) as no_job:
             client.cancel_reembed_job(job_id)
+        assert no_job.value.message == f"no re-embedding job `{job_id}`"
     # Nothing was started.
     assert fresh not in [j.collection for j in client.reembed_jobs()]
 
@@ -117,9 +119,9 @@ def test_a_cancelled_reembedding_leaves_the_collection_as_it_was(client):
         assert client.upload_documents(name, docs, progress=False).accepted == len(docs)
 
         started = client.reembed_collection(name, target)
-        with pytest.raises(attest.InvalidArgumentError) as again:
+        with pytest.raises(attest.ConflictError) as again:
             client.reembed_collection(name, target)
-        assert (again.value.status, again.value.code) == (400, "FAILED_PRECONDITION")
+        assert (again.value.status, again.value.code) == (409, "ALREADY_EXISTS")
         assert "re-embedded already" in again.value.message
 
         asked = client.cancel_reembed_job(started.id)

@@ -162,6 +162,14 @@ impl ChunkStore {
         }
     }
 
+    /// The whole memory map (for [`crate::page_cache::Untouched`]).
+    pub(crate) fn mapped(&self) -> crate::page_cache::Mapped<'_> {
+        crate::page_cache::Mapped {
+            bytes: &self.mmap,
+            path: &self.path,
+        }
+    }
+
     pub fn get(&self, row: usize) -> Option<&ArchivedStoredChunk> {
         self.rows().get(row)
     }

@@ -42,6 +42,7 @@ mod log_identity;
 pub mod maintenance;
 pub mod merge;
 pub mod near_dup;
+pub(crate) mod page_cache;
 pub mod quantizer;
 pub mod recall_probe;
 pub mod sealed_vectors;

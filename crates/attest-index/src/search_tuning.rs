@@ -177,8 +177,9 @@ pub fn nprobe_ladder(nlist: u32) -> Vec<u32> {
 }
 
 /// Which chooser a kept tuning was made by ([`KeptTuning::chooser`]): one made by another is measured again.
-/// 2: the faster of the plain and re-scored settings that reach the target, by their measured time.
-pub const CHOOSER: u32 = 2;
+/// 3: the faster of the plain and re-scored settings that reach the target, by their measured time, measured
+/// with the page cache as serving leaves it (2 timed them with the full vectors the exact scan had just read).
+pub const CHOOSER: u32 = 3;
 
 /// The fastest setting that reaches `target` ([`Measured::low`] at least the target), measuring as it goes.
 ///
@@ -186,9 +187,10 @@ pub const CHOOSER: u32 = 2;
 /// Which of the two is cheaper is a matter of memory, not of recall, so it is measured, not assumed: re-scoring
 /// reads a random 4 bytes × dimension per candidate, nothing while the full vectors sit in the page cache, a
 /// disk read each once a node holds more of them than its memory (at 10M rows re-scoring at nprobe 2–8 served
-/// at p95 370 ms where nprobe 16 without it served at 8 ms: docs/decisions/recall-target.md). The ladder stops
-/// once a setting without re-scoring reaches the target, or costs as much as the re-scored one that does (more
-/// lists only cost more). When no setting reaches the target, the best one measured is returned (`reached`
+/// at p95 370 ms where nprobe 16 without it served at 8 ms: docs/decisions/recall-target.md). The settings are timed
+/// with the cache as serving has it: the exact scan that found the truth hands back the pages it read
+/// ([`crate::page_cache`]). The ladder stops once a setting without re-scoring reaches the target, or costs as
+/// much as the re-scored one that does (more lists only cost more). When no setting reaches the target, the best one measured is returned (`reached`
 /// false).
 pub fn choose(
     nlist: u32,

@@ -203,6 +203,14 @@ impl VectorFile {
         }
     }
 
+    /// The whole memory map (for [`crate::page_cache::Untouched`]).
+    pub(crate) fn mapped(&self) -> crate::page_cache::Mapped<'_> {
+        crate::page_cache::Mapped {
+            bytes: &self.mmap,
+            path: &self.path,
+        }
+    }
+
     /// Row `row`, zero-copy from the map.
     pub fn get(&self, row: usize) -> Option<VectorRow<'_>> {
         if row >= self.len {

@@ -173,7 +173,7 @@ impl Router {
             self.reembed_jobs().await?;
         }
         if self.view.copy_of(name).is_some() {
-            return Err(RouterError::FailedPrecondition(format!(
+            return Err(RouterError::AlreadyExists(format!(
                 "collection `{name}` is being re-embedded already (see GET /v1/reembed/jobs)"
             )));
         }
@@ -432,14 +432,14 @@ impl Router {
     /// A re-embedding job as meta holds it; one whose router fell silent is recorded failed first.
     pub async fn reembed_job(&self, id: &str) -> Result<ReembedJob, RouterError> {
         if !is_reembed_job(id) {
-            return Err(RouterError::NotFound(format!("no re-embedding job `{id}`")));
+            return Err(no_job(id));
         }
         let info = self
             .view
             .meta()
             .snapshot_job(id)
             .await
-            .map_err(RouterError::from_status)?;
+            .map_err(|s| job_error(id, s))?;
         self.settle_silent_reembed(ReembedJob::from_info(&info)?)
             .await
     }
@@ -464,14 +464,14 @@ impl Router {
     /// Asks the job's router to stop it (before its switch); answers the job as it stands.
     pub async fn cancel_reembed(&self, id: &str) -> Result<ReembedJob, RouterError> {
         if !is_reembed_job(id) {
-            return Err(RouterError::NotFound(format!("no re-embedding job `{id}`")));
+            return Err(no_job(id));
         }
         let info = self
             .view
             .meta()
             .cancel_snapshot_job(id)
             .await
-            .map_err(RouterError::from_status)?;
+            .map_err(|s| job_error(id, s))?;
         ReembedJob::from_info(&info)
     }
 
@@ -525,4 +525,17 @@ fn cancelled() -> RouterError {
         attest_proto::ErrorCode::Cancelled,
         "the re-embedding was cancelled; its copy is dropped and the collection serves as before",
     ))
+}
+
+fn no_job(id: &str) -> RouterError {
+    RouterError::NotFound(format!("no re-embedding job `{id}`"))
+}
+
+/// Meta's answer about job `id` (meta keeps re-embeddings in its snapshot-job table: its "not found" would name
+/// a snapshot job).
+fn job_error(id: &str, status: tonic::Status) -> RouterError {
+    match RouterError::from_status(status) {
+        e if e.code() == attest_proto::ErrorCode::NotFound => no_job(id),
+        e => e,
+    }
 }

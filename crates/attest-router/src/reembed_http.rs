@@ -41,9 +41,9 @@ pub struct ReembedRequest {
     request_body = ReembedRequest, security(("bearer_auth" = ["admin"])),
     responses(
         (status = 202, description = "The job, running.", body = ReembedJob),
-        (status = 400, description = "INVALID_ARGUMENT: no such model, or the collection's own; \
-            FAILED_PRECONDITION: a re-embedding of it is running.", body = ErrorBody),
+        (status = 400, description = "INVALID_ARGUMENT: no such model, or the collection's own.", body = ErrorBody),
         (status = 404, description = "NOT_FOUND: no such collection.", body = ErrorBody),
+        (status = 409, description = "ALREADY_EXISTS: a re-embedding of it is running.", body = ErrorBody),
     ))]
 pub async fn start(
     State(r): State<Arc<Router>>,

@@ -2432,7 +2432,7 @@ export interface operations {
                     "application/json": components["schemas"]["ReembedJob"];
                 };
             };
-            /** @description INVALID_ARGUMENT: no such model, or the collection's own; FAILED_PRECONDITION: a re-embedding of it is running. */
+            /** @description INVALID_ARGUMENT: no such model, or the collection's own. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2461,6 +2461,15 @@ export interface operations {
             };
             /** @description NOT_FOUND: no such collection. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description ALREADY_EXISTS: a re-embedding of it is running. */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

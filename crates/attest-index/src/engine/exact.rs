@@ -3,7 +3,7 @@
 //! ([`crate::search_tuning`]) measures each setting by. Slow by design (a scan of the whole replica) and run only
 //! by the probe's and the tuner's threads. Sealed segments are scanned without the state lock (their rows never
 //! change; only whether a row is still its document's live version is asked under it), so writes and searches do
-//! not queue behind a scan.
+//! not queue behind a scan. A scan leaves the page cache as it found it ([`crate::page_cache`]).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -12,6 +12,7 @@ use std::sync::Arc;
 use super::ranking::best_passing;
 use super::{RowView, SegmentView, ShardEngine};
 use crate::filter::Filter;
+use crate::page_cache::Untouched;
 use crate::segment::SealedSegment;
 use crate::simd::dot;
 
@@ -45,12 +46,14 @@ impl ShardEngine {
         };
         for segment in &sealed {
             let view = SegmentView::Sealed(segment);
+            let untouched = Untouched::note([segment.vectors.mapped(), segment.chunks.mapped()]);
             let scored: Vec<(usize, f32)> = (0..segment.meta.rows)
                 .filter_map(|row| {
                     view.row(row).filter(|r| matches(r))?;
                     Some((row, view.vector(row)?.dot(query)))
                 })
                 .collect();
+            untouched.restore();
             let st = self.state.read();
             let live = |r: &RowView<'_>| st.is_live(r.tenant, r.doc_id, r.seq);
             let kept = best_passing(scored, k, |row| view.row(row), &live);
@@ -93,7 +96,9 @@ impl ShardEngine {
         for segment in &sealed {
             let view = SegmentView::Sealed(segment);
             let live = self.live_rows(&view);
+            let untouched = Untouched::note([segment.vectors.mapped(), segment.chunks.mapped()]);
             scan_rows(&view, &|row| live[row], queries, k, &mut best);
+            untouched.restore();
         }
         best.into_iter()
             .map(|heap| {
