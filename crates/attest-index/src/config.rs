@@ -80,7 +80,7 @@ pub struct EngineConfig {
     /// The live recall estimate: a sample of searches run again exactly ([`crate::recall_probe`]).
     pub recall_probe: crate::recall_probe::RecallProbeConfig,
     /// The collection's `index.recall_target`: the replica serves searches that name no `nprobe` with the
-    /// cheapest setting that reached this recall@k on a sample of its data ([`crate::search_tuning`]). 0 (the
+    /// fastest setting that reached this recall@k on a sample of its data ([`crate::search_tuning`]). 0 (the
     /// engine's default, and collections created before targets): `ivfpq.nprobe` and `exact_refine` as set.
     pub recall_target: f64,
     /// How a replica measures its settings for the recall target.

@@ -19,7 +19,7 @@
 //! - [`maintenance`]: the node-wide limit on concurrent seals and compactions.
 //! - [`recall_probe`]: the live recall estimate — a sample of searches run again exactly, off the request path.
 //! - [`search_tuning`]: the collection's recall target — each replica measures its search settings and serves
-//!   with the cheapest that reaches it.
+//!   with the fastest that reaches it.
 //! - [`snapshot`]: a replica's consistent snapshot (log checkpoint, linked segments, sha256 of every file),
 //!   verified and restored.
 //! - [`config`]: engine configuration and limits.

@@ -48,8 +48,8 @@ impl ShardEngine {
         *self.tuned.read()
     }
 
-    /// Measures the recall of each setting on a sample of this replica and serves the cheapest that reaches the
-    /// collection's `recall_target` from now on; returns the choice. None (nothing changes) without a target or
+    /// Measures the recall and time of each setting on a sample of this replica and serves the fastest that
+    /// reaches the collection's `recall_target` from now on; returns the choice. None (nothing changes) without a target or
     /// without sealed rows (a growing segment is scanned exactly). Runs on the caller's thread, for as long as
     /// one exact scan of the replica and a few hundred searches per setting take.
     pub fn tune_search(&self) -> Option<TunedSearch> {
