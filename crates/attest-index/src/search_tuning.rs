@@ -3,10 +3,10 @@
 //! at each `nprobe` and re-score depth, and serves with the fastest setting that reaches the target
 //! ([`choose`]). It measures again after every seal, merge and quantizer training, once the replica's writes have
 //! stopped for [`QUIET`], on one thread per process that rests between tunings so that it keeps under
-//! `engine.search_tuning.cpu_share` of one core. A search that names
-//! its own `nprobe` is served with it. When no setting reaches the target, the quantizer no longer fits the rows
-//! (they drifted from what it was trained on): the replica trains it again and re-encodes its segments in the
-//! background, then tunes again (`ShardEngine::retrain_for_recall`). When the live estimate of the searches served
+//! `engine.search_tuning.cpu_share` of one core. A search that names its own `nprobe` is served with it. When no
+//! setting reaches the target, the quantizer no longer fits the rows (they drifted from what it was trained on):
+//! the replica trains it again and re-encodes its segments in the background, then tunes again
+//! (`ShardEngine::retrain_for_recall`). When the live estimate of the searches served
 //! with the tuned setting falls wholly below the target, the real queries are not what the tuning measured, and the
 //! replica tunes again with them in its sample (`ShardEngine::own_recall_sampled`).
 //!
@@ -185,13 +185,12 @@ pub const CHOOSER: u32 = 3;
 ///
 /// Up the ladder, each `nprobe` without re-scoring, and with it until a re-scored setting reaches the target.
 /// Which of the two is cheaper is a matter of memory, not of recall, so it is measured, not assumed: re-scoring
-/// reads a random 4 bytes × dimension per candidate, nothing while the full vectors sit in the page cache, a
-/// disk read each once a node holds more of them than its memory (at 10M rows re-scoring at nprobe 2–8 served
-/// at p95 370 ms where nprobe 16 without it served at 8 ms: docs/decisions/recall-target.md). The settings are timed
-/// with the cache as serving has it: the exact scan that found the truth hands back the pages it read
-/// ([`crate::page_cache`]). The ladder stops once a setting without re-scoring reaches the target, or costs as
-/// much as the re-scored one that does (more lists only cost more). When no setting reaches the target, the best one measured is returned (`reached`
-/// false).
+/// reads a random 4 bytes × dimension per candidate, nothing while the full vectors sit in the page cache, a disk
+/// read each once a node holds more of them than its memory. The settings are timed with the cache as serving has
+/// it: the exact scan that found the truth hands back the pages it read ([`crate::page_cache`]); timed right after
+/// it, re-scoring looks free (docs/decisions/recall-target.md). The ladder stops once a setting without re-scoring
+/// reaches the target, or costs as much as the re-scored one that does (more lists only cost more). When no
+/// setting reaches the target, the best one measured is returned (`reached` false).
 pub fn choose(
     nlist: u32,
     exact_refine: usize,

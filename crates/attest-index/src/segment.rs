@@ -325,6 +325,12 @@ fn write_ids(path: &Path, ids: &[i64]) -> Result<()> {
 }
 
 impl SealedSegment {
+    /// Notes which pages of its full vectors and stored rows are resident, for a scan of every row to hand back
+    /// the ones it brings in ([`crate::page_cache`]).
+    pub(crate) fn untouched(&self) -> crate::page_cache::Untouched<'_> {
+        crate::page_cache::Untouched::note([self.vectors.mapped(), self.chunks.mapped()])
+    }
+
     /// Verifies every file against the manifest's checksums, then opens the segment (mmap). Any mismatch,
     /// missing file or unreadable structure is `IndexError::Corrupt`.
     pub fn open(root: &Path, meta: &SegmentMeta) -> Result<Self> {

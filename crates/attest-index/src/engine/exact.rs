@@ -12,7 +12,6 @@ use std::sync::Arc;
 use super::ranking::best_passing;
 use super::{RowView, SegmentView, ShardEngine};
 use crate::filter::Filter;
-use crate::page_cache::Untouched;
 use crate::segment::SealedSegment;
 use crate::simd::dot;
 
@@ -46,7 +45,7 @@ impl ShardEngine {
         };
         for segment in &sealed {
             let view = SegmentView::Sealed(segment);
-            let untouched = Untouched::note([segment.vectors.mapped(), segment.chunks.mapped()]);
+            let untouched = segment.untouched();
             let scored: Vec<(usize, f32)> = (0..segment.meta.rows)
                 .filter_map(|row| {
                     view.row(row).filter(|r| matches(r))?;
@@ -96,7 +95,7 @@ impl ShardEngine {
         for segment in &sealed {
             let view = SegmentView::Sealed(segment);
             let live = self.live_rows(&view);
-            let untouched = Untouched::note([segment.vectors.mapped(), segment.chunks.mapped()]);
+            let untouched = segment.untouched();
             scan_rows(&view, &|row| live[row], queries, k, &mut best);
             untouched.restore();
         }

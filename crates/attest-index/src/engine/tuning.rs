@@ -49,8 +49,8 @@ impl ShardEngine {
     }
 
     /// Measures the recall and time of each setting on a sample of this replica and serves the fastest that
-    /// reaches the collection's `recall_target` from now on; returns the choice. None (nothing changes) without a target or
-    /// without sealed rows (a growing segment is scanned exactly). Runs on the caller's thread, for as long as
+    /// reaches the collection's `recall_target` from now on; returns the choice. None (nothing changes) without a
+    /// target or without sealed rows (a growing segment is scanned exactly). Runs on the caller's thread, for as long as
     /// one exact scan of the replica and a few hundred searches per setting take.
     pub fn tune_search(&self) -> Option<TunedSearch> {
         // Cleared first: a seal that ends while this runs asks for another tuning.
