@@ -1,5 +1,5 @@
 //! Leaves the page cache as a one-off scan found it. An exact scan of a replica (a tuning's truth, a live recall
-//! sample: [`crate::engine::ShardEngine::exact_dense_batch`]) reads every full vector and stored row of it once:
+//! sample: `ShardEngine::exact_dense_batch` and `exact_dense`) reads every full vector and stored row of it once:
 //! at 10M rows through the router, 1.3 GB of vectors and ~0.5 GB of rows a replica. Left in the cache they push out
 //! what searches read (the SQ8 copies, the PQ lists), and a tuning that times its settings right after its scan
 //! finds the full vectors resident, which while serving at 10M they are not: re-scoring looked cheap and served at
@@ -43,29 +43,37 @@ impl<'a> Untouched<'a> {
             let Some(now) = resident(map.bytes) else {
                 continue;
             };
-            // A file removed meanwhile (its segment merged away) has nothing left to keep cached.
-            let Ok(file) = std::fs::File::open(map.path) else {
+            let runs = brought_in(&before, &now);
+            // Opened only when there is something to drop (the common case, a replica the cache holds whole, has
+            // not); a file removed meanwhile (its segment merged away) has nothing left to keep cached.
+            let Some(file) = (!runs.is_empty())
+                .then(|| std::fs::File::open(map.path).ok())
+                .flatten()
+            else {
                 continue;
             };
-            let brought_in = |i: usize| now[i] & 1 == 1 && before[i] & 1 == 0;
-            let mut i = 0;
-            while i < now.len() {
-                if !brought_in(i) {
-                    i += 1;
-                    continue;
-                }
-                let start = i;
-                while i < now.len() && brought_in(i) {
-                    i += 1;
-                }
-                let (offset, end) = (start * page, (i * page).min(map.bytes.len()));
+            for pages in runs {
+                let (offset, end) = (pages.start * page, (pages.end * page).min(map.bytes.len()));
                 if drop_pages(&file, &map.bytes[offset..end], offset) {
-                    dropped += i - start;
+                    dropped += pages.len();
                 }
             }
         }
         dropped
     }
+}
+
+/// The runs of pages resident `now` that were not `before` (one byte per page, bit 0: resident).
+fn brought_in(before: &[u8], now: &[u8]) -> Vec<std::ops::Range<usize>> {
+    let new = |i: usize| now[i] & 1 == 1 && before[i] & 1 == 0;
+    let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+    for i in (0..now.len()).filter(|&i| new(i)) {
+        match runs.last_mut() {
+            Some(run) if run.end == i => run.end = i + 1,
+            _ => runs.push(i..i + 1),
+        }
+    }
+    runs
 }
 
 fn page_size() -> usize {
