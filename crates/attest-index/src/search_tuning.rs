@@ -103,6 +103,14 @@ pub struct TunedSearch {
     pub took_ms: u64,
 }
 
+/// `x` to 12 significant digits, so that [`TUNED_FILE`] reads back the very number served before a restart.
+/// serde_json parses a decimal of more than 15 digits (a mean such as 0.9600000000000002) to the nearest double
+/// only with its `float_roundtrip` feature, which would slow every float the API parses; 12 digits it parses
+/// exactly.
+pub fn as_kept(x: f64) -> f64 {
+    format!("{x:.11e}").parse().unwrap_or(x)
+}
+
 /// The file of a replica's directory that holds its last tuning ([`KeptTuning`], JSON).
 pub const TUNED_FILE: &str = "search_tuning.json";
 
@@ -431,6 +439,21 @@ mod tests {
         assert!(!reached);
         assert_eq!(m.setting, setting(4, 2));
         assert!((m.recall - 0.75).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_kept_figure_reads_back_exactly() {
+        for x in [
+            0.9600000000000002,
+            111.59316000000001,
+            109.05414999999999,
+            1.0 / 3.0,
+        ] {
+            let kept = as_kept(x);
+            assert!((kept - x).abs() <= x * 1e-11, "{x} → {kept}");
+            let read: f64 = serde_json::from_str(&serde_json::to_string(&kept).unwrap()).unwrap();
+            assert_eq!(read.to_bits(), kept.to_bits(), "{x} → {kept} → {read}");
+        }
     }
 
     #[test]

@@ -143,8 +143,8 @@ impl ShardEngine {
         }
         let tuned = TunedSearch {
             setting: chosen.setting,
-            recall: chosen.recall,
-            micros_per_query: chosen.micros_per_query,
+            recall: crate::search_tuning::as_kept(chosen.recall),
+            micros_per_query: crate::search_tuning::as_kept(chosen.micros_per_query),
             target,
             reached,
             queries,
