@@ -36,6 +36,7 @@ mod ranking;
 mod sealing;
 mod tuning;
 mod versions;
+pub(crate) use exact::ExactQuery;
 use ranking::{best_passing, top_k};
 use sealing::{encoded, remove_orphan_quantizers};
 use versions::{DocVersions, HeldVersion};

@@ -1,5 +1,5 @@
 //! Leaves the page cache as a one-off scan found it. An exact scan of a replica (a tuning's truth, a live recall
-//! sample: `ShardEngine::exact_dense_batch` and `exact_dense`) reads every full vector and stored row of it once:
+//! sample: `ShardEngine::exact_dense_batch`) reads every full vector and stored row of it once:
 //! at 10M rows through the router, 1.3 GB of vectors and ~0.5 GB of rows a replica. Left in the cache they push out
 //! what searches read (the SQ8 copies, the PQ lists), and a tuning that times its settings right after its scan
 //! finds the full vectors resident, which while serving at 10M they are not: re-scoring looked cheap and served at

@@ -95,3 +95,46 @@ fn the_estimate_measures_the_recall_a_narrow_probe_delivers() {
     );
     assert_eq!(wide_estimate.dropped, 0);
 }
+
+/// Searches arriving faster than the probe measures them wait in its queue and are measured together, a replica's
+/// in one scan: none is dropped, and each is held to its own exact top k.
+#[test]
+fn a_burst_of_searches_is_measured_together_and_each_against_its_own_top_k() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = ShardEngine::open(dir.path(), probed()).unwrap();
+    engine
+        .upsert((0..ROWS).map(|d| doc(d, 0)).collect())
+        .unwrap();
+    engine.seal().unwrap();
+    let stored: Vec<Vec<f32>> = (0..ROWS).map(vector_for).collect();
+
+    // Two depths in one burst: a probe that held both to the deeper one would score the shallow ones too low.
+    let burst = 40;
+    let mut total = 0.0;
+    for i in 0..burst {
+        let q = near_query(i, ROWS);
+        let k = if i % 2 == 0 { K } else { 3 };
+        let served = dense_ids_probing(&engine, &q, k, Some(2));
+        total += recall_of(&served, &exact_top_k(&q, &stored, 0, k));
+    }
+    let served = total / burst as f64;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while measured(&engine) < burst as u64 {
+        assert!(
+            Instant::now() < deadline,
+            "{} of {burst} measured",
+            measured(&engine)
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let e = estimate(&engine);
+    assert_eq!(e.dropped, 0, "{e:?}");
+    assert!(
+        served < 0.95,
+        "nprobe 2 of 16 lists should miss neighbours: {served}"
+    );
+    assert!(
+        (e.recall - served).abs() < 0.02,
+        "estimate {e:?}, measured {served}"
+    );
+}

@@ -1,77 +1,22 @@
 //! Exact dense search: every live row of a tenant that passes the filter, scored from its full vector — what the
-//! live recall estimate ([`crate::recall_probe`]) holds a served search against, and what a tuning
-//! ([`crate::search_tuning`]) measures each setting by. Slow by design (a scan of the whole replica) and run only
-//! by the probe's and the tuner's threads. Sealed segments are scanned without the state lock (their rows never
-//! change; only whether a row is still its document's live version is asked under it), so writes and searches do
-//! not queue behind a scan. A scan leaves the page cache as it found it ([`crate::page_cache`]).
+//! live recall estimate ([`crate::recall_probe`]) holds served searches against, and what a tuning
+//! ([`crate::search_tuning`]) measures each setting by. Slow by design (a scan of the whole replica for a batch of
+//! queries) and run only by the probe's and the tuner's threads. Sealed segments are scanned without the state lock
+//! (their rows never change; only whether a row is still its document's live version is asked under it, in
+//! blocks), so writes and searches do not queue behind a scan. A scan leaves the page cache as it found it ([`crate::page_cache`]).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
 
-use super::ranking::best_passing;
-use super::{RowView, SegmentView, ShardEngine};
+use super::{SegmentView, ShardEngine};
 use crate::filter::Filter;
 use crate::segment::SealedSegment;
-use crate::simd::dot;
 
 impl ShardEngine {
-    /// The chunk ids of the exact top `k` for `query`, best first.
-    pub(crate) fn exact_dense(
-        &self,
-        tenant: &str,
-        query: &[f32],
-        filter: &Filter,
-        k: usize,
-    ) -> Vec<String> {
-        let matches = |r: &RowView<'_>| r.tenant == tenant && filter.matches(r.metadata_json);
-        let mut best: Vec<(String, f32)> = Vec::new();
-        let sealed: Vec<Arc<SealedSegment>> = {
-            let st = self.state.read();
-            let passes = |r: &RowView<'_>| matches(r) && st.is_live(r.tenant, r.doc_id, r.seq);
-            for view in st.views() {
-                if let SegmentView::Growing(g) = view {
-                    let scored = (0..g.len())
-                        .map(|row| (row, dot(query, g.vector(row))))
-                        .collect();
-                    let kept = best_passing(scored, k, |row| view.row(row), &passes);
-                    best.extend(
-                        kept.into_iter()
-                            .map(|(r, s, _)| (r.chunk_id.to_string(), s)),
-                    );
-                }
-            }
-            st.sealed.clone()
-        };
-        for segment in &sealed {
-            let view = SegmentView::Sealed(segment);
-            let untouched = segment.untouched();
-            let scored: Vec<(usize, f32)> = (0..segment.meta.rows)
-                .filter_map(|row| {
-                    view.row(row).filter(|r| matches(r))?;
-                    Some((row, view.vector(row)?.dot(query)))
-                })
-                .collect();
-            untouched.restore();
-            let st = self.state.read();
-            let live = |r: &RowView<'_>| st.is_live(r.tenant, r.doc_id, r.seq);
-            let kept = best_passing(scored, k, |row| view.row(row), &live);
-            best.extend(
-                kept.into_iter()
-                    .map(|(r, s, _)| (r.chunk_id.to_string(), s)),
-            );
-        }
-        best.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        let mut seen = std::collections::HashSet::new();
-        best.retain(|(id, _)| seen.insert(id.clone()));
-        best.truncate(k);
-        best.into_iter().map(|(id, _)| id).collect()
-    }
-
     /// The exact top `k` chunk ids of each query, best first, from one pass over the replica: a tuning's
-    /// hundreds of queries read each full vector once. Unlike [`Self::exact_dense`], which asks whether a row is
-    /// live only for its best candidates, a batch asks it once for every row (in blocks, each under a short read
-    /// lock) — once per row is less than once per query's candidates when the queries are many.
+    /// hundreds of queries and a probe pass's samples read each full vector once. Whether a row is live is asked
+    /// once for every row (in blocks, each under a short read lock), not per query.
     pub(crate) fn exact_dense_batch(
         &self,
         queries: &[ExactQuery<'_>],
