@@ -235,7 +235,7 @@ fn an_ensembles_answerability_combines_its_models_by_its_rule() {
     let mut alone = reader_config();
     alone.reader.ensemble.clear();
     let mut second = alone.clone();
-    second.reader.model_dir = Some(attest_embed::config::locate_repository_dir(
+    second.reader.model_dir = Some(attest_models::locate_repository_dir(
         attest_answer::reader::SECOND_READER_DIR,
     ));
     let mut both = alone.clone();

@@ -10,7 +10,7 @@ use crate::common;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use attest_answer::local_llm::GgufConfig;
+use attest_answer::gguf_generator::GgufConfig;
 use attest_answer::{AnswerConfig, AnswerService, LearnedVerifier, RouterClient};
 use attest_embed::{build_embedder, EmbedderConfig};
 use attest_proto::v1 as pb;

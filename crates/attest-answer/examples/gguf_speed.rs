@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use attest_answer::generate::SYSTEM_PROMPT;
-use attest_answer::local_llm::{default_llm_path, LocalLlm};
+use attest_models::gguf::{default_llm_path, LocalLlm};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);

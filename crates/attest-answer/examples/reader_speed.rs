@@ -62,7 +62,7 @@ fn measure(config: &ReaderConfig, work: &[(String, Vec<&Doc>)]) -> (f64, f64) {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n: usize = std::env::args().nth(1).map_or(Ok(30), |a| a.parse())?;
-    let root = attest_embed::config::locate_repository_dir("data/squad-sample");
+    let root = attest_models::locate_repository_dir("data/squad-sample");
     let docs: Vec<Doc> = lines(&root.join("corpus.jsonl").to_string_lossy())?;
     let queries: Vec<Query> = lines(&root.join("queries.jsonl").to_string_lossy())?;
     let at: HashMap<&str, usize> = docs

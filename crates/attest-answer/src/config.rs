@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use crate::generate::OpenAiChatConfig;
-use crate::local_llm::GgufConfig;
+use crate::gguf_generator::GgufConfig;
 use crate::out_of_corpus::OutOfCorpusConfig;
 use crate::reader::rules::Rule;
 use crate::reader::ReaderConfig;

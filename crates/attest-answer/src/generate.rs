@@ -3,7 +3,7 @@
 //! - [`ExtractiveGenerator`], the default: the built-in composer, no model.
 //! - [`OpenAiChatGenerator`]: any OpenAI-compatible chat endpoint (vLLM, llama.cpp server, Ollama), streamed,
 //!   temperature 0, with the fixed system prompt below; retrieved text goes only into the user message.
-//! - [`GgufGenerator`] (`crate::local_llm`): the local SmolLM2 model, same prompt, the top passages only.
+//! - [`GgufGenerator`] (`crate::gguf_generator`): the local SmolLM2 model, same prompt, the top passages only.
 //!
 //! What a generator writes is raw: the pipeline passes it through the gauntlet before anything else sees it.
 //! [`GeneratorChain`] tries each back end in turn, so a failing LLM falls back to the composer and, if that
@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use crate::compose::compose;
 use crate::config::AnswerConfig;
 use crate::footnotes::Footnotes;
-use crate::local_llm::GgufGenerator;
+use crate::gguf_generator::GgufGenerator;
 
 /// The system prompt, fixed: the model may only use the numbered passages and must cite them.
 pub const SYSTEM_PROMPT: &str = "You answer questions using only the numbered passages you are given. \

@@ -28,8 +28,7 @@
 //! - [`verifier`]: the [`Verifier`] trait and its back ends (`answer.verifier.backend`): the reader's support head
 //!   (the default), the learned lexical verifier (features, logistic regression, training and evaluation on
 //!   HaluEval QA), and LLM and local-model judges (`verifier::judge`).
-//! - [`local_llm`]: SmolLM2-135M (GGUF) run with candle, its tokenizer built from the file; the `gguf`
-//!   generator.
+//! - [`gguf_generator`]: the `gguf` generator, SmolLM2-135M run by `attest_models::gguf` over the top passages.
 //! - [`text`]: words, content words, sentences, numbers, names, negation.
 //! - [`thresholds`]: per-collection minimum confidence, read from meta (written there by `attest-lab eval --sweep`
 //!   and the router's `PUT /v1/collections/{name}/thresholds`).
@@ -65,9 +64,9 @@ pub mod footnotes;
 pub mod gate;
 pub mod gauntlet;
 pub mod generate;
+pub mod gguf_generator;
 pub mod grpc;
 pub mod http;
-pub mod local_llm;
 pub mod measure;
 pub mod memory;
 pub mod near_miss;

@@ -161,7 +161,7 @@ pub fn default_dir(model: LocalModel) -> PathBuf {
             return PathBuf::from(dir);
         }
     }
-    locate_repository_dir(model.relative_dir())
+    attest_models::locate_repository_dir(model.relative_dir())
 }
 
 /// Where the default model (all-MiniLM-L6-v2) is looked for ([`default_dir`]).
@@ -175,54 +175,12 @@ pub fn default_onnxruntime_library() -> PathBuf {
     if let Some(path) = std::env::var_os(ONNXRUNTIME_ENV).filter(|d| !d.is_empty()) {
         return PathBuf::from(path);
     }
-    locate_repository_dir(RELATIVE_ONNXRUNTIME_DIR).join(ONNXRUNTIME_LIBRARY)
-}
-
-/// The nearest `relative` directory in the current directory or its parents; else the one beside this crate's
-/// source at compile time. The compile-time path alone is not enough: cargo reuses a build across checkouts that
-/// share a target directory, and then that path names a checkout that may be gone.
-pub fn locate_repository_dir(relative: &str) -> PathBuf {
-    if let Some(found) = std::env::current_dir()
-        .ok()
-        .and_then(|cwd| nearest_in_ancestors(&cwd, relative))
-    {
-        return found;
-    }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join("..")
-        .join(relative)
-}
-
-/// `start/relative`, or the same under the closest parent of `start` that has it.
-fn nearest_in_ancestors(start: &std::path::Path, relative: &str) -> Option<PathBuf> {
-    start
-        .ancestors()
-        .map(|a| a.join(relative))
-        .find(|d| d.is_dir())
+    attest_models::locate_repository_dir(RELATIVE_ONNXRUNTIME_DIR).join(ONNXRUNTIME_LIBRARY)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_nearest_models_directory_above_wins() {
-        let root = tempfile::tempdir().unwrap();
-        let deep = root.path().join("crates/attest-cli/tests");
-        std::fs::create_dir_all(&deep).unwrap();
-        assert_eq!(nearest_in_ancestors(&deep, "models/m"), None);
-        std::fs::create_dir_all(root.path().join("models/m")).unwrap();
-        assert_eq!(
-            nearest_in_ancestors(&deep, "models/m"),
-            Some(root.path().join("models/m"))
-        );
-        std::fs::create_dir_all(root.path().join("crates/models/m")).unwrap();
-        assert_eq!(
-            nearest_in_ancestors(&deep, "models/m"),
-            Some(root.path().join("crates/models/m"))
-        );
-    }
 
     #[test]
     fn defaults_and_partial_deserialisation() {

@@ -50,8 +50,8 @@ pub use bge::{OnnxBgeEmbedder, BGE_QUERY_PREFIX, BGE_SMALL_ID};
 pub use breaker::{BreakerConfig, BreakerState, CircuitBreaker};
 pub use cache::{CachedEmbedder, DEFAULT_CACHE_CAPACITY};
 pub use config::{
-    default_dir, default_model_dir, default_onnxruntime_library, locate_repository_dir,
-    LocalEmbedderConfig, LocalModel, LocalRuntime, MODEL_DIR_ENV, ONNXRUNTIME_ENV,
+    default_dir, default_model_dir, default_onnxruntime_library, LocalEmbedderConfig, LocalModel,
+    LocalRuntime, MODEL_DIR_ENV, ONNXRUNTIME_ENV,
 };
 pub use embedder::{cosine_similarity, Embedder};
 pub use error::EmbedError;

@@ -239,7 +239,7 @@ impl ReaderConfig {
     pub fn model_dir(&self) -> PathBuf {
         self.model_dir
             .clone()
-            .unwrap_or_else(|| attest_embed::config::locate_repository_dir(RELATIVE_READER_DIR))
+            .unwrap_or_else(|| attest_models::locate_repository_dir(RELATIVE_READER_DIR))
     }
 
     /// The ensemble's directories, relative ones found as the default `model_dir` is.
@@ -248,7 +248,7 @@ impl ReaderConfig {
             .iter()
             .map(|d| match d.to_str() {
                 Some(relative) if d.is_relative() && !d.exists() => {
-                    attest_embed::config::locate_repository_dir(relative)
+                    attest_models::locate_repository_dir(relative)
                 }
                 _ => d.clone(),
             })

@@ -18,7 +18,7 @@ use attest_proto::v1 as pb;
 
 use crate::relevance::sentence_relevance;
 use crate::text;
-use crate::verifier::logistic::Sign;
+use attest_models::logistic::Sign;
 
 /// Names of the features, in vector order (written next to the weights in the model file).
 pub const FEATURE_NAMES: [&str; 14] = [

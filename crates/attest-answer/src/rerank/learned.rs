@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::features::{pool_features, FEATURE_NAMES};
 use super::{RerankError, Reranker};
-use crate::verifier::logistic::LogisticModel;
+use attest_models::logistic::LogisticModel;
 
 /// The committed reranker model.
 const BUNDLED_MODEL: &str = include_str!("../../models/reranker.json");

@@ -20,7 +20,7 @@ use super::features::{pool_features, FEATURE_NAMES, FEATURE_SIGNS};
 use super::learned::{HeldoutReport, RankMetrics, RerankerFile, TopScoreShares};
 use super::{LexicalReranker, Reranker};
 use crate::client::RouterClient;
-use crate::verifier::logistic::{auroc, LogisticModel, TrainSettings};
+use attest_models::logistic::{auroc, LogisticModel, TrainSettings};
 
 /// One article in this many is held out (articles whose number is a multiple of it).
 pub const HELD_OUT_EVERY: u32 = 5;

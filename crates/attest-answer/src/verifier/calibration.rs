@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::features::{FEATURE_COUNT, FEATURE_NAMES, FEATURE_SIGNS};
-use super::logistic::{auroc, balanced_accuracy, LogisticModel, Sign, TrainSettings};
 use crate::text;
+use attest_models::logistic::{auroc, balanced_accuracy, LogisticModel, Sign, TrainSettings};
 
 /// The committed calibration of the committed reader.
 const BUNDLED: &str = include_str!("../../models/reader/support.json");

@@ -4,8 +4,8 @@
 
 use std::collections::HashSet;
 
-use super::logistic::Sign;
 use crate::text;
+use attest_models::logistic::Sign;
 
 /// Names of the features, in vector order (written next to the weights in the model file).
 pub const FEATURE_NAMES: [&str; 7] = [

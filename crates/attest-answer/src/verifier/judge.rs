@@ -17,7 +17,8 @@ use serde_json::{json, Value};
 
 use super::{LearnedVerifier, Verifier};
 use crate::generate::{chat_endpoint, OpenAiChatConfig};
-use crate::local_llm::{DecodeRules, GgufConfig, LocalLlm};
+use crate::gguf_generator::GgufConfig;
+use attest_models::gguf::{DecodeRules, LocalLlm, LocalLlmError};
 
 /// The judge's system prompt, fixed.
 pub const JUDGE_SYSTEM_PROMPT: &str = "You check whether a passage supports a claim. \
@@ -193,8 +194,7 @@ impl GgufJudgeVerifier {
     }
 
     pub fn judge(&self, question: &str, claim: &str, passage: &str) -> Result<f64, JudgeError> {
-        let unavailable =
-            |e: crate::local_llm::LocalLlmError| JudgeError::Unavailable(e.to_string());
+        let unavailable = |e: LocalLlmError| JudgeError::Unavailable(e.to_string());
         let model: Arc<LocalLlm> =
             LocalLlm::shared(&self.path, self.dequantize).map_err(unavailable)?;
         let passage = model

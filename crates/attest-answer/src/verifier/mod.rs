@@ -9,7 +9,6 @@
 pub mod calibration;
 pub mod features;
 pub mod judge;
-pub mod logistic;
 pub mod train;
 
 use std::sync::Arc;
@@ -18,9 +17,9 @@ use serde::{Deserialize, Serialize};
 
 use self::features::{features, FEATURE_NAMES};
 pub use self::judge::{GgufJudgeVerifier, LlmJudgeVerifier, VerifierBackend, VerifierConfig};
-use self::logistic::LogisticModel;
 use crate::config::AnswerConfig;
 use crate::reader::{Reader, ReaderVerifier};
+use attest_models::logistic::LogisticModel;
 
 /// Scores the support a passage gives a claim made in answer to a question.
 pub trait Verifier: Send + Sync {

