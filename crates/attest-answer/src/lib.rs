@@ -37,7 +37,7 @@
 //!   [`terminology`] (glossary first, LRU + TTL cache), [`memory`] (curated pins and notes), [`pool`] (candidates,
 //!   noise pre-floor), [`reserves`] (the cut to `passages` with per-kind reserves), [`gate`] (the coverage gate).
 //! - [`rerank`]: the [`rerank::Reranker`] back ends that score candidates 0..1 against the question: the learned
-//!   local reranker (the default, trained by [`rerank::train`]), a remote cross-encoder, the lexical one.
+//!   local reranker (the default, trained by `attest-lab train reranker`), a remote cross-encoder, the lexical one.
 //! - [`subjects`]: the question's names, model numbers and versions against a passage: a passage naming a
 //!   look-alike ("Drift Mini" for "Drift Max", "v2" for "v1") and not the subject answers another question and
 //!   is not read; [`near_miss`]: what an abstention then says was found instead, with its source; [`quantity`]:

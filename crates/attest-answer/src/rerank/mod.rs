@@ -10,7 +10,6 @@
 pub mod features;
 pub mod learned;
 pub mod remote;
-pub mod train;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -9,7 +9,6 @@
 pub mod calibration;
 pub mod features;
 pub mod judge;
-pub mod train;
 
 use std::sync::Arc;
 

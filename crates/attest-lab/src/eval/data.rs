@@ -65,7 +65,7 @@ pub fn heldout_article(doc_id: &str) -> bool {
         .rsplit_once("-p")
         .and_then(|(a, _)| a.rsplit_once("-a"))
         .and_then(|(_, n)| n.parse::<u32>().ok())
-        .is_some_and(attest_answer::rerank::train::held_out_article)
+        .is_some_and(crate::train::reranker::held_out_article)
 }
 
 fn answerable_by_default() -> bool {

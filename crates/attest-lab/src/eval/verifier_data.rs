@@ -146,7 +146,7 @@ pub fn load(path: &Path, split: Split) -> anyhow::Result<Vec<Item>> {
             str_field(&v, "question"),
             str_field(&v, "answer"),
         ) {
-            if attest_answer::verifier::train::halueval_heldout(str_field(&v, "_id").unwrap_or(""))
+            if crate::train::verifier::halueval_heldout(str_field(&v, "_id").unwrap_or(""))
                 == wanted
             {
                 out.push(Item::Answer {

@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
-use attest_answer::verifier::train::{load_items, train_verifier};
 use attest_answer::verifier::VerifierFile;
+use attest_lab::train::verifier::{load_items, train_verifier};
 
 fn halueval() -> Option<PathBuf> {
     let path = std::env::var_os("ATTEST_HALUEVAL")
@@ -18,7 +18,7 @@ fn halueval() -> Option<PathBuf> {
 #[test]
 fn retraining_reproduces_the_committed_model_and_it_meets_the_bar() {
     let committed: VerifierFile =
-        serde_json::from_str(include_str!("../models/verifier.json")).unwrap();
+        serde_json::from_str(include_str!("../../attest-answer/models/verifier.json")).unwrap();
     assert!(
         committed.heldout_auroc >= 0.85,
         "committed AUROC {}",

@@ -4,12 +4,16 @@
 //! `attest-lab train support`: the reader verifier's calibration on claim-verification sets
 //! (`models/reader/support.json`).
 
+pub mod reranker;
+pub mod support;
+pub mod verifier;
+
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use self::reranker as rerank_train;
+use self::verifier::{load_items, train_verifier};
 use anyhow::Context;
-use attest_answer::rerank::train as rerank_train;
-use attest_answer::verifier::train::{load_items, train_verifier};
 use attest_answer::RouterClient;
 
 use crate::cli::TrainCommand;
@@ -180,9 +184,10 @@ fn train_reranker(
 /// Reads every set's held-in items (every `every`-th) and held-out items with the committed reader, fits the
 /// calibration on the former, scores it on the latter, writes it and prints the held-out figures.
 fn train_support(data: &[PathBuf], every: usize, out: &PathBuf, json: bool) -> anyhow::Result<()> {
+    use self::support::Example;
     use crate::eval::verifier_data::{items_path, load, Split};
     use attest_answer::reader::{Reader, ReaderConfig, ReaderVerifier};
-    use attest_answer::verifier::calibration::{self, CalibrationFile, Example};
+    use attest_answer::verifier::calibration::{input_names, CalibrationFile};
     anyhow::ensure!(every >= 1, "--every must be at least 1");
     let reader = Reader::from_config(&ReaderConfig::default())?
         .context("the reader back end is lexical: nothing to calibrate")?;
@@ -215,18 +220,18 @@ fn train_support(data: &[PathBuf], every: usize, out: &PathBuf, json: bool) -> a
             bar.finish_and_clear();
         }
     }
-    let model = calibration::fit(&train);
+    let model = support::fit(&train);
     let mut scores = std::collections::BTreeMap::new();
     for e in &heldout {
         scores.entry(e.set.clone()).or_insert_with(Vec::new).push(e);
     }
     let heldout_scores: std::collections::BTreeMap<_, _> = scores
         .into_iter()
-        .map(|(set, examples)| (set, calibration::score(&model, &examples)))
+        .map(|(set, examples)| (set, support::score(&model, &examples)))
         .collect();
     let names: Vec<String> = data.iter().map(|p| p.display().to_string()).collect();
     let file = CalibrationFile {
-        features: calibration::input_names(),
+        features: input_names(),
         model,
         trained_on: format!(
             "every {every}th held-in item of {} with the committed reader",

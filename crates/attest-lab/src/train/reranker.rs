@@ -8,7 +8,7 @@
 //!
 //! For each query the router runs a hybrid search (both lanes) with k = 100; every hit is a row labelled 1 when
 //! its document is the query's gold paragraph. Held out, three orderings of the same candidates are compared:
-//! the router's fused order, the learned reranker, and [`super::LexicalReranker`].
+//! the router's fused order, the learned reranker, and [`LexicalReranker`].
 
 use std::path::Path;
 
@@ -16,10 +16,10 @@ use attest_proto::v1 as pb;
 use futures::stream::{self, StreamExt, TryStreamExt};
 use serde::Deserialize;
 
-use super::features::{pool_features, FEATURE_NAMES, FEATURE_SIGNS};
-use super::learned::{HeldoutReport, RankMetrics, RerankerFile, TopScoreShares};
-use super::{LexicalReranker, Reranker};
-use crate::client::RouterClient;
+use attest_answer::client::{Caller, RouterClient};
+use attest_answer::rerank::features::{pool_features, FEATURE_NAMES, FEATURE_SIGNS};
+use attest_answer::rerank::learned::{HeldoutReport, RankMetrics, RerankerFile, TopScoreShares};
+use attest_answer::rerank::{LexicalReranker, Reranker};
 use attest_models::logistic::{auroc, LogisticModel, TrainSettings};
 
 /// One article in this many is held out (articles whose number is a multiple of it).
@@ -190,11 +190,7 @@ pub async fn retrieve(
                 ..Default::default()
             };
             let response = client
-                .search(
-                    request,
-                    &format!("train-reranker-{i}"),
-                    &crate::client::Caller::default(),
-                )
+                .search(request, &format!("train-reranker-{i}"), &Caller::default())
                 .await
                 .map_err(|status| TrainError::Router {
                     query: query.text.clone(),

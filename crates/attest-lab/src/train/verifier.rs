@@ -8,8 +8,8 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::features::{features, FEATURE_NAMES, FEATURE_SIGNS};
-use super::VerifierFile;
+use attest_answer::verifier::features::{features, FEATURE_NAMES, FEATURE_SIGNS};
+use attest_answer::verifier::VerifierFile;
 use attest_models::logistic::{auroc, balanced_accuracy, LogisticModel, TrainSettings};
 
 #[derive(Debug, Clone, Deserialize)]
