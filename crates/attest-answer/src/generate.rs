@@ -149,19 +149,13 @@ impl ChatClient {
             "max_tokens": max_tokens,
             "stream": true,
         });
-        let mut request = self.agent.post(&self.endpoint);
-        if let Some(key) = &self.config.api_key {
-            request = request.set("Authorization", &format!("Bearer {key}"));
-        }
-        if let Some(id) = attest_telemetry::request_id::current() {
-            request = request.set(attest_telemetry::request_id::HEADER, &id);
-        }
-        for (name, value) in attest_telemetry::traces::http_headers() {
-            request = request.set(&name, &value);
-        }
-        let response = request
-            .send_json(body)
-            .map_err(|e| GenerateError::Unavailable(format!("{}: {e}", self.endpoint)))?;
+        let response = attest_models::remote::post(
+            &self.agent,
+            &self.endpoint,
+            self.config.api_key.as_deref(),
+        )
+        .send_json(body)
+        .map_err(|e| GenerateError::Unavailable(format!("{}: {e}", self.endpoint)))?;
         // Server-Sent Events: `data: {chunk}` lines, ending with `data: [DONE]`.
         let mut text = String::new();
         for line in BufReader::new(response.into_reader()).lines() {

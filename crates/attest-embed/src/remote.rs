@@ -275,20 +275,14 @@ impl RemoteEmbedder {
             }
             RemoteApi::Tei => json!({"inputs": texts, "normalize": true, "truncate": true}),
         };
-        let mut request = self
-            .agent
-            .post(&self.endpoint)
-            .timeout(self.timeout_for(texts.len()));
-        if let Some(key) = &self.config.api_key {
-            request = request.set("Authorization", &format!("Bearer {key}"));
-        }
-        if let Some(id) = attest_telemetry::request_id::current() {
-            request = request.set(attest_telemetry::request_id::HEADER, &id);
-        }
-        for (name, value) in attest_telemetry::traces::http_headers() {
-            request = request.set(&name, &value);
-        }
-        let response = request.send_json(body).map_err(|e| self.map_error(e))?;
+        let response = attest_models::remote::post(
+            &self.agent,
+            &self.endpoint,
+            self.config.api_key.as_deref(),
+        )
+        .timeout(self.timeout_for(texts.len()))
+        .send_json(body)
+        .map_err(|e| self.map_error(e))?;
         let garbled = |e: std::io::Error| {
             EmbedError::Unavailable(format!("unreadable embedder response: {e}"))
         };

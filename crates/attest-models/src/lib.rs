@@ -5,10 +5,12 @@
 //!   greedy decoding under citation and sentence rules.
 //! - [`logistic`]: the logistic models the reranker and the verifier read from committed JSON, with the fit and
 //!   the metrics that make them.
+//! - [`remote`]: the headers every call to a remote model service carries.
 //! - [`locate_repository_dir`]: where a shipped model directory is found from a checkout or an installed binary.
 
 pub mod gguf;
 pub mod logistic;
+pub mod remote;
 
 use std::path::{Path, PathBuf};
 

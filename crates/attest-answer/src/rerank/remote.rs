@@ -155,22 +155,14 @@ impl Reranker for RemoteReranker {
             return Ok(Vec::new());
         }
         let documents: Vec<String> = candidates.iter().map(document).collect();
-        let mut request = self
-            .agent
-            .post(&self.endpoint)
-            .set("Content-Type", "application/json");
-        if let Some(key) = self.config.api_key.as_deref().filter(|k| !k.is_empty()) {
-            request = request.set("Authorization", &format!("Bearer {key}"));
-        }
-        if let Some(id) = attest_telemetry::request_id::current() {
-            request = request.set(attest_telemetry::request_id::HEADER, &id);
-        }
-        for (name, value) in attest_telemetry::traces::http_headers() {
-            request = request.set(&name, &value);
-        }
-        let response = request
-            .send_json(self.body(question, &documents))
-            .map_err(|e| RerankError::Unavailable(format!("{}: {e}", self.endpoint)))?;
+        let response = attest_models::remote::post(
+            &self.agent,
+            &self.endpoint,
+            self.config.api_key.as_deref(),
+        )
+        .set("Content-Type", "application/json")
+        .send_json(self.body(question, &documents))
+        .map_err(|e| RerankError::Unavailable(format!("{}: {e}", self.endpoint)))?;
         let reply: Value = response.into_json().map_err(|e| {
             RerankError::Unavailable(format!("{}: reading the reply: {e}", self.endpoint))
         })?;

@@ -144,21 +144,15 @@ impl LlmJudgeVerifier {
             "max_tokens": self.reply_tokens,
             "stream": false,
         });
-        let mut request = self.agent.post(&self.endpoint);
-        if let Some(key) = &self.config.api_key {
-            request = request.set("Authorization", &format!("Bearer {key}"));
-        }
-        if let Some(id) = attest_telemetry::request_id::current() {
-            request = request.set(attest_telemetry::request_id::HEADER, &id);
-        }
-        for (name, value) in attest_telemetry::traces::http_headers() {
-            request = request.set(&name, &value);
-        }
-        let reply: Value = request
-            .send_json(body)
-            .map_err(|e| JudgeError::Unavailable(format!("{}: {e}", self.endpoint)))?
-            .into_json()
-            .map_err(|e| JudgeError::Unavailable(format!("{}: bad JSON: {e}", self.endpoint)))?;
+        let reply: Value = attest_models::remote::post(
+            &self.agent,
+            &self.endpoint,
+            self.config.api_key.as_deref(),
+        )
+        .send_json(body)
+        .map_err(|e| JudgeError::Unavailable(format!("{}: {e}", self.endpoint)))?
+        .into_json()
+        .map_err(|e| JudgeError::Unavailable(format!("{}: bad JSON: {e}", self.endpoint)))?;
         let text = reply["choices"][0]["message"]["content"]
             .as_str()
             .unwrap_or_default();
