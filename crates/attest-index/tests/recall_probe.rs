@@ -26,6 +26,17 @@ fn probed() -> EngineConfig {
     }
 }
 
+/// ROWS documents sealed, every search sampled by the probe.
+fn sealed_and_probed(dir: &std::path::Path) -> std::sync::Arc<ShardEngine> {
+    let engine = ShardEngine::open(dir, probed()).unwrap();
+    engine
+        .upsert((0..ROWS).map(|d| doc(d, 0)).collect())
+        .unwrap();
+    engine.seal().unwrap();
+    assert!(engine.stats().sealed_rows >= 2_000, "{:?}", engine.stats());
+    engine
+}
+
 /// Serves the queries with `nprobe`, each once the probe has measured the one before (so none is dropped from
 /// its queue); returns the mean recall@k of what was served.
 fn serve(engine: &ShardEngine, nprobe: u32) -> f64 {
@@ -59,12 +70,7 @@ fn estimate(engine: &ShardEngine) -> RecallEstimate {
 #[test]
 fn the_estimate_measures_the_recall_a_narrow_probe_delivers() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = ShardEngine::open(dir.path(), probed()).unwrap();
-    engine
-        .upsert((0..ROWS).map(|d| doc(d, 0)).collect())
-        .unwrap();
-    engine.seal().unwrap();
-    assert!(engine.stats().sealed_rows >= 2_000, "{:?}", engine.stats());
+    let engine = sealed_and_probed(dir.path());
 
     // The window holds the last QUERIES samples: each estimate is of one run's queries alone.
     let narrow = serve(&engine, 1);
@@ -101,11 +107,7 @@ fn the_estimate_measures_the_recall_a_narrow_probe_delivers() {
 #[test]
 fn a_burst_of_searches_is_measured_together_and_each_against_its_own_top_k() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = ShardEngine::open(dir.path(), probed()).unwrap();
-    engine
-        .upsert((0..ROWS).map(|d| doc(d, 0)).collect())
-        .unwrap();
-    engine.seal().unwrap();
+    let engine = sealed_and_probed(dir.path());
     let stored: Vec<Vec<f32>> = (0..ROWS).map(vector_for).collect();
 
     // Two depths in one burst: a probe that held both to the deeper one would score the shallow ones too low.
