@@ -254,11 +254,19 @@ pub(crate) fn recall_at_k(served: &[String], exact: &[String]) -> f64 {
     found as f64 / exact.len() as f64
 }
 
-/// Sleeps long enough after `busy` of work that a thread doing only this keeps under `cpu_share` of one core (at
-/// most `most`): the probe's and the tuner's background threads.
-pub(crate) fn rest_after(busy: Duration, cpu_share: f64, most: Duration) {
-    let rest = busy.as_secs_f64() * (1.0 / cpu_share - 1.0);
-    std::thread::sleep(Duration::from_secs_f64(rest).min(most));
+/// Longest rest of the probe's and the tuner's threads, whatever the last pass cost: a 10M replica's pass from disk
+/// takes tens of seconds, and a shorter cap (the probe's was 60 s) let such passes run well above their share.
+pub(crate) const MAX_REST: Duration = Duration::from_secs(600);
+
+/// Sleeps long enough after `busy` of work that a thread doing only this keeps under `cpu_share` of one core:
+/// the probe's and the tuner's background threads.
+pub(crate) fn rest_after(busy: Duration, cpu_share: f64) {
+    std::thread::sleep(rest_for(busy, cpu_share));
+}
+
+/// The rest after `busy` that keeps a thread at `cpu_share`, at most [`MAX_REST`].
+fn rest_for(busy: Duration, cpu_share: f64) -> Duration {
+    Duration::from_secs_f64(busy.as_secs_f64() * (1.0 / cpu_share - 1.0)).min(MAX_REST)
 }
 
 /// The process's queue; its thread starts with the first sample offered and lives as long as the process.
@@ -283,7 +291,7 @@ fn probe(samples: Receiver<Sample>) {
         for batch in grouped(waiting, |a, b| a.engine.ptr_eq(&b.engine)) {
             measure(batch);
         }
-        rest_after(started.elapsed(), cpu_share, Duration::from_secs(60));
+        rest_after(started.elapsed(), cpu_share);
     }
 }
 
@@ -378,6 +386,16 @@ mod tests {
             ]
         );
         assert!(grouped(Vec::<u8>::new(), |x, y| x == y).is_empty());
+    }
+
+    #[test]
+    fn a_long_pass_rests_long_enough_to_keep_the_share() {
+        let secs = |s: f64| Duration::from_secs_f64(s);
+        assert_eq!(rest_for(secs(1.0), 0.05), secs(19.0));
+        // A 10M pass of 30 s at the default share: 570 s, where a 60 s cap made it a third of a core.
+        assert_eq!(rest_for(secs(30.0), 0.05), secs(570.0));
+        assert_eq!(rest_for(secs(300.0), 0.05), MAX_REST);
+        assert_eq!(rest_for(secs(5.0), 1.0), Duration::ZERO);
     }
 
     #[test]

@@ -26,9 +26,6 @@ use crate::engine::ShardEngine;
 /// Replicas waiting to be tuned, over every engine of the process (each waits once however often it is due).
 const QUEUE: usize = 1024;
 
-/// Longest rest between two tunings, whatever the last one cost.
-const MAX_REST: Duration = Duration::from_secs(600);
-
 /// A replica written to this recently is not tuned until its writes stop: what a tuning measures while rows
 /// arrive is discarded. Two seconds: longer than the gap between a bulk load's batches to one replica.
 pub(crate) const QUIET: Duration = Duration::from_secs(2);
@@ -321,7 +318,7 @@ fn tuner(due: Receiver<(Weak<ShardEngine>, f64)>) {
             None => {}
         }
         drop(engine);
-        crate::recall_probe::rest_after(started.elapsed(), cpu_share, MAX_REST);
+        crate::recall_probe::rest_after(started.elapsed(), cpu_share);
     }
 }
 
