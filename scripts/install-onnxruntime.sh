@@ -3,7 +3,7 @@
 #   - ONNX Runtime's CPU library, from the onnxruntime wheel on PyPI, as models/onnxruntime/libonnxruntime.so;
 #   - model.onnx in the model directory: all-MiniLM-L6-v2 written as an ONNX graph from the installed safetensors
 #     by scripts/onnx/export_minilm.py (no PyTorch: the onnx and numpy wheels).
-# Both are checked against crates/attest-embed/onnx.sha256, the hashes the embedder checks when it loads them.
+# Both are checked against crates/attest-models/onnx.sha256, the hashes the embedder checks when it loads them.
 # The wheels are pinned (scripts/onnx/requirements.txt) and installed into a virtual environment in ~/.cache
 # (ATTEST_ONNX_VENV); nothing is fetched from a model hub. Idempotent: files already present and matching are kept.
 #
@@ -13,7 +13,7 @@
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-CHECKSUMS="$REPO_ROOT/crates/attest-embed/onnx.sha256"
+CHECKSUMS="$REPO_ROOT/crates/attest-models/onnx.sha256"
 MODEL_DIR="${1:-${ATTEST_MODEL_DIR:-$REPO_ROOT/models/all-minilm-l6-v2}}"
 RUNTIME_DIR="${2:-$REPO_ROOT/models/onnxruntime}"
 VENV="${ATTEST_ONNX_VENV:-$HOME/.cache/attest-onnx-venv}"

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Trains the reader (answerability + support cross-encoder, issue 13) reproducibly on this CPU and writes
-# crates/attest-answer/models/reader/{reader.onnx,reader.sha256,report.json,config.json,tokenizer.json} —
+# crates/attest-models/models/reader/{reader.onnx,reader.sha256,report.json,config.json,tokenizer.json} —
 # round 12, the committed reader (round 7 taught the company near misses; before 2026-12-02 round 7 itself was) (all-MiniLM-L6-v2; train.py's f16 reader.safetensors written as an ONNX graph by
 # scripts/reader/safetensors_to_onnx.py, byte for byte the committed file from the same weights) — and its
 # verifier calibration (support.json). With ATTEST_READER_BGE=1 it also trains the bge-small rounds 8 and 10 into $WORK/r8/onnx and
-# $WORK/r10/onnx: round 8 was the committed second reader until round 13 (below) replaced it (crates/attest-answer/models/reader-bge, the answer tier's
+# $WORK/r10/onnx: round 8 was the committed second reader until round 13 (below) replaced it (crates/attest-models/models/reader-bge, the answer tier's
 # `reader.ensemble`, docs/decisions/two-readers.md; its graph was trained on an H200, so a CPU run reproduces it
 # to the step, not to the byte); round 10 was measured, not committed ("Reader round 10"); to run round 10, copy that folder's files over
 # models/reader, rebuild (the checksums are compiled in), and refit support.json.
@@ -116,7 +116,7 @@ if [ "${ATTEST_READER_ROUND:-}" = 13 ]; then
   [ -f "$WORK/r13/onnx/reader.onnx" ] || "$VENV/bin/python" scripts/reader/export_onnx.py "$BGE/base" \
     "$WORK/r13/out/reader.safetensors" "$WORK/r13/onnx" --examples "$(ls "$WORK"/r13/examples-*.json.gz | head -1)"
   cp "$WORK/r13/out/report.json" "$WORK/r13/onnx/report.json"
-  echo "round 13: $WORK/r13/onnx (copy its reader.onnx, reader.sha256 and report.json over crates/attest-answer/models/reader-bge; rebuild)"
+  echo "round 13: $WORK/r13/onnx (copy its reader.onnx, reader.sha256 and report.json over crates/attest-models/models/reader-bge; rebuild)"
   exit 0
 fi
 # Rounds 11 and 12 (the company near misses) by number: ATTEST_READER_ROUND11=1 is ATTEST_READER_ROUND=11.
@@ -137,7 +137,7 @@ if [ -n "$near_miss_round" ]; then
     init=$WORK/init-r7.safetensors
     mkdir -p "$WORK"
     [ -f "$init" ] || "$VENV/bin/python" scripts/reader/safetensors_to_onnx.py --back \
-      crates/attest-answer/models/reader "$init"
+      crates/attest-models/models/reader "$init"
   fi
   # shellcheck disable=SC2046
   round "$n" "$WORK/r$n/out" --init "$init" --device "${ATTEST_READER_DEVICE:-cpu}" \
@@ -145,7 +145,7 @@ if [ -n "$near_miss_round" ]; then
   [ -f "$WORK/r$n/onnx/reader.onnx" ] || "$VENV/bin/python" scripts/reader/safetensors_to_onnx.py \
     "$WORK/r$n/out/reader.safetensors" "$WORK/r$n/out" "$WORK/r$n/onnx" --check
   cp "$WORK/r$n/out/report.json" "$WORK/r$n/onnx/report.json"
-  echo "round $n: $WORK/r$n/onnx (copy over crates/attest-answer/models/reader to try it; rebuild, refit support.json)"
+  echo "round $n: $WORK/r$n/onnx (copy over crates/attest-models/models/reader to try it; rebuild, refit support.json)"
   exit 0
 fi
 round 1 "$WORK/r1/out" --seed 13 --answerability 18000 --vitaminc 9000 --synthetic 5000 --halueval 3000 \
@@ -175,8 +175,8 @@ if [ -z "${ATTEST_READER_BUILD_ONLY:-}" ]; then
   round 12 "$WORK/r12/out" --init "$WORK/r7/out/reader.safetensors" \
     --device "${ATTEST_READER_DEVICE:-cpu}" $(cat scripts/reader/round12.args) "$@"
   "$VENV/bin/python" scripts/reader/safetensors_to_onnx.py "$WORK/r12/out/reader.safetensors" "$WORK/r12/out" \
-    crates/attest-answer/models/reader --check
-  cp "$WORK/r12/out/report.json" crates/attest-answer/models/reader/report.json
+    crates/attest-models/models/reader --check
+  cp "$WORK/r12/out/report.json" crates/attest-models/models/reader/report.json
 fi
 # Round 7's examples (2 minutes; built with MiniLM's tokenizer, whose vocabulary bge-small shares): round 8 trains on
 # them, and scripts/reader/train-gpu.sh is sent them.

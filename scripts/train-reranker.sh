@@ -8,7 +8,7 @@
 #
 # Usage: scripts/train-reranker.sh [extra `attest-lab train reranker` flags, e.g. --limit 1500 --json]
 # Environment: ATTEST_BIN (default $CARGO_TARGET_DIR/debug/attest; `attest-lab` is taken from beside it), SQUAD_DIR (default data/squad-dev),
-#   STORE_DIR, TRAIN_HTTP (127.0.0.1:7710), TRAIN_GRPC (127.0.0.1:7711), OUT (crates/attest-answer/models/reranker.json).
+#   STORE_DIR, TRAIN_HTTP (127.0.0.1:7710), TRAIN_GRPC (127.0.0.1:7711), OUT (crates/attest-models/models/reranker.json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${ATTEST_BIN:-${CARGO_TARGET_DIR:-$HOME/.cache/attest-target}/debug/attest}
@@ -17,7 +17,7 @@ SQUAD=${SQUAD_DIR:-data/squad-dev}
 STORE=${STORE_DIR:-$HOME/data/squad-dev-store}
 HTTP=${TRAIN_HTTP:-127.0.0.1:7710}
 GRPC=${TRAIN_GRPC:-127.0.0.1:7711}
-OUT=${OUT:-crates/attest-answer/models/reranker.json}
+OUT=${OUT:-crates/attest-models/models/reranker.json}
 COLLECTION=squad
 export ATTEST_SERVER="http://$HTTP"
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}

@@ -49,7 +49,9 @@ impl Stack {
         config.reader.backend = attest_answer::reader::ReaderBackend::Lexical;
         AnswerService::new(
             RouterClient::Local(Arc::new(RouterServiceImpl::new(Arc::clone(&self.router)))),
-            Arc::new(LearnedVerifier::bundled()),
+            attest_answer::AnswerModels::load(&config)
+                .unwrap()
+                .with_verifier(Arc::new(LearnedVerifier::bundled())),
             Arc::new(LexicalReranker),
             Arc::clone(&self.embedder),
             config,

@@ -65,7 +65,9 @@ async fn stack(config: AnswerConfig) -> Stack {
     let router = Arc::new(router);
     let service = AnswerService::new(
         RouterClient::Local(Arc::new(RouterServiceImpl::new(Arc::clone(&router)))),
-        Arc::new(LearnedVerifier::bundled()),
+        attest_answer::AnswerModels::load(&config)
+            .unwrap()
+            .with_verifier(Arc::new(LearnedVerifier::bundled())),
         Arc::new(attest_answer::rerank::LexicalReranker),
         embedder,
         config,

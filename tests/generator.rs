@@ -73,7 +73,9 @@ async fn scripted_llm_outputs_go_through_the_gauntlet_and_the_verifier() {
     config.llm.url = format!("http://{addr}");
     let service = AnswerService::new(
         RouterClient::Local(Arc::new(RouterServiceImpl::new(Arc::clone(&router)))),
-        Arc::new(LearnedVerifier::bundled()),
+        attest_answer::AnswerModels::load(&config)
+            .unwrap()
+            .with_verifier(Arc::new(LearnedVerifier::bundled())),
         Arc::new(attest_answer::rerank::LexicalReranker),
         embedder,
         config,

@@ -69,7 +69,7 @@ impl Stack {
         let config = reader_config();
         AnswerService::new(
             RouterClient::Local(Arc::new(RouterServiceImpl::new(Arc::clone(&self.router)))),
-            attest_answer::verifier::verifier_from_config(&config),
+            attest_answer::AnswerModels::load(&config).unwrap(),
             Arc::new(attest_answer::rerank::LexicalReranker),
             Arc::clone(&self.embedder),
             config,
@@ -310,7 +310,7 @@ fn a_sentence_off_the_questions_topic_is_not_read() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_support_head_separates_a_claim_from_its_one_edit_twins() {
     let config = reader_config();
-    let verifier = attest_answer::verifier::verifier_from_config(&config);
+    let verifier = attest_answer::AnswerModels::load(&config).unwrap().verifier;
     let support = |claim: &str| verifier.support_in("", claim, BRIDGE_TITLE, BRIDGE);
     let right = support("The Harbor Bridge opened to traffic on 4 May 2024.");
     assert!(right >= config.claim_support_threshold, "right {right}");

@@ -79,7 +79,9 @@ async fn every_citation_of_the_local_model_resolves_to_a_passage_retrieved_in_th
     let candidates = config.search_k;
     let service = AnswerService::new(
         RouterClient::Local(Arc::new(RouterServiceImpl::new(Arc::clone(&router)))),
-        Arc::new(LearnedVerifier::bundled()),
+        attest_answer::AnswerModels::load(&config)
+            .unwrap()
+            .with_verifier(Arc::new(LearnedVerifier::bundled())),
         Arc::new(attest_answer::rerank::LexicalReranker),
         embedder,
         config,

@@ -12,7 +12,7 @@ feeds token ids and a mask and gets the finished vectors:
 
 Token type ids are always 0 for a single text, so type embedding 0 is a constant of the graph.
 The output is deterministic (same weights, same onnx version → same bytes); scripts/install-onnxruntime.sh
-checks it against crates/attest-embed/onnx.sha256, the hash the embedder checks on load.
+checks it against crates/attest-models/onnx.sha256, the hash the embedder checks on load.
 
     python scripts/onnx/export_minilm.py MODEL_DIR OUT.onnx
 """

@@ -64,7 +64,7 @@ def content_set(text):
     return {stem(w) for w in words(text) if w not in STOPWORDS}
 
 
-# The abbreviation rule of crates/attest-answer/src/text.rs (`stop_continues`), word for word.
+# The abbreviation rule of crates/attest-text/src/text.rs (`stop_continues`), word for word.
 JOINING_ABBREVIATIONS = set(
     "Mr Mrs Ms Dr St Mt Ft Prof Gen Col Lt Sgt Capt Gov Sen Rep Rev Hon Pres Adm Maj Messrs vs v cf viz ca".split())
 TRAILING_ABBREVIATIONS = set(
@@ -103,7 +103,7 @@ ASCII_WHITESPACE = " \t\n\r\x0c"
 
 
 def sentences(text):
-    """The answer tier's splitter (crates/attest-answer/src/text.rs `sentences`)."""
+    """The answer tier's splitter (crates/attest-text/src/text.rs `sentences`)."""
     out, start = [], 0
     for i, c in enumerate(text):
         ends = (c in ".!?" and (i + 1 >= len(text) or text[i + 1] in ASCII_WHITESPACE)
@@ -133,7 +133,7 @@ def answer_context(title, sents, i):
 
 def evidence_window(title, passage, claim, max_sentences=3):
     """The sentences of `passage` that share most content words with `claim` (at most `max_sentences`, in
-    passage order), after the title: what the support head reads (crates/attest-answer/src/reader/input.rs)."""
+    passage order), after the title: what the support head reads (crates/attest-models/src/reader/input.rs)."""
     sents = sentences(passage)
     c = content_set(claim)
     ranked = sorted(range(len(sents)), key=lambda i: (-len(content_set(sents[i]) & c), i))[:max_sentences]

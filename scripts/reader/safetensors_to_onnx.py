@@ -11,7 +11,7 @@ the token types as an input, a tanh pooler over [CLS] and the heads.
 
 Inputs `input_ids`, `token_type_ids`, `attention_mask` (int64 [batch, tokens]); outputs `heads` [batch, 2] (the
 answerable and supported logits) and `span` [batch, tokens, 2] — the layout of export_onnx.py's int8 graphs, which
-crates/attest-answer/src/reader/onnx.rs runs. Writes OUT/reader.onnx, OUT/config.json (the model's config with
+crates/attest-models/src/reader/onnx.rs runs. Writes OUT/reader.onnx, OUT/config.json (the model's config with
 `span_blend`, `max_len`, `max_first` from the weights' metadata), OUT/tokenizer.json and OUT/reader.sha256.
 
 --check runs the graph under onnxruntime against a NumPy f32 implementation of model.Reader on random pairs with

@@ -24,9 +24,9 @@ FORUM = ("Help with my GPU. I upgraded from a GTX 970 to an RTX 3070 last week. 
          "whenever I open Chrome. My PSU is a Corsair 650W, which should be enough.")
 
 
-# The cases the answer tier's splitters are tested on too (crates/attest-answer/src/text.rs): the reader is
+# The cases the answer tier's splitters are tested on too (crates/attest-text/src/text.rs): the reader is
 # trained on what these split and serves on what those do.
-SHARED_CASES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "crates", "attest-answer",
+SHARED_CASES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "crates", "attest-text",
                             "testdata", "text_cases.json")
 
 

@@ -3,7 +3,7 @@
 # `scripts/train-reader.sh` builds (`--build-only`; the data sets need not travel): PyTorch, tokenizers and
 # safetensors must be installed there; no model hub. It starts from INIT.safetensors, sent with it: round 6's weights
 # to reproduce round 7 (`git show 4a98087:crates/attest-answer/models/reader/reader.safetensors`), or the committed
-# reader's for a further round (`python3 scripts/reader/safetensors_to_onnx.py --back crates/attest-answer/models/reader
+# reader's for a further round (`python3 scripts/reader/safetensors_to_onnx.py --back crates/attest-models/models/reader
 # INIT.safetensors`, its f16 tensors bit for bit).
 # The weights come back split into 12 MB parts (the device tool returns files of at most 16 MiB);
 # `cat OUT/reader.safetensors.part* > reader.safetensors` joins them.
@@ -16,7 +16,7 @@ examples=$1 out=$2 init=$3 args=${4:-scripts/reader/round7.args}
 python3 -c "import torch, tokenizers, safetensors; print('torch', torch.__version__, torch.cuda.get_device_name(0))"
 started=$(date +%s)
 # shellcheck disable=SC2046
-python3 scripts/reader/train.py --examples "$examples" --device cuda --base crates/attest-answer/models/reader \
+python3 scripts/reader/train.py --examples "$examples" --device cuda --base crates/attest-models/models/reader \
   --init "$init" --out "$out" --work "/tmp/attest-reader-$(basename "$args" .args)" \
   --checkpoint-every 100000 $(cat "$args")
 echo "trained in $(( $(date +%s) - started )) s"

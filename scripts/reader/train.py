@@ -15,7 +15,7 @@ stay as in all-MiniLM-L6-v2 (`--frozen-layers`); what fits this CPU is training 
 
 Usage (scripts/train-reader.sh wraps it):
   python scripts/reader/train.py --data data --base models/all-minilm-l6-v2 \
-      --out crates/attest-answer/models/reader --work ~/.cache/attest-reader
+      --out crates/attest-models/models/reader --work ~/.cache/attest-reader
 """
 
 import argparse
@@ -143,7 +143,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--data", default="data")
     p.add_argument("--base", default="models/all-minilm-l6-v2")
-    p.add_argument("--out", default="crates/attest-answer/models/reader")
+    p.add_argument("--out", default="crates/attest-models/models/reader")
     p.add_argument("--work", default=os.path.expanduser("~/.cache/attest-reader"))
     p.add_argument("--seed", type=int, default=13)
     p.add_argument("--answerability", type=int, default=15000, help="squad-dev answerability rows trained on")

@@ -5,11 +5,11 @@
 use attest_telemetry::metrics::{CLAIMS_CHECKED_TOTAL, CLAIMS_UNSUPPORTED_TOTAL};
 use serde::Serialize;
 
-use crate::claims::Claim;
 use crate::footnotes::Footnotes;
-use crate::text;
 use crate::verdict::{clauses, Cutoffs, Verdict};
 use crate::verifier::Verifier;
+use attest_text::claims::Claim;
+use attest_text::text;
 
 #[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct Citation {

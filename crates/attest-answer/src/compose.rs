@@ -10,8 +10,8 @@ use std::collections::HashSet;
 
 use crate::config::AnswerConfig;
 use crate::footnotes::Footnotes;
-use crate::relevance::sentence_relevance;
-use crate::text;
+use attest_text::relevance::sentence_relevance;
+use attest_text::text;
 
 struct Candidate {
     footnote: u32,

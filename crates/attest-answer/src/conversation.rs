@@ -100,7 +100,7 @@ const THING_PRONOUNS: &[&str] = &["it", "its", "they", "them", "their", "itself"
 /// Openings of an elliptic follow-up ("What about Edison?", "And in 1900?").
 const ELLIPTIC_OPENINGS: &[&str] = &["what about", "how about", "and ", "what else"];
 /// Capitalised words that open a sentence without naming anything, besides the function words of
-/// [`crate::text::is_function_word`].
+/// [`attest_text::text::is_function_word`].
 const NOT_NAMES: &[&str] = &[
     "should",
     "please",
@@ -170,7 +170,7 @@ pub fn entities(text: &str) -> Vec<String> {
             flush(&mut run, &mut out);
         }
         let name_word = is_capitalised(word)
-            && !crate::text::is_function_word(&lower)
+            && !attest_text::text::is_function_word(&lower)
             && !NOT_NAMES.contains(&lower.as_str());
         let connector = !run.is_empty() && matches!(lower.as_str(), "of" | "de" | "van" | "von");
         // A number after a name is part of it: "Super Bowl 50", "Apollo 11".
@@ -199,7 +199,7 @@ fn leans_outside(question: &str, set: &[&str]) -> Option<usize> {
         .iter()
         .position(|(_, w)| set.contains(&w.to_lowercase().as_str()))?;
     let before = &question[..words[first].0];
-    let alone = crate::text::content_words(before).is_empty() && entities(before).is_empty();
+    let alone = attest_text::text::content_words(before).is_empty() && entities(before).is_empty();
     // An object pronoun that ends the question ("How tall is it?") has no antecedent in it either.
     (alone || first + 1 == words.len()).then_some(first)
 }

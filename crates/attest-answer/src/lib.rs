@@ -10,11 +10,11 @@
 //! # Layout
 //! - [`pipeline`]: `AnswerService::ask` — retrieval through the router with the coverage gate and CRAG hops,
 //!   composing, the gauntlet, verification with one revision pass, abstention with reasons and suggestions.
+//! - [`models`]: the reader and the verifier, loaded once and handed to the stages that read with them.
 //! - [`grpc`]: `attest.v1.AnswerService/Ask`, server-streaming (deltas per verified claim, then the response).
 //! - [`http`]: `POST /v1/collections/{name}/ask` (JSON, or Server-Sent Events with `stream: true`);
 //!   [`openapi`]: its part of the OpenAPI document, generated from the handler and its types.
 //! - [`client`]: `RouterClient { Local, Grpc }`, the only way this tier reaches the router.
-//! - [`relevance`]: the 0..1 question coverage the coverage gate holds its thresholds against.
 //! - [`compose`]: the built-in extractive composer (the default generator).
 //! - [`generate`]: the `Generator` trait, the extractive and OpenAI-compatible chat back ends, and the
 //!   fallback chain that ends in an abstention.
@@ -24,12 +24,10 @@
 //! - [`gauntlet`]: the filter on generated text, batch and streaming: markers that were never minted,
 //!   malformed or repeated markers and leaked internal ids are dropped (counted in
 //!   `citation_dropped_total{why}`); surviving markers map back to real chunk ids.
-//! - [`claims`]: splitting an answer into atomic claims, each with the footnotes it cites, for verification.
 //! - [`verifier`]: the [`Verifier`] trait and its back ends (`answer.verifier.backend`): the reader's support head
 //!   (the default), the learned lexical verifier (features, logistic regression, training and evaluation on
 //!   HaluEval QA), and LLM and local-model judges (`verifier::judge`).
 //! - [`gguf_generator`]: the `gguf` generator, SmolLM2-135M run by `attest_models::gguf` over the top passages.
-//! - [`text`]: words, content words, sentences, numbers, names, negation.
 //! - [`thresholds`]: per-collection minimum confidence, read from meta (written there by `attest-lab eval --sweep`
 //!   and the router's `PUT /v1/collections/{name}/thresholds`).
 //! - Steps 1–8 of SPEC "answer", each its own module: [`route`] (no_retrieval / single_hop / multi_hop),
@@ -38,11 +36,10 @@
 //!   noise pre-floor), [`reserves`] (the cut to `passages` with per-kind reserves), [`gate`] (the coverage gate).
 //! - [`rerank`]: the [`rerank::Reranker`] back ends that score candidates 0..1 against the question: the learned
 //!   local reranker (the default, trained by `attest-lab train reranker`), a remote cross-encoder, the lexical one.
-//! - [`subjects`]: the question's names, model numbers and versions against a passage: a passage naming a
-//!   look-alike ("Drift Mini" for "Drift Max", "v2" for "v1") and not the subject answers another question and
-//!   is not read; [`near_miss`]: what an abstention then says was found instead, with its source; [`quantity`]:
-//!   a "how many" question is read only against sentences stating a quantity, and [`measure`] one asking a time,
-//!   a price, a mass or a data size only against sentences stating one of that kind.
+//! - [`near_miss`]: what an abstention says was found instead of the answer, with its source, when the
+//!   passages name a look-alike of the question's subject.
+//! - The language of questions and passages the stages share (words, sentences, claims, subjects, quantities,
+//!   conditions, editions; the coverage the gate holds) is `attest_text`'s.
 //! - [`reader`]: the trained cross-encoder that reads: answerability of (question, sentence) for the gate,
 //!   the confidence and the composer, support of (claim, evidence) as the default verifier.
 //! - [`cite`]: claims scored against the passages they cite, and the citations of a verified answer.
@@ -51,14 +48,10 @@
 //! - [`out_of_corpus`]: the opt-in general-knowledge answer when the coverage gate bails, with its disclaimer.
 
 pub mod cite;
-pub mod claims;
 pub mod client;
 pub mod compose;
-pub mod compounds;
-pub mod conditions;
 pub mod config;
 pub mod conversation;
-pub mod edition;
 pub mod error;
 pub mod footnotes;
 pub mod gate;
@@ -67,36 +60,31 @@ pub mod generate;
 pub mod gguf_generator;
 pub mod grpc;
 pub mod http;
-pub mod measure;
 pub mod memory;
+pub mod models;
 pub mod near_miss;
 pub mod openapi;
 pub mod out_of_corpus;
 pub mod pipeline;
 pub mod pool;
-pub mod quantity;
-pub mod question_names;
 pub mod reader;
-pub mod relevance;
 pub mod rerank;
 pub mod reserves;
 pub mod rewrite;
 pub mod route;
 pub mod streamed;
 pub mod structural;
-pub mod subjects;
 pub mod terminology;
-pub mod text;
 pub mod thresholds;
 pub mod verdict;
 pub mod verifier;
-pub mod withheld;
 
-pub use claims::{split_claims, Claim};
+pub use attest_text::claims::{split_claims, Claim};
 pub use client::RouterClient;
 pub use config::AnswerConfig;
 pub use error::AnswerError;
 pub use footnotes::{Footnotes, Passage};
 pub use gauntlet::{DropReason, Gauntlet, GauntletOutput, StreamingGauntlet};
+pub use models::AnswerModels;
 pub use pipeline::{AnswerService, AskResponse};
 pub use verifier::{LearnedVerifier, Verifier};

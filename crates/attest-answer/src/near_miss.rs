@@ -10,10 +10,10 @@ use std::collections::HashSet;
 use serde::Serialize;
 
 use crate::footnotes::body;
-use crate::relevance::sentence_relevance;
-use crate::subjects::{Sibling, Subjects};
-use crate::text;
 use attest_proto::v1 as pb;
+use attest_text::relevance::sentence_relevance;
+use attest_text::subjects::{Sibling, Subjects};
+use attest_text::text;
 
 /// A sibling: the passage names a look-alike of the question's subject and not the subject itself.
 pub const SIBLING: &str = "sibling";

@@ -4,7 +4,7 @@
 //! multi-hop question one sub-question per part. Also the CRAG loop's per-hop refinement ([`refine`]).
 
 use crate::route::{joined_question_split, Route};
-use crate::text;
+use attest_text::text;
 
 /// Lanes of the router's `SearchRequest` (empty: both, fused).
 pub const LANE_BM25: &str = "bm25";

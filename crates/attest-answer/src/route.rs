@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use crate::text;
+use attest_text::text;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

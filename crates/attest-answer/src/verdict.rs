@@ -96,7 +96,7 @@ pub fn clauses(claim: &str) -> Vec<String> {
             let substantial = pieces.len() > 1
                 && pieces
                     .iter()
-                    .all(|p| crate::text::content_words(p).len() >= 2);
+                    .all(|p| attest_text::text::content_words(p).len() >= 2);
             if substantial {
                 next.extend(pieces.iter().map(|p| p.trim().to_string()));
             } else {

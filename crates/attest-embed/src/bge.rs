@@ -13,7 +13,9 @@ use crate::config::LocalEmbedderConfig;
 use crate::embedder::Embedder;
 use crate::error::EmbedError;
 use crate::minilm::TextSide;
-use crate::onnx::{id_tensors, load_graph, model_error, SessionPool};
+use attest_models::onnx::SessionPool;
+
+use crate::onnx::{id_tensors, load_graph, model_error};
 
 /// Identifier of this model, stored with every collection embedded by it.
 pub const BGE_SMALL_ID: &str = "bge-small-en-v1.5";
@@ -132,8 +134,8 @@ impl Embedder for OnnxBgeEmbedder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checksum::{expected_sha256, read_verified};
     use crate::onnx::ONNX_MODEL_FILES;
+    use attest_models::checksum::{expected_sha256, read_verified};
 
     #[test]
     fn checksums_cover_the_three_files() {

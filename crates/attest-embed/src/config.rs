@@ -11,16 +11,6 @@ pub const MODEL_DIR_ENV: &str = "ATTEST_MODEL_DIR";
 const RELATIVE_MODEL_DIR: &str = "models/all-minilm-l6-v2";
 const RELATIVE_BGE_DIR: &str = "models/bge-small-en-v1.5";
 
-/// Environment variable naming ONNX Runtime's shared library (the name `ort` and ONNX Runtime's own tools use);
-/// overrides `onnxruntime_library`'s default.
-pub const ONNXRUNTIME_ENV: &str = "ORT_DYLIB_PATH";
-
-/// ONNX Runtime's directory relative to the repository root (`scripts/install-onnxruntime.sh` installs it).
-const RELATIVE_ONNXRUNTIME_DIR: &str = "models/onnxruntime";
-
-/// The library's file name in that directory.
-pub const ONNXRUNTIME_LIBRARY: &str = "libonnxruntime.so";
-
 /// The engine that runs the local model. Both give the same vectors (cosine ≥ 0.9999 to each other,
 /// `crates/attest-embed/tests/onnx.rs`), so a collection embedded by one is searched by the other.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -80,7 +70,7 @@ impl LocalModel {
         };
         crate::EmbedderIdentity {
             model: self.id().to_string(),
-            checksum: crate::checksum::expected_sha256(checksum_table, weights)
+            checksum: attest_models::checksum::expected_sha256(checksum_table, weights)
                 .expect("the committed table names the weights")
                 .to_string(),
             dimension: crate::MINILM_DIMENSION as u32,
@@ -135,7 +125,7 @@ impl Default for LocalEmbedderConfig {
             model: LocalModel::default(),
             model_dir: None,
             runtime: LocalRuntime::default(),
-            onnxruntime_library: default_onnxruntime_library(),
+            onnxruntime_library: attest_models::onnx::default_onnxruntime_library(),
             batch_size: 4,
             threads: 2,
             max_seq_len: 256,
@@ -167,15 +157,6 @@ pub fn default_dir(model: LocalModel) -> PathBuf {
 /// Where the default model (all-MiniLM-L6-v2) is looked for ([`default_dir`]).
 pub fn default_model_dir() -> PathBuf {
     default_dir(LocalModel::MiniLm)
-}
-
-/// Where ONNX Runtime's library is looked for by default: `$ORT_DYLIB_PATH` if set, else
-/// `models/onnxruntime/libonnxruntime.so` found like the model directory.
-pub fn default_onnxruntime_library() -> PathBuf {
-    if let Some(path) = std::env::var_os(ONNXRUNTIME_ENV).filter(|d| !d.is_empty()) {
-        return PathBuf::from(path);
-    }
-    attest_models::locate_repository_dir(RELATIVE_ONNXRUNTIME_DIR).join(ONNXRUNTIME_LIBRARY)
 }
 
 #[cfg(test)]

@@ -2,6 +2,9 @@
 
 use std::path::PathBuf;
 
+use attest_models::checksum::ChecksumError;
+use attest_models::onnx::OnnxError;
+
 /// Everything that can go wrong loading a model or embedding text.
 #[derive(Debug, thiserror::Error)]
 pub enum EmbedError {
@@ -56,10 +59,10 @@ pub enum EmbedError {
 }
 
 /// A refused model file: a mismatch is [`EmbedError::Checksum`] (reinstall), anything else a model error.
-impl From<crate::checksum::ChecksumError> for EmbedError {
-    fn from(err: crate::checksum::ChecksumError) -> Self {
+impl From<ChecksumError> for EmbedError {
+    fn from(err: ChecksumError) -> Self {
         match err {
-            crate::checksum::ChecksumError::Mismatch {
+            ChecksumError::Mismatch {
                 file,
                 expected,
                 actual,
@@ -69,6 +72,19 @@ impl From<crate::checksum::ChecksumError> for EmbedError {
                 actual,
             },
             other => EmbedError::Model(other.to_string()),
+        }
+    }
+}
+
+/// ONNX Runtime's failures in the embedder's words: a missing library says how to install it, a refused file
+/// how to reinstall it.
+impl From<OnnxError> for EmbedError {
+    fn from(err: OnnxError) -> Self {
+        match err {
+            OnnxError::RuntimeMissing { library } => EmbedError::RuntimeMissing { library },
+            OnnxError::Checksum(err) => err.into(),
+            OnnxError::AlreadyLoaded { .. } => EmbedError::InvalidInput(err.to_string()),
+            OnnxError::Runtime(_) => EmbedError::Model(err.to_string()),
         }
     }
 }

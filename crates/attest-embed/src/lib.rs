@@ -4,20 +4,18 @@
 //! for the chunker's budget. The production embedder is all-MiniLM-L6-v2 (384-d), run locally on
 //! the CPU by ONNX Runtime (or candle) from weights installed on disk by `make models`; nothing is
 //! ever fetched from a model hub at run time. The weights are verified against the sha256 hashes
-//! committed in `models.sha256` on every load.
+//! committed in `models.sha256` on every load (through `attest_models::checksum`); ONNX Runtime is
+//! `attest_models::onnx`'s, shared with the reader.
 //!
 //! # Layout
 //! - [`embedder`]: the [`Embedder`] trait every embedder implements (synchronous; callers run it
 //!   on a blocking thread), plus small vector helpers.
 //! - [`minilm`]: [`MiniLmEmbedder`], the local all-MiniLM-L6-v2 BERT model (tokenize, forward
 //!   with attention mask, mean pooling, L2 normalisation).
-//! - [`checksum`]: [`checksum::read_verified`], how every model file is read: checked against the sha256
-//!   committed for it (the embedder's, ONNX Runtime's and the answer tier's reader's).
 //! - [`onnx`]: [`OnnxMiniLmEmbedder`], the same model under ONNX Runtime (the default runtime: 5.5× candle's
 //!   throughput at the same vectors), the runtime library loaded at start-up and checksummed like the weights.
 //! - [`bge`]: [`OnnxBgeEmbedder`], bge-small-en-v1.5 under ONNX Runtime (CLS pooling, a query instruction; see
 //!   [`Embedder::query_prefix`]), chosen with `embedder.local.model`.
-//! - [`batches`]: a model over many inputs on a CPU: length-sorted batches spread over threads.
 //! - [`config`]: [`LocalEmbedderConfig`] (model directory, runtime, batch size, threads, max sequence length) and
 //!   [`default_model_dir`].
 //! - [`cache`]: [`CachedEmbedder`], a bounded LRU cache of embeddings keyed by exact text, for
@@ -30,11 +28,9 @@
 //! - [`server`]: `attest serve --role embedder`, an embedding service speaking both HTTP APIs.
 //! - [`error`]: the [`EmbedError`] enum.
 
-pub mod batches;
 pub mod bge;
 pub mod breaker;
 pub mod cache;
-pub mod checksum;
 pub mod config;
 pub mod embedder;
 pub mod error;
@@ -50,8 +46,7 @@ pub use bge::{OnnxBgeEmbedder, BGE_QUERY_PREFIX, BGE_SMALL_ID};
 pub use breaker::{BreakerConfig, BreakerState, CircuitBreaker};
 pub use cache::{CachedEmbedder, DEFAULT_CACHE_CAPACITY};
 pub use config::{
-    default_dir, default_model_dir, default_onnxruntime_library, LocalEmbedderConfig, LocalModel,
-    LocalRuntime, MODEL_DIR_ENV, ONNXRUNTIME_ENV,
+    default_dir, default_model_dir, LocalEmbedderConfig, LocalModel, LocalRuntime, MODEL_DIR_ENV,
 };
 pub use embedder::{cosine_similarity, Embedder};
 pub use error::EmbedError;

@@ -12,7 +12,6 @@ use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config as BertConfig};
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams, TruncationStrategy};
 
-use crate::checksum;
 use crate::config::LocalEmbedderConfig;
 use crate::embedder::Embedder;
 use crate::error::EmbedError;
@@ -30,7 +29,10 @@ pub(crate) const CHECKSUMS: &str = include_str!("../models.sha256");
 
 /// Reads a model file whole and checks it against its line in `table`.
 fn read_verified(table: &str, dir: &Path, name: &str) -> Result<Vec<u8>, EmbedError> {
-    Ok(checksum::read_verified(table, &dir.join(name))?)
+    Ok(attest_models::checksum::read_verified(
+        table,
+        &dir.join(name),
+    )?)
 }
 
 /// What every runtime of the model reads besides its weights: the BERT configuration and the two tokenizers,
@@ -307,7 +309,7 @@ pub(crate) fn embed_by_length(
         return Ok(Vec::new());
     }
     let lengths: Vec<usize> = texts.iter().map(|t| t.len()).collect();
-    crate::batches::by_length(
+    attest_models::batches::by_length(
         &lengths,
         config.batch_size,
         config.threads,
@@ -341,7 +343,7 @@ impl Embedder for MiniLmEmbedder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checksum::expected_sha256;
+    use attest_models::checksum::expected_sha256;
 
     #[test]
     fn checksums_cover_every_model_file() {

@@ -4,23 +4,18 @@
 //! The graph (`model.onnx`, written from the installed safetensors by `scripts/onnx/export_minilm.py`) holds the
 //! whole embedder, pooling and normalisation included: this side tokenizes, feeds ids and masks, and reads the
 //! finished vectors. ONNX Runtime itself is the CPU library of its PyPI wheel, loaded once per process from
-//! `embedder.local.onnxruntime_library` (`scripts/install-onnxruntime.sh` installs both); nothing is linked at
-//! build time or downloaded at run time, and both files are checked against `onnx.sha256` when loaded.
+//! `embedder.local.onnxruntime_library` (`attest_models::onnx`); both files are checked against
+//! `attest-models`' `onnx.sha256` when loaded.
 //!
 //! Each of `threads` sessions runs on one core with its own arena; a call spreads its length-sorted batches over
-//! them ([`crate::batches`]), and concurrent calls (a query beside an ingest) take whichever session is free.
+//! them (`attest_models::batches`), and concurrent calls (a query beside an ingest) take whichever session is free.
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use ort::environment::Environment;
-use ort::session::builder::GraphOptimizationLevel;
-use ort::session::Session;
+use attest_models::checksum::read_verified;
+use attest_models::onnx::{runtime, SessionPool, ONNX_CHECKSUMS};
 use ort::value::Tensor;
-use parking_lot::Mutex;
 
-use crate::checksum::read_verified;
 use crate::config::LocalEmbedderConfig;
 use crate::embedder::Embedder;
 use crate::error::EmbedError;
@@ -31,86 +26,10 @@ pub const ONNX_MODEL_FILE: &str = "model.onnx";
 /// The files this runtime needs in the model directory.
 pub const ONNX_MODEL_FILES: [&str; 3] = ["config.json", "tokenizer.json", ONNX_MODEL_FILE];
 
-/// `sha256sum -c` lines for the graph and the runtime library, shared with `scripts/install-onnxruntime.sh`.
-const ONNX_CHECKSUMS: &str = include_str!("../onnx.sha256");
-
 /// The graph's input and output names (`scripts/onnx/export_minilm.py`).
 const INPUT_IDS: &str = "input_ids";
 const ATTENTION_MASK: &str = "attention_mask";
 const EMBEDDING: &str = "embedding";
-
-/// ONNX Runtime allows one environment per process: the first library loaded is the one every embedder uses.
-/// A failed load is not remembered (a corrected path can be tried next).
-static RUNTIME: Mutex<Option<(PathBuf, Environment)>> = Mutex::new(None);
-
-/// Loads (once) and returns the ONNX Runtime environment from `library`, after checking the file's hash.
-pub fn runtime(library: &Path) -> Result<Environment, EmbedError> {
-    let mut loaded = RUNTIME.lock();
-    match &*loaded {
-        Some((path, env)) if path == library => Ok(env.clone()),
-        Some((path, _)) => Err(EmbedError::InvalidInput(format!(
-            "ONNX Runtime is already loaded from {} in this process; {} cannot be loaded beside it",
-            path.display(),
-            library.display()
-        ))),
-        None => {
-            let env = load_runtime(library)?;
-            *loaded = Some((library.to_path_buf(), env.clone()));
-            Ok(env)
-        }
-    }
-}
-
-fn load_runtime(library: &Path) -> Result<Environment, EmbedError> {
-    if !library.is_file() {
-        return Err(EmbedError::RuntimeMissing {
-            library: library.to_path_buf(),
-        });
-    }
-    // The whole file is hashed before it is mapped into the process: a library is code, and a truncated or
-    // foreign one must not run.
-    read_verified(ONNX_CHECKSUMS, library)?;
-    let env = ort::init_from(library)
-        .map_err(|e| EmbedError::Model(format!("loading {}: {e}", library.display())))?
-        .with_name("attest")
-        .build()
-        .map_err(|e| EmbedError::Model(format!("starting ONNX Runtime: {e}")))?;
-    tracing::info!(library = %library.display(), "loaded ONNX Runtime");
-    Ok(env)
-}
-
-/// One session of a graph per thread; a call takes a free one.
-pub(crate) struct SessionPool {
-    sessions: Vec<Mutex<Session>>,
-    /// Where the next call starts looking for a free session (so concurrent calls spread out).
-    next_session: AtomicUsize,
-}
-
-impl SessionPool {
-    /// `threads` sessions of `graph`, each on one core ([`new_session`]).
-    pub(crate) fn new(env: &Environment, graph: &[u8], threads: usize) -> Result<Self, EmbedError> {
-        let sessions = (0..threads)
-            .map(|_| new_session(env, graph).map(Mutex::new))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(SessionPool {
-            sessions,
-            next_session: AtomicUsize::new(0),
-        })
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.sessions.len()
-    }
-
-    /// A free session if there is one, else the next one in turn (waiting for it).
-    pub(crate) fn session(&self) -> parking_lot::MutexGuard<'_, Session> {
-        let start = self.next_session.fetch_add(1, Ordering::Relaxed);
-        let n = self.sessions.len();
-        (0..n)
-            .find_map(|i| self.sessions[(start + i) % n].try_lock())
-            .unwrap_or_else(|| self.sessions[start % n].lock())
-    }
-}
 
 /// What an ONNX embedder loads: its BERT configuration and tokenizers, and a session of its graph per thread.
 pub(crate) struct LoadedGraph {
@@ -218,21 +137,6 @@ impl OnnxMiniLmEmbedder {
     }
 }
 
-/// One session of the graph on one core. Intra-op threads do not spin: on a small machine a spinning pool takes
-/// the core from the searches and the other sessions beside it.
-pub fn new_session(env: &Environment, graph: &[u8]) -> Result<Session, EmbedError> {
-    let configured = || -> Result<ort::session::builder::SessionBuilder, ort::Error> {
-        Ok(Session::builder(env)?
-            .with_optimization_level(GraphOptimizationLevel::Level3)?
-            .with_intra_threads(1)?
-            .with_inter_threads(1)?
-            .with_intra_op_spinning(false)?)
-    };
-    configured()
-        .and_then(|mut builder| builder.commit_from_memory(graph))
-        .map_err(model_error)
-}
-
 pub(crate) fn model_error(err: ort::Error) -> EmbedError {
     EmbedError::Model(format!("ONNX Runtime: {err}"))
 }
@@ -262,26 +166,6 @@ impl Embedder for OnnxMiniLmEmbedder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checksum::expected_sha256;
-
-    #[test]
-    fn checksums_cover_the_graph_and_the_library() {
-        for file in [ONNX_MODEL_FILE, crate::config::ONNXRUNTIME_LIBRARY] {
-            let hash = expected_sha256(ONNX_CHECKSUMS, file).expect(file);
-            assert_eq!(hash.len(), 64, "{file}");
-        }
-    }
-
-    #[test]
-    fn a_missing_library_is_named_with_the_install_command() {
-        let err = load_runtime(Path::new("/nonexistent/libonnxruntime.so")).unwrap_err();
-        let text = err.to_string();
-        assert!(
-            text.contains("/nonexistent/libonnxruntime.so")
-                && text.contains("install-onnxruntime.sh"),
-            "{text}"
-        );
-    }
 
     #[test]
     fn a_missing_graph_is_named() {

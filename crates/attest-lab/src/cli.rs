@@ -43,7 +43,7 @@ pub enum TrainCommand {
         #[arg(long, default_value = "data/halueval-qa")]
         data: PathBuf,
         /// Where to write the model.
-        #[arg(long, default_value = "crates/attest-answer/models/verifier.json")]
+        #[arg(long, default_value = "crates/attest-models/models/verifier.json")]
         out: PathBuf,
         #[arg(long)]
         json: bool,
@@ -60,7 +60,7 @@ pub enum TrainCommand {
         /// Where to write the calibration.
         #[arg(
             long,
-            default_value = "crates/attest-answer/models/reader/support.json"
+            default_value = "crates/attest-models/models/reader/support.json"
         )]
         out: PathBuf,
         #[arg(long)]
@@ -79,7 +79,7 @@ pub enum TrainCommand {
         #[arg(long, default_value = "squad")]
         collection: String,
         /// Where to write the model.
-        #[arg(long, default_value = "crates/attest-answer/models/reranker.json")]
+        #[arg(long, default_value = "crates/attest-models/models/reranker.json")]
         out: PathBuf,
         /// At most this many queries per group (train, held-out, unanswerable), evenly spread.
         #[arg(long)]

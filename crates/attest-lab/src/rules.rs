@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use attest_answer::reader::rules::{Rule, SentenceRules};
 use attest_answer::reader::ReaderConfig;
-use attest_answer::text;
+use attest_text::text;
 use clap::Args;
 
 use crate::eval::data::{CorpusDoc, EvalSet, Query};

@@ -18,7 +18,7 @@ fn halueval() -> Option<PathBuf> {
 #[test]
 fn retraining_reproduces_the_committed_model_and_it_meets_the_bar() {
     let committed: VerifierFile =
-        serde_json::from_str(include_str!("../../attest-answer/models/verifier.json")).unwrap();
+        serde_json::from_str(attest_models::bundled::VERIFIER_JSON).unwrap();
     assert!(
         committed.heldout_auroc >= 0.85,
         "committed AUROC {}",

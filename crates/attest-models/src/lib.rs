@@ -1,6 +1,12 @@
-//! The model runtimes the answer tier runs, apart from the pipeline that uses them (issue 72): what is loaded, how
+//! The model runtimes the answer tier and the embedders run, apart from the pipeline that uses them (issue 72): what is loaded, how
 //! it is run, and where its shipped files are found — never what an answer does with the result.
 //!
+//! - [`batches`]: a model over many inputs on a CPU: length-sorted batches spread over threads.
+//! - [`bundled`]: the small models committed in `models/` (reranker, verifier, the reader's calibration).
+//! - [`checksum`]: every shipped or installed model file is read through [`checksum::read_verified`], against
+//!   the sha256 committed for it.
+//! - [`onnx`]: ONNX Runtime loaded once per process from its checked library, and pools of one-core sessions.
+//! - [`reader`]: the reader's cross-encoder (committed under `models/reader*/`), run by ONNX Runtime.
 //! - [`gguf`]: the local chat model (SmolLM2-135M, GGUF) run with candle — its tokenizer built from the file,
 //!   greedy decoding under citation and sentence rules.
 //! - [`logistic`]: the logistic models the reranker and the verifier read from committed JSON, with the fit and
@@ -8,8 +14,13 @@
 //! - [`remote`]: the headers every call to a remote model service carries.
 //! - [`locate_repository_dir`]: where a shipped model directory is found from a checkout or an installed binary.
 
+pub mod batches;
+pub mod bundled;
+pub mod checksum;
 pub mod gguf;
 pub mod logistic;
+pub mod onnx;
+pub mod reader;
 pub mod remote;
 
 use std::path::{Path, PathBuf};

@@ -33,7 +33,7 @@ pub fn answer_service(
 ) -> anyhow::Result<Arc<AnswerService>> {
     Ok(Arc::new(AnswerService::new(
         router,
-        attest_answer::verifier::verifier_from_config(&cfg.answer),
+        attest_answer::AnswerModels::load(&cfg.answer)?,
         reranker,
         embedder,
         cfg.answer.clone(),

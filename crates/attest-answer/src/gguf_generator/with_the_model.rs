@@ -131,7 +131,7 @@ fn the_citation_rule_ends_every_sentence_with_a_shown_passage_number() {
         )
         .unwrap();
     assert!(c.forced_markers >= 1, "{c:?}");
-    let claims = crate::claims::split_claims(&c.text);
+    let claims = attest_text::claims::split_claims(&c.text);
     assert!(!claims.is_empty(), "{c:?}");
     for claim in &claims {
         assert!(!claim.citations.is_empty(), "uncited {claim:?} in {c:?}");
@@ -162,7 +162,7 @@ fn the_citation_rule_ends_every_sentence_with_a_shown_passage_number() {
             },
         )
         .unwrap();
-    let claims = crate::claims::split_claims(&one.text);
+    let claims = attest_text::claims::split_claims(&one.text);
     assert_eq!(claims.len(), 1, "{one:?}");
     assert!(!claims[0].citations.is_empty(), "{one:?}");
     assert!(

@@ -34,6 +34,7 @@ use crate::error::AnswerError;
 use crate::footnotes::{body, Passage};
 use crate::generate::{ChatClient, GeneratorChain};
 use crate::memory::CuratedMemory;
+use crate::models::AnswerModels;
 use crate::pool::{Candidate, Source};
 use crate::reader::Reader;
 use crate::rerank::Reranker;
@@ -214,11 +215,11 @@ impl Turn<'_> {
 
 impl AnswerService {
     /// The answer tier over `router`. `reranker` ranks candidates (and re-judges border pins); `embedder` embeds
-    /// questions for curated memory; the reader is loaded from `config.reader`. Fails on an invalid identifier
-    /// pattern, an unreadable memory file or a reader model that is missing or fails its checksum.
+    /// questions for curated memory; `models` are the reader and verifier loaded once ([`AnswerModels::load`]).
+    /// Fails on an invalid identifier pattern or an unreadable memory file.
     pub fn new(
         router: RouterClient,
-        verifier: Arc<dyn Verifier>,
+        models: AnswerModels,
         reranker: Arc<dyn Reranker>,
         embedder: Arc<dyn Embedder>,
         config: AnswerConfig,
@@ -230,8 +231,7 @@ impl AnswerService {
                 .map_err(|e| AnswerError::invalid("memory_file", e))?,
             None => CuratedMemory::default(),
         };
-        let reader = Reader::from_config(&config.reader)
-            .map_err(|e| AnswerError::invalid("reader", e.to_string()))?;
+        let AnswerModels { reader, verifier } = models;
         Ok(AnswerService {
             router,
             verifier,

@@ -10,7 +10,6 @@ use attest_proto::v1 as pb;
 use super::stages::search_request;
 use super::{AnswerService, Reads, Turn};
 use crate::cite::{check_claims, CheckedClaim};
-use crate::claims::split_claims;
 use crate::error::AnswerError;
 use crate::footnotes::{body, Footnotes};
 use crate::memory;
@@ -18,6 +17,7 @@ use crate::pool::{Candidate, Source};
 use crate::reader::{ReaderError, SentenceRead, ToRead};
 use crate::rerank::{LexicalReranker, Reranker};
 use crate::rewrite::Rewrite;
+use attest_text::claims::split_claims;
 
 impl AnswerService {
     /// The searches of one retrieval hop: one per query (k = `search_k`, at most `candidates`).

@@ -440,15 +440,17 @@ impl AnswerService {
     /// "Did you mean" titles: the distinct titles of the best candidates that name something the question
     /// names (a title sharing no content word with the question is no suggestion, only noise).
     pub(super) fn titles(&self, turn: &Turn) -> Vec<String> {
-        let asked = crate::text::content_set(turn.question);
+        let asked = attest_text::text::content_set(turn.question);
         let mut titles: Vec<String> = Vec::new();
         for c in &turn.ranked {
             if titles.len() >= self.config.max_suggestions {
                 break;
             }
-            let near = crate::text::content_set(&crate::reader::input::title_text(&c.hit.title))
-                .iter()
-                .any(|w| asked.contains(w));
+            let near = attest_text::text::content_set(&attest_models::reader::input::title_text(
+                &c.hit.title,
+            ))
+            .iter()
+            .any(|w| asked.contains(w));
             if near && !titles.contains(&c.hit.title) {
                 titles.push(c.hit.title.clone());
             }

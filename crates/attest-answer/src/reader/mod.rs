@@ -11,17 +11,14 @@
 //! `reader.passages` candidates, at most `reader.max_sentences` of them, chosen by question coverage.
 //! `reader.backend: lexical` turns the reader off (word-overlap gate, composer and verifier).
 //!
-//! - [`input`]: the token layout and the text each head reads (mirrors `scripts/reader/`).
-//! - [`model`]: the model, checksummed like the embedder; [`onnx`]: its ONNX Runtime back end.
+//! The model itself — its token layout, weights, checksums and ONNX Runtime session — is
+//! `attest_models::reader`'s; this module decides what it reads and what the scores mean.
 //! - [`rules`]: what keeps a sentence from being read (it answers another question).
 //!
 //! Answerability is read by every model of `reader.ensemble` beside the main one and combined by
 //! `reader.ensemble_rule` (the geometric mean of two backbones, MiniLM and bge-small, by default); support by the
 //! main model alone.
 
-pub mod input;
-pub mod model;
-pub mod onnx;
 pub mod rules;
 
 use std::path::PathBuf;
@@ -29,15 +26,16 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-pub use self::model::{
-    Head, Judgement, ReaderError, ReaderModel, RELATIVE_READER_DIR, SECOND_READER_DIR,
-};
 use self::rules::{SentenceRules, Verdict};
-use crate::relevance::sentence_relevance;
-use crate::text;
 use crate::verifier::calibration::{is_quote, SupportCalibration, SupportInputs};
 use crate::verifier::features::features;
 use crate::verifier::Verifier;
+use attest_models::reader::input;
+pub use attest_models::reader::{
+    Head, Judgement, ReaderError, ReaderModel, RELATIVE_READER_DIR, SECOND_READER_DIR,
+};
+use attest_text::relevance::sentence_relevance;
+use attest_text::text;
 
 /// Which judgement back end the answer tier uses.
 ///
@@ -78,7 +76,7 @@ struct Candidate {
 #[serde(default)]
 pub struct ReaderConfig {
     pub backend: ReaderBackend,
-    /// The model directory (default: the nearest `crates/attest-answer/models/reader` of the working
+    /// The model directory (default: the nearest `crates/attest-models/models/reader` of the working
     /// directory, else the checkout this binary was built from).
     pub model_dir: Option<PathBuf>,
     /// Best candidates (by reranker score) whose sentences are read per retrieval hop.
@@ -116,17 +114,17 @@ pub struct ReaderConfig {
     /// (docs/decisions/near-misses.md "The readers overrule the veto, and one reader sure is not an answer").
     /// Unset: the veto bails on the reranked score alone.
     pub veto_overrule_bar: Option<f64>,
-    /// Read only sentences whose context names one of the question's names ([`crate::question_names::QuestionNames`]). Off: on held-in
+    /// Read only sentences whose context names one of the question's names ([`attest_text::question_names::QuestionNames`]). Off: on held-in
     /// squad-dev articles (1-in-8, round 7) it cut hallucination 0.7% → 0.0% and answer-removed 15.3% → 14.0%
     /// but cost 2.0 points of coverage (81.1% → 79.2%); on held-in shift-reddit posts 10.2% → 8.4% at 46.8% →
     /// 45.9% (docs/bench/history.md "The question's names"); with a lower veto it did not hold on held-out posts.
     pub question_names: bool,
     /// Read no passage that names a look-alike of the question's subject and not the subject itself
-    /// ([`crate::subjects::Subjects::sibling_in`]: "Drift Mini" for "Drift Max", "Returns API v2" for "Returns API v1"): it answers
+    /// ([`attest_text::subjects::Subjects::sibling_in`]: "Drift Mini" for "Drift Max", "Returns API v2" for "Returns API v1"): it answers
     /// another question (issue 68; measured in docs/decisions/near-misses.md).
     pub subjects: bool,
     /// Read no sentence whose context meets the question only in its subject's name
-    /// ([`crate::subjects::meets_the_asked`]: "Battery life of the Drift Max is 10 hours" for "How long does the
+    /// ([`attest_text::subjects::meets_the_asked`]: "Battery life of the Drift Max is 10 hours" for "How long does the
     /// Drift Max take to charge?"): it states another attribute of the subject (issue 68). The subject is the
     /// question's names, else (with `compounds`) its lower-case compound ("the sick leave"); the context is the
     /// sentence, with the one before where it leans on it; and the rule holds only where the passages read write
@@ -142,22 +140,22 @@ pub struct ReaderConfig {
     /// 1951" for "When was … founded?"); unset, it is refused.
     pub overrule_bar: Option<f64>,
     /// Read a "how many / how long / how much" or "what is the <measure> of" question only against sentences
-    /// stating a quantity (a digit or a number word, [`crate::quantity::Asked`]): company text talks around numbers
+    /// stating a quantity (a digit or a number word, [`attest_text::quantity::Asked`]): company text talks around numbers
     /// it never gives (issue 68).
     pub quantities: bool,
-    /// Read no sentence that says its value is not given ([`crate::withheld::withholds`]: "a range of its own
+    /// Read no sentence that says its value is not given ([`attest_text::withheld::withholds`]: "a range of its own
     /// that the shop does not publish", "no date has been announced"): it names the asked attribute and
     /// declines to state it (issue 68).
     pub withheld: bool,
-    /// Read no sentence that states another condition of the kind the question puts ([`crate::conditions`]:
+    /// Read no sentence that states another condition of the kind the question puts ([`attest_text::conditions`]:
     /// "in staging" for "in production", "out of hours" for "during business hours") (issue 68).
     pub conditions: bool,
     /// Under `subjects`, read no sentence naming something else where no word of the question's subjects is
-    /// named, neither in it, the sentence before it nor the title ([`crate::subjects::Subjects::another_in_place`]:
+    /// named, neither in it, the sentence before it nor the title ([`attest_text::subjects::Subjects::another_in_place`]:
     /// "QueueBacklogGrowing escalates after 30 minutes" for LatencyP99High) (issue 68).
     pub another_subject: bool,
     /// Read no sentence naming a look-alike of the question's lower-case compound and not the compound itself
-    /// ([`crate::compounds`]: "bereavement leave" for "sick leave", "maximum page size" for "maximum payload
+    /// ([`attest_text::compounds`]: "bereavement leave" for "sick leave", "maximum page size" for "maximum payload
     /// size") (issue 68).
     pub compounds: bool,
     /// More reader model directories (relative ones found as `model_dir` is) whose answerability is combined with
@@ -263,27 +261,15 @@ pub struct ToRead<'a> {
     pub text: &'a str,
 }
 
-/// One loaded model per directory, batch size and thread count in a process: the verifier, the pipeline and
-/// every answer service built in it share it (the weights are 90 MB as f32).
-fn shared_model(
+fn load_model(
     dir: &std::path::Path,
-    batch: usize,
-    threads: usize,
+    config: &ReaderConfig,
 ) -> Result<Arc<ReaderModel>, ReaderError> {
-    type Key = (PathBuf, usize, usize);
-    type Loaded = std::sync::Mutex<std::collections::HashMap<Key, Arc<ReaderModel>>>;
-    static LOADED: std::sync::OnceLock<Loaded> = std::sync::OnceLock::new();
-    let mut loaded = LOADED
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let key = (dir.to_path_buf(), batch, threads);
-    if let Some(model) = loaded.get(&key) {
-        return Ok(Arc::clone(model));
-    }
-    let model = Arc::new(ReaderModel::load(dir, batch, threads)?);
-    loaded.insert(key, Arc::clone(&model));
-    Ok(model)
+    Ok(Arc::new(ReaderModel::load(
+        dir,
+        config.batch,
+        config.threads,
+    )?))
 }
 
 /// The reader over a loaded model.
@@ -297,7 +283,8 @@ pub struct Reader {
 
 impl Reader {
     /// The reader `config` names, or None for the lexical back end. A model that is missing or does not match
-    /// its checksum is an error (reported at start-up, not per question).
+    /// its checksum is an error (reported at start-up, not per question). Loads every member's weights: build it
+    /// once ([`crate::AnswerModels`]) and clone it (a clone shares the loaded models).
     pub fn from_config(config: &ReaderConfig) -> Result<Option<Self>, ReaderError> {
         if config.backend == ReaderBackend::Lexical {
             return Ok(None);
@@ -326,10 +313,10 @@ impl Reader {
         let members = config
             .ensemble_dirs()
             .iter()
-            .map(|dir| shared_model(dir, config.batch, config.threads))
+            .map(|dir| load_model(dir, config))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Some(Reader {
-            model: shared_model(&config.model_dir(), config.batch, config.threads)?,
+            model: load_model(&config.model_dir(), config)?,
             members,
             config: config.clone(),
         }))

@@ -9,13 +9,13 @@ use std::collections::HashSet;
 use serde::{Deserialize, Serialize};
 
 use super::ReaderConfig;
-use crate::compounds::Compounds;
-use crate::conditions::Conditions;
-use crate::edition::Editions;
-use crate::measure::Measure;
-use crate::quantity::Asked;
-use crate::question_names::QuestionNames;
-use crate::subjects::{meets_the_asked, Subjects};
+use attest_text::compounds::Compounds;
+use attest_text::conditions::Conditions;
+use attest_text::edition::Editions;
+use attest_text::measure::Measure;
+use attest_text::quantity::Asked;
+use attest_text::question_names::QuestionNames;
+use attest_text::subjects::{meets_the_asked, Subjects};
 
 /// The rule that refused a sentence, named as its `answer.reader` switch (`edition` has none: always on).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -102,7 +102,7 @@ pub struct SentenceRules<'a> {
     question_words: HashSet<String>,
     conditions: Conditions,
     compounds: Compounds,
-    /// "per <unit>" of a rate question ([`crate::quantity::rate_unit`]).
+    /// "per <unit>" of a rate question ([`attest_text::quantity::rate_unit`]).
     rate_unit: Option<String>,
     names: Option<QuestionNames>,
 }
@@ -123,7 +123,7 @@ impl<'a> SentenceRules<'a> {
             editions: Editions::of_question(question),
             asked: Asked::of_question(question),
             measure: Measure::of_question(question),
-            rate_unit: crate::quantity::rate_unit(question),
+            rate_unit: attest_text::quantity::rate_unit(question),
             asked_words,
             asked_in_passages: true,
             compound_in_passages: true,
@@ -227,14 +227,13 @@ impl<'a> SentenceRules<'a> {
             (Rule::Quantities, &|| {
                 c.quantities
                     && (!self.asked.answerable_by(self.question, sentence)
-                        || self
-                            .rate_unit
-                            .as_ref()
-                            .is_some_and(|unit| !crate::quantity::names_the_unit(sentence, unit))
+                        || self.rate_unit.as_ref().is_some_and(|unit| {
+                            !attest_text::quantity::names_the_unit(sentence, unit)
+                        })
                         || self.measure.is_some_and(|kind| !kind.stated_in(sentence)))
             }),
             (Rule::Withheld, &|| {
-                c.withheld && crate::withheld::withholds(self.question, sentence)
+                c.withheld && attest_text::withheld::withholds(self.question, sentence)
             }),
             // Meeting notes on three projects name both: "Project Robin gets €120,000" read for Project Plover.
             (Rule::SubjectsSentence, &|| {
@@ -286,7 +285,7 @@ impl<'a> SentenceRules<'a> {
             }),
             (Rule::QuestionNames, &|| {
                 self.names.as_ref().is_some_and(|names| {
-                    let context = super::input::answer_context(title, sentences, i);
+                    let context = attest_models::reader::input::answer_context(title, sentences, i);
                     !names.any_named_in(&context) && !names.any_named_in(sentence)
                 })
             }),
@@ -310,7 +309,7 @@ mod tests {
     use super::*;
 
     fn refused(question: &str, title: &str, text: &str, config: &ReaderConfig) -> Option<Rule> {
-        let sentences = crate::text::sentences(text);
+        let sentences = attest_text::text::sentences(text);
         let rules = SentenceRules::new(question, config);
         rules.refusal(title, text, &sentences, sentences.len() - 1)
     }
@@ -336,7 +335,7 @@ mod tests {
             ..ReaderConfig::default()
         };
         assert_eq!(refused(q, "Drift Mini", mini, &off), None);
-        let sentences = crate::text::sentences(mini);
+        let sentences = attest_text::text::sentences(mini);
         let all = SentenceRules::new(q, &on).all_refusals("Drift Mini", mini, &sentences, 0);
         assert_eq!(all, [Rule::SubjectsPassage, Rule::SubjectsSentence]);
     }
@@ -361,7 +360,7 @@ mod tests {
         let config = ReaderConfig::default();
         let q = "What is the page size limit of the Labels API v3?";
         let verdict = |text: &str, overrulable: &[Rule]| {
-            let sentences = crate::text::sentences(text);
+            let sentences = attest_text::text::sentences(text);
             let last = sentences.len() - 1;
             SentenceRules::new(q, &config)
                 .seeing([("", "Page sizes are capped.")])
@@ -403,7 +402,7 @@ mod tests {
         let config = ReaderConfig::default();
         let q = "When was the FSO Car Factory founded?";
         let text = "The FSO Car Factory was established in 1951.";
-        let sentences = crate::text::sentences(text);
+        let sentences = attest_text::text::sentences(text);
         let alone = SentenceRules::new(q, &config).seeing([("Warsaw", text)]);
         assert_eq!(alone.sentence_refusal("Warsaw", &sentences, 0), None);
         let worded = SentenceRules::new(q, &config)

@@ -16,9 +16,9 @@ use std::collections::{HashMap, HashSet};
 
 use attest_proto::v1 as pb;
 
-use crate::relevance::sentence_relevance;
-use crate::text;
 use attest_models::logistic::Sign;
+use attest_text::relevance::sentence_relevance;
+use attest_text::text;
 
 /// Names of the features, in vector order (written next to the weights in the model file).
 pub const FEATURE_NAMES: [&str; 14] = [

@@ -12,7 +12,7 @@ use super::{RerankError, Reranker};
 use attest_models::logistic::LogisticModel;
 
 /// The committed reranker model.
-const BUNDLED_MODEL: &str = include_str!("../../models/reranker.json");
+const BUNDLED_MODEL: &str = attest_models::bundled::RERANKER_JSON;
 
 /// Ranking quality of one ordering of the candidates, averaged over queries (one relevant document each).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]

@@ -4,7 +4,7 @@
 //!
 //! Back ends (chosen by `answer.rerank.backend`, see [`from_config`]): the learned local reranker
 //! ([`learned`], the default, over [`features`], trained by [`train`]), a remote cross-encoder over HTTP
-//! ([`remote`]), and [`LexicalReranker`] (no model: the question coverage of [`crate::relevance`]), the
+//! ([`remote`]), and [`LexicalReranker`] (no model: the question coverage of [`attest_text::relevance`]), the
 //! "without rerank" baseline.
 
 pub mod features;
@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 pub use self::learned::{LearnedReranker, RerankerFile};
 pub use self::remote::{RemoteApi, RemoteRerankConfig, RemoteReranker};
-use crate::relevance::passage_relevance;
+use attest_text::relevance::passage_relevance;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RerankError {

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::client::{Caller, RouterClient};
 use crate::pool::metadata_str;
-use crate::text;
+use attest_text::text;
 use cache::LruTtl;
 
 /// The `kind` metadata value of glossary entries.

@@ -15,11 +15,11 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::features::{FEATURE_COUNT, FEATURE_NAMES, FEATURE_SIGNS};
-use crate::text;
 use attest_models::logistic::{LogisticModel, Sign};
+use attest_text::text;
 
 /// The committed calibration of the committed reader.
-const BUNDLED: &str = include_str!("../../models/reader/support.json");
+const BUNDLED: &str = attest_models::bundled::READER_SUPPORT_JSON;
 
 /// Head scores are clamped this far from 0 and 1 before their logit is taken.
 const HEAD_CLAMP: f64 = 1e-6;

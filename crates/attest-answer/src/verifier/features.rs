@@ -4,8 +4,8 @@
 
 use std::collections::HashSet;
 
-use crate::text;
 use attest_models::logistic::Sign;
+use attest_text::text;
 
 /// Names of the features, in vector order (written next to the weights in the model file).
 pub const FEATURE_NAMES: [&str; 7] = [

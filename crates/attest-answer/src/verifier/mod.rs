@@ -36,7 +36,7 @@ pub trait Verifier: Send + Sync {
 }
 
 /// The committed verifier model.
-const BUNDLED_MODEL: &str = include_str!("../../models/verifier.json");
+const BUNDLED_MODEL: &str = attest_models::bundled::VERIFIER_JSON;
 
 /// The model file: the parameters plus what they were trained on and how well they did on held-out data.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -96,17 +96,15 @@ impl Verifier for LearnedVerifier {
     }
 }
 
-/// The verifier `config.verifier` names. `llm` without a URL falls back to the learned verifier (warned).
-pub fn verifier_from_config(config: &AnswerConfig) -> Arc<dyn Verifier> {
+/// The verifier `config.verifier` names, over the reader the service loaded (None: `reader.backend: lexical`,
+/// and the reader back end is the learned verifier). `llm` without a URL falls back to the learned verifier
+/// (warned).
+pub fn verifier_from_config(config: &AnswerConfig, reader: Option<&Reader>) -> Arc<dyn Verifier> {
     let v = &config.verifier;
     match v.backend {
-        VerifierBackend::Reader => match Reader::from_config(&config.reader) {
-            Ok(Some(reader)) => Arc::new(ReaderVerifier::new(reader)),
-            Ok(None) => Arc::new(LearnedVerifier::bundled()),
-            Err(e) => {
-                tracing::error!(error = %e, event = "verifier_config", "reader not loaded: using the learned verifier");
-                Arc::new(LearnedVerifier::bundled())
-            }
+        VerifierBackend::Reader => match reader {
+            Some(reader) => Arc::new(ReaderVerifier::new(reader.clone())),
+            None => Arc::new(LearnedVerifier::bundled()),
         },
         VerifierBackend::Learned => Arc::new(LearnedVerifier::bundled()),
         VerifierBackend::Llm if v.llm.url.trim().is_empty() => {

@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use attest_answer::text;
+use attest_text::text;
 
 use super::data::{CorpusDoc, EvalSet, Query};
 use super::run::normalise_answer;

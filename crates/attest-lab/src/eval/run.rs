@@ -462,7 +462,7 @@ pub fn verifier(config: &AnswerConfig, path: &Path) -> anyhow::Result<VerifierSc
     use attest_models::logistic::{auroc, balanced_accuracy};
     let path = super::verifier_data::items_path(path);
     let heldout = super::verifier_data::load_heldout(&path)?;
-    let verifier = attest_answer::verifier::verifier_from_config(config);
+    let verifier = attest_answer::AnswerModels::load(config)?.verifier;
     let bar = progress(heldout.len(), "verify");
     let scores: Vec<f64> = heldout
         .iter()

@@ -1,5 +1,5 @@
 //! `attest-lab train verifier`: fits the local verifier on HaluEval QA and writes the model file the answer tier
-//! loads (committed as `crates/attest-answer/models/verifier.json`). `attest-lab train reranker`: the same for the
+//! loads (committed as `crates/attest-models/models/verifier.json`). `attest-lab train reranker`: the same for the
 //! candidate reranker on squad-dev, with candidates from a running router (`models/reranker.json`).
 //! `attest-lab train support`: the reader verifier's calibration on claim-verification sets
 //! (`models/reader/support.json`).

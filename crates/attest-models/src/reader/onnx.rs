@@ -4,20 +4,16 @@
 //! returns both heads' logits and the span head's per-token logits in one pass. One session per thread, each
 //! single-threaded (as the embedder's): [`super::model::ReaderModel::score`] spreads a call's batches over them.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-use ort::session::Session;
 use ort::value::Tensor;
-use parking_lot::Mutex;
 
 use super::model::ReaderError;
+use crate::onnx::{default_onnxruntime_library, runtime, SessionPool};
 
 /// The graph's file in a reader model directory.
 pub const ONNX_READER_FILE: &str = "reader.onnx";
 
 pub struct OnnxReader {
-    sessions: Vec<Mutex<Session>>,
-    next: AtomicUsize,
+    sessions: SessionPool,
 }
 
 /// One padded batch's outputs: `heads[r * 2 + h]` (h: 0 answerable, 1 supported) and
@@ -34,25 +30,9 @@ fn model_error(e: impl std::fmt::Display) -> ReaderError {
 impl OnnxReader {
     /// Sessions over `graph` (already checked against the committed checksum), in the process's ONNX Runtime.
     pub fn load(graph: &[u8], threads: usize) -> Result<Self, ReaderError> {
-        let library = attest_embed::config::default_onnxruntime_library();
-        let env = attest_embed::onnx::runtime(&library).map_err(model_error)?;
-        let sessions = (0..threads.max(1))
-            .map(|_| attest_embed::onnx::new_session(&env, graph).map(Mutex::new))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(model_error)?;
-        Ok(OnnxReader {
-            sessions,
-            next: AtomicUsize::new(0),
-        })
-    }
-
-    /// A free session, else the next one in turn.
-    fn session(&self) -> parking_lot::MutexGuard<'_, Session> {
-        let start = self.next.fetch_add(1, Ordering::Relaxed);
-        let n = self.sessions.len();
-        (0..n)
-            .find_map(|i| self.sessions[(start + i) % n].try_lock())
-            .unwrap_or_else(|| self.sessions[start % n].lock())
+        let env = runtime(&default_onnxruntime_library()).map_err(model_error)?;
+        let sessions = SessionPool::new(&env, graph, threads).map_err(model_error)?;
+        Ok(OnnxReader { sessions })
     }
 
     /// Runs `rows` × `tokens` padded inputs (row-major).
@@ -73,7 +53,7 @@ impl OnnxReader {
             "token_type_ids" => tensor(types)?,
             "attention_mask" => tensor(mask)?,
         ];
-        let mut session = self.session();
+        let mut session = self.sessions.session();
         let outputs = session.run(inputs).map_err(model_error)?;
         let extract = |name: &str, want: usize| -> Result<Vec<f32>, ReaderError> {
             let (_, values) = outputs[name]

@@ -6,19 +6,19 @@
 //! answer span of the sentence against `[CLS]` (the "no answer here" position).
 //!
 //! A model directory holds `tokenizer.json`, `config.json` and `reader.onnx`, a graph run by ONNX Runtime
-//! ([`super::onnx`]): round 12 (MiniLM, the main reader: round 7 taught the company near misses,
+//! (`super::onnx`): round 12 (MiniLM, the main reader: round 7 taught the company near misses,
 //! [`RELATIVE_READER_DIR`]) as its f16 weights cast to f32 at
 //! load (`scripts/reader/safetensors_to_onnx.py`: the logits candle computed from the same weights, 2.8× faster),
 //! round 13 (bge-small-en-v1.5, round 8 taught the company near misses; the default ensemble's second member,
 //! [`SECOND_READER_DIR`]) as an int8 graph
 //! (`scripts/reader/export_onnx.py`). Each file is checked against the sha256 committed in its directory's
 //! `reader.sha256` (both tables compiled in, so a swapped file is refused) by the same function that checks the
-//! embedder's weights (`attest_embed::checksum::read_verified`).
+//! embedder's weights ([`crate::checksum::read_verified`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use attest_embed::checksum::ChecksumError;
+use crate::checksum::ChecksumError;
 use tokenizers::Tokenizer;
 
 use super::input::{self, PairIds};
@@ -30,9 +30,9 @@ const CHECKSUMS: &str = concat!(
     include_str!("../../models/reader-bge/reader.sha256")
 );
 /// The model directory relative to a checkout's root.
-pub const RELATIVE_READER_DIR: &str = "crates/attest-answer/models/reader";
+pub const RELATIVE_READER_DIR: &str = "crates/attest-models/models/reader";
 /// The committed second member's directory relative to a checkout's root (round 13, bge-small-en-v1.5).
-pub const SECOND_READER_DIR: &str = "crates/attest-answer/models/reader-bge";
+pub const SECOND_READER_DIR: &str = "crates/attest-models/models/reader-bge";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReaderError {
@@ -112,10 +112,7 @@ impl std::fmt::Debug for ReaderModel {
 
 /// Reads a model file whole and checks it against `reader.sha256`.
 fn read_verified(dir: &Path, name: &str) -> Result<Vec<u8>, ReaderError> {
-    Ok(attest_embed::checksum::read_verified(
-        CHECKSUMS,
-        &dir.join(name),
-    )?)
+    Ok(crate::checksum::read_verified(CHECKSUMS, &dir.join(name))?)
 }
 
 impl ReaderModel {
@@ -174,7 +171,7 @@ impl ReaderModel {
     /// part of the sentence its best answer span starts in.
     pub fn judge(&self, head: Head, pairs: &[PairIds]) -> Result<Vec<Judgement>, ReaderError> {
         let lengths: Vec<usize> = pairs.iter().map(|p| p.ids.len()).collect();
-        attest_embed::batches::by_length(
+        crate::batches::by_length(
             &lengths,
             self.batch,
             self.threads,
@@ -230,7 +227,7 @@ impl ReaderModel {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Judgement {
     pub probability: f64,
-    /// The `;` part of the sentence (0 for the first; brackets split nothing, as in [`crate::text::semicolon_parts`])
+    /// The `;` part of the sentence (0 for the first; brackets split nothing, as in [`attest_text::text::semicolon_parts`])
     /// where the best answer span starts; 0 without a span head.
     pub part: usize,
 }

@@ -8,7 +8,7 @@
 
 use tokenizers::Tokenizer;
 
-use crate::text;
+use attest_text::text;
 
 /// `[CLS]` and `[SEP]` of the MiniLM vocabulary.
 pub const CLS: u32 = 101;
