@@ -5,7 +5,6 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
 
-use crate::generate::OpenAiChatConfig;
 use crate::gguf_generator::GgufConfig;
 use crate::out_of_corpus::OutOfCorpusConfig;
 use crate::reader::rules::Rule;
@@ -13,6 +12,7 @@ use crate::reader::ReaderConfig;
 use crate::rerank::RerankConfig;
 use crate::verdict::{Cutoffs, PartialPolicy};
 use crate::verifier::VerifierConfig;
+use attest_models::chat::OpenAiChatConfig;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]

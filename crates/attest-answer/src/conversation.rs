@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::error::AnswerError;
-use crate::generate::ChatClient;
+use attest_models::chat::ChatClient;
 
 /// Who said a history turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -9,10 +9,7 @@
 //! [`GeneratorChain`] tries each back end in turn, so a failing LLM falls back to the composer and, if that
 //! finds nothing, to a clean abstention — never an error.
 
-use std::io::{BufRead, BufReader};
-use std::time::Duration;
-
-use serde::{Deserialize, Serialize};
+use attest_models::chat::{ChatClient, ChatError, OpenAiChatConfig};
 use serde_json::{json, Value};
 
 use crate::compose::compose;
@@ -52,6 +49,12 @@ pub enum GenerateError {
     Unavailable(String),
 }
 
+impl From<ChatError> for GenerateError {
+    fn from(err: ChatError) -> Self {
+        GenerateError::Unavailable(err.to_string())
+    }
+}
+
 pub trait Generator: Send + Sync {
     fn name(&self) -> &'static str;
     fn generate(&self, question: &str, footnotes: &Footnotes) -> Result<Generated, GenerateError>;
@@ -81,107 +84,6 @@ impl Generator for ExtractiveGenerator {
 }
 
 /// Settings of [`OpenAiChatGenerator`] (the `answer.llm` config section).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct OpenAiChatConfig {
-    /// Base URL (`http://vllm:8000`) or the full `…/v1/chat/completions` endpoint. Empty: not used.
-    pub url: String,
-    pub model: String,
-    pub api_key: Option<String>,
-    pub timeout_ms: u64,
-    pub max_tokens: u32,
-}
-
-impl Default for OpenAiChatConfig {
-    fn default() -> Self {
-        OpenAiChatConfig {
-            url: String::new(),
-            model: "default".into(),
-            api_key: None,
-            timeout_ms: 30_000,
-            max_tokens: 400,
-        }
-    }
-}
-
-/// The chat-completions endpoint of `url`: a base URL (`http://vllm:8000`) or the full endpoint.
-pub fn chat_endpoint(url: &str) -> String {
-    let base = url.trim().trim_end_matches('/');
-    if base.ends_with("/chat/completions") {
-        base.to_string()
-    } else {
-        format!("{base}/v1/chat/completions")
-    }
-}
-
-/// One OpenAI-compatible chat endpoint: the request (temperature 0, streamed, the request id passed on) and the
-/// reading of its Server-Sent Events, shared by the generator, the history rewriter and the out-of-corpus answer.
-pub struct ChatClient {
-    endpoint: String,
-    config: OpenAiChatConfig,
-    agent: ureq::Agent,
-}
-
-impl ChatClient {
-    pub fn new(config: OpenAiChatConfig) -> Self {
-        let endpoint = chat_endpoint(&config.url);
-        let agent = ureq::AgentBuilder::new()
-            .timeout(Duration::from_millis(config.timeout_ms.max(1)))
-            .build();
-        ChatClient {
-            endpoint,
-            config,
-            agent,
-        }
-    }
-
-    /// The configured maximum reply length, in tokens.
-    pub fn max_tokens(&self) -> u32 {
-        self.config.max_tokens
-    }
-
-    /// The reply to `messages`, at most `max_tokens` long; an error when the endpoint fails or says nothing.
-    pub fn complete(&self, messages: Value, max_tokens: u32) -> Result<String, GenerateError> {
-        let body = json!({
-            "model": self.config.model,
-            "messages": messages,
-            "temperature": 0,
-            "max_tokens": max_tokens,
-            "stream": true,
-        });
-        let response = attest_models::remote::post(
-            &self.agent,
-            &self.endpoint,
-            self.config.api_key.as_deref(),
-        )
-        .send_json(body)
-        .map_err(|e| GenerateError::Unavailable(format!("{}: {e}", self.endpoint)))?;
-        // Server-Sent Events: `data: {chunk}` lines, ending with `data: [DONE]`.
-        let mut text = String::new();
-        for line in BufReader::new(response.into_reader()).lines() {
-            let line =
-                line.map_err(|e| GenerateError::Unavailable(format!("reading the stream: {e}")))?;
-            let Some(data) = line.strip_prefix("data:").map(str::trim) else {
-                continue;
-            };
-            if data == "[DONE]" {
-                break;
-            }
-            let chunk: Value = serde_json::from_str(data)
-                .map_err(|e| GenerateError::Unavailable(format!("bad stream chunk: {e}")))?;
-            if let Some(delta) = chunk["choices"][0]["delta"]["content"].as_str() {
-                text.push_str(delta);
-            }
-        }
-        if text.trim().is_empty() {
-            return Err(GenerateError::Unavailable(
-                "the model returned no text".into(),
-            ));
-        }
-        Ok(text)
-    }
-}
-
 pub struct OpenAiChatGenerator {
     chat: ChatClient,
 }

@@ -14,7 +14,8 @@ use serde_json::{json, Value};
 
 use crate::footnotes::Footnotes;
 use crate::gauntlet::Gauntlet;
-use crate::generate::{is_model_abstention, ChatClient};
+use crate::generate::is_model_abstention;
+use attest_models::chat::ChatClient;
 
 /// Settings of the out-of-corpus answer (the `answer.out_of_corpus` config section).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -236,17 +236,22 @@ pub struct StatusArgs {
     pub json: bool,
 }
 
-/// What an operator's command presents to meta, as a node would: the cluster key, or under mutual TLS the
-/// cluster CA and a certificate it signed (the flags of `attest serve`, from the same environment variables).
+/// What a node, and an operator's command to meta, presents to the cluster's internal services: the cluster key,
+/// or under mutual TLS the cluster CA and a certificate it signed. The same flags and environment variables for
+/// `attest serve` and the operator's commands.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct NodeCredentialArgs {
-    /// The cluster credential (see `attest serve --cluster-key`).
+    /// The cluster credential: what nodes present to each other's internal services (`ShardService`,
+    /// `MetaService`), which then accept nothing else. The same on every node of a cluster.
     #[arg(long, env = "ATTEST_CLUSTER_KEY", hide_env_values = true)]
     pub cluster_key: Option<String>,
-    /// PEM CA of the cluster, for a meta served over TLS.
+    /// PEM CA of the cluster: calls to other nodes (and to meta) trust it, and a node's internal services (shard
+    /// and meta gRPC) admit only clients with a certificate it signed (mutual TLS; it then stands for
+    /// `--cluster-key`). A node needs `--tls-cert` with it.
     #[arg(long, env = "ATTEST_TLS_CA")]
     pub tls_ca: Option<PathBuf>,
-    /// PEM certificate signed by the cluster CA, presented under mutual TLS.
+    /// PEM certificate (chain) signed by the cluster CA: presented to the other nodes under mutual TLS, and
+    /// served on every listener of `attest serve` (re-read when the file changes).
     #[arg(long, env = "ATTEST_TLS_CERT", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
     /// PEM private key of `--tls-cert`.
@@ -356,22 +361,10 @@ pub struct DevArgs {
     pub snapshot_roots: Vec<PathBuf>,
 }
 
-#[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
-pub enum Role {
-    /// Cluster metadata under Raft (`--meta-id`, `--meta-peers` or `--join`).
-    Meta,
-    Shard,
-    Router,
-    /// An embedding service (OpenAI-compatible and text-embeddings-inference APIs) over the local model.
-    Embedder,
-    /// The answer tier: `POST /v1/collections/{name}/ask`, reaching the router over gRPC (`--router`).
-    Answer,
-}
-
 #[derive(Args, Clone)]
 pub struct ServeArgs {
     #[arg(long, value_enum)]
-    pub role: Role,
+    pub role: attest_node::Role,
     #[arg(long, default_value = ".attest-data")]
     pub data_dir: PathBuf,
     /// gRPC listen address: the service of a shard or router (default 127.0.0.1:7701); for the embedder and
@@ -397,21 +390,8 @@ pub struct ServeArgs {
     /// live in meta (`--meta`).
     #[arg(long, env = "ATTEST_ADMIN_KEY", hide_env_values = true)]
     pub admin_key: Option<String>,
-    /// The cluster credential: what nodes present to each other's internal services (`ShardService`,
-    /// `MetaService`), which then accept nothing else. The same on every node of a cluster.
-    #[arg(long, env = "ATTEST_CLUSTER_KEY", hide_env_values = true)]
-    pub cluster_key: Option<String>,
-    /// PEM certificate (chain) served on every listener of this process, and presented to the other nodes
-    /// under mutual TLS; re-read when the file changes.
-    #[arg(long, env = "ATTEST_TLS_CERT", requires = "tls_key")]
-    pub tls_cert: Option<PathBuf>,
-    /// PEM private key of `--tls-cert`.
-    #[arg(long, env = "ATTEST_TLS_KEY", requires = "tls_cert")]
-    pub tls_key: Option<PathBuf>,
-    /// PEM CA of the cluster: calls to other nodes trust it, and the internal services (shard and meta gRPC)
-    /// admit only clients with a certificate it signed (mutual TLS; it then stands for `--cluster-key`).
-    #[arg(long, env = "ATTEST_TLS_CA", requires = "tls_cert")]
-    pub tls_ca: Option<PathBuf>,
+    #[command(flatten)]
+    pub credentials: NodeCredentialArgs,
     /// Run without TLS or without keys. Refused otherwise: a role serves only with `--tls-cert`/`--tls-key`, the
     /// router and answer tier only with `--admin-key`, and meta, shard and router only with the cluster
     /// credential (`--cluster-key` or `--tls-ca`).

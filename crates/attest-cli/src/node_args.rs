@@ -4,19 +4,7 @@
 use attest_node::dev::DevConfig;
 use attest_node::{config, Credentials, MetaId, NodeConfig};
 
-use crate::cli::{DevArgs, NodeCredentialArgs, Role, ServeArgs};
-
-impl From<Role> for attest_node::Role {
-    fn from(role: Role) -> Self {
-        match role {
-            Role::Meta => attest_node::Role::Meta,
-            Role::Shard => attest_node::Role::Shard,
-            Role::Router => attest_node::Role::Router,
-            Role::Embedder => attest_node::Role::Embedder,
-            Role::Answer => attest_node::Role::Answer,
-        }
-    }
-}
+use crate::cli::{DevArgs, NodeCredentialArgs, ServeArgs};
 
 pub fn credentials(args: &NodeCredentialArgs) -> Credentials {
     Credentials {
@@ -47,12 +35,7 @@ pub fn node_config(args: ServeArgs) -> anyhow::Result<NodeConfig> {
         router: args.router,
         admin_key: args.admin_key,
         metrics_token: args.metrics_token,
-        credentials: Credentials {
-            cluster_key: args.cluster_key,
-            tls_ca: args.tls_ca,
-            tls_cert: args.tls_cert,
-            tls_key: args.tls_key,
-        },
+        credentials: credentials(&args.credentials),
         insecure: args.insecure,
         meta: args.meta,
         node_name: args.node_name,
@@ -62,7 +45,7 @@ pub fn node_config(args: ServeArgs) -> anyhow::Result<NodeConfig> {
         bootstrap_if_empty: args.bootstrap_if_empty,
         meta_peers: args.meta_peers,
         join: args.join,
-        ..NodeConfig::new(args.role.into(), config, args.data_dir)
+        ..NodeConfig::new(args.role, config, args.data_dir)
     })
 }
 

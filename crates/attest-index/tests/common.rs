@@ -31,6 +31,22 @@ pub fn config(seal_threshold: usize) -> EngineConfig {
 }
 
 /// A deterministic unit vector for a document.
+/// A replica of `rows` documents ([`doc`]) opened with `config` and sealed: the searches of the probe's and the
+/// tuning's tests run against sealed lists.
+pub fn sealed_with(
+    dir: &std::path::Path,
+    config: EngineConfig,
+    rows: usize,
+) -> std::sync::Arc<ShardEngine> {
+    let engine = ShardEngine::open(dir, config).unwrap();
+    engine
+        .upsert((0..rows).map(|d| doc(d, 0)).collect())
+        .unwrap();
+    engine.seal().unwrap();
+    assert!(engine.stats().sealed_rows >= 2_000, "{:?}", engine.stats());
+    engine
+}
+
 pub fn vector_for(doc: usize) -> Vec<f32> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(doc as u64);
     let v: Vec<f32> = (0..DIM).map(|_| rng.gen_range(-1.0..1.0)).collect();

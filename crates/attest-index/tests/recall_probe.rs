@@ -8,7 +8,7 @@ use attest_index::recall_probe::{RecallEstimate, RecallProbeConfig};
 use attest_index::{EngineConfig, ShardEngine};
 
 use crate::common::{
-    config, dense_ids_probing, doc, exact_top_k, near_query, recall_of, vector_for,
+    config, dense_ids_probing, exact_top_k, near_query, recall_of, sealed_with, vector_for,
 };
 
 const ROWS: usize = 3_000;
@@ -28,13 +28,7 @@ fn probed() -> EngineConfig {
 
 /// ROWS documents sealed, every search sampled by the probe.
 fn sealed_and_probed(dir: &std::path::Path) -> std::sync::Arc<ShardEngine> {
-    let engine = ShardEngine::open(dir, probed()).unwrap();
-    engine
-        .upsert((0..ROWS).map(|d| doc(d, 0)).collect())
-        .unwrap();
-    engine.seal().unwrap();
-    assert!(engine.stats().sealed_rows >= 2_000, "{:?}", engine.stats());
-    engine
+    sealed_with(dir, probed(), ROWS)
 }
 
 /// Serves the queries with `nprobe`, each once the probe has measured the one before (so none is dropped from

@@ -8,7 +8,7 @@ use attest_index::search_tuning::{SearchTuningConfig, TunedSearch};
 use attest_index::{EngineConfig, ShardEngine};
 
 use crate::common::{
-    config, dense_ids_probing, doc, exact_top_k, near_query, recall_of, vector_for,
+    config, dense_ids_probing, doc, exact_top_k, near_query, recall_of, sealed_with, vector_for,
 };
 
 const ROWS: usize = 3_000;
@@ -29,13 +29,7 @@ fn targeted(recall_target: f64) -> EngineConfig {
 
 /// A sealed replica of ROWS documents (16 lists of 16-d vectors) tuned for `recall_target`.
 fn sealed(dir: &std::path::Path, recall_target: f64) -> std::sync::Arc<ShardEngine> {
-    let engine = ShardEngine::open(dir, targeted(recall_target)).unwrap();
-    engine
-        .upsert((0..ROWS).map(|d| doc(d, 0)).collect())
-        .unwrap();
-    engine.seal().unwrap();
-    assert!(engine.stats().sealed_rows >= 2_000, "{:?}", engine.stats());
-    engine
+    sealed_with(dir, targeted(recall_target), ROWS)
 }
 
 /// Mean recall@k of queries near the stored rows, none of them a row the tuning could have drawn, served with

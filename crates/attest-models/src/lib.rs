@@ -3,6 +3,7 @@
 //!
 //! - [`batches`]: a model over many inputs on a CPU: length-sorted batches spread over threads.
 //! - [`bundled`]: the small models committed in `models/` (reranker, verifier, the reader's calibration).
+//! - [`chat`]: the one client of an OpenAI-compatible chat endpoint (generator, rewriter, judge).
 //! - [`checksum`]: every shipped or installed model file is read through [`checksum::read_verified`], against
 //!   the sha256 committed for it.
 //! - [`onnx`]: ONNX Runtime loaded once per process from its checked library, and pools of one-core sessions.
@@ -16,6 +17,7 @@
 
 pub mod batches;
 pub mod bundled;
+pub mod chat;
 pub mod checksum;
 pub mod gguf;
 pub mod logistic;

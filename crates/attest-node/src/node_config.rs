@@ -6,13 +6,17 @@ use std::path::PathBuf;
 
 use crate::config::AttestConfig;
 
-/// One role of the cluster; a process runs one (`attest serve --role ...`), `attest dev` runs them all.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// One role of the cluster; a process runs one (`attest serve --role ...`, whose values and help these are),
+/// `attest dev` runs them all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Role {
+    /// Cluster metadata under Raft (`--meta-id`, `--meta-peers` or `--join`).
     Meta,
     Shard,
     Router,
+    /// An embedding service (OpenAI-compatible and text-embeddings-inference APIs) over the local model.
     Embedder,
+    /// The answer tier: `POST /v1/collections/{name}/ask`, reaching the router over gRPC (`--router`).
     Answer,
 }
 

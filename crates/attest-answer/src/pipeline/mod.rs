@@ -32,7 +32,7 @@ use crate::config::AnswerConfig;
 use crate::conversation::{self, HistoryTurn};
 use crate::error::AnswerError;
 use crate::footnotes::{body, Passage};
-use crate::generate::{ChatClient, GeneratorChain};
+use crate::generate::GeneratorChain;
 use crate::memory::CuratedMemory;
 use crate::models::AnswerModels;
 use crate::pool::{Candidate, Source};
@@ -45,6 +45,7 @@ use crate::terminology::{Terminology, TerminologyReport};
 use crate::thresholds::ThresholdsCache;
 use crate::verdict::VerdictCounts;
 use crate::verifier::Verifier;
+use attest_models::chat::ChatClient;
 
 /// Stage names of `stage_latency_seconds` and of the response's `latency_ms`.
 pub const STAGE_ROUTE: &str = "route";

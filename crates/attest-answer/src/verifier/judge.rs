@@ -2,7 +2,8 @@
 //! asked for one number from 0 to 1 with a fixed prompt at temperature 0, and the first number in that range
 //! in its reply is the score.
 //!
-//! - [`LlmJudgeVerifier`]: any OpenAI-compatible chat endpoint (vLLM, llama.cpp server, Ollama), not streamed.
+//! - [`LlmJudgeVerifier`]: any OpenAI-compatible chat endpoint (vLLM, llama.cpp server, Ollama), through the
+//!   answer tier's one chat client (`attest_models::chat`).
 //! - [`GgufJudgeVerifier`]: the local GGUF model (SmolLM2-135M) with the same prompt.
 //!
 //! [`Verifier::support`] cannot fail, so when the model cannot be reached or its reply holds no usable number,
@@ -10,13 +11,12 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
+use attest_models::chat::{ChatClient, OpenAiChatConfig};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::{LearnedVerifier, Verifier};
-use crate::generate::{chat_endpoint, OpenAiChatConfig};
 use crate::gguf_generator::GgufConfig;
 use attest_models::gguf::{DecodeRules, LocalLlm, LocalLlmError};
 
@@ -111,52 +111,31 @@ fn fall_back(
 
 /// An LLM judge over an OpenAI-compatible chat endpoint.
 pub struct LlmJudgeVerifier {
-    endpoint: String,
-    config: OpenAiChatConfig,
+    chat: ChatClient,
     reply_tokens: u32,
-    agent: ureq::Agent,
     fallback: LearnedVerifier,
 }
 
 impl LlmJudgeVerifier {
     pub fn new(config: OpenAiChatConfig, reply_tokens: u32) -> Self {
-        let agent = ureq::AgentBuilder::new()
-            .timeout(Duration::from_millis(config.timeout_ms.max(1)))
-            .build();
         LlmJudgeVerifier {
-            endpoint: chat_endpoint(&config.url),
-            config,
+            chat: ChatClient::new(config),
             reply_tokens,
-            agent,
             fallback: LearnedVerifier::bundled(),
         }
     }
 
     /// The judge's score, or why there is none.
     pub fn judge(&self, question: &str, claim: &str, passage: &str) -> Result<f64, JudgeError> {
-        let body = json!({
-            "model": self.config.model,
-            "messages": [
-                {"role": "system", "content": JUDGE_SYSTEM_PROMPT},
-                {"role": "user", "content": judge_user_message(question, claim, passage)},
-            ],
-            "temperature": 0,
-            "max_tokens": self.reply_tokens,
-            "stream": false,
-        });
-        let reply: Value = attest_models::remote::post(
-            &self.agent,
-            &self.endpoint,
-            self.config.api_key.as_deref(),
-        )
-        .send_json(body)
-        .map_err(|e| JudgeError::Unavailable(format!("{}: {e}", self.endpoint)))?
-        .into_json()
-        .map_err(|e| JudgeError::Unavailable(format!("{}: bad JSON: {e}", self.endpoint)))?;
-        let text = reply["choices"][0]["message"]["content"]
-            .as_str()
-            .unwrap_or_default();
-        parse_score(text).ok_or_else(|| JudgeError::Unparseable(text.to_string()))
+        let messages = json!([
+            {"role": "system", "content": JUDGE_SYSTEM_PROMPT},
+            {"role": "user", "content": judge_user_message(question, claim, passage)},
+        ]);
+        let text = self
+            .chat
+            .complete(messages, self.reply_tokens)
+            .map_err(|e| JudgeError::Unavailable(e.to_string()))?;
+        parse_score(&text).ok_or(JudgeError::Unparseable(text))
     }
 }
 

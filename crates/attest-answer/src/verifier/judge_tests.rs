@@ -6,6 +6,8 @@ use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+use serde_json::{json, Value};
+
 use super::*;
 
 /// One scripted reply of the loopback server.
@@ -47,17 +49,30 @@ fn serve(replies: Vec<Reply>) -> (String, Arc<Mutex<Vec<Value>>>, JoinHandle<()>
                 .unwrap()
                 .push(serde_json::from_slice(&body).unwrap());
             let (status, payload) = match reply {
-                Reply::Say(text) => (
-                    200,
-                    json!({"choices": [{"message": {"role": "assistant", "content": text}}]})
-                        .to_string(),
-                ),
+                // Server-Sent Events, as a streamed chat completion: the text in two deltas.
+                Reply::Say(text) => {
+                    let half = text.len() / 2;
+                    let event = |delta: &str| {
+                        format!(
+                            "data: {}\n\n",
+                            json!({"choices": [{"delta": {"content": delta}}]})
+                        )
+                    };
+                    (
+                        200,
+                        format!(
+                            "{}{}data: [DONE]\n\n",
+                            event(&text[..half]),
+                            event(&text[half..])
+                        ),
+                    )
+                }
                 Reply::Status(code) => (code, "{\"error\": \"scripted failure\"}".to_string()),
             };
             let mut stream = stream;
             write!(
                 stream,
-                "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+                "HTTP/1.1 {status} X\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\
                  connection: close\r\n\r\n{payload}",
                 payload.len()
             )
@@ -118,7 +133,7 @@ fn the_llm_judge_scores_and_falls_back_to_the_learned_verifier() {
     assert_eq!(seen.len(), 4);
     for (request, claim) in seen.iter().zip([GOOD, BAD, GOOD, BAD]) {
         assert_eq!(request["temperature"], 0);
-        assert_eq!(request["stream"], false);
+        assert_eq!(request["stream"], true);
         assert_eq!(request["model"], "judge");
         assert_eq!(request["max_tokens"], 16);
         assert_eq!(request["messages"][0]["role"], "system");

@@ -11,7 +11,6 @@ pub mod verifier;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use self::reranker as rerank_train;
 use self::verifier::{load_items, train_verifier};
 use anyhow::Context;
 use attest_answer::RouterClient;
@@ -86,14 +85,14 @@ fn train_reranker(
     } else {
         data.to_path_buf()
     };
-    let queries = rerank_train::load_queries(&queries_path)?;
+    let queries = reranker::load_queries(&queries_path)?;
     let total = queries.len();
-    let config = rerank_train::TrainConfig {
+    let config = reranker::TrainConfig {
         collection,
         limit,
         ..Default::default()
     };
-    let split = rerank_train::split_queries(queries, limit);
+    let split = reranker::split_queries(queries, limit);
     anyhow::ensure!(
         !split.train.is_empty() && !split.heldout.is_empty(),
         "{} has no answerable squad-dev queries in both splits",
@@ -111,7 +110,7 @@ fn train_reranker(
         eprintln!("retrieving candidates for {} {name} queries…", group.len());
         pools.push(
             runtime
-                .block_on(rerank_train::retrieve(&client, group, &config))
+                .block_on(reranker::retrieve(&client, group, &config))
                 .with_context(|| format!("router {router}"))?,
         );
     }
@@ -122,7 +121,7 @@ fn train_reranker(
         queries_path.display(),
         limit.map_or(String::new(), |l| format!(", at most {l} per group"))
     );
-    let file = rerank_train::train_reranker(&pools[0], &pools[1], &pools[2], &config, &source)?;
+    let file = reranker::train_reranker(&pools[0], &pools[1], &pools[2], &config, &source)?;
     write_model(out, &serde_json::to_string_pretty(&file)?)?;
     let h = &file.heldout;
     if json {

@@ -146,6 +146,12 @@ pub fn cluster_credential(cluster_key: Option<&str>) -> anyhow::Result<ClusterCr
 /// cannot be read. The router needs `--meta` anyway (its shard map); an answer replica checks keys against the
 /// key ring it reads from meta, and without `--meta` would refuse every key but the admin key.
 fn incomplete_security(args: &NodeConfig) -> Option<&'static str> {
+    if args.credentials.tls_ca.is_some() && args.credentials.tls_cert.is_none() {
+        return Some(
+            "--tls-ca needs --tls-cert (and --tls-key): a node's internal services admit only clients with a \
+             certificate the CA signed, and serve with the node's own",
+        );
+    }
     (args.role == Role::Answer && args.admin_key.is_some() && args.meta.is_empty()).then_some(
         "--admin-key needs --meta (the meta nodes holding the API keys minted with it): without it every key \
          but the admin key would be refused",
@@ -250,5 +256,21 @@ mod tests {
         );
         assert!(incomplete_security(&answer(true)).is_none());
         assert!(incomplete_security(&node(Role::Answer, |c| c.insecure = true)).is_none());
+    }
+
+    /// A node given the cluster CA without a certificate of its own cannot take part in mutual TLS: refused at
+    /// start, even insecure (the operator's commands take `--tls-ca` alone, for a meta served over TLS).
+    #[test]
+    fn a_node_with_the_cluster_ca_and_no_certificate_is_refused() {
+        let refused = Security::for_node(&node(Role::Shard, |c| {
+            c.credentials.tls_ca = Some("ca".into());
+            c.insecure = true;
+        }))
+        .err()
+        .unwrap();
+        assert!(
+            refused.to_string().contains("--tls-ca needs --tls-cert"),
+            "{refused}"
+        );
     }
 }
