@@ -83,7 +83,7 @@ impl Generator for ExtractiveGenerator {
     }
 }
 
-/// Settings of [`OpenAiChatGenerator`] (the `answer.llm` config section).
+/// The generator over an OpenAI-compatible chat endpoint (the `answer.llm` config section).
 pub struct OpenAiChatGenerator {
     chat: ChatClient,
 }
