@@ -43,12 +43,7 @@ pub enum ChatError {
 
 /// The chat-completions endpoint of `url`: a base URL (`http://vllm:8000`) or the full endpoint.
 pub fn chat_endpoint(url: &str) -> String {
-    let base = url.trim().trim_end_matches('/');
-    if base.ends_with("/chat/completions") {
-        base.to_string()
-    } else {
-        format!("{base}/v1/chat/completions")
-    }
+    crate::remote::endpoint(url, "/chat/completions", "/v1/chat/completions")
 }
 
 /// One OpenAI-compatible chat endpoint, with its own agent (and so its own timeout).

@@ -3,6 +3,17 @@
 //! request id, and the trace context — so a call can be followed from the request that caused it into the
 //! service's own logs, whichever model it asks.
 
+/// The endpoint of a configured `url`: a URL that already ends in `names_it` (the API's own path, or its last
+/// part) is kept as given; a base URL (`http://vllm:8000`, with or without a trailing `/`) gets `path`.
+pub fn endpoint(url: &str, names_it: &str, path: &str) -> String {
+    let base = url.trim().trim_end_matches('/');
+    if base.ends_with(names_it) {
+        base.to_string()
+    } else {
+        format!("{base}{path}")
+    }
+}
+
 /// A POST to `endpoint` on `agent` with the headers every model call carries. An empty `api_key` sends none (an
 /// empty `ATTEST__…__API_KEY` is how a deployment turns a key off).
 pub fn post(agent: &ureq::Agent, endpoint: &str, api_key: Option<&str>) -> ureq::Request {

@@ -54,16 +54,11 @@ impl Default for RemoteRerankConfig {
 
 /// The endpoint of `url` for `api`: a base URL gets the API's path; a URL already ending in it is kept.
 pub fn rerank_endpoint(url: &str, api: RemoteApi) -> String {
-    let base = url.trim().trim_end_matches('/');
     let path = match api {
         RemoteApi::Tei => "/rerank",
         RemoteApi::Cohere => "/v1/rerank",
     };
-    if base.ends_with("/rerank") {
-        base.to_string()
-    } else {
-        format!("{base}{path}")
-    }
+    attest_models::remote::endpoint(url, "/rerank", path)
 }
 
 pub struct RemoteReranker {
