@@ -129,11 +129,14 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<i32> {
         let perturbed = perturbed::build(&set, n);
         report.perturbed = Some(run::adversarial(&stack, &collection, &perturbed).await?);
     }
-    for path in &args.verifier_data {
-        let name = verifier_data::set_name(path);
-        report
-            .verifier
-            .insert(name, run::verifier(&cfg.answer, path)?);
+    if !args.verifier_data.is_empty() {
+        let verifier = attest_answer::AnswerModels::load(&cfg.answer)?.verifier;
+        for path in &args.verifier_data {
+            let name = verifier_data::set_name(path);
+            report
+                .verifier
+                .insert(name, run::verifier(&cfg.answer, verifier.as_ref(), path)?);
+        }
     }
     report.meta = report::Meta {
         timestamp: now_rfc3339(),

@@ -457,18 +457,21 @@ pub async fn answers(
 
 /// AUROC and balanced accuracy (threshold: the configured claim-support threshold) of the configured verifier
 /// on the held-out items of a HaluEval-QA or claim/evidence (VitaminC) file or directory
-/// ([`super::verifier_data`]).
-pub fn verifier(config: &AnswerConfig, path: &Path) -> anyhow::Result<VerifierScores> {
+/// ([`super::verifier_data`]). `verifier` is loaded once for every file ([`attest_answer::AnswerModels::load`]).
+pub fn verifier(
+    config: &AnswerConfig,
+    verifier: &dyn attest_answer::Verifier,
+    path: &Path,
+) -> anyhow::Result<VerifierScores> {
     use attest_models::logistic::{auroc, balanced_accuracy};
     let path = super::verifier_data::items_path(path);
     let heldout = super::verifier_data::load_heldout(&path)?;
-    let verifier = attest_answer::AnswerModels::load(config)?.verifier;
     let bar = progress(heldout.len(), "verify");
     let scores: Vec<f64> = heldout
         .iter()
         .map(|it| {
             bar.inc(1);
-            it.score(verifier.as_ref())
+            it.score(verifier)
         })
         .collect();
     bar.finish_and_clear();
