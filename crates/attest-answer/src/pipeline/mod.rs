@@ -295,6 +295,11 @@ impl AnswerService {
         &self.config
     }
 
+    /// The verifier the service checks claims with (loaded once with the reader, [`AnswerModels::load`]).
+    pub fn verifier(&self) -> &Arc<dyn Verifier> {
+        &self.verifier
+    }
+
     /// Glossary lookups answered from the terminology cache so far.
     pub fn terminology_cache_hits(&self) -> u64 {
         self.terminology.cache_hits()

@@ -130,7 +130,7 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<i32> {
         report.perturbed = Some(run::adversarial(&stack, &collection, &perturbed).await?);
     }
     if !args.verifier_data.is_empty() {
-        let verifier = attest_answer::AnswerModels::load(&cfg.answer)?.verifier;
+        let verifier = stack.answer.verifier();
         for path in &args.verifier_data {
             let name = verifier_data::set_name(path);
             report

@@ -457,7 +457,7 @@ pub async fn answers(
 
 /// AUROC and balanced accuracy (threshold: the configured claim-support threshold) of the configured verifier
 /// on the held-out items of a HaluEval-QA or claim/evidence (VitaminC) file or directory
-/// ([`super::verifier_data`]). `verifier` is loaded once for every file ([`attest_answer::AnswerModels::load`]).
+/// ([`super::verifier_data`]): the answer service's own (`AnswerService::verifier`), loaded once with its reader.
 pub fn verifier(
     config: &AnswerConfig,
     verifier: &dyn attest_answer::Verifier,

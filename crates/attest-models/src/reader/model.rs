@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use crate::checksum::ChecksumError;
+use crate::onnx::OnnxError;
 use tokenizers::Tokenizer;
 
 use super::input::{self, PairIds};
@@ -69,6 +70,17 @@ impl From<ChecksumError> for ReaderError {
                 file,
                 why: error.to_string(),
             },
+        }
+    }
+}
+
+/// ONNX Runtime's refusals as the reader's: a library that fails its checksum is a refused file (as a refused
+/// graph is), anything else a model error, said once.
+impl From<OnnxError> for ReaderError {
+    fn from(e: OnnxError) -> Self {
+        match e {
+            OnnxError::Checksum(refused) => refused.into(),
+            other => ReaderError::Model(other.to_string()),
         }
     }
 }
@@ -314,6 +326,22 @@ fn best_span(tokens: &[f32], lo: usize, hi: usize) -> (f32, Option<usize>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn onnx_runtime_errors_are_named_once_and_a_refused_library_as_a_refused_file() {
+        let runtime = ReaderError::from(OnnxError::Runtime("no such input".into())).to_string();
+        assert_eq!(runtime, "reader model: ONNX Runtime: no such input");
+        let library = PathBuf::from("/opt/onnxruntime/libonnxruntime.so");
+        let refused = ReaderError::from(OnnxError::Checksum(ChecksumError::Mismatch {
+            file: library.clone(),
+            expected: "aa".into(),
+            actual: "bb".into(),
+        }));
+        assert!(
+            matches!(&refused, ReaderError::Checksum { file, .. } if *file == library),
+            "{refused}"
+        );
+    }
 
     #[test]
     fn an_onnx_readers_span_blend_comes_from_its_config() {

@@ -7,7 +7,7 @@
 use ort::value::Tensor;
 
 use super::model::ReaderError;
-use crate::onnx::{default_onnxruntime_library, runtime, SessionPool};
+use crate::onnx::{default_onnxruntime_library, runtime, OnnxError, SessionPool};
 
 /// The graph's file in a reader model directory.
 pub const ONNX_READER_FILE: &str = "reader.onnx";
@@ -23,15 +23,16 @@ pub struct Logits {
     pub span: Vec<f32>,
 }
 
-fn model_error(e: impl std::fmt::Display) -> ReaderError {
-    ReaderError::Model(format!("ONNX Runtime: {e}"))
+/// An error of ONNX Runtime's own (`OnnxError::Runtime` names it once).
+fn model_error(e: ort::Error) -> ReaderError {
+    OnnxError::from(e).into()
 }
 
 impl OnnxReader {
     /// Sessions over `graph` (already checked against the committed checksum), in the process's ONNX Runtime.
     pub fn load(graph: &[u8], threads: usize) -> Result<Self, ReaderError> {
-        let env = runtime(&default_onnxruntime_library()).map_err(model_error)?;
-        let sessions = SessionPool::new(&env, graph, threads).map_err(model_error)?;
+        let env = runtime(&default_onnxruntime_library())?;
+        let sessions = SessionPool::new(&env, graph, threads)?;
         Ok(OnnxReader { sessions })
     }
 
