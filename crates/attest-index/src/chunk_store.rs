@@ -13,14 +13,13 @@
 //! rkyv validation alone proves the archive is structurally safe to read, not that it is the data that was
 //! written (a flipped letter in a text is still valid UTF-8), hence the CRC.
 
-use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use memmap2::Mmap;
 use rkyv::vec::{ArchivedVec, VecResolver};
 use rkyv::{Archive, Place, Serialize};
 
 use crate::error::{IndexError, Result};
+use crate::mapped_file::MappedFile;
 
 const MAGIC: &[u8; 4] = b"ATCS";
 const VERSION: u32 = 1;
@@ -65,15 +64,14 @@ where
 
 /// A read-only, memory-mapped chunk store.
 pub struct ChunkStore {
-    mmap: Mmap,
+    file: MappedFile,
     len: usize,
-    path: PathBuf,
 }
 
 impl std::fmt::Debug for ChunkStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ChunkStore")
-            .field("path", &self.path)
+            .field("path", &self.file.path())
             .field("len", &self.len)
             .finish()
     }
@@ -97,52 +95,41 @@ impl ChunkStore {
     /// Maps the file, checks header and CRC, and validates the archive once with rkyv's bytecheck; a
     /// truncated, corrupt or foreign file is `IndexError::Corrupt`. Rows are then served zero-copy.
     pub fn open(path: &Path) -> Result<Self> {
-        let file = File::open(path)?;
-        // SAFETY: sealed segment files are written once (tmp + rename) and never modified in place, so the
-        // mapped bytes cannot change under us while the map lives.
-        let mmap = unsafe { Mmap::map(&file)? };
         let corrupt = |reason: String| IndexError::corrupt(path, reason);
-        if mmap.len() < HEADER_LEN {
-            return Err(corrupt(format!(
-                "{} bytes is shorter than the {HEADER_LEN}-byte header",
-                mmap.len()
-            )));
-        }
-        if &mmap[0..4] != MAGIC {
-            return Err(corrupt("bad magic, not a chunk store".into()));
-        }
-        let version = u32::from_le_bytes(mmap[4..8].try_into().expect("4 bytes"));
-        if version != VERSION {
-            return Err(corrupt(format!("unsupported version {version}")));
-        }
-        let archive_len = u64::from_le_bytes(mmap[8..16].try_into().expect("8 bytes"));
-        if archive_len != (mmap.len() - HEADER_LEN) as u64 {
-            return Err(corrupt(format!(
-                "header says {archive_len} archive bytes, file holds {}",
-                mmap.len() - HEADER_LEN
-            )));
-        }
-        let expected_crc = u32::from_le_bytes(mmap[16..20].try_into().expect("4 bytes"));
-        let archive = &mmap[HEADER_LEN..];
-        let actual_crc = crc32fast::hash(archive);
-        if actual_crc != expected_crc {
-            return Err(corrupt(format!(
-                "checksum {actual_crc:08x}, header says {expected_crc:08x}"
-            )));
-        }
-        let rows = rkyv::access::<ArchivedRows, rkyv::rancor::Error>(archive)
-            .map_err(|e| corrupt(format!("invalid archive: {e}")))?;
-        let len = rows.len();
-        #[cfg(unix)]
-        {
-            // Hits fetch scattered rows; read-ahead would only evict useful pages.
-            let _ = mmap.advise(memmap2::Advice::Random);
-        }
-        Ok(ChunkStore {
-            mmap,
-            len,
-            path: path.to_path_buf(),
-        })
+        let (file, len) = MappedFile::open(path, |bytes| {
+            if bytes.len() < HEADER_LEN {
+                return Err(corrupt(format!(
+                    "{} bytes is shorter than the {HEADER_LEN}-byte header",
+                    bytes.len()
+                )));
+            }
+            if &bytes[0..4] != MAGIC {
+                return Err(corrupt("bad magic, not a chunk store".into()));
+            }
+            let version = u32::from_le_bytes(bytes[4..8].try_into().expect("4 bytes"));
+            if version != VERSION {
+                return Err(corrupt(format!("unsupported version {version}")));
+            }
+            let archive_len = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
+            if archive_len != (bytes.len() - HEADER_LEN) as u64 {
+                return Err(corrupt(format!(
+                    "header says {archive_len} archive bytes, file holds {}",
+                    bytes.len() - HEADER_LEN
+                )));
+            }
+            let expected_crc = u32::from_le_bytes(bytes[16..20].try_into().expect("4 bytes"));
+            let archive = &bytes[HEADER_LEN..];
+            let actual_crc = crc32fast::hash(archive);
+            if actual_crc != expected_crc {
+                return Err(corrupt(format!(
+                    "checksum {actual_crc:08x}, header says {expected_crc:08x}"
+                )));
+            }
+            let rows = rkyv::access::<ArchivedRows, rkyv::rancor::Error>(archive)
+                .map_err(|e| corrupt(format!("invalid archive: {e}")))?;
+            Ok(rows.len())
+        })?;
+        Ok(ChunkStore { file, len })
     }
 
     pub fn len(&self) -> usize {
@@ -153,23 +140,12 @@ impl ChunkStore {
         self.len == 0
     }
 
+    /// The mapped file (a merge advises it sequential; an exact scan restores the page cache from it).
+    pub fn file(&self) -> &MappedFile {
+        &self.file
+    }
+
     /// Row `row`, zero-copy from the map.
-    /// As [`crate::vector_file::VectorFile::advise_sequential`]: the store is about to be read once, in order.
-    pub fn advise_sequential(&self) {
-        #[cfg(unix)]
-        {
-            let _ = self.mmap.advise(memmap2::Advice::Sequential);
-        }
-    }
-
-    /// The whole memory map (for [`crate::page_cache::Untouched`]).
-    pub(crate) fn mapped(&self) -> crate::page_cache::Mapped<'_> {
-        crate::page_cache::Mapped {
-            bytes: &self.mmap,
-            path: &self.path,
-        }
-    }
-
     pub fn get(&self, row: usize) -> Option<&ArchivedStoredChunk> {
         self.rows().get(row)
     }
@@ -184,12 +160,14 @@ impl ChunkStore {
         // `ChunkStore` on success; the map is read-only, never remapped, and the file is immutable once
         // sealed (written via tmp + rename), so the bytes are still the validated ones. Re-deriving the root
         // is O(1) (it sits at the end of the archive).
-        unsafe { rkyv::access_unchecked::<ArchivedRows>(&self.mmap[HEADER_LEN..]) }
+        unsafe { rkyv::access_unchecked::<ArchivedRows>(&self.file[HEADER_LEN..]) }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
 
     fn chunk(i: usize) -> StoredChunk {

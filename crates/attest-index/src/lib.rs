@@ -40,6 +40,7 @@ pub mod ivfpq;
 mod labels;
 mod log_identity;
 pub mod maintenance;
+pub mod mapped_file;
 pub mod merge;
 pub mod near_dup;
 pub(crate) mod page_cache;

@@ -18,13 +18,13 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use memmap2::Mmap;
 use serde::{Deserialize, Serialize};
 
 use crate::chunk_store::{ChunkStore, StoredChunk};
 use crate::config::EngineConfig;
 use crate::error::{IndexError, Result};
 use crate::ivfpq::{IvfPqBuilder, IvfPqIndex, IvfPqParams};
+use crate::mapped_file::MappedFile;
 use crate::sq8::Sq8File;
 use crate::text_index::TextIndex;
 use crate::vector_file::VectorFile;
@@ -137,7 +137,7 @@ pub struct SealedSegment {
     pub meta: SegmentMeta,
     pub dense: Option<IvfPqIndex>,
     /// The global id of each row when the dense index returns those (see [`Dense::Encoded`]).
-    ids: Option<Mmap>,
+    ids: Option<MappedFile>,
     pub text: TextIndex,
     pub chunks: ChunkStore,
     pub vectors: VectorFile,
@@ -328,7 +328,10 @@ impl SealedSegment {
     /// Notes which pages of its full vectors and stored rows are resident, for a scan of every row to hand back
     /// the ones it brings in ([`crate::page_cache`]).
     pub(crate) fn untouched(&self) -> crate::page_cache::Untouched<'_> {
-        crate::page_cache::Untouched::note([self.vectors.mapped(), self.chunks.mapped()])
+        crate::page_cache::Untouched::note([
+            self.vectors.file().page_cache_view(),
+            self.chunks.file().page_cache_view(),
+        ])
     }
 
     /// Verifies every file against the manifest's checksums, then opens the segment (mmap). Any mismatch,
@@ -361,15 +364,17 @@ impl SealedSegment {
         let ids = match meta.quantizer {
             Some(_) if meta.rows > 0 => {
                 let path = dir.join(IDS_FILE);
-                let file = std::fs::File::open(&path)?;
-                // SAFETY: segment files are written once (tmp + rename) and never modified in place.
-                let map = unsafe { Mmap::map(&file)? };
-                if map.len() != IDS_MAGIC.len() + meta.rows * 8 || !map.starts_with(IDS_MAGIC) {
-                    return Err(IndexError::corrupt(
-                        &path,
-                        "not the ids of the segment's rows",
-                    ));
-                }
+                let (map, ()) = MappedFile::open(&path, |bytes| {
+                    if bytes.len() != IDS_MAGIC.len() + meta.rows * 8
+                        || !bytes.starts_with(IDS_MAGIC)
+                    {
+                        return Err(IndexError::corrupt(
+                            &path,
+                            "not the ids of the segment's rows",
+                        ));
+                    }
+                    Ok(())
+                })?;
                 Some(map)
             }
             _ => None,

@@ -22,11 +22,10 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
-
-use memmap2::Mmap;
+use std::path::Path;
 
 use crate::error::{IndexError, Result};
+use crate::mapped_file::MappedFile;
 use crate::vector_file::{map_row_file, row_file_header, HEADER_LEN};
 
 const MAGIC: &[u8; 4] = b"ATQ8";
@@ -35,18 +34,17 @@ const LEVELS: f32 = 255.0;
 
 /// A read-only, memory-mapped SQ8 vector file.
 pub struct Sq8File {
-    mmap: Mmap,
+    file: MappedFile,
     dim: usize,
     len: usize,
     low: Vec<f32>,
     step: Vec<f32>,
-    path: PathBuf,
 }
 
 impl std::fmt::Debug for Sq8File {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sq8File")
-            .field("path", &self.path)
+            .field("path", &self.file.path())
             .field("dim", &self.dim)
             .field("len", &self.len)
             .finish()
@@ -131,23 +129,22 @@ impl Sq8File {
     /// Maps the file read-only and checks magic, version, dim and that the length is exactly what the header
     /// says; anything else is `IndexError::Corrupt`.
     pub fn open(path: &Path) -> Result<Self> {
-        let (mmap, _, dim, count) = map_row_file(path, MAGIC, &[VERSION], |_, dim, count| {
+        let (file, _, dim, count) = map_row_file(path, MAGIC, &[VERSION], |_, dim, count| {
             count.checked_mul(dim)?.checked_add(dim * 8)
         })?;
         let floats = |at: usize| -> Vec<f32> {
-            mmap[at..at + dim * 4]
+            file[at..at + dim * 4]
                 .chunks_exact(4)
                 .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
                 .collect()
         };
         let (low, step) = (floats(HEADER_LEN), floats(HEADER_LEN + dim * 4));
         Ok(Sq8File {
-            mmap,
+            file,
             dim,
             len: count,
             low,
             step,
-            path: path.to_path_buf(),
         })
     }
 
@@ -184,7 +181,7 @@ impl Sq8File {
             return None;
         }
         let start = self.row_start(row);
-        let codes = &self.mmap[start..start + self.dim];
+        let codes = &self.file[start..start + self.dim];
         Some(query.offset + crate::simd::dot_u8(&query.scaled, codes))
     }
 
@@ -206,7 +203,7 @@ impl Sq8File {
             // Every 64-byte line the row touches (the header leaves rows unaligned); the mapping starts on a page.
             for line in (start & !63..start + self.dim).step_by(64) {
                 // SAFETY: a prefetch never faults, and `line` is inside the mapping (row < len).
-                unsafe { _mm_prefetch::<_MM_HINT_T0>(self.mmap.as_ptr().add(line).cast()) };
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(self.file.as_ptr().add(line).cast()) };
             }
         }
     }

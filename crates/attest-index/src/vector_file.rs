@@ -23,9 +23,8 @@ use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use memmap2::Mmap;
-
 use crate::error::{IndexError, Result};
+use crate::mapped_file::MappedFile;
 
 // Rows are read as `&[f32]` / `&[u16]` over the file bytes, which is only correct where those are little-endian
 // in memory.
@@ -129,17 +128,16 @@ impl<'a> VectorRow<'a> {
 
 /// A read-only, memory-mapped vector file.
 pub struct VectorFile {
-    mmap: Mmap,
+    file: MappedFile,
     precision: Precision,
     dim: usize,
     len: usize,
-    path: PathBuf,
 }
 
 impl std::fmt::Debug for VectorFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("VectorFile")
-            .field("path", &self.path)
+            .field("path", &self.file.path())
             .field("precision", &self.precision)
             .field("dim", &self.dim)
             .field("len", &self.len)
@@ -159,7 +157,7 @@ impl VectorFile {
     /// Maps the file read-only and validates magic, version, dim and that the length is exactly
     /// header + count × dim × the value size; anything else is `IndexError::Corrupt`.
     pub fn open(path: &Path) -> Result<Self> {
-        let (mmap, version, dim, count) = map_row_file(
+        let (file, version, dim, count) = map_row_file(
             path,
             MAGIC,
             &[VERSION_F32, VERSION_F16],
@@ -169,11 +167,10 @@ impl VectorFile {
             },
         )?;
         Ok(VectorFile {
-            mmap,
+            file,
             precision: Precision::of_version(version).expect("a version map_row_file accepted"),
             dim,
             len: count,
-            path: path.to_path_buf(),
         })
     }
 
@@ -194,21 +191,9 @@ impl VectorFile {
         self.len == 0
     }
 
-    /// Advises the kernel that the whole file is about to be read in order (a merge reading its inputs once):
-    /// read-ahead instead of one fault per page. The inputs are removed after the merge, so the advice is not undone.
-    pub fn advise_sequential(&self) {
-        #[cfg(unix)]
-        {
-            let _ = self.mmap.advise(memmap2::Advice::Sequential);
-        }
-    }
-
-    /// The whole memory map (for [`crate::page_cache::Untouched`]).
-    pub(crate) fn mapped(&self) -> crate::page_cache::Mapped<'_> {
-        crate::page_cache::Mapped {
-            bytes: &self.mmap,
-            path: &self.path,
-        }
+    /// The mapped file (a merge advises it sequential; an exact scan restores the page cache from it).
+    pub fn file(&self) -> &MappedFile {
+        &self.file
     }
 
     /// Row `row`, zero-copy from the map.
@@ -218,7 +203,7 @@ impl VectorFile {
         }
         let size = self.dim * self.precision.value_bytes();
         let start = HEADER_LEN + row * size;
-        let bytes = &self.mmap[start..start + size];
+        let bytes = &self.file[start..start + size];
         // SAFETY: the map is page-aligned and HEADER_LEN and every row size are multiples of the value size, so
         // `bytes` is aligned for the values; its length is exactly dim values (checked against the file length in
         // `open`); every bit pattern is a valid f32 / u16; the host is little-endian (compile-time check above);
@@ -249,7 +234,7 @@ impl VectorFile {
         if self.precision != Precision::F32 {
             return None;
         }
-        let bytes = &self.mmap[HEADER_LEN..];
+        let bytes = &self.file[HEADER_LEN..];
         // SAFETY: as in `get`: aligned (page-aligned map, 32-byte header), length checked in `open` to be
         // exactly len × dim × 4, every bit pattern is a valid little-endian f32, and the slice borrows `self`.
         Some(unsafe {
@@ -414,59 +399,51 @@ pub(crate) fn row_file_header(
     h
 }
 
-/// Maps a row file read-only (advised for random access: re-scoring reads scattered rows, read-ahead would only
-/// evict useful pages) and checks its header: `magic`, a version of `versions`, a non-zero dim, and a length of
-/// exactly the header plus `body_len(version, dim, count)` bytes. Anything else is `IndexError::Corrupt`. Returns
-/// the map, version, dim and count.
+/// Maps a row file read-only ([`MappedFile::open`]) and checks its header: `magic`, a version of `versions`, a
+/// non-zero dim, and a length of exactly the header plus `body_len(version, dim, count)` bytes. Anything else is
+/// `IndexError::Corrupt`. Returns the map, version, dim and count.
 pub(crate) fn map_row_file(
     path: &Path,
     magic: &[u8; 4],
     versions: &[u32],
     body_len: impl Fn(u32, usize, usize) -> Option<usize>,
-) -> Result<(Mmap, u32, usize, usize)> {
-    let file = File::open(path)?;
-    // SAFETY: sealed segment files are written once (tmp + rename) and never modified in place, so the mapped bytes
-    // cannot change or shrink under us while the map lives.
-    let mmap = unsafe { Mmap::map(&file)? };
+) -> Result<(MappedFile, u32, usize, usize)> {
     let corrupt = |reason: String| IndexError::corrupt(path, reason);
-    if mmap.len() < HEADER_LEN {
-        return Err(corrupt(format!(
-            "{} bytes is shorter than the {HEADER_LEN}-byte header",
-            mmap.len()
-        )));
-    }
-    if &mmap[0..4] != magic {
-        return Err(corrupt(format!(
-            "bad magic, not a {} file",
-            String::from_utf8_lossy(magic)
-        )));
-    }
-    let found = u32::from_le_bytes(mmap[4..8].try_into().expect("4 bytes"));
-    if !versions.contains(&found) {
-        return Err(corrupt(format!("unsupported version {found}")));
-    }
-    let dim = u32::from_le_bytes(mmap[8..12].try_into().expect("4 bytes")) as usize;
-    let count = u64::from_le_bytes(mmap[12..20].try_into().expect("8 bytes"));
-    if dim == 0 {
-        return Err(corrupt("dim is 0".into()));
-    }
-    let count = usize::try_from(count).ok();
-    let expected = count
-        .and_then(|c| body_len(found, dim, c))
-        .and_then(|b| b.checked_add(HEADER_LEN));
-    match (count, expected) {
-        (Some(count), Some(len)) if len == mmap.len() => {
-            #[cfg(unix)]
-            {
-                let _ = mmap.advise(memmap2::Advice::Random);
-            }
-            Ok((mmap, found, dim, count))
+    let (file, (found, dim, count)) = MappedFile::open(path, |bytes| {
+        if bytes.len() < HEADER_LEN {
+            return Err(corrupt(format!(
+                "{} bytes is shorter than the {HEADER_LEN}-byte header",
+                bytes.len()
+            )));
         }
-        _ => Err(corrupt(format!(
-            "length {} does not match header ({count:?} rows × {dim} dims)",
-            mmap.len()
-        ))),
-    }
+        if &bytes[0..4] != magic {
+            return Err(corrupt(format!(
+                "bad magic, not a {} file",
+                String::from_utf8_lossy(magic)
+            )));
+        }
+        let found = u32::from_le_bytes(bytes[4..8].try_into().expect("4 bytes"));
+        if !versions.contains(&found) {
+            return Err(corrupt(format!("unsupported version {found}")));
+        }
+        let dim = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes")) as usize;
+        let count = u64::from_le_bytes(bytes[12..20].try_into().expect("8 bytes"));
+        if dim == 0 {
+            return Err(corrupt("dim is 0".into()));
+        }
+        let count = usize::try_from(count).ok();
+        let expected = count
+            .and_then(|c| body_len(found, dim, c))
+            .and_then(|b| b.checked_add(HEADER_LEN));
+        match (count, expected) {
+            (Some(count), Some(len)) if len == bytes.len() => Ok((found, dim, count)),
+            _ => Err(corrupt(format!(
+                "length {} does not match header ({count:?} rows × {dim} dims)",
+                bytes.len()
+            ))),
+        }
+    })?;
+    Ok((file, found, dim, count))
 }
 
 #[cfg(test)]

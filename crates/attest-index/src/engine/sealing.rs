@@ -303,8 +303,8 @@ impl ShardEngine {
             for seg in &inputs {
                 // Read once, front to back: read-ahead, not a fault per page (the maps are advised random for
                 // searches; these segments are removed after the merge).
-                seg.chunks.advise_sequential();
-                seg.vectors.advise_sequential();
+                seg.chunks.file().advise_sequential();
+                seg.vectors.file().advise_sequential();
                 let view = SegmentView::Sealed(seg);
                 let own_ids = match seg.meta.quantizer {
                     Some(_) => (0..seg.meta.rows).map(|row| seg.id_of(row)).collect(),
