@@ -33,6 +33,7 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod filter;
+pub mod freed_memory;
 pub mod fsutil;
 pub mod growing;
 mod idle_seal;

@@ -97,14 +97,19 @@ pub fn set_max_concurrent(n: usize) {
     }
 }
 
-/// Held while one seal or merge runs; dropping it lets the next one of its kind start.
+/// Held while one seal or merge runs; dropping it lets the next one of its kind start, and hands what the job
+/// freed back to the system ([`crate::freed_memory`]: the job's buffers are gone by then, the slot being taken
+/// before them).
 pub struct MaintenanceSlot(&'static Queue);
 
 impl Drop for MaintenanceSlot {
     fn drop(&mut self) {
-        let mut running = self.0.running.lock().unwrap_or_else(|e| e.into_inner());
-        *running -= 1;
-        self.0.freed.notify_one();
+        {
+            let mut running = self.0.running.lock().unwrap_or_else(|e| e.into_inner());
+            *running -= 1;
+            self.0.freed.notify_one();
+        }
+        crate::freed_memory::release();
     }
 }
 

@@ -318,6 +318,8 @@ fn tuner(due: Receiver<(Weak<ShardEngine>, f64)>) {
             None => {}
         }
         drop(engine);
+        // The exact scans' buffers, freed on this thread.
+        crate::freed_memory::release();
         crate::recall_probe::rest_after(started.elapsed(), cpu_share);
     }
 }
