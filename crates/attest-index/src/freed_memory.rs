@@ -1,10 +1,10 @@
 //! Hands the memory a seal, a merge or a tuning has freed back to the system. Each builds in buffers of its own
 //! (rows and vectors collected, codes encoded, lists moved, exact scans' results) on threads of its own, and
 //! glibc's allocator keeps what such threads free in their arenas for the next allocation instead of returning it:
-//! at 10M rows through the router, each shard process held 5.5 GB of anonymous memory after its load against
-//! 0.46 GB restarted on the same files, and the page cache its mapped segments serve from was short by that much
-//! (docs/decisions/live-recall-estimate.md). `malloc_trim` returns the free pages of every arena; it runs once a
-//! job has ended, off the request path. Elsewhere than on glibc, a no-op.
+//! a shard process that had just loaded its rows held several times the anonymous memory of the same process
+//! restarted on the same files, and the page cache its mapped segments serve from was short by that much
+//! (docs/decisions/freed-memory.md). `malloc_trim` returns the free pages of every arena; it runs once a job has
+//! ended, off the request path. Elsewhere than on glibc, a no-op.
 
 use tracing::debug;
 
