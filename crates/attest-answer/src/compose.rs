@@ -8,7 +8,6 @@
 
 use std::collections::HashSet;
 
-use crate::config::AnswerConfig;
 use crate::footnotes::Footnotes;
 use attest_text::relevance::sentence_relevance;
 use attest_text::text;
@@ -20,13 +19,24 @@ struct Candidate {
     relevance: f64,
 }
 
+/// How the composer picks and joins sentences (`answer.composer_passage_ratio`, `answer.companion_ratio`,
+/// `answer.max_answer_sentences`: `AnswerConfig::composition`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Composition {
+    /// Only passages whose reranker score is at least this share of the best passage's are quoted.
+    pub passage_ratio: f64,
+    /// A further sentence joins only when its relevance is this share of the best one's.
+    pub companion_ratio: f64,
+    pub max_sentences: usize,
+}
+
 /// The answer text with `[n]` markers, or None when no sentence covers any of the question.
-pub fn compose(question: &str, footnotes: &Footnotes, config: &AnswerConfig) -> Option<String> {
+pub fn compose(question: &str, footnotes: &Footnotes, composition: &Composition) -> Option<String> {
     let q = text::content_set(question);
     // Answer from the strongest evidence: passages the reranker scored well below the best one are not quoted
     // (a lexically covering sentence of a weak passage is how a wrong paragraph gets cited).
     let best_passage = footnotes.iter().map(|(_, p)| p.score).fold(0.0, f64::max);
-    let passage_floor = best_passage * config.composer_passage_ratio;
+    let passage_floor = best_passage * composition.passage_ratio;
     let read = footnotes.iter().any(|(_, p)| p.sentence_reads.is_some());
     let mut candidates: Vec<Candidate> = Vec::new();
     for (n, p) in footnotes.iter().filter(|(_, p)| p.score >= passage_floor) {
@@ -58,10 +68,10 @@ pub fn compose(question: &str, footnotes: &Footnotes, config: &AnswerConfig) -> 
             .then(a.position.cmp(&b.position))
     });
     let best = candidates.first().filter(|c| c.relevance > 0.0)?;
-    let floor = best.relevance * config.companion_ratio;
+    let floor = best.relevance * composition.companion_ratio;
     let mut chosen: Vec<&Candidate> = Vec::new();
     for c in &candidates {
-        if chosen.len() >= config.max_answer_sentences || c.relevance < floor {
+        if chosen.len() >= composition.max_sentences || c.relevance < floor {
             break;
         }
         let words: HashSet<String> = text::content_set(&c.sentence);
@@ -114,6 +124,11 @@ mod tests {
     use super::*;
     use crate::footnotes::Passage;
 
+    /// The composition of the default configuration.
+    fn defaults() -> Composition {
+        crate::config::AnswerConfig::default().composition()
+    }
+
     fn passage(id: &str, title: &str, text: &str) -> Passage {
         Passage {
             chunk_id: id.into(),
@@ -138,7 +153,7 @@ mod tests {
         let answer = compose(
             "What sign was on the door of Tesla's room?",
             &f,
-            &AnswerConfig::default(),
+            &defaults(),
         )
         .unwrap();
         assert_eq!(
@@ -154,7 +169,7 @@ mod tests {
             "Edison",
             "Edison invented the phonograph.",
         )]);
-        assert!(compose("Where is Lake Titicaca?", &f, &AnswerConfig::default()).is_none());
+        assert!(compose("Where is Lake Titicaca?", &f, &defaults()).is_none());
     }
 
     #[test]
@@ -169,15 +184,15 @@ mod tests {
         weak.score = 0.2;
         let f = Footnotes::mint(vec![strong, weak]);
         let question = "What sign was on the door of Tesla's room?";
-        let strict = AnswerConfig {
-            composer_passage_ratio: 0.5,
-            ..Default::default()
+        let strict = Composition {
+            passage_ratio: 0.5,
+            ..defaults()
         };
         assert_eq!(
             compose(question, &f, &strict).unwrap(),
             "Tesla hung a sign on the door [1]."
         );
-        let any = compose(question, &f, &AnswerConfig::default()).unwrap();
+        let any = compose(question, &f, &defaults()).unwrap();
         assert!(any.contains("[2]"), "{any}");
     }
 
@@ -197,20 +212,20 @@ mod tests {
         let f = Footnotes::mint(vec![p.clone()]);
         let question = "Where was Tesla born?";
         assert_eq!(
-            compose(question, &f, &AnswerConfig::default()).unwrap(),
+            compose(question, &f, &defaults()).unwrap(),
             "Tesla (Serbian; 1856) was born in Smiljan [1]."
         );
         p.sentence_reads = Some(vec![read(0.9, 1), read(0.1, 0)]);
         let f = Footnotes::mint(vec![p.clone()]);
         assert_eq!(
-            compose(question, &f, &AnswerConfig::default()).unwrap(),
+            compose(question, &f, &defaults()).unwrap(),
             "his father was a priest [1]."
         );
         // A sentence without `;` parts is quoted whole whatever part the reader names.
         p.sentence_reads = Some(vec![read(0.1, 0), read(0.9, 3)]);
         let f = Footnotes::mint(vec![p]);
         assert_eq!(
-            compose(question, &f, &AnswerConfig::default()).unwrap(),
+            compose(question, &f, &defaults()).unwrap(),
             "He moved to Paris [1]."
         );
     }

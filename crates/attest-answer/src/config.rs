@@ -5,6 +5,8 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
 
+use crate::compose::Composition;
+use crate::gate::GateThresholds;
 use crate::gguf_generator::GgufConfig;
 use crate::out_of_corpus::OutOfCorpusConfig;
 use crate::reader::rules::Rule;
@@ -155,6 +157,25 @@ impl Default for AnswerConfig {
 }
 
 impl AnswerConfig {
+    /// The lexical coverage gate's thresholds.
+    pub fn gate_thresholds(&self) -> GateThresholds {
+        GateThresholds {
+            bail: self.bail_threshold,
+            ground: self.ground_threshold,
+            ground_with_support: self.ground_with_support_threshold,
+            min_supporting: self.min_supporting,
+        }
+    }
+
+    /// How the extractive composer picks and joins sentences.
+    pub fn composition(&self) -> Composition {
+        Composition {
+            passage_ratio: self.composer_passage_ratio,
+            companion_ratio: self.companion_ratio,
+            max_sentences: self.max_answer_sentences,
+        }
+    }
+
     /// Values that cannot be right, named as `answer.KEY` (checked at start-up and by `attest config check`).
     pub fn problems(&self) -> ConfigProblems {
         let mut p = ConfigProblems::new("answer");

@@ -6,6 +6,16 @@ use std::collections::HashSet;
 
 use attest_proto::v1 as pb;
 
+/// What the reader made of one sentence of a passage.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SentenceRead {
+    /// Does it answer the question: the readers' probabilities combined by `reader.ensemble_rule`.
+    pub answerability: f64,
+    /// The `;` part of the sentence ([`attest_text::text::semicolon_parts`]) where the main reader's best answer span
+    /// starts: the part the composer quotes.
+    pub answer_part: usize,
+}
+
 /// A passage retrieved in this turn.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Passage {
@@ -17,7 +27,7 @@ pub struct Passage {
     /// reranker score.
     pub score: f64,
     /// The reader's reading of each sentence (`text::sentences` order), when the passage was read.
-    pub sentence_reads: Option<Vec<crate::reader::SentenceRead>>,
+    pub sentence_reads: Option<Vec<SentenceRead>>,
 }
 
 /// A chunk's text without the `"Title\n"` line the chunker puts before it for embedding: the title is not a

@@ -4,9 +4,7 @@
 //! retrieve again (the pipeline stops after `max_hops` retrievals). With the reader on, its answerability gate
 //! ([`decide_read`]) is combined with that lexical one ([`combine`], `answer.reader.gate`).
 
-use serde::{Deserialize, Serialize};
-
-use crate::config::AnswerConfig;
+pub use crate::reader::GateMode;
 
 /// What the coverage gate says about the pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,9 +14,19 @@ pub enum Gate {
     Refine,
 }
 
+/// The lexical gate's thresholds on reranked scores (`answer.bail_threshold`, `answer.ground_threshold`,
+/// `answer.ground_with_support_threshold`, `answer.min_supporting`: `AnswerConfig::gate_thresholds`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GateThresholds {
+    pub bail: f64,
+    pub ground: f64,
+    pub ground_with_support: f64,
+    pub min_supporting: usize,
+}
+
 /// The gate over the pool's scores (any order). An empty pool asks for another try.
-pub fn decide(scores: &[f64], config: &AnswerConfig) -> Gate {
-    decide_bailing_below(scores, config, config.bail_threshold)
+pub fn decide(scores: &[f64], thresholds: &GateThresholds) -> Gate {
+    decide_bailing_below(scores, thresholds, thresholds.bail)
 }
 
 /// The lexical gate the reader's gate is combined with (under `reader`, the one [`combine`] is given with it):
@@ -29,15 +37,15 @@ pub fn decide(scores: &[f64], config: &AnswerConfig) -> Gate {
 pub fn lexical_beside_reader(
     scores: &[f64],
     answerability: &[f64],
-    config: &AnswerConfig,
+    thresholds: &GateThresholds,
     reader: &crate::reader::ReaderConfig,
 ) -> Gate {
     let bail = match reader.gate {
         GateMode::Veto if readers_overrule_veto(answerability, reader) => f64::NEG_INFINITY,
         GateMode::Veto => reader.veto_threshold,
-        GateMode::Both | GateMode::Reader => config.bail_threshold,
+        GateMode::Both | GateMode::Reader => thresholds.bail,
     };
-    decide_bailing_below(scores, config, bail)
+    decide_bailing_below(scores, thresholds, bail)
 }
 
 /// Whether the readers' best answerability reaches `reader.veto_overrule_bar` (never where it is unset).
@@ -52,17 +60,17 @@ pub fn best(scores: &[f64]) -> f64 {
     scores.iter().copied().fold(f64::NEG_INFINITY, f64::max)
 }
 
-fn decide_bailing_below(scores: &[f64], config: &AnswerConfig, bail_threshold: f64) -> Gate {
+fn decide_bailing_below(scores: &[f64], thresholds: &GateThresholds, bail_threshold: f64) -> Gate {
     let best = best(scores);
     if scores.is_empty() {
         return Gate::Refine;
     }
     let supporting = scores
         .iter()
-        .filter(|&&s| s >= config.ground_with_support_threshold)
+        .filter(|&&s| s >= thresholds.ground_with_support)
         .count();
-    if best >= config.ground_threshold
-        || (best >= config.ground_with_support_threshold && supporting >= config.min_supporting)
+    if best >= thresholds.ground
+        || (best >= thresholds.ground_with_support && supporting >= thresholds.min_supporting)
     {
         Gate::Ground
     } else if best < bail_threshold {
@@ -88,25 +96,6 @@ pub fn decide_read(scores: &[f64], reader: &crate::reader::ReaderConfig) -> Gate
     }
 }
 
-/// How the reader's gate and the lexical gate (reranked scores) combine, `answer.reader.gate`.
-///
-/// The reader tells "names the subject" from "answers the question" on Wikipedia, where the lexical gate cannot,
-/// but alone on forum posts it grounded questions whose post was deleted (28.9% of them on shift-reddit's held-out
-/// posts) that the lexical gate refuses (issue 41). `veto` (the default) lets the lexical gate refuse but not
-/// demand: chosen on held-in squad-dev articles and shift-reddit posts as the mode with the most coverage that
-/// hallucinated less than the lexical gate on both (docs/bench/history.md "Reader round 7").
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum GateMode {
-    /// Ground when both gates ground; bail when either bails; else refine (the most cautious).
-    Both,
-    /// The reader's gate, unless the lexical gate bails (the lexical gate can veto, not demand).
-    #[default]
-    Veto,
-    /// The reader's gate alone.
-    Reader,
-}
-
 /// The combined decision of the reader's gate (`read`) and the lexical gate (`lexical`) under `mode`.
 pub fn combine(read: Gate, lexical: Gate, mode: GateMode) -> Gate {
     match mode {
@@ -124,6 +113,7 @@ pub fn combine(read: Gate, lexical: Gate, mode: GateMode) -> Gate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::AnswerConfig;
 
     #[test]
     fn both_grounds_only_when_each_gate_does() {
@@ -145,14 +135,18 @@ mod tests {
 
     /// The lexical gate beside the reader for one reranked score and the read sentences' answerability.
     fn beside(c: &AnswerConfig, reranked: f64, answerability: &[f64]) -> Gate {
-        lexical_beside_reader(&[reranked], answerability, c, &c.reader)
+        lexical_beside_reader(&[reranked], answerability, &c.gate_thresholds(), &c.reader)
     }
 
     #[test]
     fn the_veto_bails_at_its_own_threshold() {
         let mut c = AnswerConfig::default();
         c.reader.veto_threshold = 0.25;
-        assert_eq!(decide(&[0.3], &c), Gate::Bail, "the lexical gate alone");
+        assert_eq!(
+            decide(&[0.3], &c.gate_thresholds()),
+            Gate::Bail,
+            "the lexical gate alone"
+        );
         c.reader.veto_overrule_bar = None;
         assert_eq!(beside(&c, 0.3, &[0.5]), Gate::Refine);
         assert_eq!(beside(&c, 0.2, &[1.0]), Gate::Bail);
@@ -198,12 +192,15 @@ mod tests {
     #[test]
     fn thresholds_of_the_seed() {
         let c = AnswerConfig::default();
-        assert_eq!(decide(&[], &c), Gate::Refine);
-        assert_eq!(decide(&[0.39, 0.1], &c), Gate::Bail);
-        assert_eq!(decide(&[0.40], &c), Gate::Refine);
-        assert_eq!(decide(&[0.6, 0.3], &c), Gate::Refine);
-        assert_eq!(decide(&[0.3, 0.6, 0.55], &c), Gate::Ground);
-        assert_eq!(decide(&[0.65], &c), Gate::Ground);
-        assert_eq!(decide(&[0.64, 0.54], &c), Gate::Refine);
+        assert_eq!(decide(&[], &c.gate_thresholds()), Gate::Refine);
+        assert_eq!(decide(&[0.39, 0.1], &c.gate_thresholds()), Gate::Bail);
+        assert_eq!(decide(&[0.40], &c.gate_thresholds()), Gate::Refine);
+        assert_eq!(decide(&[0.6, 0.3], &c.gate_thresholds()), Gate::Refine);
+        assert_eq!(
+            decide(&[0.3, 0.6, 0.55], &c.gate_thresholds()),
+            Gate::Ground
+        );
+        assert_eq!(decide(&[0.65], &c.gate_thresholds()), Gate::Ground);
+        assert_eq!(decide(&[0.64, 0.54], &c.gate_thresholds()), Gate::Refine);
     }
 }

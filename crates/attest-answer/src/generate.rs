@@ -12,10 +12,9 @@
 use attest_models::chat::{ChatClient, ChatError, OpenAiChatConfig};
 use serde_json::{json, Value};
 
-use crate::compose::compose;
-use crate::config::AnswerConfig;
+use crate::compose::{compose, Composition};
 use crate::footnotes::Footnotes;
-use crate::gguf_generator::GgufGenerator;
+use crate::gguf_generator::{GgufConfig, GgufGenerator};
 
 /// The system prompt, fixed: the model may only use the numbered passages and must cite them.
 pub const SYSTEM_PROMPT: &str = "You answer questions using only the numbered passages you are given. \
@@ -62,12 +61,12 @@ pub trait Generator: Send + Sync {
 
 /// The built-in extractive composer as a generator.
 pub struct ExtractiveGenerator {
-    config: AnswerConfig,
+    composition: Composition,
 }
 
 impl ExtractiveGenerator {
-    pub fn new(config: AnswerConfig) -> Self {
-        ExtractiveGenerator { config }
+    pub fn new(composition: Composition) -> Self {
+        ExtractiveGenerator { composition }
     }
 }
 
@@ -76,7 +75,7 @@ impl Generator for ExtractiveGenerator {
         "extractive"
     }
     fn generate(&self, question: &str, footnotes: &Footnotes) -> Result<Generated, GenerateError> {
-        Ok(match compose(question, footnotes, &self.config) {
+        Ok(match compose(question, footnotes, &self.composition) {
             Some(text) => Generated::Text(text),
             None => Generated::Declined,
         })
@@ -137,17 +136,17 @@ impl GeneratorChain {
         GeneratorChain { generators }
     }
 
-    /// The default chain: the configured LLM (if any), the local GGUF model (if enabled), then the extractive
-    /// composer.
-    pub fn from_config(config: &AnswerConfig) -> Self {
+    /// The default chain: the LLM `llm` names (if any), the local GGUF model (if enabled), then the extractive
+    /// composer (`answer.llm`, `answer.gguf` and `AnswerConfig::composition`).
+    pub fn configured(llm: &OpenAiChatConfig, gguf: &GgufConfig, composition: Composition) -> Self {
         let mut generators: Vec<Box<dyn Generator>> = Vec::new();
-        if !config.llm.url.trim().is_empty() {
-            generators.push(Box::new(OpenAiChatGenerator::new(config.llm.clone())));
+        if !llm.url.trim().is_empty() {
+            generators.push(Box::new(OpenAiChatGenerator::new(llm.clone())));
         }
-        if config.gguf.enabled {
-            generators.push(Box::new(GgufGenerator::new(config.gguf.clone())));
+        if gguf.enabled {
+            generators.push(Box::new(GgufGenerator::new(gguf.clone())));
         }
-        generators.push(Box::new(ExtractiveGenerator::new(config.clone())));
+        generators.push(Box::new(ExtractiveGenerator::new(composition)));
         GeneratorChain { generators }
     }
 

@@ -202,16 +202,28 @@ fn the_chain_puts_the_local_model_before_the_composer_and_falls_back_when_it_is_
     )]);
     let question = "When does the barn owl hunt?";
     let mut config = crate::config::AnswerConfig::default();
-    let chain = crate::generate::GeneratorChain::from_config(&config);
+    let chain = crate::generate::GeneratorChain::configured(
+        &config.llm,
+        &config.gguf,
+        config.composition(),
+    );
     assert_eq!(chain.generate(question, &footnotes).generator, "extractive");
 
     config.gguf.enabled = true;
     config.gguf.path = "/nonexistent/SmolLM2.gguf".into();
-    let chain = crate::generate::GeneratorChain::from_config(&config);
+    let chain = crate::generate::GeneratorChain::configured(
+        &config.llm,
+        &config.gguf,
+        config.composition(),
+    );
     assert_eq!(chain.generate(question, &footnotes).generator, "extractive");
 
     config.gguf.path = default_llm_path();
-    let chain = crate::generate::GeneratorChain::from_config(&config);
+    let chain = crate::generate::GeneratorChain::configured(
+        &config.llm,
+        &config.gguf,
+        config.composition(),
+    );
     let outcome = chain.generate(question, &footnotes);
     assert_eq!(outcome.generator, "gguf", "{outcome:?}");
     match outcome.generated {

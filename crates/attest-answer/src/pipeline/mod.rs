@@ -238,7 +238,11 @@ impl AnswerService {
             verifier,
             reranker,
             embedder,
-            generators: Arc::new(GeneratorChain::from_config(&config)),
+            generators: Arc::new(GeneratorChain::configured(
+                &config.llm,
+                &config.gguf,
+                config.composition(),
+            )),
             identifiers,
             terminology: Terminology::new(config.terminology.clone()),
             memory: Arc::new(memory),

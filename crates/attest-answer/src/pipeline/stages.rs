@@ -201,11 +201,16 @@ impl AnswerService {
                     let settings = reader.config();
                     gate::combine(
                         gate::decide_read(scores, settings),
-                        gate::lexical_beside_reader(&reranked, scores, &self.config, settings),
+                        gate::lexical_beside_reader(
+                            &reranked,
+                            scores,
+                            &self.config.gate_thresholds(),
+                            settings,
+                        ),
                         settings.gate,
                     )
                 }
-                _ => gate::decide(&reranked, &self.config),
+                _ => gate::decide(&reranked, &self.config.gate_thresholds()),
             };
             // What the gate saw, so an abstention can be read back to the score that made it.
             let finite = |best: f64| best.is_finite().then_some(best);

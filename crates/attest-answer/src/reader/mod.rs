@@ -27,6 +27,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use self::rules::{SentenceRules, Verdict};
+pub use crate::footnotes::SentenceRead;
 use crate::verifier::calibration::{is_quote, SupportCalibration, SupportInputs};
 use crate::verifier::features::features;
 use crate::verifier::Verifier;
@@ -52,14 +53,23 @@ pub enum ReaderBackend {
     Lexical,
 }
 
-/// What the reader made of one sentence of a passage.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct SentenceRead {
-    /// Does it answer the question: the readers' probabilities combined by `reader.ensemble_rule`.
-    pub answerability: f64,
-    /// The `;` part of the sentence ([`text::semicolon_parts`]) where the main reader's best answer span
-    /// starts: the part the composer quotes.
-    pub answer_part: usize,
+/// How the reader's gate and the lexical gate (reranked scores) combine, `answer.reader.gate`.
+///
+/// The reader tells "names the subject" from "answers the question" on Wikipedia, where the lexical gate cannot,
+/// but alone on forum posts it grounded questions whose post was deleted (28.9% of them on shift-reddit's held-out
+/// posts) that the lexical gate refuses (issue 41). `veto` (the default) lets the lexical gate refuse but not
+/// demand: chosen on held-in squad-dev articles and shift-reddit posts as the mode with the most coverage that
+/// hallucinated less than the lexical gate on both (docs/bench/history.md "Reader round 7").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GateMode {
+    /// Ground when both gates ground; bail when either bails; else refine (the most cautious).
+    Both,
+    /// The reader's gate, unless the lexical gate bails (the lexical gate can veto, not demand).
+    #[default]
+    Veto,
+    /// The reader's gate alone.
+    Reader,
 }
 
 /// A sentence the reader may read: how much of the question it covers, where it is, and whether only overrulable
@@ -98,7 +108,7 @@ pub struct ReaderConfig {
     pub ground_threshold: f64,
     /// How this gate combines with the lexical one (`veto`: this one, unless the lexical one bails; `both`: ground
     /// only when both do; `reader`: this one alone).
-    pub gate: crate::gate::GateMode,
+    pub gate: GateMode,
     /// Under `gate: veto`, the lexical gate refuses when the best reranked score is below this (see
     /// [`crate::gate::lexical_beside_reader`]). 0.40, the lexical gate's own bail threshold: on held-in articles
     /// and posts, 0.30 covered 3.5 points more of squad-dev at the same hallucination (0.7%) but hallucinated
@@ -209,7 +219,7 @@ impl Default for ReaderConfig {
             threads: 2,
             bail_threshold: 0.05,
             ground_threshold: 0.15,
-            gate: crate::gate::GateMode::Veto,
+            gate: GateMode::Veto,
             veto_threshold: 0.40,
             veto_overrule_bar: Some(0.995),
             question_names: false,

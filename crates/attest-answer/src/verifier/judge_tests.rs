@@ -207,27 +207,29 @@ fn verifier_from_config_builds_the_named_back_end() {
     config.reader.backend = crate::reader::ReaderBackend::Model;
     // The reader's support head (blended with the lexical model) reads the claim against the passage.
     let loaded = crate::reader::Reader::from_config(&config.reader).unwrap();
-    let reader = crate::verifier::verifier_from_config(&config, loaded.as_ref());
+    let reader =
+        crate::verifier::verifier_from_config(&config.verifier, &config.gguf, loaded.as_ref());
     assert!(
         reader.support(QUESTION, BAD, PASSAGE) < config.claim_support_threshold,
         "the reader supports {BAD:?}"
     );
     config.verifier.backend = VerifierBackend::Learned;
     assert_eq!(
-        crate::verifier::verifier_from_config(&config, loaded.as_ref())
+        crate::verifier::verifier_from_config(&config.verifier, &config.gguf, loaded.as_ref())
             .support(QUESTION, BAD, PASSAGE),
         learned
     );
     // `llm` without a URL: the learned verifier, not a judge that fails every call.
     config.verifier.backend = VerifierBackend::Llm;
     assert_eq!(
-        crate::verifier::verifier_from_config(&config, loaded.as_ref())
+        crate::verifier::verifier_from_config(&config.verifier, &config.gguf, loaded.as_ref())
             .support(QUESTION, BAD, PASSAGE),
         learned
     );
     let (url, seen, server) = serve(vec![Reply::Say("0.35")]);
     config.verifier.llm.url = url;
-    let judge = crate::verifier::verifier_from_config(&config, loaded.as_ref());
+    let judge =
+        crate::verifier::verifier_from_config(&config.verifier, &config.gguf, loaded.as_ref());
     assert_eq!(judge.support(QUESTION, BAD, PASSAGE), 0.35);
     server.join().unwrap();
     assert_eq!(seen.lock().unwrap().len(), 1);

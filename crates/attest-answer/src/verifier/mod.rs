@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use self::features::{features, FEATURE_NAMES};
 pub use self::judge::{GgufJudgeVerifier, LlmJudgeVerifier, VerifierBackend, VerifierConfig};
-use crate::config::AnswerConfig;
+use crate::gguf_generator::GgufConfig;
 use crate::reader::{Reader, ReaderVerifier};
 use attest_models::logistic::LogisticModel;
 
@@ -96,11 +96,14 @@ impl Verifier for LearnedVerifier {
     }
 }
 
-/// The verifier `config.verifier` names, over the reader the service loaded (None: `reader.backend: lexical`,
-/// and the reader back end is the learned verifier). `llm` without a URL falls back to the learned verifier
-/// (warned).
-pub fn verifier_from_config(config: &AnswerConfig, reader: Option<&Reader>) -> Arc<dyn Verifier> {
-    let v = &config.verifier;
+/// The verifier `v` (`answer.verifier`) names, over the reader the service loaded (None: `reader.backend: lexical`,
+/// and the reader back end is the learned verifier); the `gguf` judge reads `answer.gguf`'s model. `llm` without a
+/// URL falls back to the learned verifier (warned).
+pub fn verifier_from_config(
+    v: &VerifierConfig,
+    gguf: &GgufConfig,
+    reader: Option<&Reader>,
+) -> Arc<dyn Verifier> {
     match v.backend {
         VerifierBackend::Reader => match reader {
             Some(reader) => Arc::new(ReaderVerifier::new(reader.clone())),
@@ -115,7 +118,7 @@ pub fn verifier_from_config(config: &AnswerConfig, reader: Option<&Reader>) -> A
             Arc::new(LearnedVerifier::bundled())
         }
         VerifierBackend::Llm => Arc::new(LlmJudgeVerifier::new(v.llm.clone(), v.reply_tokens)),
-        VerifierBackend::Gguf => Arc::new(GgufJudgeVerifier::new(&config.gguf, v.reply_tokens)),
+        VerifierBackend::Gguf => Arc::new(GgufJudgeVerifier::new(gguf, v.reply_tokens)),
     }
 }
 
