@@ -9,22 +9,13 @@
 
 use ort::value::Tensor;
 
-use crate::config::LocalEmbedderConfig;
+use crate::config::{LocalEmbedderConfig, BGE_CHECKSUMS, BGE_QUERY_PREFIX, BGE_SMALL_ID};
 use crate::embedder::Embedder;
 use crate::error::EmbedError;
 use crate::minilm::TextSide;
 use attest_models::onnx::SessionPool;
 
 use crate::onnx::{id_tensors, load_graph, model_error};
-
-/// Identifier of this model, stored with every collection embedded by it.
-pub const BGE_SMALL_ID: &str = "bge-small-en-v1.5";
-
-/// The instruction bge's authors put before a retrieval query (none before a passage).
-pub const BGE_QUERY_PREFIX: &str = "Represent this sentence for searching relevant passages: ";
-
-/// `sha256sum -c` lines for the three files, shared with `scripts/install-bge.sh`.
-pub(crate) const BGE_CHECKSUMS: &str = include_str!("../bge.sha256");
 
 /// The graph's output: `[texts, tokens, hidden]`.
 const LAST_HIDDEN_STATE: &str = "last_hidden_state";

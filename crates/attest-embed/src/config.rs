@@ -4,6 +4,21 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+/// Identifier of all-MiniLM-L6-v2, stored with every collection embedded by it.
+pub const MINILM_ID: &str = "all-minilm-l6-v2";
+
+/// `sha256sum -c` lines for MiniLM's files (`crate::MODEL_FILES`), shared with `scripts/install-model.sh`.
+pub(crate) const MINILM_CHECKSUMS: &str = include_str!("../models.sha256");
+
+/// Identifier of bge-small-en-v1.5, stored with every collection embedded by it.
+pub const BGE_SMALL_ID: &str = "bge-small-en-v1.5";
+
+/// The instruction bge's authors put before a retrieval query (none before a passage).
+pub const BGE_QUERY_PREFIX: &str = "Represent this sentence for searching relevant passages: ";
+
+/// `sha256sum -c` lines for bge's three files, shared with `scripts/install-bge.sh`.
+pub(crate) const BGE_CHECKSUMS: &str = include_str!("../bge.sha256");
+
 /// Environment variable naming the model directory; overrides every other default.
 pub const MODEL_DIR_ENV: &str = "ATTEST_MODEL_DIR";
 
@@ -44,8 +59,8 @@ impl LocalModel {
     /// The id stored with every collection this model embeds.
     pub fn id(self) -> &'static str {
         match self {
-            LocalModel::MiniLm => crate::minilm::MINILM_ID,
-            LocalModel::BgeSmall => crate::bge::BGE_SMALL_ID,
+            LocalModel::MiniLm => MINILM_ID,
+            LocalModel::BgeSmall => BGE_SMALL_ID,
         }
     }
 
@@ -60,13 +75,8 @@ impl LocalModel {
     /// Its identity as a collection records it: fixed by the model (its committed weights' checksum).
     pub fn identity(self) -> crate::EmbedderIdentity {
         let (checksum_table, weights, pooling, query_prefix) = match self {
-            LocalModel::MiniLm => (crate::minilm::CHECKSUMS, "model.safetensors", "mean", ""),
-            LocalModel::BgeSmall => (
-                crate::bge::BGE_CHECKSUMS,
-                "model.onnx",
-                "cls",
-                crate::bge::BGE_QUERY_PREFIX,
-            ),
+            LocalModel::MiniLm => (MINILM_CHECKSUMS, "model.safetensors", "mean", ""),
+            LocalModel::BgeSmall => (BGE_CHECKSUMS, "model.onnx", "cls", BGE_QUERY_PREFIX),
         };
         crate::EmbedderIdentity {
             model: self.id().to_string(),

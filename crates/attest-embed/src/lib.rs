@@ -42,17 +42,18 @@ pub mod remote;
 pub mod select;
 pub mod server;
 
-pub use bge::{OnnxBgeEmbedder, BGE_QUERY_PREFIX, BGE_SMALL_ID};
+pub use bge::OnnxBgeEmbedder;
 pub use breaker::{BreakerConfig, BreakerState, CircuitBreaker};
 pub use cache::{CachedEmbedder, DEFAULT_CACHE_CAPACITY};
 pub use config::{
-    default_dir, default_model_dir, LocalEmbedderConfig, LocalModel, LocalRuntime, MODEL_DIR_ENV,
+    default_dir, default_model_dir, LocalEmbedderConfig, LocalModel, LocalRuntime,
+    BGE_QUERY_PREFIX, BGE_SMALL_ID, MINILM_ID, MODEL_DIR_ENV,
 };
 pub use embedder::{cosine_similarity, Embedder};
 pub use error::EmbedError;
 pub use guarded::GuardedEmbedder;
 pub use identity::EmbedderIdentity;
-pub use minilm::{MiniLmEmbedder, MINILM_DIMENSION, MINILM_ID, MODEL_FILES};
+pub use minilm::{MiniLmEmbedder, MINILM_DIMENSION, MODEL_FILES};
 pub use onnx::{OnnxMiniLmEmbedder, ONNX_MODEL_FILE};
 pub use remote::{RemoteApi, RemoteEmbedder, RemoteEmbedderConfig};
 pub use select::{build_embedder, EmbedderBackend, EmbedderConfig};

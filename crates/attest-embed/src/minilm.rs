@@ -12,20 +12,15 @@ use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config as BertConfig};
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams, TruncationStrategy};
 
-use crate::config::LocalEmbedderConfig;
+use crate::config::{LocalEmbedderConfig, MINILM_CHECKSUMS, MINILM_ID};
 use crate::embedder::Embedder;
 use crate::error::EmbedError;
 
-/// Identifier of this model, stored with every collection embedded by it.
-pub const MINILM_ID: &str = "all-minilm-l6-v2";
 /// Dimension of all-MiniLM-L6-v2 vectors.
 pub const MINILM_DIMENSION: usize = 384;
 /// The files the embedder needs in its model directory, in the order they are verified
 /// (smallest first, so a corrupted small file is reported without hashing the weights).
 pub const MODEL_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
-
-/// `sha256sum -c` lines for [`MODEL_FILES`], shared with `scripts/install-model.sh`.
-pub(crate) const CHECKSUMS: &str = include_str!("../models.sha256");
 
 /// Reads a model file whole and checks it against its line in `table`.
 fn read_verified(table: &str, dir: &Path, name: &str) -> Result<Vec<u8>, EmbedError> {
@@ -193,8 +188,8 @@ impl MiniLmEmbedder {
         device: Device,
     ) -> Result<Self, EmbedError> {
         let started = Instant::now();
-        let text = TextSide::load(dir, config, &MODEL_FILES, CHECKSUMS)?;
-        let weights = read_verified(CHECKSUMS, dir, "model.safetensors")?;
+        let text = TextSide::load(dir, config, &MODEL_FILES, MINILM_CHECKSUMS)?;
+        let weights = read_verified(MINILM_CHECKSUMS, dir, "model.safetensors")?;
         let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)?;
         let model = BertModel::load(vb, &text.bert)?;
         let dimension = text.bert.hidden_size;
@@ -348,12 +343,12 @@ mod tests {
     #[test]
     fn checksums_cover_every_model_file() {
         for file in MODEL_FILES {
-            let hash =
-                expected_sha256(CHECKSUMS, file).unwrap_or_else(|| panic!("no hash for {file}"));
+            let hash = expected_sha256(MINILM_CHECKSUMS, file)
+                .unwrap_or_else(|| panic!("no hash for {file}"));
             assert_eq!(hash.len(), 64, "{file}");
             assert!(hash.chars().all(|c| c.is_ascii_hexdigit()), "{file}");
         }
-        assert_eq!(expected_sha256(CHECKSUMS, "nope.bin"), None);
+        assert_eq!(expected_sha256(MINILM_CHECKSUMS, "nope.bin"), None);
     }
 
     #[test]

@@ -17,9 +17,10 @@ use attest_models::onnx::{runtime, SessionPool, ONNX_CHECKSUMS};
 use ort::value::Tensor;
 
 use crate::config::LocalEmbedderConfig;
+use crate::config::{MINILM_CHECKSUMS, MINILM_ID};
 use crate::embedder::Embedder;
 use crate::error::EmbedError;
-use crate::minilm::{TextSide, MINILM_ID};
+use crate::minilm::TextSide;
 
 /// The graph's file name in the model directory.
 pub const ONNX_MODEL_FILE: &str = "model.onnx";
@@ -101,7 +102,7 @@ impl OnnxMiniLmEmbedder {
     /// [`EmbedError::Checksum`] when one does not match its committed hash, [`EmbedError::InvalidInput`] for an
     /// unusable configuration.
     pub fn from_config(config: &LocalEmbedderConfig) -> Result<Self, EmbedError> {
-        let loaded = load_graph(config, crate::minilm::CHECKSUMS, ONNX_CHECKSUMS, MINILM_ID)?;
+        let loaded = load_graph(config, MINILM_CHECKSUMS, ONNX_CHECKSUMS, MINILM_ID)?;
         Ok(Self {
             sessions: loaded.sessions,
             dimension: loaded.text.bert.hidden_size,
