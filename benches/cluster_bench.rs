@@ -193,8 +193,8 @@ async fn create_and_ingest(
         match router
             .create_collection(pb::CreateCollectionRequest {
                 name: COLLECTION.into(),
-                shards,
-                replication,
+                shards: Some(shards),
+                replication: Some(replication),
                 index: None,
                 ..Default::default()
             })
@@ -344,7 +344,7 @@ async fn overhead(shards: usize, rounds: usize, common: &Common) -> anyhow::Resu
         .as_ref()
         .and_then(|s| s.index.as_ref())
         .map(|i| i.nprobe)
-        .unwrap_or(0);
+        .filter(|&n| n > 0);
     let clients = shard_clients(&cluster, shards).await?;
     let nodes: Vec<&str> = clients.iter().map(|(_, a, _)| a.as_str()).collect();
     eprintln!("placement: {nodes:?}");
@@ -726,8 +726,8 @@ async fn create(router: &mut RouterServiceClient<Channel>, name: &str) -> anyhow
     match router
         .create_collection(pb::CreateCollectionRequest {
             name: name.into(),
-            shards: 1,
-            replication: 2,
+            shards: Some(1),
+            replication: Some(2),
             index: None,
             ..Default::default()
         })

@@ -137,8 +137,8 @@ async fn main() -> anyhow::Result<()> {
         .create_collection(
             pb::CreateCollectionRequest {
                 name: "bench".into(),
-                shards: 1,
-                replication: 1,
+                shards: Some(1),
+                replication: Some(1),
                 index: None,
                 ..Default::default()
             },

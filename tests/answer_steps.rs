@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use attest_answer::rerank::LexicalReranker;
 use attest_answer::{AnswerConfig, AnswerService, AskResponse, LearnedVerifier, RouterClient};
+use attest_api::router::grpc::RouterServiceImpl;
 use attest_embed::Embedder;
-use attest_router::grpc::RouterServiceImpl;
 use attest_router::Router;
 use serde_json::{json, Value};
 

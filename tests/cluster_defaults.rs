@@ -137,8 +137,8 @@ fn cluster_defaults_to_two_replicas_creates_idempotently_and_answers_504_when_me
             client
                 .create_collection(pb::CreateCollectionRequest {
                     name: "paused-grpc".into(),
-                    shards: 1,
-                    replication: 2,
+                    shards: Some(1),
+                    replication: Some(2),
                     ..Default::default()
                 })
                 .await

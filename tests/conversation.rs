@@ -21,7 +21,7 @@ use attest_answer::out_of_corpus::DISCLAIMER;
 use attest_answer::verdict::{PartialPolicy, Verdict, PARTIAL_MARK};
 use attest_answer::{AnswerConfig, AnswerService, AskResponse, LearnedVerifier, RouterClient};
 
-use attest_router::grpc::RouterServiceImpl;
+use attest_api::router::grpc::RouterServiceImpl;
 use common::llm::{Kind, ScriptedLlm};
 
 const PEOPLE: [(&str, &str, &str); 3] = [
@@ -365,7 +365,7 @@ async fn history_reaches_the_pipeline_over_grpc() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(attest_answer::grpc::serve_grpc(
+    let server = tokio::spawn(attest_api::answer::grpc::serve_grpc(
         Arc::clone(&s.service),
         attest_telemetry::ops::always_ready(),
         listener,

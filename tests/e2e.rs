@@ -891,8 +891,8 @@ async fn bad_input_over_grpc_gets_the_same_errors_and_writes_nothing() {
     let status = router
         .create_collection(pb::CreateCollectionRequest {
             name: "odd-m".into(),
-            index: Some(pb::IndexParams {
-                m: 7,
+            index: Some(pb::IndexRequest {
+                m: Some(7),
                 ..Default::default()
             }),
             ..Default::default()
@@ -901,6 +901,32 @@ async fn bad_input_over_grpc_gets_the_same_errors_and_writes_nothing() {
         .unwrap_err();
     assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
     assert_eq!(field(&status).as_deref(), Some("index.m"), "{status:?}");
+    // An explicit 0 is refused over gRPC as over HTTP: only leaving a number out asks for its default.
+    for (request, named) in [
+        (
+            pb::CreateCollectionRequest {
+                name: "no-shards".into(),
+                shards: Some(0),
+                ..Default::default()
+            },
+            "shards",
+        ),
+        (
+            pb::CreateCollectionRequest {
+                name: "no-lists".into(),
+                index: Some(pb::IndexRequest {
+                    nlist: Some(0),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            "index.nlist",
+        ),
+    ] {
+        let status = router.create_collection(request).await.unwrap_err();
+        assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+        assert_eq!(field(&status).as_deref(), Some(named), "{status:?}");
+    }
 
     // A batch over the limit is refused whole; bad documents in a batch are reported by index and skipped.
     let doc = |id: &str, text: &str| pb::Document {

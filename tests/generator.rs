@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 
 use attest_answer::generate::SYSTEM_PROMPT;
 use attest_answer::{AnswerConfig, AnswerService, LearnedVerifier, RouterClient};
+use attest_api::router::grpc::RouterServiceImpl;
 use attest_embed::{build_embedder, EmbedderConfig};
-use attest_router::grpc::RouterServiceImpl;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};

@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use attest_answer::reader::ReaderBackend;
 use attest_answer::{AnswerConfig, AnswerService, AskResponse, RouterClient};
+use attest_api::router::grpc::RouterServiceImpl;
 use attest_embed::{build_embedder, Embedder, EmbedderConfig};
-use attest_router::grpc::RouterServiceImpl;
 use attest_router::Router;
 
 const BRIDGE_TITLE: &str = "https://news.example.com/2024/05/harbor-bridge.opens.html";

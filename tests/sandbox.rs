@@ -222,8 +222,8 @@ async fn sandbox_cluster_keeps_acknowledged_writes_through_node_failures_and_reb
         .create_collection(
             pb::CreateCollectionRequest {
                 name: "c".into(),
-                shards: 2,
-                replication: 2,
+                shards: Some(2),
+                replication: Some(2),
                 index: None,
                 ..Default::default()
             },

@@ -12,9 +12,9 @@ use std::sync::Arc;
 
 use attest_answer::gguf_generator::GgufConfig;
 use attest_answer::{AnswerConfig, AnswerService, LearnedVerifier, RouterClient};
+use attest_api::router::grpc::RouterServiceImpl;
 use attest_embed::{build_embedder, EmbedderConfig};
 use attest_proto::v1 as pb;
-use attest_router::grpc::RouterServiceImpl;
 
 const DOCS: [(&str, &str, &str); 5] = [
     (

@@ -135,10 +135,10 @@ async fn create_collection(
     loop {
         let request = pb::CreateCollectionRequest {
             name: COLLECTION.into(),
-            shards: args.shards,
-            replication: args.replication,
-            index: Some(pb::IndexParams {
-                nlist,
+            shards: Some(args.shards),
+            replication: Some(args.replication),
+            index: Some(pb::IndexRequest {
+                nlist: Some(nlist),
                 ..Default::default()
             }),
             ..Default::default()

@@ -425,8 +425,8 @@ pub async fn create_collection(router: &attest_router::Router, name: &str) {
         .create_collection(
             attest_proto::v1::CreateCollectionRequest {
                 name: name.into(),
-                shards: 1,
-                replication: 1,
+                shards: Some(1),
+                replication: Some(1),
                 index: None,
                 ..Default::default()
             },

@@ -11,9 +11,8 @@
 //! - [`pipeline`]: `AnswerService::ask` — retrieval through the router with the coverage gate and CRAG hops,
 //!   composing, the gauntlet, verification with one revision pass, abstention with reasons and suggestions.
 //! - [`models`]: the reader and the verifier, loaded once and handed to the stages that read with them.
-//! - [`grpc`]: `attest.v1.AnswerService/Ask`, server-streaming (deltas per verified claim, then the response).
-//! - [`http`]: `POST /v1/collections/{name}/ask` (JSON, or Server-Sent Events with `stream: true`);
-//!   [`openapi`]: its part of the OpenAPI document, generated from the handler and its types.
+//! - Its fronts (`attest.v1.AnswerService/Ask` over gRPC, `POST /v1/collections/{name}/ask` over HTTP, their
+//!   OpenAPI document) are `attest-api`'s.
 //! - [`client`]: `RouterClient { Local, Grpc }`, the only way this tier reaches the router.
 //! - [`compose`]: the built-in extractive composer (the default generator).
 //! - [`generate`]: the `Generator` trait, the extractive and OpenAI-compatible chat back ends, and the
@@ -58,12 +57,9 @@ pub mod gate;
 pub mod gauntlet;
 pub mod generate;
 pub mod gguf_generator;
-pub mod grpc;
-pub mod http;
 pub mod memory;
 pub mod models;
 pub mod near_miss;
-pub mod openapi;
 pub mod out_of_corpus;
 pub mod pipeline;
 pub mod pool;
@@ -72,7 +68,6 @@ pub mod rerank;
 pub mod reserves;
 pub mod rewrite;
 pub mod route;
-pub mod streamed;
 pub mod structural;
 pub mod terminology;
 pub mod thresholds;

@@ -16,7 +16,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         .await
         .map_err(|e| anyhow::anyhow!("meta did not answer: {}", e.message()))?;
     let each = meta.status_of_each().await;
-    let report = attest_router::cluster_http::cluster_json(&state, &each);
+    let report = attest_api::router::cluster_http::cluster_json(&state, &each);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());

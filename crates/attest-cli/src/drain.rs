@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use attest_proto::v1 as pb;
 use serde_json::{json, Value};
 
-use attest_router::cluster_http::drain_name;
+use attest_api::router::cluster_http::drain_name;
 
 use crate::cli::DrainArgs;
 use attest_node::plumbing::meta_client;

@@ -6,23 +6,27 @@
 //! (docs/decisions/freed-memory.md). `malloc_trim` returns the free pages of every arena; it runs once a job has
 //! ended, off the request path. Elsewhere than on glibc, a no-op.
 
-use tracing::debug;
+use tracing::{debug, Level};
 
 /// Returns the free pages of the process's heap to the system, and logs what that changed (`freed_memory_released`,
 /// at debug level, with the anonymous memory before and after).
 pub fn release() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
-        let before = anonymous_kb();
+        // The two reads of /proc are for the event alone: skipped when it would not be logged.
+        let logged = tracing::enabled!(Level::DEBUG);
+        let before = logged.then(anonymous_kb).flatten();
         // SAFETY: malloc_trim has no preconditions; it takes each arena's lock while it walks it.
         let released = unsafe { libc::malloc_trim(0) } == 1;
-        debug!(
-            released,
-            anonymous_kb_before = before,
-            anonymous_kb_after = anonymous_kb(),
-            event = "freed_memory_released",
-            "freed heap memory handed back to the system"
-        );
+        if logged {
+            debug!(
+                released,
+                anonymous_kb_before = before,
+                anonymous_kb_after = anonymous_kb(),
+                event = "freed_memory_released",
+                "freed heap memory handed back to the system"
+            );
+        }
     }
 }
 

@@ -62,7 +62,7 @@ pub async fn serve(
     let app = late.serve_after(
         attest_telemetry::ops::routes(readiness.check(), None).merge(
             attest_telemetry::openapi::route(&served_document(
-                attest_answer::openapi::document(&cfg.config.answer),
+                attest_api::answer::openapi::document(&cfg.config.answer),
                 cfg.admin_key.as_deref(),
             )),
         ),
@@ -95,14 +95,14 @@ pub async fn serve(
             answer.watch_meta(meta_client(&cfg.meta, security.credential().clone())?);
         }
         enable_auth(&[answer.keys()], cfg.admin_key.as_deref())?;
-        late.set(attest_answer::http::routes(Arc::clone(&answer)));
+        late.set(attest_api::answer::http::routes(Arc::clone(&answer)));
         let checker = tokio::spawn(follow_router(
             endpoint.clone(),
             security.client_tls().cloned(),
             readiness.clone(),
         ));
         let served = match grpc {
-            Some(listener) => attest_answer::grpc::serve_grpc(
+            Some(listener) => attest_api::answer::grpc::serve_grpc(
                 answer,
                 readiness.check(),
                 listener,

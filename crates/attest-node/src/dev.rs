@@ -33,8 +33,8 @@ pub struct DevConfig {
 /// role uses for its own (`attest openapi` prints it).
 pub fn openapi_document(config: &AttestConfig) -> OpenApi {
     attest_telemetry::openapi::document([
-        attest_router::openapi::paths(&config.router),
-        attest_answer::openapi::paths(&config.answer),
+        attest_api::router::openapi::paths(&config.router),
+        attest_api::answer::openapi::paths(&config.answer),
     ])
 }
 
@@ -189,18 +189,18 @@ pub async fn serve(
         faiss = attest_index::ivfpq::faiss_opt_level(), event = "dev_started", "attest dev started");
     let meta_service = stack.plane.meta_service();
     let (a, b) = tokio::join!(
-        attest_router::server::serve_http(
+        attest_api::router::server::serve_http(
             Arc::clone(&stack.router),
             Some(shard_metrics(stack.nodes().to_vec())),
-            Some(attest_answer::http::routes(Arc::clone(&stack.answer))),
+            Some(attest_api::answer::http::routes(Arc::clone(&stack.answer))),
             served_document(openapi_document(&cfg.config), cfg.admin_key.as_deref()),
             http,
             shutdown.signalled()
         ),
-        attest_router::server::serve_grpc_with(
+        attest_api::router::server::serve_grpc_with(
             Arc::clone(&stack.router),
             |routes| routes
-                .add_service(attest_answer::grpc::AnswerGrpc::server(Arc::clone(
+                .add_service(attest_api::answer::grpc::AnswerGrpc::server(Arc::clone(
                     &stack.answer
                 )))
                 .add_service(meta_service),
@@ -224,8 +224,8 @@ mod tests {
     fn the_parts_share_no_schema_name_with_a_different_shape() {
         let schemas = |doc: OpenApi| doc.components.unwrap_or_default().schemas;
         let config = AttestConfig::default();
-        let router = schemas(attest_router::openapi::paths(&config.router));
-        for (name, schema) in schemas(attest_answer::openapi::paths(&config.answer)) {
+        let router = schemas(attest_api::router::openapi::paths(&config.router));
+        for (name, schema) in schemas(attest_api::answer::openapi::paths(&config.answer)) {
             if let Some(other) = router.get(&name) {
                 assert_eq!(
                     serde_json::to_value(other).unwrap(),

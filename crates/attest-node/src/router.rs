@@ -89,16 +89,16 @@ pub async fn serve(
                 ),
         );
         enable_auth(&[built.keys()], cfg.admin_key.as_deref())?;
-        late.set(attest_router::http::routes(
+        late.set(attest_api::router::http::routes(
             Arc::clone(&built),
             None,
             &served_document(
-                attest_router::openapi::document(&cfg.config.router),
+                attest_api::router::openapi::document(&cfg.config.router),
                 cfg.admin_key.as_deref(),
             ),
         ));
         let _ = router.set(Arc::clone(&built));
-        attest_router::server::serve_grpc(built, grpc, shutdown.signalled()).await
+        attest_api::router::server::serve_grpc(built, grpc, shutdown.signalled()).await
     }
     .await;
     watch.abort();

@@ -44,13 +44,10 @@ impl IndexSettings {
         }
     }
 
-    /// The `nprobe` a shard is asked to search with when the caller names none: 0 (its tuned setting) when the
-    /// collection has a recall target.
-    pub fn default_nprobe(&self) -> u32 {
-        match self.recall_target {
-            Some(_) => 0,
-            None => self.nprobe,
-        }
+    /// The `nprobe` a shard is asked to search with when the caller names none: none under a recall target, so
+    /// each replica serves its tuned setting.
+    pub fn default_nprobe(&self) -> Option<u32> {
+        self.recall_target.is_none().then_some(self.nprobe)
     }
 }
 
@@ -237,5 +234,23 @@ mod tests {
         );
         assert!(identity_from_proto("", 384, None).is_unrecorded());
         assert_eq!(identity_to_proto(&EmbedderIdentity::default()), None);
+    }
+
+    #[test]
+    fn a_search_naming_no_nprobe_leaves_it_to_the_replicas_under_a_recall_target() {
+        let mut index = IndexSettings {
+            nlist: 1024,
+            m: 48,
+            nbits: 8,
+            nprobe: 32,
+            recall_target: None,
+        };
+        assert_eq!(
+            index.default_nprobe(),
+            Some(32),
+            "no target: the collection's own"
+        );
+        index.recall_target = Some(0.95);
+        assert_eq!(index.default_nprobe(), None, "each replica's tuned setting");
     }
 }

@@ -47,11 +47,23 @@ impl Router {
         if let Some(problem) = limits::collection_name_problem(&req.name) {
             return Err(RouterError::invalid("name", problem));
         }
-        let shards = if req.shards == 0 {
-            self.config.default_shards
-        } else {
-            req.shards
-        };
+        let p = req.index.unwrap_or_default();
+        // Leaving a number out asks for its default; an explicit 0 is a mistake, not a request for the default.
+        let named = [
+            ("shards", req.shards),
+            ("replication", req.replication),
+            ("index.nlist", p.nlist),
+            ("index.m", p.m),
+            ("index.nbits", p.nbits),
+            ("index.nprobe", p.nprobe),
+        ];
+        if let Some((field, _)) = named.iter().find(|(_, v)| *v == Some(0)) {
+            return Err(RouterError::invalid(
+                *field,
+                "must be at least 1 (leave it out for the default)",
+            ));
+        }
+        let shards = req.shards.unwrap_or(self.config.default_shards);
         if let Some(problem) = limits::shards_problem(shards) {
             return Err(RouterError::invalid("shards", problem));
         }
@@ -64,28 +76,22 @@ impl Router {
                 ),
             ));
         }
-        if req.replication != 0 {
-            if let Some(problem) = limits::replication_problem(req.replication) {
-                return Err(RouterError::invalid("replication", problem));
-            }
+        if let Some(problem) = req.replication.and_then(limits::replication_problem) {
+            return Err(RouterError::invalid("replication", problem));
         }
-        let replication = if req.replication == 0 {
-            self.default_replication()
-        } else {
-            req.replication
-        };
-        let p = req.index.unwrap_or_default();
-        let pick = |v: u32, dflt: u32| if v == 0 { dflt } else { v };
+        let replication = req
+            .replication
+            .unwrap_or_else(|| self.default_replication());
         let index = IndexSettings {
-            nlist: pick(p.nlist, limits::DEFAULT_NLIST),
-            m: pick(p.m, limits::DEFAULT_M),
-            nbits: pick(p.nbits, limits::DEFAULT_NBITS),
-            nprobe: pick(p.nprobe, limits::DEFAULT_NPROBE),
+            nlist: p.nlist.unwrap_or(limits::DEFAULT_NLIST),
+            m: p.m.unwrap_or(limits::DEFAULT_M),
+            nbits: p.nbits.unwrap_or(limits::DEFAULT_NBITS),
+            nprobe: p.nprobe.unwrap_or(limits::DEFAULT_NPROBE),
             // An nprobe named alone is the setting the caller chose; otherwise the shards tune one for a target.
             recall_target: match (p.recall_target, p.nprobe) {
                 (Some(target), _) => Some(target),
-                (None, 0) => Some(limits::DEFAULT_RECALL_TARGET),
-                (None, _) => None,
+                (None, None) => Some(limits::DEFAULT_RECALL_TARGET),
+                (None, Some(_)) => None,
             },
         };
         if let Some(problem) = index.recall_target.and_then(limits::recall_target_problem) {
@@ -105,7 +111,7 @@ impl Router {
         }
         // The defaults are fitted to a small nlist or an odd dimension by the engine; what the caller chose must
         // fit as it is.
-        if p.nprobe != 0 {
+        if p.nprobe.is_some() {
             if let Some(problem) = limits::nprobe_problem(index.nprobe, index.nlist) {
                 return Err(RouterError::invalid("index.nprobe", problem));
             }
@@ -118,7 +124,7 @@ impl Router {
         let model = self.embedders.for_new(&req.embedder).await?;
         let embedder = model.passages.identity();
         let dimension = model.passages.dimension() as u32;
-        if p.m != 0 {
+        if p.m.is_some() {
             if let Some(problem) = limits::pq_m_problem(index.m, dimension) {
                 return Err(RouterError::invalid("index.m", problem));
             }

@@ -49,7 +49,7 @@ impl TokenCounter for EmbedderTokens<'_> {
 }
 
 /// Why document `i` of a request is refused, its field named by its path (`documents[3].title`).
-pub(crate) fn document_error(i: usize, e: attest_ingest::IngestError) -> RouterError {
+pub fn document_error(i: usize, e: attest_ingest::IngestError) -> RouterError {
     match e {
         attest_ingest::IngestError::InvalidField { field, reason } => {
             RouterError::invalid(format!("documents[{i}].{field}"), reason)

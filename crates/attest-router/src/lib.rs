@@ -1,4 +1,5 @@
-//! The router role: collections, ingest and hybrid search over shard nodes, served as HTTP API v1 and gRPC.
+//! The router role: collections, ingest and hybrid search over shard nodes. Its HTTP API v1 and gRPC fronts are
+//! `attest-api`'s; this crate is what they call.
 //! It reaches shards only through [`client::ShardClient`] (in process or gRPC), never through the shard crate.
 //!
 //! # Layout
@@ -17,55 +18,41 @@
 //!   [`embedders`]: the embedder each collection is embedded by (the configured one, or the local model it
 //!   records, loaded when first needed).
 //! - [`topology`]: [`topology::ClusterView`], meta's shard map watched, and where each shard's replicas live.
-//! - [`http`], [`grpc`], [`server`]: the two fronts and how they are served; [`documents_http`]: the
-//!   documents routes of HTTP API v1; [`wire`]: its JSON bodies as types; [`openapi`]: its OpenAPI document,
-//!   generated from the handlers and those types.
 //! - [`access`]: the scope each operation needs and the tenant/collection rewrites of a caller's key;
 //!   [`keys`]: API keys minted, listed and revoked through meta; [`tenant_scope`]: actions on a whole
 //!   collection (drop, thresholds, maintain, the cluster view) under a key limited to some tenants.
 //! - [`snapshots`]: cluster snapshots (create, list, restore) coordinated over meta and the shard nodes;
-//!   [`snapshot_http`]: their HTTP routes.
+//!   [`snapshot_jobs`]: the jobs that run them in the background.
+//! - [`meta_jobs`]: what every job recorded in meta shares (snapshots, re-embeddings): its record, its progress
+//!   reports and cancellation, its end, and the job whose router fell silent.
 //! - [`reembed`]: re-embedding a collection online with another model (a copy built beside it, writes
-//!   mirrored, one switch); [`reembed_http`]: its HTTP routes.
-//! - [`cluster_http`]: `GET /v1/cluster`, the cluster's shape as meta says (what `attest status` shows).
-//! - [`console`]: the web console's embedded files, served at `/`.
-//! - [`eval_reports`]: `GET /v1/collections/{name}/eval`, the latest `attest-lab eval` report kept beside the router.
+//!   mirrored, one switch).
 //! - [`error`]: router errors and their gRPC / HTTP mapping.
 //! - [`config`]: limits and defaults.
 
 pub mod access;
 pub mod client;
-pub mod cluster_http;
 pub mod collection;
 pub mod collections;
 pub mod config;
-pub mod console;
-pub mod documents_http;
 pub mod embedders;
 pub mod error;
-pub mod eval_reports;
 pub mod fanout;
-pub mod grpc;
-pub mod http;
 pub mod ingest;
 pub mod keys;
 pub mod measured;
+pub mod meta_jobs;
 pub mod near_dups;
-pub mod openapi;
 pub mod payloads;
 pub mod reembed;
-pub mod reembed_http;
 pub mod replicas;
 pub mod router;
 pub mod rrf;
 pub mod search;
-pub mod server;
-pub mod snapshot_http;
 pub mod snapshot_jobs;
 pub mod snapshots;
 pub mod tenant_scope;
 pub mod topology;
-pub mod wire;
 
 pub use client::ShardClient;
 pub use config::RouterConfig;

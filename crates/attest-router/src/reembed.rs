@@ -16,32 +16,25 @@
 //!    collection or the new one, never neither.
 //!
 //! A cancel or a failure drops the copy; the old collection serves throughout. Progress (documents per shard,
-//! passes) is put to meta every second while it changes; a job whose router fell silent for
-//! [`SILENT_LIMIT`] is recorded failed, and its copy dropped, by the next router that reads it.
+//! passes) is put to meta as every job's is ([`crate::meta_jobs`]); a job whose router fell silent is recorded
+//! failed, and its copy dropped, by the next router that reads it.
 
 pub mod copy;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use attest_core::limits;
 use attest_proto::v1 as pb;
-use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
-use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::collection::{identity_to_proto, CollectionRecord};
 use crate::error::RouterError;
+use crate::meta_jobs::{JobState, MetaJob, Tracker};
 use crate::router::Router;
-use crate::snapshot_jobs::{JobState, SILENT_LIMIT};
 
 /// The prefix of a re-embedding's job id (the job table is shared with snapshot jobs).
 pub const JOB_PREFIX: &str = "reembed-";
-/// How often the running job puts its progress when it changed.
-const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
-/// The longest the running job goes without putting itself to meta.
-const HEARTBEAT: Duration = Duration::from_secs(5);
 
 /// Where a re-embedding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -102,26 +95,42 @@ pub struct ReembedJobList {
     pub jobs: Vec<ReembedJob>,
 }
 
-impl ReembedJob {
-    fn from_info(info: &pb::SnapshotJobInfo) -> Result<ReembedJob, RouterError> {
-        let mut job: ReembedJob = serde_json::from_str(&info.body_json).map_err(|e| {
-            RouterError::Internal(format!("re-embedding job {} is unreadable: {e}", info.id))
-        })?;
-        job.cancel_requested = info.cancel_requested;
-        job.created_ms = info.created_ms;
-        job.updated_ms = info.updated_ms;
-        job.router = info.owner.clone();
-        Ok(job)
+impl MetaJob for ReembedJob {
+    const NOUN: &'static str = "re-embedding job";
+    const EVENT: &'static str = "reembed";
+
+    fn id(&self) -> &str {
+        &self.id
     }
 
-    fn to_info(&self) -> pb::SnapshotJobInfo {
-        pb::SnapshotJobInfo {
-            id: self.id.clone(),
-            owner: self.router.clone(),
-            body_json: serde_json::to_string(self).expect("a job serialises"),
-            finished: self.state != JobState::Running,
-            ..Default::default()
-        }
+    fn state(&self) -> JobState {
+        self.state
+    }
+
+    fn owner(&self) -> &str {
+        &self.router
+    }
+
+    fn updated_ms(&self) -> u64 {
+        self.updated_ms
+    }
+
+    fn stamp(&mut self, info: &pb::SnapshotJobInfo) {
+        self.cancel_requested = info.cancel_requested;
+        self.created_ms = info.created_ms;
+        self.updated_ms = info.updated_ms;
+        self.router = info.owner.clone();
+    }
+
+    fn mark_cancel_requested(&mut self) {
+        self.cancel_requested = true;
+    }
+
+    fn fail(&mut self, why: String, router: &str) {
+        self.state = JobState::Failed;
+        self.phase = ReembedPhase::Ended;
+        self.error = Some(format!("{why}; start it again"));
+        self.router = router.to_string();
     }
 }
 
@@ -130,25 +139,8 @@ pub fn is_reembed_job(id: &str) -> bool {
     id.starts_with(JOB_PREFIX)
 }
 
-/// The running job as its work sees it: progress to report, and the cancellation to watch.
-pub struct ReembedTracker {
-    job: Mutex<ReembedJob>,
-    cancel: watch::Sender<bool>,
-}
-
-impl ReembedTracker {
-    pub fn is_cancelled(&self) -> bool {
-        *self.cancel.borrow()
-    }
-
-    pub(crate) fn update(&self, f: impl FnOnce(&mut ReembedJob)) {
-        f(&mut self.job.lock());
-    }
-
-    fn snapshot(&self) -> ReembedJob {
-        self.job.lock().clone()
-    }
-}
+/// The running re-embedding as its work sees it: progress to report, and the cancellation to watch.
+pub type ReembedTracker = Tracker<ReembedJob>;
 
 /// The copy's tag: 12 hex digits of a fresh uuid (also the job's id after [`JOB_PREFIX`]).
 fn new_tag() -> String {
@@ -212,17 +204,7 @@ impl Router {
                 .collect(),
             error: None,
         };
-        let stored = self
-            .view
-            .meta()
-            .put_snapshot_job(job.to_info(), true, 0)
-            .await
-            .map_err(RouterError::from_status)?;
-        let recorded = ReembedJob::from_info(&stored)?;
-        let tracker = Arc::new(ReembedTracker {
-            job: Mutex::new(recorded.clone()),
-            cancel: watch::channel(false).0,
-        });
+        let (recorded, tracker) = self.record_job(&job).await?;
         let copy = match self
             .create_copy(&rec, &job.copy, &identity, request_id)
             .await
@@ -240,7 +222,7 @@ impl Router {
         let rid = request_id.to_string();
         tokio::spawn(async move {
             let run = router.run_reembed(&rec, &copy, &tracker, &rid);
-            let outcome = router.follow_reembed(&tracker, run).await;
+            let outcome = router.follow_job(&tracker, run, || async {}).await;
             if outcome.is_err() {
                 router.drop_copy(&copy, &rid).await;
             }
@@ -356,51 +338,6 @@ impl Router {
         self.drop_replicas(copy, request_id).await;
     }
 
-    /// Runs the work, putting its progress to meta until it ends (and learning of a cancellation from the
-    /// answers).
-    async fn follow_reembed(
-        &self,
-        tracker: &ReembedTracker,
-        run: impl std::future::Future<Output = Result<(), RouterError>>,
-    ) -> Result<(), RouterError> {
-        let report = async {
-            let mut tick = tokio::time::interval(PROGRESS_INTERVAL);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            let mut last_put = (tracker.snapshot(), tokio::time::Instant::now());
-            loop {
-                tick.tick().await;
-                let now = tracker.snapshot();
-                if now != last_put.0 || last_put.1.elapsed() >= HEARTBEAT {
-                    self.put_reembed_progress(tracker, &now).await;
-                    last_put = (now, tokio::time::Instant::now());
-                }
-            }
-        };
-        tokio::select! {
-            biased;
-            outcome = run => outcome,
-            never = report => never,
-        }
-    }
-
-    async fn put_reembed_progress(&self, tracker: &ReembedTracker, job: &ReembedJob) {
-        match self
-            .view
-            .meta()
-            .put_snapshot_job(job.to_info(), false, 0)
-            .await
-        {
-            Ok(stored) if stored.cancel_requested && !tracker.is_cancelled() => {
-                info!(job = %job.id, event = "reembed_cancelling", "re-embedding asked to stop");
-                tracker.update(|j| j.cancel_requested = true);
-                tracker.cancel.send_replace(true);
-            }
-            Ok(_) => {}
-            Err(e) => warn!(job = %job.id, error = %e, event = "reembed_put_failed",
-                "could not record the re-embedding's progress in meta; it goes on"),
-        }
-    }
-
     /// Records how the job ended (retried: a job left `running` would be failed by the next reader).
     async fn finish_reembed(&self, tracker: &ReembedTracker, outcome: Result<(), RouterError>) {
         let mut job = tracker.snapshot();
@@ -412,21 +349,7 @@ impl Router {
         }
         info!(job = %job.id, state = ?job.state, error = job.error.as_deref().unwrap_or(""),
             event = "reembed_finished", "re-embedding finished");
-        for attempt in 0..10u32 {
-            match self
-                .view
-                .meta()
-                .put_snapshot_job(job.to_info(), false, 0)
-                .await
-            {
-                Ok(_) => return,
-                Err(e) => {
-                    warn!(job = %job.id, attempt, error = %e, event = "reembed_put_failed",
-                        "could not record the re-embedding's end in meta; retrying");
-                    tokio::time::sleep(Duration::from_millis(500 * (1 << attempt.min(4)))).await;
-                }
-            }
-        }
+        self.record_job_end(&job).await;
     }
 
     /// A re-embedding job as meta holds it; one whose router fell silent is recorded failed first.
@@ -434,29 +357,14 @@ impl Router {
         if !is_reembed_job(id) {
             return Err(no_job(id));
         }
-        let info = self
-            .view
-            .meta()
-            .snapshot_job(id)
-            .await
-            .map_err(|s| job_error(id, s))?;
-        self.settle_silent_reembed(ReembedJob::from_info(&info)?)
-            .await
+        let read = self.read_job(id, |s| job_error(id, s)).await?;
+        Ok(self.settled(read).await)
     }
 
     pub async fn reembed_jobs(&self) -> Result<Vec<ReembedJob>, RouterError> {
-        let infos = self
-            .view
-            .meta()
-            .snapshot_jobs()
-            .await
-            .map_err(RouterError::from_status)?;
         let mut jobs = Vec::new();
-        for info in infos.iter().filter(|i| is_reembed_job(&i.id)) {
-            jobs.push(
-                self.settle_silent_reembed(ReembedJob::from_info(info)?)
-                    .await?,
-            );
+        for read in self.list_jobs(is_reembed_job).await? {
+            jobs.push(self.settled(read).await);
         }
         Ok(jobs)
     }
@@ -466,57 +374,20 @@ impl Router {
         if !is_reembed_job(id) {
             return Err(no_job(id));
         }
-        let info = self
-            .view
-            .meta()
-            .cancel_snapshot_job(id)
-            .await
-            .map_err(|s| job_error(id, s))?;
-        ReembedJob::from_info(&info)
+        self.cancel_job(id, |s| job_error(id, s)).await
     }
 
-    /// `job`, or — when it is running and its router has not put it for [`SILENT_LIMIT`] — the job recorded
-    /// failed, its copy dropped (the collection it was made from serves on).
-    async fn settle_silent_reembed(&self, job: ReembedJob) -> Result<ReembedJob, RouterError> {
-        let silent_ms = attest_core::clock::unix_ms().saturating_sub(job.updated_ms);
-        if job.state != JobState::Running || silent_ms <= SILENT_LIMIT.as_millis() as u64 {
-            return Ok(job);
-        }
-        let mut failed = job.clone();
-        failed.state = JobState::Failed;
-        failed.phase = ReembedPhase::Ended;
-        failed.error = Some(format!(
-            "the router running it ({}) stopped reporting {} s ago; start it again",
-            job.router,
-            silent_ms / 1000
-        ));
-        failed.router = self.instance.clone();
-        let put = self
-            .view
-            .meta()
-            .put_snapshot_job(failed.to_info(), false, SILENT_LIMIT.as_millis() as u64)
-            .await;
-        match put {
-            Ok(stored) => {
-                warn!(job = %job.id, owner = %job.router, event = "reembed_orphaned",
-                    "a re-embedding's router stopped; recorded failed, its copy dropped");
-                if let Some(copy) = self.view.copy_of(&job.collection) {
-                    if copy.stored_name == job.copy {
-                        self.drop_copy(&copy, "").await;
-                    }
+    /// A job as read; when this router has just recorded it failed (its router fell silent), its copy is
+    /// dropped first (the collection it was made from serves on).
+    async fn settled(&self, (job, failed_here): (ReembedJob, bool)) -> ReembedJob {
+        if failed_here {
+            if let Some(copy) = self.view.copy_of(&job.collection) {
+                if copy.stored_name == job.copy {
+                    self.drop_copy(&copy, "").await;
                 }
-                ReembedJob::from_info(&stored)
-            }
-            Err(_) => {
-                let info = self
-                    .view
-                    .meta()
-                    .snapshot_job(&job.id)
-                    .await
-                    .map_err(RouterError::from_status)?;
-                ReembedJob::from_info(&info)
             }
         }
+        job
     }
 }
 

@@ -90,6 +90,11 @@ impl Router {
         &self.config
     }
 
+    /// Meta's shard map as this router watches it (readiness, the cluster view).
+    pub fn view(&self) -> &Arc<ClusterView> {
+        &self.view
+    }
+
     /// The API keys this router accepts (meta's, refreshed with the shard map).
     pub fn keys(&self) -> &Arc<attest_auth::KeyRing> {
         self.view.keys()

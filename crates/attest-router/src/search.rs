@@ -22,7 +22,7 @@ use crate::payloads::{fill_payloads, payload_top};
 use crate::router::Router;
 
 /// The lanes a search may name (`lanes`, the keys of `weights`).
-pub(crate) const LANES: [&str; 2] = ["dense", "bm25"];
+pub const LANES: [&str; 2] = ["dense", "bm25"];
 
 impl Router {
     /// Refuses a filter with more conditions, or an `in` list with more values, than the configured limits (each
@@ -157,7 +157,7 @@ impl Router {
             None => rec.index.default_nprobe(),
             Some(nprobe) => match limits::nprobe_problem(nprobe, rec.index.nlist) {
                 Some(problem) => return Err(invalid("nprobe", problem)),
-                None => nprobe,
+                None => Some(nprobe),
             },
         };
         let rrf_k = req.rrf_k.unwrap_or(self.config.rrf_k);
@@ -399,8 +399,8 @@ struct Checked {
     want_bm25: bool,
     dense_weight: f64,
     bm25_weight: f64,
-    /// Lists probed per shard: the request's, checked, or the collection's.
-    nprobe: u32,
+    /// Lists probed per shard: the request's, checked, or the collection's (none: each replica's tuned setting).
+    nprobe: Option<u32>,
     filter: Option<pb::Filter>,
 }
 

@@ -1,51 +1,31 @@
-//! Snapshot jobs: `snapshot create` and `restore` run as jobs recorded in meta, not inside the HTTP request
-//! that starts them (a replica transfer may take hours).
+//! Snapshot jobs: `snapshot create` and `restore` run as jobs recorded in meta ([`crate::meta_jobs`]), not
+//! inside the HTTP request that starts them (a replica transfer may take hours).
 //!
-//! The router that accepts the request checks it, records the job in meta (state `running`, one entry per
-//! replica transfer) and answers at once; a task of that router then does the work, and every second asks the
-//! shard nodes how far their transfers have come (`TransferProgress`) and puts the job back to meta when it
-//! changed (at least every [`HEARTBEAT`] as a sign of life). Each put answers the stored job, which is how the
-//! task learns of a cancellation: it stops its transfers, removes what it left behind (a create's partial files,
-//! a restore's staged replicas) and records `cancelled`. Once a restore starts creating collections it is past
-//! cancelling. Any router reads any job from meta. A job whose router stopped (no put for [`SILENT_LIMIT`]) is
-//! recorded `failed` by the next router that reads it: a snapshot started again re-uses the files already in the
-//! destination (content-addressed), so nothing is resumed in place.
+//! The job lists one entry per replica transfer. While it runs, its router asks the shard nodes every second how
+//! far their transfers have come (`TransferProgress`). A cancelled job stops its transfers, removes what it left
+//! behind (a create's partial files, a restore's staged replicas) and records `cancelled`; once a restore starts
+//! creating collections it is past cancelling. A job whose router stopped is recorded `failed`: a snapshot
+//! started again re-uses the files already in the destination (content-addressed), so nothing is resumed in
+//! place.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use attest_proto::v1 as pb;
-use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
-use tokio::sync::watch;
-use tracing::{info, warn};
+use tracing::info;
 
 use crate::error::RouterError;
+pub use crate::meta_jobs::JobState;
+use crate::meta_jobs::{MetaJob, Tracker, PROGRESS_INTERVAL};
 use crate::replicas::ShardCall;
 use crate::router::Router;
 use crate::snapshots::{ClusterManifest, RestoredCollection};
-
-/// How often the running job asks the shard nodes for their transfers' progress.
-const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
-/// The longest the running job goes without putting itself to meta, changed or not.
-const HEARTBEAT: Duration = Duration::from_secs(5);
-/// A job not put for this long is taken to have lost its router.
-pub const SILENT_LIMIT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum JobKind {
     Create,
     Restore,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum JobState {
-    Running,
-    Succeeded,
-    Failed,
-    Cancelled,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -109,68 +89,88 @@ pub struct SnapshotJobList {
     pub jobs: Vec<SnapshotJob>,
 }
 
-impl SnapshotJob {
-    fn from_info(info: &pb::SnapshotJobInfo) -> Result<SnapshotJob, RouterError> {
-        let mut job: SnapshotJob = serde_json::from_str(&info.body_json).map_err(|e| {
-            RouterError::Internal(format!("snapshot job {} is unreadable: {e}", info.id))
-        })?;
-        job.cancel_requested = info.cancel_requested;
-        job.created_ms = info.created_ms;
-        job.updated_ms = info.updated_ms;
-        job.router = info.owner.clone();
-        Ok(job)
+impl MetaJob for SnapshotJob {
+    const NOUN: &'static str = "snapshot job";
+    const EVENT: &'static str = "snapshot_job";
+
+    fn id(&self) -> &str {
+        &self.id
     }
 
-    fn to_info(&self) -> pb::SnapshotJobInfo {
-        pb::SnapshotJobInfo {
-            id: self.id.clone(),
-            owner: self.router.clone(),
-            body_json: serde_json::to_string(self).expect("a job serialises"),
-            finished: self.state != JobState::Running,
-            ..Default::default()
-        }
+    fn state(&self) -> JobState {
+        self.state
+    }
+
+    fn owner(&self) -> &str {
+        &self.router
+    }
+
+    fn updated_ms(&self) -> u64 {
+        self.updated_ms
+    }
+
+    fn stamp(&mut self, info: &pb::SnapshotJobInfo) {
+        self.cancel_requested = info.cancel_requested;
+        self.created_ms = info.created_ms;
+        self.updated_ms = info.updated_ms;
+        self.router = info.owner.clone();
+    }
+
+    fn mark_cancel_requested(&mut self) {
+        self.cancel_requested = true;
+    }
+
+    fn fail(&mut self, why: String, router: &str) {
+        self.state = JobState::Failed;
+        self.error = Some(format!(
+            "{why}; start it again: a snapshot re-uses the files the destination already holds"
+        ));
+        self.router = router.to_string();
+        settle_transfers(self);
     }
 }
 
-/// The running job as its work sees it: transfers to report, and the cancellation to watch.
-pub struct JobTracker {
-    job: Mutex<SnapshotJob>,
-    cancel: watch::Sender<bool>,
-}
+/// The running snapshot job as its work sees it: transfers to report, and the cancellation to watch.
+pub type JobTracker = Tracker<SnapshotJob>;
 
 impl JobTracker {
     /// Lists a transfer (create: one per shard; restore: one per replica of the new placement).
     pub fn plan(&self, collection: &str, shard: u32, node_id: u64) {
-        self.job.lock().transfers.push(ShardTransfer {
-            collection: collection.to_string(),
-            shard,
-            node_id,
-            state: TransferState::Pending,
-            bytes: 0,
-            skipped_bytes: 0,
-            total_bytes: 0,
+        self.update(|job| {
+            job.transfers.push(ShardTransfer {
+                collection: collection.to_string(),
+                shard,
+                node_id,
+                state: TransferState::Pending,
+                bytes: 0,
+                skipped_bytes: 0,
+                total_bytes: 0,
+            })
         });
     }
 
-    fn update(
+    fn update_transfer(
         &self,
         collection: &str,
         shard: u32,
         node_id: Option<u64>,
         f: impl FnOnce(&mut ShardTransfer),
     ) {
-        let mut job = self.job.lock();
-        let found = job.transfers.iter_mut().find(|t| {
-            t.collection == collection && t.shard == shard && node_id.is_none_or(|n| t.node_id == n)
+        self.update(|job| {
+            let found = job.transfers.iter_mut().find(|t| {
+                t.collection == collection
+                    && t.shard == shard
+                    && node_id.is_none_or(|n| t.node_id == n)
+            });
+            if let Some(t) = found {
+                f(t);
+            }
         });
-        if let Some(t) = found {
-            f(t);
-        }
     }
 
     /// A create's transfer of `shard` started on `node_id` (a retry on another replica moves it).
     pub fn started(&self, collection: &str, shard: u32, node_id: u64) {
-        self.update(collection, shard, None, |t| {
+        self.update_transfer(collection, shard, None, |t| {
             t.node_id = node_id;
             t.state = TransferState::Running;
         });
@@ -178,13 +178,13 @@ impl JobTracker {
 
     /// A restore's download onto `node_id` started.
     pub fn started_on(&self, collection: &str, shard: u32, node_id: u64) {
-        self.update(collection, shard, Some(node_id), |t| {
+        self.update_transfer(collection, shard, Some(node_id), |t| {
             t.state = TransferState::Running
         });
     }
 
     pub fn finished(&self, collection: &str, shard: u32, node_id: u64, ok: bool, sent: (u64, u64)) {
-        self.update(collection, shard, Some(node_id), |t| {
+        self.update_transfer(collection, shard, Some(node_id), |t| {
             t.state = if ok {
                 TransferState::Done
             } else {
@@ -195,25 +195,6 @@ impl JobTracker {
                 t.total_bytes = t.total_bytes.max(sent.0 + sent.1);
             }
         });
-    }
-
-    /// The job's id.
-    pub fn id(&self) -> String {
-        self.job.lock().id.clone()
-    }
-
-    pub fn is_cancelled(&self) -> bool {
-        *self.cancel.borrow()
-    }
-
-    /// Resolves once the job is asked to stop.
-    pub async fn cancelled(&self) {
-        let mut rx = self.cancel.subscribe();
-        let _ = rx.wait_for(|c| *c).await;
-    }
-
-    fn snapshot(&self) -> SnapshotJob {
-        self.job.lock().clone()
     }
 }
 
@@ -266,56 +247,17 @@ impl Router {
             manifest: None,
             restored: None,
         };
-        let stored = self
-            .view
-            .meta()
-            .put_snapshot_job(job.to_info(), true, 0)
-            .await
-            .map_err(RouterError::from_status)?;
-        let recorded = SnapshotJob::from_info(&stored)?;
-        let tracker = Arc::new(JobTracker {
-            job: Mutex::new(recorded.clone()),
-            cancel: watch::channel(false).0,
-        });
+        let (recorded, tracker) = self.record_job(&job).await?;
         info!(job = %job.id, snapshot, kind = ?kind, event = "snapshot_job_started", "snapshot job started");
         let router = Arc::clone(self);
         tokio::spawn(async move {
             let run = work(Arc::clone(&router), Arc::clone(&tracker));
-            let outcome = router.follow_job(&tracker, run).await;
+            let outcome = router
+                .follow_job(&tracker, run, || router.poll_transfers(&tracker))
+                .await;
             router.finish_job(&tracker, outcome).await;
         });
         Ok(recorded)
-    }
-
-    /// Runs the work, reporting progress to meta until it ends.
-    ///
-    /// The reporter runs beside the work in one `select!`, never in a branch body: a branch body that awaits (a
-    /// stopped node's progress call takes its whole timeout) would leave the work unpolled, and a cancelled job
-    /// whose clean-up needs several polls could then sit `running` for as long as the node stays silent.
-    async fn follow_job(
-        &self,
-        tracker: &JobTracker,
-        run: impl std::future::Future<Output = Result<JobResult, RouterError>>,
-    ) -> Result<JobResult, RouterError> {
-        let report = async {
-            let mut tick = tokio::time::interval(PROGRESS_INTERVAL);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            let mut last_put = (tracker.snapshot(), tokio::time::Instant::now());
-            loop {
-                tick.tick().await;
-                self.poll_transfers(tracker).await;
-                let now = tracker.snapshot();
-                if now != last_put.0 || last_put.1.elapsed() >= HEARTBEAT {
-                    self.put_progress(tracker, &now).await;
-                    last_put = (now, tokio::time::Instant::now());
-                }
-            }
-        };
-        tokio::select! {
-            biased;
-            outcome = run => outcome,
-            never = report => never,
-        }
     }
 
     /// Asks each node with a running transfer how far it has come.
@@ -351,31 +293,13 @@ impl Router {
         });
         for (t, p) in futures::future::join_all(asks).await.into_iter().flatten() {
             if p.active {
-                tracker.update(&t.collection, t.shard, Some(t.node_id), |t| {
+                tracker.update_transfer(&t.collection, t.shard, Some(t.node_id), |t| {
                     if t.state == TransferState::Running {
                         (t.bytes, t.skipped_bytes, t.total_bytes) =
                             (p.bytes_done, p.bytes_skipped, p.bytes_total);
                     }
                 });
             }
-        }
-    }
-
-    async fn put_progress(&self, tracker: &JobTracker, job: &SnapshotJob) {
-        match self
-            .view
-            .meta()
-            .put_snapshot_job(job.to_info(), false, 0)
-            .await
-        {
-            Ok(stored) if stored.cancel_requested && !tracker.is_cancelled() => {
-                info!(job = %job.id, event = "snapshot_job_cancelling", "snapshot job asked to stop");
-                tracker.job.lock().cancel_requested = true;
-                tracker.cancel.send_replace(true);
-            }
-            Ok(_) => {}
-            Err(e) => warn!(job = %job.id, error = %e, event = "snapshot_job_put_failed",
-                "could not record the job's progress in meta; it goes on"),
         }
     }
 
@@ -393,21 +317,7 @@ impl Router {
         settle_transfers(&mut job);
         info!(job = %job.id, state = ?job.state, error = job.error.as_deref().unwrap_or(""),
             event = "snapshot_job_finished", "snapshot job finished");
-        for attempt in 0..10u32 {
-            match self
-                .view
-                .meta()
-                .put_snapshot_job(job.to_info(), false, 0)
-                .await
-            {
-                Ok(_) => return,
-                Err(e) => {
-                    warn!(job = %job.id, attempt, error = %e, event = "snapshot_job_put_failed",
-                        "could not record the job's end in meta; retrying");
-                    tokio::time::sleep(Duration::from_millis(500 * (1 << attempt.min(4)))).await;
-                }
-            }
-        }
+        self.record_job_end(&job).await;
     }
 
     /// A job as meta holds it; one whose router fell silent is recorded failed first.
@@ -417,31 +327,16 @@ impl Router {
                 "`{id}` is a re-embedding job: GET /v1/reembed/jobs/{id}"
             )));
         }
-        let info = self
-            .view
-            .meta()
-            .snapshot_job(id)
-            .await
-            .map_err(RouterError::from_status)?;
-        self.settle_silent(SnapshotJob::from_info(&info)?).await
+        let (job, _) = self.read_job(id, RouterError::from_status).await?;
+        Ok(job)
     }
 
     pub async fn snapshot_jobs(&self) -> Result<Vec<SnapshotJob>, RouterError> {
-        let infos = self
-            .view
-            .meta()
-            .snapshot_jobs()
-            .await
-            .map_err(RouterError::from_status)?;
-        let mut jobs = Vec::with_capacity(infos.len());
         // The job table holds re-embeddings too ([`crate::reembed`]); they are listed on their own.
-        for info in infos
-            .iter()
-            .filter(|i| !crate::reembed::is_reembed_job(&i.id))
-        {
-            jobs.push(self.settle_silent(SnapshotJob::from_info(info)?).await?);
-        }
-        Ok(jobs)
+        let jobs = self
+            .list_jobs(|id| !crate::reembed::is_reembed_job(id))
+            .await?;
+        Ok(jobs.into_iter().map(|(job, _)| job).collect())
     }
 
     /// Asks the job's router to stop it; answers the job as it stands.
@@ -451,54 +346,7 @@ impl Router {
                 "`{id}` is a re-embedding job: POST /v1/reembed/jobs/{id}/cancel"
             )));
         }
-        let info = self
-            .view
-            .meta()
-            .cancel_snapshot_job(id)
-            .await
-            .map_err(RouterError::from_status)?;
-        SnapshotJob::from_info(&info)
-    }
-
-    /// `job`, or — when it is running and its router has not put it for [`SILENT_LIMIT`] — the job recorded
-    /// failed (meta checks the silence on its own clock, so a router whose clock is ahead cannot fail a live job).
-    async fn settle_silent(&self, job: SnapshotJob) -> Result<SnapshotJob, RouterError> {
-        let silent_ms = attest_core::clock::unix_ms().saturating_sub(job.updated_ms);
-        if job.state != JobState::Running || silent_ms <= SILENT_LIMIT.as_millis() as u64 {
-            return Ok(job);
-        }
-        let mut failed = job.clone();
-        failed.state = JobState::Failed;
-        failed.error = Some(format!(
-            "the router running it ({}) stopped reporting {} s ago; start it again: a snapshot re-uses the \
-             files the destination already holds",
-            job.router,
-            silent_ms / 1000
-        ));
-        failed.router = self.instance.clone();
-        settle_transfers(&mut failed);
-        let put = self
-            .view
-            .meta()
-            .put_snapshot_job(failed.to_info(), false, SILENT_LIMIT.as_millis() as u64)
-            .await;
-        match put {
-            Ok(stored) => {
-                warn!(job = %job.id, owner = %job.router, event = "snapshot_job_orphaned",
-                    "a snapshot job's router stopped; recorded failed");
-                SnapshotJob::from_info(&stored)
-            }
-            // Its router put it meanwhile, or another reader settled it: read what is there now.
-            Err(_) => {
-                let info = self
-                    .view
-                    .meta()
-                    .snapshot_job(&job.id)
-                    .await
-                    .map_err(RouterError::from_status)?;
-                SnapshotJob::from_info(&info)
-            }
-        }
+        self.cancel_job(id, RouterError::from_status).await
     }
 }
 

@@ -87,7 +87,8 @@ fn search_one(
         query_vector: (!r.query_vector.is_empty()).then_some(r.query_vector.as_slice()),
         query_text: (!r.query_text.is_empty()).then_some(r.query_text.as_str()),
         k: r.k as usize,
-        nprobe: (r.nprobe > 0).then_some(r.nprobe),
+        // An explicit 0 reads as unset, as it did before the field had presence.
+        nprobe: r.nprobe.filter(|&n| n > 0),
         filter,
         exact_rescore: r.exact_rescore,
         payload_top: payload_top(r),

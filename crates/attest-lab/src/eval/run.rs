@@ -55,7 +55,7 @@ pub async fn ingest(
         .create_collection(grpc_request(
             pb::CreateCollectionRequest {
                 name: collection.to_string(),
-                shards: shards as u32,
+                shards: Some(shards as u32),
                 ..Default::default()
             },
             "eval-create",

@@ -8,13 +8,12 @@ use std::path::{Path as FsPath, PathBuf};
 use std::sync::Arc;
 
 use attest_auth::Principal;
+use attest_router::access;
+use attest_router::error::RouterError;
+use attest_router::router::Router;
 use axum::extract::{Path, State};
 use axum::{Extension, Json};
 use serde_json::Value;
-
-use crate::access;
-use crate::error::RouterError;
-use crate::router::Router;
 
 /// Largest report read (a `--sweep` report with every curve is a few hundred kB).
 const MAX_REPORT_BYTES: u64 = 16 * 1024 * 1024;

@@ -1,6 +1,6 @@
 //! HTTP routes of re-embedding (admin scope, a key unlimited in tenants and collections: the job reads and
 //! rewrites every tenant's documents): `POST /v1/collections/{name}/reembed` starts one (202 with the job once
-//! the request is checked and the copy created; [`crate::reembed`]), `GET /v1/reembed/jobs[/{id}]` reads jobs,
+//! the request is checked and the copy created; [`attest_router::reembed`]), `GET /v1/reembed/jobs[/{id}]` reads jobs,
 //! `POST /v1/reembed/jobs/{id}/cancel` stops one. Starts and cancels write an audit line.
 
 use std::sync::Arc;
@@ -8,6 +8,10 @@ use std::sync::Arc;
 use attest_auth::audit::Action;
 use attest_auth::Principal;
 use attest_core::contract;
+use attest_router::access::{self, audited};
+use attest_router::error::RouterError;
+use attest_router::reembed::{ReembedJob, ReembedJobList};
+use attest_router::router::Router;
 use attest_telemetry::http_error::ErrorBody;
 use attest_telemetry::request_id::RequestId;
 use axum::extract::rejection::JsonRejection;
@@ -17,11 +21,7 @@ use axum::response::IntoResponse;
 use axum::{Extension, Json};
 use serde::Deserialize;
 
-use crate::access::{self, audited};
-use crate::error::RouterError;
-use crate::http::body;
-use crate::reembed::{ReembedJob, ReembedJobList};
-use crate::router::Router;
+use crate::router::http::body;
 
 /// `POST /v1/collections/{name}/reembed`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]

@@ -4,14 +4,14 @@ use std::future::Future;
 use std::sync::Arc;
 
 use attest_proto::v1::router_service_server::RouterServiceServer;
+use attest_router::router::Router;
 use attest_telemetry::listener::Listener;
 use attest_telemetry::ops::MetricsRefresh;
 
-use crate::grpc::RouterServiceImpl;
-use crate::router::Router;
+use crate::router::grpc::RouterServiceImpl;
 
 /// Serves HTTP API v1; `extra` routes (the answer tier's, in `attest dev`) share the listener, and `openapi` is
-/// the document of them all (`crate::openapi::document()` for the router alone), served at `/v1/openapi.json`.
+/// the document of them all (`crate::router::openapi::document()` for the router alone), served at `/v1/openapi.json`.
 pub async fn serve_http(
     router: Arc<Router>,
     refresh: Option<MetricsRefresh>,
@@ -20,7 +20,7 @@ pub async fn serve_http(
     listener: impl Into<Listener>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let mut app = crate::http::routes(router, refresh, &openapi);
+    let mut app = crate::router::http::routes(router, refresh, &openapi);
     if let Some(extra) = extra {
         app = app.merge(extra);
     }
@@ -50,7 +50,7 @@ pub async fn serve_grpc_with(
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     // gRPC health says SERVING once the router holds the shard map, as `/readyz` does.
-    let view = Arc::clone(&router.view);
+    let view = Arc::clone(router.view());
     let health = attest_telemetry::readiness::ReadinessHealth::new(
         Arc::new(move || view.readiness()),
         vec![<RouterServiceServer<RouterServiceImpl> as tonic::server::NamedService>::NAME.into()],

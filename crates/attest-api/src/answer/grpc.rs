@@ -1,11 +1,14 @@
 //! `attest.v1.AnswerService` over gRPC: `Ask` streams `sources` as soon as the first retrieval is ranked, one
 //! `delta` per verified claim, then `done` with the whole response — the same events, in the same order, as the
-//! HTTP Server-Sent Events of [`crate::http`].
+//! HTTP Server-Sent Events of [`crate::answer::http`].
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use attest_answer::client::Caller;
+use attest_answer::conversation::HistoryTurn;
+use attest_answer::pipeline::{AnswerService, AskResponse, AskSources};
 use attest_auth::Scope;
 use attest_proto::v1 as pb;
 use attest_proto::v1::answer_service_server::{AnswerService as AnswerRpc, AnswerServiceServer};
@@ -13,10 +16,7 @@ use attest_telemetry::request_id;
 use futures::{Stream, StreamExt};
 use tonic::{Request, Response, Status};
 
-use crate::client::Caller;
-use crate::conversation::HistoryTurn;
-use crate::pipeline::{AnswerService, AskResponse, AskSources};
-use crate::streamed::StreamedTurn;
+use crate::answer::streamed::StreamedTurn;
 
 /// The gRPC face of an [`AnswerService`].
 pub struct AnswerGrpc {

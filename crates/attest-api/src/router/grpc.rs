@@ -7,15 +7,14 @@ use attest_auth::Principal;
 use attest_ingest::SourceDocument;
 use attest_proto::v1 as pb;
 use attest_proto::v1::router_service_server::RouterService;
+use attest_router::access::{self, audited, Op};
+use attest_router::collection::CollectionRecord;
+use attest_router::error::RouterError;
+use attest_router::ingest::IngestDocument;
+use attest_router::keys::KeyGrant;
+use attest_router::router::Router;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
-
-use crate::access::{self, audited, Op};
-use crate::collection::CollectionRecord;
-use crate::error::RouterError;
-use crate::ingest::IngestDocument;
-use crate::keys::KeyGrant;
-use crate::router::Router;
 
 pub struct RouterServiceImpl {
     router: Arc<Router>,
@@ -37,7 +36,7 @@ fn info(c: &CollectionRecord) -> pb::CollectionInfo {
             index: Some(c.index.to_proto()),
             seal_threshold: c.seal_threshold,
             embedder: c.embedder.model.clone(),
-            embedder_identity: crate::collection::identity_to_proto(&c.embedder),
+            embedder_identity: attest_router::collection::identity_to_proto(&c.embedder),
         }),
     }
 }
@@ -104,7 +103,7 @@ impl RouterService for RouterServiceImpl {
         access::collection(&p, &name)?;
         let router = &self.router;
         let dropped = async {
-            crate::tenant_scope::whole_collection(router, &p, "drop", &name, &id).await?;
+            attest_router::tenant_scope::whole_collection(router, &p, "drop", &name, &id).await?;
             router.drop_collection(&name, &id).await
         }
         .instrument(span)

@@ -1,18 +1,19 @@
-//! The router's part of the OpenAPI 3.1 document of HTTP API v1: every route of [`crate::http::routes`], each
-//! from the `#[utoipa::path]` on its handler, with the schemas of [`crate::wire`] and the types the handlers
+//! The router's part of the OpenAPI 3.1 document of HTTP API v1: every route of [`crate::router::http::routes`], each
+//! from the `#[utoipa::path]` on its handler, with the schemas of [`crate::router::wire`] and the types the handlers
 //! send. [`document`] is what a standalone router serves at `GET /v1/openapi.json`; `attest dev` serves these
 //! paths merged with the answer tier's (`attest_telemetry::openapi` assembles both).
 
+use attest_core::contract;
+use attest_router::config::RouterConfig;
+use attest_router::search::LANES;
+use attest_telemetry::openapi::limits::{constrain, rule};
+use serde_json::json;
 use utoipa::openapi::OpenApi;
 use utoipa::OpenApi as _;
 
-use attest_core::contract;
-use attest_telemetry::openapi::limits::{constrain, rule};
-use serde_json::json;
-
-use crate::config::RouterConfig;
-use crate::search::LANES;
-use crate::{cluster_http, documents_http, eval_reports, http, reembed_http, snapshot_http};
+use crate::router::{
+    cluster_http, documents_http, eval_reports, http, reembed_http, snapshot_http,
+};
 
 #[derive(utoipa::OpenApi)]
 #[openapi(paths(

@@ -9,16 +9,15 @@ use std::sync::Arc;
 
 use attest_auth::Principal;
 use attest_proto::v1 as pb;
+use attest_router::collection::record_from_meta;
+use attest_router::error::RouterError;
+use attest_router::router::Router;
 use attest_telemetry::request_id::RequestId;
 use axum::extract::State;
 use axum::{Extension, Json};
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
-
-use crate::collection::record_from_meta;
-use crate::error::RouterError;
-use crate::router::Router;
 
 /// The cluster as meta says: voters, nodes, placement and health, moves under way.
 #[utoipa::path(get, path = "/v1/cluster", tag = "cluster", operation_id = "cluster",
@@ -30,19 +29,19 @@ pub async fn cluster(
     Extension(p): Extension<Principal>,
 ) -> Result<Json<ClusterReport>, RouterError> {
     // One linearizable read: the console shows what meta has committed, not a lagging follower's copy.
-    let mut state = r.view.refresh(true).await?;
+    let mut state = r.view().refresh(true).await?;
     // A key limited in collections or tenants sees only the collections it could administer (issue 69).
     if !p.unrestricted() {
         let mut shown = Vec::with_capacity(state.collections.len());
         for c in std::mem::take(&mut state.collections) {
             let rec = record_from_meta(&c);
-            if crate::tenant_scope::administers(&r, &p, &rec, &rid).await {
+            if attest_router::tenant_scope::administers(&r, &p, &rec, &rid).await {
                 shown.push(c);
             }
         }
         state.collections = shown;
     }
-    let each = r.view.meta().status_of_each().await;
+    let each = r.view().meta().status_of_each().await;
     Ok(Json(cluster_report(&state, &each)))
 }
 

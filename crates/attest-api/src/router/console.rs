@@ -1,4 +1,4 @@
-//! The web console: plain HTML, CSS and JavaScript modules (`crates/attest-router/console/`, no build step)
+//! The web console: plain HTML, CSS and JavaScript modules (`crates/attest-api/console/`, no build step)
 //! compiled into the binary and served at `/` (the page) and `/console/{file}` (its assets) by every process that
 //! serves the router's HTTP routes — the router role and `attest dev`.
 //!

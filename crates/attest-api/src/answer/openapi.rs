@@ -5,17 +5,16 @@
 
 use std::borrow::Cow;
 
+use attest_answer::config::AnswerConfig;
+use attest_answer::pipeline::{AskSources, Retrieved};
+use attest_telemetry::openapi::limits::constrain;
+use serde_json::json;
 use utoipa::openapi::extensions::Extensions;
 use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
 use utoipa::openapi::{OpenApi, RefOr};
 use utoipa::OpenApi as _;
 
-use attest_telemetry::openapi::limits::constrain;
-use serde_json::json;
-
-use crate::config::AnswerConfig;
-use crate::http::{self, AskDelta};
-use crate::pipeline::{AskSources, Retrieved};
+use crate::answer::http::{self, AskDelta};
 
 /// One Server-Sent Event of a streamed answer, as a client parses it (`{event, data}`): `sources` (an
 /// [`AskSources`]), `delta` events whose data is an [`AskDelta`] in JSON, then one `done` whose data is the whole

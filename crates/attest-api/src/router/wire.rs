@@ -1,5 +1,5 @@
-//! The JSON bodies of HTTP API v1 as types: what the handlers of [`crate::http`] read and write. The OpenAPI
-//! document ([`crate::openapi`]) describes these same types (`ToSchema`), so the contract cannot say one thing
+//! The JSON bodies of HTTP API v1 as types: what the handlers of [`crate::router::http`] read and write. The OpenAPI
+//! document ([`crate::router::openapi`]) describes these same types (`ToSchema`), so the contract cannot say one thing
 //! while a handler sends another.
 
 use std::collections::HashMap;
@@ -10,13 +10,12 @@ use attest_core::keys::Scope;
 use attest_core::settings::CollectionThresholds;
 use attest_ingest::ChunkingConfig;
 use attest_proto::v1 as pb;
+use attest_router::collection::{CollectionRecord, IndexSettings};
+use attest_router::snapshots::{ListedSnapshot, ReplicaProgress, RestoredCollection};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
 use utoipa::{IntoParams, ToSchema};
-
-use crate::collection::{CollectionRecord, IndexSettings};
-use crate::snapshots::{ListedSnapshot, ReplicaProgress, RestoredCollection};
 
 /// Index parameters of a new collection; each left out takes the router's default.
 #[derive(Deserialize, ToSchema)]

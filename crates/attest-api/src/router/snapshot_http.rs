@@ -1,6 +1,6 @@
 //! HTTP routes of cluster snapshots (admin scope): `POST /v1/snapshots` starts a snapshot job and
 //! `POST /v1/snapshots/restore` a restore job (both answer 202 with the job once the request is checked;
-//! `crate::snapshot_jobs`), `GET /v1/snapshots/jobs[/{id}]` reads jobs, `POST /v1/snapshots/jobs/{id}/cancel`
+//! `attest_router::snapshot_jobs`), `GET /v1/snapshots/jobs[/{id}]` reads jobs, `POST /v1/snapshots/jobs/{id}/cancel`
 //! stops one, `GET /v1/snapshots?from=DEST` lists a destination, `DELETE /v1/snapshots/{id}?from=DEST` deletes
 //! one, `GET /v1/snapshots/{id}/progress?from=DEST` tells what a snapshot has uploaded per replica, read from
 //! the destination. Each create, delete, restore and cancel writes an audit line.
@@ -9,6 +9,11 @@ use std::sync::Arc;
 
 use attest_auth::audit::Action;
 use attest_auth::Principal;
+use attest_router::access::{self, audited};
+use attest_router::error::RouterError;
+use attest_router::router::Router;
+use attest_router::snapshot_jobs::{JobKind, JobResult, SnapshotJob, SnapshotJobList};
+use attest_router::snapshots::{CreateSnapshot, RestoreSnapshot};
 use attest_telemetry::http_error::ErrorBody;
 use attest_telemetry::request_id::RequestId;
 use axum::extract::rejection::JsonRejection;
@@ -19,13 +24,8 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use crate::access::{self, audited};
-use crate::error::RouterError;
-use crate::http::body;
-use crate::router::Router;
-use crate::snapshot_jobs::{JobKind, JobResult, SnapshotJob, SnapshotJobList};
-use crate::snapshots::{CreateSnapshot, RestoreSnapshot};
-use crate::wire::{Deleted, SnapshotList, SnapshotProgress};
+use crate::router::http::body;
+use crate::router::wire::{Deleted, SnapshotList, SnapshotProgress};
 
 /// Starts a snapshot of collections (default: all) to a destination: meta's state, one replica of every
 /// shard, and the manifest written last. Answers the job once the request is checked.

@@ -6,6 +6,10 @@ use std::sync::Arc;
 use attest_auth::audit::Action;
 use attest_auth::Principal;
 use attest_ingest::{normalized_within, parse_jsonl_with, DocumentLimits, SourceDocument};
+use attest_router::access::{self, audited};
+use attest_router::error::RouterError;
+use attest_router::ingest::{document_error, IngestDocument};
+use attest_router::router::Router;
 use attest_telemetry::http_error::ErrorBody;
 use attest_telemetry::request_id::RequestId;
 use axum::body::Bytes;
@@ -15,12 +19,10 @@ use axum::http::HeaderMap;
 use axum::{Extension, Json};
 use serde_json::Value;
 
-use crate::access::{self, audited};
-use crate::error::RouterError;
-use crate::http::body;
-use crate::ingest::{document_error, IngestDocument};
-use crate::router::Router;
-use crate::wire::{Deleted, DocumentLine, DocumentsBody, IngestResult, Refusal, TenantQuery};
+use crate::router::http::body;
+use crate::router::wire::{
+    Deleted, DocumentLine, DocumentsBody, IngestResult, Refusal, TenantQuery,
+};
 
 fn id_string(v: &Value, i: usize) -> Result<String, RouterError> {
     match v {

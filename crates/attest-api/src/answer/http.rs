@@ -4,11 +4,17 @@
 //! response (`error` instead when the turn fails after `sources`).
 //! The route needs the `read` scope; the turn acts as the caller's key (its tenant, its credential). The
 //! handler's `#[utoipa::path]` and the `ToSchema` of the types below are its part of the OpenAPI document
-//! ([`crate::openapi`]).
+//! ([`crate::answer::openapi`]).
 
 use std::convert::Infallible;
 use std::sync::Arc;
 
+use attest_answer::cite::CheckedClaim;
+use attest_answer::client::Caller;
+use attest_answer::conversation::HistoryTurn;
+use attest_answer::error::AnswerError;
+use attest_answer::pipeline::{AnswerService, AskResponse};
+use attest_answer::verdict::Verdict;
 use attest_auth::{KeyRing, Principal, Scope};
 use attest_telemetry::http_error::ErrorBody;
 use attest_telemetry::request_id::{http_middleware, RequestId};
@@ -22,14 +28,8 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::cite::CheckedClaim;
-use crate::client::Caller;
-use crate::conversation::HistoryTurn;
-use crate::error::AnswerError;
-use crate::openapi::AskEvent;
-use crate::pipeline::{AnswerService, AskResponse};
-use crate::streamed::StreamedTurn;
-use crate::verdict::Verdict;
+use crate::answer::openapi::AskEvent;
+use crate::answer::streamed::StreamedTurn;
 
 /// Any other field is refused with a 400 naming it (`colour`, `history[0].colour`): a misspelt `stream` or
 /// `tenant` is never silently dropped.
@@ -52,7 +52,7 @@ pub(crate) struct AskBody {
 fn role() -> utoipa::openapi::Object {
     utoipa::openapi::schema::ObjectBuilder::new()
         .schema_type(utoipa::openapi::schema::Type::String)
-        .enum_values(Some(crate::conversation::ROLES))
+        .enum_values(Some(attest_answer::conversation::ROLES))
         .build()
 }
 
@@ -90,7 +90,7 @@ pub fn routes(service: Arc<AnswerService>) -> axum::Router {
         .layer(axum::middleware::from_fn(http_middleware))
 }
 
-/// The routes before their state is given (so [`crate::openapi`]'s test lists them without a service).
+/// The routes before their state is given (so [`crate::answer::openapi`]'s test lists them without a service).
 pub(crate) fn api(keys: Arc<KeyRing>) -> axum::Router<Arc<AnswerService>> {
     let guard =
         axum::middleware::from_fn_with_state((keys, Scope::Read), attest_auth::http::require);

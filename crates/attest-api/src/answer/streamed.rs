@@ -4,13 +4,12 @@
 
 use std::sync::Arc;
 
+use attest_answer::client::Caller;
+use attest_answer::conversation::HistoryTurn;
+use attest_answer::error::AnswerError;
+use attest_answer::pipeline::{AnswerService, AskResponse, AskSources};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tracing::Instrument;
-
-use crate::client::Caller;
-use crate::conversation::HistoryTurn;
-use crate::error::AnswerError;
-use crate::pipeline::{AnswerService, AskResponse, AskSources};
 
 /// One question being answered in the background.
 pub struct StreamedTurn {

@@ -1,14 +1,18 @@
 //! HTTP API v1 (SPEC "HTTP API v1") over axum: collections, documents, search, `/v1/cluster`, `/healthz`,
-//! `/readyz`, `/v1/openapi.json`, and the web console at `/` ([`crate::console`]). Each handler carries its
-//! operation's `#[utoipa::path]`; the bodies it reads and writes are the types of [`crate::wire`].
+//! `/readyz`, `/v1/openapi.json`, and the web console at `/` ([`crate::router::console`]). Each handler carries its
+//! operation's `#[utoipa::path]`; the bodies it reads and writes are the types of [`crate::router::wire`].
 
 use std::sync::Arc;
 
 use attest_auth::audit::Action;
 use attest_auth::{KeyRing, Principal};
-use attest_core::limits;
 use attest_core::settings::CollectionThresholds;
 use attest_proto::v1 as pb;
+use attest_router::access::{self, audited, Op};
+use attest_router::error::RouterError;
+use attest_router::keys::KeyGrant;
+use attest_router::router::Router;
+use attest_router::tenant_scope::whole_collection;
 use attest_telemetry::http_error::ErrorBody;
 use attest_telemetry::ops::MetricsRefresh;
 use attest_telemetry::request_id::RequestId;
@@ -21,12 +25,7 @@ use axum::Extension;
 use axum::Json;
 use serde_json::{Map, Value};
 
-use crate::access::{self, audited, Op};
-use crate::error::RouterError;
-use crate::keys::KeyGrant;
-use crate::router::Router;
-use crate::tenant_scope::whole_collection;
-use crate::wire::{
+use crate::router::wire::{
     CollectionList, CollectionStats, CollectionView, CreateCollectionBody, CreatedKey, Dropped,
     KeyList, KeyView, MaintainBody, SearchBody, SearchResult,
 };
@@ -43,7 +42,7 @@ pub fn routes(
     refresh: Option<MetricsRefresh>,
     openapi: &utoipa::openapi::OpenApi,
 ) -> axum::Router {
-    let view = Arc::clone(&router.view);
+    let view = Arc::clone(router.view());
     let ready: attest_telemetry::ops::ReadinessCheck = Arc::new(move || view.readiness());
     api(Arc::clone(router.keys()))
         .with_state(router)
@@ -61,14 +60,14 @@ pub(crate) fn open_routes(
     refresh: Option<MetricsRefresh>,
     openapi: &utoipa::openapi::OpenApi,
 ) -> axum::Router {
-    crate::console::routes()
+    crate::router::console::routes()
         .merge(attest_telemetry::ops::routes(ready, refresh))
         .merge(attest_telemetry::openapi::route(openapi))
 }
 
-/// The API routes, before their state is given (so [`crate::openapi`]'s test lists them without a cluster).
+/// The API routes, before their state is given (so [`crate::router::openapi`]'s test lists them without a cluster).
 pub(crate) fn api(keys: Arc<KeyRing>) -> axum::Router<Arc<Router>> {
-    // Every API route carries the guard of its operation's scope (crate::access::Op): the handler gets the
+    // Every API route carries the guard of its operation's scope (attest_router::access::Op): the handler gets the
     // caller's Principal.
     let guard = |op: Op| {
         axum::middleware::from_fn_with_state(
@@ -91,11 +90,12 @@ pub(crate) fn api(keys: Arc<KeyRing>) -> axum::Router<Arc<Router>> {
         )
         .route(
             "/v1/collections/:name/documents",
-            post(crate::documents_http::ingest).route_layer(guard(Op::Ingest)),
+            post(crate::router::documents_http::ingest).route_layer(guard(Op::Ingest)),
         )
         .route(
             "/v1/collections/:name/documents/:id",
-            delete(crate::documents_http::delete_document).route_layer(guard(Op::DeleteDocument)),
+            delete(crate::router::documents_http::delete_document)
+                .route_layer(guard(Op::DeleteDocument)),
         )
         .route(
             "/v1/collections/:name/search",
@@ -111,7 +111,7 @@ pub(crate) fn api(keys: Arc<KeyRing>) -> axum::Router<Arc<Router>> {
         )
         .route(
             "/v1/collections/:name/eval",
-            get(crate::eval_reports::latest).route_layer(guard(Op::EvalReport)),
+            get(crate::router::eval_reports::latest).route_layer(guard(Op::EvalReport)),
         )
         .route(
             "/v1/collections/:name/thresholds",
@@ -131,53 +131,53 @@ pub(crate) fn api(keys: Arc<KeyRing>) -> axum::Router<Arc<Router>> {
         )
         .route(
             "/v1/snapshots",
-            post(crate::snapshot_http::create)
-                .get(crate::snapshot_http::list)
+            post(crate::router::snapshot_http::create)
+                .get(crate::router::snapshot_http::list)
                 .route_layer(guard(Op::Snapshots)),
         )
         .route(
             "/v1/snapshots/:id",
-            delete(crate::snapshot_http::delete).route_layer(guard(Op::Snapshots)),
+            delete(crate::router::snapshot_http::delete).route_layer(guard(Op::Snapshots)),
         )
         .route(
             "/v1/snapshots/:id/progress",
-            get(crate::snapshot_http::progress).route_layer(guard(Op::Snapshots)),
+            get(crate::router::snapshot_http::progress).route_layer(guard(Op::Snapshots)),
         )
         .route(
             "/v1/snapshots/restore",
-            post(crate::snapshot_http::restore).route_layer(guard(Op::Snapshots)),
+            post(crate::router::snapshot_http::restore).route_layer(guard(Op::Snapshots)),
         )
         .route(
             "/v1/snapshots/jobs",
-            get(crate::snapshot_http::jobs).route_layer(guard(Op::Snapshots)),
+            get(crate::router::snapshot_http::jobs).route_layer(guard(Op::Snapshots)),
         )
         .route(
             "/v1/snapshots/jobs/:id",
-            get(crate::snapshot_http::job).route_layer(guard(Op::Snapshots)),
+            get(crate::router::snapshot_http::job).route_layer(guard(Op::Snapshots)),
         )
         .route(
             "/v1/snapshots/jobs/:id/cancel",
-            post(crate::snapshot_http::cancel).route_layer(guard(Op::Snapshots)),
+            post(crate::router::snapshot_http::cancel).route_layer(guard(Op::Snapshots)),
         )
         .route(
             "/v1/collections/:name/reembed",
-            post(crate::reembed_http::start).route_layer(guard(Op::Reembed)),
+            post(crate::router::reembed_http::start).route_layer(guard(Op::Reembed)),
         )
         .route(
             "/v1/reembed/jobs",
-            get(crate::reembed_http::jobs).route_layer(guard(Op::Reembed)),
+            get(crate::router::reembed_http::jobs).route_layer(guard(Op::Reembed)),
         )
         .route(
             "/v1/reembed/jobs/:id",
-            get(crate::reembed_http::job).route_layer(guard(Op::Reembed)),
+            get(crate::router::reembed_http::job).route_layer(guard(Op::Reembed)),
         )
         .route(
             "/v1/reembed/jobs/:id/cancel",
-            post(crate::reembed_http::cancel).route_layer(guard(Op::Reembed)),
+            post(crate::router::reembed_http::cancel).route_layer(guard(Op::Reembed)),
         )
         .route(
             "/v1/cluster",
-            get(crate::cluster_http::cluster).route_layer(guard(Op::Cluster)),
+            get(crate::router::cluster_http::cluster).route_layer(guard(Op::Cluster)),
         )
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
 }
@@ -268,33 +268,19 @@ pub(crate) async fn create_collection(
 ) -> Result<impl IntoResponse, RouterError> {
     let b = body(b)?;
     access::collection(&p, &b.name)?;
-    // Leaving a field out asks for its default; an explicit 0 is a mistake, not a request for the default.
-    let explicit_zero = [
-        ("shards", b.shards),
-        ("replication", b.replication),
-        ("index.nlist", b.index.as_ref().and_then(|i| i.nlist)),
-        ("index.m", b.index.as_ref().and_then(|i| i.m)),
-        ("index.nbits", b.index.as_ref().and_then(|i| i.nbits)),
-        ("index.nprobe", b.index.as_ref().and_then(|i| i.nprobe)),
-    ];
-    if let Some((field, _)) = explicit_zero.iter().find(|(_, v)| *v == Some(0)) {
+    // The router refuses a bad model id; an empty one it reads as "none named", which a body that names "" did not
+    // mean.
+    if b.embedder.as_deref() == Some("") {
         return Err(RouterError::invalid(
-            *field,
-            "must be at least 1 (leave it out for the default)",
+            "embedder",
+            attest_core::limits::embedder_model_problem("").unwrap_or_default(),
         ));
     }
-    if let Some(problem) = b
-        .embedder
-        .as_deref()
-        .and_then(limits::embedder_model_problem)
-    {
-        return Err(RouterError::invalid("embedder", problem));
-    }
-    let index = b.index.map(|i| pb::IndexParams {
-        nlist: i.nlist.unwrap_or(0),
-        m: i.m.unwrap_or(0),
-        nbits: i.nbits.unwrap_or(0),
-        nprobe: i.nprobe.unwrap_or(0),
+    let index = b.index.map(|i| pb::IndexRequest {
+        nlist: i.nlist,
+        m: i.m,
+        nbits: i.nbits,
+        nprobe: i.nprobe,
         recall_target: i.recall_target,
     });
     let name = b.name.clone();
@@ -302,9 +288,8 @@ pub(crate) async fn create_collection(
         .create_or_match(
             pb::CreateCollectionRequest {
                 name: b.name,
-                shards: b.shards.unwrap_or(0),
-                // 0: the router's `default_replication` (at most one replica per live shard node).
-                replication: b.replication.unwrap_or(0),
+                shards: b.shards,
+                replication: b.replication,
                 index,
                 chunking_json: b.chunking.map(|c| c.to_string()).unwrap_or_default(),
                 thresholds_json: b.thresholds.map(|t| t.to_stored()).unwrap_or_default(),
