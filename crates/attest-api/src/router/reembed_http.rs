@@ -21,7 +21,7 @@ use axum::response::IntoResponse;
 use axum::{Extension, Json};
 use serde::Deserialize;
 
-use crate::router::http::body;
+use crate::router::wire::body;
 
 /// `POST /v1/collections/{name}/reembed`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]

@@ -24,7 +24,7 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use crate::router::http::body;
+use crate::router::wire::body;
 use crate::router::wire::{Deleted, SnapshotList, SnapshotProgress};
 
 /// Starts a snapshot of collections (default: all) to a destination: meta's state, one replica of every

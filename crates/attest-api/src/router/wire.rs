@@ -11,7 +11,10 @@ use attest_core::settings::CollectionThresholds;
 use attest_ingest::ChunkingConfig;
 use attest_proto::v1 as pb;
 use attest_router::collection::{CollectionRecord, IndexSettings};
+use attest_router::error::RouterError;
 use attest_router::snapshots::{ListedSnapshot, ReplicaProgress, RestoredCollection};
+use axum::extract::rejection::JsonRejection;
+use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
@@ -498,6 +501,12 @@ pub struct SnapshotProgress {
 #[derive(Serialize, ToSchema)]
 pub struct Restored {
     pub collections: Vec<RestoredCollection>,
+}
+
+/// The body of a request, or why it could not be read as JSON of its type.
+pub(crate) fn body<T>(r: Result<Json<T>, JsonRejection>) -> Result<T, RouterError> {
+    r.map(|Json(v)| v)
+        .map_err(|e| RouterError::Callee(attest_telemetry::http_error::json_rejection(e)))
 }
 
 #[cfg(test)]

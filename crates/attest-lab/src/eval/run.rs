@@ -463,7 +463,7 @@ pub fn verifier(
     verifier: &dyn attest_answer::Verifier,
     path: &Path,
 ) -> anyhow::Result<VerifierScores> {
-    use attest_models::logistic::{auroc, balanced_accuracy};
+    use crate::train::logistic::{auroc, balanced_accuracy};
     let path = super::verifier_data::items_path(path);
     let heldout = super::verifier_data::load_heldout(&path)?;
     let bar = progress(heldout.len(), "verify");

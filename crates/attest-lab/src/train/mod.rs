@@ -2,8 +2,9 @@
 //! loads (committed as `crates/attest-models/models/verifier.json`). `attest-lab train reranker`: the same for the
 //! candidate reranker on squad-dev, with candidates from a running router (`models/reranker.json`).
 //! `attest-lab train support`: the reader verifier's calibration on claim-verification sets
-//! (`models/reader/support.json`).
+//! (`models/reader/support.json`). [`logistic`] fits the three and measures them (AUROC, balanced accuracy).
 
+pub mod logistic;
 pub mod reranker;
 pub mod support;
 pub mod verifier;

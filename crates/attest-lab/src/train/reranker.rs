@@ -16,11 +16,12 @@ use attest_proto::v1 as pb;
 use futures::stream::{self, StreamExt, TryStreamExt};
 use serde::Deserialize;
 
+use crate::train::logistic::{auroc, fit, TrainSettings};
 use attest_answer::client::{Caller, RouterClient};
 use attest_answer::rerank::features::{pool_features, FEATURE_NAMES, FEATURE_SIGNS};
 use attest_answer::rerank::learned::{HeldoutReport, RankMetrics, RerankerFile, TopScoreShares};
 use attest_answer::rerank::{LexicalReranker, Reranker};
-use attest_models::logistic::{auroc, LogisticModel, TrainSettings};
+use attest_models::logistic::LogisticModel;
 
 /// One article in this many is held out (articles whose number is a multiple of it).
 pub const HELD_OUT_EVERY: u32 = 5;
@@ -232,7 +233,7 @@ pub fn train_reranker(
             config.collection
         )));
     }
-    let model = LogisticModel::train(&rows, &labels, &FEATURE_SIGNS, TrainSettings::default());
+    let model = fit(&rows, &labels, &FEATURE_SIGNS, TrainSettings::default());
     let heldout_report = evaluate(&model, heldout, unanswerable, &config.gate_thresholds);
     Ok(RerankerFile {
         features: FEATURE_NAMES.iter().map(|s| s.to_string()).collect(),

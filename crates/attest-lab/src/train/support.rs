@@ -4,8 +4,9 @@
 
 use std::collections::BTreeMap;
 
+use crate::train::logistic::{auroc, balanced_accuracy, fit_weighted, TrainSettings};
 use attest_answer::verifier::calibration::{input_signs, HeldoutScores, SupportInputs};
-use attest_models::logistic::{auroc, balanced_accuracy, LogisticModel, TrainSettings};
+use attest_models::logistic::LogisticModel;
 
 /// One labelled judgement of a claim-verification set.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,7 +29,7 @@ pub fn fit(examples: &[Example]) -> LogisticModel {
         .collect();
     let rows: Vec<Vec<f64>> = examples.iter().map(|e| e.inputs.row()).collect();
     let labels: Vec<bool> = examples.iter().map(|e| e.supported).collect();
-    LogisticModel::train_weighted(
+    fit_weighted(
         &rows,
         &labels,
         &weights,

@@ -8,9 +8,10 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use crate::train::logistic::{auroc, balanced_accuracy, fit, TrainSettings};
 use attest_answer::verifier::features::{features, FEATURE_NAMES, FEATURE_SIGNS};
 use attest_answer::verifier::VerifierFile;
-use attest_models::logistic::{auroc, balanced_accuracy, LogisticModel, TrainSettings};
+use attest_models::logistic::LogisticModel;
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct HaluevalItem {
@@ -63,7 +64,7 @@ pub fn train_verifier(items: &[HaluevalItem], source: &str) -> VerifierFile {
         items.iter().partition(|it| !it.held_out());
     let rows: Vec<Vec<f64>> = train.iter().map(|it| it.row()).collect();
     let labels: Vec<bool> = train.iter().map(|it| it.label == 1).collect();
-    let model = LogisticModel::train(&rows, &labels, &FEATURE_SIGNS, TrainSettings::default());
+    let model = fit(&rows, &labels, &FEATURE_SIGNS, TrainSettings::default());
     let (auroc_h, bacc_h) = evaluate(&model, &heldout);
     VerifierFile {
         features: FEATURE_NAMES.iter().map(|s| s.to_string()).collect(),

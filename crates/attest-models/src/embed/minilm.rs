@@ -12,9 +12,9 @@ use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config as BertConfig};
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams, TruncationStrategy};
 
-use crate::config::{LocalEmbedderConfig, MINILM_CHECKSUMS, MINILM_ID};
-use crate::embedder::Embedder;
-use crate::error::EmbedError;
+use crate::embed::config::{LocalEmbedderConfig, MINILM_CHECKSUMS, MINILM_ID};
+use crate::embed::embedder::Embedder;
+use crate::embed::error::EmbedError;
 
 /// Dimension of all-MiniLM-L6-v2 vectors.
 pub const MINILM_DIMENSION: usize = 384;
@@ -24,10 +24,7 @@ pub const MODEL_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safe
 
 /// Reads a model file whole and checks it against its line in `table`.
 fn read_verified(table: &str, dir: &Path, name: &str) -> Result<Vec<u8>, EmbedError> {
-    Ok(attest_models::checksum::read_verified(
-        table,
-        &dir.join(name),
-    )?)
+    Ok(crate::checksum::read_verified(table, &dir.join(name))?)
 }
 
 /// What every runtime of the model reads besides its weights: the BERT configuration and the two tokenizers,
@@ -174,7 +171,7 @@ impl MiniLmEmbedder {
     /// first CUDA GPU when built with the `cuda` feature and one is present.
     ///
     /// Fails with [`EmbedError::ModelMissing`] when a file is absent, [`EmbedError::Checksum`]
-    /// when one does not match `models.sha256`, [`EmbedError::InvalidInput`] for an unusable
+    /// when one does not match `models/minilm.sha256`, [`EmbedError::InvalidInput`] for an unusable
     /// configuration. Each file is read and hashed once per load (about a second for the 90 MB
     /// of weights).
     pub fn load(dir: &Path, config: &LocalEmbedderConfig) -> Result<Self, EmbedError> {
@@ -304,7 +301,7 @@ pub(crate) fn embed_by_length(
         return Ok(Vec::new());
     }
     let lengths: Vec<usize> = texts.iter().map(|t| t.len()).collect();
-    attest_models::batches::by_length(
+    crate::batches::by_length(
         &lengths,
         config.batch_size,
         config.threads,
@@ -330,15 +327,15 @@ impl Embedder for MiniLmEmbedder {
         self.text.count_tokens(text)
     }
 
-    fn identity(&self) -> crate::EmbedderIdentity {
-        crate::LocalModel::MiniLm.identity()
+    fn identity(&self) -> crate::embed::EmbedderIdentity {
+        crate::embed::LocalModel::MiniLm.identity()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use attest_models::checksum::expected_sha256;
+    use crate::checksum::expected_sha256;
 
     #[test]
     fn checksums_cover_every_model_file() {

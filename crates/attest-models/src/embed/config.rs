@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 /// Identifier of all-MiniLM-L6-v2, stored with every collection embedded by it.
 pub const MINILM_ID: &str = "all-minilm-l6-v2";
 
-/// `sha256sum -c` lines for MiniLM's files (`crate::MODEL_FILES`), shared with `scripts/install-model.sh`.
-pub(crate) const MINILM_CHECKSUMS: &str = include_str!("../models.sha256");
+/// `sha256sum -c` lines for MiniLM's files (`crate::embed::MODEL_FILES`), shared with `scripts/install-model.sh`.
+pub(crate) const MINILM_CHECKSUMS: &str = include_str!("../../models/minilm.sha256");
 
 /// Identifier of bge-small-en-v1.5, stored with every collection embedded by it.
 pub const BGE_SMALL_ID: &str = "bge-small-en-v1.5";
@@ -17,7 +17,7 @@ pub const BGE_SMALL_ID: &str = "bge-small-en-v1.5";
 pub const BGE_QUERY_PREFIX: &str = "Represent this sentence for searching relevant passages: ";
 
 /// `sha256sum -c` lines for bge's three files, shared with `scripts/install-bge.sh`.
-pub(crate) const BGE_CHECKSUMS: &str = include_str!("../bge.sha256");
+pub(crate) const BGE_CHECKSUMS: &str = include_str!("../../models/bge.sha256");
 
 /// Environment variable naming the model directory; overrides every other default.
 pub const MODEL_DIR_ENV: &str = "ATTEST_MODEL_DIR";
@@ -73,17 +73,17 @@ impl LocalModel {
     pub const ALL: [LocalModel; 2] = [LocalModel::MiniLm, LocalModel::BgeSmall];
 
     /// Its identity as a collection records it: fixed by the model (its committed weights' checksum).
-    pub fn identity(self) -> crate::EmbedderIdentity {
+    pub fn identity(self) -> crate::embed::EmbedderIdentity {
         let (checksum_table, weights, pooling, query_prefix) = match self {
             LocalModel::MiniLm => (MINILM_CHECKSUMS, "model.safetensors", "mean", ""),
             LocalModel::BgeSmall => (BGE_CHECKSUMS, "model.onnx", "cls", BGE_QUERY_PREFIX),
         };
-        crate::EmbedderIdentity {
+        crate::embed::EmbedderIdentity {
             model: self.id().to_string(),
-            checksum: attest_models::checksum::expected_sha256(checksum_table, weights)
+            checksum: crate::checksum::expected_sha256(checksum_table, weights)
                 .expect("the committed table names the weights")
                 .to_string(),
-            dimension: crate::MINILM_DIMENSION as u32,
+            dimension: crate::embed::MINILM_DIMENSION as u32,
             pooling: pooling.to_string(),
             query_prefix: query_prefix.to_string(),
         }
@@ -135,7 +135,7 @@ impl Default for LocalEmbedderConfig {
             model: LocalModel::default(),
             model_dir: None,
             runtime: LocalRuntime::default(),
-            onnxruntime_library: attest_models::onnx::default_onnxruntime_library(),
+            onnxruntime_library: crate::onnx::default_onnxruntime_library(),
             batch_size: 4,
             threads: 2,
             max_seq_len: 256,
@@ -161,7 +161,7 @@ pub fn default_dir(model: LocalModel) -> PathBuf {
             return PathBuf::from(dir);
         }
     }
-    attest_models::locate_repository_dir(model.relative_dir())
+    crate::locate_repository_dir(model.relative_dir())
 }
 
 /// Where the default model (all-MiniLM-L6-v2) is looked for ([`default_dir`]).

@@ -70,7 +70,7 @@ impl EmbedderIdentity {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::LocalModel;
+    use crate::embed::LocalModel;
 
     #[test]
     fn the_local_models_differ_and_each_matches_itself() {
@@ -90,11 +90,11 @@ mod tests {
 
     #[test]
     fn a_record_of_the_model_alone_compares_what_it_knows() {
-        let old = EmbedderIdentity::of_model(crate::MINILM_ID, 384);
+        let old = EmbedderIdentity::of_model(crate::embed::MINILM_ID, 384);
         assert!(old.differences(&LocalModel::MiniLm.identity()).is_empty());
         assert!(!old.differences(&LocalModel::BgeSmall.identity()).is_empty());
         // A remote service of the same model (checksum and pooling unknown) serves a local model's record.
-        let remote = EmbedderIdentity::of_model(crate::MINILM_ID, 384);
+        let remote = EmbedderIdentity::of_model(crate::embed::MINILM_ID, 384);
         assert!(LocalModel::MiniLm
             .identity()
             .differences(&remote)
