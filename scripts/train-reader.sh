@@ -64,6 +64,13 @@
 # The same rows, order and schedule on either device; the weights agree to floating-point rounding, not bit for bit.
 # Usage: scripts/train-reader.sh [flags added to every round's train.py]
 set -euo pipefail
+# --help: the comment above, before anything is installed or trained.
+case "${1:-}" in
+  -h | --help)
+    sed -n '2,/^set -euo pipefail$/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+    exit 0
+    ;;
+esac
 cd "$(dirname "$0")/.."
 VENV=${ATTEST_TRAIN_VENV:-$HOME/.cache/attest-train-venv}
 DATA=${ATTEST_DATA:-data}
