@@ -901,7 +901,8 @@ async fn bad_input_over_grpc_gets_the_same_errors_and_writes_nothing() {
         .unwrap_err();
     assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
     assert_eq!(field(&status).as_deref(), Some("index.m"), "{status:?}");
-    // An explicit 0 is refused over gRPC as over HTTP: only leaving a number out asks for its default.
+    // An explicit 0 (or an empty model) is refused over gRPC as over HTTP: only leaving a field out asks for its
+    // default.
     for (request, named) in [
         (
             pb::CreateCollectionRequest {
@@ -921,6 +922,14 @@ async fn bad_input_over_grpc_gets_the_same_errors_and_writes_nothing() {
                 ..Default::default()
             },
             "index.nlist",
+        ),
+        (
+            pb::CreateCollectionRequest {
+                name: "no-model".into(),
+                embedder: Some(String::new()),
+                ..Default::default()
+            },
+            "embedder",
         ),
     ] {
         let status = router.create_collection(request).await.unwrap_err();

@@ -116,12 +116,17 @@ impl Router {
                 return Err(RouterError::invalid("index.nprobe", problem));
             }
         }
-        if !req.embedder.is_empty() {
-            if let Some(problem) = limits::embedder_model_problem(&req.embedder) {
-                return Err(RouterError::invalid("embedder", problem));
-            }
+        if let Some(problem) = req
+            .embedder
+            .as_deref()
+            .and_then(limits::embedder_model_problem)
+        {
+            return Err(RouterError::invalid("embedder", problem));
         }
-        let model = self.embedders.for_new(&req.embedder).await?;
+        let model = self
+            .embedders
+            .for_new(req.embedder.as_deref().unwrap_or_default())
+            .await?;
         let embedder = model.passages.identity();
         let dimension = model.passages.dimension() as u32;
         if p.m.is_some() {
@@ -137,7 +142,7 @@ impl Router {
             replication,
             dimension,
             // Left out, any: a repeated create need not name the model its collection was made with.
-            embedder: (!req.embedder.is_empty()).then_some(&embedder),
+            embedder: req.embedder.is_some().then_some(&embedder),
             chunking: &chunking,
             thresholds: thresholds.as_ref(),
         };

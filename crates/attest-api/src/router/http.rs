@@ -263,14 +263,6 @@ pub(crate) async fn create_collection(
 ) -> Result<impl IntoResponse, RouterError> {
     let b = body(b)?;
     access::collection(&p, &b.name)?;
-    // The router refuses a bad model id; an empty one it reads as "none named", which a body that names "" did not
-    // mean.
-    if b.embedder.as_deref() == Some("") {
-        return Err(RouterError::invalid(
-            "embedder",
-            attest_core::limits::embedder_model_problem("").unwrap_or_default(),
-        ));
-    }
     let index = b.index.map(|i| pb::IndexRequest {
         nlist: i.nlist,
         m: i.m,
@@ -288,7 +280,7 @@ pub(crate) async fn create_collection(
                 index,
                 chunking_json: b.chunking.map(|c| c.to_string()).unwrap_or_default(),
                 thresholds_json: b.thresholds.map(|t| t.to_stored()).unwrap_or_default(),
-                embedder: b.embedder.unwrap_or_default(),
+                embedder: b.embedder,
             },
             &rid,
         )
