@@ -65,7 +65,8 @@ fn signal(child: &Child, sig: i32) {
 async fn search(router: &Router, query: &str) -> anyhow::Result<(f64, bool)> {
     let started = Instant::now();
     let resp = router
-        .search(
+        .search()
+        .run(
             pb::SearchRequest {
                 collection: "bench".into(),
                 query: query.into(),
@@ -134,7 +135,8 @@ async fn main() -> anyhow::Result<()> {
     let plane = ControlPlane::start(&cfg, dir.path(), 1, None, Default::default()).await?;
     let router = plane.router(&cfg, build_embedder(&embedder_cfg)?).await?;
     router
-        .create_collection(
+        .collections()
+        .create(
             pb::CreateCollectionRequest {
                 name: "bench".into(),
                 shards: Some(1),
@@ -157,7 +159,10 @@ async fn main() -> anyhow::Result<()> {
     let ingest_started = Instant::now();
     let n_docs = docs.len();
     for batch in docs.chunks(32) {
-        router.ingest("bench", batch.to_vec(), "setup").await?;
+        router
+            .ingest()
+            .run("bench", batch.to_vec(), "setup")
+            .await?;
     }
     eprintln!(
         "ingested {n_docs} documents through the embedder in {:.1}s",

@@ -118,7 +118,8 @@ impl Harness {
     async fn search(&self) -> pb::SearchResponse {
         let n = self.queries.fetch_add(1, Ordering::SeqCst);
         self.router
-            .search(
+            .search()
+            .run(
                 search_req(&format!("where does the owl live q{n}"), &[]),
                 format!("t{n}"),
             )
@@ -195,7 +196,7 @@ async fn breaker_opens_falls_back_to_bm25_probes_and_closes() {
             }
         })
         .collect();
-    router.ingest("c", docs, "setup").await.unwrap();
+    router.ingest().run("c", docs, "setup").await.unwrap();
     let h = Harness {
         router,
         fake: fake.clone(),
@@ -215,7 +216,8 @@ async fn breaker_opens_falls_back_to_bm25_probes_and_closes() {
     h.fake.mode.store(FAIL_500, Ordering::SeqCst);
     let bm25_only = h
         .router
-        .search(
+        .search()
+        .run(
             search_req("where does the owl live", &["bm25"]),
             "ref".into(),
         )
@@ -224,7 +226,8 @@ async fn breaker_opens_falls_back_to_bm25_probes_and_closes() {
     for i in 1..=5 {
         let resp = h
             .router
-            .search(search_req("where does the owl live", &[]), format!("f{i}"))
+            .search()
+            .run(search_req("where does the owl live", &[]), format!("f{i}"))
             .await
             .unwrap();
         assert_fallback(&resp);
@@ -303,7 +306,8 @@ async fn breaker_opens_falls_back_to_bm25_probes_and_closes() {
     assert_eq!(metric(m::CIRCUIT_BREAKER_TRIP_TOTAL), 4.0);
     let err = h
         .router
-        .ingest(
+        .ingest()
+        .run(
             "c",
             vec![IngestDocument {
                 vector: None,

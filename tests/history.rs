@@ -420,7 +420,7 @@ fn concurrent_history_survives_kills_pauses_and_partitions() {
                 for (name, held) in replicas {
                     let finals: BTreeMap<String, Option<String>> = (0..IDS)
                         .map(doc_id)
-                        .filter(|id| attest_router::router::shard_for(id, SHARDS) == *shard)
+                        .filter(|id| attest_router::shared::shard_for(id, SHARDS) == *shard)
                         .map(|id| {
                             let v = held.get(&id).map(|(v, _)| v.clone());
                             (id, v)
@@ -439,7 +439,7 @@ fn concurrent_history_survives_kills_pauses_and_partitions() {
             let stored: BTreeMap<String, Option<String>> = (0..IDS)
                 .map(doc_id)
                 .map(|id| {
-                    let shard = attest_router::router::shard_for(&id, SHARDS);
+                    let shard = attest_router::shared::shard_for(&id, SHARDS);
                     let v = states[&shard][0].1.get(&id).map(|(v, _)| v.clone());
                     (id, v)
                 })

@@ -39,7 +39,7 @@ fn doc(id: &str, tenant: Option<&str>, text: &str) -> IngestDocument {
 }
 
 async fn ingest(router: &Router, docs: Vec<IngestDocument>) -> IngestReport {
-    router.ingest("c", docs, "test").await.unwrap()
+    router.ingest().run("c", docs, "test").await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -84,7 +84,8 @@ async fn two_routers_agree_on_near_duplicates_and_a_restart_forgets_nothing() {
 
     // A deleted document is forgotten with it: its text can be stored again at once.
     assert!(router_a
-        .delete_document("c", None, "otter", "test")
+        .ingest()
+        .delete("c", None, "otter", "test")
         .await
         .unwrap());
     let r = ingest(&router_b, vec![doc("otter-again", None, ARTICLE)]).await;

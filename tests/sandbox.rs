@@ -127,7 +127,8 @@ fn word(i: usize) -> String {
 
 async fn search_lake(router: &Router) -> pb::SearchResponse {
     router
-        .search(
+        .search()
+        .run(
             pb::SearchRequest {
                 collection: "c".into(),
                 query: "sandbox note by the lake".into(),
@@ -141,7 +142,8 @@ async fn search_lake(router: &Router) -> pb::SearchResponse {
 
 async fn found(router: &Router, i: usize) -> bool {
     let resp = router
-        .search(
+        .search()
+        .run(
             pb::SearchRequest {
                 collection: "c".into(),
                 query: word(i),
@@ -219,7 +221,8 @@ async fn sandbox_cluster_keeps_acknowledged_writes_through_node_failures_and_reb
     view.spawn_watch(FollowMode::Watch, Duration::from_millis(200));
     let router = Router::new(RouterConfig::default(), Arc::clone(&view), embedder);
     router
-        .create_collection(
+        .collections()
+        .create(
             pb::CreateCollectionRequest {
                 name: "c".into(),
                 shards: Some(2),
@@ -253,7 +256,8 @@ async fn sandbox_cluster_keeps_acknowledged_writes_through_node_failures_and_reb
 
     let mut acked = Vec::new();
     router
-        .ingest("c", (0..40).map(doc).collect(), "w0")
+        .ingest()
+        .run("c", (0..40).map(doc).collect(), "w0")
         .await
         .unwrap();
     acked.extend(0..40);
@@ -264,7 +268,8 @@ async fn sandbox_cluster_keeps_acknowledged_writes_through_node_failures_and_reb
     for batch in 0..4 {
         let ids: Vec<usize> = (40 + batch * 10..50 + batch * 10).collect();
         router
-            .ingest("c", ids.iter().map(|&i| doc(i)).collect(), "w1")
+            .ingest()
+            .run("c", ids.iter().map(|&i| doc(i)).collect(), "w1")
             .await
             .unwrap();
         acked.extend(ids);

@@ -114,7 +114,8 @@ async fn every_citation_of_the_local_model_resolves_to_a_passage_retrieved_in_th
 
         // What the router returns for this question, every candidate the pipeline could have seen.
         let hits = router
-            .search(
+            .search()
+            .run(
                 pb::SearchRequest {
                     collection: "c".into(),
                     query: question.to_string(),

@@ -422,7 +422,8 @@ pub async fn router_with_collection_c(
 /// Creates a one-shard collection `name`.
 pub async fn create_collection(router: &attest_router::Router, name: &str) {
     router
-        .create_collection(
+        .collections()
+        .create(
             attest_proto::v1::CreateCollectionRequest {
                 name: name.into(),
                 shards: Some(1),
@@ -456,7 +457,8 @@ pub async fn ingest_with_metadata(
     docs: &[(&str, &str, &str, Value)],
 ) {
     let report = router
-        .ingest(
+        .ingest()
+        .run(
             collection,
             docs.iter()
                 .map(|(id, title, text, meta)| attest_router::IngestDocument {

@@ -174,7 +174,7 @@ pub async fn serve(
     let stack = stack?;
     // Before the "listening" line: a caller waiting for it must not see a start that then fails on a bad key.
     enable_auth(
-        &[stack.router.keys(), stack.answer.keys()],
+        &[stack.router.key_ring(), stack.answer.keys()],
         cfg.admin_key.as_deref(),
     )?;
     crate::plumbing::say(format_args!(

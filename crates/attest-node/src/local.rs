@@ -172,9 +172,10 @@ impl ControlPlane {
             FollowMode::from_setting(cfg.router.meta_watch),
             Duration::from_millis(cfg.router.meta_poll_ms),
         );
-        Ok(Router::new(cfg.router.clone(), view, embedder)
-            .with_local_embedder_settings(cfg.embedder.local.clone())
-            .with_snapshot_destinations(self.snapshot_destinations.clone()))
+        Ok(Router::builder(cfg.router.clone(), view, embedder)
+            .local_embedder_settings(cfg.embedder.local.clone())
+            .snapshot_destinations(self.snapshot_destinations.clone())
+            .build())
     }
 
     pub fn meta_client(&self) -> anyhow::Result<MetaClient> {

@@ -81,14 +81,15 @@ pub async fn serve(
             return Ok(());
         };
         let built = Arc::new(
-            Router::new(cfg.config.router.clone(), Arc::clone(&view), embedder?)
-                .with_local_embedder_settings(cfg.config.embedder.local.clone())
-                .with_snapshot_destinations(
+            Router::builder(cfg.config.router.clone(), Arc::clone(&view), embedder?)
+                .local_embedder_settings(cfg.config.embedder.local.clone())
+                .snapshot_destinations(
                     cfg.config
                         .snapshot_destinations(std::slice::from_ref(&cfg.data_dir))?,
-                ),
+                )
+                .build(),
         );
-        enable_auth(&[built.keys()], cfg.admin_key.as_deref())?;
+        enable_auth(&[built.key_ring()], cfg.admin_key.as_deref())?;
         late.set(attest_api::router::http::routes(
             Arc::clone(&built),
             None,

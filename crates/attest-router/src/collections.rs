@@ -5,17 +5,19 @@
 //! with meta perhaps having applied it, repeats it safely); another spec under the name is `ALREADY_EXISTS`.
 //! A replication left out is `router.default_replication`, at most one per live shard node.
 
+use std::sync::Arc;
+
 use attest_core::limits;
 use attest_core::settings::CollectionThresholds;
 use attest_embed::EmbedderIdentity;
 use attest_ingest::ChunkingConfig;
 use attest_proto::v1 as pb;
-use tracing::{info, warn};
+use tracing::info;
 
-use crate::collection::{record_from_meta, CollectionRecord, IndexSettings};
+use crate::collection::{CollectionRecord, IndexSettings};
 use crate::error::RouterError;
 use crate::replicas::{call_any, ShardCall};
-use crate::router::Router;
+use crate::shared::Shared;
 
 /// How long one replica's seal or compaction may take when an operator asks for it.
 const MAINTENANCE_LIMIT: std::time::Duration = std::time::Duration::from_secs(3600);
@@ -27,10 +29,31 @@ pub struct Created {
     pub new: bool,
 }
 
-impl Router {
+/// Collections: their records as meta's shard map has them, and their life cycle.
+#[derive(Clone)]
+pub struct Collections {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl Collections {
+    pub(crate) fn new(shared: &Arc<Shared>) -> Self {
+        Collections {
+            shared: Arc::clone(shared),
+        }
+    }
+
+    /// The collection of that name (its stored copy's record when a re-embedding switched it).
+    pub fn get(&self, name: &str) -> Result<CollectionRecord, RouterError> {
+        self.shared.view.get(name)
+    }
+
+    pub fn list(&self) -> Vec<CollectionRecord> {
+        self.shared.view.list()
+    }
+
     /// Creates a collection, or answers the one of that name when it already has the spec asked for (repeating a
     /// create is safe); a collection of that name with another spec is `ALREADY_EXISTS`.
-    pub async fn create_collection(
+    pub async fn create(
         &self,
         req: pb::CreateCollectionRequest,
         request_id: &str,
@@ -38,7 +61,7 @@ impl Router {
         Ok(self.create_or_match(req, request_id).await?.record)
     }
 
-    /// [`Router::create_collection`], saying whether the collection is new.
+    /// [`Collections::create`], saying whether the collection is new.
     pub async fn create_or_match(
         &self,
         req: pb::CreateCollectionRequest,
@@ -63,16 +86,16 @@ impl Router {
                 "must be at least 1 (leave it out for the default)",
             ));
         }
-        let shards = req.shards.unwrap_or(self.config.default_shards);
+        let shards = req.shards.unwrap_or(self.shared.config.default_shards);
         if let Some(problem) = limits::shards_problem(shards) {
             return Err(RouterError::invalid("shards", problem));
         }
-        if shards > self.config.max_shards {
+        if shards > self.shared.config.max_shards {
             return Err(RouterError::invalid(
                 "shards",
                 format!(
                     "must be at most {} (router.max_shards)",
-                    self.config.max_shards
+                    self.shared.config.max_shards
                 ),
             ));
         }
@@ -124,6 +147,7 @@ impl Router {
             return Err(RouterError::invalid("embedder", problem));
         }
         let model = self
+            .shared
             .embedders
             .for_new(req.embedder.as_deref().unwrap_or_default())
             .await?;
@@ -146,7 +170,7 @@ impl Router {
             chunking: &chunking,
             thresholds: thresholds.as_ref(),
         };
-        if let Ok(existing) = self.view.get(&req.name) {
+        if let Ok(existing) = self.shared.view.get(&req.name) {
             return wanted.matched(existing, &index);
         }
         let spec = pb::CollectionSpec {
@@ -158,7 +182,7 @@ impl Router {
             embedder_identity: crate::collection::identity_to_proto(&embedder),
         };
         // Meta places the replicas (distinct nodes, spread over zones) and records the collection.
-        let view = &self.view;
+        let view = &self.shared.view;
         let created = view
             .meta()
             .create_collection(pb::MetaCreateCollectionRequest {
@@ -185,7 +209,7 @@ impl Router {
             }
             Err(s) => return Err(RouterError::from_meta_write(s)),
         };
-        let record = self.ensure_replicas(&created, request_id).await;
+        let record = self.shared.ensure_replicas(&created, request_id).await;
         info!(collection = %record.name, shards, replication = record.replication, event = "collection_created", "collection created");
         Ok(Created { record, new: true })
     }
@@ -194,50 +218,15 @@ impl Router {
     /// replica per shard node placement can use now (one node: 1), so that a small cluster (or `attest dev`)
     /// still creates it. An explicit replication is never lowered: with too few nodes it is refused.
     fn default_replication(&self) -> u32 {
-        let nodes = u32::try_from(self.view.placeable_shard_nodes()).unwrap_or(u32::MAX);
-        self.config.default_replication.min(nodes).max(1)
-    }
-
-    /// After meta created a collection: the view moved to it, and every replica created on its node (from a
-    /// staged snapshot restore where there is one). A replica whose node cannot be reached now is created by
-    /// the node itself when it next reads the shard map.
-    pub(crate) async fn ensure_replicas(
-        &self,
-        created: &pb::CollectionMeta,
-        request_id: &str,
-    ) -> CollectionRecord {
-        // A linearizable read moves the view to a version that includes the new collection, so a poll
-        // answered by a lagging meta follower cannot take it away again before the first ingest.
-        if let Err(e) = self.view.refresh(true).await {
-            warn!(error = %e, event = "meta_refresh_failed", "using the created collection as returned");
-            self.view.insert(created);
-        }
-        let record = record_from_meta(created);
-        let ensured = self
-            .on_every_replica(&record, |shard| ShardCall::EnsureShard {
-                request_id: request_id.to_string(),
-                req: pb::EnsureShardRequest {
-                    collection: record.stored_name.clone(),
-                    shard,
-                    spec: created.spec.clone(),
-                    replication: created.replication,
-                },
-            })
-            .await;
-        for (shard, outcome) in ensured {
-            if let Some(e) = outcome.error {
-                warn!(collection = %record.name, shard, error = %e, event = "ensure_shard_deferred",
-                    "replica not created yet; its node creates it when it next reads the shard map");
-            }
-        }
-        record
+        let nodes = u32::try_from(self.shared.view.placeable_shard_nodes()).unwrap_or(u32::MAX);
+        self.shared.config.default_replication.min(nodes).max(1)
     }
 
     /// The chunking a new collection is created with: the request's (validated, unknown keys refused) or the
     /// router's configured default.
     fn chunking_for_create(&self, json: &str) -> Result<ChunkingConfig, RouterError> {
         if json.trim().is_empty() {
-            return Ok(self.config.chunking.clone());
+            return Ok(self.shared.config.chunking.clone());
         }
         let mut value: serde_json::Value = serde_json::from_str(json)
             .map_err(|e| RouterError::invalid("chunking", e.to_string()))?;
@@ -265,7 +254,7 @@ impl Router {
         name: &str,
         thresholds: Option<CollectionThresholds>,
     ) -> Result<CollectionRecord, RouterError> {
-        self.view.get(name)?;
+        self.shared.view.get(name)?;
         if let Some((field, problem)) = thresholds.as_ref().and_then(|t| t.problem()) {
             return Err(RouterError::invalid(field, problem));
         }
@@ -274,21 +263,23 @@ impl Router {
             .map(|t| t.to_stored())
             .unwrap_or_default();
         let updated = self
+            .shared
             .view
             .meta()
             .set_collection_thresholds(name, &stored)
             .await
             .map_err(RouterError::from_meta_write)?;
-        self.view.insert(&updated);
+        self.shared.view.insert(&updated);
         info!(collection = %name, thresholds = %stored, event = "thresholds_set", "collection thresholds set");
-        self.view.get(name)
+        self.shared.view.get(name)
     }
 
     /// Drops the collection, and the copy a re-embedding was building of it (meta drops both in one command).
-    pub async fn drop_collection(&self, name: &str, request_id: &str) -> Result<(), RouterError> {
-        let rec = self.view.get(name)?;
-        let copy = self.view.copy_of(name);
+    pub async fn remove(&self, name: &str, request_id: &str) -> Result<(), RouterError> {
+        let rec = self.shared.view.get(name)?;
+        let copy = self.shared.view.copy_of(name);
         if !self
+            .shared
             .view
             .meta()
             .drop_collection(name)
@@ -299,31 +290,11 @@ impl Router {
                 "collection `{name}` does not exist"
             )));
         }
-        self.view.remove(name);
+        self.shared.view.remove(name);
         for rec in std::iter::once(rec).chain(copy) {
-            self.drop_replicas(&rec, request_id).await;
+            self.shared.drop_replicas(&rec, request_id).await;
         }
         Ok(())
-    }
-
-    /// Asks every replica of a collection meta no longer holds to drop its data now (a node that cannot be
-    /// reached drops it when it next reads the shard map).
-    pub(crate) async fn drop_replicas(&self, rec: &CollectionRecord, request_id: &str) {
-        let dropped = self
-            .on_every_replica(rec, |shard| ShardCall::DropShard {
-                request_id: request_id.to_string(),
-                req: pb::DropShardRequest {
-                    collection: rec.stored_name.clone(),
-                    shard,
-                },
-            })
-            .await;
-        for (shard, outcome) in dropped {
-            if let Some(e) = outcome.error {
-                warn!(collection = %rec.stored_name, shard, error = %e, event = "drop_shard_failed",
-                    "could not drop shard");
-            }
-        }
     }
 
     /// Seals and/or compacts every replica of every shard of a collection now (operators; tests). A compaction
@@ -336,9 +307,9 @@ impl Router {
         compact: bool,
         request_id: &str,
     ) -> Result<(), RouterError> {
-        let rec = self.view.get(collection)?;
+        let rec = self.shared.view.get(collection)?;
         for shard in 0..rec.shards {
-            let replicas = self.view.write_replicas(&rec, shard as usize);
+            let replicas = self.shared.view.write_replicas(&rec, shard as usize);
             if replicas.is_empty() {
                 return Err(RouterError::Unavailable(format!(
                     "shard {shard} of `{collection}` has no reachable replica"
@@ -369,10 +340,10 @@ impl Router {
         collection: &str,
         request_id: &str,
     ) -> Result<Vec<pb::ShardStatsResponse>, RouterError> {
-        let rec = self.view.get(collection)?;
+        let rec = self.shared.view.get(collection)?;
         let mut out = Vec::new();
         for shard in 0..rec.shards as usize {
-            let replicas = self.view.read_replicas(&rec, shard);
+            let replicas = self.shared.view.read_replicas(&rec, shard);
             let call = ShardCall::Stats {
                 request_id: request_id.to_string(),
                 req: pb::ShardStatsRequest {
@@ -380,7 +351,7 @@ impl Router {
                     shard: shard as u32,
                 },
             };
-            let (resp, _) = call_any(&replicas, call, &self.config.replicas)
+            let (resp, _) = call_any(&replicas, call, &self.shared.config.replicas)
                 .await
                 .map_err(RouterError::from_status)?;
             out.push(resp.try_into().map_err(RouterError::from_status)?);

@@ -8,8 +8,8 @@ use tracing::warn;
 use crate::collection::CollectionRecord;
 use crate::error::RouterError;
 use crate::replicas::{call_any, ShardCall};
-use crate::router::Router;
 use crate::rrf::{reciprocal_rank_fusion, RankedLane};
+use crate::shared::Shared;
 
 /// One lane hit with the shard it came from.
 #[derive(Debug, Clone)]
@@ -35,7 +35,7 @@ pub struct FanOut {
 /// would fail everywhere); any other failure leaves the shard out and is reported in `missing_shards`.
 #[tracing::instrument(name = "fan_out", skip_all, fields(collection = %rec.name, shards = rec.shards, searches = searches.len()))]
 pub async fn fan_out(
-    router: &Router,
+    router: &Shared,
     rec: &CollectionRecord,
     searches: Vec<pb::ShardSearchRequest>,
     request_id: &str,

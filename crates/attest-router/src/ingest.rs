@@ -15,7 +15,7 @@ use crate::collection::CollectionRecord;
 use crate::error::RouterError;
 use crate::near_dups::keys_to_proto;
 use crate::replicas::{call_all, call_any, ReplicaEndpoint, ShardCall};
-use crate::router::{shard_for, Router};
+use crate::shared::{shard_for, Shared};
 
 /// A document to ingest, optionally with its own vector (then it is stored as one chunk, not re-embedded).
 #[derive(Debug, Clone)]
@@ -65,8 +65,20 @@ fn check_vector(v: &[f32], dim: usize, field: &str) -> Result<(), RouterError> {
     }
 }
 
-impl Router {
-    /// The body of [`Router::ingest`] (which counts it, [`crate::measured`]): validates every document (one bad
+/// Ingest: documents validated, chunked, embedded and written to a quorum of their shard's replicas; deletes.
+#[derive(Clone)]
+pub struct Ingest {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl Ingest {
+    pub(crate) fn new(shared: &Arc<Shared>) -> Self {
+        Ingest {
+            shared: Arc::clone(shared),
+        }
+    }
+
+    /// The body of [`Ingest::run`] (which counts it, [`crate::measured`]): validates every document (one bad
     /// document fails the whole request and nothing is written), drops near duplicates, chunks, embeds and writes
     /// each document to its shard. Returns once every shard acknowledged durably.
     pub(crate) async fn ingest_unmeasured(
@@ -75,18 +87,18 @@ impl Router {
         docs: Vec<IngestDocument>,
         request_id: &str,
     ) -> Result<IngestReport, RouterError> {
-        let (rec, copy) = self.view.get_with_copy(collection)?;
-        if docs.len() > self.config.max_batch_documents {
+        let (rec, copy) = self.shared.view.get_with_copy(collection)?;
+        if docs.len() > self.shared.config.max_batch_documents {
             return Err(RouterError::PayloadTooLarge(format!(
                 "at most {} documents per request",
-                self.config.max_batch_documents
+                self.shared.config.max_batch_documents
             )));
         }
         let dim = rec.dimension as usize;
         let mut docs = docs;
         for (i, d) in docs.iter_mut().enumerate() {
             d.source
-                .validate(&self.config.limits)
+                .validate(&self.shared.config.limits)
                 .map_err(|e| document_error(i, e))?;
             if d.source.text.trim().is_empty() {
                 return Err(RouterError::invalid(
@@ -98,7 +110,7 @@ impl Router {
                 check_vector(v, dim, &format!("documents[{i}].vector"))?;
             }
             if d.source.tenant.as_deref().is_none_or(str::is_empty) {
-                d.source.tenant = Some(self.config.default_tenant.clone());
+                d.source.tenant = Some(self.shared.config.default_tenant.clone());
             }
         }
 
@@ -132,16 +144,16 @@ impl Router {
         // Chunk, then embed every chunk that did not come with its vector, in one blocking batch.
         // Text is embedded by the collection's own model; documents that all brought vectors need none.
         let embedder = if kept.iter().any(|(d, _)| d.vector.is_none()) {
-            self.embedders.for_collection(&rec).await?.passages
+            self.shared.embedders.for_collection(&rec).await?.passages
         } else {
-            Arc::clone(&self.embedders.configured().passages)
+            Arc::clone(&self.shared.embedders.configured().passages)
         };
         let chunking = rec
             .chunking
             .clone()
-            .unwrap_or_else(|| self.config.chunking.clone());
+            .unwrap_or_else(|| self.shared.config.chunking.clone());
         let rid = request_id.to_string();
-        let dedup = self.config.dedup.clone();
+        let dedup = self.shared.config.dedup.clone();
         let prepared = attest_telemetry::cpu::run_cpu_intensive(
             move || -> Result<Vec<pb::DocumentChunks>, RouterError> {
                 attest_telemetry::request_id::with_current(&rid, || {
@@ -208,7 +220,7 @@ impl Router {
         report.chunks = prepared.iter().map(|d| d.chunks.len() as u64).sum();
         let mut prepared = prepared;
         for d in &mut prepared {
-            d.version = self.clock.next();
+            d.version = self.shared.clock.next();
         }
         // A re-embedding of this collection is building its copy: the write lands there too, at the same
         // versions, so the copy misses nothing written while it is filled.
@@ -218,23 +230,14 @@ impl Router {
             let mirrored = self.write_to_copy(&copy, docs, request_id).await;
             // The collection switched to the copy while this write ran (the old shards refused it as they were
             // dropped): the copy holding it is the collection holding it.
-            if written.is_err() && mirrored && self.switched_from(&rec.name, &rec.stored_name).await
+            if written.is_err()
+                && mirrored
+                && self.shared.switched_from(&rec.name, &rec.stored_name).await
             {
                 return Ok(report);
             }
         }
         written.map(|()| report)
-    }
-
-    /// Whether `collection` resolves (after a fresh read of meta) to another stored collection than `before`:
-    /// a re-embedding switched it to its copy.
-    pub(crate) async fn switched_from(&self, collection: &str, before: &str) -> bool {
-        if let Err(e) = self.view.refresh(false).await {
-            warn!(error = %e, event = "meta_refresh_failed", "could not tell whether the collection switched");
-        }
-        self.view
-            .get(collection)
-            .is_ok_and(|rec| rec.stored_name != before)
     }
 
     /// Writes documents at their versions to their shards of `rec`. Every replica of a shard gets the same
@@ -254,8 +257,8 @@ impl Router {
                 .push(d);
         }
         let writes = by_shard.into_iter().map(|(shard, documents)| {
-            let replicas = self.view.write_replicas(rec, shard as usize);
-            let quorum = self.write_quorum(replicas.len());
+            let replicas = self.shared.view.write_replicas(rec, shard as usize);
+            let quorum = self.shared.write_quorum(replicas.len());
             let call = ShardCall::Upsert {
                 request_id: request_id.to_string(),
                 req: pb::UpsertRequest {
@@ -264,7 +267,7 @@ impl Router {
                     documents,
                 },
             };
-            let policy = &self.config.replicas;
+            let policy = &self.shared.config.replicas;
             async move { call_all(&replicas, call, quorum, policy).await }
         });
         for outcome in futures::future::join_all(writes).await {
@@ -281,7 +284,7 @@ impl Router {
         mut documents: Vec<pb::DocumentChunks>,
         request_id: &str,
     ) -> Result<Vec<pb::DocumentChunks>, RouterError> {
-        let embedder = self.embedders.for_collection(rec).await?.passages;
+        let embedder = self.shared.embedders.for_collection(rec).await?.passages;
         let rid = request_id.to_string();
         attest_telemetry::cpu::run_cpu_intensive(move || {
             attest_telemetry::request_id::with_current(&rid, || {
@@ -323,7 +326,7 @@ impl Router {
         written.is_ok()
     }
 
-    /// The body of [`Router::delete_document`] (which counts it, [`crate::measured`]).
+    /// The body of [`Ingest::delete`] (which counts it, [`crate::measured`]).
     pub(crate) async fn delete_document_unmeasured(
         &self,
         collection: &str,
@@ -331,10 +334,10 @@ impl Router {
         doc_id: &str,
         request_id: &str,
     ) -> Result<bool, RouterError> {
-        let (rec, copy) = self.view.get_with_copy(collection)?;
+        let (rec, copy) = self.shared.view.get_with_copy(collection)?;
         let shard = shard_for(doc_id, rec.shards);
-        let tenant = self.config.tenant_or_default(tenant).to_string();
-        let replicas = self.view.write_replicas(&rec, shard as usize);
+        let tenant = self.shared.config.tenant_or_default(tenant).to_string();
+        let replicas = self.shared.view.write_replicas(&rec, shard as usize);
         if self
             .held_by_no_replica(
                 &rec.stored_name,
@@ -348,7 +351,7 @@ impl Router {
         {
             return Ok(false);
         }
-        let version = self.clock.next();
+        let version = self.shared.clock.next();
         let deleted = self
             .delete_at(&rec, &tenant, doc_id, version, request_id)
             .await;
@@ -361,7 +364,7 @@ impl Router {
                 // As for writes: the collection switched to the copy while this delete ran.
                 Ok(in_copy)
                     if deleted.is_err()
-                        && self.switched_from(&rec.name, &rec.stored_name).await =>
+                        && self.shared.switched_from(&rec.name, &rec.stored_name).await =>
                 {
                     return Ok(in_copy);
                 }
@@ -385,8 +388,8 @@ impl Router {
         request_id: &str,
     ) -> Result<bool, RouterError> {
         let shard = shard_for(doc_id, rec.shards);
-        let replicas = self.view.write_replicas(rec, shard as usize);
-        let quorum = self.write_quorum(replicas.len());
+        let replicas = self.shared.view.write_replicas(rec, shard as usize);
+        let quorum = self.shared.write_quorum(replicas.len());
         let call = ShardCall::Delete {
             request_id: request_id.to_string(),
             req: pb::DeleteRequest {
@@ -397,7 +400,7 @@ impl Router {
                 version,
             },
         };
-        let outcome = call_all(&replicas, call, quorum, &self.config.replicas).await;
+        let outcome = call_all(&replicas, call, quorum, &self.shared.config.replicas).await;
         let resp: pb::DeleteResponse = outcome
             .into_result()
             .and_then(TryInto::try_into)
@@ -431,9 +434,13 @@ impl Router {
                 },
             };
             async move {
-                call_any(std::slice::from_ref(replica), call, &self.config.replicas)
-                    .await
-                    .and_then(|(r, _)| pb::FetchDocumentsResponse::try_from(r))
+                call_any(
+                    std::slice::from_ref(replica),
+                    call,
+                    &self.shared.config.replicas,
+                )
+                .await
+                .and_then(|(r, _)| pb::FetchDocumentsResponse::try_from(r))
             }
         });
         futures::future::join_all(asks).await.iter().all(|answer| {

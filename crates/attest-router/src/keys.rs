@@ -6,6 +6,8 @@
 //! Expiry is part of the grant: a key mints none that outlives it, and a minted key records its parent, so that
 //! revoking a key stops every key it minted (the key ring follows the chain at authentication).
 
+use std::sync::Arc;
+
 use attest_auth::audit::Action;
 use attest_auth::keyring::{deny, now_ms, scope_of, scope_to_pb};
 use attest_auth::{secret, Principal};
@@ -16,7 +18,7 @@ use attest_proto::ErrorCode;
 
 use crate::access::audited;
 use crate::error::RouterError;
-use crate::router::Router;
+use crate::shared::Shared;
 
 /// What a new key may do (HTTP `POST /v1/keys`, gRPC `CreateKey`, `attest key create`).
 #[derive(Debug, Clone, Default, serde::Deserialize, utoipa::ToSchema)]
@@ -34,10 +36,22 @@ pub struct KeyGrant {
     pub expires_in: Option<String>,
 }
 
-impl Router {
+/// API keys, kept hashed in meta.
+#[derive(Clone)]
+pub struct Keys {
+    shared: Arc<Shared>,
+}
+
+impl Keys {
+    pub(crate) fn new(shared: &Arc<Shared>) -> Self {
+        Keys {
+            shared: Arc::clone(shared),
+        }
+    }
+
     /// Mints a key with this grant and stores its hash in meta; returns the key (to be shown once) and its record.
     /// Audited (both fronts call this): the grant's tenants, the new key's id as target.
-    pub async fn create_key(
+    pub async fn create(
         &self,
         caller: &Principal,
         grant: KeyGrant,
@@ -97,19 +111,20 @@ impl Router {
             revoked: false,
             parent_id: caller.parent_link().unwrap_or_default().to_string(),
         };
-        self.view
+        self.shared
+            .view
             .meta()
             .put_api_key(info.clone())
             .await
             .map_err(RouterError::from_meta_write)?;
-        self.view.refresh(true).await?;
+        self.shared.view.refresh(true).await?;
         Ok((minted.key, info))
     }
 
     /// The keys meta holds (hashes, never keys) that lie within the caller's grant, as of a linearizable read
     /// (which the view applies too).
-    pub async fn list_keys(&self, caller: &Principal) -> Result<Vec<pb::ApiKeyInfo>, RouterError> {
-        let state = self.view.refresh(true).await?;
+    pub async fn list(&self, caller: &Principal) -> Result<Vec<pb::ApiKeyInfo>, RouterError> {
+        let state = self.shared.view.refresh(true).await?;
         let mut keys: Vec<pb::ApiKeyInfo> = state
             .api_keys
             .into_iter()
@@ -121,7 +136,7 @@ impl Router {
 
     /// Marks the key with this id revoked (NOT_FOUND for an unknown id, PERMISSION_DENIED for a key outside the
     /// caller's grant; revoking twice is fine). Audited: the key's tenants, its id as target.
-    pub async fn revoke_key(
+    pub async fn revoke(
         &self,
         caller: &Principal,
         id: &str,
@@ -143,7 +158,7 @@ impl Router {
         caller: &Principal,
         id: &str,
     ) -> Result<pb::ApiKeyInfo, RouterError> {
-        let state = self.view.refresh(true).await?;
+        let state = self.shared.view.refresh(true).await?;
         let mut key = state
             .api_keys
             .into_iter()
@@ -157,12 +172,13 @@ impl Router {
             )));
         }
         key.revoked = true;
-        self.view
+        self.shared
+            .view
             .meta()
             .put_api_key(key.clone())
             .await
             .map_err(RouterError::from_meta_write)?;
-        self.view.refresh(true).await?;
+        self.shared.view.refresh(true).await?;
         Ok(key)
     }
 }

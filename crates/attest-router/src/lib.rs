@@ -3,12 +3,15 @@
 //! It reaches shards only through [`client::ShardClient`] (in process or gRPC), never through the shard crate.
 //!
 //! # Layout
-//! - [`router`]: `Router`, the state the fronts share (config, shard map, embedders, write clock), split by
-//!   concern into [`collections`] (create, drop, maintain, stats), [`ingest`] (validate → dedup → chunk →
-//!   embed → place → write; delete) and [`search`] (validate → embed → fan out → fuse); [`near_dups`] asks
-//!   the shards whether a batch's documents are already stored (the router keeps no dedup state).
-//! - [`measured`]: the operations the fronts call (search, search batch, ingest, delete), each counted and timed
-//!   per collection and tenant around its unmeasured body.
+//! - [`router`]: `Router`, the services the fronts call, each over [`shared::Shared`] (config, shard map,
+//!   embedders, write clock, metrics; write quorum, calls to every replica, stable placement):
+//!   [`collections::Collections`] (create, drop, maintain, stats; [`tenant_scope`]: whose documents a collection
+//!   holds), [`ingest::Ingest`] (validate → dedup → chunk → embed → place → write; delete; [`near_dups`] asks the
+//!   shards whether a batch's documents are already stored, the router keeps no dedup state),
+//!   [`search::Search`] (validate → embed → fan out → fuse), [`keys::Keys`], [`snapshots::Snapshots`] and
+//!   [`reembed::Reembed`].
+//! - [`measured`]: search, search batch, ingest and delete as the fronts call them, each counted and timed per
+//!   collection and tenant around its unmeasured body.
 //! - [`fanout`]: the concurrent shard fan-out, per-lane global merge and fusion into hits with provenance;
 //!   [`payloads`]: the fetch of the returned hits' title, text and metadata after fusion.
 //! - [`rrf`]: weighted Reciprocal Rank Fusion, one pure property-tested function.
@@ -23,8 +26,9 @@
 //!   collection (drop, thresholds, maintain, the cluster view) under a key limited to some tenants.
 //! - [`snapshots`]: cluster snapshots (create, list, restore) coordinated over meta and the shard nodes;
 //!   [`snapshot_jobs`]: the jobs that run them in the background.
-//! - [`meta_jobs`]: what every job recorded in meta shares (snapshots, re-embeddings): its record, its progress
-//!   reports and cancellation, its end, and the job whose router fell silent.
+//! - [`meta_jobs`]: meta's job table ([`meta_jobs::JobTable`]) and what every job recorded there shares
+//!   (snapshots, re-embeddings): its record, its progress reports and cancellation, its end, and the job whose
+//!   router fell silent.
 //! - [`reembed`]: re-embedding a collection online with another model (a copy built beside it, writes
 //!   mirrored, one switch).
 //! - [`error`]: router errors and their gRPC / HTTP mapping.
@@ -49,6 +53,7 @@ pub mod replicas;
 pub mod router;
 pub mod rrf;
 pub mod search;
+pub mod shared;
 pub mod snapshot_jobs;
 pub mod snapshots;
 pub mod tenant_scope;
@@ -58,4 +63,4 @@ pub use client::ShardClient;
 pub use config::RouterConfig;
 pub use error::RouterError;
 pub use ingest::{IngestDocument, IngestReport};
-pub use router::Router;
+pub use router::{Router, RouterBuilder};

@@ -12,8 +12,8 @@ use attest_telemetry::collection_metrics::{
 };
 
 use crate::error::RouterError;
-use crate::ingest::{IngestDocument, IngestReport};
-use crate::router::Router;
+use crate::ingest::{Ingest, IngestDocument, IngestReport};
+use crate::search::Search;
 
 /// The `code` label of an outcome.
 fn code<T>(outcome: &Result<T, RouterError>) -> &'static str {
@@ -23,7 +23,7 @@ fn code<T>(outcome: &Result<T, RouterError>) -> &'static str {
     }
 }
 
-impl Router {
+impl Search {
     /// Runs a read of `collection`, and once more when it failed or came back without some shards while a
     /// re-embedding switched the collection to its copy: the first try reached the old collection's shards as
     /// their nodes dropped them, the second asks the collection the name resolves to now.
@@ -39,6 +39,7 @@ impl Router {
         // Only a collection with a copy being built can switch: a failed read of any other is not worth a meta
         // refresh (unless the view already moved the name while the read ran).
         let before = self
+            .shared
             .view
             .get_with_copy(collection)
             .map(|(rec, copy)| (rec.stored_name, copy.is_some()))
@@ -48,14 +49,15 @@ impl Router {
             return outcome;
         }
         let moved = |before: &str| {
-            self.view
+            self.shared
+                .view
                 .get(collection)
                 .is_ok_and(|rec| rec.stored_name != before)
         };
         match before {
             Some((before, had_copy))
                 if (had_copy || moved(&before))
-                    && self.switched_from(collection, &before).await =>
+                    && self.shared.switched_from(collection, &before).await =>
             {
                 read().await
             }
@@ -64,7 +66,7 @@ impl Router {
     }
 
     /// Hybrid search: validate, embed the query (BM25 alone if that fails), fan out, merge each lane, fuse.
-    pub async fn search(
+    pub async fn run(
         &self,
         req: pb::SearchRequest,
         request_id: String,
@@ -78,7 +80,7 @@ impl Router {
                 || self.search_unmeasured(req.clone(), request_id.clone()),
             )
             .await;
-        self.metrics.request(
+        self.shared.metrics.request(
             OP_SEARCH,
             &collection,
             &tenant,
@@ -90,7 +92,7 @@ impl Router {
 
     /// Several searches of one collection and tenant as one (the answer tier's retrieval hops): one embedding
     /// call, one round trip per shard, one payload fetch per shard.
-    pub async fn search_batch(
+    pub async fn batch(
         &self,
         reqs: Vec<pb::SearchRequest>,
         request_id: String,
@@ -109,7 +111,7 @@ impl Router {
             })
             .await;
         if let Some((collection, tenant)) = labels {
-            self.metrics.request(
+            self.shared.metrics.request(
                 OP_SEARCH_BATCH,
                 &collection,
                 &tenant,
@@ -119,11 +121,13 @@ impl Router {
         }
         outcome
     }
+}
 
+impl Ingest {
     /// Validates every document (one bad document fails the whole request and nothing is written), drops near
     /// duplicates, chunks, embeds and writes each document to its shard. Returns once every shard acknowledged
     /// durably.
-    pub async fn ingest(
+    pub async fn run(
         &self,
         collection: &str,
         docs: Vec<IngestDocument>,
@@ -134,6 +138,7 @@ impl Router {
             .iter()
             .map(|d| {
                 let tenant = self
+                    .shared
                     .config
                     .tenant_or_default(d.source.tenant.as_deref())
                     .to_string();
@@ -141,13 +146,13 @@ impl Router {
             })
             .collect();
         let tenant = match sizes.first() {
-            None => self.config.default_tenant.as_str(),
+            None => self.shared.config.default_tenant.as_str(),
             Some((first, _)) if sizes.iter().all(|(t, _)| t == first) => first.as_str(),
             Some(_) => MIXED,
         };
         let started = Instant::now();
         let outcome = self.ingest_unmeasured(collection, docs, request_id).await;
-        self.metrics.request(
+        self.shared.metrics.request(
             OP_INGEST,
             collection,
             tenant,
@@ -173,26 +178,28 @@ impl Router {
                 entry.1 += bytes;
             }
             for (tenant, (documents, bytes)) in stored {
-                self.metrics.ingested(collection, tenant, documents, bytes);
+                self.shared
+                    .metrics
+                    .ingested(collection, tenant, documents, bytes);
             }
         }
         outcome
     }
 
     /// Deletes every chunk of a document from its tenant; `Ok(false)` when no replica held it.
-    pub async fn delete_document(
+    pub async fn delete(
         &self,
         collection: &str,
         tenant: Option<&str>,
         doc_id: &str,
         request_id: &str,
     ) -> Result<bool, RouterError> {
-        let label = self.config.tenant_or_default(tenant).to_string();
+        let label = self.shared.config.tenant_or_default(tenant).to_string();
         let started = Instant::now();
         let outcome = self
             .delete_document_unmeasured(collection, tenant, doc_id, request_id)
             .await;
-        self.metrics.request(
+        self.shared.metrics.request(
             OP_DELETE,
             collection,
             &label,

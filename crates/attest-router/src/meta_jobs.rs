@@ -10,6 +10,7 @@
 //! ahead cannot fail a live job).
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use attest_proto::v1 as pb;
@@ -20,7 +21,7 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::error::RouterError;
-use crate::router::Router;
+use crate::shared::Shared;
 
 /// How often the running job reports (and a snapshot job asks the shard nodes how far their transfers are).
 pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
@@ -121,20 +122,35 @@ impl<J: MetaJob> Tracker<J> {
     }
 }
 
-impl Router {
+/// Meta's job table as the services that run jobs (snapshots, re-embedding) use it.
+#[derive(Clone)]
+pub struct JobTable {
+    shared: Arc<Shared>,
+}
+
+impl JobTable {
+    pub(crate) fn new(shared: &Arc<Shared>) -> Self {
+        JobTable {
+            shared: Arc::clone(shared),
+        }
+    }
+
+    fn meta(&self) -> &attest_proto::MetaClient {
+        self.shared.view.meta()
+    }
+
     /// Records a new `job` in meta; answers it as stored and the tracker its work reports through.
     pub(crate) async fn record_job<J: MetaJob>(
         &self,
         job: &J,
-    ) -> Result<(J, std::sync::Arc<Tracker<J>>), RouterError> {
+    ) -> Result<(J, Arc<Tracker<J>>), RouterError> {
         let stored = self
-            .view
             .meta()
             .put_snapshot_job(record(job), true, 0)
             .await
             .map_err(RouterError::from_status)?;
         let recorded: J = read(&stored)?;
-        let tracker = std::sync::Arc::new(Tracker::new(recorded.clone()));
+        let tracker = Arc::new(Tracker::new(recorded.clone()));
         Ok((recorded, tracker))
     }
 
@@ -172,12 +188,7 @@ impl Router {
     }
 
     async fn put_job_progress<J: MetaJob>(&self, tracker: &Tracker<J>, job: &J) {
-        match self
-            .view
-            .meta()
-            .put_snapshot_job(record(job), false, 0)
-            .await
-        {
+        match self.meta().put_snapshot_job(record(job), false, 0).await {
             Ok(stored) if stored.cancel_requested && !tracker.is_cancelled() => {
                 info!(job = %job.id(), event = %format!("{}_cancelling", J::EVENT),
                     "{} asked to stop", J::NOUN);
@@ -195,12 +206,7 @@ impl Router {
     /// Puts the ended `job` (retried: a job left `running` would be failed by the next reader).
     pub(crate) async fn record_job_end<J: MetaJob>(&self, job: &J) {
         for attempt in 0..10u32 {
-            match self
-                .view
-                .meta()
-                .put_snapshot_job(record(job), false, 0)
-                .await
-            {
+            match self.meta().put_snapshot_job(record(job), false, 0).await {
                 Ok(_) => return,
                 Err(e) => {
                     warn!(job = %job.id(), attempt, error = %e, event = %format!("{}_put_failed", J::EVENT),
@@ -217,7 +223,7 @@ impl Router {
         id: &str,
         error: impl FnOnce(tonic::Status) -> RouterError,
     ) -> Result<(J, bool), RouterError> {
-        let info = self.view.meta().snapshot_job(id).await.map_err(error)?;
+        let info = self.meta().snapshot_job(id).await.map_err(error)?;
         self.settle_silent_job(read(&info)?).await
     }
 
@@ -227,7 +233,6 @@ impl Router {
         wanted: impl Fn(&str) -> bool,
     ) -> Result<Vec<(J, bool)>, RouterError> {
         let infos = self
-            .view
             .meta()
             .snapshot_jobs()
             .await
@@ -245,12 +250,7 @@ impl Router {
         id: &str,
         error: impl FnOnce(tonic::Status) -> RouterError,
     ) -> Result<J, RouterError> {
-        let info = self
-            .view
-            .meta()
-            .cancel_snapshot_job(id)
-            .await
-            .map_err(error)?;
+        let info = self.meta().cancel_snapshot_job(id).await.map_err(error)?;
         read(&info)
     }
 
@@ -268,10 +268,9 @@ impl Router {
                 job.owner(),
                 silent_ms / 1000
             ),
-            &self.instance,
+            &self.shared.instance,
         );
         let put = self
-            .view
             .meta()
             .put_snapshot_job(record(&failed), false, SILENT_LIMIT.as_millis() as u64)
             .await;
@@ -284,7 +283,6 @@ impl Router {
             // Its router put it meanwhile, or another reader settled it: read what is there now.
             Err(_) => {
                 let info = self
-                    .view
                     .meta()
                     .snapshot_job(job.id())
                     .await

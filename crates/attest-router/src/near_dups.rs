@@ -14,9 +14,9 @@ use tracing::warn;
 
 use crate::collection::CollectionRecord;
 use crate::error::RouterError;
+use crate::ingest::Ingest;
 use crate::ingest::IngestDocument;
 use crate::replicas::{call_any, ShardCall};
-use crate::router::Router;
 
 /// What the check found for each document of a batch.
 pub(crate) struct BatchCheck {
@@ -34,7 +34,7 @@ pub(crate) fn keys_to_proto(s: &Sketch, config: &MinHashConfig) -> pb::NearDupKe
     }
 }
 
-impl Router {
+impl Ingest {
     /// Checks `docs` (except those `skip`ped) for near-duplicates of each other and of what the collection
     /// stores, per tenant; none at all when `router.check_near_duplicates` is off. A shard that cannot be asked is logged and passed over: a missed duplicate is
     /// better than a refused write.
@@ -45,7 +45,7 @@ impl Router {
         skip: &[bool],
         request_id: &str,
     ) -> Result<BatchCheck, RouterError> {
-        if !self.config.check_near_duplicates {
+        if !self.shared.config.check_near_duplicates {
             return Ok(BatchCheck {
                 sketches: vec![None; docs.len()],
                 duplicate_of: vec![None; docs.len()],
@@ -56,7 +56,7 @@ impl Router {
             .zip(skip)
             .map(|(d, skip)| (!skip).then(|| d.source.text.clone()))
             .collect();
-        let config = self.config.dedup.clone();
+        let config = self.shared.config.dedup.clone();
         let sketches = attest_telemetry::cpu::run_cpu_intensive(move || {
             let sketcher = NearDuplicateIndex::new(config);
             texts
@@ -74,7 +74,7 @@ impl Router {
             let Some(sketch) = sketch else { continue };
             let index = in_batch
                 .entry(tenant_of(d))
-                .or_insert_with(|| NearDuplicateIndex::new(self.config.dedup.clone()));
+                .or_insert_with(|| NearDuplicateIndex::new(self.shared.config.dedup.clone()));
             duplicate_of[i] = index
                 .check_and_insert_sketch(&d.source.id, sketch)
                 .filter(|other| *other != d.source.id);
@@ -97,22 +97,22 @@ impl Router {
                 tenant: tenant_of(&docs[i]).to_string(),
                 keys: sketches[i]
                     .as_ref()
-                    .map(|s| keys_to_proto(s, &self.config.dedup)),
+                    .map(|s| keys_to_proto(s, &self.shared.config.dedup)),
             })
             .collect();
         let queries = Arc::new(queries);
         let calls = (0..rec.shards).map(|shard| {
-            let replicas = self.view.read_replicas(rec, shard as usize);
+            let replicas = self.shared.view.read_replicas(rec, shard as usize);
             let call = ShardCall::NearDuplicates {
                 request_id: request_id.to_string(),
                 req: pb::NearDuplicatesRequest {
                     collection: rec.stored_name.clone(),
                     shard,
                     queries: queries.as_ref().clone(),
-                    threshold: self.config.dedup.threshold,
+                    threshold: self.shared.config.dedup.threshold,
                 },
             };
-            let policy = &self.config.replicas;
+            let policy = &self.shared.config.replicas;
             async move {
                 let answer = call_any(&replicas, call, policy)
                     .await

@@ -19,7 +19,7 @@ use tracing::warn;
 use crate::collection::CollectionRecord;
 use crate::fanout::FanOut;
 use crate::replicas::{call_any, ShardCall};
-use crate::router::Router;
+use crate::shared::Shared;
 
 /// How many hits of each lane a shard sends with their payloads, for a search returning `k` over `shards`
 /// shards searched `depth` deep: `factor` times its even share of the `k` (0 when `factor` is 0).
@@ -44,7 +44,7 @@ fn inlined_payloads(fans: &[FanOut]) -> HashMap<(u32, &str), &pb::LaneHit> {
 /// with one fetch per shard for all of them, except the hits whose payload came with the fan-out; drops hits
 /// whose chunk is no longer live and adds the shards that could not be reached to `missing_shards`.
 pub async fn fill_payloads(
-    router: &Router,
+    router: &Shared,
     rec: &CollectionRecord,
     tenant: &str,
     lists: &mut [Vec<pb::Hit>],

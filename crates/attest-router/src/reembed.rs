@@ -30,8 +30,9 @@ use tracing::{info, warn};
 
 use crate::collection::{identity_to_proto, CollectionRecord};
 use crate::error::RouterError;
-use crate::meta_jobs::{JobState, MetaJob, Tracker};
-use crate::router::Router;
+use crate::ingest::Ingest;
+use crate::meta_jobs::{JobState, JobTable, MetaJob, Tracker};
+use crate::shared::Shared;
 
 /// The prefix of a re-embedding's job id (the job table is shared with snapshot jobs).
 pub const JOB_PREFIX: &str = "reembed-";
@@ -147,11 +148,28 @@ fn new_tag() -> String {
     uuid::Uuid::new_v4().simple().to_string()[..12].to_string()
 }
 
-impl Router {
+/// Re-embedding: a collection's copy built with another model while it serves, then one switch.
+#[derive(Clone)]
+pub struct Reembed {
+    shared: Arc<Shared>,
+    /// The copy is written as ingest writes.
+    ingest: Ingest,
+    table: JobTable,
+}
+
+impl Reembed {
+    pub(crate) fn new(shared: &Arc<Shared>, ingest: Ingest, table: JobTable) -> Self {
+        Reembed {
+            shared: Arc::clone(shared),
+            ingest,
+            table,
+        }
+    }
+
     /// Checks the request, records the job, creates the copy (so that writes are mirrored into it from now)
     /// and starts the work in a task of this router; answers the job as recorded.
-    pub async fn start_reembed(
-        self: &Arc<Self>,
+    pub async fn start(
+        &self,
         name: &str,
         model: &str,
         request_id: &str,
@@ -159,17 +177,17 @@ impl Router {
         if let Some(problem) = limits::embedder_model_problem(model) {
             return Err(RouterError::invalid("embedder", problem));
         }
-        let rec = self.view.get(name)?;
-        if self.view.copy_of(name).is_some() {
+        let rec = self.shared.view.get(name)?;
+        if self.shared.view.copy_of(name).is_some() {
             // A copy left by a job whose router stopped is dropped when its job is read (settled failed).
-            self.reembed_jobs().await?;
+            self.jobs().await?;
         }
-        if self.view.copy_of(name).is_some() {
+        if self.shared.view.copy_of(name).is_some() {
             return Err(RouterError::AlreadyExists(format!(
                 "collection `{name}` is being re-embedded already (see GET /v1/reembed/jobs)"
             )));
         }
-        let model = self.embedders.for_new(model).await?;
+        let model = self.shared.embedders.for_new(model).await?;
         let identity = model.passages.identity();
         if identity.model == rec.embedder.model && identity.checksum == rec.embedder.checksum {
             return Err(RouterError::invalid(
@@ -190,7 +208,7 @@ impl Router {
             state: JobState::Running,
             phase: ReembedPhase::Copying,
             cancel_requested: false,
-            router: self.instance.clone(),
+            router: self.shared.instance.clone(),
             created_ms: 0,
             updated_ms: 0,
             passes: 0,
@@ -204,7 +222,7 @@ impl Router {
                 .collect(),
             error: None,
         };
-        let (recorded, tracker) = self.record_job(&job).await?;
+        let (recorded, tracker) = self.table.record_job(&job).await?;
         let copy = match self
             .create_copy(&rec, &job.copy, &identity, request_id)
             .await
@@ -218,15 +236,15 @@ impl Router {
         };
         info!(job = %job.id, collection = name, embedder = %identity.model, copy = %job.copy,
             event = "reembed_started", "re-embedding started");
-        let router = Arc::clone(self);
+        let this = self.clone();
         let rid = request_id.to_string();
         tokio::spawn(async move {
-            let run = router.run_reembed(&rec, &copy, &tracker, &rid);
-            let outcome = router.follow_job(&tracker, run, || async {}).await;
+            let run = this.run_reembed(&rec, &copy, &tracker, &rid);
+            let outcome = this.table.follow_job(&tracker, run, || async {}).await;
             if outcome.is_err() {
-                router.drop_copy(&copy, &rid).await;
+                this.drop_copy(&copy, &rid).await;
             }
-            router.finish_reembed(&tracker, outcome).await;
+            this.finish_reembed(&tracker, outcome).await;
         });
         Ok(recorded)
     }
@@ -247,6 +265,7 @@ impl Router {
             embedder_identity: identity_to_proto(identity),
         };
         let created = self
+            .shared
             .view
             .meta()
             .create_collection(pb::MetaCreateCollectionRequest {
@@ -268,7 +287,7 @@ impl Router {
             })
             .await
             .map_err(RouterError::from_meta_write)?;
-        Ok(self.ensure_replicas(&created, request_id).await)
+        Ok(self.shared.ensure_replicas(&created, request_id).await)
     }
 
     /// The job's work: copy, compare until nothing is left to repair, switch.
@@ -303,13 +322,15 @@ impl Router {
         tracker.update(|j| j.phase = ReembedPhase::Switching);
         // Past this point the job is past cancelling: the switch is one meta command.
         let switched = self
+            .shared
             .view
             .meta()
             .switch_collection(&old.name, &copy.stored_name)
             .await;
         // An answer lost (a timeout after meta committed it) is read back: the name resolves to the copy or not.
-        let refreshed = self.view.refresh(true).await;
+        let refreshed = self.shared.view.refresh(true).await;
         let resolves_to_copy = self
+            .shared
             .view
             .get(&old.name)
             .is_ok_and(|rec| rec.stored_name == copy.stored_name);
@@ -321,7 +342,7 @@ impl Router {
         if let Err(e) = refreshed {
             warn!(error = %e, event = "meta_refresh_failed", "the switch is applied; the view follows it by its watch");
         }
-        self.drop_replicas(old, request_id).await;
+        self.shared.drop_replicas(old, request_id).await;
         info!(collection = %old.name, copy = %copy.stored_name, event = "reembed_switched",
             "re-embedded collection switched to its copy");
         Ok(())
@@ -329,13 +350,19 @@ impl Router {
 
     /// Removes a copy that will not be switched to (meta first, then its replicas' data).
     async fn drop_copy(&self, copy: &CollectionRecord, request_id: &str) {
-        if let Err(e) = self.view.meta().drop_collection(&copy.stored_name).await {
+        if let Err(e) = self
+            .shared
+            .view
+            .meta()
+            .drop_collection(&copy.stored_name)
+            .await
+        {
             warn!(copy = %copy.stored_name, error = %e, event = "reembed_copy_drop_failed",
                 "the copy of an ended re-embedding could not be dropped; drop the collection's copy by re-embedding again");
             return;
         }
-        self.view.remove_copy(&copy.stored_name);
-        self.drop_replicas(copy, request_id).await;
+        self.shared.view.remove_copy(&copy.stored_name);
+        self.shared.drop_replicas(copy, request_id).await;
     }
 
     /// Records how the job ended (retried: a job left `running` would be failed by the next reader).
@@ -349,39 +376,39 @@ impl Router {
         }
         info!(job = %job.id, state = ?job.state, error = job.error.as_deref().unwrap_or(""),
             event = "reembed_finished", "re-embedding finished");
-        self.record_job_end(&job).await;
+        self.table.record_job_end(&job).await;
     }
 
     /// A re-embedding job as meta holds it; one whose router fell silent is recorded failed first.
-    pub async fn reembed_job(&self, id: &str) -> Result<ReembedJob, RouterError> {
+    pub async fn job(&self, id: &str) -> Result<ReembedJob, RouterError> {
         if !is_reembed_job(id) {
             return Err(no_job(id));
         }
-        let read = self.read_job(id, |s| job_error(id, s)).await?;
+        let read = self.table.read_job(id, |s| job_error(id, s)).await?;
         Ok(self.settled(read).await)
     }
 
-    pub async fn reembed_jobs(&self) -> Result<Vec<ReembedJob>, RouterError> {
+    pub async fn jobs(&self) -> Result<Vec<ReembedJob>, RouterError> {
         let mut jobs = Vec::new();
-        for read in self.list_jobs(is_reembed_job).await? {
+        for read in self.table.list_jobs(is_reembed_job).await? {
             jobs.push(self.settled(read).await);
         }
         Ok(jobs)
     }
 
     /// Asks the job's router to stop it (before its switch); answers the job as it stands.
-    pub async fn cancel_reembed(&self, id: &str) -> Result<ReembedJob, RouterError> {
+    pub async fn cancel(&self, id: &str) -> Result<ReembedJob, RouterError> {
         if !is_reembed_job(id) {
             return Err(no_job(id));
         }
-        self.cancel_job(id, |s| job_error(id, s)).await
+        self.table.cancel_job(id, |s| job_error(id, s)).await
     }
 
     /// A job as read; when this router has just recorded it failed (its router fell silent), its copy is
     /// dropped first (the collection it was made from serves on).
     async fn settled(&self, (job, failed_here): (ReembedJob, bool)) -> ReembedJob {
         if failed_here {
-            if let Some(copy) = self.view.copy_of(&job.collection) {
+            if let Some(copy) = self.shared.view.copy_of(&job.collection) {
                 if copy.stored_name == job.copy {
                     self.drop_copy(&copy, "").await;
                 }

@@ -19,18 +19,30 @@ use crate::collection::CollectionRecord;
 use crate::error::RouterError;
 use crate::fanout::{fan_out, fuse};
 use crate::payloads::{fill_payloads, payload_top};
-use crate::router::Router;
+use crate::shared::Shared;
 
 /// The lanes a search may name (`lanes`, the keys of `weights`).
 pub const LANES: [&str; 2] = ["dense", "bm25"];
 
-impl Router {
+/// Search: one query or a batch of one collection and tenant, fanned out to its shards and fused.
+#[derive(Clone)]
+pub struct Search {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl Search {
+    pub(crate) fn new(shared: &Arc<Shared>) -> Self {
+        Search {
+            shared: Arc::clone(shared),
+        }
+    }
+
     /// Refuses a filter with more conditions, or an `in` list with more values, than the configured limits (each
     /// condition is checked against every candidate on the shard).
     fn check_filter_size(&self, filter: &pb::Filter) -> Result<(), RouterError> {
         let (most, most_values) = (
-            self.config.max_filter_conditions,
-            self.config.max_filter_values,
+            self.shared.config.max_filter_conditions,
+            self.shared.config.max_filter_values,
         );
         if filter.conditions.len() > most {
             return Err(RouterError::invalid(
@@ -54,14 +66,14 @@ impl Router {
         Ok(())
     }
 
-    /// The body of [`Router::search`] (which counts it, [`crate::measured`]): validate, embed the query (BM25
+    /// The body of [`Search::run`] (which counts it, [`crate::measured`]): validate, embed the query (BM25
     /// alone if that fails), fan out, merge each lane, fuse.
     pub(crate) async fn search_unmeasured(
         &self,
         req: pb::SearchRequest,
         request_id: String,
     ) -> Result<pb::SearchResponse, RouterError> {
-        let rec = self.view.get(&req.collection)?;
+        let rec = self.shared.view.get(&req.collection)?;
         let checked = self.check_search(req, &rec, "")?;
         let mut answers = self.run_searches(&rec, vec![checked], request_id).await?;
         Ok(answers.remove(0))
@@ -99,7 +111,7 @@ impl Router {
                 "every search of a batch must name the same collection and tenant",
             ));
         }
-        let rec = self.view.get(&collection)?;
+        let rec = self.shared.view.get(&collection)?;
         let checked = reqs
             .into_iter()
             .enumerate()
@@ -115,7 +127,10 @@ impl Router {
 
     /// The tenant a search acts as (the router's default when it names none).
     pub(crate) fn tenant_of(&self, req: &pb::SearchRequest) -> String {
-        self.config.tenant_or_default(Some(&req.tenant)).to_string()
+        self.shared
+            .config
+            .tenant_or_default(Some(&req.tenant))
+            .to_string()
     }
 
     /// A search request of `rec` checked against the limits (`field` prefixes the name of the field an error
@@ -129,17 +144,17 @@ impl Router {
         let invalid =
             |name: &str, reason: String| RouterError::invalid(format!("{field}{name}"), reason);
         let query = req.query.trim().to_string();
-        if query.len() > self.config.max_query_bytes {
+        if query.len() > self.shared.config.max_query_bytes {
             return Err(invalid(
                 "query",
-                format!("longer than {} bytes", self.config.max_query_bytes),
+                format!("longer than {} bytes", self.shared.config.max_query_bytes),
             ));
         }
-        let k = req.k.unwrap_or(self.config.default_k as u32) as usize;
-        if k == 0 || k > self.config.max_k {
+        let k = req.k.unwrap_or(self.shared.config.default_k as u32) as usize;
+        if k == 0 || k > self.shared.config.max_k {
             return Err(invalid(
                 "k",
-                format!("must be between 1 and {}", self.config.max_k),
+                format!("must be between 1 and {}", self.shared.config.max_k),
             ));
         }
         if let Some(filter) = &req.filter {
@@ -160,7 +175,7 @@ impl Router {
                 None => Some(nprobe),
             },
         };
-        let rrf_k = req.rrf_k.unwrap_or(self.config.rrf_k);
+        let rrf_k = req.rrf_k.unwrap_or(self.shared.config.rrf_k);
         if !(rrf_k.is_finite() && rrf_k > 0.0) {
             return Err(invalid("rrf_k", "must be a positive number".into()));
         }
@@ -212,7 +227,7 @@ impl Router {
         let weight = |lane: &str| {
             req.weights
                 .get(lane)
-                .or_else(|| self.config.lane_weights.get(lane))
+                .or_else(|| self.shared.config.lane_weights.get(lane))
                 .copied()
                 .unwrap_or_else(|| crate::rrf::default_lane_weight(lane))
         };
@@ -285,7 +300,7 @@ impl Router {
         let mut vectors = if texts.is_empty() {
             Some(Vec::new())
         } else {
-            let model = self.embedders.for_collection(rec).await?;
+            let model = self.shared.embedders.for_collection(rec).await?;
             self.embed_queries(model.queries, texts, &request_id).await
         }
         .map(Vec::into_iter);
@@ -310,7 +325,7 @@ impl Router {
                 };
                 let lanes =
                     usize::from(!query_vector.is_empty()) + usize::from(!query_text.is_empty());
-                let depth = lane_depth(self.config.lane_depth, s.k, lanes);
+                let depth = lane_depth(self.shared.config.lane_depth, s.k, lanes);
                 pb::ShardSearchRequest {
                     collection: rec.stored_name.clone(),
                     shard: 0,
@@ -322,18 +337,18 @@ impl Router {
                     filter: s.filter.clone(),
                     include_payload: false,
                     payload_top: payload_top(
-                        self.config.payload_inline_factor,
+                        self.shared.config.payload_inline_factor,
                         s.k,
                         rec.shards as usize,
                         depth,
                     ),
-                    exact_rescore: self.config.exact_rescore,
+                    exact_rescore: self.shared.config.exact_rescore,
                 }
             })
             .collect::<Vec<_>>();
         let depths: Vec<usize> = shard_requests.iter().map(|r| r.k as usize).collect();
         let fanout_started = Instant::now();
-        let fans = fan_out(self, rec, shard_requests, &request_id).await?;
+        let fans = fan_out(&self.shared, rec, shard_requests, &request_id).await?;
         observe_stage(STAGE_FANOUT, fanout_started.elapsed());
         let fuse_started = Instant::now();
         let mut lists: Vec<Vec<pb::Hit>> = searches
@@ -350,7 +365,7 @@ impl Router {
         let fetch_started = Instant::now();
         let tenant = searches.first().map_or("", |s| s.tenant.as_str());
         fill_payloads(
-            self,
+            &self.shared,
             rec,
             tenant,
             &mut lists,

@@ -18,8 +18,9 @@ use crate::error::RouterError;
 pub use crate::meta_jobs::JobState;
 use crate::meta_jobs::{MetaJob, Tracker, PROGRESS_INTERVAL};
 use crate::replicas::ShardCall;
-use crate::router::Router;
-use crate::snapshots::{ClusterManifest, RestoredCollection};
+use crate::snapshots::{
+    ClusterManifest, CreateSnapshot, RestoreSnapshot, RestoredCollection, Snapshots,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -219,17 +220,55 @@ pub enum JobResult {
     Restored(Vec<RestoredCollection>),
 }
 
-impl Router {
+impl Snapshots {
+    /// Checks a snapshot request and starts its job in a task of this router; answers the job as recorded.
+    pub async fn start_create(
+        &self,
+        req: CreateSnapshot,
+        request_id: String,
+    ) -> Result<SnapshotJob, RouterError> {
+        let destination = req.destination.clone();
+        let plan = self.plan_create(req).await?;
+        let id = plan.id.clone();
+        self.start_job(
+            JobKind::Create,
+            &id,
+            &destination,
+            |s, tracker| async move {
+                s.run_create(plan, &tracker, &request_id)
+                    .await
+                    .map(JobResult::Created)
+            },
+        )
+        .await
+    }
+
+    /// Checks a restore request and starts its job in a task of this router; answers the job as recorded.
+    pub async fn start_restore(
+        &self,
+        req: RestoreSnapshot,
+        request_id: String,
+    ) -> Result<SnapshotJob, RouterError> {
+        let (id, source) = (req.id.clone(), req.source.clone());
+        let plan = self.plan_restore(req).await?;
+        self.start_job(JobKind::Restore, &id, &source, |s, tracker| async move {
+            s.run_restore(plan, &tracker, &request_id)
+                .await
+                .map(JobResult::Restored)
+        })
+        .await
+    }
+
     /// Records a job of `kind` in meta and runs `work` in a task of this router; returns the job as recorded.
-    pub async fn start_snapshot_job<F, Fut>(
-        self: &Arc<Self>,
+    async fn start_job<F, Fut>(
+        &self,
         kind: JobKind,
         snapshot: &str,
         location: &str,
         work: F,
     ) -> Result<SnapshotJob, RouterError>
     where
-        F: FnOnce(Arc<Router>, Arc<JobTracker>) -> Fut + Send + 'static,
+        F: FnOnce(Snapshots, Arc<JobTracker>) -> Fut + Send + 'static,
         Fut: std::future::Future<Output = Result<JobResult, RouterError>> + Send + 'static,
     {
         let job = SnapshotJob {
@@ -239,7 +278,7 @@ impl Router {
             location: location.to_string(),
             state: JobState::Running,
             cancel_requested: false,
-            router: self.instance.clone(),
+            router: self.shared.instance.clone(),
             created_ms: attest_core::clock::unix_ms(),
             updated_ms: attest_core::clock::unix_ms(),
             transfers: Vec::new(),
@@ -247,15 +286,16 @@ impl Router {
             manifest: None,
             restored: None,
         };
-        let (recorded, tracker) = self.record_job(&job).await?;
+        let (recorded, tracker) = self.table.record_job(&job).await?;
         info!(job = %job.id, snapshot, kind = ?kind, event = "snapshot_job_started", "snapshot job started");
-        let router = Arc::clone(self);
+        let this = self.clone();
         tokio::spawn(async move {
-            let run = work(Arc::clone(&router), Arc::clone(&tracker));
-            let outcome = router
-                .follow_job(&tracker, run, || router.poll_transfers(&tracker))
+            let run = work(this.clone(), Arc::clone(&tracker));
+            let outcome = this
+                .table
+                .follow_job(&tracker, run, || this.poll_transfers(&tracker))
                 .await;
-            router.finish_job(&tracker, outcome).await;
+            this.finish_job(&tracker, outcome).await;
         });
         Ok(recorded)
     }
@@ -270,9 +310,10 @@ impl Router {
             .collect();
         // All at once: one silent node costs one timeout, not one per transfer.
         let asks = running.into_iter().map(|t| async move {
-            let (endpoint, _) = self.view.endpoint(t.node_id)?;
+            let (endpoint, _) = self.shared.view.endpoint(t.node_id)?;
             // Transfers are listed by the collection's name; its node knows it by its stored name.
             let stored_name = self
+                .shared
                 .view
                 .get(&t.collection)
                 .map_or_else(|_| t.collection.clone(), |rec| rec.stored_name);
@@ -317,36 +358,37 @@ impl Router {
         settle_transfers(&mut job);
         info!(job = %job.id, state = ?job.state, error = job.error.as_deref().unwrap_or(""),
             event = "snapshot_job_finished", "snapshot job finished");
-        self.record_job_end(&job).await;
+        self.table.record_job_end(&job).await;
     }
 
     /// A job as meta holds it; one whose router fell silent is recorded failed first.
-    pub async fn snapshot_job(&self, id: &str) -> Result<SnapshotJob, RouterError> {
+    pub async fn job(&self, id: &str) -> Result<SnapshotJob, RouterError> {
         if crate::reembed::is_reembed_job(id) {
             return Err(RouterError::NotFound(format!(
                 "`{id}` is a re-embedding job: GET /v1/reembed/jobs/{id}"
             )));
         }
-        let (job, _) = self.read_job(id, RouterError::from_status).await?;
+        let (job, _) = self.table.read_job(id, RouterError::from_status).await?;
         Ok(job)
     }
 
-    pub async fn snapshot_jobs(&self) -> Result<Vec<SnapshotJob>, RouterError> {
+    pub async fn jobs(&self) -> Result<Vec<SnapshotJob>, RouterError> {
         // The job table holds re-embeddings too ([`crate::reembed`]); they are listed on their own.
         let jobs = self
+            .table
             .list_jobs(|id| !crate::reembed::is_reembed_job(id))
             .await?;
         Ok(jobs.into_iter().map(|(job, _)| job).collect())
     }
 
     /// Asks the job's router to stop it; answers the job as it stands.
-    pub async fn cancel_snapshot_job(&self, id: &str) -> Result<SnapshotJob, RouterError> {
+    pub async fn cancel_job(&self, id: &str) -> Result<SnapshotJob, RouterError> {
         if crate::reembed::is_reembed_job(id) {
             return Err(RouterError::NotFound(format!(
                 "`{id}` is a re-embedding job: POST /v1/reembed/jobs/{id}/cancel"
             )));
         }
-        self.cancel_job(id, RouterError::from_status).await
+        self.table.cancel_job(id, RouterError::from_status).await
     }
 }
 

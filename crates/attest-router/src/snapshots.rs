@@ -14,6 +14,7 @@
 //! collections created in meta with that placement, and each replica created from its staged files.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use attest_core::{contract, limits};
@@ -27,9 +28,11 @@ use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 
 use crate::collection::caller_names;
+use crate::collections::Collections;
 use crate::error::RouterError;
+use crate::meta_jobs::JobTable;
 use crate::replicas::ShardCall;
-use crate::router::Router;
+use crate::shared::Shared;
 use crate::snapshot_jobs::JobTracker;
 
 mod blobs;
@@ -196,7 +199,7 @@ struct ReplicaFile {
     sha256: String,
 }
 
-/// A checked snapshot, ready to run ([`Router::plan_create`]).
+/// A checked snapshot, ready to run ([`Snapshots::plan_create`]).
 pub struct CreatePlan {
     pub id: String,
     created_ms: u64,
@@ -211,16 +214,42 @@ pub struct CreatePlan {
     api_keys: Vec<pb::ApiKeyInfo>,
 }
 
-impl Router {
+/// Cluster snapshots: created, listed and restored, each create or restore as a job recorded in meta
+/// ([`crate::snapshot_jobs`]).
+#[derive(Clone)]
+pub struct Snapshots {
+    pub(crate) shared: Arc<Shared>,
+    /// A restore replaces collections (`force`) and creates them.
+    pub(crate) collections: Collections,
+    pub(crate) table: JobTable,
+    /// The directories this router admits as snapshot destinations (none until configured).
+    pub(crate) destinations: DestinationPolicy,
+}
+
+impl Snapshots {
+    pub(crate) fn new(
+        shared: &Arc<Shared>,
+        collections: Collections,
+        table: JobTable,
+        destinations: DestinationPolicy,
+    ) -> Self {
+        Snapshots {
+            shared: Arc::clone(shared),
+            collections,
+            table,
+            destinations,
+        }
+    }
+
     /// Everything a snapshot can be refused for before any file moves: its id, the destination, an existing
     /// snapshot of that id, the collections named. Takes the state (linearizable) the snapshot records.
-    pub async fn plan_create(&self, req: CreateSnapshot) -> Result<CreatePlan, RouterError> {
+    pub(crate) async fn plan_create(&self, req: CreateSnapshot) -> Result<CreatePlan, RouterError> {
         let created_ms = attest_core::clock::unix_ms();
         let id = req.id.clone().unwrap_or_else(|| default_id(created_ms));
         if let Some(problem) = id_problem(&id) {
             return Err(RouterError::invalid("id", problem));
         }
-        let store = open_store(&self.snapshot_destinations, &req.destination, "destination")?;
+        let store = open_store(&self.destinations, &req.destination, "destination")?;
         if let Some(problem) = store.entry_problem(&id) {
             return Err(RouterError::invalid("id", problem));
         }
@@ -236,7 +265,7 @@ impl Router {
             )));
         }
         // The state at a known Raft index (linearizable), and the view's endpoints brought up to it.
-        let state = self.view.refresh(true).await?;
+        let state = self.shared.view.refresh(true).await?;
         // Collections as callers know them: a re-embedded one under its name (restored under it, without the
         // tag it is stored with), a re-embedding's unfinished copy not at all.
         let names = caller_names(&state);
@@ -276,7 +305,7 @@ impl Router {
     /// The snapshot's work: one replica of every shard uploaded, then the meta state, then the manifest (last:
     /// a snapshot with its manifest is complete), then retention. A cancellation removes what was uploaded
     /// under the snapshot's id.
-    pub async fn run_create(
+    pub(crate) async fn run_create(
         &self,
         plan: CreatePlan,
         tracker: &JobTracker,
@@ -422,10 +451,10 @@ impl Router {
             all,
             candidates,
         } = replicas;
-        let catch_up_needed = (all.len() - self.write_quorum(all.len())) as u32;
+        let catch_up_needed = (all.len() - self.shared.write_quorum(all.len())) as u32;
         let mut candidates: Vec<_> = candidates
             .iter()
-            .filter_map(|n| self.view.endpoint(*n))
+            .filter_map(|n| self.shared.view.endpoint(*n))
             .collect();
         candidates.sort_by_key(|(_, alive)| !alive);
         let mut last_error = format!("no replica of shard {shard} of `{collection}` is reachable");
@@ -440,7 +469,7 @@ impl Router {
                     peers: all
                         .iter()
                         .filter(|n| **n != endpoint.node_id)
-                        .filter_map(|n| self.view.endpoint(*n))
+                        .filter_map(|n| self.shared.view.endpoint(*n))
                         .map(|(e, _)| e.address)
                         .collect(),
                     catch_up_needed,
@@ -488,7 +517,7 @@ impl Router {
 
     /// What snapshot `id` has uploaded to `source` so far, per replica (read from the destination, so it can be
     /// asked while `create` runs, from any router).
-    pub async fn snapshot_progress(
+    pub async fn progress(
         &self,
         source: &str,
         id: &str,
@@ -496,7 +525,7 @@ impl Router {
         if let Some(problem) = id_problem(id) {
             return Err(RouterError::invalid("id", problem));
         }
-        let store = open_store(&self.snapshot_destinations, source, "from")?;
+        let store = open_store(&self.destinations, source, "from")?;
         let mut by_replica: BTreeMap<(String, u32), ReplicaProgress> = BTreeMap::new();
         let mut manifests = Vec::new();
         for (key, size) in store
@@ -549,7 +578,7 @@ impl Router {
                 .map_err(|e| from_store("from", e))?
                 .is_empty()
         {
-            let starting = self.snapshot_jobs().await?.iter().any(|j| {
+            let starting = self.jobs().await?.iter().any(|j| {
                 j.kind == crate::snapshot_jobs::JobKind::Create
                     && j.state == crate::snapshot_jobs::JobState::Running
                     && j.snapshot == id
@@ -567,8 +596,8 @@ impl Router {
     /// Every snapshot in `source`, newest id last; incomplete ones (no manifest yet) are left out, damaged ones
     /// listed with their problem: a manifest that does not check, or a file it names (through the replica
     /// manifests) missing or of another size — what restore would refuse before moving a byte.
-    pub async fn list_snapshots(&self, source: &str) -> Result<Vec<ListedSnapshot>, RouterError> {
-        let store = open_store(&self.snapshot_destinations, source, "from")?;
+    pub async fn list(&self, source: &str) -> Result<Vec<ListedSnapshot>, RouterError> {
+        let store = open_store(&self.destinations, source, "from")?;
         let mut out = Vec::new();
         for id in store
             .list_dirs("")

@@ -15,18 +15,18 @@ use attest_auth::Principal;
 use attest_proto::v1 as pb;
 
 use crate::collection::CollectionRecord;
+use crate::collections::Collections;
 use crate::error::RouterError;
 use crate::replicas::ShardCall;
-use crate::router::Router;
 
-impl Router {
+impl Collections {
     /// The tenants with a live document in `collection` (see the module's header for how they are learnt).
-    pub async fn collection_tenants(
+    pub async fn tenants(
         &self,
         collection: &str,
         request_id: &str,
     ) -> Result<BTreeSet<String>, RouterError> {
-        let rec = self.view.get(collection)?;
+        let rec = self.shared.view.get(collection)?;
         self.tenants_of(&rec, request_id).await
     }
 
@@ -37,10 +37,11 @@ impl Router {
     ) -> Result<BTreeSet<String>, RouterError> {
         let mut tenants = BTreeSet::new();
         for shard in 0..rec.shards {
-            let replicas = self.view.write_replicas(rec, shard as usize);
+            let replicas = self.shared.view.write_replicas(rec, shard as usize);
             // A write is acknowledged by `quorum` of the n replicas: any n - quorum + 1 of them include one
             // that holds it.
-            let needed = replicas.len() + 1 - self.write_quorum(replicas.len()).min(replicas.len());
+            let needed =
+                replicas.len() + 1 - self.shared.write_quorum(replicas.len()).min(replicas.len());
             let calls = replicas.iter().map(|endpoint| {
                 endpoint.call(ShardCall::Stats {
                     request_id: request_id.to_string(),
@@ -81,7 +82,7 @@ impl Router {
 /// Refuses `what` (`drop`, `set the thresholds of`, ...) on collection `name` unless the key may act on it and
 /// on every tenant with documents in it. A key for every tenant costs no call to the shards.
 pub async fn whole_collection(
-    router: &Router,
+    collections: &Collections,
     principal: &Principal,
     what: &str,
     name: &str,
@@ -91,7 +92,7 @@ pub async fn whole_collection(
     if principal.every_tenant() {
         return Ok(());
     }
-    let held = router.collection_tenants(name, request_id).await?;
+    let held = collections.tenants(name, request_id).await?;
     principal
         .covers_tenants(what, name, held.iter().map(String::as_str))
         .map_err(RouterError::Callee)
@@ -100,7 +101,7 @@ pub async fn whole_collection(
 /// Whether the cluster view shows `rec` to this key: one it may act on whose every tenant is the key's (unknown
 /// tenants: hidden).
 pub async fn administers(
-    router: &Router,
+    collections: &Collections,
     principal: &Principal,
     rec: &CollectionRecord,
     request_id: &str,
@@ -111,7 +112,7 @@ pub async fn administers(
     if principal.every_tenant() {
         return true;
     }
-    match router.tenants_of(rec, request_id).await {
+    match collections.tenants_of(rec, request_id).await {
         Ok(held) => held.iter().all(|t| principal.allows_tenant(t)),
         Err(_) => false,
     }

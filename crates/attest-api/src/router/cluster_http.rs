@@ -35,7 +35,7 @@ pub async fn cluster(
         let mut shown = Vec::with_capacity(state.collections.len());
         for c in std::mem::take(&mut state.collections) {
             let rec = record_from_meta(&c);
-            if attest_router::tenant_scope::administers(&r, &p, &rec, &rid).await {
+            if attest_router::tenant_scope::administers(r.collections(), &p, &rec, &rid).await {
                 shown.push(c);
             }
         }

@@ -132,7 +132,7 @@ pub(crate) async fn ingest(
             .map_err(|e| RouterError::Internal(e.to_string()))??;
     let mut docs = docs;
     let tenants = access::ingest(&p, &name, &mut docs, &r.config().default_tenant)?;
-    let ingested = r.ingest(&name, docs, &rid).await;
+    let ingested = r.ingest().run(&name, docs, &rid).await;
     let tenants = tenants.join(",");
     let action = Action::new("ingest").collection(&name).tenant(&tenants);
     let report = audited(&p, action, ingested)?;
@@ -198,7 +198,7 @@ pub(crate) async fn delete_document(
         RouterError::invalid(field, text)
     })?;
     let tenant = access::delete(&p, &name, q.tenant.as_deref(), &r.config().default_tenant)?;
-    let outcome = r.delete_document(&name, Some(&tenant), &id, &rid).await;
+    let outcome = r.ingest().delete(&name, Some(&tenant), &id, &rid).await;
     let action = Action::new("delete_document")
         .collection(&name)
         .tenant(&tenant)

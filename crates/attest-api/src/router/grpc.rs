@@ -44,7 +44,7 @@ fn info(c: &CollectionRecord) -> pb::CollectionInfo {
 impl RouterServiceImpl {
     /// The caller, authenticated and holding the operation's scope.
     async fn caller<T: Sync>(&self, req: &Request<T>, op: Op) -> Result<Principal, Status> {
-        attest_auth::grpc::principal(self.router.keys(), req, op.scope()).await
+        attest_auth::grpc::principal(self.router.key_ring(), req, op.scope()).await
     }
 
     fn default_tenant(&self) -> &str {
@@ -68,7 +68,12 @@ impl RouterService for RouterServiceImpl {
         let r = req.into_inner();
         access::collection(&p, &r.name)?;
         let name = r.name.clone();
-        let created = self.router.create_collection(r, &id).instrument(span).await;
+        let created = self
+            .router
+            .collections()
+            .create(r, &id)
+            .instrument(span)
+            .await;
         let rec = audited(
             &p,
             Action::new("create_collection").collection(&name),
@@ -86,6 +91,7 @@ impl RouterService for RouterServiceImpl {
             collections: self
                 .router
                 .collections()
+                .list()
                 .iter()
                 .filter(|c| p.sees_collection(&c.name))
                 .map(info)
@@ -103,8 +109,15 @@ impl RouterService for RouterServiceImpl {
         access::collection(&p, &name)?;
         let router = &self.router;
         let dropped = async {
-            attest_router::tenant_scope::whole_collection(router, &p, "drop", &name, &id).await?;
-            router.drop_collection(&name, &id).await
+            attest_router::tenant_scope::whole_collection(
+                router.collections(),
+                &p,
+                "drop",
+                &name,
+                &id,
+            )
+            .await?;
+            router.collections().remove(&name, &id).await
         }
         .instrument(span)
         .await;
@@ -151,7 +164,8 @@ impl RouterService for RouterServiceImpl {
         let tenants = access::ingest(&p, &r.collection, &mut docs, self.default_tenant())?;
         let ingested = self
             .router
-            .ingest(&r.collection, docs, &id)
+            .ingest()
+            .run(&r.collection, docs, &id)
             .instrument(span)
             .await;
         let tenants = tenants.join(",");
@@ -188,7 +202,8 @@ impl RouterService for RouterServiceImpl {
         let tenant = access::delete(&p, &r.collection, Some(&r.tenant), self.default_tenant())?;
         let outcome = self
             .router
-            .delete_document(&r.collection, Some(&tenant), &r.id, &id)
+            .ingest()
+            .delete(&r.collection, Some(&tenant), &r.id, &id)
             .instrument(span)
             .await;
         let action = Action::new("delete_document")
@@ -208,7 +223,7 @@ impl RouterService for RouterServiceImpl {
         let mut r = req.into_inner();
         access::search(&p, &mut r, self.default_tenant())?;
         Ok(Response::new(
-            self.router.search(r, id).instrument(span).await?,
+            self.router.search().run(r, id).instrument(span).await?,
         ))
     }
 
@@ -224,7 +239,8 @@ impl RouterService for RouterServiceImpl {
         }
         Ok(Response::new(
             self.router
-                .search_batch(searches, id)
+                .search()
+                .batch(searches, id)
                 .instrument(span)
                 .await?,
         ))
@@ -242,7 +258,7 @@ impl RouterService for RouterServiceImpl {
             collections: r.collections,
             expires_in: (!r.expires_in.is_empty()).then_some(r.expires_in),
         };
-        let (key, info) = self.router.create_key(&p, grant).await?;
+        let (key, info) = self.router.keys().create(&p, grant).await?;
         Ok(Response::new(pb::CreateKeyResponse {
             key,
             info: Some(info),
@@ -255,7 +271,7 @@ impl RouterService for RouterServiceImpl {
     ) -> Result<Response<pb::ListKeysResponse>, Status> {
         let p = self.caller(&req, Op::ManageKeys).await?;
         Ok(Response::new(pb::ListKeysResponse {
-            keys: self.router.list_keys(&p).await?,
+            keys: self.router.keys().list(&p).await?,
         }))
     }
 
@@ -265,7 +281,7 @@ impl RouterService for RouterServiceImpl {
     ) -> Result<Response<pb::ApiKeyInfo>, Status> {
         let p = self.caller(&req, Op::ManageKeys).await?;
         let id = req.into_inner().id;
-        let key = self.router.revoke_key(&p, &id).await?;
+        let key = self.router.keys().revoke(&p, &id).await?;
         Ok(Response::new(key))
     }
 }

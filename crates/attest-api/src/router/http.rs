@@ -44,7 +44,7 @@ pub fn routes(
 ) -> axum::Router {
     let view = Arc::clone(router.view());
     let ready: attest_telemetry::ops::ReadinessCheck = Arc::new(move || view.readiness());
-    api(Arc::clone(router.keys()))
+    api(Arc::clone(router.key_ring()))
         .with_state(router)
         .merge(open_routes(ready, refresh, openapi))
         .layer(axum::middleware::from_fn(
@@ -195,7 +195,7 @@ pub(crate) async fn create_key(
     let grant = body(b).inspect_err(|e| {
         attest_auth::audit::record(&p, &Action::new("create_key"), Some(e.code()))
     })?;
-    let (key, info) = r.create_key(&p, grant).await?;
+    let (key, info) = r.keys().create(&p, grant).await?;
     let created = CreatedKey {
         info: KeyView::from(&info),
         key,
@@ -211,7 +211,7 @@ pub(crate) async fn list_keys(
     State(r): State<Arc<Router>>,
     Extension(p): Extension<Principal>,
 ) -> Result<Json<KeyList>, RouterError> {
-    let keys = r.list_keys(&p).await?;
+    let keys = r.keys().list(&p).await?;
     Ok(Json(KeyList {
         keys: keys.iter().map(KeyView::from).collect(),
     }))
@@ -229,7 +229,7 @@ pub(crate) async fn revoke_key(
     Extension(p): Extension<Principal>,
     Path(id): Path<String>,
 ) -> Result<Json<KeyView>, RouterError> {
-    let key = r.revoke_key(&p, &id).await?;
+    let key = r.keys().revoke(&p, &id).await?;
     Ok(Json(KeyView::from(&key)))
 }
 
@@ -272,6 +272,7 @@ pub(crate) async fn create_collection(
     });
     let name = b.name.clone();
     let created = r
+        .collections()
         .create_or_match(
             pb::CreateCollectionRequest {
                 name: b.name,
@@ -316,10 +317,15 @@ pub(crate) async fn set_thresholds(
 ) -> Result<Json<CollectionView>, RouterError> {
     access::collection(&p, &name)?;
     let thresholds = body(b)?;
-    let set = match whole_collection(&r, &p, "set the thresholds of", &name, &rid).await {
-        Ok(()) => r.set_thresholds(&name, Some(thresholds)).await,
-        Err(refused) => Err(refused),
-    };
+    let set =
+        match whole_collection(r.collections(), &p, "set the thresholds of", &name, &rid).await {
+            Ok(()) => {
+                r.collections()
+                    .set_thresholds(&name, Some(thresholds))
+                    .await
+            }
+            Err(refused) => Err(refused),
+        };
     let rec = audited(&p, Action::new("set_thresholds").collection(&name), set)?;
     Ok(Json(CollectionView::from(&rec)))
 }
@@ -338,10 +344,11 @@ pub(crate) async fn clear_thresholds(
     Path(name): Path<String>,
 ) -> Result<Json<CollectionView>, RouterError> {
     access::collection(&p, &name)?;
-    let cleared = match whole_collection(&r, &p, "clear the thresholds of", &name, &rid).await {
-        Ok(()) => r.set_thresholds(&name, None).await,
-        Err(refused) => Err(refused),
-    };
+    let cleared =
+        match whole_collection(r.collections(), &p, "clear the thresholds of", &name, &rid).await {
+            Ok(()) => r.collections().set_thresholds(&name, None).await,
+            Err(refused) => Err(refused),
+        };
     let rec = audited(
         &p,
         Action::new("clear_thresholds").collection(&name),
@@ -360,6 +367,7 @@ pub(crate) async fn list_collections(
 ) -> Json<CollectionList> {
     let collections = r
         .collections()
+        .list()
         .iter()
         .filter(|c| p.sees_collection(&c.name))
         .map(CollectionView::from)
@@ -380,7 +388,7 @@ pub(crate) async fn get_collection(
     Path(name): Path<String>,
 ) -> Result<Json<CollectionView>, RouterError> {
     access::collection(&p, &name)?;
-    Ok(Json(CollectionView::from(&r.collection(&name)?)))
+    Ok(Json(CollectionView::from(&r.collections().get(&name)?)))
 }
 
 /// Drops a collection and every replica of its shards.
@@ -397,8 +405,8 @@ pub(crate) async fn drop_collection(
     Path(name): Path<String>,
 ) -> Result<Json<Dropped>, RouterError> {
     access::collection(&p, &name)?;
-    let dropped = match whole_collection(&r, &p, "drop", &name, &rid).await {
-        Ok(()) => r.drop_collection(&name, &rid).await,
+    let dropped = match whole_collection(r.collections(), &p, "drop", &name, &rid).await {
+        Ok(()) => r.collections().remove(&name, &rid).await,
         Err(refused) => Err(refused),
     };
     audited(
@@ -500,7 +508,7 @@ pub(crate) async fn search(
         vector: b.vector.unwrap_or_default(),
     };
     access::search(&p, &mut req, &r.config().default_tenant)?;
-    let resp = r.search(req, rid).await?;
+    let resp = r.search().run(req, rid).await?;
     Ok(Json(SearchResult::from(&resp)))
 }
 
@@ -521,8 +529,12 @@ pub(crate) async fn maintain(
 ) -> Result<Json<CollectionStats>, RouterError> {
     access::collection(&p, &name)?;
     let b: MaintainBody = object_body(body(b)?)?;
-    let done = match whole_collection(&r, &p, "maintain", &name, &rid).await {
-        Ok(()) => r.maintain(&name, b.seal, b.compact, &rid).await,
+    let done = match whole_collection(r.collections(), &p, "maintain", &name, &rid).await {
+        Ok(()) => {
+            r.collections()
+                .maintain(&name, b.seal, b.compact, &rid)
+                .await
+        }
         Err(refused) => Err(refused),
     };
     audited(&p, Action::new("maintain").collection(&name), done)?;
@@ -552,5 +564,8 @@ async fn stats_json(
     name: &str,
     rid: &str,
 ) -> Result<Json<CollectionStats>, RouterError> {
-    Ok(Json(CollectionStats::new(name, r.stats(name, rid).await?)))
+    Ok(Json(CollectionStats::new(
+        name,
+        r.collections().stats(name, rid).await?,
+    )))
 }

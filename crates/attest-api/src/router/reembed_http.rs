@@ -60,7 +60,7 @@ pub async fn start(
     let job = audited(
         &p,
         action,
-        r.start_reembed(&name, &req.embedder, &rid).await,
+        r.reembed().start(&name, &req.embedder, &rid).await,
     )?;
     Ok((StatusCode::ACCEPTED, Json(job)))
 }
@@ -75,7 +75,7 @@ pub async fn jobs(
 ) -> Result<Json<ReembedJobList>, RouterError> {
     access::whole_cluster(&p, "re-embedding jobs")?;
     Ok(Json(ReembedJobList {
-        jobs: r.reembed_jobs().await?,
+        jobs: r.reembed().jobs().await?,
     }))
 }
 
@@ -92,7 +92,7 @@ pub async fn job(
     Path(id): Path<String>,
 ) -> Result<Json<ReembedJob>, RouterError> {
     access::whole_cluster(&p, "a re-embedding job")?;
-    Ok(Json(r.reembed_job(&id).await?))
+    Ok(Json(r.reembed().job(&id).await?))
 }
 
 /// Asks a running re-embedding to stop: its copy is dropped and the collection serves as before (one already
@@ -110,5 +110,5 @@ pub async fn cancel(
 ) -> Result<Json<ReembedJob>, RouterError> {
     access::whole_cluster(&p, "cancelling a re-embedding job")?;
     let action = Action::new("cancel_reembed_job").target(&id);
-    Ok(Json(audited(&p, action, r.cancel_reembed(&id).await)?))
+    Ok(Json(audited(&p, action, r.reembed().cancel(&id).await)?))
 }

@@ -12,7 +12,7 @@ use attest_auth::Principal;
 use attest_router::access::{self, audited};
 use attest_router::error::RouterError;
 use attest_router::router::Router;
-use attest_router::snapshot_jobs::{JobKind, JobResult, SnapshotJob, SnapshotJobList};
+use attest_router::snapshot_jobs::{SnapshotJob, SnapshotJobList};
 use attest_router::snapshots::{CreateSnapshot, RestoreSnapshot};
 use attest_telemetry::http_error::ErrorBody;
 use attest_telemetry::request_id::RequestId;
@@ -47,7 +47,7 @@ pub async fn create(
     access::whole_cluster(&p, "a snapshot")?;
     let req = body(b)?;
     let collections = req.collections.join(",");
-    let started = start_create(&r, req, rid).await;
+    let started = r.snapshots().start_create(req, rid).await;
     let target = started
         .as_ref()
         .map(|j| j.snapshot.clone())
@@ -57,27 +57,6 @@ pub async fn create(
         .target(&target);
     let job = audited(&p, action, started)?;
     Ok((StatusCode::ACCEPTED, Json(job)))
-}
-
-async fn start_create(
-    r: &Arc<Router>,
-    req: CreateSnapshot,
-    rid: String,
-) -> Result<SnapshotJob, RouterError> {
-    let destination = req.destination.clone();
-    let plan = r.plan_create(req).await?;
-    let id = plan.id.clone();
-    r.start_snapshot_job(
-        JobKind::Create,
-        &id,
-        &destination,
-        move |r, tracker| async move {
-            r.run_create(plan, &tracker, &rid)
-                .await
-                .map(JobResult::Created)
-        },
-    )
-    .await
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -99,7 +78,7 @@ pub async fn list(
 ) -> Result<Json<SnapshotList>, RouterError> {
     access::whole_cluster(&p, "listing snapshots")?;
     let Query(q) = q.map_err(|e| RouterError::invalid("from", e.body_text()))?;
-    let snapshots = r.list_snapshots(&q.from).await?;
+    let snapshots = r.snapshots().list(&q.from).await?;
     Ok(Json(SnapshotList { snapshots }))
 }
 
@@ -119,7 +98,7 @@ pub async fn delete(
     access::whole_cluster(&p, "deleting a snapshot")?;
     let Query(q) = q.map_err(|e| RouterError::invalid("from", e.body_text()))?;
     let action = Action::new("delete_snapshot").target(&id);
-    audited(&p, action, r.delete_snapshot(&q.from, &id).await)?;
+    audited(&p, action, r.snapshots().delete(&q.from, &id).await)?;
     Ok(Json(Deleted { deleted: id }))
 }
 
@@ -138,7 +117,7 @@ pub async fn progress(
 ) -> Result<Json<SnapshotProgress>, RouterError> {
     access::whole_cluster(&p, "a snapshot's progress")?;
     let Query(q) = q.map_err(|e| RouterError::invalid("from", e.body_text()))?;
-    let replicas = r.snapshot_progress(&q.from, &id).await?;
+    let replicas = r.snapshots().progress(&q.from, &id).await?;
     Ok(Json(SnapshotProgress { id, replicas }))
 }
 
@@ -166,28 +145,8 @@ pub async fn restore(
     let action = Action::new("restore_snapshot")
         .collection(&collections)
         .target(&id);
-    let job = audited(&p, action, start_restore(&r, req, rid).await)?;
+    let job = audited(&p, action, r.snapshots().start_restore(req, rid).await)?;
     Ok((StatusCode::ACCEPTED, Json(job)))
-}
-
-async fn start_restore(
-    r: &Arc<Router>,
-    req: RestoreSnapshot,
-    rid: String,
-) -> Result<SnapshotJob, RouterError> {
-    let (id, source) = (req.id.clone(), req.source.clone());
-    let plan = r.plan_restore(req).await?;
-    r.start_snapshot_job(
-        JobKind::Restore,
-        &id,
-        &source,
-        move |r, tracker| async move {
-            r.run_restore(plan, &tracker, &rid)
-                .await
-                .map(JobResult::Restored)
-        },
-    )
-    .await
 }
 
 /// The snapshot jobs meta keeps (running ones, and the last finished ones), oldest first.
@@ -200,7 +159,7 @@ pub async fn jobs(
 ) -> Result<Json<SnapshotJobList>, RouterError> {
     access::whole_cluster(&p, "snapshot jobs")?;
     Ok(Json(SnapshotJobList {
-        jobs: r.snapshot_jobs().await?,
+        jobs: r.snapshots().jobs().await?,
     }))
 }
 
@@ -217,7 +176,7 @@ pub async fn job(
     Path(id): Path<String>,
 ) -> Result<Json<SnapshotJob>, RouterError> {
     access::whole_cluster(&p, "a snapshot job")?;
-    Ok(Json(r.snapshot_job(&id).await?))
+    Ok(Json(r.snapshots().job(&id).await?))
 }
 
 /// Asks a running job to stop: a snapshot deletes what it uploaded, a restore discards what it staged (a
@@ -236,5 +195,9 @@ pub async fn cancel(
 ) -> Result<Json<SnapshotJob>, RouterError> {
     access::whole_cluster(&p, "cancelling a snapshot job")?;
     let action = Action::new("cancel_snapshot_job").target(&id);
-    Ok(Json(audited(&p, action, r.cancel_snapshot_job(&id).await)?))
+    Ok(Json(audited(
+        &p,
+        action,
+        r.snapshots().cancel_job(&id).await,
+    )?))
 }

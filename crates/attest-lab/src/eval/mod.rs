@@ -180,6 +180,7 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<i32> {
         // Into this run's meta (kept with --data-dir), and into a running cluster's with --apply-to.
         stack
             .router
+            .collections()
             .set_thresholds(&collection, Some(thresholds.clone()))
             .await?;
         let mut written = vec![format!("meta under {}", data_dir.display())];

@@ -14,9 +14,9 @@ use attest_proto::v1 as pb;
 
 use crate::collection::CollectionRecord;
 use crate::error::RouterError;
+use crate::reembed::Reembed;
 use crate::reembed::ReembedTracker;
 use crate::replicas::{call_any, ShardCall};
-use crate::router::Router;
 
 /// Documents fetched, embedded and written per step (bounds the memory and the embedding batch of one step,
 /// and how long a cancel waits).
@@ -27,7 +27,7 @@ const VERSIONS_PAGE: u32 = 5_000;
 /// (tenant, document id) → (version, deleted).
 type Versions = HashMap<(String, String), (u64, bool)>;
 
-impl Router {
+impl Reembed {
     /// One pass over `shard`: returns how many documents it wrote or deleted in the copy.
     pub(crate) async fn copy_shard(
         &self,
@@ -64,7 +64,8 @@ impl Router {
                 let newer = in_copy.is_none_or(|(version, _)| version < e.version);
                 if e.deleted {
                     if newer && in_copy.is_some_and(|(_, deleted)| !deleted) {
-                        self.delete_at(copy, &e.tenant, &e.doc_id, e.version, request_id)
+                        self.ingest
+                            .delete_at(copy, &e.tenant, &e.doc_id, e.version, request_id)
                             .await?;
                         written += 1;
                     }
@@ -123,7 +124,7 @@ impl Router {
         after: &str,
         request_id: &str,
     ) -> Result<pb::DocVersionsResponse, RouterError> {
-        let replicas = self.view.read_replicas(rec, shard as usize);
+        let replicas = self.shared.view.read_replicas(rec, shard as usize);
         let call = ShardCall::DocVersions {
             request_id: request_id.to_string(),
             req: pb::DocVersionsRequest {
@@ -134,7 +135,7 @@ impl Router {
                 changed_after_seq: 0,
             },
         };
-        let (resp, _) = call_any(&replicas, call, &self.config.replicas)
+        let (resp, _) = call_any(&replicas, call, &self.shared.config.replicas)
             .await
             .map_err(RouterError::from_status)?;
         resp.try_into().map_err(RouterError::from_status)
@@ -150,7 +151,7 @@ impl Router {
         docs: Vec<pb::DocRef>,
         request_id: &str,
     ) -> Result<u64, RouterError> {
-        let replicas = self.view.read_replicas(old, shard as usize);
+        let replicas = self.shared.view.read_replicas(old, shard as usize);
         let call = ShardCall::FetchDocuments {
             request_id: request_id.to_string(),
             req: pb::FetchDocumentsRequest {
@@ -159,7 +160,7 @@ impl Router {
                 docs,
             },
         };
-        let (resp, _) = call_any(&replicas, call, &self.config.replicas)
+        let (resp, _) = call_any(&replicas, call, &self.shared.config.replicas)
             .await
             .map_err(RouterError::from_status)?;
         let fetched: pb::FetchDocumentsResponse =
@@ -168,8 +169,13 @@ impl Router {
             return Ok(0);
         }
         let n = fetched.documents.len() as u64;
-        let documents = self.reembedded(copy, fetched.documents, request_id).await?;
-        self.write_documents(copy, documents, request_id).await?;
+        let documents = self
+            .ingest
+            .reembedded(copy, fetched.documents, request_id)
+            .await?;
+        self.ingest
+            .write_documents(copy, documents, request_id)
+            .await?;
         Ok(n)
     }
 }

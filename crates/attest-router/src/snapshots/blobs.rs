@@ -16,10 +16,10 @@ use tracing::info;
 
 use super::{from_store, ReplicaManifest, REPLICA_MANIFEST};
 use crate::error::RouterError;
-use crate::router::Router;
 use crate::snapshot_jobs::{JobKind, JobState};
+use crate::snapshots::Snapshots;
 
-impl Router {
+impl Snapshots {
     /// Deletes the blobs of `store` (at `location`) that no snapshot names, unless a create job other than
     /// `collecting_job` is writing there.
     pub(super) async fn collect_blobs(
@@ -28,7 +28,7 @@ impl Router {
         location: &str,
         collecting_job: Option<&str>,
     ) -> Result<(), RouterError> {
-        let writing = self.snapshot_jobs().await?.into_iter().any(|j| {
+        let writing = self.jobs().await?.into_iter().any(|j| {
             j.kind == JobKind::Create
                 && j.state == JobState::Running
                 && j.location == location

@@ -18,7 +18,7 @@ use super::{
     META_STATE, REPLICA_MANIFEST,
 };
 use crate::error::RouterError;
-use crate::router::Router;
+use crate::snapshots::Snapshots;
 
 /// One '/'-separated relative name of `[A-Za-z0-9._-]` segments, none `.` or `..`.
 fn safe_relative(path: &str) -> bool {
@@ -114,14 +114,14 @@ pub(super) async fn delete_uploaded(
     Ok(())
 }
 
-impl Router {
+impl Snapshots {
     /// Deletes snapshot `id` from `source`: what its manifest names, then the blobs no snapshot names. Refused
     /// (nothing deleted) unless `id` is a snapshot's folder.
-    pub async fn delete_snapshot(&self, source: &str, id: &str) -> Result<(), RouterError> {
+    pub async fn delete(&self, source: &str, id: &str) -> Result<(), RouterError> {
         if let Some(problem) = id_problem(id) {
             return Err(RouterError::invalid("id", problem));
         }
-        let store = open_store(&self.snapshot_destinations, source, "from")?;
+        let store = open_store(&self.destinations, source, "from")?;
         if let Some(problem) = store.entry_problem(id) {
             return Err(RouterError::invalid(
                 "id",

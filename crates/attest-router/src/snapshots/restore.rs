@@ -1,5 +1,5 @@
-//! Restore of a cluster snapshot, in two steps: [`Router::plan_restore`] checks the request against the
-//! snapshot and this cluster (what the HTTP request answers), then [`Router::run_restore`], the job's work,
+//! Restore of a cluster snapshot, in two steps: [`Snapshots::plan_restore`] checks the request against the
+//! snapshot and this cluster (what the HTTP request answers), then [`Snapshots::run_restore`], the job's work,
 //! stages every replica of the new placement on its node (each file checked against its sha256), and only then
 //! creates the collections. A failure or a cancellation while staging discards everything staged; once the
 //! collections are being created the restore is past cancelling.
@@ -20,8 +20,8 @@ use super::{
 };
 use crate::error::RouterError;
 use crate::replicas::ShardCall;
-use crate::router::Router;
 use crate::snapshot_jobs::JobTracker;
+use crate::snapshots::Snapshots;
 use futures::stream::{self, StreamExt};
 
 /// One collection to restore: its snapshot, its meta record in the snapshot, its name here, and the
@@ -60,15 +60,18 @@ impl RestorePlan {
     }
 }
 
-impl Router {
+impl Snapshots {
     /// Everything a restore can be refused for before any file moves: the snapshot's manifest and meta state,
     /// the names, collections that exist (without `force`), every replica's files present at their sizes,
     /// and meta's placement over this cluster's live shard nodes.
-    pub async fn plan_restore(&self, req: RestoreSnapshot) -> Result<RestorePlan, RouterError> {
+    pub(crate) async fn plan_restore(
+        &self,
+        req: RestoreSnapshot,
+    ) -> Result<RestorePlan, RouterError> {
         if let Some(problem) = id_problem(&req.id) {
             return Err(RouterError::invalid("id", problem));
         }
-        let store = open_store(&self.snapshot_destinations, &req.source, "source")?;
+        let store = open_store(&self.destinations, &req.source, "source")?;
         if let Some(problem) = store.entry_problem(&req.id) {
             return Err(RouterError::invalid("id", problem));
         }
@@ -134,9 +137,9 @@ impl Router {
                 "two collections would get the same name",
             ));
         }
-        let state = self.view.refresh(true).await?;
+        let state = self.shared.view.refresh(true).await?;
         for (_, _, target) in &chosen {
-            if self.view.get(target).is_ok() && !req.force {
+            if self.shared.view.get(target).is_ok() && !req.force {
                 return Err(RouterError::AlreadyExists(format!(
                     "collection `{target}` exists; restore over it with force (`--force`)"
                 )));
@@ -167,6 +170,7 @@ impl Router {
                 dry_run: true,
             };
             let planned = self
+                .shared
                 .view
                 .meta()
                 .create_collection(request.clone())
@@ -187,7 +191,7 @@ impl Router {
     }
 
     /// The restore's work: stage every replica (all or nothing), then create the collections.
-    pub async fn run_restore(
+    pub(crate) async fn run_restore(
         &self,
         plan: RestorePlan,
         tracker: &JobTracker,
@@ -244,19 +248,20 @@ impl Router {
         // Now visible: replace what `force` names, create each collection with the staged placement.
         let mut restored = Vec::new();
         for p in plan.picked {
-            if self.view.get(&p.target).is_ok() {
-                self.drop_collection(&p.target, request_id).await?;
+            if self.shared.view.get(&p.target).is_ok() {
+                self.collections.remove(&p.target, request_id).await?;
             }
             let mut create = p.request;
             create.dry_run = false;
             create.placement = p.planned.placement.clone();
             let created = self
+                .shared
                 .view
                 .meta()
                 .create_collection(create)
                 .await
                 .map_err(RouterError::from_status)?;
-            self.ensure_replicas(&created, request_id).await;
+            self.shared.ensure_replicas(&created, request_id).await;
             info!(collection = %p.target, from = %p.snapshot.name, snapshot = %plan.req.id,
                 event = "collection_restored", "collection restored from a snapshot");
             restored.push(RestoredCollection {
@@ -281,7 +286,7 @@ impl Router {
         snapshot: &ReplicaSnapshot,
         request_id: &str,
     ) -> Result<(), RouterError> {
-        let (endpoint, _) = self.view.endpoint(node).ok_or_else(|| {
+        let (endpoint, _) = self.shared.view.endpoint(node).ok_or_else(|| {
             RouterError::Unavailable(format!("shard node {node} is not in the cluster view"))
         })?;
         let call = ShardCall::StageRestore {
@@ -307,7 +312,7 @@ impl Router {
     }
 
     async fn discard_staged(&self, collection: &str, shard: u32, node: u64, request_id: &str) {
-        let Some((endpoint, _)) = self.view.endpoint(node) else {
+        let Some((endpoint, _)) = self.shared.view.endpoint(node) else {
             return;
         };
         let call = ShardCall::DiscardRestore {
