@@ -11,13 +11,14 @@ use std::path::Path;
 use std::time::Instant;
 
 use attest_embed::{
-    Embedder, LocalEmbedderConfig, LocalRuntime, MiniLmEmbedder, OnnxMiniLmEmbedder,
+    Embedder, LocalEmbedderConfig, LocalModel, LocalRuntime, MiniLmEmbedder, OnnxEmbedder,
 };
 use common::texts_of;
 use serde_json::json;
 
 fn load(runtime: LocalRuntime, batch_size: usize, threads: usize) -> Box<dyn Embedder> {
     let config = LocalEmbedderConfig {
+        model: LocalModel::MiniLm,
         runtime,
         batch_size,
         threads,
@@ -25,7 +26,7 @@ fn load(runtime: LocalRuntime, batch_size: usize, threads: usize) -> Box<dyn Emb
     };
     match runtime {
         LocalRuntime::Candle => Box::new(MiniLmEmbedder::from_config(&config).expect("candle")),
-        LocalRuntime::Onnx => Box::new(OnnxMiniLmEmbedder::from_config(&config).expect("onnx")),
+        LocalRuntime::Onnx => Box::new(OnnxEmbedder::from_config(&config).expect("onnx")),
     }
 }
 

@@ -4,7 +4,7 @@
 //! for the chunker's budget. The local models (bge-small-en-v1.5 by default, all-MiniLM-L6-v2) run on the CPU
 //! from weights installed on disk by `make models`; nothing is ever fetched from a model hub at run time. Their
 //! runtimes, the [`Embedder`] trait, [`EmbedderIdentity`] and [`EmbedError`] are `attest_models::embed`'s, re-exported
-//! here under the names they always had ([`embedder`], [`minilm`], [`onnx`], [`bge`], [`config`], [`identity`],
+//! here under the names they always had ([`embedder`], [`minilm`], [`onnx`], [`config`], [`identity`],
 //! [`error`]), so that no crate above the models crate touches ONNX Runtime or candle.
 //!
 //! # Layout
@@ -17,7 +17,7 @@
 //! - [`select`]: [`EmbedderConfig`] (the `embedder:` config section) and [`build_embedder`].
 //! - [`server`]: `attest serve --role embedder`, an embedding service speaking both HTTP APIs.
 
-pub use attest_models::embed::{bge, config, embedder, error, identity, minilm, onnx};
+pub use attest_models::embed::{config, embedder, error, identity, minilm, onnx};
 pub mod breaker;
 pub mod cache;
 pub mod guarded;
@@ -25,7 +25,6 @@ pub mod remote;
 pub mod select;
 pub mod server;
 
-pub use bge::OnnxBgeEmbedder;
 pub use breaker::{BreakerConfig, BreakerState, CircuitBreaker};
 pub use cache::{CachedEmbedder, DEFAULT_CACHE_CAPACITY};
 pub use config::{
@@ -37,6 +36,6 @@ pub use error::EmbedError;
 pub use guarded::GuardedEmbedder;
 pub use identity::EmbedderIdentity;
 pub use minilm::{MiniLmEmbedder, MINILM_DIMENSION, MODEL_FILES};
-pub use onnx::{OnnxMiniLmEmbedder, ONNX_MODEL_FILE};
+pub use onnx::{OnnxEmbedder, ONNX_MODEL_FILE};
 pub use remote::{RemoteApi, RemoteEmbedder, RemoteEmbedderConfig};
 pub use select::{build_embedder, EmbedderBackend, EmbedderConfig};

@@ -5,14 +5,13 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::bge::OnnxBgeEmbedder;
 use crate::breaker::{BreakerConfig, CircuitBreaker};
 use crate::config::{LocalEmbedderConfig, LocalModel, LocalRuntime};
 use crate::embedder::Embedder;
 use crate::error::EmbedError;
 use crate::guarded::GuardedEmbedder;
 use crate::minilm::MiniLmEmbedder;
-use crate::onnx::OnnxMiniLmEmbedder;
+use crate::onnx::OnnxEmbedder;
 use crate::remote::{RemoteEmbedder, RemoteEmbedderConfig};
 
 /// The `embedder:` section of the configuration.
@@ -51,14 +50,11 @@ pub fn build_embedder(config: &EmbedderConfig) -> Result<Arc<dyn Embedder>, Embe
     attest_telemetry::metrics::register_embedding_metrics();
     Ok(match config.backend {
         EmbedderBackend::Local => match (config.local.model, config.local.runtime) {
-            (LocalModel::MiniLm, LocalRuntime::Onnx) => Arc::new(GuardedEmbedder::metered(
-                OnnxMiniLmEmbedder::from_config(&config.local)?,
-            )),
+            (_, LocalRuntime::Onnx) => Arc::new(GuardedEmbedder::metered(OnnxEmbedder::from_config(
+                &config.local,
+            )?)),
             (LocalModel::MiniLm, LocalRuntime::Candle) => Arc::new(GuardedEmbedder::metered(
                 MiniLmEmbedder::from_config(&config.local)?,
-            )),
-            (LocalModel::BgeSmall, LocalRuntime::Onnx) => Arc::new(GuardedEmbedder::metered(
-                OnnxBgeEmbedder::from_config(&config.local)?,
             )),
             (LocalModel::BgeSmall, LocalRuntime::Candle) => {
                 return Err(EmbedError::InvalidInput(format!(

@@ -5,17 +5,17 @@ use std::sync::OnceLock;
 
 use attest_embed::{
     build_embedder, cosine_similarity, Embedder, EmbedderConfig, LocalEmbedderConfig, LocalModel,
-    OnnxBgeEmbedder, BGE_QUERY_PREFIX, BGE_SMALL_ID,
+    OnnxEmbedder, BGE_QUERY_PREFIX, BGE_SMALL_ID,
 };
 
-fn bge() -> &'static OnnxBgeEmbedder {
-    static BGE: OnceLock<OnnxBgeEmbedder> = OnceLock::new();
+fn bge() -> &'static OnnxEmbedder {
+    static BGE: OnceLock<OnnxEmbedder> = OnceLock::new();
     BGE.get_or_init(|| {
         let config = LocalEmbedderConfig {
             model: LocalModel::BgeSmall,
             ..LocalEmbedderConfig::default()
         };
-        OnnxBgeEmbedder::from_config(&config)
+        OnnxEmbedder::from_config(&config)
             .unwrap_or_else(|e| panic!("bge-small-en-v1.5 (run `make models`): {e}"))
     })
 }

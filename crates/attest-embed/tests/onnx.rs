@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 
 use attest_embed::{
     build_embedder, cosine_similarity, EmbedError, Embedder, EmbedderConfig, LocalEmbedderConfig,
-    LocalRuntime, MiniLmEmbedder, OnnxMiniLmEmbedder, ONNX_MODEL_FILE,
+    LocalRuntime, MiniLmEmbedder, OnnxEmbedder, ONNX_MODEL_FILE,
 };
 
 /// MiniLM's configuration (bge is the default model).
@@ -19,11 +19,11 @@ fn minilm_config() -> LocalEmbedderConfig {
 }
 
 /// One of each, shared by every test of this binary (loading hashes 90 MB per runtime).
-fn both() -> &'static (Arc<OnnxMiniLmEmbedder>, Arc<MiniLmEmbedder>) {
-    static BOTH: OnceLock<(Arc<OnnxMiniLmEmbedder>, Arc<MiniLmEmbedder>)> = OnceLock::new();
+fn both() -> &'static (Arc<OnnxEmbedder>, Arc<MiniLmEmbedder>) {
+    static BOTH: OnceLock<(Arc<OnnxEmbedder>, Arc<MiniLmEmbedder>)> = OnceLock::new();
     BOTH.get_or_init(|| {
         let config = minilm_config();
-        let onnx = OnnxMiniLmEmbedder::from_config(&config)
+        let onnx = OnnxEmbedder::from_config(&config)
             .unwrap_or_else(|e| panic!("ONNX Runtime back end (run `make models`): {e}"));
         let candle = MiniLmEmbedder::from_config(&config).expect("candle back end");
         (Arc::new(onnx), Arc::new(candle))
@@ -124,6 +124,6 @@ fn a_tampered_graph_is_refused_by_its_checksum() {
         model_dir: Some(dir.path().to_path_buf()),
         ..minilm_config()
     };
-    let err = OnnxMiniLmEmbedder::from_config(&config).unwrap_err();
+    let err = OnnxEmbedder::from_config(&config).unwrap_err();
     assert!(matches!(err, EmbedError::Checksum { .. }), "{err}");
 }

@@ -6,14 +6,12 @@
 //!   of one space; [`error`]: [`EmbedError`].
 //! - [`minilm`]: [`MiniLmEmbedder`], all-MiniLM-L6-v2 run by candle (tokenize, forward with the attention mask,
 //!   mean pooling, L2 normalisation).
-//! - [`onnx`]: [`OnnxMiniLmEmbedder`], the same model under ONNX Runtime (the default runtime: 5.5× candle's
-//!   throughput at the same vectors).
-//! - [`bge`]: [`OnnxBgeEmbedder`], bge-small-en-v1.5 under ONNX Runtime (CLS pooling, a query instruction; see
+//! - [`onnx`]: [`OnnxEmbedder`], the local models under ONNX Runtime (the default runtime): MiniLM (5.5× candle's
+//!   throughput at the same vectors) and bge-small-en-v1.5 (CLS pooling, a query instruction; see
 //!   [`Embedder::query_prefix`]).
 //! - [`config`]: [`LocalEmbedderConfig`] (model directory, runtime, batch size, threads, maximum sequence length),
 //!   the local models' ids and the checksums of their files.
 
-pub mod bge;
 pub mod config;
 pub mod embedder;
 pub mod error;
@@ -21,7 +19,6 @@ pub mod identity;
 pub mod minilm;
 pub mod onnx;
 
-pub use bge::OnnxBgeEmbedder;
 pub use config::{
     default_dir, default_model_dir, LocalEmbedderConfig, LocalModel, LocalRuntime,
     BGE_QUERY_PREFIX, BGE_SMALL_ID, MINILM_ID, MODEL_DIR_ENV,
@@ -30,4 +27,4 @@ pub use embedder::{cosine_similarity, Embedder};
 pub use error::EmbedError;
 pub use identity::EmbedderIdentity;
 pub use minilm::{MiniLmEmbedder, MINILM_DIMENSION, MODEL_FILES};
-pub use onnx::{OnnxMiniLmEmbedder, ONNX_MODEL_FILE};
+pub use onnx::{OnnxEmbedder, ONNX_MODEL_FILE};
