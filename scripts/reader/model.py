@@ -8,7 +8,7 @@
 
 Parameter names are the BERT checkpoint's (so the MiniLM weights load unchanged) plus `reader.*` for the new
 pooler and heads; `safetensors_to_onnx.py` writes them, by the same names, into the graph that
-`crates/attest-answer/src/reader` runs with ONNX Runtime. The input layout (which
+`crates/attest-grounding/src/reader` runs with ONNX Runtime. The input layout (which
 tokens go where, the length limits) is defined once here and once in `crates/attest-models/src/reader/input.rs`; both must agree.
 `load_base` reads a base model's BERT tensors: a checkpoint's model.safetensors, or the int8 file that
 onnx_to_bert.py writes (issue 41's backbone comparison), dequantised to f32.

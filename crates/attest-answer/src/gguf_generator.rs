@@ -51,6 +51,17 @@ pub struct GgufConfig {
     pub require_citation: bool,
 }
 
+impl GgufConfig {
+    /// The model as the `gguf` verifier judges with it.
+    pub fn judge_model(&self) -> attest_grounding::verifier::GgufModel {
+        attest_grounding::verifier::GgufModel {
+            path: self.path.clone(),
+            dequantize: self.dequantize,
+            context_tokens: self.context_tokens,
+        }
+    }
+}
+
 impl Default for GgufConfig {
     fn default() -> Self {
         GgufConfig {

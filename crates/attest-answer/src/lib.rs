@@ -11,6 +11,11 @@
 //! - [`pipeline`]: `AnswerService::ask` — retrieval through the router with the coverage gate and CRAG hops,
 //!   composing, the gauntlet, verification with one revision pass, abstention with reasons and suggestions.
 //! - [`models`]: the reader and the verifier, loaded once and handed to the stages that read with them.
+//! - The judgement it rests on is `attest_grounding`'s, re-exported here under the paths it always had:
+//!   [`reader`] (answerability of (question, sentence) for the gate, the confidence and the composer; support of
+//!   (claim, evidence) as the default verifier), [`verifier`] (the [`Verifier`] trait and its back ends),
+//!   [`cite`] (claims scored against the passages they cite), [`verdict`] (`supported` / `partial` /
+//!   `unsupported`) and [`footnotes`] (the integer footnotes minted per turn; real ids never reach a model).
 //! - Its fronts (`attest.v1.AnswerService/Ask` over gRPC, `POST /v1/collections/{name}/ask` over HTTP, their
 //!   OpenAPI document) are `attest-api`'s.
 //! - [`client`]: `RouterClient { Local, Grpc }`, the only way this tier reaches the router.
@@ -18,14 +23,9 @@
 //! - [`generate`]: the `Generator` trait, the extractive and OpenAI-compatible chat back ends, and the
 //!   fallback chain that ends in an abstention.
 //! - [`config`]: thresholds and limits; [`error`]: errors and their HTTP form.
-//! - [`footnotes`]: integer footnotes `[1]..[n]` minted per turn for the passages a model may cite; real chunk
-//!   and document ids never enter a model's context, only these numbers.
 //! - [`gauntlet`]: the filter on generated text, batch and streaming: markers that were never minted,
 //!   malformed or repeated markers and leaked internal ids are dropped (counted in
 //!   `citation_dropped_total{why}`); surviving markers map back to real chunk ids.
-//! - [`verifier`]: the [`Verifier`] trait and its back ends (`answer.verifier.backend`): the reader's support head
-//!   (the default), the learned lexical verifier (features, logistic regression, training and evaluation on
-//!   HaluEval QA), and LLM and local-model judges (`verifier::judge`).
 //! - [`gguf_generator`]: the `gguf` generator, SmolLM2-135M run by `attest_models::gguf` over the top passages.
 //! - [`thresholds`]: per-collection minimum confidence, read from meta (written there by `attest-lab eval --sweep`
 //!   and the router's `PUT /v1/collections/{name}/thresholds`).
@@ -39,20 +39,14 @@
 //!   passages name a look-alike of the question's subject.
 //! - The language of questions and passages the stages share (words, sentences, claims, subjects, quantities,
 //!   conditions, editions; the coverage the gate holds) is `attest_text`'s.
-//! - [`reader`]: the trained cross-encoder that reads: answerability of (question, sentence) for the gate,
-//!   the confidence and the composer, support of (claim, evidence) as the default verifier.
-//! - [`cite`]: claims scored against the passages they cite, and the citations of a verified answer.
-//! - [`verdict`]: each claim `supported`, `partial` or `unsupported`, and the per-collection partial policy.
 //! - [`conversation`]: the history window of a follow-up, made standalone (deterministic, or through the LLM).
 //! - [`out_of_corpus`]: the opt-in general-knowledge answer when the coverage gate bails, with its disclaimer.
 
-pub mod cite;
 pub mod client;
 pub mod compose;
 pub mod config;
 pub mod conversation;
 pub mod error;
-pub mod footnotes;
 pub mod gate;
 pub mod gauntlet;
 pub mod generate;
@@ -63,7 +57,6 @@ pub mod near_miss;
 pub mod out_of_corpus;
 pub mod pipeline;
 pub mod pool;
-pub mod reader;
 pub mod rerank;
 pub mod reserves;
 pub mod rewrite;
@@ -71,9 +64,8 @@ pub mod route;
 pub mod structural;
 pub mod terminology;
 pub mod thresholds;
-pub mod verdict;
-pub mod verifier;
 
+pub use attest_grounding::{cite, footnotes, reader, verdict, verifier};
 pub use attest_text::claims::{split_claims, Claim};
 pub use client::RouterClient;
 pub use config::AnswerConfig;

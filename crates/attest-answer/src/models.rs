@@ -30,7 +30,11 @@ impl AnswerModels {
     pub fn load(config: &AnswerConfig) -> Result<Self, AnswerError> {
         let reader = Reader::from_config(&config.reader)
             .map_err(|e| AnswerError::invalid("reader", e.to_string()))?;
-        let verifier = verifier_from_config(&config.verifier, &config.gguf, reader.as_ref());
+        let verifier = verifier_from_config(
+            &config.verifier,
+            &config.gguf.judge_model(),
+            reader.as_ref(),
+        );
         Ok(AnswerModels { reader, verifier })
     }
 

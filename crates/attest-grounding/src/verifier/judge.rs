@@ -17,7 +17,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::{LearnedVerifier, Verifier};
-use crate::gguf_generator::GgufConfig;
 use attest_models::gguf::{DecodeRules, LocalLlm, LocalLlmError};
 
 /// The judge's system prompt, fixed.
@@ -147,20 +146,25 @@ impl Verifier for LlmJudgeVerifier {
 }
 
 /// The local GGUF model as judge, with the same prompt; the passage is cut to `context_tokens`.
+/// The local GGUF model a `gguf` judge reads with: the generator's (`answer.gguf`: its file, how it is loaded,
+/// and how many tokens of passage it sees).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GgufModel {
+    pub path: PathBuf,
+    pub dequantize: bool,
+    pub context_tokens: usize,
+}
+
 pub struct GgufJudgeVerifier {
-    path: PathBuf,
-    dequantize: bool,
-    context_tokens: usize,
+    model: GgufModel,
     reply_tokens: usize,
     fallback: LearnedVerifier,
 }
 
 impl GgufJudgeVerifier {
-    pub fn new(gguf: &GgufConfig, reply_tokens: u32) -> Self {
+    pub fn new(model: GgufModel, reply_tokens: u32) -> Self {
         GgufJudgeVerifier {
-            path: gguf.path.clone(),
-            dequantize: gguf.dequantize,
-            context_tokens: gguf.context_tokens,
+            model,
             reply_tokens: reply_tokens as usize,
             fallback: LearnedVerifier::bundled(),
         }
@@ -169,10 +173,10 @@ impl GgufJudgeVerifier {
     pub fn judge(&self, question: &str, claim: &str, passage: &str) -> Result<f64, JudgeError> {
         let unavailable = |e: LocalLlmError| JudgeError::Unavailable(e.to_string());
         let model: Arc<LocalLlm> =
-            LocalLlm::shared(&self.path, self.dequantize).map_err(unavailable)?;
+            LocalLlm::shared(&self.model.path, self.model.dequantize).map_err(unavailable)?;
         let passage = model
             .tokenizer()
-            .truncate(passage, self.context_tokens)
+            .truncate(passage, self.model.context_tokens)
             .map_err(unavailable)?;
         let completion = model
             .chat(

@@ -182,9 +182,10 @@ fn the_config_picks_the_back_end() {
 #[test]
 fn a_missing_local_judge_falls_back() {
     let judge = GgufJudgeVerifier::new(
-        &GgufConfig {
+        GgufModel {
             path: "/nonexistent/model.gguf".into(),
-            ..Default::default()
+            dequantize: true,
+            context_tokens: 384,
         },
         16,
     );
@@ -203,33 +204,41 @@ fn a_missing_local_judge_falls_back() {
 #[test]
 fn verifier_from_config_builds_the_named_back_end() {
     let learned = LearnedVerifier::bundled().support(QUESTION, BAD, PASSAGE);
-    let mut config = crate::config::AnswerConfig::default();
-    config.reader.backend = crate::reader::ReaderBackend::Model;
+    let reader_config = crate::reader::ReaderConfig {
+        backend: crate::reader::ReaderBackend::Model,
+        ..Default::default()
+    };
+    let mut verifier = VerifierConfig::default();
+    let gguf = GgufModel {
+        path: attest_models::gguf::default_llm_path(),
+        dequantize: true,
+        context_tokens: 384,
+    };
+    // `answer.claim_support_threshold`'s default.
+    let claim_support_threshold = 0.5;
     // The reader's support head (blended with the lexical model) reads the claim against the passage.
-    let loaded = crate::reader::Reader::from_config(&config.reader).unwrap();
-    let reader =
-        crate::verifier::verifier_from_config(&config.verifier, &config.gguf, loaded.as_ref());
+    let loaded = crate::reader::Reader::from_config(&reader_config).unwrap();
+    let reader = crate::verifier::verifier_from_config(&verifier, &gguf, loaded.as_ref());
     assert!(
-        reader.support(QUESTION, BAD, PASSAGE) < config.claim_support_threshold,
+        reader.support(QUESTION, BAD, PASSAGE) < claim_support_threshold,
         "the reader supports {BAD:?}"
     );
-    config.verifier.backend = VerifierBackend::Learned;
+    verifier.backend = VerifierBackend::Learned;
     assert_eq!(
-        crate::verifier::verifier_from_config(&config.verifier, &config.gguf, loaded.as_ref())
+        crate::verifier::verifier_from_config(&verifier, &gguf, loaded.as_ref())
             .support(QUESTION, BAD, PASSAGE),
         learned
     );
     // `llm` without a URL: the learned verifier, not a judge that fails every call.
-    config.verifier.backend = VerifierBackend::Llm;
+    verifier.backend = VerifierBackend::Llm;
     assert_eq!(
-        crate::verifier::verifier_from_config(&config.verifier, &config.gguf, loaded.as_ref())
+        crate::verifier::verifier_from_config(&verifier, &gguf, loaded.as_ref())
             .support(QUESTION, BAD, PASSAGE),
         learned
     );
     let (url, seen, server) = serve(vec![Reply::Say("0.35")]);
-    config.verifier.llm.url = url;
-    let judge =
-        crate::verifier::verifier_from_config(&config.verifier, &config.gguf, loaded.as_ref());
+    verifier.llm.url = url;
+    let judge = crate::verifier::verifier_from_config(&verifier, &gguf, loaded.as_ref());
     assert_eq!(judge.support(QUESTION, BAD, PASSAGE), 0.35);
     server.join().unwrap();
     assert_eq!(seen.lock().unwrap().len(), 1);

@@ -15,8 +15,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use self::features::{features, FEATURE_NAMES};
-pub use self::judge::{GgufJudgeVerifier, LlmJudgeVerifier, VerifierBackend, VerifierConfig};
-use crate::gguf_generator::GgufConfig;
+pub use self::judge::{
+    GgufJudgeVerifier, GgufModel, LlmJudgeVerifier, VerifierBackend, VerifierConfig,
+};
 use crate::reader::{Reader, ReaderVerifier};
 use attest_models::logistic::LogisticModel;
 
@@ -101,7 +102,7 @@ impl Verifier for LearnedVerifier {
 /// URL falls back to the learned verifier (warned).
 pub fn verifier_from_config(
     v: &VerifierConfig,
-    gguf: &GgufConfig,
+    gguf: &GgufModel,
     reader: Option<&Reader>,
 ) -> Arc<dyn Verifier> {
     match v.backend {
@@ -118,7 +119,7 @@ pub fn verifier_from_config(
             Arc::new(LearnedVerifier::bundled())
         }
         VerifierBackend::Llm => Arc::new(LlmJudgeVerifier::new(v.llm.clone(), v.reply_tokens)),
-        VerifierBackend::Gguf => Arc::new(GgufJudgeVerifier::new(gguf, v.reply_tokens)),
+        VerifierBackend::Gguf => Arc::new(GgufJudgeVerifier::new(gguf.clone(), v.reply_tokens)),
     }
 }
 

@@ -86,13 +86,13 @@ fn markers(citations: &[u32]) -> String {
 }
 
 /// A claim with its markers before the final punctuation.
-pub(crate) fn render(text: &str, citations: &[u32]) -> String {
+pub fn render(text: &str, citations: &[u32]) -> String {
     let (body, stop) = split_stop(text);
     format!("{body}{}{stop}", markers(citations))
 }
 
 /// A checked claim with its markers; a partial one followed by [`crate::verdict::PARTIAL_MARK`].
-pub(crate) fn render_checked(claim: &CheckedClaim) -> String {
+pub fn render_checked(claim: &CheckedClaim) -> String {
     if claim.verdict != Verdict::Partial {
         return render(&claim.text, &claim.citations);
     }
