@@ -45,8 +45,6 @@ pub use manifest::{
     ClusterManifest, CollectionSnapshot, ReplicaSnapshot, CLUSTER_MANIFEST, CLUSTER_SNAPSHOT_FORMAT,
 };
 
-pub use restore::RestorePlan;
-
 pub const META_STATE: &str = "meta-state.pb";
 /// A replica snapshot's own manifest (written by `attest_index::ShardEngine::snapshot`).
 const REPLICA_MANIFEST: &str = "SNAPSHOT.json";
@@ -200,7 +198,7 @@ struct ReplicaFile {
 }
 
 /// A checked snapshot, ready to run ([`Snapshots::plan_create`]).
-pub struct CreatePlan {
+pub(crate) struct CreatePlan {
     pub id: String,
     created_ms: u64,
     store: SnapshotStore,

@@ -110,7 +110,7 @@ pub struct ReaderConfig {
     /// only when both do; `reader`: this one alone).
     pub gate: GateMode,
     /// Under `gate: veto`, the lexical gate refuses when the best reranked score is below this (see
-    /// [`crate::gate::lexical_beside_reader`]). 0.40, the lexical gate's own bail threshold: on held-in articles
+    /// `attest_answer::gate::lexical_beside_reader`). 0.40, the lexical gate's own bail threshold: on held-in articles
     /// and posts, 0.30 covered 3.5 points more of squad-dev at the same hallucination (0.7%) but hallucinated
     /// 13.3% on shift-reddit against 10.2% (docs/bench/history.md "Verifier calibration, and the veto's own threshold"); a corpus of
     /// encyclopedic text may take the lower value. With `question_names` on, 0.35 passed on held-in posts (17 of 166
@@ -294,7 +294,7 @@ pub struct Reader {
 impl Reader {
     /// The reader `config` names, or None for the lexical back end. A model that is missing or does not match
     /// its checksum is an error (reported at start-up, not per question). Loads every member's weights: build it
-    /// once ([`crate::AnswerModels`]) and clone it (a clone shares the loaded models).
+    /// once (`attest_answer::AnswerModels`) and clone it (a clone shares the loaded models).
     pub fn from_config(config: &ReaderConfig) -> Result<Option<Self>, ReaderError> {
         if config.backend == ReaderBackend::Lexical {
             return Ok(None);

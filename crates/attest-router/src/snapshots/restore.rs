@@ -34,7 +34,7 @@ struct Picked {
 }
 
 /// A checked restore, ready to run.
-pub struct RestorePlan {
+pub(crate) struct RestorePlan {
     req: RestoreSnapshot,
     /// Where the snapshot's files are (empty: under each replica's prefix, format 1).
     blobs: String,
