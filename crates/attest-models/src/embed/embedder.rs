@@ -50,27 +50,6 @@ impl<E: Embedder + ?Sized> Embedder for std::sync::Arc<E> {
     }
 }
 
-impl<E: Embedder + ?Sized> Embedder for Box<E> {
-    fn id(&self) -> &str {
-        (**self).id()
-    }
-    fn dimension(&self) -> usize {
-        (**self).dimension()
-    }
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        (**self).embed(texts)
-    }
-    fn count_tokens(&self, text: &str) -> usize {
-        (**self).count_tokens(text)
-    }
-    fn query_prefix(&self) -> &str {
-        (**self).query_prefix()
-    }
-    fn identity(&self) -> EmbedderIdentity {
-        (**self).identity()
-    }
-}
-
 /// Cosine similarity of two vectors of equal length (0 when either is all zeros).
 ///
 /// # Panics
