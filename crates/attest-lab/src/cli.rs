@@ -66,18 +66,19 @@ pub enum TrainCommand {
         #[arg(long)]
         json: bool,
     },
-    /// The candidate reranker, on squad-dev with candidates from a running router (train split by article;
-    /// nDCG@10 / MRR@10 / recall@10 and AUROC on the held-out split).
+    /// The candidate reranker, on squad-dev (and other sets with its paragraph ids) with candidates from a
+    /// running router (train split by article; nDCG@10 / MRR@10 / recall@10 and AUROC on each held-out split).
     Reranker {
-        /// The squad-dev directory (its queries.jsonl).
-        #[arg(long, default_value = "data/squad-dev")]
-        data: PathBuf,
+        /// The data directories (their queries.jsonl), trained on together; the first is the model file's
+        /// `heldout` report.
+        #[arg(long, default_values = ["data/squad-dev"])]
+        data: Vec<PathBuf>,
         /// The router's gRPC endpoint (`attest dev --grpc`).
         #[arg(long, default_value = "http://127.0.0.1:7711")]
         router: String,
-        /// The collection holding the squad-dev corpus.
-        #[arg(long, default_value = "squad")]
-        collection: String,
+        /// The collection holding each `--data` set's corpus, in the same order.
+        #[arg(long, default_values = ["squad"])]
+        collection: Vec<String>,
         /// Where to write the model.
         #[arg(long, default_value = "crates/attest-models/models/reranker.json")]
         out: PathBuf,

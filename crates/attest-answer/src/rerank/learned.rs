@@ -64,7 +64,11 @@ pub struct RerankerFile {
     pub candidates: String,
     pub train_queries: usize,
     pub train_rows: usize,
+    /// The held-out split of the first data set trained on (squad-dev).
     pub heldout: HeldoutReport,
+    /// The held-out split of every data set trained on, by set name, when there were several.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub heldout_by_set: std::collections::BTreeMap<String, HeldoutReport>,
 }
 
 /// The learned local reranker.

@@ -61,11 +61,7 @@ pub struct Query {
 /// Whether a paragraph id `…-aNNNN-pNNN` belongs to an article never trained on (the split of
 /// `attest-lab train reranker` and `scripts/reader`, for squad-dev and any set with the same id layout).
 pub fn heldout_article(doc_id: &str) -> bool {
-    doc_id
-        .rsplit_once("-p")
-        .and_then(|(a, _)| a.rsplit_once("-a"))
-        .and_then(|(_, n)| n.parse::<u32>().ok())
-        .is_some_and(crate::train::reranker::held_out_article)
+    crate::train::reranker::article_of(doc_id).is_some_and(crate::train::reranker::held_out_article)
 }
 
 fn answerable_by_default() -> bool {

@@ -9,11 +9,12 @@ pub mod reranker;
 pub mod support;
 pub mod verifier;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use self::verifier::{load_items, train_verifier};
 use anyhow::Context;
+use attest_answer::rerank::learned::RerankerFile;
 use attest_answer::RouterClient;
 
 use crate::cli::TrainCommand;
@@ -67,116 +68,211 @@ pub fn run(cmd: TrainCommand) -> anyhow::Result<()> {
             out,
             limit,
             json,
-        } => train_reranker(&data, &router, collection, &out, limit, json),
+        } => train_reranker(&data, &router, &collection, &out, limit, json),
     }
 }
 
-/// Retrieves candidates for every query of the split through the router, fits the reranker, writes it and
-/// prints the held-out report. Runs on a blocking thread of the CLI's runtime, so it may block on the searches.
+/// One data set's candidates, retrieved through the router: train, held-out and unanswerable pools.
+struct SetPools {
+    name: String,
+    queries: usize,
+    train: Vec<reranker::Pool>,
+    heldout: Vec<reranker::Pool>,
+    unanswerable: Vec<reranker::Pool>,
+}
+
+/// Retrieves candidates for every query of every set's split through the router, fits one reranker on all the
+/// train pools, writes it and prints each set's held-out report beside the model `out` held before (when there
+/// was one). Runs on a blocking thread of the CLI's runtime, so it may block on the searches.
 fn train_reranker(
-    data: &Path,
+    data: &[PathBuf],
     router: &str,
-    collection: String,
+    collections: &[String],
     out: &PathBuf,
     limit: Option<usize>,
     json: bool,
 ) -> anyhow::Result<()> {
-    let queries_path = if data.is_dir() {
-        data.join("queries.jsonl")
-    } else {
-        data.to_path_buf()
-    };
-    let queries = reranker::load_queries(&queries_path)?;
-    let total = queries.len();
-    let config = reranker::TrainConfig {
-        collection,
-        limit,
-        ..Default::default()
-    };
-    let split = reranker::split_queries(queries, limit);
     anyhow::ensure!(
-        !split.train.is_empty() && !split.heldout.is_empty(),
-        "{} has no answerable squad-dev queries in both splits",
-        queries_path.display()
+        !data.is_empty() && data.len() == collections.len(),
+        "give one --collection per --data ({} data sets, {} collections)",
+        data.len(),
+        collections.len()
     );
+    let previous = match std::fs::read_to_string(out) {
+        Ok(text) => Some(
+            serde_json::from_str::<RerankerFile>(&text)
+                .with_context(|| format!("reading the previous model {}", out.display()))?,
+        ),
+        Err(_) => None,
+    };
     let client = RouterClient::connect_lazy(router, None)?;
     let runtime = tokio::runtime::Handle::current();
     let started = Instant::now();
-    let mut pools = Vec::new();
-    for (name, group) in [
-        ("train", &split.train),
-        ("held-out", &split.heldout),
-        ("unanswerable", &split.unanswerable),
-    ] {
-        eprintln!("retrieving candidates for {} {name} queries…", group.len());
-        pools.push(
-            runtime
-                .block_on(reranker::retrieve(&client, group, &config))
-                .with_context(|| format!("router {router}"))?,
+    let mut sets = Vec::new();
+    for (dir, collection) in data.iter().zip(collections) {
+        let queries_path = if dir.is_dir() {
+            dir.join("queries.jsonl")
+        } else {
+            dir.to_path_buf()
+        };
+        let queries = reranker::load_queries(&queries_path)?;
+        let total = queries.len();
+        let split = reranker::split_queries(queries, limit);
+        anyhow::ensure!(
+            !split.train.is_empty() && !split.heldout.is_empty(),
+            "{} has no answerable queries with `<set>-aNNNN-pNNN` gold paragraphs in both splits",
+            queries_path.display()
         );
+        let config = reranker::TrainConfig {
+            collection: collection.clone(),
+            limit,
+            ..Default::default()
+        };
+        let mut pools = Vec::new();
+        for (group_name, group) in [
+            ("train", &split.train),
+            ("held-out", &split.heldout),
+            ("unanswerable", &split.unanswerable),
+        ] {
+            eprintln!(
+                "{}: retrieving candidates for {} {group_name} queries…",
+                dir.display(),
+                group.len()
+            );
+            pools.push(
+                runtime
+                    .block_on(reranker::retrieve(&client, group, &config))
+                    .with_context(|| format!("router {router}, collection {collection}"))?,
+            );
+        }
+        let [train, heldout, unanswerable]: [Vec<reranker::Pool>; 3] =
+            pools.try_into().expect("three groups");
+        sets.push(SetPools {
+            name: dir
+                .file_name()
+                .map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into()),
+            queries: total,
+            train,
+            heldout,
+            unanswerable,
+        });
     }
     let retrieve_s = started.elapsed().as_secs_f64();
-    let source = format!(
-        "squad-dev ({} of {total} queries from {}{})",
-        split.train.len(),
-        queries_path.display(),
-        limit.map_or(String::new(), |l| format!(", at most {l} per group"))
-    );
-    let file = reranker::train_reranker(&pools[0], &pools[1], &pools[2], &config, &source)?;
+    let train: Vec<reranker::Pool> = sets.iter().flat_map(|s| s.train.iter().cloned()).collect();
+    let source = sets
+        .iter()
+        .map(|s| format!("{} ({} of {} queries)", s.name, s.train.len(), s.queries))
+        .collect::<Vec<_>>()
+        .join(", ")
+        + &limit.map_or(String::new(), |l| format!(", at most {l} per group"));
+    let config = reranker::TrainConfig {
+        collection: collections.join(", "),
+        limit,
+        ..Default::default()
+    };
+    let mut file = reranker::train_reranker(
+        &train,
+        &sets[0].heldout,
+        &sets[0].unanswerable,
+        &config,
+        &source,
+    )?;
+    if sets.len() > 1 {
+        file.heldout_by_set = sets
+            .iter()
+            .map(|s| {
+                let report = reranker::evaluate(
+                    &file.model,
+                    &s.heldout,
+                    &s.unanswerable,
+                    &config.gate_thresholds,
+                );
+                (s.name.clone(), report)
+            })
+            .collect();
+    }
+    // The model `out` held before, judged on the same candidates: what the new one is compared against.
+    let previous_ndcg: Vec<(String, f64)> = previous
+        .iter()
+        .flat_map(|p| {
+            sets.iter().map(|s| {
+                let r = reranker::evaluate(
+                    &p.model,
+                    &s.heldout,
+                    &s.unanswerable,
+                    &config.gate_thresholds,
+                );
+                (s.name.clone(), r.learned.ndcg_at_10)
+            })
+        })
+        .collect();
     write_model(out, &serde_json::to_string_pretty(&file)?)?;
     let h = &file.heldout;
     if json {
         println!(
             "{}",
             serde_json::json!({"out": out, "train_queries": file.train_queries, "train_rows": file.train_rows,
-                "retrieve_s": retrieve_s, "train_s": started.elapsed().as_secs_f64() - retrieve_s, "heldout": h})
+                "retrieve_s": retrieve_s, "train_s": started.elapsed().as_secs_f64() - retrieve_s, "heldout": h,
+                "heldout_by_set": file.heldout_by_set, "previous_ndcg_at_10": previous_ndcg})
         );
-    } else {
+        return Ok(());
+    }
+    println!(
+        "reranker trained on {} queries ({} candidates) in {:.0} s, written to {}",
+        file.train_queries,
+        file.train_rows,
+        started.elapsed().as_secs_f64(),
+        out.display()
+    );
+    println!(
+        "held out ({}): {} answerable queries ({} with the gold paragraph among the candidates)",
+        sets[0].name, h.queries, h.queries_with_gold
+    );
+    println!("  order        nDCG@10  MRR@10  recall@10");
+    for (name, m) in [
+        ("router", h.router),
+        ("learned", h.learned),
+        ("lexical", h.lexical),
+    ] {
         println!(
-            "reranker trained on {} queries ({} candidates) in {:.0} s, written to {}",
-            file.train_queries,
-            file.train_rows,
-            started.elapsed().as_secs_f64(),
+            "  {name:<12} {:.4}   {:.4}  {:.4}",
+            m.ndcg_at_10, m.mrr_at_10, m.recall_at_10
+        );
+    }
+    println!(
+        "  AUROC (gold paragraph vs other candidates): learned {:.4}, lexical {:.4}",
+        h.auroc_learned, h.auroc_lexical
+    );
+    println!("  top score: share of queries at or above each gate threshold (median)");
+    for (name, s) in [
+        ("learned, answerable", &h.top_learned_answerable),
+        ("learned, unanswerable", &h.top_learned_unanswerable),
+        ("lexical, answerable", &h.top_lexical_answerable),
+        ("lexical, unanswerable", &h.top_lexical_unanswerable),
+    ] {
+        let cells: Vec<String> = s
+            .at_least
+            .iter()
+            .map(|(t, share)| format!("≥{t:.2}: {share:.3}"))
+            .collect();
+        println!(
+            "  {name:<22} n={:<5} {}  (median {:.3})",
+            s.queries,
+            cells.join("  "),
+            s.median
+        );
+    }
+    for (set, r) in &file.heldout_by_set {
+        println!(
+            "held out {set}: {} queries, nDCG@10 router {:.4}, learned {:.4}, lexical {:.4}",
+            r.queries, r.router.ndcg_at_10, r.learned.ndcg_at_10, r.lexical.ndcg_at_10
+        );
+    }
+    for (set, ndcg) in &previous_ndcg {
+        println!(
+            "held out {set}: the previous model at {} gave nDCG@10 {ndcg:.4}",
             out.display()
         );
-        println!(
-            "held out: {} answerable queries ({} with the gold paragraph among the candidates)",
-            h.queries, h.queries_with_gold
-        );
-        println!("  order        nDCG@10  MRR@10  recall@10");
-        for (name, m) in [
-            ("router", h.router),
-            ("learned", h.learned),
-            ("lexical", h.lexical),
-        ] {
-            println!(
-                "  {name:<12} {:.4}   {:.4}  {:.4}",
-                m.ndcg_at_10, m.mrr_at_10, m.recall_at_10
-            );
-        }
-        println!(
-            "  AUROC (gold paragraph vs other candidates): learned {:.4}, lexical {:.4}",
-            h.auroc_learned, h.auroc_lexical
-        );
-        println!("  top score: share of queries at or above each gate threshold (median)");
-        for (name, s) in [
-            ("learned, answerable", &h.top_learned_answerable),
-            ("learned, unanswerable", &h.top_learned_unanswerable),
-            ("lexical, answerable", &h.top_lexical_answerable),
-            ("lexical, unanswerable", &h.top_lexical_unanswerable),
-        ] {
-            let cells: Vec<String> = s
-                .at_least
-                .iter()
-                .map(|(t, share)| format!("≥{t:.2}: {share:.3}"))
-                .collect();
-            println!(
-                "  {name:<22} n={:<5} {}  (median {:.3})",
-                s.queries,
-                cells.join("  "),
-                s.median
-            );
-        }
     }
     Ok(())
 }

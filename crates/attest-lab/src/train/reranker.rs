@@ -1,8 +1,9 @@
-//! Training and evaluating the learned reranker on squad-dev (`data/squad-dev`), with candidates from
-//! the real router (`attest-lab train reranker`).
+//! Training and evaluating the learned reranker on squad-dev (`data/squad-dev`) and any other set with the same
+//! paragraph ids (`data/shift-reddit`), with candidates from the real router (`attest-lab train reranker`).
 //!
 //! Split (fixed, by article, so no article's paragraphs are both learned from and judged on): a query whose
-//! gold paragraph is `squad-dev-aNNNN-pNNN` is held out when `NNNN % 5 == 0`, otherwise it trains.
+//! gold paragraph is `<set>-aNNNN-pNNN` is held out when `NNNN % 5 == 0`, otherwise it trains — the split
+//! `attest-lab eval --heldout` reports on.
 //! Unanswerable queries (their article was removed from the corpus) are never trained on; they only measure how
 //! low the top score stays when nothing in the collection answers.
 //!
@@ -78,11 +79,12 @@ pub struct SquadQuery {
     pub source_doc_removed: Option<String>,
 }
 
-/// The article number of a squad-dev paragraph id `squad-dev-aNNNN-pNNN`.
+/// The article number of a paragraph id `<set>-aNNNN-pNNN` (`squad-dev-a0043-p033` → 43).
 pub fn article_of(doc_id: &str) -> Option<u32> {
-    let rest = doc_id.strip_prefix("squad-dev-a")?;
-    let (number, paragraph) = rest.split_once("-p")?;
-    if paragraph.is_empty() || !paragraph.bytes().all(|b| b.is_ascii_digit()) {
+    let (rest, paragraph) = doc_id.rsplit_once("-p")?;
+    let (_, number) = rest.rsplit_once("-a")?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(paragraph) || !digits(number) {
         return None;
     }
     number.parse().ok()
@@ -240,7 +242,7 @@ pub fn train_reranker(
         model,
         trained_on: trained_on.to_string(),
         split: format!(
-            "by article: queries whose gold paragraph squad-dev-aNNNN-pNNN has NNNN % {HELD_OUT_EVERY} == 0 are held out; unanswerable queries are never trained on"
+            "by article: queries whose gold paragraph <set>-aNNNN-pNNN has NNNN % {HELD_OUT_EVERY} == 0 are held out; unanswerable queries are never trained on"
         ),
         candidates: format!(
             "router hybrid search (dense + bm25, RRF), k = {}, collection `{}`",
@@ -249,6 +251,7 @@ pub fn train_reranker(
         train_queries: train.len(),
         train_rows: rows.len(),
         heldout: heldout_report,
+        heldout_by_set: Default::default(),
     })
 }
 
@@ -383,7 +386,9 @@ mod tests {
         assert_eq!(article_of("squad-dev-a0043-p033"), Some(43));
         assert_eq!(article_of("squad-dev-a0000-p000"), Some(0));
         assert_eq!(article_of("squad-dev-a0043"), None);
-        assert_eq!(article_of("other-a0005-p001"), None);
+        assert_eq!(article_of("shift-reddit-a0679-p000"), Some(679));
+        assert_eq!(article_of("shift-reddit-a0679-pintro"), None);
+        assert_eq!(article_of("doc-7"), None);
         assert!(held_out_article(0) && held_out_article(45) && !held_out_article(43));
 
         let queries = vec![
