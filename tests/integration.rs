@@ -32,6 +32,7 @@ mod payloads;
 mod processes;
 mod reader;
 mod reembed;
+mod reranker_training;
 mod revocation;
 mod sandbox;
 mod sealed_vectors_catch_up;

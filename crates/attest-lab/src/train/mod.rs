@@ -178,18 +178,18 @@ fn train_reranker(
         &source,
     )?;
     if sets.len() > 1 {
-        file.heldout_by_set = sets
-            .iter()
-            .map(|s| {
-                let report = reranker::evaluate(
-                    &file.model,
-                    &s.heldout,
-                    &s.unanswerable,
-                    &config.gate_thresholds,
-                );
-                (s.name.clone(), report)
-            })
-            .collect();
+        // The first set's report is `file.heldout`, already judged by `train_reranker` on the same pools.
+        let first = (sets[0].name.clone(), file.heldout.clone());
+        let others = sets[1..].iter().map(|s| {
+            let report = reranker::evaluate(
+                &file.model,
+                &s.heldout,
+                &s.unanswerable,
+                &config.gate_thresholds,
+            );
+            (s.name.clone(), report)
+        });
+        file.heldout_by_set = std::iter::once(first).chain(others).collect();
     }
     // The model `out` held before, judged on the same candidates: what the new one is compared against.
     let previous_ndcg: Vec<(String, f64)> = previous

@@ -69,7 +69,7 @@ pub enum TrainError {
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct SquadQuery {
-    #[serde(rename = "_id")]
+    #[serde(rename = "_id", alias = "id")]
     pub id: String,
     pub text: String,
     pub answerable: bool,
