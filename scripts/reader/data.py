@@ -2,7 +2,8 @@
 
 Split (written down, by article, so nothing learned from is judged on):
 - squad-dev and shift-reddit: an article (post) `…-aNNNN` is held out when NNNN % 5 == 0 (the reranker's split,
-  and `attest-lab eval --heldout`'s); unanswerable questions by the article of `source_doc_removed`.
+  and `attest-lab eval --heldout`'s); unanswerable questions by the article of `source_doc_removed`. With
+  `TUNING_SLICE` on, articles NNNN % 5 == 1 are "reserved": neither trained on nor held out (`article_split`).
 - halueval-qa: items hqNNNNN with NNNNN % 5 == 0 are held out (the lexical verifier's split).
 - vitaminc-train: lines whose 0-based index % 10 == 9 are held out (never trained on).
 - shift-new-wiki is never read here.
@@ -149,6 +150,26 @@ def article_of(doc_id):
 def squad_heldout(doc_id):
     a = article_of(doc_id)
     return a is not None and a % 5 == 0
+
+
+# Articles (posts) NNNN % 5 == 1 of squad-dev and shift-reddit, set aside when `TUNING_SLICE` is on (train.py
+# `--tuning-slice`): neither trained on nor reported, so that the answer tier's rules and bars can be chosen on
+# encyclopedic text the readers have not seen (`attest-lab eval --tuning-slice` asks exactly these). Off, every
+# row and every random draw is what it was before the option existed.
+TUNING_SLICE = False
+
+
+def article_split(article):
+    """"heldout", "reserved" (the tuning slice, when set aside) or "train" for an article number (or None)."""
+    if article is not None and article % 5 == 0:
+        return "heldout"
+    if TUNING_SLICE and article is not None and article % 5 == 1:
+        return "reserved"
+    return "train"
+
+
+def squad_split(doc_id):
+    return article_split(article_of(doc_id))
 
 
 def normalise(s):
@@ -393,14 +414,14 @@ def answerability_rows(squad_dir, rng, sentence_perturbed=False):
     for q in queries:
         text = q["text"]
         if not q["answerable"]:
-            split = "heldout" if squad_heldout(q["source_doc_removed"]) else "train"
+            split = squad_split(q["source_doc_removed"])
             for doc_id in top_docs(text, 2):
                 add(split, text, doc_id, best_sentence(doc_id, text), 0, "no_article")
             continue
         gold = q["gold_doc"]
         if gold not in by_id:
             continue
-        split = "heldout" if squad_heldout(gold) else "train"
+        split = squad_split(gold)
         ss = sents[gold]
         pos = [i for i, s in enumerate(ss) if holds_answer(s, q["answers"])]
         if not pos:
@@ -537,7 +558,7 @@ def definition_rows(halueval_path, squad_dir, rng):
         ss = sentences(doc["text"])
         d = definition_of(ss[0]) if ss else None
         if d:
-            split = "heldout" if squad_heldout(doc["_id"]) else "train"
+            split = squad_split(doc["_id"])
             found.append((split, d, ss[0], answer_context(title_text(doc["title"]), ss, 0)))
     rows = []
     for split, (question, answer), sentence, context in found:
@@ -558,7 +579,7 @@ def support_rows(squad_dir, halueval_path, vitaminc_path, rng):
         by_article[article_of(d["_id"])].append(d)
     all_names = [n for d in corpus for n in names_in(d["text"])]
     for art, docs in sorted(by_article.items()):
-        split = "heldout" if art % 5 == 0 else "train"
+        split = article_split(art)
         art_names = [n for d in docs for n in names_in(d["text"])] or all_names
         art_numbers = [n for d in docs for n in NUMBER.findall(d["text"])]
         for d in docs:

@@ -11,6 +11,7 @@ import re
 import tempfile
 import unittest
 
+import data
 from company import company_digest, company_rows
 from data import (answer_context, answerability_rows, definition_of, definition_rows, halueval_answerability_rows,
                   holds_answer, perturb_question, perturb_sentence, roman, sentences, stem, words)
@@ -48,6 +49,48 @@ def write_set(root, corpus, queries):
         f.writelines(json.dumps(d) + "\n" for d in corpus)
     with open(f"{root}/queries.jsonl", "w") as f:
         f.writelines(json.dumps(q) + "\n" for q in queries)
+
+
+class TuningSlice(unittest.TestCase):
+    """Articles NNNN % 5 == 1 set aside (train.py --tuning-slice): the same rows, drawn the same way, only their
+    split changes, so that readers trained without them can have the answer tier's bars chosen on them."""
+
+    QUESTIONS = {0: "Which NFC champion did the Denver Broncos defeat?", 1: "Who did the Broncos beat in Super Bowl 50?",
+                 2: "Which team lost Super Bowl 50 to Denver?", 6: "Who sang the anthem at Super Bowl 50?"}
+
+    def rows(self, tuning_slice):
+        corpus = [{"_id": f"set-a000{a}-p000", "title": "Super_Bowl_50", "text": SUPER_BOWL} for a in (0, 1, 2)]
+        queries = [{"_id": f"q{a}", "text": self.QUESTIONS[a], "answerable": True, "answers": ["Carolina Panthers"],
+                    "gold_doc": f"set-a000{a}-p000"} for a in (0, 1, 2)]
+        # Unanswerable: split by the article its answer was removed with (6 % 5 == 1: in the slice).
+        queries.append({"_id": "q6", "text": self.QUESTIONS[6], "answerable": False, "answers": [],
+                        "gold_doc": None, "source_doc_removed": "set-a0006-p000"})
+        data.TUNING_SLICE = tuning_slice
+        try:
+            with tempfile.TemporaryDirectory() as root:
+                write_set(f"{root}/set", corpus, queries)
+                return answerability_rows(f"{root}/set", random.Random(7), sentence_perturbed=True)
+        finally:
+            data.TUNING_SLICE = False
+
+    def test_the_slice_is_reserved_and_nothing_else_changes(self):
+        off, on = self.rows(False), self.rows(True)
+        self.assertEqual([r[1:] for r in off], [r[1:] for r in on], "the same rows and draws either way")
+        article = {q: a for a, q in self.QUESTIONS.items()}
+        slice_questions = set()
+        for before, after in zip(off, on):
+            a = article.get(before[1])
+            if a is None:
+                # A perturbed question, another text: held out stays held out; only held-in rows may be set aside.
+                self.assertIn((before[0], after[0]), {("heldout", "heldout"), ("train", "train"),
+                                                      ("train", "reserved")})
+                continue
+            want = {0: "heldout", 1: "reserved", 2: "train"}[a % 5]
+            self.assertEqual(before[0], "heldout" if a % 5 == 0 else "train", before)
+            self.assertEqual(after[0], want, after)
+            if want == "reserved":
+                slice_questions.add(before[1])
+        self.assertEqual(slice_questions, {self.QUESTIONS[1], self.QUESTIONS[6]})
 
 
 class PerturbQuestion(unittest.TestCase):

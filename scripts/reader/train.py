@@ -35,6 +35,7 @@ from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, os.path.dirname(__file__))
 from company import company_digest, company_rows  # noqa: E402
+import data  # noqa: E402
 from data import answerability_rows, definition_rows, halueval_answerability_rows, support_rows  # noqa: E402
 from model import (MAX_FIRST, MAX_LEN, Reader, answer_span, collate, load_base, pair_ids,  # noqa: E402
                    sentence_range, span_margin)
@@ -186,6 +187,9 @@ def main():
                         "weights' metadata; 0: the span head is not used)")
     p.add_argument("--sentence-perturbed", action="store_true",
                    help="add answer sentences with the question's name or number changed (data.perturb_sentence)")
+    p.add_argument("--tuning-slice", action="store_true",
+                   help="set squad-dev's and shift-reddit's articles NNNN %% 5 == 1 aside: not trained on, not "
+                        "reported (data.TUNING_SLICE; `attest-lab eval --tuning-slice` asks them)")
     p.add_argument("--kind-weight", default="",
                    help="loss weight per example kind, e.g. answer_removed=2,halueval=1.5 (default 1 each)")
     args = p.parse_args()
@@ -201,6 +205,9 @@ def main():
         quotas += "-sp"
     if args.definitions:
         quotas += f"-d{args.definitions}"
+    if args.tuning_slice:
+        quotas += "-ts"
+    data.TUNING_SLICE = args.tuning_slice
     if (args.company or args.company_heldout) and not args.examples:
         quotas += f"-c{args.company_rows}-{company_digest(args.company, args.company_heldout)}"
     cache = args.examples or f"{args.work}/examples-{args.seed}-{quotas}.json.gz"
@@ -232,7 +239,7 @@ def main():
                          f"{args.data}/vitaminc-train/items.jsonl", rng)
         tagged = [(src, (ANSWERABLE,) + r[1:], r[0]) for src, r in tagged]
         tagged += [("support", (SUPPORTED,) + r[1:], r[0]) for r in s]
-        split = {"train": [], "heldout": []}
+        split = {"train": [], "heldout": [], "reserved": []}
         for src, row, which in tagged:
             split[which].append((src, row))
         tr = split["train"]
@@ -389,7 +396,9 @@ def main():
                           "company_dirs": args.company, "company_heldout_dirs": args.company_heldout},
               "frozen_layers": args.frozen_layers, "max_len": MAX_LEN,
               "max_first": MAX_FIRST, "train_rows": len(train),
-              "split": "squad-dev and shift-reddit by article/post (NNNN % 5 == 0 held out); halueval hqNNNNN % 5 "
+              "tuning_slice": args.tuning_slice,
+              "split": "squad-dev and shift-reddit by article/post (NNNN % 5 == 0 held out"
+                       + ("; NNNN % 5 == 1 set aside, not trained on" if args.tuning_slice else "") + "); halueval hqNNNNN % 5 "
                        "== 0 held out; vitaminc line index % 10 == 9 held out; shift-new-wiki never read; "
                        "company-nearmiss by company: --company (train) trained on, --company-heldout only reported",
               "heldout": {}}

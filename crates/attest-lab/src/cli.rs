@@ -128,6 +128,10 @@ pub struct EvalArgs {
     /// modes are chosen, so that the held-out articles report them untuned.
     #[arg(long)]
     pub heldin: bool,
+    /// Ask only the questions of the tuning slice: held-in articles NNNN % 5 == 1, which readers trained with
+    /// `scripts/reader/train.py --tuning-slice` never saw (bars chosen there are chosen on unseen text).
+    #[arg(long, conflicts_with_all = ["heldin", "heldout"])]
+    pub tuning_slice: bool,
     /// Also ask up to N answerable questions against their gold paragraph with the answer sentence removed
     /// (unanswerable with the topic present), in a second collection; reported apart.
     #[arg(long)]

@@ -14,7 +14,7 @@ use attest_answer::reader::ReaderConfig;
 use attest_text::text;
 use clap::Args;
 
-use crate::eval::data::{CorpusDoc, EvalSet, Query};
+use crate::eval::data::{Articles, CorpusDoc, EvalSet, Query};
 
 #[derive(Args, Clone)]
 pub struct RulesArgs {
@@ -27,6 +27,10 @@ pub struct RulesArgs {
     /// Only the questions of held-out articles: to report, never to choose by.
     #[arg(long)]
     pub heldout: bool,
+    /// Only the questions of the tuning slice (held-in articles NNNN % 5 == 1, which readers trained with
+    /// `scripts/reader/train.py --tuning-slice` never saw).
+    #[arg(long, conflicts_with_all = ["heldin", "heldout"])]
+    pub tuning_slice: bool,
     /// Keep every N-th question (a fixed sample).
     #[arg(long, default_value_t = 1)]
     pub every: usize,
@@ -188,9 +192,11 @@ pub fn run(args: RulesArgs) -> anyhow::Result<()> {
     let cfg = attest_node::config::load(args.config.as_deref(), std::env::vars())?;
     let reader = &cfg.answer.reader;
     let mut set = EvalSet::load(&args.data)?;
-    if args.heldout || args.heldin {
-        set.keep_articles(args.heldout);
-    }
+    set.keep_articles(Articles::from_flags(
+        args.heldout,
+        args.heldin,
+        args.tuning_slice,
+    ));
     set.sample(args.every, None);
     let docs: BTreeMap<&str, &CorpusDoc> = set.corpus.iter().map(|d| (d.id.as_str(), d)).collect();
     let gold_doc = |q: &Query| -> Option<&CorpusDoc> {

@@ -64,6 +64,41 @@ pub fn heldout_article(doc_id: &str) -> bool {
     crate::train::reranker::article_of(doc_id).is_some_and(crate::train::reranker::held_out_article)
 }
 
+/// Which articles' questions a run asks (`--heldout`, `--heldin`, `--tuning-slice`; clap keeps them apart).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Articles {
+    All,
+    /// NNNN % 5 == 0: never trained on; to report, never to choose by.
+    HeldOut,
+    /// The complement of `HeldOut` (a paragraph id without an article number included): where thresholds and
+    /// rules are chosen.
+    HeldIn,
+    /// NNNN % 5 == 1, held-in articles that readers trained with `--tuning-slice` never saw.
+    TuningSlice,
+}
+
+impl Articles {
+    pub fn from_flags(heldout: bool, heldin: bool, tuning_slice: bool) -> Self {
+        match (heldout, heldin, tuning_slice) {
+            (true, _, _) => Articles::HeldOut,
+            (_, true, _) => Articles::HeldIn,
+            (_, _, true) => Articles::TuningSlice,
+            _ => Articles::All,
+        }
+    }
+
+    /// Whether the paragraph `doc_id` (`…-aNNNN-pNNN`) is one of these articles'.
+    pub fn holds(self, doc_id: &str) -> bool {
+        use crate::train::reranker::{article_of, tuning_slice_article};
+        match self {
+            Articles::All => true,
+            Articles::HeldOut => heldout_article(doc_id),
+            Articles::HeldIn => !heldout_article(doc_id),
+            Articles::TuningSlice => article_of(doc_id).is_some_and(tuning_slice_article),
+        }
+    }
+}
+
 fn answerable_by_default() -> bool {
     true
 }
@@ -156,14 +191,18 @@ impl EvalSet {
         })
     }
 
-    /// Keeps the questions of held-out articles (by `gold_doc`, or `source_doc_removed` when unanswerable), or
-    /// with `heldout` false those of the held-in ones (where a gate is chosen, so the held-out ones can report it).
-    pub fn keep_articles(&mut self, heldout: bool) {
+    /// Keeps the questions of `articles` (by `gold_doc`, or `source_doc_removed` when unanswerable): held-out
+    /// ones report what was chosen on held-in ones (or on the tuning slice). A question with neither id is kept
+    /// only by `Articles::All`.
+    pub fn keep_articles(&mut self, articles: Articles) {
+        if articles == Articles::All {
+            return;
+        }
         self.queries.retain(|q| {
             q.gold_doc
                 .as_deref()
                 .or(q.source_doc_removed.as_deref())
-                .is_some_and(|d| heldout_article(d) == heldout)
+                .is_some_and(|d| articles.holds(d))
         });
     }
 
@@ -200,5 +239,37 @@ mod tests {
         assert!(heldout_article("shift-new_wiki-a0045-p000"));
         assert!(!heldout_article("squad-dev-a0001-p000"));
         assert!(!heldout_article("doc-7"));
+    }
+
+    #[test]
+    fn the_tuning_slice_is_held_in_articles_one_in_five() {
+        let ids = [
+            "squad-dev-a0000-p003",
+            "squad-dev-a0001-p000",
+            "shift-reddit-a0006-p000",
+            "squad-dev-a0002-p001",
+            "doc-7",
+        ];
+        let held = |a: Articles| -> Vec<&str> { ids.into_iter().filter(|d| a.holds(d)).collect() };
+        assert_eq!(
+            held(Articles::TuningSlice),
+            ["squad-dev-a0001-p000", "shift-reddit-a0006-p000"]
+        );
+        assert_eq!(held(Articles::HeldOut), ["squad-dev-a0000-p003"]);
+        assert_eq!(
+            held(Articles::HeldIn),
+            [
+                "squad-dev-a0001-p000",
+                "shift-reddit-a0006-p000",
+                "squad-dev-a0002-p001",
+                "doc-7"
+            ]
+        );
+        assert_eq!(held(Articles::All).len(), ids.len());
+        assert_eq!(
+            Articles::from_flags(false, false, true),
+            Articles::TuningSlice
+        );
+        assert_eq!(Articles::from_flags(false, false, false), Articles::All);
     }
 }

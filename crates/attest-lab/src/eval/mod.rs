@@ -34,7 +34,7 @@ use sha2::{Digest, Sha256};
 use crate::cli::EvalArgs;
 use attest_node::config;
 
-use self::data::EvalSet;
+use self::data::{Articles, EvalSet};
 use self::report::{compare, table, GateLimits, Report};
 
 /// Stores a collection's answer thresholds in a running cluster's meta, through its router (the caller's key
@@ -67,9 +67,11 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<i32> {
     let started = std::time::Instant::now();
     let cfg = config::load(args.config.as_deref(), std::env::vars())?;
     let mut set = EvalSet::load(&args.data)?;
-    if args.heldout || args.heldin {
-        set.keep_articles(args.heldout);
-    }
+    set.keep_articles(Articles::from_flags(
+        args.heldout,
+        args.heldin,
+        args.tuning_slice,
+    ));
     set.sample(args.every, args.limit);
     let scratch;
     let data_dir: PathBuf = match &args.data_dir {

@@ -95,6 +95,12 @@ pub fn held_out_article(article: u32) -> bool {
     article.is_multiple_of(HELD_OUT_EVERY)
 }
 
+/// Whether a held-in article belongs to the tuning slice (NNNN % 5 == 1): the articles readers trained with
+/// `scripts/reader/train.py --tuning-slice` never saw, where the answer tier's bars can be chosen on unseen text.
+pub fn tuning_slice_article(article: u32) -> bool {
+    article % HELD_OUT_EVERY == 1
+}
+
 /// The queries of each group.
 #[derive(Debug, Clone, Default)]
 pub struct Split {
