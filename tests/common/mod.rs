@@ -33,7 +33,9 @@ pub fn lab_bin() -> PathBuf {
     BIN.get_or_init(|| built_binary("attest-lab")).clone()
 }
 
-/// `name` beside this test executable's `deps/`, refused when a source file of `crates/` is newer.
+/// `name` beside this test executable's `deps/`, refused when a source file it is built from is newer: those
+/// its dep-info file (`name.d`, written by cargo beside it) lists under the repository, with their crates'
+/// `Cargo.toml`; without one, every source file of `crates/`.
 fn built_binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let bin = exe.parent().unwrap().parent().unwrap().join(name);
@@ -44,18 +46,13 @@ fn built_binary(name: &str) -> PathBuf {
             bin.display()
         );
     };
-    // A crate's own tests, benches and examples are never linked into the binaries: editing one leaves
-    // `cargo build` nothing to do, so they must not make the binaries look stale.
-    let crates = repo_root().join("crates");
-    let newest_source = newest_file(&crates, &|p| {
-        let outside_binaries = p.strip_prefix(&crates).unwrap_or(p).components().any(|c| {
-            matches!(
-                c.as_os_str().to_str(),
-                Some("tests" | "benches" | "examples")
-            )
-        });
-        p.extension().is_some_and(|e| e == "rs" || e == "toml") && !outside_binaries
-    });
+    let newest_source = match sources_of(&bin) {
+        Some(sources) => sources
+            .into_iter()
+            .filter_map(|p| built(&p).map(|m| (p, m)))
+            .max_by_key(|(_, m)| *m),
+        None => newest_crate_source(),
+    };
     if let Some((path, modified)) = newest_source {
         assert!(
             modified <= bin_built,
@@ -65,6 +62,57 @@ fn built_binary(name: &str) -> PathBuf {
         );
     }
     bin
+}
+
+/// The repository's files `bin` was compiled from, by its dep-info file, and the `Cargo.toml` of each crate they
+/// belong to; `None` without a dep-info file. A crate the binary does not link (`attest-lab` for `attest`)
+/// cannot make it look stale.
+fn sources_of(bin: &Path) -> Option<Vec<PathBuf>> {
+    let info = std::fs::read_to_string(bin.with_extension("d")).ok()?;
+    let (_, deps) = info.lines().next()?.split_once(": ")?;
+    let root = repo_root();
+    let crates = root.join("crates");
+    let mut files = Vec::new();
+    let mut path = String::new();
+    let mut chars = deps.chars().peekable();
+    // Paths are separated by spaces; a space inside a path is written `\ `.
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&' ') => {
+                path.push(' ');
+                chars.next();
+            }
+            ' ' => files.push(PathBuf::from(std::mem::take(&mut path))),
+            c => path.push(c),
+        }
+    }
+    files.push(PathBuf::from(path));
+    let mut sources: Vec<PathBuf> = files
+        .into_iter()
+        .filter(|p| !p.as_os_str().is_empty() && p.starts_with(&root))
+        .collect();
+    let manifests: std::collections::BTreeSet<PathBuf> = sources
+        .iter()
+        .filter_map(|p| p.strip_prefix(&crates).ok()?.components().next())
+        .map(|krate| crates.join(krate).join("Cargo.toml"))
+        .collect();
+    sources.extend(manifests);
+    Some(sources)
+}
+
+/// The newest `.rs` or `.toml` file of `crates/` that goes into a binary (a crate's own tests, benches and
+/// examples never do: editing one leaves `cargo build` nothing to do).
+fn newest_crate_source() -> Option<(PathBuf, std::time::SystemTime)> {
+    let crates = repo_root().join("crates");
+    newest_file(&crates, &|p| {
+        let outside_binaries = p.strip_prefix(&crates).unwrap_or(p).components().any(|c| {
+            matches!(
+                c.as_os_str().to_str(),
+                Some("tests" | "benches" | "examples")
+            )
+        });
+        p.extension().is_some_and(|e| e == "rs" || e == "toml") && !outside_binaries
+    })
 }
 
 /// The most recently modified file under `dir` that `wanted` accepts.
