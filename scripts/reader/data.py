@@ -147,11 +147,6 @@ def article_of(doc_id):
     return int(m.group(1)) if m else None
 
 
-def squad_heldout(doc_id):
-    a = article_of(doc_id)
-    return a is not None and a % 5 == 0
-
-
 # Articles (posts) NNNN % 5 == 1 of squad-dev and shift-reddit, set aside when `TUNING_SLICE` is on (train.py
 # `--tuning-slice`): neither trained on nor reported, so that the answer tier's rules and bars can be chosen on
 # encyclopedic text the readers have not seen (`attest-lab eval --tuning-slice` asks exactly these). Off, every
