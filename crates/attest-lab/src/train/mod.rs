@@ -103,7 +103,10 @@ fn train_reranker(
             serde_json::from_str::<RerankerFile>(&text)
                 .with_context(|| format!("reading the previous model {}", out.display()))?,
         ),
-        Err(_) => None,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            return Err(e).with_context(|| format!("reading the previous model {}", out.display()))
+        }
     };
     let client = RouterClient::connect_lazy(router, None)?;
     let runtime = tokio::runtime::Handle::current();
@@ -158,13 +161,17 @@ fn train_reranker(
         });
     }
     let retrieve_s = started.elapsed().as_secs_f64();
-    let train: Vec<reranker::Pool> = sets.iter().flat_map(|s| s.train.iter().cloned()).collect();
     let source = sets
         .iter()
         .map(|s| format!("{} ({} of {} queries)", s.name, s.train.len(), s.queries))
         .collect::<Vec<_>>()
         .join(", ")
         + &limit.map_or(String::new(), |l| format!(", at most {l} per group"));
+    // Moved, not cloned: the train pools (a million candidates and more) are not read again.
+    let train: Vec<reranker::Pool> = sets
+        .iter_mut()
+        .flat_map(|s| std::mem::take(&mut s.train))
+        .collect();
     let config = reranker::TrainConfig {
         collection: collections.join(", "),
         limit,
