@@ -1,7 +1,7 @@
 //! `attest-lab eval` through the real binary on a small fixture cut from the bundled squad sample: the report's
 //! fields, the risk–coverage PNG, the threshold sweep, the baseline gate's exit code, a near-duplicate in
 //! the corpus reported as skipped instead of stopping the run, and the breakdowns by the queries' `domain` and
-//! `kind` with the `--per-question` file.
+//! `kind` with the `--per-question` file, and the readers' reordering of the reranked lane (`--reader-rerank`).
 
 use crate::common;
 
@@ -335,4 +335,54 @@ fn eval_breaks_down_by_domain_and_kind_and_writes_each_question() {
         [&a["hallucination_ci95"][0], &a["hallucination_ci95"][1]].map(|v| v.as_f64().unwrap());
     let rate = a["hallucination_rate"].as_f64().unwrap();
     assert!(lo <= rate && rate <= hi && hi > 0.0, "{a}");
+}
+
+/// `--reader-rerank N`: the reranked lane's best N candidates reordered by the readers, reported as a lane of
+/// its own over the same questions. Reordering only the first 5 of 100 moves no document in or out of the top 10
+/// or 100; with the readers' weight at 0 the order is the reranker's, every figure equal; a depth of 0 is refused.
+#[test]
+fn eval_reorders_the_reranked_top_by_the_readers() {
+    let data = tempfile::tempdir().unwrap();
+    fixture(data.path(), 40);
+    let d = data.path().to_str().unwrap();
+    let lanes = |weight: &str| -> Value {
+        let report_path = data.path().join(format!("report-{weight}.json"));
+        let (code, text) = eval(&[
+            "--data",
+            d,
+            "--retrieval-only",
+            "--reader-rerank",
+            "5",
+            "--reader-rerank-weight",
+            weight,
+            "--json",
+            report_path.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{text}");
+        assert!(text.contains("hybrid_rerank_reader"), "{text}");
+        let report: Value =
+            serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
+        report["retrieval"].clone()
+    };
+    let readers = lanes("1");
+    let (reranked, reordered) = (&readers["hybrid_rerank"], &readers["hybrid_rerank_reader"]);
+    assert!(reranked["queries"].as_u64().unwrap() > 10, "{readers}");
+    for same in ["queries", "recall_at_10", "recall_at_100"] {
+        assert_eq!(reordered[same], reranked[same], "{same}: {readers}");
+    }
+    let n = reordered["ndcg_at_10"].as_f64().unwrap();
+    assert!(n > 0.5 && n <= 1.0, "{readers}");
+
+    let unweighted = lanes("0");
+    assert_eq!(
+        unweighted["hybrid_rerank_reader"], unweighted["hybrid_rerank"],
+        "{unweighted}"
+    );
+
+    let (code, text) = eval(&["--data", d, "--retrieval-only", "--reader-rerank", "0"]);
+    assert_ne!(code, 0, "{text}");
+    assert!(
+        text.contains("--reader-rerank must be at least 1"),
+        "{text}"
+    );
 }

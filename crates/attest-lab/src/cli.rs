@@ -142,6 +142,14 @@ pub struct EvalArgs {
     /// Measure retrieval per lane only: no question is asked (comparing embedders or fusion settings).
     #[arg(long, conflicts_with_all = ["adversarial", "sweep", "per_question", "baseline"])]
     pub retrieval_only: bool,
+    /// Also measure `hybrid_rerank_reader`: the reranked hybrid lane's best N candidates reordered by the
+    /// configured readers' answerability (each candidate read alone), mixed with the reranked score by
+    /// --reader-rerank-weight.
+    #[arg(long, value_name = "N")]
+    pub reader_rerank: Option<usize>,
+    /// The readers' share of a reordered candidate's score (1: the readers alone).
+    #[arg(long, default_value_t = 1.0, requires = "reader_rerank")]
+    pub reader_rerank_weight: f64,
     /// At most this many questions (after --every).
     #[arg(long)]
     pub limit: Option<usize>,

@@ -10,6 +10,7 @@
 //! - [`metrics`]: nDCG / recall / MRR, percentiles, the risk–coverage curve and its operating point.
 //! - [`perturbed`]: answerable questions with a number or name changed so that nothing answers them.
 //! - [`questions`]: each question's record (`--per-question`) and the breakdowns by `domain` and `kind`.
+//! - [`reader_rerank`]: the readers as a second-stage reranker (`--reader-rerank`), a lane to measure.
 //! - [`run`]: running retrieval and questions against the in-process cluster.
 //! - [`report`]: the JSON report, the table, the baseline comparison.
 //! - [`plot`]: the risk–coverage PNG.
@@ -21,11 +22,13 @@ pub mod metrics;
 pub mod perturbed;
 pub mod plot;
 pub mod questions;
+pub mod reader_rerank;
 pub mod report;
 pub mod run;
 pub mod verifier_data;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::Context;
 use attest_core::settings::CollectionThresholds;
@@ -35,6 +38,7 @@ use crate::cli::EvalArgs;
 use attest_node::config;
 
 use self::data::{Articles, EvalSet};
+use self::reader_rerank::ReaderRerank;
 use self::report::{compare, table, GateLimits, Report};
 
 /// Stores a collection's answer thresholds in a running cluster's meta, through its router (the caller's key
@@ -73,6 +77,18 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<i32> {
         args.tuning_slice,
     ));
     set.sample(args.every, args.limit);
+    // The readers first: a bad --reader-rerank is refused before a cluster is started.
+    let readers = match args.reader_rerank {
+        Some(depth) => {
+            let answer = cfg.answer.clone();
+            let weight = args.reader_rerank_weight;
+            Some(Arc::new(
+                tokio::task::spawn_blocking(move || ReaderRerank::load(&answer, depth, weight))
+                    .await??,
+            ))
+        }
+        None => None,
+    };
     let scratch;
     let data_dir: PathBuf = match &args.data_dir {
         Some(d) => d.clone(),
@@ -93,7 +109,7 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<i32> {
     .await?;
     let collection = args.collection.clone();
     let skipped = run::ingest(&stack, &collection, &set.corpus, args.shards).await?;
-    let retrieval = run::retrieval(&stack, &collection, &set).await?;
+    let retrieval = run::retrieval(&stack, &collection, &set, readers).await?;
     let asked = if args.retrieval_only {
         run::Answers::default()
     } else {

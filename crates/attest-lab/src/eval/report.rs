@@ -343,10 +343,10 @@ pub fn table(r: &Report) -> String {
         r.answers.questions,
         &r.meta.data_hash[..r.meta.data_hash.len().min(12)]
     ));
-    out.push_str("lane            nDCG@10  recall@10  recall@100  MRR@10\n");
+    out.push_str("lane                  nDCG@10  recall@10  recall@100  MRR@10\n");
     for (lane, s) in &r.retrieval {
         out.push_str(&format!(
-            "{lane:<15} {:>7.4}  {:>9.4}  {:>10.4}  {:>6.4}\n",
+            "{lane:<21} {:>7.4}  {:>9.4}  {:>10.4}  {:>6.4}\n",
             s.ndcg_at_10, s.recall_at_10, s.recall_at_100, s.mrr_at_10
         ));
     }

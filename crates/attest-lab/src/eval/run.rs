@@ -18,6 +18,7 @@ use super::metrics::{
     dedup_docs, mrr_at, ndcg_at, percentile, recall_at, risk_coverage, CurvePoint, Outcome,
 };
 use super::questions::{breakdown, QuestionRecord};
+use super::reader_rerank::ReaderRerank;
 use super::report::{
     AdversarialScores, AnswerScores, AnsweredCase, InvalidCitation, LaneScores, Latency,
     VerifierScores,
@@ -161,11 +162,13 @@ impl LaneSums {
 }
 
 /// nDCG@10, recall@10/@100 and MRR@10 of `bm25`, `dense`, `hybrid` and `hybrid_rerank` (the hybrid top 100
-/// reordered by the configured reranker) over every query with relevance judgements.
+/// reordered by the configured reranker) over every query with relevance judgements; with `readers`, also
+/// `hybrid_rerank_reader` (the reranked top reordered by the readers, [`ReaderRerank`]).
 pub async fn retrieval(
     stack: &LocalStack,
     collection: &str,
     set: &EvalSet,
+    readers: Option<Arc<ReaderRerank>>,
 ) -> anyhow::Result<BTreeMap<String, LaneScores>> {
     let judged: Vec<_> = set
         .queries
@@ -190,9 +193,20 @@ pub async fn retrieval(
             if lane == "hybrid" {
                 let reranked = rerank(&stack.reranker, &q.text, hits).await?;
                 sums.entry("hybrid_rerank").or_default().add(
-                    &dedup_docs(reranked.iter().map(|h| h.doc_id.as_str())),
+                    &dedup_docs(reranked.iter().map(|(h, _)| h.doc_id.as_str())),
                     relevant,
                 );
+                if let Some(readers) = &readers {
+                    let readers = Arc::clone(readers);
+                    let question = q.text.clone();
+                    let reordered =
+                        tokio::task::spawn_blocking(move || readers.reorder(&question, reranked))
+                            .await??;
+                    sums.entry("hybrid_rerank_reader").or_default().add(
+                        &dedup_docs(reordered.iter().map(|h| h.doc_id.as_str())),
+                        relevant,
+                    );
+                }
             }
         }
         bar.inc(1);
@@ -204,11 +218,12 @@ pub async fn retrieval(
         .collect())
 }
 
+/// `hits` best first by `reranker`, each with its score.
 async fn rerank(
     reranker: &Arc<dyn Reranker>,
     question: &str,
     hits: Vec<pb::Hit>,
-) -> anyhow::Result<Vec<pb::Hit>> {
+) -> anyhow::Result<Vec<(pb::Hit, f64)>> {
     let reranker = Arc::clone(reranker);
     let question = question.to_string();
     tokio::task::spawn_blocking(move || {
@@ -219,7 +234,7 @@ async fn rerank(
             .map(|(i, h)| (scores[i], i, h))
             .collect();
         scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        Ok(scored.into_iter().map(|(_, _, h)| h).collect())
+        Ok(scored.into_iter().map(|(s, _, h)| (h, s)).collect())
     })
     .await?
 }
