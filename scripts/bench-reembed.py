@@ -10,8 +10,16 @@ second, the searches run and failed, and whether every write of the job's time i
 documents accepted and not deleted that the collection does not hold, by count).
 
     scripts/bench-reembed.py 100000        # uses $CARGO_TARGET_DIR/debug/attest
+    scripts/bench-reembed.py 100000 --existing DIR   # the job alone, over the collection a run left in DIR
+
+On this 2-core VM the ingest and the job take ~85 minutes each at 100k, more than a working session holds beside
+anything else: a run whose job was cancelled (`POST /v1/reembed/jobs/{id}/cancel`; the old index keeps serving)
+leaves its data directory behind, and `--existing` re-embeds that collection without ingesting it again. Its
+writes use new ids and texts, and its deletes take documents from the end, so that no write repeats a document the
+first run wrote or deleted.
 """
 
+import argparse
 import json
 import os
 import re
@@ -63,14 +71,25 @@ def live_documents(url):
 
 
 def main():
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 10000
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("n", type=int, nargs="?", default=10000, help="documents to ingest (and re-embed)")
+    parser.add_argument("--existing", metavar="DIR", help="re-embed the collection a previous run left in DIR")
+    args = parser.parse_args()
+    n = args.n
     binary = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "debug", "attest")
     texts = passages()
-    data = tempfile.mkdtemp(prefix="attest-reembed-bench-")
+    data = args.existing or tempfile.mkdtemp(prefix="attest-reembed-bench-")
+    if args.existing and not os.path.isdir(os.path.join(data, "meta")):
+        sys.exit(f"{data} holds no cluster (no meta/): give the data directory of a previous run")
+    # Writes of an --existing run: ids and texts no earlier run used (texts from passage pair 10^6 on, ids stamped).
+    stamp = int(time.time())
+    first_text = 1_000_000 + stamp % 1_000_000 if args.existing else n
+    new_id = (lambda i: f"w{stamp}-{i}") if args.existing else (lambda i: f"new{i}")
+    deleted_id = (lambda i: f"d{n - 1 - i}") if args.existing else (lambda i: f"d{i}")
     env = dict(os.environ, ATTEST__EMBEDDER__LOCAL__MODEL="all-minilm-l6-v2", RUST_LOG="warn")
     proc = subprocess.Popen(
         [binary, "dev", "--data-dir", data, "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"],
-        stdout=subprocess.PIPE, stderr=open(os.path.join(data, "dev.log"), "w"), text=True, env=env,
+        stdout=subprocess.PIPE, stderr=open(os.path.join(data, "dev.log"), "a"), text=True, env=env,
     )
     try:
         url = None
@@ -81,16 +100,17 @@ def main():
                 break
         if not url.startswith("http"):
             url = "http://" + url
-        status, body = call("POST", f"{url}/v1/collections", {"name": "bench", "shards": 2})
-        assert status == 201, body
-        started = time.time()
-        accepted = 0
-        for i in range(0, n, 200):
-            docs = [document(texts, f"d{j}", j) for j in range(i, min(n, i + 200))]
-            status, body = call("POST", f"{url}/v1/collections/bench/documents", {"documents": docs})
-            assert status == 200, body
-            accepted += body["accepted"]
-        print(f"ingested {accepted} of {n} documents with MiniLM in {time.time() - started:.0f} s", flush=True)
+        if not args.existing:
+            status, body = call("POST", f"{url}/v1/collections", {"name": "bench", "shards": 2})
+            assert status == 201, body
+            started = time.time()
+            accepted = 0
+            for i in range(0, n, 200):
+                docs = [document(texts, f"d{j}", j) for j in range(i, min(n, i + 200))]
+                status, body = call("POST", f"{url}/v1/collections/bench/documents", {"documents": docs})
+                assert status == 200, body
+                accepted += body["accepted"]
+            print(f"ingested {accepted} of {n} documents with MiniLM in {time.time() - started:.0f} s", flush=True)
 
         stop = threading.Event()
         counts = {"searches": 0, "failed": 0, "written": 0, "deleted": 0}
@@ -109,10 +129,10 @@ def main():
             i = 0
             while not stop.is_set():
                 status, body = call("POST", f"{url}/v1/collections/bench/documents",
-                                    {"documents": [document(texts, f"new{i}", n + i)]})
+                                    {"documents": [document(texts, new_id(i), first_text + i)]})
                 assert status == 200, body
                 counts["written"] += body["accepted"]
-                status, body = call("DELETE", f"{url}/v1/collections/bench/documents/d{i}")
+                status, body = call("DELETE", f"{url}/v1/collections/bench/documents/{deleted_id(i)}")
                 assert status in (200, 404), body
                 counts["deleted"] += int(status == 200)
                 i += 1
