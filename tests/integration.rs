@@ -31,6 +31,7 @@ mod observability;
 mod payloads;
 mod processes;
 mod reader;
+mod reader_rerank;
 mod reembed;
 mod reranker_training;
 mod revocation;

@@ -143,13 +143,16 @@ pub struct EvalArgs {
     #[arg(long, conflicts_with_all = ["adversarial", "sweep", "per_question", "baseline"])]
     pub retrieval_only: bool,
     /// Also measure `hybrid_rerank_reader`: the reranked hybrid lane's best N candidates reordered by the
-    /// configured readers' answerability (each candidate read alone), mixed with the reranked score by
-    /// --reader-rerank-weight.
+    /// answer tier's readers, as `answer.rerank.readers` with depth N does (its weight and sentences unless
+    /// the two flags below are given).
     #[arg(long, value_name = "N")]
     pub reader_rerank: Option<usize>,
     /// The readers' share of a reordered candidate's score (1: the readers alone).
-    #[arg(long, default_value_t = 1.0, requires = "reader_rerank")]
-    pub reader_rerank_weight: f64,
+    #[arg(long, requires = "reader_rerank")]
+    pub reader_rerank_weight: Option<f64>,
+    /// Sentences read per reordered candidate, those covering most of the question first.
+    #[arg(long, requires = "reader_rerank")]
+    pub reader_rerank_sentences: Option<usize>,
     /// At most this many questions (after --every).
     #[arg(long)]
     pub limit: Option<usize>,

@@ -299,6 +299,11 @@ impl AnswerService {
         &self.config
     }
 
+    /// The readers the service reads with (None: the lexical back end); a clone shares the loaded models.
+    pub fn reader(&self) -> Option<&Reader> {
+        self.reader.as_ref()
+    }
+
     /// The verifier the service checks claims with (loaded once with the reader, [`AnswerModels::load`]).
     pub fn verifier(&self) -> &Arc<dyn Verifier> {
         &self.verifier

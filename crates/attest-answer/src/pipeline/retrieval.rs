@@ -15,7 +15,7 @@ use crate::footnotes::{body, Footnotes};
 use crate::memory;
 use crate::pool::{Candidate, Source};
 use crate::reader::{ReaderError, SentenceRead, ToRead};
-use crate::rerank::{LexicalReranker, Reranker};
+use crate::rerank::{readers, LexicalReranker, Reranker};
 use crate::rewrite::Rewrite;
 use attest_text::claims::split_claims;
 
@@ -91,6 +91,40 @@ impl AnswerService {
             .zip(sources)
             .map(|((h, s), src)| (h, s, src))
             .collect()
+    }
+
+    /// `ranked` with its best `rerank.readers.depth` reordered by the readers ([`readers`]); as it was when
+    /// that is off, without a reader, or if reading fails (logged). The scores stay the reranker's.
+    #[tracing::instrument(name = "rerank_readers", skip_all)]
+    pub(super) async fn reorder_by_readers(
+        &self,
+        question: &str,
+        ranked: Vec<Candidate>,
+    ) -> Vec<Candidate> {
+        let settings = self.config.rerank.readers;
+        let Some(reader) = self.reader.clone().filter(|_| settings.enabled()) else {
+            return ranked;
+        };
+        let q = question.to_string();
+        // Kept for a reading that fails: ranking never fails a turn.
+        let as_reranked = ranked.clone();
+        let done = attest_telemetry::cpu::run_cpu_intensive(move || {
+            let mut ranked = ranked;
+            readers::reorder(&reader, &settings, &q, &mut ranked, |c| &c.hit, |c| c.score)
+                .map(|()| ranked)
+        })
+        .await;
+        match done {
+            Ok(Ok(reordered)) => reordered,
+            failed => {
+                let why = failed.map_or_else(
+                    |e| e.to_string(),
+                    |r| r.err().map(|e| e.to_string()).unwrap_or_default(),
+                );
+                tracing::warn!(error = %why, event = "rerank_readers_failed", "keeping the reranker's order");
+                as_reranked
+            }
+        }
     }
 
     /// The scores the coverage gate holds its thresholds against. With the reader: the answerability (best

@@ -184,8 +184,8 @@ impl AnswerService {
             for (hit, score, source) in self.score(turn.question, retrieved).await {
                 pool.insert(Candidate { hit, score, source });
             }
+            turn.ranked = self.reorder_by_readers(turn.question, pool.ranked()).await;
             turn.record(STAGE_RERANK, t);
-            turn.ranked = pool.ranked();
             if let Some(to) = turn.sources_to.take() {
                 // The client may be gone; the turn goes on regardless (its response is counted and logged).
                 let _ = to.send(super::AskSources::of(&turn.ranked));

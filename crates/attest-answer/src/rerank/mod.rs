@@ -9,6 +9,7 @@
 
 pub mod features;
 pub mod learned;
+pub mod readers;
 pub mod remote;
 
 use std::path::PathBuf;
@@ -18,6 +19,7 @@ use attest_proto::v1 as pb;
 use serde::{Deserialize, Serialize};
 
 pub use self::learned::{LearnedReranker, RerankerFile};
+pub use self::readers::ReaderRerankConfig;
 pub use self::remote::{RemoteApi, RemoteRerankConfig, RemoteReranker};
 use attest_text::relevance::passage_relevance;
 
@@ -27,6 +29,8 @@ pub enum RerankError {
     Unavailable(String),
     #[error("reranker model: {0}")]
     Model(String),
+    #[error("reranker config: {0}")]
+    Config(String),
 }
 
 /// Scores candidates for a question.
@@ -75,11 +79,14 @@ pub struct RerankConfig {
     pub remote: RemoteRerankConfig,
     /// A model file of `attest-lab train reranker` used instead of the committed one, for `backend: learned`.
     pub model_path: Option<PathBuf>,
+    /// The readers reordering the best candidates after this reranker ([`readers`]; off by default).
+    pub readers: ReaderRerankConfig,
 }
 
 /// The reranker `config` names. A remote back end without a URL, or a model file that does not load or does
 /// not match this build's features, is an error (a misconfiguration to report at start-up, not per question).
 pub fn from_config(config: &RerankConfig) -> Result<Arc<dyn Reranker>, RerankError> {
+    config.readers.validate().map_err(RerankError::Config)?;
     Ok(match config.backend {
         RerankBackend::Learned => match &config.model_path {
             Some(path) => Arc::new(LearnedReranker::from_path(path)?),
@@ -132,5 +139,14 @@ mod tests {
             ..Default::default()
         };
         assert!(matches!(from_config(&missing), Err(RerankError::Model(_))));
+        let heavy = RerankConfig {
+            readers: ReaderRerankConfig {
+                depth: 20,
+                weight: 2.0,
+                sentences: 1,
+            },
+            ..Default::default()
+        };
+        assert!(matches!(from_config(&heavy), Err(RerankError::Config(_))));
     }
 }

@@ -264,6 +264,15 @@ impl ReaderConfig {
     }
 }
 
+/// How many sentences one reading reads at most.
+#[derive(Debug, Clone, Copy)]
+enum Budget {
+    /// This many over all the passages (the best-covering first).
+    Total(usize),
+    /// This many of each passage.
+    PerPassage(usize),
+}
+
 /// A passage to read.
 #[derive(Debug, Clone, Copy)]
 pub struct ToRead<'a> {
@@ -348,6 +357,27 @@ impl Reader {
         question: &str,
         passages: &[ToRead],
     ) -> Result<Vec<Vec<SentenceRead>>, ReaderError> {
+        self.read_within(question, passages, Budget::Total(self.config.max_sentences))
+    }
+
+    /// As [`Self::read`], but at most `per_passage` sentences of each passage are read (those that cover most
+    /// of the question), however many passages there are: every passage gets its own reading, as when the
+    /// readers rank candidates (`attest_answer::rerank::readers`) rather than look for the answer.
+    pub fn read_each(
+        &self,
+        question: &str,
+        passages: &[ToRead],
+        per_passage: usize,
+    ) -> Result<Vec<Vec<SentenceRead>>, ReaderError> {
+        self.read_within(question, passages, Budget::PerPassage(per_passage))
+    }
+
+    fn read_within(
+        &self,
+        question: &str,
+        passages: &[ToRead],
+        budget: Budget,
+    ) -> Result<Vec<Vec<SentenceRead>>, ReaderError> {
         let q = text::content_set(question);
         let mut out: Vec<Vec<SentenceRead>> = Vec::with_capacity(passages.len());
         let mut candidates: Vec<Candidate> = Vec::new();
@@ -400,7 +430,16 @@ impl Reader {
                 .then(a.passage.cmp(&b.passage))
                 .then(a.sentence.cmp(&b.sentence))
         });
-        candidates.truncate(self.config.max_sentences);
+        match budget {
+            Budget::Total(n) => candidates.truncate(n),
+            Budget::PerPassage(n) => {
+                let mut taken = vec![0usize; passages.len()];
+                candidates.retain(|c| {
+                    taken[c.passage] += 1;
+                    taken[c.passage] <= n
+                });
+            }
+        }
         let free = candidates.iter().filter(|c| !c.held).count();
         let contexts: Vec<String> = candidates
             .iter()

@@ -77,18 +77,18 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<i32> {
         args.tuning_slice,
     ));
     set.sample(args.every, args.limit);
-    // The readers first: a bad --reader-rerank is refused before a cluster is started.
-    let readers = match args.reader_rerank {
-        Some(depth) => {
-            let answer = cfg.answer.clone();
-            let weight = args.reader_rerank_weight;
-            Some(Arc::new(
-                tokio::task::spawn_blocking(move || ReaderRerank::load(&answer, depth, weight))
-                    .await??,
-            ))
-        }
-        None => None,
-    };
+    // A bad --reader-rerank is refused before a cluster is started.
+    let reordering = args
+        .reader_rerank
+        .map(|depth| {
+            ReaderRerank::settings(
+                &cfg.answer.rerank.readers,
+                depth,
+                args.reader_rerank_weight,
+                args.reader_rerank_sentences,
+            )
+        })
+        .transpose()?;
     let scratch;
     let data_dir: PathBuf = match &args.data_dir {
         Some(d) => d.clone(),
@@ -109,6 +109,9 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<i32> {
     .await?;
     let collection = args.collection.clone();
     let skipped = run::ingest(&stack, &collection, &set.corpus, args.shards).await?;
+    let readers = reordering
+        .map(|settings| ReaderRerank::new(&stack, settings).map(Arc::new))
+        .transpose()?;
     let retrieval = run::retrieval(&stack, &collection, &set, readers).await?;
     let asked = if args.retrieval_only {
         run::Answers::default()
