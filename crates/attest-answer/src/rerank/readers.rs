@@ -23,9 +23,10 @@ pub struct ReaderRerankConfig {
     pub depth: usize,
     /// The readers' share of a reordered candidate's score: `weight · answerability + (1 − weight) · reranked`
     /// (both 0..1). 0.5 chosen on shift-reddit's held-in posts (0.6940 nDCG@10 against 0.6193 for the readers
-    /// alone and 0.6143 for the reranker's order).
+    /// alone and 0.6143 for the reranker's order, each candidate's 8 best sentences read).
     pub weight: f64,
-    /// Sentences read per candidate, those covering most of the question first.
+    /// Sentences read per candidate, those covering most of the question first. 1 chosen on the same posts:
+    /// 0.6833 against 0.6940 for 8, an eighth of the reading (held out: 0.6462, the reranker's order 0.6033).
     pub sentences: usize,
 }
 
