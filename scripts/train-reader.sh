@@ -63,6 +63,7 @@
 # Rounds 1-7 take about 5 hours on this 2-core CPU (round 7's 3 hours the most); rounds 8 and 10 about 7 more.
 # The same rows, order and schedule on either device; the weights agree to floating-point rounding, not bit for bit.
 # Usage: scripts/train-reader.sh [flags added to every round's train.py]
+#        scripts/train-reader.sh --bge-base   (the bge-small base alone, for scripts/reader/device-kit.sh build bge)
 set -euo pipefail
 # --help: the comment above, before anything is installed or trained.
 case "${1:-}" in
