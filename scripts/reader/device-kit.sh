@@ -5,7 +5,8 @@
 # The repository's tracked tree is ~117 MB (the two committed reader graphs alone are 79 MB), so nothing tracked may
 # travel: `narrow` empties the index and ignores every top-level path for the call, and `restore` puts both back.
 # What does travel is .device/ (ignored, named in `carry`): train.py and its modules, the base weights, the rounds'
-# tokenised examples (built here, so no data set travels) and run.sh.
+# tokenised examples (built here, so no data set travels), and scripts/reader/device-run.sh as run.sh with the
+# kit.env that names its two rounds.
 #
 #   scripts/reader/device-kit.sh build minilm   # rounds 14+15: MiniLM base as f16 (43 MB), examples 14 and 15
 #   scripts/reader/device-kit.sh build bge      # rounds 16+17: bge-small int8 base, examples 14 and 17
@@ -39,6 +40,13 @@ examples() { # examples N BASE ARGS_FILE
   ls "$WORK/r$n"/examples-*-ts*.json.gz | head -1
 }
 
+# kit.env of scripts/reader/device-run.sh (copied in as run.sh): the two rounds, their flags files, the first's extra
+# flags, and whether the second comes back without its embeddings.
+kit_env() { # kit_env FIRST SECOND FIRST_ARGS SECOND_ARGS FIRST_EXTRA STRIP_EMBEDDINGS
+  printf 'FIRST=%s\nSECOND=%s\nFIRST_ARGS=%s\nSECOND_ARGS=%s\nFIRST_EXTRA="%s"\nSTRIP_EMBEDDINGS=%s\n' "$@" >"$KIT/kit.env"
+  cp scripts/reader/device-run.sh "$KIT/run.sh"
+}
+
 build() {
   local which=$1
   rm -rf "$KIT"
@@ -59,60 +67,15 @@ save_file({k: v.half() if v.is_floating_point() else v for k, v in load_file(sys
 PY
       cp "$(examples 15 models/all-minilm-l6-v2 scripts/reader/round12.args)" "$KIT/ex15.json.gz"
       cp scripts/reader/round7.args scripts/reader/round12.args "$KIT/"
-      cat >"$KIT/run.sh" <<'SH'
-#!/usr/bin/env bash
-# Rounds 14 and 15 (written by scripts/reader/device-kit.sh build minilm).
-set -euo pipefail
-cd "$(dirname "$0")"
-out=${OUT:?} dev=${KIT_DEVICE:-cuda}
-started=$(date +%s)
-# shellcheck disable=SC2046,SC2086
-python3 train.py --examples ex14.json.gz --base base --out /tmp/kit-r14 --work /tmp/kit-w14 --device "$dev" \
-  --checkpoint-every 100000 --time-limit "${KIT_TIME_LIMIT:-330}" $(cat round7.args) --tuning-slice ${KIT_FLAGS:-}
-# shellcheck disable=SC2046,SC2086
-python3 train.py --examples ex15.json.gz --base base --init /tmp/kit-r14/reader.safetensors --out /tmp/kit-r15 \
-  --work /tmp/kit-w15 --device "$dev" --checkpoint-every 100000 $(cat round12.args) --tuning-slice ${KIT_FLAGS:-}
-cp /tmp/kit-r14/report.json "$out/r14-report.json"
-cp /tmp/kit-r15/report.json "$out/r15-report.json"
-split -b 12M -d /tmp/kit-r15/reader.safetensors "$out/reader.safetensors.part"
-echo "rounds 14 and 15 in $(( $(date +%s) - started )) s"
-ls -la "$out"
-SH
+      kit_env 14 15 round7.args round12.args "" 0
       ;;
     bge)
       [ -f "$WORK/bge-small/base/model.int8.safetensors" ] || scripts/train-reader.sh --bge-base
       cp "$WORK/bge-small/base/"{config.json,tokenizer.json,model.int8.safetensors} "$KIT/base/"
       cp "$(examples 17 "$WORK/bge-small/base" scripts/reader/round13.args)" "$KIT/ex17.json.gz"
       cp scripts/reader/round7.args scripts/reader/round13.args "$KIT/"
-      cat >"$KIT/run.sh" <<'SH'
-#!/usr/bin/env bash
-# Rounds 16 and 17 (written by scripts/reader/device-kit.sh build bge). The embeddings are not trained (the rounds'
-# flags freeze them), so round 17 comes back without them, f16, in 12 MB parts; export_onnx.py puts them back.
-set -euo pipefail
-cd "$(dirname "$0")"
-out=${OUT:?} dev=${KIT_DEVICE:-cuda}
-started=$(date +%s)
-# shellcheck disable=SC2046,SC2086
-python3 train.py --examples ex14.json.gz --base base --out /tmp/kit-r16 --work /tmp/kit-w16 --device "$dev" \
-  --checkpoint-every 100000 --time-limit "${KIT_TIME_LIMIT:-330}" $(cat round7.args) --tuning-slice --epochs 3 \
-  --max-steps 6874 ${KIT_FLAGS:-}
-# shellcheck disable=SC2046,SC2086
-python3 train.py --examples ex17.json.gz --base base --init /tmp/kit-r16/reader.safetensors --out /tmp/kit-r17 \
-  --work /tmp/kit-w17 --device "$dev" --checkpoint-every 100000 $(cat round13.args) --tuning-slice ${KIT_FLAGS:-}
-python3 - /tmp/kit-r17/reader.safetensors /tmp/kit-r17/reader-encoder.safetensors <<'PY'
-import sys
-from safetensors import safe_open
-from safetensors.torch import save_file
-with safe_open(sys.argv[1], "pt") as f:
-    kept = {k: f.get_tensor(k) for k in f.keys() if not k.startswith("embeddings.")}
-    save_file(kept, sys.argv[2], metadata=f.metadata())
-PY
-cp /tmp/kit-r16/report.json "$out/r16-report.json"
-cp /tmp/kit-r17/report.json "$out/r17-report.json"
-split -b 12M -d /tmp/kit-r17/reader-encoder.safetensors "$out/reader-encoder.safetensors.part"
-echo "rounds 16 and 17 in $(( $(date +%s) - started )) s"
-ls -la "$out"
-SH
+      mv "$KIT/ex14.json.gz" "$KIT/ex16.json.gz"  # round 16 trains on round 14's examples
+      kit_env 16 17 round7.args round13.args "--epochs 3 --max-steps 6874" 1
       ;;
     *)
       echo "device-kit: build minilm|bge" >&2
