@@ -28,7 +28,7 @@ pub mod server;
 pub use breaker::{BreakerConfig, BreakerState, CircuitBreaker};
 pub use cache::{CachedEmbedder, DEFAULT_CACHE_CAPACITY};
 pub use config::{
-    default_dir, default_model_dir, LocalEmbedderConfig, LocalModel, LocalRuntime,
+    default_dir, default_model_dir, LocalEmbedderConfig, LocalModel, LocalRuntime, BGE_QA_ID,
     BGE_QUERY_PREFIX, BGE_SMALL_ID, MINILM_ID, MODEL_DIR_ENV,
 };
 pub use embedder::{cosine_similarity, Embedder};

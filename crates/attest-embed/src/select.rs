@@ -56,10 +56,10 @@ pub fn build_embedder(config: &EmbedderConfig) -> Result<Arc<dyn Embedder>, Embe
             (LocalModel::MiniLm, LocalRuntime::Candle) => Arc::new(GuardedEmbedder::metered(
                 MiniLmEmbedder::from_config(&config.local)?,
             )),
-            (LocalModel::BgeSmall, LocalRuntime::Candle) => {
+            (model, LocalRuntime::Candle) => {
                 return Err(EmbedError::InvalidInput(format!(
                     "embedder.local.model {} runs under ONNX Runtime only (embedder.local.runtime: onnx)",
-                    LocalModel::BgeSmall.id()
+                    model.id()
                 )))
             }
         },

@@ -137,10 +137,11 @@ impl Embedders {
                 model,
                 // Its own directory: a configured `model_dir` holds the configured model.
                 model_dir: None,
-                // bge runs under ONNX Runtime only; a router configured with candle still loads it.
-                runtime: match model {
-                    LocalModel::BgeSmall => LocalRuntime::Onnx,
-                    LocalModel::MiniLm => self.local.runtime,
+                // The bge models run under ONNX Runtime only; a router configured with candle still loads them.
+                runtime: if model.onnx_only() {
+                    LocalRuntime::Onnx
+                } else {
+                    self.local.runtime
                 },
                 ..self.local.clone()
             },

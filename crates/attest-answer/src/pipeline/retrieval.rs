@@ -106,23 +106,34 @@ impl AnswerService {
             return ranked;
         };
         let q = question.to_string();
-        // Kept for a reading that fails: ranking never fails a turn.
-        let as_reranked = ranked.clone();
+        // The blocking task gets copies of the head's texts, not the candidates: a reading that fails (or a task
+        // that dies) leaves `ranked` here as it was, since ranking never fails a turn.
+        let head: Vec<(String, String, f64)> = ranked
+            .iter()
+            .take(settings.depth)
+            .map(|c| (c.hit.title.clone(), c.hit.text.clone(), c.score))
+            .collect();
         let done = attest_telemetry::cpu::run_cpu_intensive(move || {
-            let mut ranked = ranked;
-            readers::reorder(&reader, &settings, &q, &mut ranked, |c| &c.hit, |c| c.score)
-                .map(|()| ranked)
+            let head: Vec<(ToRead, f64)> = head
+                .iter()
+                .map(|(title, text, score)| (ToRead { title, text }, *score))
+                .collect();
+            readers::order(&reader, &settings, &q, &head)
         })
         .await;
         match done {
-            Ok(Ok(reordered)) => reordered,
+            Ok(Ok(order)) => {
+                let mut ranked = ranked;
+                readers::apply_order(&mut ranked, &order);
+                ranked
+            }
             failed => {
                 let why = failed.map_or_else(
                     |e| e.to_string(),
                     |r| r.err().map(|e| e.to_string()).unwrap_or_default(),
                 );
                 tracing::warn!(error = %why, event = "rerank_readers_failed", "keeping the reranker's order");
-                as_reranked
+                ranked
             }
         }
     }

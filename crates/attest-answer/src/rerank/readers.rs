@@ -73,42 +73,64 @@ pub fn reorder<T>(
     hit: impl Fn(&T) -> &pb::Hit,
     score: impl Fn(&T) -> f64,
 ) -> Result<(), ReaderError> {
-    let head = ranked.len().min(config.depth);
-    if head == 0 {
-        return Ok(());
-    }
-    let passages: Vec<ToRead> = ranked[..head]
+    let head: Vec<(ToRead, f64)> = ranked
         .iter()
+        .take(config.depth)
         .map(|item| {
             let h = hit(item);
-            ToRead {
+            let passage = ToRead {
                 title: &h.title,
                 text: &h.text,
-            }
+            };
+            (passage, score(item))
         })
         .collect();
+    let order = order(reader, config, question, &head)?;
+    apply_order(ranked, &order);
+    Ok(())
+}
+
+/// The order of `head` (passages with their reranked scores, best first) by the mixed score: indices into
+/// `head`, best first, ties in the reranked order. Blocking: the readers run here, in one reading.
+pub fn order(
+    reader: &Reader,
+    config: &ReaderRerankConfig,
+    question: &str,
+    head: &[(ToRead, f64)],
+) -> Result<Vec<usize>, ReaderError> {
+    if head.is_empty() {
+        return Ok(Vec::new());
+    }
+    let passages: Vec<ToRead> = head.iter().map(|(p, _)| *p).collect();
     let read = reader.read_each(question, &passages, config.sentences)?;
-    let mut order: Vec<(f64, usize)> = read
+    let mixed: Vec<f64> = read
         .iter()
-        .zip(ranked.iter())
-        .map(|(sentences, item)| {
+        .zip(head)
+        .map(|(sentences, (_, reranked))| {
             let answerability = sentences
                 .iter()
                 .map(|s| s.answerability)
                 .fold(0.0, f64::max);
-            config.weight * answerability + (1.0 - config.weight) * score(item)
+            config.weight * answerability + (1.0 - config.weight) * reranked
         })
-        .enumerate()
-        .map(|(i, mixed)| (mixed, i))
         .collect();
-    order.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    let mut head_items: Vec<Option<T>> = ranked.drain(..head).map(Some).collect();
-    let reordered: Vec<T> = order
-        .iter()
-        .filter_map(|&(_, i)| head_items[i].take())
-        .collect();
-    ranked.splice(..0, reordered);
-    Ok(())
+    let mut order: Vec<usize> = (0..mixed.len()).collect();
+    // Stable: equal scores keep the reranked order.
+    order.sort_by(|&a, &b| mixed[b].total_cmp(&mixed[a]));
+    Ok(order)
+}
+
+/// Puts the first `order.len()` items of `ranked` in `order` (a permutation of their indices, as [`order`]
+/// returns); the rest stay where they are.
+pub fn apply_order<T>(ranked: &mut Vec<T>, order: &[usize]) {
+    let head = order.len().min(ranked.len());
+    let mut place = vec![0; head];
+    for (rank, &index) in order.iter().take(head).enumerate() {
+        place[index] = rank;
+    }
+    let mut placed: Vec<(usize, T)> = place.into_iter().zip(ranked.drain(..head)).collect();
+    placed.sort_unstable_by_key(|(rank, _)| *rank);
+    ranked.splice(..0, placed.into_iter().map(|(_, item)| item));
 }
 
 #[cfg(test)]
@@ -127,5 +149,17 @@ mod tests {
         assert!(heavy.validate().unwrap_err().contains("weight"));
         let blind = ReaderRerankConfig { sentences: 0, ..on };
         assert!(blind.validate().unwrap_err().contains("sentences"));
+    }
+
+    #[test]
+    fn an_order_moves_the_head_and_leaves_the_rest() {
+        let mut ranked = vec!["a", "b", "c", "d", "e"];
+        apply_order(&mut ranked, &[2, 0, 1]);
+        assert_eq!(ranked, ["c", "a", "b", "d", "e"]);
+        let mut short = vec!["a", "b"];
+        apply_order(&mut short, &[1, 0]);
+        assert_eq!(short, ["b", "a"]);
+        apply_order(&mut short, &[]);
+        assert_eq!(short, ["b", "a"]);
     }
 }

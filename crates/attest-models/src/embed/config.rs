@@ -19,12 +19,20 @@ pub const BGE_QUERY_PREFIX: &str = "Represent this sentence for searching releva
 /// `sha256sum -c` lines for bge's three files, shared with `scripts/install-bge.sh`.
 pub(crate) const BGE_CHECKSUMS: &str = include_str!("../../models/bge.sha256");
 
+/// Identifier of bge-small-en-v1.5 fine-tuned by Attest on held-in questions of squad-dev and shift-reddit
+/// (issue 70, `scripts/embedders/finetune.py`), stored with every collection embedded by it.
+pub const BGE_QA_ID: &str = "attest-bge-small-qa";
+
+/// `sha256sum -c` lines for its three files, committed under `models/bge-qa/`.
+pub(crate) const BGE_QA_CHECKSUMS: &str = include_str!("../../models/bge-qa.sha256");
+
 /// Environment variable naming the model directory; overrides every other default.
 pub const MODEL_DIR_ENV: &str = "ATTEST_MODEL_DIR";
 
 /// Model directories relative to the repository root (and to the current directory).
 const RELATIVE_MODEL_DIR: &str = "models/all-minilm-l6-v2";
 const RELATIVE_BGE_DIR: &str = "models/bge-small-en-v1.5";
+const RELATIVE_BGE_QA_DIR: &str = "crates/attest-models/models/bge-qa";
 
 /// The engine that runs the local model. Both give the same vectors (cosine ≥ 0.9999 to each other,
 /// `crates/attest-embed/tests/onnx.rs`), so a collection embedded by one is searched by the other.
@@ -53,6 +61,13 @@ pub enum LocalModel {
     #[default]
     #[serde(rename = "bge-small-en-v1.5")]
     BgeSmall,
+    /// bge-small-en-v1.5 fine-tuned as a bi-encoder on the held-in questions of squad-dev and shift-reddit (300
+    /// steps of 32, hard negatives; `scripts/embedders/finetune.py`), written as an int8 graph of the same shape
+    /// (`scripts/embedders/export_onnx.py`) and committed in the repository: ONNX Runtime only, pooled and prefixed
+    /// as bge. Selectable, not the default (docs/decisions/embedders.md "A dense lane fine-tuned on held-in
+    /// questions").
+    #[serde(rename = "attest-bge-small-qa")]
+    BgeSmallQa,
 }
 
 impl LocalModel {
@@ -61,6 +76,7 @@ impl LocalModel {
         match self {
             LocalModel::MiniLm => MINILM_ID,
             LocalModel::BgeSmall => BGE_SMALL_ID,
+            LocalModel::BgeSmallQa => BGE_QA_ID,
         }
     }
 
@@ -70,13 +86,23 @@ impl LocalModel {
     }
 
     /// Every local model.
-    pub const ALL: [LocalModel; 2] = [LocalModel::MiniLm, LocalModel::BgeSmall];
+    pub const ALL: [LocalModel; 3] = [
+        LocalModel::MiniLm,
+        LocalModel::BgeSmall,
+        LocalModel::BgeSmallQa,
+    ];
+
+    /// Whether only ONNX Runtime runs it (every model but MiniLM: their graphs are all there is).
+    pub fn onnx_only(self) -> bool {
+        self != LocalModel::MiniLm
+    }
 
     /// Its identity as a collection records it: fixed by the model (its committed weights' checksum).
     pub fn identity(self) -> crate::embed::EmbedderIdentity {
         let (checksum_table, weights, pooling, query_prefix) = match self {
             LocalModel::MiniLm => (MINILM_CHECKSUMS, "model.safetensors", "mean", ""),
             LocalModel::BgeSmall => (BGE_CHECKSUMS, "model.onnx", "cls", BGE_QUERY_PREFIX),
+            LocalModel::BgeSmallQa => (BGE_QA_CHECKSUMS, "model.onnx", "cls", BGE_QUERY_PREFIX),
         };
         crate::embed::EmbedderIdentity {
             model: self.id().to_string(),
@@ -94,6 +120,7 @@ impl LocalModel {
         match self {
             LocalModel::MiniLm => RELATIVE_MODEL_DIR,
             LocalModel::BgeSmall => RELATIVE_BGE_DIR,
+            LocalModel::BgeSmallQa => RELATIVE_BGE_QA_DIR,
         }
     }
 
@@ -102,6 +129,8 @@ impl LocalModel {
         match self {
             LocalModel::MiniLm => "scripts/install-model.sh",
             LocalModel::BgeSmall => "scripts/install-bge.sh",
+            // Committed: a checkout that lacks it is incomplete.
+            LocalModel::BgeSmallQa => "git checkout -- crates/attest-models/models/bge-qa",
         }
     }
 }

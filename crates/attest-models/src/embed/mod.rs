@@ -20,7 +20,7 @@ pub mod minilm;
 pub mod onnx;
 
 pub use config::{
-    default_dir, default_model_dir, LocalEmbedderConfig, LocalModel, LocalRuntime,
+    default_dir, default_model_dir, LocalEmbedderConfig, LocalModel, LocalRuntime, BGE_QA_ID,
     BGE_QUERY_PREFIX, BGE_SMALL_ID, MINILM_ID, MODEL_DIR_ENV,
 };
 pub use embedder::{cosine_similarity, Embedder};

@@ -22,7 +22,8 @@ use ort::value::Tensor;
 
 use crate::checksum::read_verified;
 use crate::embed::config::{
-    LocalEmbedderConfig, LocalModel, BGE_CHECKSUMS, BGE_QUERY_PREFIX, MINILM_CHECKSUMS,
+    LocalEmbedderConfig, LocalModel, BGE_CHECKSUMS, BGE_QA_CHECKSUMS, BGE_QUERY_PREFIX,
+    MINILM_CHECKSUMS,
 };
 use crate::embed::embedder::Embedder;
 use crate::embed::error::EmbedError;
@@ -79,17 +80,24 @@ impl GraphModel {
                 query_prefix: "",
                 batch_size: None,
             },
-            LocalModel::BgeSmall => GraphModel {
-                text_checksums: BGE_CHECKSUMS,
-                graph_checksums: BGE_CHECKSUMS,
-                pooling: Pooling::Cls,
-                query_prefix: BGE_QUERY_PREFIX,
-                // One text per pass: the int8 graph sets its activations' scale over the whole padded batch, so a
-                // text batched with others gets another vector than alone (cosine down to 0.9955), and a passage
-                // would not be embedded as the same text would be alone. Alone, shift-new-wiki's nDCG@10 is 0.802
-                // against 0.795 in batches of 4 (scripts/compare-embedders.sh).
-                batch_size: Some(1),
-            },
+            LocalModel::BgeSmall | LocalModel::BgeSmallQa => {
+                let checksums = if model == LocalModel::BgeSmall {
+                    BGE_CHECKSUMS
+                } else {
+                    BGE_QA_CHECKSUMS
+                };
+                GraphModel {
+                    text_checksums: checksums,
+                    graph_checksums: checksums,
+                    pooling: Pooling::Cls,
+                    query_prefix: BGE_QUERY_PREFIX,
+                    // One text per pass: the int8 graph sets its activations' scale over the whole padded batch, so a
+                    // text batched with others gets another vector than alone (cosine down to 0.9955), and a passage
+                    // would not be embedded as the same text would be alone. Alone, shift-new-wiki's nDCG@10 is 0.802
+                    // against 0.795 in batches of 4 (scripts/compare-embedders.sh).
+                    batch_size: Some(1),
+                }
+            }
         }
     }
 }
@@ -272,6 +280,14 @@ mod tests {
     fn the_committed_bge_configuration_is_the_one_checksummed() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/bge/config.json");
         read_verified(BGE_CHECKSUMS, &path).expect("config.json matches bge.sha256");
+    }
+
+    #[test]
+    fn the_committed_fine_tuned_files_are_the_ones_checksummed() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/bge-qa");
+        for file in ONNX_MODEL_FILES {
+            read_verified(BGE_QA_CHECKSUMS, &dir.join(file)).expect(file);
+        }
     }
 
     #[test]

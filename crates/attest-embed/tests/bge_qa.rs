@@ -1,0 +1,83 @@
+//! The fine-tuned bge-small (`attest-bge-small-qa`, issue 70) under ONNX Runtime on its committed graph and
+//! tokenizer (crates/attest-models/models/bge-qa, checked against bge-qa.sha256 on load). It fails (never skips)
+//! when ONNX Runtime's library is missing: CI installs it first (`make models`).
+
+use std::sync::OnceLock;
+
+use attest_embed::{
+    build_embedder, cosine_similarity, Embedder, EmbedderConfig, LocalEmbedderConfig, LocalModel,
+    OnnxEmbedder, BGE_QA_ID, BGE_QUERY_PREFIX,
+};
+
+fn tuned() -> &'static OnnxEmbedder {
+    static TUNED: OnceLock<OnnxEmbedder> = OnceLock::new();
+    TUNED.get_or_init(|| {
+        let config = LocalEmbedderConfig {
+            model: LocalModel::BgeSmallQa,
+            ..LocalEmbedderConfig::default()
+        };
+        OnnxEmbedder::from_config(&config)
+            .unwrap_or_else(|e| panic!("attest-bge-small-qa (run `make models`): {e}"))
+    })
+}
+
+#[test]
+fn the_committed_graph_gives_the_exported_vectors() {
+    // The first components of the normalised [CLS] vector as onnxruntime 1.32 in Python computes them from the
+    // committed graph and tokenizer (scripts/embedders/export_onnx.py's check, one text per pass).
+    let v = &tuned()
+        .embed(&["The Drift Mini takes 2 hours to charge."])
+        .unwrap()[0];
+    assert_eq!(v.len(), 384);
+    for (got, want) in v.iter().zip([-0.06599f32, 0.01763, 0.01759, -0.02032]) {
+        assert!((got - want).abs() < 2e-3, "{:?}", &v[..4]);
+    }
+}
+
+#[test]
+fn it_finds_the_passage_that_answers_among_siblings() {
+    let e = tuned();
+    let passages = [
+        "The Drift Max has a battery life of 10 hours.",
+        "The Drift Mini takes 2 hours to charge.",
+        "Our office in Lyon is closed on public holidays.",
+    ];
+    let vectors = e.embed(&passages).unwrap();
+    let query = format!(
+        "{}How long does the Drift Mini take to charge?",
+        e.query_prefix()
+    );
+    let q = &e.embed(&[query.as_str()]).unwrap()[0];
+    let scores: Vec<f32> = vectors.iter().map(|p| cosine_similarity(q, p)).collect();
+    assert!(scores[1] > scores[0] && scores[1] > scores[2], "{scores:?}");
+}
+
+#[test]
+fn chosen_by_configuration_it_records_its_own_weights() {
+    let config: EmbedderConfig =
+        serde_json::from_str(r#"{"local": {"model": "attest-bge-small-qa"}}"#).unwrap();
+    let embedder = build_embedder(&config).expect("the fine-tuned model from configuration");
+    assert_eq!(embedder.id(), BGE_QA_ID);
+    assert_eq!(
+        (embedder.dimension(), embedder.query_prefix()),
+        (384, BGE_QUERY_PREFIX)
+    );
+    let identity = embedder.identity();
+    assert_eq!(
+        (identity.pooling.as_str(), identity.dimension),
+        ("cls", 384)
+    );
+    // Another model than bge's for a collection: same shape, other weights.
+    let bge = LocalModel::BgeSmall.identity();
+    assert_ne!(identity.checksum, bge.checksum);
+    assert!(!identity.differences(&bge).is_empty());
+
+    let candle: EmbedderConfig =
+        serde_json::from_str(r#"{"local": {"model": "attest-bge-small-qa", "runtime": "candle"}}"#)
+            .unwrap();
+    let err = build_embedder(&candle)
+        .err()
+        .expect("candle refused")
+        .to_string();
+    assert!(err.contains("ONNX Runtime only"), "{err}");
+}
