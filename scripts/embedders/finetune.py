@@ -95,11 +95,12 @@ Layer.forward = fused_attention_forward
 
 def embed_rows(model, rows, frozen=0):
     """The [CLS] rows, L2-normalised; the embeddings and the first `frozen` layers run without gradients."""
-    ids, mask = batch_tensors(rows)
+    device = model.embeddings.word_embeddings.weight.device
+    ids, mask = (t.to(device) for t in batch_tensors(rows))
     bias = (1.0 - mask[:, None, None, :].float()) * -10000.0
     e = model.embeddings
     with torch.set_grad_enabled(torch.is_grad_enabled() and frozen < 0):
-        pos = torch.arange(ids.shape[1]).unsqueeze(0)
+        pos = torch.arange(ids.shape[1], device=device).unsqueeze(0)
         x = e.LayerNorm(e.word_embeddings(ids) + e.position_embeddings(pos) + e.token_type_embeddings(torch.zeros_like(ids)))
     for i, layer in enumerate(model.encoder.layer):
         with torch.set_grad_enabled(torch.is_grad_enabled() and i >= frozen):
@@ -114,7 +115,7 @@ def embed(model, tok, texts, batch=32):
     out = torch.zeros(len(rows), model.embeddings.word_embeddings.weight.shape[1])
     for s in range(0, len(order), batch):
         chunk = order[s: s + batch]
-        out[chunk] = embed_rows(model, [rows[i] for i in chunk])
+        out[chunk] = embed_rows(model, [rows[i] for i in chunk]).cpu()
     return out
 
 
@@ -172,7 +173,7 @@ def training_pairs(model, tok, data, seed, cache):
 def train(args):
     torch.manual_seed(args.seed)
     tok = Tokenizer.from_file(f"{args.base}/tokenizer.json")
-    model = load_model(args.base, args.init)
+    model = load_model(args.base, args.init).to(args.device)
     cache = os.path.join(os.path.dirname(os.path.abspath(args.out)), f"pairs-{args.seed}.json")
     pairs = training_pairs(model, tok, args.data, args.seed, cache)
     steps = min(args.steps or 10**9, len(pairs) // args.batch * args.epochs)
@@ -182,7 +183,7 @@ def train(args):
     params = [p for n, p in model.named_parameters() if n.startswith(trained)]
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.01)
     warm = max(1, steps // 10)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min((s + 1) / warm, max(0.0, (steps - s) / (steps - warm))))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min((s + 1) / warm, max(0.0, (steps - s) / max(1, steps - warm))))
     model.train()
     start = time.time()
     for step in range(steps):
@@ -194,9 +195,10 @@ def train(args):
         logits = q @ p.T / args.temperature
         gold = [b[3] for b in batch]
         # Another question's copy of the same gold passage is not a negative.
-        same = torch.tensor([[gold[i] == gold[j] and i != j for j in range(len(batch))] for i in range(len(batch))])
+        same = torch.tensor([[gold[i] == gold[j] and i != j for j in range(len(batch))] for i in range(len(batch))],
+                            device=logits.device)
         logits[:, : len(batch)] = logits[:, : len(batch)].masked_fill(same, float("-inf"))
-        loss = F.cross_entropy(logits, torch.arange(len(batch)))
+        loss = F.cross_entropy(logits, torch.arange(len(batch), device=logits.device))
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -207,7 +209,7 @@ def train(args):
             print(f"step {step + 1}/{steps} loss {loss.item():.3f} {rate:.1f} questions/s "
                   f"eta {(steps - step - 1) * args.batch / rate / 60:.0f} min", file=sys.stderr, flush=True)
     os.makedirs(args.out, exist_ok=True)
-    state = {k: v.detach().contiguous() for k, v in model.state_dict().items() if not k.startswith("reader.")}
+    state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items() if not k.startswith("reader.")}
     save_file(state, f"{args.out}/embedder.safetensors", metadata={"steps": str(steps), "lr": str(args.lr),
                                                                     "batch": str(args.batch),
                                                                     "temperature": str(args.temperature),
@@ -235,6 +237,7 @@ def main():
                    help="the embeddings and this many lower layers are not trained (-1: the embeddings trained too)")
     p.add_argument("--train-max-len", type=int, default=MAX_LEN, help="passage tokens in training (speed)")
     p.add_argument("--seed", type=int, default=70)
+    p.add_argument("--device", default="cpu", help="cpu, or cuda on a lent GPU")
     p.add_argument("--threads", type=int, default=int(os.environ.get("ATTEST_EMBEDDER_THREADS", "2")))
     args = p.parse_args()
     torch.set_num_threads(args.threads)
@@ -242,7 +245,7 @@ def main():
         train(args)
         return
     tok = Tokenizer.from_file(f"{args.base}/tokenizer.json")
-    model = load_model(args.base, args.weights)
+    model = load_model(args.base, args.weights).to(args.device)
     for name in args.sets:
         t = time.time()
         score, n = evaluate(model, tok, args.data, name, args.every)

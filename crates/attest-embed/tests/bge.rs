@@ -8,16 +8,44 @@ use attest_embed::{
     OnnxEmbedder, BGE_QUERY_PREFIX, BGE_SMALL_ID,
 };
 
-fn bge() -> &'static OnnxEmbedder {
+/// The bge models by `model`, each loaded once for the whole test binary.
+pub(crate) fn loaded(model: LocalModel) -> &'static OnnxEmbedder {
     static BGE: OnceLock<OnnxEmbedder> = OnceLock::new();
-    BGE.get_or_init(|| {
+    static TUNED: OnceLock<OnnxEmbedder> = OnceLock::new();
+    let cell = if model == LocalModel::BgeSmall {
+        &BGE
+    } else {
+        &TUNED
+    };
+    cell.get_or_init(|| {
         let config = LocalEmbedderConfig {
-            model: LocalModel::BgeSmall,
+            model,
             ..LocalEmbedderConfig::default()
         };
         OnnxEmbedder::from_config(&config)
-            .unwrap_or_else(|e| panic!("bge-small-en-v1.5 (run `make models`): {e}"))
+            .unwrap_or_else(|e| panic!("{} (run `make models`): {e}", model.id()))
     })
+}
+
+fn bge() -> &'static OnnxEmbedder {
+    loaded(LocalModel::BgeSmall)
+}
+
+/// With its query instruction, `e` ranks the passage that answers above a sibling product's and an unrelated one.
+pub(crate) fn assert_finds_the_answering_passage(e: &OnnxEmbedder) {
+    let passages = [
+        "The Drift Max has a battery life of 10 hours.",
+        "The Drift Mini takes 2 hours to charge.",
+        "Our office in Lyon is closed on public holidays.",
+    ];
+    let vectors = e.embed(&passages).unwrap();
+    let query = format!(
+        "{}How long does the Drift Mini take to charge?",
+        e.query_prefix()
+    );
+    let q = &e.embed(&[query.as_str()]).unwrap()[0];
+    let scores: Vec<f32> = vectors.iter().map(|p| cosine_similarity(q, p)).collect();
+    assert!(scores[1] > scores[0] && scores[1] > scores[2], "{scores:?}");
 }
 
 #[test]
@@ -53,19 +81,7 @@ fn a_text_gets_the_same_vector_alone_and_among_others() {
 fn the_query_instruction_finds_the_answering_passage() {
     let e = bge();
     assert_eq!((e.id(), e.query_prefix()), (BGE_SMALL_ID, BGE_QUERY_PREFIX));
-    let passages = [
-        "The Drift Max has a battery life of 10 hours.",
-        "The Drift Mini takes 2 hours to charge.",
-        "Our office in Lyon is closed on public holidays.",
-    ];
-    let vectors = e.embed(&passages).unwrap();
-    let query = format!(
-        "{}How long does the Drift Mini take to charge?",
-        e.query_prefix()
-    );
-    let q = &e.embed(&[query.as_str()]).unwrap()[0];
-    let scores: Vec<f32> = vectors.iter().map(|p| cosine_similarity(q, p)).collect();
-    assert!(scores[1] > scores[0] && scores[1] > scores[2], "{scores:?}");
+    assert_finds_the_answering_passage(e);
 }
 
 #[test]

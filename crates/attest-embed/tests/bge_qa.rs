@@ -2,23 +2,14 @@
 //! tokenizer (crates/attest-models/models/bge-qa, checked against bge-qa.sha256 on load). It fails (never skips)
 //! when ONNX Runtime's library is missing: CI installs it first (`make models`).
 
-use std::sync::OnceLock;
-
 use attest_embed::{
-    build_embedder, cosine_similarity, Embedder, EmbedderConfig, LocalEmbedderConfig, LocalModel,
-    OnnxEmbedder, BGE_QA_ID, BGE_QUERY_PREFIX,
+    build_embedder, Embedder, EmbedderConfig, LocalModel, BGE_QA_ID, BGE_QUERY_PREFIX,
 };
 
-fn tuned() -> &'static OnnxEmbedder {
-    static TUNED: OnceLock<OnnxEmbedder> = OnceLock::new();
-    TUNED.get_or_init(|| {
-        let config = LocalEmbedderConfig {
-            model: LocalModel::BgeSmallQa,
-            ..LocalEmbedderConfig::default()
-        };
-        OnnxEmbedder::from_config(&config)
-            .unwrap_or_else(|e| panic!("attest-bge-small-qa (run `make models`): {e}"))
-    })
+use crate::bge::{assert_finds_the_answering_passage, loaded};
+
+fn tuned() -> &'static attest_embed::OnnxEmbedder {
+    loaded(LocalModel::BgeSmallQa)
 }
 
 #[test]
@@ -36,20 +27,7 @@ fn the_committed_graph_gives_the_exported_vectors() {
 
 #[test]
 fn it_finds_the_passage_that_answers_among_siblings() {
-    let e = tuned();
-    let passages = [
-        "The Drift Max has a battery life of 10 hours.",
-        "The Drift Mini takes 2 hours to charge.",
-        "Our office in Lyon is closed on public holidays.",
-    ];
-    let vectors = e.embed(&passages).unwrap();
-    let query = format!(
-        "{}How long does the Drift Mini take to charge?",
-        e.query_prefix()
-    );
-    let q = &e.embed(&[query.as_str()]).unwrap()[0];
-    let scores: Vec<f32> = vectors.iter().map(|p| cosine_similarity(q, p)).collect();
-    assert!(scores[1] > scores[0] && scores[1] > scores[2], "{scores:?}");
+    assert_finds_the_answering_passage(tuned());
 }
 
 #[test]
