@@ -97,13 +97,24 @@ impl LocalModel {
         self != LocalModel::MiniLm
     }
 
+    /// The `sha256sum -c` table of its files (configuration, tokenizer, weights).
+    pub(crate) fn checksums(self) -> &'static str {
+        match self {
+            LocalModel::MiniLm => MINILM_CHECKSUMS,
+            LocalModel::BgeSmall => BGE_CHECKSUMS,
+            LocalModel::BgeSmallQa => BGE_QA_CHECKSUMS,
+        }
+    }
+
     /// Its identity as a collection records it: fixed by the model (its committed weights' checksum).
     pub fn identity(self) -> crate::embed::EmbedderIdentity {
-        let (checksum_table, weights, pooling, query_prefix) = match self {
-            LocalModel::MiniLm => (MINILM_CHECKSUMS, "model.safetensors", "mean", ""),
-            LocalModel::BgeSmall => (BGE_CHECKSUMS, "model.onnx", "cls", BGE_QUERY_PREFIX),
-            LocalModel::BgeSmallQa => (BGE_QA_CHECKSUMS, "model.onnx", "cls", BGE_QUERY_PREFIX),
+        let (weights, pooling, query_prefix) = match self {
+            LocalModel::MiniLm => ("model.safetensors", "mean", ""),
+            LocalModel::BgeSmall | LocalModel::BgeSmallQa => {
+                ("model.onnx", "cls", BGE_QUERY_PREFIX)
+            }
         };
+        let checksum_table = self.checksums();
         crate::embed::EmbedderIdentity {
             model: self.id().to_string(),
             checksum: crate::checksum::expected_sha256(checksum_table, weights)

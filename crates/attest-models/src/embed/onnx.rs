@@ -23,10 +23,7 @@ use std::time::Instant;
 use ort::value::Tensor;
 
 use crate::checksum::read_verified;
-use crate::embed::config::{
-    LocalEmbedderConfig, LocalModel, BGE_CHECKSUMS, BGE_QA_CHECKSUMS, BGE_QUERY_PREFIX,
-    MINILM_CHECKSUMS,
-};
+use crate::embed::config::{LocalEmbedderConfig, LocalModel, BGE_QUERY_PREFIX, MINILM_CHECKSUMS};
 use crate::embed::embedder::Embedder;
 use crate::embed::error::EmbedError;
 use crate::embed::minilm::TextSide;
@@ -83,14 +80,9 @@ impl GraphModel {
                 batch_size: None,
             },
             LocalModel::BgeSmall | LocalModel::BgeSmallQa => {
-                let checksums = if model == LocalModel::BgeSmall {
-                    BGE_CHECKSUMS
-                } else {
-                    BGE_QA_CHECKSUMS
-                };
                 GraphModel {
-                    text_checksums: checksums,
-                    graph_checksums: checksums,
+                    text_checksums: model.checksums(),
+                    graph_checksums: model.checksums(),
                     pooling: Pooling::Cls,
                     query_prefix: BGE_QUERY_PREFIX,
                     // One text per pass: the int8 graph sets its activations' scale over the whole padded batch, so a
@@ -251,6 +243,7 @@ impl Embedder for OnnxEmbedder {
 mod tests {
     use super::*;
     use crate::checksum::expected_sha256;
+    use crate::embed::config::{BGE_CHECKSUMS, BGE_QA_CHECKSUMS};
 
     #[test]
     fn a_missing_graph_is_named() {
