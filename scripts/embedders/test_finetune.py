@@ -1,5 +1,6 @@
 """Tests of finetune.py's encoder pass: the frozen layers get no gradient, the fused attention is the reader's own
-function, and a passage's vector does not depend on the padding of its batch. They need PyTorch (the training
+function, and a passage's vector does not depend on the padding of its batch; and of export_onnx.py's mixed
+precision: the matrices --keep-f32 names are found in the exported graph and left unquantised. They need PyTorch (the training
 environment: `~/.cache/attest-train-venv/bin/python -m unittest discover -s scripts/embedders -p 'test_*.py'`)
 and are skipped, saying so, without it.
 """
@@ -11,7 +12,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
     import torch
 
+    import export_onnx
     import finetune
+    import quantise
 except ImportError:  # the pinned ONNX environment of `make test` has no PyTorch
     torch = None
 
@@ -52,6 +55,42 @@ class EncoderPass(unittest.TestCase):
         self.assertTrue(torch.allclose(alone[0], padded[0], atol=1e-5))
         self.assertAlmostEqual(float(alone[0].norm()), 1.0, places=5)
 
+
+@unittest.skipIf(torch is None, "needs PyTorch (the training environment)")
+class MixedPrecisionExport(unittest.TestCase):
+    def test_kept_matrices_run_in_float_and_the_rest_are_int8(self):
+        import tempfile
+
+        import numpy as np
+        import onnx
+        import onnxruntime as ort
+
+        torch.manual_seed(0)
+        model = finetune.Reader(CONFIG).eval()
+        ids = torch.tensor([[1, 5, 6, 2], [1, 7, 8, 9]])
+        feed = {"input_ids": ids.numpy(), "attention_mask": np.ones_like(ids.numpy()),
+                "token_type_ids": np.zeros_like(ids.numpy())}
+        names = list(feed)
+        outputs = {}
+        with tempfile.TemporaryDirectory() as tmp:
+            f32 = f"{tmp}/f32.onnx"
+            torch.onnx.export(export_onnx.Exported(model), (ids, torch.ones_like(ids), torch.zeros_like(ids)), f32,
+                              input_names=names, output_names=["last_hidden_state"], opset_version=17, dynamo=False)
+            for keep in ("", "value,dense_2", ",".join(quantise.KINDS)):
+                path = f"{tmp}/q-{len(keep)}.onnx"
+                kept = quantise.quantise(f32, path, keep)
+                nodes = onnx.load(path).graph.node
+                self.assertEqual(sum(n.op_type == "MatMulInteger" for n in nodes), 6 * 3 - len(kept), keep)
+                self.assertTrue(set(kept) <= {n.name for n in nodes if n.op_type == "MatMul"})
+                outputs[keep] = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feed)[0]
+            with self.assertRaises(SystemExit):
+                quantise.quantise(f32, f"{tmp}/bad.onnx", "values")
+            self.assertEqual(len(quantise.layer_matmuls(onnx.load(f32).graph, "value,dense_2")), 2 * 3)
+        want = model.encode(ids, torch.zeros_like(ids), torch.ones_like(ids)).detach().numpy()
+        error = {keep: float(np.abs(out - want).max()) for keep, out in outputs.items()}
+        # Every matrix kept (stored f16): the f32 model up to f16 rounding; fewer kept, more quantisation error.
+        self.assertLess(error[",".join(quantise.KINDS)], 1e-2, error)
+        self.assertLess(error[",".join(quantise.KINDS)], error[""], error)
 
 if __name__ == "__main__":
     unittest.main()

