@@ -14,13 +14,19 @@ corpora are never trained on.
 
   finetune.py eval  --weights W|--base B  [--sets ...]    nDCG@10 per set (held-out articles where a set has them)
   finetune.py train --base B --out DIR [--steps N ...]    writes DIR/embedder.safetensors (f32 BERT tensors)
+
+Resumable like a reader round (scripts/reader/schedule.py): DIR/checkpoint.pt (weights, optimiser, schedule, random
+state, step) is written every --checkpoint-every steps and when the run stops — after --stop-after-steps steps of
+its own, or on SIGINT/SIGTERM at the end of the step under way (exit 75); the same command run again continues at
+that step with the same batches. A checkpoint of another plan (pairs, batch, epochs, steps) or of other settings
+(lr, temperature, frozen layers, passage length, seed) is refused.
 """
 
 import argparse
 import json
-import math
 import os
 import random
+import signal
 import sys
 import time
 
@@ -33,6 +39,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare import held_out, ndcg_at_k  # noqa: E402
 from model import Layer, Reader, load_base  # noqa: E402
+from schedule import PAUSED_EXIT, PlanMismatch, run_steps  # noqa: E402
 
 CLS, SEP = 101, 102
 MAX_LEN = 256
@@ -170,25 +177,49 @@ def training_pairs(model, tok, data, seed, cache):
     return pairs
 
 
-def train(args):
-    torch.manual_seed(args.seed)
-    tok = Tokenizer.from_file(f"{args.base}/tokenizer.json")
-    model = load_model(args.base, args.init).to(args.device)
-    cache = os.path.join(os.path.dirname(os.path.abspath(args.out)), f"pairs-{args.seed}.json")
-    pairs = training_pairs(model, tok, args.data, args.seed, cache)
-    steps = min(args.steps or 10**9, len(pairs) // args.batch * args.epochs)
+def plan_steps(pairs, batch, epochs, steps=None):
+    """Each step's pair indices: consecutive windows over the pairs (shuffled once when mined), as the first
+    fine-tune ran; `steps` cuts the plan short (its length also sets the learning-rate schedule)."""
+    total = min(steps or 10**9, pairs // batch * epochs)
+    return [list(range(off, off + batch)) for off in ((s * batch) % (pairs - batch + 1) for s in range(total))]
+
+
+def fit(model, tok, pairs, steps, args, checkpoint, stop_after=0, should_stop=lambda: False):
+    """Trains `model` over `steps` (plan_steps) from where `checkpoint` stopped, writing it every
+    `args.checkpoint_every` steps and at a stop (schedule.run_steps). Returns (step, why): why "paused" or "done"."""
     trained = tuple(f"encoder.layer.{i}." for i in range(max(0, args.frozen_layers), len(model.encoder.layer)))
     if args.frozen_layers < 0:
         trained += ("embeddings.",)
     params = [p for n, p in model.named_parameters() if n.startswith(trained)]
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.01)
-    warm = max(1, steps // 10)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min((s + 1) / warm, max(0.0, (steps - s) / max(1, steps - warm))))
-    model.train()
-    start = time.time()
-    for step in range(steps):
-        off = (step * args.batch) % (len(pairs) - args.batch + 1)
-        batch = pairs[off: off + args.batch]
+    total = len(steps)
+    warm = max(1, total // 10)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min((s + 1) / warm, max(0.0, (total - s) / max(1, total - warm))))
+    # What else decides the weights: a checkpoint of another run is refused, not continued.
+    run = {k: getattr(args, k) for k in ("lr", "temperature", "frozen_layers", "train_max_len", "seed")}
+
+    def load():
+        if not os.path.exists(checkpoint):
+            return None
+        saved = torch.load(checkpoint, map_location=args.device)
+        if saved["run"] != run:
+            sys.exit(f"finetune.py: {checkpoint} was written by another run ({saved['run']}, this one: {run}); "
+                     "remove it or use another --out")
+        model.load_state_dict(saved["model"])
+        opt.load_state_dict(saved["opt"])
+        sched.load_state_dict(saved["sched"])
+        torch.set_rng_state(saved["rng"])
+        return saved["meta"]
+
+    def save(meta):
+        tmp = checkpoint + ".tmp"
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
+                    "rng": torch.get_rng_state(), "run": run, "meta": meta}, tmp)
+        os.replace(tmp, checkpoint)
+
+    def train_step(_step, indices):
+        batch = [pairs[i] for i in indices]
         q = embed_rows(model, [ids_of(tok, b[0]) for b in batch], args.frozen_layers)
         p = embed_rows(model, [ids_of(tok, b[1], args.train_max_len) for b in batch]
                        + [ids_of(tok, b[2], args.train_max_len) for b in batch], args.frozen_layers)
@@ -204,18 +235,46 @@ def train(args):
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         sched.step()
-        if step % 10 == 0 or step == steps - 1:
-            rate = (step + 1) * args.batch / (time.time() - start)
-            print(f"step {step + 1}/{steps} loss {loss.item():.3f} {rate:.1f} questions/s "
-                  f"eta {(steps - step - 1) * args.batch / rate / 60:.0f} min", file=sys.stderr, flush=True)
-    os.makedirs(args.out, exist_ok=True)
+        return len(batch), loss.item()
+
+    model.train()
+    os.makedirs(os.path.dirname(os.path.abspath(checkpoint)), exist_ok=True)
+    try:
+        step, why, _ = run_steps(steps, train_step, load, save, args.checkpoint_every, where=checkpoint,
+                                 stop_after=stop_after, should_stop=should_stop, progress_every=10)
+    except PlanMismatch as e:
+        sys.exit(f"finetune.py: {e}")
+    return step, why
+
+
+def train(args):
+    torch.manual_seed(args.seed)
+    tok = Tokenizer.from_file(f"{args.base}/tokenizer.json")
+    model = load_model(args.base, args.init).to(args.device)
+    cache = os.path.join(os.path.dirname(os.path.abspath(args.out)), f"pairs-{args.seed}.json")
+    pairs = training_pairs(model, tok, args.data, args.seed, cache)
+    steps = plan_steps(len(pairs), args.batch, args.epochs, args.steps)
+    # SIGINT/SIGTERM: finish the step under way, write the checkpoint, exit PAUSED_EXIT (a second signal kills).
+    stopping = []
+
+    def stop(signum, _frame):
+        stopping.append(signum)
+        signal.signal(signum, signal.SIG_DFL)
+        print(f"signal {signum}: stopping after this step", file=sys.stderr, flush=True)
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    step, why = fit(model, tok, pairs, steps, args, f"{args.out}/checkpoint.pt", args.stop_after_steps,
+                    lambda: bool(stopping))
+    if why == "paused":
+        sys.exit(PAUSED_EXIT)
     state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items() if not k.startswith("reader.")}
-    save_file(state, f"{args.out}/embedder.safetensors", metadata={"steps": str(steps), "lr": str(args.lr),
+    save_file(state, f"{args.out}/embedder.safetensors", metadata={"steps": str(step), "lr": str(args.lr),
                                                                     "batch": str(args.batch),
                                                                     "temperature": str(args.temperature),
                                                                     "frozen_layers": str(args.frozen_layers),
                                                                     "train_max_len": str(args.train_max_len)})
-    print(f"wrote {args.out}/embedder.safetensors ({steps} steps)", flush=True)
+    print(f"wrote {args.out}/embedder.safetensors ({step} steps)", flush=True)
 
 
 def main():
@@ -238,6 +297,9 @@ def main():
     p.add_argument("--train-max-len", type=int, default=MAX_LEN, help="passage tokens in training (speed)")
     p.add_argument("--seed", type=int, default=70)
     p.add_argument("--device", default="cpu", help="cpu, or cuda on a lent GPU")
+    p.add_argument("--checkpoint-every", type=int, default=20, help="steps between checkpoints (DIR/checkpoint.pt)")
+    p.add_argument("--stop-after-steps", type=int, default=0,
+                   help="pause after this many steps of this run: checkpoint, exit 75; rerun to continue")
     p.add_argument("--threads", type=int, default=int(os.environ.get("ATTEST_EMBEDDER_THREADS", "2")))
     args = p.parse_args()
     torch.set_num_threads(args.threads)

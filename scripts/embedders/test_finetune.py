@@ -92,5 +92,62 @@ class MixedPrecisionExport(unittest.TestCase):
         self.assertLess(error[",".join(quantise.KINDS)], 1e-2, error)
         self.assertLess(error[",".join(quantise.KINDS)], error[""], error)
 
+@unittest.skipIf(torch is None, "needs PyTorch (the training environment)")
+class Resume(unittest.TestCase):
+    """A run paused after N steps and started again continues at step N with the same batches: its weights end
+    equal to those of a run that never stopped."""
+
+    def setUp(self):
+        import tempfile
+
+        from tokenizers import Tokenizer, models, pre_tokenizers
+
+        words = [f"w{i}" for i in range(40)]
+        self.tok = Tokenizer(models.WordLevel({w: i + 3 for i, w in enumerate(words)}, unk_token="w0"))
+        self.tok.pre_tokenizer = pre_tokenizers.Whitespace()
+        rng = __import__("random").Random(3)
+        self.pairs = [(" ".join(rng.sample(words, 4)), " ".join(rng.sample(words, 6)), " ".join(rng.sample(words, 6)),
+                       f"d{i % 7}") for i in range(24)]
+        self.args = finetune.argparse.Namespace(lr=1e-3, temperature=0.05, frozen_layers=1, train_max_len=16, seed=5,
+                                                device="cpu", checkpoint_every=2)
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+
+    def model(self):
+        torch.manual_seed(0)
+        return finetune.Reader({**CONFIG, "vocab_size": 128, "max_position_embeddings": 64})
+
+    def test_a_paused_run_continues_where_it_stopped(self):
+        steps = finetune.plan_steps(len(self.pairs), 4, 2)
+        self.assertEqual(len(steps), 12)
+        straight = self.model()
+        torch.manual_seed(9)
+        self.assertEqual(finetune.fit(straight, self.tok, self.pairs, steps, self.args, f"{self.tmp.name}/a.pt"),
+                         (12, "done"))
+
+        ckpt = f"{self.tmp.name}/b.pt"
+        first = self.model()
+        torch.manual_seed(9)
+        self.assertEqual(finetune.fit(first, self.tok, self.pairs, steps, self.args, ckpt, stop_after=5), (5, "paused"))
+        resumed = self.model()
+        torch.manual_seed(1234)  # the checkpoint's random state, not this one, must be what the run goes on with
+        self.assertEqual(finetune.fit(resumed, self.tok, self.pairs, steps, self.args, ckpt), (12, "done"))
+        for (name, a), b in zip(straight.state_dict().items(), resumed.state_dict().values()):
+            self.assertTrue(torch.allclose(a, b, atol=1e-6), name)
+        self.assertFalse(torch.equal(straight.state_dict()["encoder.layer.2.output.dense.weight"],
+                                     self.model().state_dict()["encoder.layer.2.output.dense.weight"]))
+
+    def test_a_checkpoint_of_other_settings_is_refused(self):
+        steps = finetune.plan_steps(len(self.pairs), 4, 1)
+        ckpt = f"{self.tmp.name}/c.pt"
+        finetune.fit(self.model(), self.tok, self.pairs, steps, self.args, ckpt, stop_after=2)
+        self.args.lr = 2e-3
+        with self.assertRaises(SystemExit):
+            finetune.fit(self.model(), self.tok, self.pairs, steps, self.args, ckpt)
+        self.args.lr = 1e-3
+        with self.assertRaises(SystemExit):  # another plan: one step fewer
+            finetune.fit(self.model(), self.tok, self.pairs, steps[:-1], self.args, ckpt)
+
+
 if __name__ == "__main__":
     unittest.main()
