@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import random
-import signal
 import sys
 import time
 
@@ -39,7 +38,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare import held_out, ndcg_at_k  # noqa: E402
 from model import Layer, Reader, load_base  # noqa: E402
-from schedule import PAUSED_EXIT, PlanMismatch, run_steps  # noqa: E402
+from schedule import PAUSED_EXIT, PlanMismatch, run_steps, stop_on_signals  # noqa: E402
 
 CLS, SEP = 101, 102
 MAX_LEN = 256
@@ -255,17 +254,8 @@ def train(args):
     pairs = training_pairs(model, tok, args.data, args.seed, cache)
     steps = plan_steps(len(pairs), args.batch, args.epochs, args.steps)
     # SIGINT/SIGTERM: finish the step under way, write the checkpoint, exit PAUSED_EXIT (a second signal kills).
-    stopping = []
-
-    def stop(signum, _frame):
-        stopping.append(signum)
-        signal.signal(signum, signal.SIG_DFL)
-        print(f"signal {signum}: stopping after this step", file=sys.stderr, flush=True)
-
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGTERM, stop)
     step, why = fit(model, tok, pairs, steps, args, f"{args.out}/checkpoint.pt", args.stop_after_steps,
-                    lambda: bool(stopping))
+                    stop_on_signals())
     if why == "paused":
         sys.exit(PAUSED_EXIT)
     state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items() if not k.startswith("reader.")}

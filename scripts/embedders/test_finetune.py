@@ -5,6 +5,7 @@ environment: `~/.cache/attest-train-venv/bin/python -m unittest discover -s scri
 and are skipped, saying so, without it.
 """
 import os
+import random
 import sys
 import unittest
 
@@ -105,7 +106,7 @@ class Resume(unittest.TestCase):
         words = [f"w{i}" for i in range(40)]
         self.tok = Tokenizer(models.WordLevel({w: i + 3 for i, w in enumerate(words)}, unk_token="w0"))
         self.tok.pre_tokenizer = pre_tokenizers.Whitespace()
-        rng = __import__("random").Random(3)
+        rng = random.Random(3)
         self.pairs = [(" ".join(rng.sample(words, 4)), " ".join(rng.sample(words, 6)), " ".join(rng.sample(words, 6)),
                        f"d{i % 7}") for i in range(24)]
         self.args = finetune.argparse.Namespace(lr=1e-3, temperature=0.05, frozen_layers=1, train_max_len=16, seed=5,

@@ -13,11 +13,13 @@ callbacks of `run_steps`.
   `checkpoint_every` steps and at every stop, and stops early, resumable, after `stop_after` steps of this run or
   when `should_stop()` turns true (train.py: SIGINT/SIGTERM).
 - `Progress`: step/total, rows/s over this run, ETA, to stderr.
+- `stop_on_signals`: SIGINT/SIGTERM end the run after the step under way (the `should_stop` of `run_steps`).
 """
 
 import hashlib
 import json
 import random
+import signal
 import sys
 import time
 
@@ -48,6 +50,21 @@ def plan(lengths, batch, seed, epochs):
 def fingerprint(steps):
     """A short name of a plan: equal plans, equal names."""
     return hashlib.sha256(json.dumps(steps, separators=(",", ":")).encode()).hexdigest()[:16]
+
+
+def stop_on_signals(log=None):
+    """Makes SIGINT and SIGTERM ask the step loop to stop after the step under way (a second signal kills, as
+    usual); returns the `should_stop` callable for `run_steps`."""
+    stopping = []
+
+    def stop(signum, _frame):
+        stopping.append(signum)
+        signal.signal(signum, signal.SIG_DFL)
+        print(f"signal {signum}: stopping after this step", file=log or sys.stderr, flush=True)
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    return lambda: bool(stopping)
 
 
 class PlanMismatch(Exception):

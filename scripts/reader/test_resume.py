@@ -23,7 +23,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from schedule import PAUSED_EXIT, PlanMismatch, Progress, fingerprint, plan, run_steps  # noqa: E402
+from schedule import PAUSED_EXIT, PlanMismatch, Progress, fingerprint, plan, run_steps, stop_on_signals  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -136,6 +136,20 @@ class Bookkeeping(unittest.TestCase):
         _, _, second, w, _ = session(work, LENGTHS)
         self.assertEqual(first + second, whole)
         self.assertEqual(w, weights)
+
+    def test_sigterm_asks_the_loop_to_stop_once_and_a_second_kills(self):
+        import signal
+
+        saved = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+        self.addCleanup(lambda: (signal.signal(signal.SIGINT, saved[0]), signal.signal(signal.SIGTERM, saved[1])))
+        log = io.StringIO()
+        should_stop = stop_on_signals(log)
+        self.assertFalse(should_stop())
+        os.kill(os.getpid(), signal.SIGTERM)
+        self.assertTrue(should_stop())
+        self.assertIn("signal 15: stopping after this step", log.getvalue())
+        self.assertEqual(signal.getsignal(signal.SIGTERM), signal.SIG_DFL)
+        self.assertNotEqual(signal.getsignal(signal.SIGINT), signal.SIG_DFL)
 
     def test_a_checkpoint_of_another_plan_is_refused(self):
         work = self.work("other")

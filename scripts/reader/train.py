@@ -25,7 +25,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import sys
 from collections import defaultdict
 
@@ -39,7 +38,7 @@ import data  # noqa: E402
 from data import answerability_rows, definition_rows, halueval_answerability_rows, support_rows  # noqa: E402
 from model import (MAX_FIRST, MAX_LEN, Reader, answer_span, collate, load_base, pair_ids,  # noqa: E402
                    sentence_range, span_margin)
-from schedule import PAUSED_EXIT, PlanMismatch, fingerprint, plan, run_steps  # noqa: E402
+from schedule import PAUSED_EXIT, PlanMismatch, fingerprint, plan, run_steps, stop_on_signals  # noqa: E402
 
 ANSWERABLE, SUPPORTED = 0, 1
 
@@ -360,24 +359,16 @@ def main():
         opt.zero_grad()
         return len(rows), loss.item()
 
-    # SIGINT/SIGTERM: finish the step under way, write a checkpoint, exit PAUSED_EXIT (a second signal kills).
-    stopping = []
-
-    def stop(signum, _frame):
-        stopping.append(signum)
-        signal.signal(signum, signal.SIG_DFL)
-        print(f"signal {signum}: stopping after this step", file=sys.stderr, flush=True)
-
     if args.export_only:
         meta = load()
         step, why, trained_s = (meta or {}).get("step", 0), "done", (meta or {}).get("elapsed", 0.0)
     else:
-        signal.signal(signal.SIGINT, stop)
-        signal.signal(signal.SIGTERM, stop)
+        # SIGINT/SIGTERM: finish the step under way, write a checkpoint, exit PAUSED_EXIT (a second signal kills).
+        should_stop = stop_on_signals()
         try:
             step, why, trained_s = run_steps(steps, train_step, load, save, args.checkpoint_every, where=ckpt,
                                              stop_after=args.stop_after_steps, max_steps=args.max_steps,
-                                             time_limit=args.time_limit, should_stop=lambda: bool(stopping))
+                                             time_limit=args.time_limit, should_stop=should_stop)
         except PlanMismatch as e:
             sys.exit(f"train.py: {e}")
         if why == "paused":

@@ -12,10 +12,10 @@ use attest_embed::{
 pub(crate) fn loaded(model: LocalModel) -> &'static OnnxEmbedder {
     static BGE: OnceLock<OnnxEmbedder> = OnceLock::new();
     static TUNED: OnceLock<OnnxEmbedder> = OnceLock::new();
-    let cell = if model == LocalModel::BgeSmall {
-        &BGE
-    } else {
-        &TUNED
+    let cell = match model {
+        LocalModel::BgeSmall => &BGE,
+        LocalModel::BgeSmallQa => &TUNED,
+        LocalModel::MiniLm => panic!("not a bge model"),
     };
     cell.get_or_init(|| {
         let config = LocalEmbedderConfig {

