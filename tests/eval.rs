@@ -335,6 +335,65 @@ fn eval_breaks_down_by_domain_and_kind_and_writes_each_question() {
         [&a["hallucination_ci95"][0], &a["hallucination_ci95"][1]].map(|v| v.as_f64().unwrap());
     let rate = a["hallucination_rate"].as_f64().unwrap();
     assert!(lo <= rate && rate <= hi && hi > 0.0, "{a}");
+
+    // Each answer carries what the gate saw: its last retrieval grounded on a read sentence.
+    for line in asked.iter().filter(|l| l["status"] == "answered") {
+        let hops = line["hops"].as_array().expect("hops of an answer");
+        let last = hops.last().unwrap();
+        assert_eq!(last["gate"], "ground", "{line}");
+        assert!(
+            last["passages"][0]["sentences"].as_array().is_some(),
+            "{line}"
+        );
+    }
+    replay_reproduces_the_run(&per_question, a, data.path());
+}
+
+/// `attest-lab replay` on the run's `--per-question` file: at the run's settings every question comes out as the
+/// run scored it (the trace is what the gate decided on), the figures are the report's; a ground bar no sentence
+/// reaches answers nothing the run's trace grounded.
+fn replay_reproduces_the_run(per_question: &Path, answers: &Value, dir: &Path) {
+    let replay = |extra: &[&str], json: &Path| -> (String, Value) {
+        let out = Command::new(common::lab_bin())
+            .args(["replay", "--per-question", per_question.to_str().unwrap()])
+            .args(["--json", json.to_str().unwrap()])
+            .args(extra)
+            .env("ATTEST_LOG", "warn")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{text}");
+        let rows = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+        (text, rows)
+    };
+    let (text, rows) = replay(&[], &dir.join("replay.json"));
+    let n = std::fs::read_to_string(per_question)
+        .unwrap()
+        .lines()
+        .count();
+    assert!(
+        text.contains(&format!("{n} of {n} questions reproduced")),
+        "{text}"
+    );
+    let own = &rows[0]["sets"][0]["figures"];
+    for (side, reported) in [
+        ("hallucination", "hallucination_rate"),
+        ("coverage", "coverage"),
+    ] {
+        let (replayed, reported) = (own[side]["rate"].as_f64(), answers[reported].as_f64());
+        assert!(
+            (replayed.unwrap() - reported.unwrap()).abs() < 1e-9,
+            "{side}: {own} / {answers}"
+        );
+    }
+    assert_eq!(own["approximate"], 0, "{own}");
+    assert_eq!(own["unseen"], 0, "{own}");
+    let (_, rows) = replay(&["--ground", "0.15,1.0"], &dir.join("replay-bars.json"));
+    let at = |i: usize| &rows[i]["sets"][0]["figures"];
+    assert_eq!(rows.as_array().unwrap().len(), 2, "{rows}");
+    assert!(at(0)["coverage"]["hits"].as_u64().unwrap() > 0, "{rows}");
+    assert_eq!(at(1)["coverage"]["hits"], 0, "{rows}");
 }
 
 /// `--reader-rerank N`: the reranked lane's best N candidates reordered by the readers, reported as a lane of

@@ -207,6 +207,7 @@ mod tests {
         let read = |answerability, answer_part| SentenceRead {
             answerability,
             answer_part,
+            ..SentenceRead::default()
         };
         p.sentence_reads = Some(vec![read(0.9, 0), read(0.1, 0)]);
         let f = Footnotes::mint(vec![p.clone()]);

@@ -7,7 +7,8 @@
 pub use crate::reader::GateMode;
 
 /// What the coverage gate says about the pool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Gate {
     Ground,
     Bail,

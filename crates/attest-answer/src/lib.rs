@@ -32,7 +32,8 @@
 //! - Steps 1–8 of SPEC "answer", each its own module: [`route`] (no_retrieval / single_hop / multi_hop),
 //!   [`rewrite`] (rewrites, sub-questions, CRAG refinement), [`structural`] (identifiers resolved exactly),
 //!   [`terminology`] (glossary first, LRU + TTL cache), [`memory`] (curated pins and notes), [`pool`] (candidates,
-//!   noise pre-floor), [`reserves`] (the cut to `passages` with per-kind reserves), [`gate`] (the coverage gate).
+//!   noise pre-floor), [`reserves`] (the cut to `passages` with per-kind reserves), [`gate`] (the coverage gate;
+//!   [`gate_trace`]: what it saw at each hop, to replay other bars on).
 //! - [`rerank`]: the [`rerank::Reranker`] back ends that score candidates 0..1 against the question: the learned
 //!   local reranker (the default, trained by `attest-lab train reranker`), a remote cross-encoder, the lexical one.
 //! - [`near_miss`]: what an abstention says was found instead of the answer, with its source, when the
@@ -48,6 +49,7 @@ pub mod config;
 pub mod conversation;
 pub mod error;
 pub mod gate;
+pub mod gate_trace;
 pub mod gauntlet;
 pub mod generate;
 pub mod gguf_generator;

@@ -14,6 +14,25 @@ pub struct SentenceRead {
     /// The `;` part of the sentence ([`attest_text::text::semicolon_parts`]) where the main reader's best answer span
     /// starts: the part the composer quotes.
     pub answer_part: usize,
+    /// What `answerability` was made of, so that other bars and rules can be tried on the same reading
+    /// (`attest-lab replay`); all zero for a sentence not read.
+    pub readings: Readings,
+}
+
+/// The readers' answerability of one sentence, before `reader.ensemble_rule` and `reader.overrule_bar` are
+/// applied ([`crate::reader::ReaderConfig::answerability`] applies them): every combination the settings can ask
+/// for, for any number of readers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Readings {
+    /// The arithmetic mean of the readers' probabilities.
+    pub mean: f64,
+    /// Their geometric mean.
+    pub geometric: f64,
+    /// The least of them (every reader at least this sure).
+    pub weakest: f64,
+    /// Read only because the rules refusing it are overrulable: it counts only where every reader clears
+    /// `reader.overrule_bar`.
+    pub held: bool,
 }
 
 /// A passage retrieved in this turn.

@@ -1,4 +1,5 @@
-//! The lab's command line: `attest-lab eval`, `attest-lab bench`, `attest-lab train`, `attest-lab rules`.
+//! The lab's command line: `attest-lab eval`, `attest-lab bench`, `attest-lab train`, `attest-lab rules`,
+//! `attest-lab replay`.
 
 use std::path::PathBuf;
 
@@ -33,6 +34,9 @@ pub enum LabCommand {
     /// Asks the reader's rules (no model, no cluster) of a data set's gold sentences and near misses' neighbouring
     /// facts: what each rule costs in coverage and what it catches.
     Rules(crate::rules::RulesArgs),
+    /// Tries the coverage gate's bars and the readers' combination on what a run of `eval --per-question` read
+    /// (no model, no cluster): hallucination and coverage per setting, in seconds.
+    Replay(crate::replay::ReplayArgs),
 }
 
 #[derive(Subcommand)]

@@ -1,6 +1,6 @@
 //! `attest-lab`: the quality gate, the index benchmarks and model training (the modules are in the library).
 
-use attest_lab::{bench, cli, eval, rules, train};
+use attest_lab::{bench, cli, eval, replay, rules, train};
 use clap::Parser;
 
 fn main() -> anyhow::Result<()> {
@@ -30,6 +30,9 @@ fn main() -> anyhow::Result<()> {
             }
             cli::LabCommand::Rules(args) => {
                 tokio::task::spawn_blocking(move || rules::run(args)).await?
+            }
+            cli::LabCommand::Replay(args) => {
+                tokio::task::spawn_blocking(move || replay::run(args)).await?
             }
         }
     })

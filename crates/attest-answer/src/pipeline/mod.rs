@@ -104,6 +104,10 @@ pub struct AskResponse {
     /// The reranker that ranked the candidates.
     pub reranker: &'static str,
     pub latency_ms: BTreeMap<&'static str, f64>,
+    /// What the coverage gate saw at each retrieval where the reader read (in process only, never serialised:
+    /// `attest-lab eval --per-question` writes it so that `attest-lab replay` can try other bars on it).
+    #[serde(skip)]
+    pub gate_trace: Vec<crate::gate_trace::HopTrace>,
 }
 
 /// A passage the first retrieval found, as a streamed ask's first event shows it: ranked, not yet read.
@@ -177,7 +181,7 @@ pub struct AnswerService {
 }
 
 /// The reader's readings of the sentences of the candidates read so far in a turn, by chunk id.
-type Reads = HashMap<String, Vec<crate::reader::SentenceRead>>;
+pub(crate) type Reads = HashMap<String, Vec<crate::reader::SentenceRead>>;
 
 /// What a stage hands on: the turn goes on, or it ends with this response.
 type Flow<T = ()> = ControlFlow<AskResponse, T>;

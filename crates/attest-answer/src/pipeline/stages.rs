@@ -9,7 +9,7 @@ use std::time::Instant;
 use attest_proto::v1 as pb;
 
 use super::{
-    finish, on_a_blocking_thread, passage, AnswerService, Flow, Turn, LOW_CONFIDENCE,
+    finish, on_a_blocking_thread, passage, AnswerService, Flow, Reads, Turn, LOW_CONFIDENCE,
     MODEL_ABSTAINED, NO_RESULTS, OUT_OF_CORPUS, ROUTED_NO_RETRIEVAL, STAGE_GAUNTLET,
     STAGE_GENERATE, STAGE_MEMORY, STAGE_READ, STAGE_RERANK, STAGE_RETRIEVE, STAGE_ROUTE,
     STAGE_STRUCTURAL, STAGE_TERMINOLOGY, STAGE_VERIFY, TERMINOLOGY_NOT_FOUND, UNRESOLVED_REFERENCE,
@@ -20,6 +20,7 @@ use crate::conversation;
 use crate::error::AnswerError;
 use crate::footnotes::{Footnotes, Passage};
 use crate::gate::{self, Gate};
+use crate::gate_trace::{self, HopTrace, ReadPassage};
 use crate::gauntlet::Gauntlet;
 use crate::generate::Generated;
 use crate::memory;
@@ -197,21 +198,15 @@ impl AnswerService {
             let gate = match (&answerability, &self.reader) {
                 // A curated pin is sufficient evidence by itself (the seed's `assess_sufficiency`).
                 _ if !turn.out.pinned.is_empty() => Gate::Ground,
-                (Some(scores), Some(reader)) => {
-                    let settings = reader.config();
-                    gate::combine(
-                        gate::decide_read(scores, settings),
-                        gate::lexical_beside_reader(
-                            &reranked,
-                            scores,
-                            &self.config.gate_thresholds(),
-                            settings,
-                        ),
-                        settings.gate,
-                    )
-                }
+                (Some(scores), Some(reader)) => gate_trace::decide(
+                    &reranked,
+                    scores,
+                    &self.config.gate_thresholds(),
+                    reader.config(),
+                ),
                 _ => gate::decide(&reranked, &self.config.gate_thresholds()),
             };
+
             // What the gate saw, so an abstention can be read back to the score that made it.
             let finite = |best: f64| best.is_finite().then_some(best);
             tracing::debug!(
@@ -222,6 +217,15 @@ impl AnswerService {
                 reranked = finite(gate::best(&reranked)),
                 gate = ?gate,
             );
+            if answerability.is_some() {
+                let hop = HopTrace {
+                    hop: turn.out.hops,
+                    reranked,
+                    passages: read_passages(&turn.ranked, &turn.reads),
+                    gate,
+                };
+                turn.out.gate_trace.push(hop);
+            }
             if gate != Gate::Refine || turn.out.hops >= self.config.max_hops.max(1) {
                 break gate;
             }
@@ -488,4 +492,16 @@ pub(super) fn search_request(
             .collect(),
         ..Default::default()
     }
+}
+
+/// The read passages of `ranked`, in ranked order, with the readings of their read sentences.
+fn read_passages(ranked: &[Candidate], reads: &Reads) -> Vec<ReadPassage> {
+    ranked
+        .iter()
+        .filter_map(|c| {
+            let read = reads.get(&c.hit.chunk_id)?;
+            let sentences = attest_text::text::sentences(crate::footnotes::body(&c.hit));
+            Some(ReadPassage::of(&c.hit.doc_id, &sentences, read))
+        })
+        .collect()
 }

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use self::rules::{SentenceRules, Verdict};
-pub use crate::footnotes::SentenceRead;
+pub use crate::footnotes::{Readings, SentenceRead};
 use crate::verifier::calibration::{is_quote, SupportCalibration, SupportInputs};
 use crate::verifier::features::features;
 use crate::verifier::Verifier;
@@ -197,6 +197,22 @@ pub enum EnsembleRule {
     Geometric,
 }
 
+impl Readings {
+    /// The readings of one sentence from each reader's probability (at least one).
+    pub fn of(probabilities: &[f64], held: bool) -> Readings {
+        Readings {
+            mean: EnsembleRule::Mean.combine(probabilities),
+            geometric: EnsembleRule::Geometric.combine(probabilities),
+            weakest: probabilities
+                .iter()
+                .copied()
+                .fold(f64::INFINITY, f64::min)
+                .min(1.0),
+            held,
+        }
+    }
+}
+
 impl EnsembleRule {
     /// The combination of `scores` (one per model, each in 0..=1).
     pub fn combine(self, scores: &[f64]) -> f64 {
@@ -244,6 +260,20 @@ impl Default for ReaderConfig {
 }
 
 impl ReaderConfig {
+    /// A sentence's answerability under these settings: its readings combined by `ensemble_rule`, or 0 for a
+    /// held sentence (only overrulable rules refused it) that not every reader clears `overrule_bar` for.
+    pub fn answerability(&self, readings: &Readings) -> f64 {
+        let cleared =
+            !readings.held || self.overrule_bar.is_some_and(|bar| readings.weakest >= bar);
+        if !cleared {
+            return 0.0;
+        }
+        match self.ensemble_rule {
+            EnsembleRule::Mean => readings.mean,
+            EnsembleRule::Geometric => readings.geometric,
+        }
+    }
+
     pub fn model_dir(&self) -> PathBuf {
         self.model_dir
             .clone()
@@ -469,17 +499,13 @@ impl Reader {
                 judged.push(j);
             }
         }
-        let bar = self.config.overrule_bar.unwrap_or(0.0);
         for (c, judged) in candidates.iter().zip(&per_model) {
             let probabilities: Vec<f64> = judged.iter().map(|j| j.probability).collect();
-            let cleared = !c.held || probabilities.iter().all(|&q| q >= bar);
+            let readings = Readings::of(&probabilities, c.held);
             out[c.passage][c.sentence] = SentenceRead {
-                answerability: if cleared {
-                    self.config.ensemble_rule.combine(&probabilities)
-                } else {
-                    0.0
-                },
+                answerability: self.config.answerability(&readings),
                 answer_part: judged.first().map_or(0, |j| j.part),
+                readings,
             };
         }
         Ok(out)
@@ -563,7 +589,31 @@ impl Verifier for ReaderVerifier {
 
 #[cfg(test)]
 mod tests {
-    use super::EnsembleRule;
+    use super::{EnsembleRule, ReaderConfig, Readings};
+
+    #[test]
+    fn a_sentence_answerability_is_its_readings_under_the_rule_and_the_overrule_bar() {
+        let free = Readings::of(&[0.9, 0.1], false);
+        assert!((free.mean - 0.5).abs() < 1e-12 && (free.geometric - 0.3).abs() < 1e-12);
+        assert_eq!(free.weakest, 0.1);
+        let mut settings = ReaderConfig {
+            ensemble_rule: EnsembleRule::Mean,
+            overrule_bar: Some(0.95),
+            ..ReaderConfig::default()
+        };
+        assert_eq!(settings.answerability(&free), free.mean);
+        settings.ensemble_rule = EnsembleRule::Geometric;
+        assert_eq!(settings.answerability(&free), free.geometric);
+        // A held sentence counts only where every reader clears the bar; never without one.
+        let sure = Readings::of(&[0.99, 0.96], true);
+        let unsure = Readings::of(&[0.99, 0.90], true);
+        assert_eq!(settings.answerability(&sure), sure.geometric);
+        assert_eq!(settings.answerability(&unsure), 0.0);
+        settings.overrule_bar = Some(0.9);
+        assert_eq!(settings.answerability(&unsure), unsure.geometric);
+        settings.overrule_bar = None;
+        assert_eq!(settings.answerability(&sure), 0.0);
+    }
 
     #[test]
     fn the_geometric_rule_lets_no_single_model_carry_a_sentence() {

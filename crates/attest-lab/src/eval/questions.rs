@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use attest_answer::gate_trace::HopTrace;
 use attest_answer::AskResponse;
 use serde::{Deserialize, Serialize};
 
@@ -72,6 +73,9 @@ pub struct QuestionRecord {
     pub near_answer: Option<String>,
     /// The whole ask, in milliseconds.
     pub total_ms: Option<f64>,
+    /// What the coverage gate saw at each retrieval the reader read (`attest-lab replay` tries other bars on it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hops: Vec<HopTrace>,
 }
 
 impl QuestionRecord {
@@ -114,10 +118,11 @@ impl QuestionRecord {
             near_answer: q.near_answer.clone(),
             // The pipeline's whole-turn entry (what the report's `latency_ms.total` is over).
             total_ms: a.latency_ms.get("total").copied(),
+            hops: a.gate_trace.clone(),
         }
     }
 
-    fn answered(&self) -> bool {
+    pub fn answered(&self) -> bool {
         self.status == "answered"
     }
 }
