@@ -11,6 +11,7 @@
 //! (`unseen`). At the run's own settings every question must come out as the run scored it: the first line says
 //! how many did, and a trace that disagrees is a bug in the trace.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
@@ -172,11 +173,50 @@ pub struct Figures {
     pub exact: usize,
     pub approximate: usize,
     pub unseen: usize,
+    /// Hallucination and coverage per kind of text (the questions' `domain`), where they name one.
+    pub by_domain: BTreeMap<String, Side>,
+}
+
+/// The two rates of a group of questions.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Side {
+    pub hallucination: Rate,
+    pub coverage: Rate,
+}
+
+/// Counts of a group of questions under one setting.
+#[derive(Default)]
+struct Tally {
+    unanswerable: usize,
+    hallucinated: usize,
+    answerable: usize,
+    answered: usize,
+    correct: usize,
+}
+
+impl Tally {
+    fn add(&mut self, answerable: bool, out: Replayed) {
+        if answerable {
+            self.answerable += 1;
+            self.answered += usize::from(out.answered());
+            self.correct += usize::from(out.correct());
+        } else {
+            self.unanswerable += 1;
+            self.hallucinated += usize::from(out.answered());
+        }
+    }
+
+    fn side(&self) -> Side {
+        Side {
+            hallucination: Rate::of(self.hallucinated, self.unanswerable),
+            coverage: Rate::of(self.answered, self.answerable),
+        }
+    }
 }
 
 pub fn figures(records: &[QuestionRecord], run: &ReaderConfig, setting: &Setting) -> Figures {
-    let (mut unanswerable, mut hallucinated, mut answerable, mut answered, mut correct) =
-        (0, 0, 0, 0, 0);
+    let mut all = Tally::default();
+    let mut by_domain: BTreeMap<&str, Tally> = BTreeMap::new();
     let (mut exact, mut approximate, mut unseen) = (0, 0, 0);
     for r in records.iter().filter(|r| r.scored != Scored::OutOfCorpus) {
         let out = replay(r, run, setting);
@@ -185,22 +225,38 @@ pub fn figures(records: &[QuestionRecord], run: &ReaderConfig, setting: &Setting
             Replayed::Unseen => unseen += 1,
             _ => exact += 1,
         }
-        if r.answerable {
-            answerable += 1;
-            answered += usize::from(out.answered());
-            correct += usize::from(out.correct());
-        } else {
-            unanswerable += 1;
-            hallucinated += usize::from(out.answered());
+        all.add(r.answerable, out);
+        if let Some(domain) = &r.domain {
+            by_domain.entry(domain).or_default().add(r.answerable, out);
         }
     }
+    let Side {
+        hallucination,
+        coverage,
+    } = all.side();
     Figures {
-        hallucination: Rate::of(hallucinated, unanswerable),
-        coverage: Rate::of(answered, answerable),
-        accuracy: correct as f64 / answered.max(1) as f64,
+        hallucination,
+        coverage,
+        accuracy: all.correct as f64 / all.answered.max(1) as f64,
         exact,
         approximate,
         unseen,
+        by_domain: by_domain
+            .into_iter()
+            .map(|(d, t)| (d.to_string(), t.side()))
+            .collect(),
+    }
+}
+
+impl Figures {
+    /// The kind of text with the highest hallucination rate, as `name rate%` (empty without kinds).
+    fn worst_kind(&self) -> String {
+        self.by_domain
+            .iter()
+            .filter(|(_, s)| s.hallucination.n > 0)
+            .max_by(|a, b| a.1.hallucination.rate.total_cmp(&b.1.hallucination.rate))
+            .map(|(d, s)| format!(" worst kind {d} {:.1}%", 100.0 * s.hallucination.rate))
+            .unwrap_or_default()
     }
 }
 
@@ -320,12 +376,13 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
         for (name, records) in &sets {
             let f = figures(records, run_reader, &setting);
             println!(
-                "  {name}: hallucination {:.1}% ({}/{}) coverage {:.1}% accuracy {:.3} [exact {}, approximate {}, unseen {}]",
+                "  {name}: hallucination {:.1}% ({}/{}) coverage {:.1}% accuracy {:.3}{} [exact {}, approximate {}, unseen {}]",
                 100.0 * f.hallucination.rate,
                 f.hallucination.hits,
                 f.hallucination.n,
                 100.0 * f.coverage.rate,
                 f.accuracy,
+                f.worst_kind(),
                 f.exact,
                 f.approximate,
                 f.unseen
@@ -468,9 +525,13 @@ mod tests {
             Replayed::Approximate { correct: true }
         );
         // The figures count each kind of outcome.
-        let records = [right, two_hops, disagree];
+        let mut records = [right, two_hops, disagree];
+        records[1].domain = Some("policy".into());
         let f = figures(&records, &run, &at(run.clone()));
         assert_eq!((f.exact, f.approximate, f.unseen), (3, 0, 0));
+        assert_eq!(f.by_domain.len(), 1);
+        assert_eq!(f.by_domain["policy"].hallucination.n, 1);
+        assert!(f.worst_kind().contains("policy 0.0%"), "{}", f.worst_kind());
         assert_eq!(
             (f.coverage.hits, f.coverage.n, f.hallucination.hits),
             (2, 2, 0)
