@@ -168,6 +168,36 @@ pub fn next_word(text: &str) -> &str {
     text.split_whitespace().next().unwrap_or("")
 }
 
+/// `text` with its letters' diacritics dropped ("Tugh Temür" → "Tugh Temur", "Bolesław" → "Boleslaw"), so that
+/// a name written with and without them is one name to the reader's rules (questions are often typed without
+/// them). Canonical decomposition only: "½" and "²" stay as they are. Borrowed when `text` is ASCII.
+pub fn fold_diacritics(text: &str) -> std::borrow::Cow<'_, str> {
+    use unicode_normalization::{char::is_combining_mark, UnicodeNormalization};
+    if text.is_ascii() {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    for c in text.nfd().filter(|c| !is_combining_mark(*c)) {
+        // Letters with a stroke or a ligature have no decomposition.
+        match c {
+            'ł' => out.push('l'),
+            'Ł' => out.push('L'),
+            'ø' => out.push('o'),
+            'Ø' => out.push('O'),
+            'đ' => out.push('d'),
+            'Đ' => out.push('D'),
+            'ı' => out.push('i'),
+            'ß' => out.push_str("ss"),
+            'æ' => out.push_str("ae"),
+            'Æ' => out.push_str("Ae"),
+            'œ' => out.push_str("oe"),
+            'Œ' => out.push_str("Oe"),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Sentences, split after `.`, `!`, `?` followed by whitespace (and at line breaks), except after an
 /// abbreviation that goes on ([`stop_continues`]).
 pub fn sentences(text: &str) -> Vec<&str> {
@@ -245,6 +275,15 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn diacritics_fold_and_other_characters_stay() {
+        assert!(matches!(fold_diacritics("Drift Max"), std::borrow::Cow::Borrowed(_)));
+        assert_eq!(fold_diacritics("Tugh Temür and Möngke"), "Tugh Temur and Mongke");
+        assert_eq!(fold_diacritics("Bolesław II of Masovia, Płock"), "Boleslaw II of Masovia, Plock");
+        assert_eq!(fold_diacritics("Fécamp, Øresund, Straße"), "Fecamp, Oresund, Strasse");
+        assert_eq!(fold_diacritics("½ cup, 5 m², €120"), "½ cup, 5 m², €120");
+    }
 
     #[test]
     fn words_and_content_words() {

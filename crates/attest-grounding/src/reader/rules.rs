@@ -4,6 +4,7 @@
 //! only the sentences no rule refuses; `attest-lab rules` asks the same rules of a data set's gold sentences
 //! (what each rule costs) and of its near misses' neighbouring sentences (what each one catches).
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
@@ -16,6 +17,7 @@ use attest_text::measure::Measure;
 use attest_text::quantity::Asked;
 use attest_text::question_names::QuestionNames;
 use attest_text::subjects::{meets_the_asked, Subjects};
+use attest_text::text::fold_diacritics;
 
 /// The rule that refused a sentence, named as its `answer.reader` switch (`edition` has none: always on).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -88,7 +90,8 @@ pub enum Verdict {
 /// The rules of one question, prepared once and asked of each of its candidate sentences.
 pub struct SentenceRules<'a> {
     config: &'a ReaderConfig,
-    question: &'a str,
+    /// The question with its diacritics dropped, as every text the rules read ([`fold_diacritics`]).
+    question: Cow<'a, str>,
     editions: Editions,
     asked: Asked,
     /// The kind of quantity asked ([`Measure`]), when the question's words say it.
@@ -109,31 +112,32 @@ pub struct SentenceRules<'a> {
 
 impl<'a> SentenceRules<'a> {
     pub fn new(question: &'a str, config: &'a ReaderConfig) -> Self {
-        let subjects = Subjects::of_question(question);
-        let compounds = Compounds::of_question(question, subjects.name_words());
+        let question = fold_diacritics(question);
+        let subjects = Subjects::of_question(&question);
+        let compounds = Compounds::of_question(&question, subjects.name_words());
         // A question naming nothing in capitals may name its subject in lower case ("the sick leave").
         let asked_words = if subjects.is_empty() && config.compounds {
-            compounds.asked_of(question)
+            compounds.asked_of(&question)
         } else {
-            subjects.asked_of(question)
+            subjects.asked_of(&question)
         };
         SentenceRules {
             config,
-            question,
-            editions: Editions::of_question(question),
-            asked: Asked::of_question(question),
-            measure: Measure::of_question(question),
-            rate_unit: attest_text::quantity::rate_unit(question),
+            editions: Editions::of_question(&question),
+            asked: Asked::of_question(&question),
+            measure: Measure::of_question(&question),
+            rate_unit: attest_text::quantity::rate_unit(&question),
             asked_words,
             asked_in_passages: true,
             compound_in_passages: true,
-            question_words: Subjects::question_words(question),
-            conditions: Conditions::of_question(question, subjects.name_words()),
+            question_words: Subjects::question_words(&question),
+            conditions: Conditions::of_question(&question, subjects.name_words()),
             compounds,
             subjects,
             names: config
                 .question_names
-                .then(|| QuestionNames::of_question(question)),
+                .then(|| QuestionNames::of_question(&question)),
+            question,
         }
     }
 
@@ -147,7 +151,10 @@ impl<'a> SentenceRules<'a> {
     /// of a policy is a kind of thing its documents name, "the author want" of a forum question is a subject and
     /// its verb, which no passage writes.
     pub fn seeing<'p>(mut self, passages: impl IntoIterator<Item = (&'p str, &'p str)>) -> Self {
-        let passages: Vec<(&str, &str)> = passages.into_iter().collect();
+        let passages: Vec<(Cow<str>, Cow<str>)> = passages
+            .into_iter()
+            .map(|(title, text)| (fold_diacritics(title), fold_diacritics(text)))
+            .collect();
         self.compound_in_passages = passages.iter().any(|(title, text)| {
             self.compounds.kind_named_in(title) || self.compounds.kind_named_in(text)
         });
@@ -165,7 +172,8 @@ impl<'a> SentenceRules<'a> {
     /// Whether the whole passage answers another question: it names a look-alike of the subject, never the
     /// subject. Asked once per passage.
     pub fn passage_refusal(&self, title: &str, text: &str) -> Option<Rule> {
-        (self.config.subjects && self.subjects.sibling_in(title, text).is_some())
+        let (title, text) = (fold_diacritics(title), fold_diacritics(text));
+        (self.config.subjects && self.subjects.sibling_in(&title, &text).is_some())
             .then_some(Rule::SubjectsPassage)
     }
 
@@ -219,21 +227,22 @@ impl<'a> SentenceRules<'a> {
         i: usize,
         refused: &mut dyn FnMut(Rule) -> bool,
     ) {
-        let sentence = sentences[i];
-        let before = i.checked_sub(1).map_or("", |j| sentences[j]);
+        let title = &*fold_diacritics(title);
+        let sentence = &*fold_diacritics(sentences[i]);
+        let before = &*fold_diacritics(i.checked_sub(1).map_or("", |j| sentences[j]));
         let c = self.config;
         let checks: [(Rule, &dyn Fn() -> bool); 9] = [
             (Rule::Edition, &|| self.editions.names_another(sentence)),
             (Rule::Quantities, &|| {
                 c.quantities
-                    && (!self.asked.answerable_by(self.question, sentence)
+                    && (!self.asked.answerable_by(&self.question, sentence)
                         || self.rate_unit.as_ref().is_some_and(|unit| {
                             !attest_text::quantity::names_the_unit(sentence, unit)
                         })
                         || self.measure.is_some_and(|kind| !kind.stated_in(sentence)))
             }),
             (Rule::Withheld, &|| {
-                c.withheld && attest_text::withheld::withholds(self.question, sentence)
+                c.withheld && attest_text::withheld::withholds(&self.question, sentence)
             }),
             // Meeting notes on three projects name both: "Project Robin gets €120,000" read for Project Plover.
             (Rule::SubjectsSentence, &|| {
@@ -286,7 +295,7 @@ impl<'a> SentenceRules<'a> {
             (Rule::QuestionNames, &|| {
                 self.names.as_ref().is_some_and(|names| {
                     let context = attest_models::reader::input::answer_context(title, sentences, i);
-                    !names.any_named_in(&context) && !names.any_named_in(sentence)
+                    !names.any_named_in(&fold_diacritics(&context)) && !names.any_named_in(sentence)
                 })
             }),
         ];
@@ -312,6 +321,21 @@ mod tests {
         let sentences = attest_text::text::sentences(text);
         let rules = SentenceRules::new(question, config);
         rules.refusal(title, text, &sentences, sentences.len() - 1)
+    }
+
+    #[test]
+    fn a_name_typed_without_its_diacritics_is_the_same_name() {
+        let on = ReaderConfig::default();
+        let text = "The emperor was ill. Tugh Temür is known for his cultural contribution instead.";
+        assert_eq!(refused("What was Tugh Temur known for?", "Yuan dynasty", text, &on), None);
+        let text = "The Prince of Płock, Bolesław II of Masovia, established this settlement in about 1300.";
+        assert_eq!(refused("Who was Boleslaw II of Masovia?", "Warsaw", text, &on), None);
+        // A look-alike is still one, diacritics or not.
+        let text = "The Drift Mïni takes 2 hours to charge.";
+        assert_eq!(
+            refused("How long does the Drift Max take to charge?", "Drift", text, &on),
+            Some(Rule::SubjectsPassage)
+        );
     }
 
     #[test]
