@@ -139,6 +139,37 @@ fn abbreviation_spelt_out(name: &Name, text_: &str) -> bool {
     })
 }
 
+/// Whether two lower-case words are one word with a slip of the keyboard: both letters only, at least five of
+/// them, the same first letter, and one letter added, dropped, changed, or two neighbours swapped. Shorter words
+/// and any with a digit are names in their own right ("Max" / "Mix", "v1" / "v2").
+fn one_slip_apart(a: &str, b: &str) -> bool {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let letters = |w: &[char]| w.len() >= 5 && w.iter().all(|c| c.is_alphabetic());
+    if a == b || !letters(&a) || !letters(&b) || a[0] != b[0] || a.len().abs_diff(b.len()) > 1 {
+        return false;
+    }
+    let (short, long) = if a.len() <= b.len() {
+        (&a, &b)
+    } else {
+        (&b, &a)
+    };
+    let first = short
+        .iter()
+        .zip(long.iter())
+        .take_while(|(x, y)| x == y)
+        .count();
+    if short.len() < long.len() {
+        // One letter added: the rest lines up one further on.
+        return short[first..] == long[first + 1..];
+    }
+    // One letter changed, or two neighbours swapped.
+    short[first + 1..] == long[first + 1..]
+        || (first + 1 < short.len()
+            && short[first] == long[first + 1]
+            && short[first + 1] == long[first]
+            && short[first + 2..] == long[first + 2..])
+}
+
 fn lower(tokens: &[&str]) -> Vec<String> {
     tokens.iter().map(|t| t.to_lowercase()).collect()
 }
@@ -170,8 +201,24 @@ impl Carried {
         }
     }
 
+    /// Whether every word of `name` is carried: as written, mistyped by one letter ([`one_slip_apart`]: questions
+    /// are typed, "John Sheeshanks" for John Sheepshanks), or two of its words written as one ("Sky Drive" for
+    /// SkyDrive).
     fn carries(&self, name: &Name) -> bool {
-        name.words.iter().all(|w| self.words.contains(w))
+        let carried =
+            |w: &str| self.words.contains(w) || self.words.iter().any(|c| one_slip_apart(w, c));
+        let words = &name.words;
+        let mut i = 0;
+        while i < words.len() {
+            if i + 1 < words.len() && carried(&format!("{}{}", words[i], words[i + 1])) {
+                i += 2;
+            } else if carried(&words[i]) {
+                i += 1;
+            } else {
+                return false;
+            }
+        }
+        true
     }
 
     /// The passage's run that shares a word with `name` and differs from it, the longest overlap first.
@@ -376,6 +423,41 @@ fn same_root(a: &str, b: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_typed_with_a_slip_is_the_name_and_a_look_alike_is_not() {
+        for (a, b) in [
+            ("sheeshanks", "sheepshanks"),
+            ("karistadt", "karlstadt"),
+            ("sigimund", "sigismund"),
+            ("hamaz", "hamza"),
+            ("chafffee", "chaffee"),
+        ] {
+            assert!(one_slip_apart(a, b) && one_slip_apart(b, a), "{a} / {b}");
+        }
+        for (a, b) in [
+            ("max", "mix"),
+            ("mini", "max"),
+            ("tracked48", "tracked24"),
+            ("orders", "orders"),
+            ("karlstadt", "carlstadt"),
+            ("returns", "refunds"),
+        ] {
+            assert!(!one_slip_apart(a, b), "{a} / {b}");
+        }
+        let slipped =
+            Subjects::of_question("How many paintings did John Sheeshanks give to the museum?");
+        let text = "In 1857 John Sheepshanks donated 233 paintings to the museum, as John Constable's family did.";
+        assert_eq!(slipped.sibling_in("Victoria and Albert Museum", text), None);
+        let joined = Subjects::of_question("What did Microsoft rename Sky Drive Pro to?");
+        let text = "Microsoft announced that \"SkyDrive Pro\" becomes \"OneDrive for Business\".";
+        assert_eq!(joined.sibling_in("Sky", text), None);
+        // A look-alike stays one: another word, not a slip.
+        let max = Subjects::of_question("How long does the Drift Max take to charge?");
+        assert!(max
+            .sibling_in("Drift", "The Drift Mini takes 2 hours to charge.")
+            .is_some());
+    }
 
     #[test]
     fn how_long_asks_a_kind_of_answer_not_an_attribute() {

@@ -326,14 +326,26 @@ mod tests {
     #[test]
     fn a_name_typed_without_its_diacritics_is_the_same_name() {
         let on = ReaderConfig::default();
-        let text = "The emperor was ill. Tugh Temür is known for his cultural contribution instead.";
-        assert_eq!(refused("What was Tugh Temur known for?", "Yuan dynasty", text, &on), None);
+        let text =
+            "The emperor was ill. Tugh Temür is known for his cultural contribution instead.";
+        assert_eq!(
+            refused("What was Tugh Temur known for?", "Yuan dynasty", text, &on),
+            None
+        );
         let text = "The Prince of Płock, Bolesław II of Masovia, established this settlement in about 1300.";
-        assert_eq!(refused("Who was Boleslaw II of Masovia?", "Warsaw", text, &on), None);
+        assert_eq!(
+            refused("Who was Boleslaw II of Masovia?", "Warsaw", text, &on),
+            None
+        );
         // A look-alike is still one, diacritics or not.
         let text = "The Drift Mïni takes 2 hours to charge.";
         assert_eq!(
-            refused("How long does the Drift Max take to charge?", "Drift", text, &on),
+            refused(
+                "How long does the Drift Max take to charge?",
+                "Drift",
+                text,
+                &on
+            ),
             Some(Rule::SubjectsPassage)
         );
     }
