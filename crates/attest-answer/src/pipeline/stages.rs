@@ -206,7 +206,6 @@ impl AnswerService {
                 ),
                 _ => gate::decide(&reranked, &self.config.gate_thresholds()),
             };
-
             // What the gate saw, so an abstention can be read back to the score that made it.
             let finite = |best: f64| best.is_finite().then_some(best);
             tracing::debug!(
@@ -217,7 +216,8 @@ impl AnswerService {
                 reranked = finite(gate::best(&reranked)),
                 gate = ?gate,
             );
-            if answerability.is_some() {
+            // A pinned turn grounds on its pin, not on what was read: nothing to replay.
+            if answerability.is_some() && turn.out.pinned.is_empty() {
                 let hop = HopTrace {
                     hop: turn.out.hops,
                     reranked,
