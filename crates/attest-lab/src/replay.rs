@@ -21,6 +21,7 @@ use attest_answer::reader::{EnsembleRule, ReaderConfig};
 use clap::Args;
 use serde::Serialize;
 
+use crate::eval::data::read_jsonl;
 use crate::eval::metrics::Rate;
 use crate::eval::questions::{QuestionRecord, Scored};
 use crate::eval::run::holds_gold;
@@ -324,18 +325,6 @@ fn describe(r: &ReaderConfig) -> String {
     .to_lowercase()
 }
 
-pub fn load(path: &std::path::Path) -> anyhow::Result<Vec<QuestionRecord>> {
-    std::fs::read_to_string(path)
-        .with_context(|| format!("reading {}", path.display()))?
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| {
-            serde_json::from_str(l).with_context(|| format!("{}:{}", path.display(), i + 1))
-        })
-        .collect()
-}
-
 pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
     let cfg = attest_node::config::load(args.config.as_deref(), std::env::vars())?;
     let run_reader = &cfg.answer.reader;
@@ -343,7 +332,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
     let sets: Vec<(String, Vec<QuestionRecord>)> = args
         .files
         .iter()
-        .map(|f| Ok((f.display().to_string(), load(f)?)))
+        .map(|f| Ok((f.display().to_string(), read_jsonl(f)?)))
         .collect::<anyhow::Result<_>>()?;
     for (name, records) in &sets {
         if records.iter().all(|r| r.hops.is_empty()) {

@@ -143,6 +143,10 @@ fn abbreviation_spelt_out(name: &Name, text_: &str) -> bool {
 /// them, the same first letter, and one letter added, dropped, changed, or two neighbours swapped. Shorter words
 /// and any with a digit are names in their own right ("Max" / "Mix", "v1" / "v2").
 fn one_slip_apart(a: &str, b: &str) -> bool {
+    // Asked of every word a passage carries: most differ in their first letter, and cost no allocation.
+    if a.chars().next() != b.chars().next() {
+        return false;
+    }
     let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
     let letters = |w: &[char]| w.len() >= 5 && w.iter().all(|c| c.is_alphabetic());
     if a == b || !letters(&a) || !letters(&b) || a[0] != b[0] || a.len().abs_diff(b.len()) > 1 {

@@ -114,7 +114,8 @@ pub struct EvalSet {
     pub hash: String,
 }
 
-fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> anyhow::Result<Vec<T>> {
+/// Every non-blank line of a JSON-lines file, an error naming the file and line where one does not parse.
+pub fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> anyhow::Result<Vec<T>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     text.lines()

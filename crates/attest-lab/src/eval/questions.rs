@@ -122,7 +122,7 @@ impl QuestionRecord {
         }
     }
 
-    pub fn answered(&self) -> bool {
+    fn answered(&self) -> bool {
         self.status == "answered"
     }
 }
