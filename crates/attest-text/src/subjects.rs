@@ -149,7 +149,7 @@ fn one_slip_apart(a: &str, b: &str) -> bool {
     }
     let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
     let letters = |w: &[char]| w.len() >= 5 && w.iter().all(|c| c.is_alphabetic());
-    if a == b || !letters(&a) || !letters(&b) || a[0] != b[0] || a.len().abs_diff(b.len()) > 1 {
+    if a == b || !letters(&a) || !letters(&b) || a.len().abs_diff(b.len()) > 1 {
         return false;
     }
     let (short, long) = if a.len() <= b.len() {
