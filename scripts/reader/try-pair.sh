@@ -16,8 +16,10 @@
 # reader's files against its reader.sha256), build the lab binary, refit the verifier's calibration for the first
 # reader (`attest-lab train support` on held-in HaluEval, VitaminC and contrastive pairs: models/reader/support.json,
 # compiled in), build again, then one `attest-lab eval --per-question` each of the three choosing sets — squad-dev's
-# tuning slice (articles neither pair member trained on when both come from ATTEST_READER_SLICE=1), company dev,
-# shift-reddit held-in — one after the other (each uses both cores), and `attest-lab replay` over the three.
+# and shift-reddit's tuning slices (articles and posts neither pair member trained on when both come from
+# ATTEST_READER_SLICE=1) and company dev — one after the other (each uses both cores), and `attest-lab replay` over
+# the three. Not shift-reddit held-in: both readers trained on those posts, and there a pair that answered 6.0% of
+# the unanswerable questions answered 10.8% held out, as its slice (7.4%) said (docs/decisions/near-misses.md).
 # Held-out sets are not run here: they are reported once, after the choice, with the commands of docs/BENCHMARKS.md.
 # About 20 minutes on the project's 2-core VM with nothing else running.
 set -euo pipefail
@@ -71,9 +73,9 @@ run() { # run NAME ARGS...: one evaluation with the caller's settings
 EVAL_ENV=("$@")
 run slice --data "$DATA/squad-dev" --tuning-slice --every 4
 run company-dev --data "$DATA/company-nearmiss/dev" --every 4
-run reddit-heldin --data "$DATA/shift-reddit" --heldin --every 8
+run reddit-slice --data "$DATA/shift-reddit" --tuning-slice --every 2
 env "${EVAL_ENV[@]}" "$LAB" replay --per-question "$out/slice.jsonl" --per-question "$out/company-dev.jsonl" \
-  --per-question "$out/reddit-heldin.jsonl" --ensemble-rule mean,geometric --ground 0.1,0.15,0.25 \
-  --veto 0.3,0.4 --veto-overrule 0.95,0.995 --overrule-bar 0.9,0.95,0.98 --json "$out/grid.json" \
+  --per-question "$out/reddit-slice.jsonl" --ensemble-rule mean,geometric --ground 0.1,0.15,0.25,0.35,0.45 \
+  --veto 0.3,0.35,0.4 --veto-overrule 0.95,0.995,off --overrule-bar 0.9,0.95,0.98 --json "$out/grid.json" \
   2> "$out/replay.log" | tee "$out/replay.txt"
 echo "try-pair: $out (the trial pair stays in $MODELS until scripts/reader/try-pair.sh --restore)"
