@@ -18,8 +18,10 @@
 # compiled in), build again, then one `attest-lab eval --per-question` each of the three choosing sets — squad-dev's
 # and shift-reddit's tuning slices (articles and posts neither pair member trained on when both come from
 # ATTEST_READER_SLICE=1) and company dev — one after the other (each uses both cores), and `attest-lab replay` over
-# the three. Not shift-reddit held-in: both readers trained on those posts, and there a pair that answered 6.0% of
-# the unanswerable questions answered 10.8% held out, as its slice (7.4%) said (docs/decisions/near-misses.md).
+# the three, and scripts/reader/choose_bars.py's ranking of the settings that meet the targets there (OUT/choice.txt;
+# the whole grid in OUT/replay.txt). Not shift-reddit held-in: both readers trained on those posts, and a pair that
+# answered 6.0% of its unanswerable questions answered 10.8% held out, as its slice (7.4%) said
+# (docs/decisions/near-misses.md).
 # Held-out sets are not run here: they are reported once, after the choice, with the commands of docs/BENCHMARKS.md.
 # About 20 minutes on the project's 2-core VM with nothing else running.
 set -euo pipefail
@@ -77,5 +79,8 @@ run reddit-slice --data "$DATA/shift-reddit" --tuning-slice --every 2
 env "${EVAL_ENV[@]}" "$LAB" replay --per-question "$out/slice.jsonl" --per-question "$out/company-dev.jsonl" \
   --per-question "$out/reddit-slice.jsonl" --ensemble-rule mean,geometric --ground 0.1,0.15,0.25,0.35,0.45 \
   --veto 0.3,0.35,0.4 --veto-overrule 0.95,0.995,off --overrule-bar 0.9,0.95,0.98 --json "$out/grid.json" \
-  2> "$out/replay.log" | tee "$out/replay.txt"
+  2> "$out/replay.log" > "$out/replay.txt"
+# The settings meeting the targets on the three sets, best first (exit 1 when none does: say so, keep going).
+python3 scripts/reader/choose_bars.py "$out/grid.json" | tee "$out/choice.txt" ||
+  echo "try-pair: no setting of the grid meets the targets on the choosing sets (limits: scripts/reader/choose_bars.py)"
 echo "try-pair: $out (the trial pair stays in $MODELS until scripts/reader/try-pair.sh --restore)"
