@@ -54,8 +54,9 @@ def misses(sets, limits, kind_max):
             out.append(f"{name} hallucination {f['hallucination']['rate']:.3f} > {max_hallucination}")
         if f["coverage"]["rate"] < min_coverage:
             out.append(f"{name} coverage {f['coverage']['rate']:.3f} < {min_coverage}")
-        if worst_kind(f) > kind_max:
-            out.append(f"{name} a kind of text at {worst_kind(f):.3f} > {kind_max}")
+        worst = worst_kind(f)
+        if worst > kind_max:
+            out.append(f"{name} a kind of text at {worst:.3f} > {kind_max}")
     return out
 
 
@@ -67,7 +68,8 @@ def choose(grid, limits, kind_max, by):
     unknown = sorted((set(limits) | {by}) - names)
     if unknown:
         raise ValueError(f"the grid holds {sorted(names)}, not {unknown}")
-    passing = [(row["setting"], sets_of(row)) for row in grid if not misses(sets_of(row), limits, kind_max)]
+    rows = [(row["setting"], sets_of(row)) for row in grid]
+    passing = [(setting, sets) for setting, sets in rows if not misses(sets, limits, kind_max)]
     passing.sort(key=lambda r: (r[1][by]["coverage"]["rate"], sum(f["coverage"]["rate"] for f in r[1].values())),
                  reverse=True)
     return passing, len(grid)
