@@ -100,6 +100,18 @@ bge_base() {
   "$VENV/bin/python" scripts/reader/onnx_to_bert.py "$BGE/compartment/models/bge-small-en-v1.5-int8/model_quantized.onnx" \
     "$BGE/compartment/models/bge-small-en-v1.5-int8/tokenizer.json" "$BGE/base" --check
 }
+# A finished round's weights as the graph the answer tier loads, in $WORK/rN/onnx with its report: MiniLM's as f16
+# (byte for byte what safetensors_to_onnx.py writes from the same weights), bge-small's as int8.
+export_minilm() { # export_minilm N
+  [ -f "$WORK/r$1/onnx/reader.onnx" ] || "$VENV/bin/python" scripts/reader/safetensors_to_onnx.py \
+    "$WORK/r$1/out/reader.safetensors" "$WORK/r$1/out" "$WORK/r$1/onnx" --check
+  cp "$WORK/r$1/out/report.json" "$WORK/r$1/onnx/report.json"
+}
+export_bge() { # export_bge N
+  [ -f "$WORK/r$1/onnx/reader.onnx" ] || "$VENV/bin/python" scripts/reader/export_onnx.py "$BGE/base" \
+    "$WORK/r$1/out/reader.safetensors" "$WORK/r$1/onnx" --examples "$(ls "$WORK"/r"$1"/examples-*.json.gz | head -1)"
+  cp "$WORK/r$1/out/report.json" "$WORK/r$1/onnx/report.json"
+}
 # `scripts/train-reader.sh --bge-base`: that base alone (scripts/reader/device-kit.sh build bge reads it).
 if [ "${1:-}" = --bge-base ]; then
   bge_base
@@ -127,9 +139,7 @@ if [ "${ATTEST_READER_ROUND:-}" = 13 ]; then
   # shellcheck disable=SC2046
   round 13 "$WORK/r13/out" --base "$BGE/base" --init "$init" --device "${ATTEST_READER_DEVICE:-cpu}" \
     $(cat scripts/reader/round13.args) "$@"
-  [ -f "$WORK/r13/onnx/reader.onnx" ] || "$VENV/bin/python" scripts/reader/export_onnx.py "$BGE/base" \
-    "$WORK/r13/out/reader.safetensors" "$WORK/r13/onnx" --examples "$(ls "$WORK"/r13/examples-*.json.gz | head -1)"
-  cp "$WORK/r13/out/report.json" "$WORK/r13/onnx/report.json"
+  export_bge 13
   echo "round 13: $WORK/r13/onnx (copy its reader.onnx, reader.sha256 and report.json over crates/attest-models/models/reader-bge; rebuild)"
   exit 0
 fi
@@ -153,9 +163,7 @@ if [ "${ATTEST_READER_SLICE:-}" = 1 ]; then
   # shellcheck disable=SC2046
   round 15 "$WORK/r15/out" --init "$WORK/r14/out/reader.safetensors" --device "$device" \
     $(cat scripts/reader/round12.args) --tuning-slice "$@"
-  [ -f "$WORK/r15/onnx/reader.onnx" ] || "$VENV/bin/python" scripts/reader/safetensors_to_onnx.py \
-    "$WORK/r15/out/reader.safetensors" "$WORK/r15/out" "$WORK/r15/onnx" --check
-  cp "$WORK/r15/out/report.json" "$WORK/r15/onnx/report.json"
+  export_minilm 15
   bge_base
   examples=$(ls "$WORK"/r14/examples-*.json.gz | head -1)
   # shellcheck disable=SC2046
@@ -164,9 +172,7 @@ if [ "${ATTEST_READER_SLICE:-}" = 1 ]; then
   # shellcheck disable=SC2046
   round 17 "$WORK/r17/out" --base "$BGE/base" --init "$WORK/r16/out/reader.safetensors" --device "$device" \
     $(cat scripts/reader/round13.args) --tuning-slice "$@"
-  [ -f "$WORK/r17/onnx/reader.onnx" ] || "$VENV/bin/python" scripts/reader/export_onnx.py "$BGE/base" \
-    "$WORK/r17/out/reader.safetensors" "$WORK/r17/onnx" --examples "$(ls "$WORK"/r17/examples-*.json.gz | head -1)"
-  cp "$WORK/r17/out/report.json" "$WORK/r17/onnx/report.json"
+  export_bge 17
   echo "tuning-slice readers: $WORK/r15/onnx (MiniLM) and $WORK/r17/onnx (bge-small)"
   exit 0
 fi
@@ -189,16 +195,12 @@ if [ "${ATTEST_READER_ROUND:-}" = 18 ]; then
   # shellcheck disable=SC2046
   round 18 "$WORK/r18/out" --init "$WORK/r15/out/reader.safetensors" --device "$device" \
     $(cat scripts/reader/round18.args) --tuning-slice "$@"
-  [ -f "$WORK/r18/onnx/reader.onnx" ] || "$VENV/bin/python" scripts/reader/safetensors_to_onnx.py \
-    "$WORK/r18/out/reader.safetensors" "$WORK/r18/out" "$WORK/r18/onnx" --check
-  cp "$WORK/r18/out/report.json" "$WORK/r18/onnx/report.json"
+  export_minilm 18
   bge_base
   # shellcheck disable=SC2046
   round 19 "$WORK/r19/out" --base "$BGE/base" --init "$WORK/r17/out/reader.safetensors" --device "$device" \
     $(cat scripts/reader/round19.args) --tuning-slice "$@"
-  [ -f "$WORK/r19/onnx/reader.onnx" ] || "$VENV/bin/python" scripts/reader/export_onnx.py "$BGE/base" \
-    "$WORK/r19/out/reader.safetensors" "$WORK/r19/onnx" --examples "$(ls "$WORK"/r19/examples-*.json.gz | head -1)"
-  cp "$WORK/r19/out/report.json" "$WORK/r19/onnx/report.json"
+  export_bge 19
   echo "rounds 18 and 19: scripts/reader/try-pair.sh $WORK/r18/onnx $WORK/r19/onnx OUT -- <the laxest corner>"
   exit 0
 fi
@@ -225,9 +227,7 @@ if [ -n "$near_miss_round" ]; then
   # shellcheck disable=SC2046
   round "$n" "$WORK/r$n/out" --init "$init" --device "${ATTEST_READER_DEVICE:-cpu}" \
     $(cat "scripts/reader/round$n.args") "$@"
-  [ -f "$WORK/r$n/onnx/reader.onnx" ] || "$VENV/bin/python" scripts/reader/safetensors_to_onnx.py \
-    "$WORK/r$n/out/reader.safetensors" "$WORK/r$n/out" "$WORK/r$n/onnx" --check
-  cp "$WORK/r$n/out/report.json" "$WORK/r$n/onnx/report.json"
+  export_minilm "$n"
   echo "round $n: $WORK/r$n/onnx (copy over crates/attest-models/models/reader to try it; rebuild, refit support.json)"
   exit 0
 fi
