@@ -61,11 +61,13 @@ pub enum LocalModel {
     #[default]
     #[serde(rename = "bge-small-en-v1.5")]
     BgeSmall,
-    /// bge-small-en-v1.5 fine-tuned as a bi-encoder on the held-in questions of squad-dev and shift-reddit (300
-    /// steps of 32, hard negatives; `scripts/embedders/finetune.py`), written as an int8 graph of the same shape
-    /// (`scripts/embedders/export_onnx.py`) and committed in the repository: ONNX Runtime only, pooled and prefixed
-    /// as bge. Selectable, not the default (docs/decisions/embedders.md "A dense lane fine-tuned on held-in
-    /// questions").
+    /// bge-small-en-v1.5 fine-tuned as a bi-encoder on the held-in questions of squad-dev and shift-reddit (one
+    /// epoch, 420 steps of 32, every layer, hard negatives; `scripts/embedders/finetune.py`), written as an int8
+    /// graph of the same shape with the value and feed-forward output matrices kept in floating point
+    /// (`scripts/embedders/export_onnx.py`) and committed in the repository: ONNX Runtime only, pooled and
+    /// prefixed as bge. Selectable, not the default: a better dense lane on every shared set, but the answer tier
+    /// answers more forum-post questions wrongly from another post with it (docs/decisions/embedders.md "The
+    /// fine-tuned lane in the answer tier").
     #[serde(rename = "attest-bge-small-qa")]
     BgeSmallQa,
 }
