@@ -13,7 +13,16 @@ at a time, those two moved its vectors closest to the f32 model's (cosine mean 0
 dense_2 kept 0.9975, both 0.9985; query, key and the attention output ~0.993): they write straight into the
 residual stream, and dense_2's input, after GELU, has the widest range of any activation quantised per tensor
 (docs/decisions/embedders.md "Which matrices stay f32").
+
+Why 8-bit weights are stored unsigned: ONNX Runtime multiplies a u8 activation by an s8 weight on AVX2 CPUs without
+VNNI (AMD Zen 3, Intel before Ice Lake) with VPMADDUBSW, whose pairwise sum saturates at 16 bits once |w| > 63; with
+VNNI it accumulates in 32 bits. The same graph then gives other vectors on other CPUs (the fine-tuned embedder:
+cosine 0.993 between the two). As u8 weights with their zero point moved by 128 — the same integers — the U8U8
+kernel widens before it multiplies and every CPU computes the exact product (`unsigned_weights`). The readers'
+7-bit weights (`reduce_range`) never reach the bound and stay as they are.
 """
+
+import sys
 
 import numpy as np
 
@@ -59,6 +68,26 @@ def store_half(model, node_names):
         model.graph.node.insert(0, cast)
 
 
+def unsigned_weights(model):
+    """Rewrites every MatMulInteger's int8 weight initializer and zero point as uint8 shifted by 128: the same
+    integer product, computed without 16-bit saturation on every CPU (the module's docstring). Returns the count."""
+    from onnx import TensorProto, numpy_helper
+
+    inits = {i.name: i for i in model.graph.initializer}
+    changed = 0
+    for node in model.graph.node:
+        if node.op_type != "MatMulInteger" or len(node.input) < 4:
+            continue
+        weight, zero_point = inits.get(node.input[1]), inits.get(node.input[3])
+        if weight is None or zero_point is None or weight.data_type != TensorProto.INT8:
+            continue
+        for init in (weight, zero_point):
+            shifted = (numpy_helper.to_array(init).astype(np.int16) + 128).astype(np.uint8)
+            init.CopyFrom(numpy_helper.from_array(shifted, init.name))
+        changed += 1
+    return changed
+
+
 def quantise(f32_path, out_path, keep=DEFAULT_KEEP, reduce_range=False):
     """Writes `out_path`: `f32_path` quantised to int8 except the `keep` kinds (f16-stored). Returns the kept names."""
     import onnx
@@ -67,9 +96,23 @@ def quantise(f32_path, out_path, keep=DEFAULT_KEEP, reduce_range=False):
     kept = layer_matmuls(onnx.load(f32_path).graph, keep)
     quantize_dynamic(f32_path, out_path, weight_type=QuantType.QInt8, per_channel=True, reduce_range=reduce_range,
                      nodes_to_exclude=kept)
+    model = onnx.load(out_path)
     if kept:
-        model = onnx.load(out_path)
         store_half(model, set(kept))
-        onnx.checker.check_model(model)
-        onnx.save(model, out_path)
+    if not reduce_range:
+        unsigned_weights(model)
+    onnx.checker.check_model(model)
+    onnx.save(model, out_path)
     return kept
+
+
+if __name__ == "__main__":
+    # quantise.py --unsigned IN OUT: an already exported graph's 8-bit weights made unsigned (no other change).
+    if len(sys.argv) != 4 or sys.argv[1] != "--unsigned":
+        raise SystemExit("usage: quantise.py --unsigned IN.onnx OUT.onnx")
+    import onnx
+
+    graph = onnx.load(sys.argv[2])
+    print(f"{unsigned_weights(graph)} weight matrices made unsigned")
+    onnx.checker.check_model(graph)
+    onnx.save(graph, sys.argv[3])
