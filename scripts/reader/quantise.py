@@ -15,11 +15,12 @@ residual stream, and dense_2's input, after GELU, has the widest range of any ac
 (docs/decisions/embedders.md "Which matrices stay f32").
 
 Why 8-bit weights are stored unsigned: ONNX Runtime multiplies a u8 activation by an s8 weight on AVX2 CPUs without
-VNNI (AMD Zen 3, Intel before Ice Lake) with VPMADDUBSW, whose pairwise sum saturates at 16 bits once |w| > 63; with
-VNNI it accumulates in 32 bits. The same graph then gives other vectors on other CPUs (the fine-tuned embedder:
-cosine 0.993 between the two). As u8 weights with their zero point moved by 128 — the same integers — the U8U8
-kernel widens before it multiplies and every CPU computes the exact product (`unsigned_weights`). The readers'
-7-bit weights (`reduce_range`) never reach the bound and stay as they are.
+VNNI (AMD Zen 3, Intel before Ice Lake) with VPMADDUBSW, whose pairwise sum saturates at 16 bits once |w| > 64
+(2 x 255 x 65 > 32,767); with VNNI it accumulates in 32 bits. The same graph then gives other vectors on other CPUs
+(the fine-tuned embedder: cosine 0.993 between the two). As u8 weights with their zero point moved by 128 — the same
+integers — the U8U8 kernel widens before it multiplies and every CPU computes the exact product
+(`unsigned_weights`). The readers' 7-bit weights (`reduce_range`, at most 64) never reach the bound and stay as
+they are.
 """
 
 import sys
