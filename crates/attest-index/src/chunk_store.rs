@@ -24,6 +24,8 @@ use crate::mapped_file::MappedFile;
 const MAGIC: &[u8; 4] = b"ATCS";
 const VERSION: u32 = 1;
 const HEADER_LEN: usize = 32;
+/// The widest span of a row's strings read ahead as one ([`ChunkStore::read_ahead`]): a few pages.
+const READ_AHEAD_SPAN: usize = 64 << 10;
 
 /// One chunk row of a sealed segment; the row number is the id used by the segment's dense and text indexes.
 #[derive(Debug, Clone, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
@@ -150,6 +152,51 @@ impl ChunkStore {
         self.rows().get(row)
     }
 
+    /// Starts reading `rows` into the page cache ([`MappedFile::will_need`]); rows past the end are skipped. First
+    /// each row's fixed part (the archive's table of rows: where its strings are, and the short ones), all at
+    /// once; then, reading those, the strings of each. A row's strings are archived one after another, so one
+    /// span usually covers them; strings further apart than [`READ_AHEAD_SPAN`] are asked for one by one.
+    pub fn read_ahead(&self, rows: &[usize]) {
+        let table = self.rows().as_slice();
+        let base = self.file.as_ptr() as usize;
+        // The fixed parts' places are known without reading them.
+        let fixed = |r: &ArchivedStoredChunk| {
+            let at = r as *const ArchivedStoredChunk as usize - base;
+            at..at + std::mem::size_of::<ArchivedStoredChunk>()
+        };
+        let wanted = || rows.iter().filter_map(|&row| table.get(row));
+        self.file.will_need(wanted().map(|r| &self.file[fixed(r)]));
+        let mut spans: Vec<&[u8]> = Vec::with_capacity(rows.len());
+        for r in wanted() {
+            let parts = [
+                r.chunk_id.as_str(),
+                r.doc_id.as_str(),
+                r.tenant.as_str(),
+                r.title.as_str(),
+                r.text.as_str(),
+                r.metadata_json.as_str(),
+            ];
+            // Short strings are held in the fixed part, asked for above.
+            let inline = fixed(r);
+            let apart: Vec<&str> = parts
+                .into_iter()
+                .filter(|p| !p.is_empty() && !inline.contains(&(p.as_ptr() as usize - base)))
+                .collect();
+            let start = apart.iter().map(|p| p.as_ptr() as usize - base).min();
+            let end = apart
+                .iter()
+                .map(|p| p.as_ptr() as usize - base + p.len())
+                .max();
+            match (start, end) {
+                (Some(start), Some(end)) if end - start <= READ_AHEAD_SPAN => {
+                    spans.push(&self.file[start..end]);
+                }
+                _ => spans.extend(apart.iter().map(|p| p.as_bytes())),
+            }
+        }
+        self.file.will_need(spans);
+    }
+
     /// Iterates over all rows in row order.
     pub fn iter(&self) -> impl Iterator<Item = &ArchivedStoredChunk> + '_ {
         self.rows().iter()
@@ -193,6 +240,45 @@ mod tests {
         let rows: Vec<StoredChunk> = (0..n).map(chunk).collect();
         ChunkStore::write(&path, &rows).unwrap();
         (dir, path, rows)
+    }
+
+    /// The rows asked for arrive in the cache, their text included, without being read; a row far from them stays
+    /// on disk.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn rows_read_ahead_arrive_in_the_cache_unread() {
+        use std::time::{Duration, Instant};
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("chunks.rkyv");
+        let rows: Vec<StoredChunk> = (0..4000)
+            .map(|i| StoredChunk {
+                text: format!("row {i} ").repeat(120),
+                ..chunk(i)
+            })
+            .collect();
+        ChunkStore::write(&path, &rows).unwrap();
+        let store = ChunkStore::open(&path).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        assert!(crate::page_cache::drop_pages(&file, &store.file, 0));
+        // Where a row's text is: read from its fixed part, not from the text.
+        let text = |row: usize| store.get(row).unwrap().text.as_str().as_bytes();
+        let cached = |row: usize| crate::page_cache::all_resident(text(row));
+        // Faulting the fixed parts back in (above) did not bring the texts: they are archived before the table.
+        assert_eq!(cached(10), Some(false));
+        assert!(crate::page_cache::drop_pages(&file, &store.file, 0));
+
+        store.read_ahead(&[10, 11, 1_000_000]);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while cached(10) != Some(true) || cached(11) != Some(true) {
+            assert!(
+                Instant::now() < deadline,
+                "the rows asked for never arrived"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert_eq!(cached(3000), Some(false), "a row not asked for stays out");
+        assert_eq!(store.get(11).unwrap().text.as_str(), rows[11].text);
     }
 
     #[test]

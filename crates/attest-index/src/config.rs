@@ -47,6 +47,10 @@ pub struct EngineConfig {
     /// vector — each is a random read of 1.5 KB (384-d) in a file the page cache cannot hold once a node serves
     /// more rows than its memory (10M × 384-d is 15 GB of full vectors), where the copies (a quarter of it) can.
     pub exact_refine: usize,
+    /// A search asks the page cache for the stored rows (and full vectors) it is about to read, all at once,
+    /// before reading them one by one ([`crate::mapped_file::MappedFile::will_need`]): where the cache does not
+    /// hold them (10M rows a node) the disk reads them side by side. Default true; false only to measure it.
+    pub prefetch_rows: bool,
     /// A replica whose last write is this old (ms) seals its growing segment when it holds at least
     /// `seal_idle_rows` rows, rather than scanning them flat in every search until more writes fill it
     /// ([`crate::idle_seal`]); 0: only `seal_threshold` seals. Default 30,000.
@@ -102,6 +106,7 @@ impl Default for EngineConfig {
             overfetch: 16,
             compact_overfetch: 64,
             exact_refine: crate::engine::EXACT_REFINE,
+            prefetch_rows: true,
             seal_idle_ms: 30_000,
             seal_idle_rows: 10_000,
             seal_idle_rows_quantized: 1_000,

@@ -37,7 +37,7 @@ mod sealing;
 mod tuning;
 mod versions;
 pub(crate) use exact::ExactQuery;
-use ranking::{best_passing, top_k};
+use ranking::{best_few, best_passing, top_k};
 use sealing::{encoded, remove_orphan_quantizers};
 use versions::{DocVersions, HeldVersion};
 
@@ -884,13 +884,25 @@ impl ShardEngine {
             let per_index = bm25_search(&indexes, text, p.tenant, limit)?;
             let full = per_index.iter().any(|rows| rows.len() == limit);
             // One list over every segment (scores are comparable: global statistics), checked best first.
-            let candidates = per_index
+            let candidates: Vec<((usize, u64), f32)> = per_index
                 .into_iter()
                 .enumerate()
                 .flat_map(|(segment, rows)| {
                     rows.into_iter().map(move |(row, s)| ((segment, row), s))
                 })
                 .collect();
+            if self.config.prefetch_rows {
+                // The rows the check below reads one by one: random reads where the cache does not hold them.
+                let mut rows = vec![Vec::new(); views.len()];
+                for (segment, row) in best_few(&candidates, p.k) {
+                    rows[segment].push(row as usize);
+                }
+                for (view, rows) in views.iter().zip(&rows) {
+                    if let SegmentView::Sealed(s) = view {
+                        s.chunks.read_ahead(rows);
+                    }
+                }
+            }
             let row = |(segment, row): (usize, u64)| views[segment].row(row as usize);
             let hits: Vec<_> = best_passing(candidates, p.k, row, passes)
                 .into_iter()

@@ -110,10 +110,21 @@ fn resident(_map: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
+/// Whether every page `bytes` touches is in the page cache (None when the kernel will not say). `bytes` lies in
+/// a map that starts on a page boundary, so the page its first byte is on is part of the map.
+pub(crate) fn all_resident(bytes: &[u8]) -> Option<bool> {
+    let page = page_size();
+    let skip = bytes.as_ptr() as usize % page;
+    // SAFETY: the `skip` bytes before `bytes` are the start of its first page, inside the same map (above); the
+    // slice is only handed to mincore, never read.
+    let pages = unsafe { std::slice::from_raw_parts(bytes.as_ptr().sub(skip), bytes.len() + skip) };
+    resident(pages).map(|flags| flags.iter().all(|f| f & 1 == 1))
+}
+
 /// Drops `range` (of a map of `file`, starting `offset` bytes into it) from this process's page tables and then
 /// from the cache: clean file pages only, so a later read faults them in from disk again, unchanged.
 #[cfg(target_os = "linux")]
-fn drop_pages(file: &std::fs::File, range: &[u8], offset: usize) -> bool {
+pub(crate) fn drop_pages(file: &std::fs::File, range: &[u8], offset: usize) -> bool {
     use std::os::fd::AsRawFd;
     // SAFETY: `range` lies within a live, page-aligned, read-only shared mapping of `file`; MADV_DONTNEED on such
     // a mapping only unmaps pages (the next access maps the file's same bytes again), and fadvise only advises.
@@ -133,7 +144,7 @@ fn drop_pages(file: &std::fs::File, range: &[u8], offset: usize) -> bool {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn drop_pages(_file: &std::fs::File, _range: &[u8], _offset: usize) -> bool {
+pub(crate) fn drop_pages(_file: &std::fs::File, _range: &[u8], _offset: usize) -> bool {
     false
 }
 

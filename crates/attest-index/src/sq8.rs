@@ -190,6 +190,17 @@ impl Sq8File {
         HEADER_LEN + self.dim * 8 + row * self.dim
     }
 
+    /// Starts reading `rows` into the page cache ([`MappedFile::will_need`]); rows past the end are skipped. (The
+    /// copies of a replica's rows are a quarter of its full vectors, and where even they outgrow the cache a
+    /// re-score of 64 × k of them is that many page faults.)
+    pub fn read_ahead(&self, rows: impl IntoIterator<Item = usize>) {
+        self.file.will_need(
+            rows.into_iter()
+                .filter(|&row| row < self.len)
+                .map(|row| &self.file[self.row_start(row)..self.row_start(row) + self.dim]),
+        );
+    }
+
     /// Asks the CPU to start loading row `row` (nothing past the end): the re-scoring reads thousands of rows at
     /// random places of the file, each a wait on memory unless it was asked for a few rows ahead.
     pub fn prefetch(&self, row: usize) {

@@ -196,14 +196,22 @@ impl VectorFile {
         &self.file
     }
 
-    /// Row `row`, zero-copy from the map.
-    pub fn get(&self, row: usize) -> Option<VectorRow<'_>> {
-        if row >= self.len {
-            return None;
-        }
+    /// The bytes of row `row` (None past the end).
+    fn row_bytes(&self, row: usize) -> Option<&[u8]> {
         let size = self.dim * self.precision.value_bytes();
         let start = HEADER_LEN + row * size;
-        let bytes = &self.file[start..start + size];
+        (row < self.len).then(|| &self.file[start..start + size])
+    }
+
+    /// Starts reading `rows` into the page cache ([`MappedFile::will_need`]); rows past the end are skipped.
+    pub fn read_ahead(&self, rows: impl IntoIterator<Item = usize>) {
+        self.file
+            .will_need(rows.into_iter().filter_map(|row| self.row_bytes(row)));
+    }
+
+    /// Row `row`, zero-copy from the map.
+    pub fn get(&self, row: usize) -> Option<VectorRow<'_>> {
+        let bytes = self.row_bytes(row)?;
         // SAFETY: the map is page-aligned and HEADER_LEN and every row size are multiples of the value size, so
         // `bytes` is aligned for the values; its length is exactly dim values (checked against the file length in
         // `open`); every bit pattern is a valid f32 / u16; the host is little-endian (compile-time check above);

@@ -2,7 +2,9 @@
 
 use crate::common;
 
-use attest_index::{Condition, DocumentWrite, Filter, IndexError, SearchParams, ShardEngine};
+use attest_index::{
+    Condition, DocumentWrite, EngineConfig, Filter, IndexError, SearchParams, ShardEngine,
+};
 use common::*;
 use serde_json::json;
 
@@ -634,4 +636,69 @@ fn only_the_best_payload_top_hits_carry_their_payload() {
             }
         }
     }
+}
+
+/// Asking the page cache ahead (`engine.prefetch_rows`) changes when rows are read, never which are returned:
+/// both lanes over two sealed segments, with deleted documents among the best candidates, give the same hits
+/// and scores with it on and off.
+#[test]
+fn prefetching_rows_changes_no_result() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let e = ShardEngine::open(dir.path(), config(100_000)).unwrap();
+        e.upsert((0..1_500).map(|d| doc(d, 0)).collect()).unwrap();
+        e.seal().unwrap();
+        e.upsert((1_500..3_000).map(|d| doc(d, 0)).collect())
+            .unwrap();
+        e.seal().unwrap();
+        for d in (0..3_000).step_by(7) {
+            assert!(e.delete("t1", &format!("doc-{d}")).unwrap());
+        }
+    }
+    let search = |prefetch_rows: bool| {
+        let e = ShardEngine::open(
+            dir.path(),
+            EngineConfig {
+                prefetch_rows,
+                ..config(100_000)
+            },
+        )
+        .unwrap();
+        assert_eq!(e.stats().sealed_segments, 2);
+        let f = Filter::default();
+        (0..40)
+            .map(|i| {
+                let q = near_query(i, 3_000);
+                let text = token_for((i * 61 % 428) * 7 + 3);
+                let p = SearchParams {
+                    tenant: "t1",
+                    query_vector: Some(&q),
+                    query_text: Some(&text),
+                    k: 10,
+                    nprobe: Some(4),
+                    filter: &f,
+                    exact_rescore: true,
+                    payload_top: attest_index::ALL_PAYLOADS,
+                };
+                let found = e.search(&p).unwrap();
+                let hits = |h: Vec<attest_index::Hit>| -> Vec<(String, u32)> {
+                    h.into_iter()
+                        .map(|h| (h.chunk_id, h.score.to_bits()))
+                        .collect()
+                };
+                (hits(found.dense), hits(found.bm25))
+            })
+            .collect::<Vec<_>>()
+    };
+    let (on, off) = (search(true), search(false));
+    assert!(on
+        .iter()
+        .all(|(dense, bm25)| dense.len() == 10 && !bm25.is_empty()));
+    let number = |id: &str| -> usize { id["doc-".len()..id.len() - "#0".len()].parse().unwrap() };
+    let returned = on.iter().flat_map(|(dense, bm25)| dense.iter().chain(bm25));
+    assert!(
+        returned.map(|(id, _)| number(id)).all(|d| d % 7 != 0),
+        "a deleted document came back"
+    );
+    assert_eq!(on, off);
 }

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use super::ranking::{best_passing, keep_best, top_k};
+use super::ranking::{best_few, best_passing, keep_best, top_k};
 use super::{RowView, SearchParams, SegmentView, ShardEngine};
 use crate::error::Result;
 use crate::search_tuning::SearchSetting;
@@ -111,7 +111,17 @@ impl ShardEngine {
                 // The list ranked by the copies; rows checked best first for its top `exact_refine` × k, which
                 // are scored again from the full vectors.
                 let pooled: Vec<(GroupRow, f32)> = pooled.collect();
-                let ranked = pooled
+                let read_ahead = self.config.prefetch_rows;
+                if read_ahead {
+                    // The copies about to be scored, then (below) the rows checked and the full vectors
+                    // re-scored: where the page cache does not hold them (10M rows a node), random reads, which
+                    // asked for at once the disk serves side by side.
+                    for (i, segment) in group.iter().enumerate() {
+                        let rows = pooled.iter().filter(|((s, _), _)| *s == i);
+                        segment.compact.read_ahead(rows.map(|((_, r), _)| *r));
+                    }
+                }
+                let ranked: Vec<(GroupRow, f32)> = pooled
                     .iter()
                     .enumerate()
                     .map(|(at, &((i, r), s))| {
@@ -122,6 +132,18 @@ impl ShardEngine {
                     })
                     .collect();
                 let refine = setting.exact_refine;
+                if read_ahead {
+                    let mut rows = vec![Vec::new(); group.len()];
+                    for (i, r) in best_few(&ranked, p.k * refine.max(1)) {
+                        rows[i].push(r);
+                    }
+                    for (segment, rows) in group.iter().zip(&rows) {
+                        segment.chunks.read_ahead(rows);
+                        if refine > 0 {
+                            segment.vectors.read_ahead(rows.iter().copied());
+                        }
+                    }
+                }
                 best_passing(ranked, p.k * refine.max(1), row, passes)
                     .into_iter()
                     .map(|(r, s, (i, at))| match refine {

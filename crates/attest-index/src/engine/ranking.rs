@@ -57,6 +57,21 @@ pub(super) fn best_passing<'v, C: Copy>(
     cut(kept, k, |(r, s, _)| (r.chunk_id, *s))
 }
 
+/// The `n` best of `candidates` (higher score first; which of equal scores, unspecified), in no particular order:
+/// the rows [`best_passing`] reads first, when most pass — what a search asks the page cache for ahead.
+pub(super) fn best_few<C: Copy>(candidates: &[(C, f32)], n: usize) -> Vec<C> {
+    let mut order: Vec<usize> = (0..candidates.len()).collect();
+    if order.len() > n {
+        if n > 0 {
+            order.select_nth_unstable_by(n - 1, |&a, &b| {
+                candidates[b].1.total_cmp(&candidates[a].1)
+            });
+        }
+        order.truncate(n);
+    }
+    order.into_iter().map(|i| candidates[i].0).collect()
+}
+
 /// Keeps the `n` best candidates (higher score, ties to the lower candidate), in no particular order.
 pub(super) fn keep_best<C: Ord + Copy>(candidates: &mut Vec<(C, f32)>, n: usize) {
     if candidates.len() > n {
