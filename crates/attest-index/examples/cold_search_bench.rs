@@ -14,14 +14,15 @@ use std::path::Path;
 use std::time::Instant;
 
 use attest_index::recall_probe::RecallProbeConfig;
-use attest_index::{
-    DocumentWrite, EngineConfig, Filter, IvfPqParams, LoggedChunk, SearchParams, ShardEngine,
-};
+use attest_index::{EngineConfig, Filter, IvfPqParams, SearchParams, ShardEngine};
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Normal};
 
+#[path = "shared/clustered.rs"]
+mod clustered;
+use clustered::{write_rows_with_text, K};
+
 const DIM: usize = 384;
-const K: usize = 10;
 const NPROBE: u32 = 8;
 
 fn normalise(mut v: Vec<f32>) -> Vec<f32> {
@@ -72,29 +73,10 @@ fn build(dir: &Path, rows: usize) {
     let started = Instant::now();
     let engine = ShardEngine::open(dir, config(rows, true)).expect("open");
     let base = points(rows, 1);
-    for (b, batch) in base.chunks(5_000).enumerate() {
-        let docs = batch
-            .iter()
-            .enumerate()
-            .map(|(i, v)| {
-                let id = (b * 5_000 + i).to_string();
-                DocumentWrite {
-                    doc_id: id.clone(),
-                    tenant: "t".into(),
-                    chunks: vec![LoggedChunk {
-                        chunk_id: format!("{id}#0"),
-                        title: format!("Document {id}"),
-                        text: format!("Passage {id}, about six hundred bytes of text. ").repeat(12),
-                        metadata_json: "{}".into(),
-                        vector: v.clone(),
-                    }],
-                    version: 0,
-                    near_dup: None,
-                }
-            })
-            .collect();
-        engine.upsert(docs).expect("upsert");
-    }
+    write_rows_with_text(&engine, &base, 0, |n| {
+        let text = format!("Passage {n}, about six hundred bytes of text. ").repeat(12);
+        (format!("Document {n}"), text)
+    });
     engine.seal().expect("seal");
     engine.compact().expect("compact");
     // The rows count is read back by `serve` from the engine itself.

@@ -93,21 +93,32 @@ pub fn write_sealed(engine: &std::sync::Arc<ShardEngine>, base: &[Vec<f32>]) {
     engine.compact().expect("compact");
 }
 
-/// Writes every row in batches of 5,000, row i as document `first + i` of tenant `t`.
+/// Writes every row in batches of 5,000, row i as document `first + i` of tenant `t`, with no title or text.
 pub fn write_rows(engine: &std::sync::Arc<ShardEngine>, rows: &[Vec<f32>], first: usize) {
+    write_rows_with_text(engine, rows, first, |_| (String::new(), String::new()));
+}
+
+/// [`write_rows`] with each document's title and text from `text` (given its id).
+pub fn write_rows_with_text(
+    engine: &std::sync::Arc<ShardEngine>,
+    rows: &[Vec<f32>],
+    first: usize,
+    text: impl Fn(usize) -> (String, String),
+) {
     for (b, batch) in rows.chunks(5_000).enumerate() {
         let docs = batch
             .iter()
             .enumerate()
             .map(|(i, v)| {
-                let id = (first + b * 5_000 + i).to_string();
+                let n = first + b * 5_000 + i;
+                let (title, text) = text(n);
                 DocumentWrite {
-                    doc_id: id.clone(),
+                    doc_id: n.to_string(),
                     tenant: "t".into(),
                     chunks: vec![LoggedChunk {
-                        chunk_id: id,
-                        title: String::new(),
-                        text: String::new(),
+                        chunk_id: n.to_string(),
+                        title,
+                        text,
                         metadata_json: "{}".into(),
                         vector: v.clone(),
                     }],
