@@ -1,8 +1,7 @@
 //! A sealed segment's file mapped read-only, whole, with its path: how the stored chunks, the full vectors and
 //! their SQ8 copies are read. What every such map needs is said here once: why mapping it is sound, the access
 //! advice (random once checked, sequential for a merge's one pass, read-ahead of the rows a search is about to
-//! read), and the view an exact scan restores the page
-//! cache from ([`crate::page_cache`]).
+//! read), and the view an exact scan restores the page cache from ([`crate::page_cache`]).
 
 use std::fs::File;
 use std::ops::Deref;
