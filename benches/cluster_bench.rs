@@ -36,7 +36,7 @@
 
 mod common;
 
-use common::cluster::{self, repo_root, wait_for, Cluster};
+use common::cluster::{repo_root, wait_for, Cluster};
 use std::path::PathBuf;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -748,12 +748,15 @@ async fn main() -> anyhow::Result<()> {
             shards,
             rounds,
             common,
-        } => cluster::stopped_on_signal(overhead(shards, rounds, &common)).await,
+        } => attest_benches::stopped_on_signal(overhead(shards, rounds, &common)).await,
         Mode::Resilience {
             threads,
             seconds,
             failovers,
             common,
-        } => cluster::stopped_on_signal(resilience(threads, seconds, failovers, &common)).await,
+        } => {
+            attest_benches::stopped_on_signal(resilience(threads, seconds, failovers, &common))
+                .await
+        }
     }
 }

@@ -41,7 +41,7 @@ use attest_lab::bench::fit::CostModel;
 use attest_lab::bench::row_bytes::RowLayout;
 use attest_proto::v1 as pb;
 use clap::Parser;
-use common::cluster::{self, repo_root, Cluster};
+use common::cluster::{repo_root, Cluster};
 use pb::router_service_client::RouterServiceClient;
 use pb::shard_service_client::ShardServiceClient;
 use serde_json::{json, Value};
@@ -349,7 +349,7 @@ async fn main() -> anyhow::Result<()> {
             (d, true)
         }
     };
-    let result = cluster::stopped_on_signal(report::run(
+    let result = attest_benches::stopped_on_signal(report::run(
         &args,
         &dir,
         &mixture,

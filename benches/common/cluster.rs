@@ -13,24 +13,6 @@ use serde_json::Value;
 
 use super::attest_bin;
 
-/// Runs `work`, which owns a [`Cluster`], until it ends or the driver is told to stop (SIGINT, SIGTERM); then
-/// drops it, and with it the cluster. `local-cluster.sh` starts its processes in the background of a script, where
-/// SIGINT is ignored, so a driver stopped by Ctrl-C or `kill` used to leave all of them serving: at 10M, seven
-/// processes holding 44 GB of disk and most of the page cache until someone ran `local-cluster.sh down`.
-pub async fn stopped_on_signal<T>(
-    work: impl std::future::Future<Output = anyhow::Result<T>>,
-) -> anyhow::Result<T> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut interrupt = signal(SignalKind::interrupt())?;
-    let mut terminate = signal(SignalKind::terminate())?;
-    let stopped_by = tokio::select! {
-        done = work => return done,
-        _ = interrupt.recv() => "SIGINT",
-        _ = terminate.recv() => "SIGTERM",
-    };
-    bail!("stopped by {stopped_by}; the cluster was taken down")
-}
-
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
