@@ -71,7 +71,7 @@ fn lines_with(log: &Path, id: &str) -> Vec<Value> {
 
 #[test]
 fn request_ids_cross_every_hop_and_every_role_serves_metrics() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let logs = |name: &str| dir.path().join(format!("{name}.log"));
 
     let (mut embedder, line) = start(
@@ -310,7 +310,7 @@ fn request_ids_cross_every_hop_and_every_role_serves_metrics() {
 
 #[test]
 fn dev_serves_metrics_and_health_on_its_one_address() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let (_dev, line): (Proc, String) = start(
         &["dev", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"],
         Some(dir.path()),
@@ -355,7 +355,7 @@ fn sum_where(scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &st
 
 #[test]
 fn collections_are_metered_apart_and_past_the_cap_as_other() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     // Two collections (and two tenants) get their own series; a third is `other`.
     let (_dev, line) = start_with_env(
         &["dev", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"],
@@ -517,7 +517,7 @@ fn collections_are_metered_apart_and_past_the_cap_as_other() {
 /// `attest_search_recall_estimate`. The rows are unsealed (a flat scan, itself exact), so the recall is 1.
 #[test]
 fn searches_report_the_recall_they_delivered() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let (_dev, line): (Proc, String) = start_with_env(
         &["dev", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"],
         Some(dir.path()),
@@ -609,7 +609,7 @@ fn clustered_vectors(n: usize) -> Vec<Vec<f32>> {
 /// it in `GET .../stats`.
 #[test]
 fn a_collection_states_a_recall_target_and_its_shards_tune_for_it() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let (_dev, line): (Proc, String) = start_with_env(
         &["dev", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"],
         Some(dir.path()),

@@ -163,7 +163,7 @@ fn expected(who: Who, need: Need, ok: u16, names_tenant_a: bool) -> u16 {
 
 #[test]
 fn every_route_answers_each_credential_with_its_status() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let dev = start_secure_dev(dir.path());
     create_docs_collection(&dev);
     let grant = |scope: &str, tenant: &str| json!({"scopes": [scope], "tenants": [tenant]});
@@ -674,7 +674,7 @@ fn tenant_docs(tenant: &str, marker: &str, rng: &mut rand::rngs::StdRng) -> Valu
 
 #[test]
 fn tenants_never_see_each_other_and_revocation_reaches_every_front() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::RunDir::new();
     let dev = start_secure_dev(dir.path());
     create_docs_collection(&dev);
     // Keys through the CLI (ATTEST_API_KEY = the admin key), as an operator would mint them.

@@ -164,7 +164,7 @@ fn ingest_and_seal(url: &str, file: &Path, lines: &[&str]) {
 
 #[test]
 fn snapshots_are_consistent_under_ingest_restore_elsewhere_and_refuse_damage() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::RunDir::new();
     let dir = tmp.path();
     let dest = dir.join("backups");
     let dest_s = dest.to_str().unwrap();
@@ -549,7 +549,7 @@ impl Drop for Moto {
 
 #[test]
 fn snapshots_go_to_s3_compatible_storage_and_back() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::RunDir::new();
     let dir = tmp.path();
     let moto = Moto::start(dir);
     let r = common::http()

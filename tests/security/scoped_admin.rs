@@ -31,7 +31,7 @@ fn audit_lines(dev: &SecureDev, action: &str) -> Vec<Value> {
 
 #[test]
 fn a_scoped_admin_key_stays_within_its_grant_and_audit_lines_tell_the_truth() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = super::common::RunDir::new();
     // The answer tier does not watch meta and re-reads it only every 10 minutes: a key it accepts at once was
     // looked up when shown.
     let dev = start_secure_dev_with(
