@@ -982,6 +982,15 @@ impl ShardEngine {
                 )?;
             }
             manifest.store(dest)?;
+            // The last tuning, where it was measured on these very segments: a replica restored from the
+            // snapshot serves with it from its first search instead of the configured setting until its own
+            // tuning (tens of minutes at 10M rows), and ranks as its source does. The file is replaced atomically,
+            // so it is read whole; one measured on other segments is left behind.
+            if let Some(kept) = crate::search_tuning::KeptTuning::load(&self.dir)
+                .filter(|k| k.segments_issued == manifest.next_segment)
+            {
+                kept.store(dest)?;
+            }
             (last_seq, live_documents)
         };
         crate::snapshot::seal(dest, last_seq, live_documents)

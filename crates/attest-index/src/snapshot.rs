@@ -3,7 +3,8 @@
 //!
 //! A snapshot is a directory laid out like a shard's own — `wal/` (a RocksDB checkpoint of the log),
 //! `segments/<id>/` (the sealed segments, hard links where the filesystem allows) and `MANIFEST.json` (the
-//! segments, as the engine recorded them with that log) — plus `SNAPSHOT.json`: the log position every
+//! segments, as the engine recorded them with that log), with the replica's `search_tuning.json` where its last
+//! tuning was measured on those segments — plus `SNAPSHOT.json`: the log position every
 //! acknowledged write up to is in, and the size and sha256 of every file. Restoring checks every file against
 //! it as it copies it into a staging directory, which becomes the shard directory only when all matched: a
 //! snapshot with a missing, truncated or altered file is refused naming the file and leaves nothing behind. The

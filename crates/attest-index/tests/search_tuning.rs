@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use attest_index::search_tuning::{SearchTuningConfig, TunedSearch};
+use attest_index::search_tuning::{KeptTuning, SearchTuningConfig, TunedSearch, TUNED_FILE};
 use attest_index::{EngineConfig, ShardEngine};
 
 use crate::common::{
@@ -134,6 +134,51 @@ fn a_restarted_replica_serves_with_its_kept_tuning() {
     // Another target: the kept setting was chosen for 0.9 and is not served for 0.99.
     let engine = ShardEngine::open(dir.path(), targeted(0.99)).unwrap();
     assert_ne!(engine.tuned_search().map(|t| t.target), Some(0.9));
+}
+
+#[test]
+fn a_replica_restored_from_a_snapshot_serves_with_its_sources_tuning() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = sealed(dir.path(), 0.9);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while engine.tuned_search().is_none() {
+        assert!(Instant::now() < deadline, "no tuning after the seal");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let source = engine.tuned_search().unwrap();
+    let snapshot = dir.path().join("snapshot");
+    let taken = engine.snapshot(&snapshot).unwrap();
+    assert!(
+        taken.files.iter().any(|f| f.path == TUNED_FILE),
+        "{:?}",
+        taken.files
+    );
+    let restored = dir.path().join("restored");
+    attest_index::snapshot::restore(&snapshot, &restored).unwrap();
+    let copy = ShardEngine::open(&restored, targeted(0.9)).unwrap();
+    assert_eq!(
+        copy.tuned_search(),
+        Some(source),
+        "the source's tuning serves"
+    );
+    let query = near_query(0, ROWS);
+    assert_eq!(
+        dense_ids_probing(&copy, &query, K, None),
+        dense_ids_probing(&engine, &query, K, None),
+        "and ranks as the source does"
+    );
+
+    // A tuning measured on other segments than the snapshot's stays behind (the copy tunes for itself): the
+    // kept file as a seal leaves it until the next tuning, which nothing asks for here (no writes).
+    let mut kept = KeptTuning::load(dir.path()).expect("the source keeps its tuning");
+    kept.segments_issued += 1;
+    kept.store(dir.path()).unwrap();
+    let taken = engine.snapshot(&dir.path().join("snapshot-stale")).unwrap();
+    assert!(
+        !taken.files.iter().any(|f| f.path == TUNED_FILE),
+        "{:?}",
+        taken.files
+    );
 }
 
 /// A seal's tuning while rows still arrive waits until they stop, then runs: before, the tuning thread measured
