@@ -105,6 +105,23 @@ fn top_ids(url: &str, collection: &str, query: &str) -> Vec<String> {
         .collect()
 }
 
+/// Each shard's last search tuning (`GET …/stats` `shards[i].tuned`; null before one), in shard order.
+fn tunings(url: &str, collection: &str) -> Vec<Value> {
+    let (s, b) = call(
+        "GET",
+        &format!("{url}/v1/collections/{collection}/stats"),
+        None,
+        None,
+    );
+    assert_eq!(s, 200, "{b}");
+    b["shards"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|shard| shard.get("tuned").cloned().unwrap_or(Value::Null))
+        .collect()
+}
+
 /// Whether the "live" tenant's document `id` (its text carries the token `id`) is searchable.
 fn live_doc_present(url: &str, collection: &str, id: &str) -> bool {
     let (s, b) = call(
@@ -578,6 +595,18 @@ fn snapshots_go_to_s3_compatible_storage_and_back() {
         .collect();
     ingest_and_seal(&url, &dir.join("corpus.jsonl"), &corpus);
 
+    // Every shard tuned for the collection's recall target (in the background, once its writes stopped) before the
+    // snapshot, so that the snapshot carries the tuning and the restored copy serves with it from the start.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let tuned = loop {
+        let now = tunings(&url, "squad");
+        if now.iter().all(|t| !t.is_null()) {
+            break now;
+        }
+        assert!(std::time::Instant::now() < deadline, "untuned: {now:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+
     let dest = "s3://attest-backups/cluster-a";
     let made = attest_json(
         &url,
@@ -644,6 +673,11 @@ fn snapshots_go_to_s3_compatible_storage_and_back() {
             "squad=squad_copy",
             "--json",
         ],
+    );
+    assert_eq!(
+        tunings(&url, "squad_copy"),
+        tuned,
+        "the copy serves with its source's tunings"
     );
     let queries = fixture_queries(10);
     for q in &queries {
