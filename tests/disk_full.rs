@@ -122,16 +122,7 @@ fn live_documents(url: &str) -> u64 {
 }
 
 fn live_documents_of(url: &str, collection: &str) -> u64 {
-    let (s, b) = common::call(
-        "GET",
-        &format!("{url}/v1/collections/{collection}/stats"),
-        None,
-        None,
-    );
-    assert_eq!(s, 200, "{b}");
-    b["shards"]
-        .as_array()
-        .unwrap()
+    common::shard_stats(url, collection)
         .iter()
         .map(|s| s["live_documents"].as_u64().unwrap())
         .sum()

@@ -36,16 +36,7 @@ fn attest_json(url: &str, args: &[&str]) -> Value {
 
 /// Live documents of `collection`, over its shards.
 fn documents(url: &str, collection: &str) -> u64 {
-    let (s, b) = call(
-        "GET",
-        &format!("{url}/v1/collections/{collection}/stats"),
-        None,
-        None,
-    );
-    assert_eq!(s, 200, "{b}");
-    b["shards"]
-        .as_array()
-        .unwrap()
+    common::shard_stats(url, collection)
         .iter()
         .map(|s| s["live_documents"].as_u64().unwrap())
         .sum()

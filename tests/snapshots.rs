@@ -107,16 +107,7 @@ fn top_ids(url: &str, collection: &str, query: &str) -> Vec<String> {
 
 /// Each shard's last search tuning (`GET …/stats` `shards[i].tuned`; null before one), in shard order.
 fn tunings(url: &str, collection: &str) -> Vec<Value> {
-    let (s, b) = call(
-        "GET",
-        &format!("{url}/v1/collections/{collection}/stats"),
-        None,
-        None,
-    );
-    assert_eq!(s, 200, "{b}");
-    b["shards"]
-        .as_array()
-        .unwrap()
+    common::shard_stats(url, collection)
         .iter()
         .map(|shard| shard.get("tuned").cloned().unwrap_or(Value::Null))
         .collect()

@@ -427,6 +427,21 @@ pub fn post(url: &str, body: &Value) -> (u16, Value) {
     (status, r.json().unwrap_or(Value::Null))
 }
 
+/// The per-shard stats of `collection` (`GET /v1/collections/{collection}/stats` `shards`), asked without a key.
+pub fn shard_stats(url: &str, collection: &str) -> Vec<Value> {
+    let (s, b) = call(
+        "GET",
+        &format!("{url}/v1/collections/{collection}/stats"),
+        None,
+        None,
+    );
+    assert_eq!(s, 200, "{b}");
+    b["shards"]
+        .as_array()
+        .cloned()
+        .unwrap_or_else(|| panic!("no shards in {b}"))
+}
+
 pub fn get_text(url: &str) -> (u16, String) {
     let r = http().get(url).send().unwrap();
     let status = r.status().as_u16();
