@@ -178,20 +178,18 @@ impl ChunkStore {
             ];
             // Short strings are held in the fixed part, asked for above.
             let inline = fixed(r);
-            let apart: Vec<&str> = parts
-                .into_iter()
-                .filter(|p| !p.is_empty() && !inline.contains(&(p.as_ptr() as usize - base)))
-                .collect();
-            let start = apart.iter().map(|p| p.as_ptr() as usize - base).min();
-            let end = apart
-                .iter()
-                .map(|p| p.as_ptr() as usize - base + p.len())
-                .max();
+            let apart = || {
+                parts
+                    .iter()
+                    .filter(|p| !p.is_empty() && !inline.contains(&(p.as_ptr() as usize - base)))
+            };
+            let start = apart().map(|p| p.as_ptr() as usize - base).min();
+            let end = apart().map(|p| p.as_ptr() as usize - base + p.len()).max();
             match (start, end) {
                 (Some(start), Some(end)) if end - start <= READ_AHEAD_SPAN => {
                     spans.push(&self.file[start..end]);
                 }
-                _ => spans.extend(apart.iter().map(|p| p.as_bytes())),
+                _ => spans.extend(apart().map(|p| p.as_bytes())),
             }
         }
         self.file.will_need(spans);

@@ -37,7 +37,7 @@ mod sealing;
 mod tuning;
 mod versions;
 pub(crate) use exact::ExactQuery;
-use ranking::{best_few, best_passing, top_k};
+use ranking::{best_few, best_passing, rows_by_segment, top_k};
 use sealing::{encoded, remove_orphan_quantizers};
 use versions::{DocVersions, HeldVersion};
 
@@ -893,10 +893,8 @@ impl ShardEngine {
                 .collect();
             if self.config.prefetch_rows {
                 // The rows the check below reads one by one: random reads where the cache does not hold them.
-                let mut rows = vec![Vec::new(); views.len()];
-                for (segment, row) in best_few(&candidates, p.k) {
-                    rows[segment].push(row as usize);
-                }
+                let best = best_few(&candidates, p.k).into_iter();
+                let rows = rows_by_segment(best.map(|(s, row)| (s, row as usize)), views.len());
                 for (view, rows) in views.iter().zip(&rows) {
                     if let SegmentView::Sealed(s) = view {
                         s.chunks.read_ahead(rows);

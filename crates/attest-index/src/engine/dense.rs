@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use super::ranking::{best_few, best_passing, keep_best, top_k};
+use super::ranking::{best_few, best_passing, keep_best, rows_by_segment, top_k};
 use super::{RowView, SearchParams, SegmentView, ShardEngine};
 use crate::error::Result;
 use crate::search_tuning::SearchSetting;
@@ -116,9 +116,9 @@ impl ShardEngine {
                     // The copies about to be scored, then (below) the rows checked and the full vectors
                     // re-scored: where the page cache does not hold them (10M rows a node), random reads, which
                     // asked for at once the disk serves side by side.
-                    for (i, segment) in group.iter().enumerate() {
-                        let rows = pooled.iter().filter(|((s, _), _)| *s == i);
-                        segment.compact.read_ahead(rows.map(|((_, r), _)| *r));
+                    let rows = rows_by_segment(pooled.iter().map(|&(at, _)| at), group.len());
+                    for (segment, rows) in group.iter().zip(rows) {
+                        segment.compact.read_ahead(rows);
                     }
                 }
                 let ranked: Vec<(GroupRow, f32)> = pooled
@@ -133,11 +133,8 @@ impl ShardEngine {
                     .collect();
                 let refine = setting.exact_refine;
                 if read_ahead {
-                    let mut rows = vec![Vec::new(); group.len()];
-                    for (i, r) in best_few(&ranked, p.k * refine.max(1)) {
-                        rows[i].push(r);
-                    }
-                    for (segment, rows) in group.iter().zip(&rows) {
+                    let best = best_few(&ranked, p.k * refine.max(1));
+                    for (segment, rows) in group.iter().zip(&rows_by_segment(best, group.len())) {
                         segment.chunks.read_ahead(rows);
                         if refine > 0 {
                             segment.vectors.read_ahead(rows.iter().copied());

@@ -72,6 +72,19 @@ pub(super) fn best_few<C: Copy>(candidates: &[(C, f32)], n: usize) -> Vec<C> {
     order.into_iter().map(|i| candidates[i].0).collect()
 }
 
+/// `(segment, row)` pairs as each segment's rows, for `segments` segments: what a search asks each segment's files
+/// to read ahead.
+pub(super) fn rows_by_segment(
+    rows: impl IntoIterator<Item = (usize, usize)>,
+    segments: usize,
+) -> Vec<Vec<usize>> {
+    let mut by_segment = vec![Vec::new(); segments];
+    for (segment, row) in rows {
+        by_segment[segment].push(row);
+    }
+    by_segment
+}
+
 /// Keeps the `n` best candidates (higher score, ties to the lower candidate), in no particular order.
 pub(super) fn keep_best<C: Ord + Copy>(candidates: &mut Vec<(C, f32)>, n: usize) {
     if candidates.len() > n {
