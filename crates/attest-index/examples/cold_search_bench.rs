@@ -20,16 +20,10 @@ use rand_distr::{Distribution, Normal};
 
 #[path = "shared/clustered.rs"]
 mod clustered;
-use clustered::{write_rows_with_text, K};
+use clustered::{normalise, write_rows_with_text, K};
 
 const DIM: usize = 384;
 const NPROBE: u32 = 8;
-
-fn normalise(mut v: Vec<f32>) -> Vec<f32> {
-    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
-    v.iter_mut().for_each(|x| *x /= n);
-    v
-}
 
 /// Points of a 500-centre mixture of unit vectors, the same every run for the same seed.
 fn points(n: usize, seed: u64) -> Vec<Vec<f32>> {
