@@ -16,6 +16,7 @@ mod cli;
 mod cluster;
 mod cluster_credential;
 mod cluster_defaults;
+mod cluster_restart;
 mod dev_control_plane;
 mod disk_full;
 mod e2e;

@@ -1,7 +1,7 @@
 //! The shard role: a shard node's storage served over gRPC, alone or joined to meta (`--meta`). It listens at
-//! once; `/readyz` says it is replaying its log, then registering and reconciling with the shard map, and only
-//! then does the gRPC service answer (until catch-up is done, connections wait in the backlog, and callers
-//! hedge or time out).
+//! once; `/readyz` says it is replaying its log, then registering and reconciling with the shard map. Until it
+//! is ready its gRPC service answers only its peers' catch-up reads; other calls wait (callers hedge or time
+//! out), as `attest_shard::startup_gate` says.
 
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
@@ -131,23 +131,39 @@ async fn serve_node(
         ready_tx,
         shutdown.signalled(),
     ));
+    // Served from now on, behind the gate: peers restarting beside this node catch up from it during its own
+    // first pass, while searches and writes wait for the node to be ready (attest_shard::startup_gate).
+    let (gate, gated) = attest_shard::StartupGate::closed();
+    let local_addr = listener.local_addr()?;
+    let server = tokio::spawn(attest_shard::serve_gated(
+        node,
+        listener,
+        guard,
+        gated,
+        shutdown.signalled(),
+    ));
     let node_id = match shutdown.unless_signalled(ready_rx).await {
         Some(Ok(id)) => id,
         Some(Err(_)) => {
+            server.abort();
             agent_task.await??;
             anyhow::bail!("the cluster agent stopped before the node was ready");
         }
-        None => return agent_task.await?,
+        None => {
+            let stopped = agent_task.await?;
+            server.await??;
+            return stopped;
+        }
     };
+    gate.open();
     readiness.set_ready();
     crate::plumbing::say(format_args!(
-        "attest shard listening grpc={}{ops_url} node_id={node_id} meta={} data_dir={}",
-        listener.local_addr()?,
+        "attest shard listening grpc={local_addr}{ops_url} node_id={node_id} meta={} data_dir={}",
         cfg.meta.join(","),
         cfg.data_dir.display()
     ));
     crate::plumbing::say_ready(cfg.role);
-    let served = attest_shard::serve(node, listener, guard, shutdown.signalled()).await;
+    let served = server.await?;
     agent_task.await??;
     served
 }

@@ -428,7 +428,12 @@ async fn reconcile(
                         event = "catch_up_failed", "catch-up from peer failed; next pass retries")
                 }
                 Err(_) => {
+                    // Where the listing got to says whether the peer was slow to list or did not answer at all.
+                    let listing = cursor.under_way.as_ref();
                     warn!(collection = %a.collection, shard = a.shard, peer = peer_id,
+                        listing_changes_after = listing.map(|l| l.changed_after_seq),
+                        listed_through = listing.map(|l| l.after.as_str()),
+                        peer_last_seq = listing.map(|l| l.peer_last_seq),
                         event = "catch_up_timed_out", "catch-up from peer timed out; next pass retries")
                 }
             }

@@ -10,6 +10,7 @@
 //!   error vocabulary of `attest_proto::error` (code, message, field).
 //! - [`server`]: `serve(node, listener, shutdown)`, with the gRPC health service; `serve_ops` for
 //!   `/healthz`, `/readyz`, `/metrics`.
+//! - [`startup_gate`]: while a node starts, only its peers' catch-up reads are answered; other calls wait.
 //! - [`metrics`]: the shard gauges, published when `/metrics` is scraped.
 //! - [`snapshot`]: snapshot a replica to a destination; stage a restore from one.
 
@@ -21,10 +22,12 @@ pub mod node;
 pub mod server;
 pub mod service;
 pub mod snapshot;
+pub mod startup_gate;
 pub mod status;
 pub mod transfers;
 
 pub use cluster::{run_cluster_agent, ClusterAgentConfig};
 pub use node::{ShardNode, ShardNodeConfig};
-pub use server::{serve, serve_ops};
+pub use server::{serve, serve_gated, serve_ops};
 pub use service::ShardServiceImpl;
+pub use startup_gate::StartupGate;

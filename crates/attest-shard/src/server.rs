@@ -11,6 +11,7 @@ use tonic::service::interceptor::InterceptedService;
 
 use crate::node::ShardNode;
 use crate::service::ShardServiceImpl;
+use crate::startup_gate::{GateLayer, StartupGate};
 
 use attest_proto::MAX_MESSAGE_BYTES;
 
@@ -23,6 +24,18 @@ pub async fn serve(
     guard: ClusterGuard,
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
+    serve_gated(node, listener, guard, StartupGate::open_layer(), shutdown).await
+}
+
+/// As [`serve`], for a node still starting: until `gate`'s [`crate::StartupGate`] opens, only its peers'
+/// catch-up reads are answered and every other call waits ([`crate::startup_gate`]).
+pub async fn serve_gated(
+    node: Arc<ShardNode>,
+    listener: impl Into<Listener>,
+    guard: ClusterGuard,
+    gate: GateLayer,
+    shutdown: impl Future<Output = ()> + Send,
+) -> anyhow::Result<()> {
     let (mut reporter, health) = tonic_health::server::health_reporter();
     reporter
         .set_serving::<ShardServiceServer<ShardServiceImpl>>()
@@ -32,6 +45,7 @@ pub async fn serve(
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let svc = InterceptedService::new(svc, guard);
     tonic::transport::Server::builder()
+        .layer(gate)
         .add_service(health)
         .add_service(svc)
         .serve_with_incoming_shutdown(listener.into().incoming(), shutdown)
