@@ -53,13 +53,7 @@ fn ingest(url: &str, collection: &str, body: &Value) -> (u16, Value) {
 
 /// The model, pooling and weights' checksum a collection records.
 fn recorded(url: &str, collection: &str) -> (String, String, String) {
-    let (status, c) = call(
-        "GET",
-        &format!("{url}/v1/collections/{collection}"),
-        None,
-        None,
-    );
-    assert_eq!(status, 200, "{c}");
+    let c = common::get_ok(&format!("{url}/v1/collections/{collection}"));
     let identity = &c["embedder_identity"];
     assert_eq!(c["embedder"], identity["model"], "{c}");
     assert_eq!(identity["dimension"], 384, "{c}");

@@ -58,9 +58,7 @@ fn search(url: &str, query: &str, lanes: Value) -> (u16, Value) {
 }
 
 fn get(url: &str, path: &str) -> Value {
-    let (status, body) = call("GET", &format!("{url}{path}"), None, None);
-    assert_eq!(status, 200, "{path}: {body}");
-    body
+    common::get_ok(&format!("{url}{path}"))
 }
 
 /// Reads the job until it is no longer running (bounded).

@@ -23,14 +23,7 @@ fn signal(proc: &Proc, sig: i32) {
 }
 
 fn job(router: &str, id: &str) -> Value {
-    let (s, b) = call(
-        "GET",
-        &format!("{router}/v1/snapshots/jobs/{id}"),
-        None,
-        None,
-    );
-    assert_eq!(s, 200, "{b}");
-    b
+    common::get_ok(&format!("{router}/v1/snapshots/jobs/{id}"))
 }
 
 /// Polls the job on `router` until `done` accepts it (at most `limit`).
@@ -321,8 +314,7 @@ fn snapshot_jobs_outlive_their_router_skip_what_the_destination_holds_and_cancel
         error.contains(&owner) && error.contains("stopped"),
         "{error}"
     );
-    let (s, all) = call("GET", &format!("{b}/v1/snapshots/jobs"), None, None);
-    assert_eq!(s, 200, "{all}");
+    let all = common::get_ok(&format!("{b}/v1/snapshots/jobs"));
     let states: Vec<&str> = all["jobs"]
         .as_array()
         .unwrap()

@@ -134,8 +134,7 @@ fn token(id: &str) -> String {
 }
 
 fn collections(url: &str) -> Vec<String> {
-    let (s, b) = call("GET", &format!("{url}/v1/collections"), None, None);
-    assert_eq!(s, 200, "{b}");
+    let b = common::get_ok(&format!("{url}/v1/collections"));
     let mut names: Vec<String> = b["collections"]
         .as_array()
         .unwrap()
@@ -271,13 +270,10 @@ fn snapshots_are_consistent_under_ingest_restore_elsewhere_and_refuse_damage() {
         ],
     );
     // Its progress, read from the destination: every replica uploaded, manifest included.
-    let (st, progress) = call(
-        "GET",
-        &format!("{}/v1/snapshots/quiet/progress?from={dest_s}", a.url),
-        None,
-        None,
-    );
-    assert_eq!(st, 200, "{progress}");
+    let progress = common::get_ok(&format!(
+        "{}/v1/snapshots/quiet/progress?from={dest_s}",
+        a.url
+    ));
     let replicas = progress["replicas"].as_array().unwrap();
     assert_eq!(replicas.len(), 2, "{progress}");
     for (r, m) in replicas
@@ -614,13 +610,7 @@ fn snapshots_go_to_s3_compatible_storage_and_back() {
     );
     let listed = attest_json(&url, &["snapshot", "list", "--from", dest, "--json"]);
     assert_eq!(listed["snapshots"][0]["id"], "nightly", "{listed}");
-    let (st, progress) = call(
-        "GET",
-        &format!("{url}/v1/snapshots/nightly/progress?from={dest}"),
-        None,
-        None,
-    );
-    assert_eq!(st, 200, "{progress}");
+    let progress = common::get_ok(&format!("{url}/v1/snapshots/nightly/progress?from={dest}"));
     assert_eq!(progress["replicas"][0]["complete"], true, "{progress}");
     // The objects are in the bucket, under the prefix.
     let objects = common::http()

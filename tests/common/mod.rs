@@ -427,15 +427,16 @@ pub fn post(url: &str, body: &Value) -> (u16, Value) {
     (status, r.json().unwrap_or(Value::Null))
 }
 
+/// `GET url` without a key, which must answer 200: its JSON body.
+pub fn get_ok(url: &str) -> Value {
+    let (s, b) = call("GET", url, None, None);
+    assert_eq!(s, 200, "GET {url}: {b}");
+    b
+}
+
 /// The per-shard stats of `collection` (`GET /v1/collections/{collection}/stats` `shards`), asked without a key.
 pub fn shard_stats(url: &str, collection: &str) -> Vec<Value> {
-    let (s, b) = call(
-        "GET",
-        &format!("{url}/v1/collections/{collection}/stats"),
-        None,
-        None,
-    );
-    assert_eq!(s, 200, "{b}");
+    let b = get_ok(&format!("{url}/v1/collections/{collection}/stats"));
     b["shards"]
         .as_array()
         .cloned()
