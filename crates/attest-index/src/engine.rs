@@ -4,27 +4,31 @@
 //!
 //! Locking: writers take `log` then `state`; searches take only a read lock on `state`; sealing and compaction
 //! take `maintenance` and hold `state` only briefly to swap segments in, so FAISS training never blocks search.
+//!
+//! Here: the engine's state and its writes. Beside it: `open` (recovery), `search` (the two lanes and the
+//! hits' fetch), `replication` (what catch-up lists and fetches), `sealing` (seals, merges, the quantizer),
+//! `tuning` (the recall target's setting), `backlog` (writes waiting on seals), `dense`, `exact`, `ranking`,
+//! `log_vectors` and `versions`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
-use tracing::{info, warn};
 
 use crate::chunk_store::StoredChunk;
-use crate::config::{EngineConfig, MAX_TOP_K};
+use crate::config::EngineConfig;
 use crate::error::{IndexError, Result};
 use crate::filter::Filter;
 use crate::growing::GrowingSegment;
 use crate::near_dup::{NearDupKeys, NearDupMatch};
 use crate::quantizer::{quantizer_path, ShardQuantizer, MAX_CHUNKS_PER_DOCUMENT};
 use crate::sealed_vectors::SealedVectors;
-use crate::segment::{build_segment, segment_dir, Manifest, SealedSegment};
-use crate::text_index::{bm25_search, TextIndex};
+use crate::segment::{segment_dir, Manifest, SealedSegment};
+use crate::text_index::TextIndex;
 use crate::vector_file::VectorRow;
-use crate::wal::{doc_key, DocVersion, IngestLog, LogOp, LogReader, LoggedChunk};
+use crate::wal::{doc_key, IngestLog, LogOp, LogReader, LoggedChunk};
 
 mod backlog;
 mod dense;
@@ -32,13 +36,15 @@ mod exact;
 mod log_vectors;
 #[cfg(test)]
 mod old_labels_tests;
+mod open;
 mod ranking;
+mod replication;
 mod sealing;
+mod search;
 mod tuning;
 mod versions;
 pub(crate) use exact::ExactQuery;
-use ranking::{best_few, best_passing, rows_by_segment, top_k};
-use sealing::{encoded, remove_orphan_quantizers};
+pub use replication::FetchedDocument;
 use versions::{DocVersions, HeldVersion};
 
 /// One document's new content: it replaces every earlier chunk of `doc_id`.
@@ -334,152 +340,6 @@ impl State {
 }
 
 impl ShardEngine {
-    /// Opens (or creates) the engine in `dir` and recovers: damaged segments are rebuilt from the log, and the
-    /// log past the last sealed segment is replayed into the growing segment.
-    pub fn open(dir: &Path, config: EngineConfig) -> Result<Arc<Self>> {
-        std::fs::create_dir_all(dir.join("segments"))?;
-        let mut log = IngestLog::open(&dir.join(crate::wal::WAL_DIR))?;
-        let mut versions = DocVersions::default();
-        log.for_each_doc_version(|doc_id, v| {
-            versions.insert(&v.tenant, doc_id, HeldVersion::of(&v));
-        })?;
-        let mut manifest = match Manifest::load(dir) {
-            Ok(m) => m,
-            // Not damage: a manifest of another release. Rebuilding would overwrite it with this build's layout.
-            Err(e @ IndexError::Format(_)) => return Err(e),
-            Err(e) => {
-                // Everything live is still in the log: start from no segments and replay it all.
-                warn!(error = %e, event = "manifest_corrupt", "manifest unreadable; rebuilding every segment from the log");
-                Manifest::default()
-            }
-        };
-        let quantizer = match manifest.quantizer.clone() {
-            None => None,
-            Some(meta) => match ShardQuantizer::open(dir, &meta) {
-                Ok(q) => Some(Arc::new(q)),
-                Err(e) => {
-                    // Segments encoded with it carry their own copy and keep serving; the next seal trains anew.
-                    warn!(error = %e, event = "quantizer_corrupt", "shard quantizer unreadable; training a new one at the next seal");
-                    manifest.quantizer = None;
-                    None
-                }
-            },
-        };
-        let mut sealed = Vec::new();
-        let mut rebuilt = Vec::new();
-        let metas = std::mem::take(&mut manifest.segments);
-        for meta in metas {
-            match SealedSegment::open(dir, &meta) {
-                Ok(seg) => {
-                    sealed.push(Arc::new(seg));
-                    manifest.segments.push(meta);
-                }
-                Err(e) => {
-                    if matches!(e, IndexError::Format(_)) {
-                        warn!(segment = %meta.id, error = %e, event = "segment_older_layout", "segment of a layout this build does not read; rebuilding it from the log");
-                    } else {
-                        warn!(segment = %meta.id, error = %e, event = "segment_corrupt", "refusing damaged segment; rebuilding it from the log");
-                    }
-                    let records = log.range(meta.min_seq, meta.max_seq)?;
-                    let lost = log_vectors::stripped_live_documents(&records, &versions);
-                    if matches!(e, IndexError::Format(_)) && !lost.is_empty() {
-                        // Not damage: every replica holds it in that layout, so forgetting would lose it.
-                        warn!(segment = %meta.id, event = "segment_not_rebuildable", "the log holds no vectors to rebuild this segment in the current layout (keep_sealed_vectors_in_log is off): open it with a release that reads it");
-                        return Err(e);
-                    }
-                    log_vectors::forget_stripped(&mut log, &mut versions, &lost, &meta.id)?;
-                    let (rows, vectors) = live_rows_from_log(&records, &versions);
-                    let id = manifest.allocate_id();
-                    let dense = encoded(quantizer.as_deref(), &rows, &vectors)?;
-                    let new_meta = build_segment(
-                        dir,
-                        &id,
-                        (meta.min_seq, meta.max_seq),
-                        &config,
-                        &rows,
-                        &vectors,
-                        dense,
-                        &mut crate::maintenance::Phases::default(),
-                    )?;
-                    sealed.push(Arc::new(SealedSegment::open_just_built(dir, &new_meta)?));
-                    manifest.segments.push(new_meta);
-                    rebuilt.push(meta.id.clone());
-                }
-            }
-        }
-        manifest.store(dir)?;
-        remove_orphan_segments(dir, &manifest)?;
-        remove_orphan_quantizers(dir, &manifest)?;
-
-        let mut growing = GrowingSegment::new(config.dimension)?;
-        let records = log.range(manifest.sealed_through_seq + 1, u64::MAX)?;
-        // Stripped records past the manifest's mark: only where the manifest was lost and rebuilt empty.
-        let lost = log_vectors::stripped_live_documents(&records, &versions);
-        log_vectors::forget_stripped(&mut log, &mut versions, &lost, "growing")?;
-        let (rows, vectors) = live_rows_from_log(&records, &versions);
-        for (i, row) in rows.into_iter().enumerate() {
-            growing.push(
-                row,
-                &vectors[i * config.dimension..(i + 1) * config.dimension],
-            )?;
-        }
-        growing.commit()?;
-        let sealed_vectors = log.sealed_vectors();
-        if !config.keep_sealed_vectors_in_log.kept() {
-            // Catches up a range a crash left between a seal and its compaction.
-            sealed_vectors.drop_through(manifest.sealed_through_seq)?;
-        }
-        info!(dir = %dir.display(), segments = sealed.len(), growing = growing.len(), event = "shard_recovered", "shard engine open");
-        // The last tuning, while the collection asks for the recall it was chosen for (a kept tuning's target is
-        // never 0: without a target nothing is tuned); measured on these very segments, it is not measured again.
-        let kept_tuning = crate::search_tuning::KeptTuning::load(dir)
-            .filter(|k| k.tuned.target == config.recall_target);
-        let tuned_on_these_segments =
-            kept_tuning.is_some_and(|k| k.segments_issued == manifest.next_segment);
-        Ok(Arc::new(ShardEngine {
-            dir: dir.to_path_buf(),
-            recall: crate::recall_probe::RecallProbe::new(config.recall_probe.clone()),
-            config,
-            log_reader: log.reader(),
-            sealed_vectors,
-            log: Mutex::new(log),
-            state: RwLock::new(State {
-                versions,
-                growing,
-                frozen: None,
-                sealed,
-                manifest,
-                quantizer,
-                dead: DeadRecords::default(),
-            }),
-            sealing: Mutex::new(()),
-            merging: Mutex::new(()),
-            quantizer_training: Mutex::new(()),
-            background_seal: AtomicBool::new(false),
-            background_merge: AtomicBool::new(false),
-            seal_finished: (Mutex::new(()), parking_lot::Condvar::new()),
-            rebuilt,
-            last_write: parking_lot::Mutex::new(std::time::Instant::now()),
-            tuned: RwLock::new(kept_tuning.map(|k| k.tuned)),
-            tuning_due: AtomicBool::new(false),
-            tuning_deferred: AtomicBool::new(false),
-            recall_retraining: AtomicBool::new(false),
-            recall_retrains: Default::default(),
-            retrained_through: Default::default(),
-            this: std::sync::OnceLock::new(),
-        }))
-        .inspect(|engine| {
-            let _ = engine.this.set(Arc::downgrade(engine));
-            engine.recall.attach(Arc::downgrade(engine));
-            // A replica with sealed rows is tuned again after a restart unless its kept tuning measured these
-            // segments (until then it serves with the kept setting).
-            if !tuned_on_these_segments && !engine.state.read().sealed.is_empty() {
-                engine.tuning_needed();
-            }
-        })
-        .inspect(crate::idle_seal::watch)
-    }
-
     pub fn config(&self) -> &EngineConfig {
         &self.config
     }
@@ -663,107 +523,6 @@ impl ShardEngine {
         log.near_duplicates(tenant, queries, threshold)
     }
 
-    /// The version this replica holds of the tenant's document (deleted or not); 0 when it never saw it.
-    pub fn version_of(&self, tenant: &str, doc_id: &str) -> u64 {
-        self.state
-            .read()
-            .versions
-            .get(tenant, doc_id)
-            .map_or(0, |v| v.version)
-    }
-
-    /// Up to `limit` (document id, version) pairs after the cursor `after` (catch-up listing, in [`doc_key`]
-    /// order: the cursor of an entry is `doc_key(&version.tenant, &id)`, "" the first page), with the log
-    /// position they reflect at least.
-    pub fn doc_versions_after(
-        &self,
-        after: &str,
-        limit: usize,
-    ) -> Result<(Vec<(String, DocVersion)>, u64)> {
-        // Without the writer lock, as the incremental listing: the position is read first, so the page reflects
-        // at least it (a page is up to 1,000 reads, and writes waited on them after every restart).
-        let last_seq = self.log_reader.last_seq();
-        let page = self
-            .log_reader
-            .doc_versions_after(after, limit)?
-            .into_iter()
-            .map(|(key, v)| (crate::wal::doc_id_of_key(&key).to_string(), v))
-            .collect();
-        Ok((page, last_seq))
-    }
-
-    /// Documents changed after log position `after_seq` (their current version is a later record), from the next
-    /// `page` entries of the log's changes index, with the position to list after next (None: the last page)
-    /// and the log position they reflect at least: catch-up's incremental listing, at a cost that follows the
-    /// changes rather than the shard's size.
-    pub fn doc_versions_changed_after(
-        &self,
-        after_seq: u64,
-        page: usize,
-    ) -> Result<(crate::wal::VersionPage, Option<u64>, u64)> {
-        // Without the writer lock (a listing page is 1,000 reads, and writes would wait on them): the position is
-        // read first, so the page reflects at least it.
-        let last_seq = self.log_reader.last_seq();
-        let (entries, next) = self
-            .log_reader
-            .doc_versions_changed_after(after_seq, page)?;
-        let entries = entries
-            .into_iter()
-            .map(|(key, v)| (crate::wal::doc_id_of_key(&key).to_string(), v))
-            .collect();
-        Ok((entries, next, last_seq))
-    }
-
-    /// Which ingest log this replica writes: its log positions compare only with others of the same id
-    /// ([`crate::log_identity`]).
-    pub fn log_id(&self) -> u64 {
-        self.log_reader.log_id()
-    }
-
-    /// The note this replica last kept on peer node `peer`'s log (catch-up's cursor), if any.
-    pub fn peer_note(&self, peer: u64) -> Result<Option<Vec<u8>>> {
-        self.log_reader.peer_note(peer)
-    }
-
-    /// Keeps `note` on peer node `peer`'s log, across restarts; only once the writes it accounts for are
-    /// applied (they are durable when `upsert` returns).
-    pub fn keep_peer_note(&self, peer: u64, note: &[u8]) -> Result<()> {
-        self.log_reader.keep_peer_note(peer, note)
-    }
-
-    /// The current content of each named (tenant, document id): live ones with every chunk and vector (from the
-    /// log, which keeps every live row; a vector the log dropped from its sealed segment), deleted ones as
-    /// tombstones. Unknown documents are left out.
-    pub fn fetch_documents(&self, docs: &[(String, String)]) -> Result<Vec<FetchedDocument>> {
-        let log = self.log.lock();
-        let st = self.state.read();
-        let mut out = Vec::with_capacity(docs.len());
-        for (tenant, id) in docs {
-            let Some(v) = st.versions.get(tenant, id) else {
-                continue;
-            };
-            if v.deleted {
-                out.push(FetchedDocument::Tombstone {
-                    doc_id: id.clone(),
-                    tenant: tenant.clone(),
-                    version: v.version,
-                });
-                continue;
-            }
-            let (tenant, mut chunks) = self.live_chunks(v.seq, id)?;
-            st.fill_sealed_vectors(&self.dir, v.seq, &mut chunks)?;
-            let near_dup = log.near_dup_keys(&tenant, id)?;
-            out.push(FetchedDocument::Live(DocumentWrite {
-                doc_id: id.clone(),
-                tenant,
-                chunks,
-                version: v.version,
-                near_dup,
-            }))
-        }
-        Ok(out)
-    }
-
     /// The tenant and chunks of the live document `doc_id` whose upsert is log record `seq`; its absence is
     /// corruption (the log keeps every live row).
     fn live_chunks(&self, seq: u64, doc_id: &str) -> Result<(String, Vec<LoggedChunk>)> {
@@ -773,143 +532,6 @@ impl ShardEngine {
                 self.dir.join(crate::wal::WAL_DIR),
                 format!("log record {seq} of live document `{doc_id}` is missing"),
             )),
-        }
-    }
-
-    /// The current title, text and metadata of each named (doc id, chunk id) of `tenant`, read from the log (one
-    /// read per document); chunks no longer live are left out. What a search returned ids of, fetched for the few
-    /// hits a router keeps (`score` is 0).
-    pub fn fetch_chunks(&self, tenant: &str, chunks: &[(String, String)]) -> Result<Vec<Hit>> {
-        if tenant.is_empty() {
-            return Err(IndexError::invalid("tenant", "a tenant is required"));
-        }
-        let mut wanted: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-        for (doc_id, chunk_id) in chunks {
-            wanted.entry(doc_id).or_default().push(chunk_id);
-        }
-        // No writer lock: a search's fetch must not queue behind an ingest's synced append. Holding `state` is
-        // what keeps each record read here: versions cannot move on meanwhile, and a record is only forgotten
-        // once they say it is dead.
-        let st = self.state.read();
-        let mut out = Vec::with_capacity(chunks.len());
-        for (doc_id, chunk_ids) in wanted {
-            let Some(v) = st.versions.get(tenant, doc_id).filter(|v| !v.deleted) else {
-                continue;
-            };
-            let (_, logged) = self.live_chunks(v.seq, doc_id)?;
-            out.extend(
-                logged
-                    .into_iter()
-                    .filter(|c| chunk_ids.contains(&c.chunk_id.as_str()))
-                    .map(|c| Hit {
-                        chunk_id: c.chunk_id,
-                        doc_id: doc_id.to_string(),
-                        title: c.title,
-                        text: c.text,
-                        metadata_json: c.metadata_json,
-                        score: 0.0,
-                    }),
-            );
-        }
-        Ok(out)
-    }
-
-    /// Dense and BM25 top-k of the tenant's live chunks that pass the filter.
-    pub fn search(&self, p: &SearchParams<'_>) -> Result<LaneResults> {
-        let out = self.search_with(p, self.setting_for(p))?;
-        if let Some(q) = p.query_vector {
-            self.recall
-                .offer(p.tenant, q, p.filter, p.k, &out.dense, p.nprobe.is_none());
-        }
-        Ok(out)
-    }
-
-    /// [`Self::search`] with the dense lane's setting given (a tuning measures each setting with it).
-    fn search_with(
-        &self,
-        p: &SearchParams<'_>,
-        setting: crate::search_tuning::SearchSetting,
-    ) -> Result<LaneResults> {
-        if p.tenant.is_empty() {
-            return Err(IndexError::invalid("tenant", "a tenant is required"));
-        }
-        if p.k == 0 || p.k > MAX_TOP_K {
-            return Err(IndexError::invalid(
-                "k",
-                format!("must be between 1 and {MAX_TOP_K}"),
-            ));
-        }
-        if let Some(q) = p.query_vector {
-            check_vector(q, self.config.dimension, "query_vector")?;
-        }
-        let st = self.state.read();
-        let views = st.views();
-        let passes = |r: &RowView<'_>| {
-            r.tenant == p.tenant
-                && st.is_live(r.tenant, r.doc_id, r.seq)
-                && p.filter.matches(r.metadata_json)
-        };
-        // Candidates are borrowed rows until the top k of a lane is known: only those k are copied out.
-        let hits = |rows: Vec<(RowView<'_>, f32)>| -> Vec<Hit> {
-            top_k(rows, p.k)
-                .into_iter()
-                .enumerate()
-                .map(|(rank, (r, score))| r.to_hit(score, rank < p.payload_top))
-                .collect()
-        };
-        let mut out = LaneResults::default();
-        // A span per lane: a trace shows which lane of which shard a slow search spent its time in.
-        if let Some(q) = p.query_vector {
-            let _lane = tracing::info_span!("dense_lane", segments = views.len()).entered();
-            out.dense = hits(self.dense_lane(&views, q, p, setting, &passes)?);
-        }
-        if let Some(text) = p.query_text.filter(|t| !t.trim().is_empty()) {
-            let _lane = tracing::info_span!("bm25_lane", segments = views.len()).entered();
-            out.bm25 = hits(self.bm25(&views, text, p, &passes)?);
-        }
-        Ok(out)
-    }
-
-    fn bm25<'v>(
-        &self,
-        views: &[SegmentView<'v>],
-        text: &str,
-        p: &SearchParams<'_>,
-        passes: &dyn Fn(&RowView<'_>) -> bool,
-    ) -> Result<Vec<(RowView<'v>, f32)>> {
-        let indexes: Vec<&TextIndex> = views.iter().map(|v| v.text()).collect();
-        let max_rows: usize = views.iter().map(|v| v.len()).sum();
-        let mut limit = p.k * self.config.overfetch.max(1);
-        loop {
-            let per_index = bm25_search(&indexes, text, p.tenant, limit)?;
-            let full = per_index.iter().any(|rows| rows.len() == limit);
-            // One list over every segment (scores are comparable: global statistics), checked best first.
-            let candidates: Vec<((usize, u64), f32)> = per_index
-                .into_iter()
-                .enumerate()
-                .flat_map(|(segment, rows)| {
-                    rows.into_iter().map(move |(row, s)| ((segment, row), s))
-                })
-                .collect();
-            if self.config.prefetch_rows {
-                // The rows the check below reads one by one: random reads where the cache does not hold them.
-                let best = best_few(&candidates, p.k).into_iter();
-                let rows = rows_by_segment(best.map(|(s, row)| (s, row as usize)), views.len());
-                for (view, rows) in views.iter().zip(&rows) {
-                    if let SegmentView::Sealed(s) = view {
-                        s.chunks.read_ahead(rows);
-                    }
-                }
-            }
-            let row = |(segment, row): (usize, u64)| views[segment].row(row as usize);
-            let hits: Vec<_> = best_passing(candidates, p.k, row, passes)
-                .into_iter()
-                .map(|(r, s, _)| (r, s))
-                .collect();
-            if hits.len() >= p.k || !full || limit >= max_rows {
-                return Ok(hits);
-            }
-            limit *= 4;
         }
     }
 
@@ -1005,68 +627,7 @@ impl ShardEngine {
     }
 }
 
-/// What [`ShardEngine::fetch_documents`] returns for one document.
-#[derive(Debug, Clone)]
-pub enum FetchedDocument {
-    Live(DocumentWrite),
-    Tombstone {
-        doc_id: String,
-        tenant: String,
-        version: u64,
-    },
-}
-
 /// Candidates re-scored from the full vectors per requested hit after an SQ8 copy has ranked the PQ list (the
 /// default of `engine.exact_refine`): SQ8 orders near neighbours almost exactly, so 2 × k are enough to put the
 /// true top k in order.
 pub const EXACT_REFINE: usize = 2;
-
-/// The live rows (and their vectors, row-major) of upsert records.
-fn live_rows_from_log(
-    records: &[(u64, LogOp)],
-    versions: &DocVersions,
-) -> (Vec<StoredChunk>, Vec<f32>) {
-    let mut rows = Vec::new();
-    let mut vectors = Vec::new();
-    for (seq, op) in records {
-        if let LogOp::Upsert {
-            doc_id,
-            tenant,
-            chunks,
-        } = op
-        {
-            if !versions
-                .get(tenant, doc_id)
-                .is_some_and(|v| v.is_live_row(*seq))
-            {
-                continue;
-            }
-            for c in chunks {
-                rows.push(StoredChunk {
-                    chunk_id: c.chunk_id.clone(),
-                    doc_id: doc_id.clone(),
-                    tenant: tenant.clone(),
-                    title: c.title.clone(),
-                    text: c.text.clone(),
-                    metadata_json: c.metadata_json.clone(),
-                    seq: *seq,
-                });
-                vectors.extend_from_slice(&c.vector);
-            }
-        }
-    }
-    (rows, vectors)
-}
-
-/// Segment directories the manifest does not name are leftovers of a seal or compaction cut short by a crash.
-fn remove_orphan_segments(dir: &Path, manifest: &Manifest) -> Result<()> {
-    for entry in std::fs::read_dir(dir.join("segments"))? {
-        let entry = entry?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if !manifest.segments.iter().any(|m| m.id == name) {
-            warn!(segment = %name, event = "orphan_segment_removed", "removing segment not in the manifest");
-            std::fs::remove_dir_all(entry.path())?;
-        }
-    }
-    Ok(())
-}
