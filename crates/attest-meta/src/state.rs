@@ -20,9 +20,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::drain::DrainKind;
 use crate::error::StateError;
-use crate::jobs::{JobPut, SnapshotJobRecord};
+use crate::jobs::SnapshotJobRecord;
 use crate::placement::{self, Candidate, Move, ShardReplicas};
 use crate::records::RecordKey;
+
+mod command;
+mod validate;
+pub use command::{Command, Output};
+pub use validate::{scope_name, validate_collection_name, validate_key, validate_key_hash};
 
 /// Default replication factor when a create request says 0 (the one rule of `attest_core::limits`).
 pub const DEFAULT_REPLICATION: u32 = attest_core::limits::DEFAULT_REPLICATION;
@@ -142,74 +147,6 @@ fn replication_of(def: &CollectionDef) -> u32 {
     }
 }
 
-/// A state-machine command: the data of one normal Raft entry (bincode).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Command {
-    RegisterNode {
-        name: String,
-        address: String,
-        role: NodeRole,
-        zone: String,
-    },
-    CreateCollection {
-        def: CollectionDef,
-        /// Shard nodes the leader considered alive when it proposed.
-        live_nodes: Vec<u64>,
-        /// The leader's clock at proposal time.
-        created_ms: u64,
-    },
-    DropCollection {
-        name: String,
-    },
-    ReplicaCaughtUp {
-        collection: String,
-        shard: u32,
-        node_id: u64,
-    },
-    ApplyRebalance {
-        moves: Vec<Move>,
-    },
-    PutApiKey {
-        key: ApiKeyRecord,
-    },
-    ReportManifests {
-        manifests: Vec<ManifestRecord>,
-    },
-    /// Appended last: the variant index is what bincode writes, so earlier logs still decode.
-    SetThresholds {
-        collection: String,
-        thresholds_json: String,
-    },
-    /// A collection with the placement its creator chose (a restore stages each replica's data first).
-    CreateCollectionPlaced {
-        def: CollectionDef,
-        placement: Vec<ShardReplicas>,
-        created_ms: u64,
-    },
-    /// Starts (`Some`) or ends (`None`) the drain of the shard node registered as `name`.
-    SetNodeDraining {
-        name: String,
-        drain: Option<DrainKind>,
-    },
-    /// Creates or updates a snapshot job ([`crate::jobs`]).
-    PutSnapshotJob(JobPut),
-    CancelSnapshotJob {
-        id: String,
-    },
-    /// [`Command::PutApiKey`] of a key minted by another key (`key.parent_id`, which the record's serde form
-    /// leaves out, carried beside it).
-    PutChildApiKey {
-        key: ApiKeyRecord,
-        parent_id: String,
-    },
-    /// Points collection name `name` at its copy `to` (`name~tag`) and drops the collection `name` resolved to
-    /// ([`crate::aliases`]).
-    SwitchCollection {
-        name: String,
-        to: String,
-    },
-}
-
 /// The fields of [`StateMachine`] that snapshots carry after its serde fields.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct SnapshotExtension {
@@ -234,27 +171,6 @@ struct SnapshotKeyParentsExtension {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct SnapshotAliasesExtension {
     aliases: BTreeMap<String, String>,
-}
-
-impl Command {
-    pub fn encode(&self) -> Vec<u8> {
-        bincode::serialize(self).expect("commands always serialize")
-    }
-
-    pub fn decode(bytes: &[u8]) -> Result<Self, bincode::Error> {
-        bincode::deserialize(bytes)
-    }
-}
-
-/// What applying a command returned.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Output {
-    Node(NodeRecord),
-    Collection(CollectionRecord),
-    Dropped(bool),
-    Moves(Vec<Move>),
-    Job(SnapshotJobRecord),
-    Done,
 }
 
 /// The whole replicated metadata.
@@ -738,62 +654,6 @@ impl StateMachine {
             }
         }
         applied
-    }
-}
-
-/// Collection names travel in URLs and file names (the rule of `attest_core::limits`). Meta keys collections
-/// by stored name, so it also accepts a copy's `name~tag`, which users' names cannot be.
-pub fn validate_collection_name(name: &str) -> Result<(), StateError> {
-    match attest_core::limits::stored_collection_name_problem(name) {
-        Some(problem) => Err(StateError::InvalidArgument(format!(
-            "collection name {name:?}: {problem}"
-        ))),
-        None => Ok(()),
-    }
-}
-
-/// A key hash is 64 lowercase hex digits.
-/// A key record meta accepts: its hash, id and grant in the shape `attest_core::keys` defines.
-pub fn validate_key(key: &ApiKeyRecord) -> Result<(), StateError> {
-    validate_key_hash(&key.key_sha256)?;
-    if let Some(p) = attest_core::keys::key_id_problem(&key.id) {
-        return Err(StateError::InvalidArgument(format!("key id: {p}")));
-    }
-    if !key.parent_id.is_empty() {
-        if let Some(p) = attest_core::keys::key_id_problem(&key.parent_id) {
-            return Err(StateError::InvalidArgument(format!("parent key id: {p}")));
-        }
-    }
-    let scopes: Vec<String> = key.scopes.iter().map(|&s| scope_name(s)).collect();
-    match attest_core::keys::grant_problem(&scopes, &key.tenants, &key.collections) {
-        Some((field, p)) => Err(StateError::InvalidArgument(format!("{field}: {p}"))),
-        None => Ok(()),
-    }
-}
-
-/// The `attest_core::keys::Scope` name of an `attest.v1.Scope` value (an unknown value keeps its number, and is
-/// refused by the grant rule).
-pub fn scope_name(scope: i32) -> String {
-    use attest_core::keys::Scope;
-    match scope {
-        1 => Scope::Read.as_str().to_string(),
-        2 => Scope::Write.as_str().to_string(),
-        3 => Scope::Admin.as_str().to_string(),
-        other => format!("scope#{other}"),
-    }
-}
-
-pub fn validate_key_hash(hash: &str) -> Result<(), StateError> {
-    let ok = hash.len() == 64
-        && hash
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-    if ok {
-        Ok(())
-    } else {
-        Err(StateError::InvalidArgument(
-            "key_sha256 must be 64 lowercase hex digits".into(),
-        ))
     }
 }
 
