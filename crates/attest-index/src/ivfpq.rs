@@ -22,8 +22,6 @@
 
 use std::borrow::Cow;
 use std::cmp::Ordering;
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use faiss::index::io::{read_index_with_flags, write_index};
@@ -34,7 +32,12 @@ use faiss::{Idx, Index, MetricType};
 use parking_lot::Mutex;
 
 use crate::error::{IndexError, Result};
-use crate::simd::dot;
+
+mod exact;
+mod trailer;
+pub use exact::{exact_search, exact_search_batch};
+use trailer::append_trailer;
+pub(crate) use trailer::{verify_file, Trailer};
 
 /// FAISS `IO_FLAG_READ_ONLY` (faiss/index_io.h).
 const FAISS_IO_FLAG_READ_ONLY: i32 = 2;
@@ -48,12 +51,6 @@ pub const MIN_POINTS_PER_LIST: usize = 39;
 const MAX_SEARCH_HANDLES: usize = 8;
 /// Beyond 16 bits per code a PQ codebook (2^nbits centroids per sub-quantizer) is not trainable in practice.
 use attest_core::limits::MAX_NBITS;
-
-const TRAILER_MAGIC: &[u8; 4] = b"ATPQ";
-const TRAILER_VERSION: u32 = 1;
-const TRAILER_LEN: usize = 48;
-/// Trailer bytes covered by the checksum (everything before the crc field).
-const TRAILER_HEAD_LEN: usize = 40;
 
 /// IVF_PQ construction and search parameters.
 ///
@@ -491,75 +488,6 @@ impl IvfPqBuilder {
     }
 }
 
-/// Brute-force top-`k` by inner product over `vectors` (row-major, `len / dim` rows): `(row, score)` best
-/// first, ties broken by the lower row; NaN scores rank last. Ground truth for tests and the search of the
-/// growing segment.
-///
-/// # Panics
-/// If `dim` is 0, `vectors.len()` is not a multiple of `dim`, or `query.len() != dim` (callers validate
-/// dimensions at their API boundary).
-pub fn exact_search(vectors: &[f32], dim: usize, query: &[f32], k: usize) -> Vec<(usize, f32)> {
-    assert!(dim > 0, "dim must be positive");
-    assert_eq!(
-        vectors.len() % dim,
-        0,
-        "vectors length is not a multiple of dim"
-    );
-    assert_eq!(query.len(), dim, "query dimension");
-    if k == 0 {
-        return Vec::new();
-    }
-    let mut scored: Vec<(usize, f32)> = vectors
-        .chunks_exact(dim)
-        .enumerate()
-        .map(|(row, v)| (row, dot(query, v)))
-        .collect();
-    if k < scored.len() {
-        scored.select_nth_unstable_by(k - 1, best_first);
-        scored.truncate(k);
-    }
-    scored.sort_by(best_first);
-    scored
-}
-
-/// Exact top-`k` by inner product for a batch of `queries` (row-major) over `vectors`: one `(row, score)`
-/// list per query, best first. Scans `vectors` in blocks through a FAISS flat index, which scores a whole
-/// block against every query with one BLAS matrix product, so ground truth for thousands of queries over
-/// millions of rows costs one pass over the data instead of one per query. Used by `attest-lab bench`.
-pub fn exact_search_batch(
-    vectors: &[f32],
-    dim: usize,
-    queries: &[f32],
-    k: usize,
-) -> Result<Vec<Vec<(usize, f32)>>> {
-    check_rows("vectors", vectors, dim)?;
-    check_rows("queries", queries, dim)?;
-    const BLOCK_ROWS: usize = 262_144;
-    let nq = queries.len() / dim;
-    let mut best: Vec<Vec<(usize, f32)>> = vec![Vec::with_capacity(2 * k); nq];
-    for (block_no, block) in vectors.chunks(BLOCK_ROWS * dim).enumerate() {
-        let offset = block_no * BLOCK_ROWS;
-        let mut flat = faiss::index::flat::FlatIndex::new_ip(dim as u32)?;
-        flat.add(block)?;
-        let found = flat.search(queries, k.min(block.len() / dim))?;
-        let per_query = found.labels.len() / nq.max(1);
-        for (q, list) in best.iter_mut().enumerate() {
-            let range = q * per_query..(q + 1) * per_query;
-            list.extend(
-                found.labels[range.clone()]
-                    .iter()
-                    .zip(&found.distances[range])
-                    .filter_map(|(label, &score)| {
-                        label.get().map(|r| (offset + r as usize, score))
-                    }),
-            );
-            list.sort_by(best_first);
-            list.truncate(k);
-        }
-    }
-    Ok(best)
-}
-
 /// Set at build time when FAISS was compiled with its AVX2 kernels (`cmake/faiss-avx2.cmake`, named by the
 /// workspace's `.cargo/config.toml` on x86-64).
 const FAISS_BUILT_FOR_AVX2: bool =
@@ -644,127 +572,11 @@ fn repeat_rows(data: &[f32], dim: usize, rows: usize) -> Cow<'_, [f32]> {
     Cow::Owned(data.iter().copied().cycle().take(rows * dim).collect())
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Trailer {
-    faiss_len: u64,
-    pub(crate) count: u64,
-    pub(crate) dim: u32,
-    pub(crate) params: IvfPqParams,
-}
-
-impl Trailer {
-    fn head(&self) -> [u8; TRAILER_HEAD_LEN] {
-        let mut b = [0u8; TRAILER_HEAD_LEN];
-        b[0..8].copy_from_slice(&self.faiss_len.to_le_bytes());
-        b[8..16].copy_from_slice(&self.count.to_le_bytes());
-        let words = [
-            self.dim,
-            self.params.nlist,
-            self.params.m,
-            self.params.nbits,
-            self.params.nprobe,
-            TRAILER_VERSION,
-        ];
-        for (i, w) in words.iter().enumerate() {
-            b[16 + 4 * i..20 + 4 * i].copy_from_slice(&w.to_le_bytes());
-        }
-        b
-    }
-
-    fn parse(b: &[u8]) -> std::result::Result<(Trailer, u32), String> {
-        debug_assert_eq!(b.len(), TRAILER_LEN);
-        if &b[44..48] != TRAILER_MAGIC {
-            return Err("missing trailer (not an Attest IVF_PQ file, or truncated)".into());
-        }
-        let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"));
-        let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
-        let version = u32_at(36);
-        if version != TRAILER_VERSION {
-            return Err(format!("unsupported trailer version {version}"));
-        }
-        let params = IvfPqParams {
-            nlist: u32_at(20),
-            m: u32_at(24),
-            nbits: u32_at(28),
-            nprobe: u32_at(32),
-        };
-        let trailer = Trailer {
-            faiss_len: u64_at(0),
-            count: u64_at(8),
-            dim: u32_at(16),
-            params,
-        };
-        Ok((trailer, u32_at(40)))
-    }
-}
-
-/// Appends the trailer to the FAISS file FAISS just wrote at `tmp`, checksumming what it wrote.
-fn append_trailer(tmp: &Path, mut trailer: Trailer) -> Result<()> {
-    let mut hasher = crc32fast::Hasher::new();
-    let mut file = File::open(tmp)?;
-    let mut buf = vec![0u8; 1 << 20];
-    let mut faiss_len = 0u64;
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-        faiss_len += n as u64;
-    }
-    trailer.faiss_len = faiss_len;
-    let head = trailer.head();
-    hasher.update(&head);
-    let mut out = OpenOptions::new().append(true).open(tmp)?;
-    out.write_all(&head)?;
-    out.write_all(&hasher.finalize().to_le_bytes())?;
-    out.write_all(TRAILER_MAGIC)?;
-    Ok(())
-}
-
-/// Checks length, trailer and checksum of an index file without letting FAISS near it.
-pub(crate) fn verify_file(path: &Path) -> Result<Trailer> {
-    let file = File::open(path)?;
-    // SAFETY: sealed segment files are written once (tmp + rename) and never modified in place. The map is
-    // only read here and dropped before FAISS maps the file itself.
-    let map = unsafe { memmap2::Mmap::map(&file)? };
-    let corrupt = |reason: String| IndexError::corrupt(path, reason);
-    if map.len() <= TRAILER_LEN {
-        return Err(corrupt(format!(
-            "{} bytes is too short for an index",
-            map.len()
-        )));
-    }
-    let body_len = map.len() - TRAILER_LEN;
-    let (trailer, stored_crc) = Trailer::parse(&map[body_len..]).map_err(corrupt)?;
-    if trailer.faiss_len != body_len as u64 {
-        return Err(corrupt(format!(
-            "trailer says {} index bytes, file holds {body_len}",
-            trailer.faiss_len
-        )));
-    }
-    let mut hasher = crc32fast::Hasher::new();
-    hasher.update(&map[..body_len]);
-    hasher.update(&map[body_len..body_len + TRAILER_HEAD_LEN]);
-    let crc = hasher.finalize();
-    if crc != stored_crc {
-        return Err(corrupt(format!(
-            "checksum {crc:08x}, trailer says {stored_crc:08x}"
-        )));
-    }
-    let p = trailer.params;
-    if trailer.dim == 0 || p.validate().is_err() || p.nprobe > p.nlist {
-        return Err(corrupt(format!(
-            "implausible trailer: dim {} params {p:?}",
-            trailer.dim
-        )));
-    }
-    Ok(trailer)
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
+    use super::trailer::TRAILER_LEN;
     use super::*;
+    use crate::simd::dot;
     use proptest::prelude::*;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
