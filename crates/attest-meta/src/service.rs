@@ -21,18 +21,22 @@ use std::time::Duration;
 use attest_proto::v1 as pb;
 use pb::meta_service_server::MetaService;
 use protobuf::Message as PbMessage;
-use raft::prelude::{ConfChange, ConfChangeType, Message};
+use raft::prelude::Message;
 use tokio::time::Instant;
 use tonic::{Request, Response, Status};
 
 use crate::convert;
 use crate::error::{MetaError, StateError};
-use crate::jobs;
 use crate::node::Input;
 use crate::placement;
 use crate::route::{now_ms, Core, MAX_HOPS};
 use crate::state::{self, Command, Output};
 use crate::watch;
+
+mod membership_changes;
+mod snapshot_jobs;
+use membership_changes::{add_meta_node, remove_meta_node};
+use snapshot_jobs::{cancel_snapshot_job, get_snapshot_job, list_snapshot_jobs, put_snapshot_job};
 
 /// The meta gRPC service of one node.
 #[derive(Clone)]
@@ -75,95 +79,6 @@ fn live_nodes(core: &Core) -> Vec<u64> {
         .copied()
         .filter(|id| liveness(*id).1)
         .collect()
-}
-
-async fn add_meta_node(
-    core: Arc<Core>,
-    req: pb::AddMetaNodeRequest,
-    deadline: Instant,
-) -> Result<pb::MetaMembership, MetaError> {
-    let peer = req
-        .peer
-        .ok_or_else(|| MetaError::InvalidArgument("peer is required".into()))?;
-    if peer.id == 0 || peer.address.is_empty() {
-        return Err(MetaError::InvalidArgument(
-            "peer needs a non-zero id and an address".into(),
-        ));
-    }
-    loop {
-        let known = core
-            .shared
-            .applied
-            .read()
-            .state
-            .voters
-            .get(&peer.id)
-            .cloned();
-        if known.as_deref() == Some(peer.address.as_str()) {
-            return Ok(membership(&core));
-        }
-        let mut cc = ConfChange::default();
-        cc.set_change_type(ConfChangeType::AddNode);
-        cc.node_id = peer.id;
-        cc.context = peer.address.clone().into_bytes().into();
-        match core.propose_conf_change(cc, deadline).await {
-            Ok(()) => return Ok(membership(&core)),
-            // Another conf change was still pending: raft-rs refused this one; try again.
-            Err(MetaError::Dropped(_)) if Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-async fn remove_meta_node(
-    core: Arc<Core>,
-    req: pb::RemoveMetaNodeRequest,
-    deadline: Instant,
-) -> Result<pb::MetaMembership, MetaError> {
-    loop {
-        let voters = core.shared.applied.read().state.voters.clone();
-        if !voters.contains_key(&req.id) {
-            return Ok(membership(&core));
-        }
-        if voters.len() == 1 {
-            return Err(
-                StateError::FailedPrecondition("cannot remove the last meta voter".into()).into(),
-            );
-        }
-        if req.id == core.shared.id {
-            // The leader does not remove itself: it hands leadership to the most up-to-date other voter
-            // and the request is re-routed to the new leader.
-            let matched = core.shared.status.read().matched.clone();
-            let to = voters
-                .keys()
-                .filter(|id| **id != core.shared.id)
-                .max_by_key(|id| {
-                    (
-                        matched.get(id).copied().unwrap_or(0),
-                        std::cmp::Reverse(**id),
-                    )
-                })
-                .copied()
-                .expect("another voter exists");
-            core.send(Input::TransferLeader { to })?;
-            while core.shared.is_leader() && Instant::now() < deadline {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            return Err(MetaError::NotLeader { leader_id: to });
-        }
-        let mut cc = ConfChange::default();
-        cc.set_change_type(ConfChangeType::RemoveNode);
-        cc.node_id = req.id;
-        match core.propose_conf_change(cc, deadline).await {
-            Ok(()) => return Ok(membership(&core)),
-            Err(MetaError::Dropped(_)) if Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Err(e) => return Err(e),
-        }
-    }
 }
 
 async fn register_node(
@@ -307,77 +222,6 @@ async fn rebalance(
     };
     Ok(pb::RebalanceResponse {
         moves: moves.iter().map(convert::move_to_pb).collect(),
-    })
-}
-
-async fn put_snapshot_job(
-    core: Arc<Core>,
-    req: pb::PutSnapshotJobRequest,
-    deadline: Instant,
-) -> Result<pb::SnapshotJobInfo, MetaError> {
-    let job = req
-        .job
-        .map(jobs::job_from_pb)
-        .ok_or_else(|| MetaError::InvalidArgument("job is required".into()))?;
-    let cmd = Command::PutSnapshotJob(jobs::JobPut {
-        job,
-        create: req.create,
-        take_over_after_ms: req.take_over_after_ms,
-        now_ms: now_ms(),
-    });
-    job_output(core.propose(cmd, deadline).await?)
-}
-
-async fn cancel_snapshot_job(
-    core: Arc<Core>,
-    req: pb::GetSnapshotJobRequest,
-    deadline: Instant,
-) -> Result<pb::SnapshotJobInfo, MetaError> {
-    job_output(
-        core.propose(Command::CancelSnapshotJob { id: req.id }, deadline)
-            .await?,
-    )
-}
-
-fn job_output(out: Output) -> Result<pb::SnapshotJobInfo, MetaError> {
-    match out {
-        Output::Job(j) => Ok(jobs::job_to_pb(&j)),
-        other => Err(MetaError::Codec(format!(
-            "a job command returned {other:?}"
-        ))),
-    }
-}
-
-/// A linearizable read of the jobs (ReadIndex on the leader): a job just put is seen by the next read.
-async fn get_snapshot_job(
-    core: Arc<Core>,
-    req: pb::GetSnapshotJobRequest,
-    deadline: Instant,
-) -> Result<pb::SnapshotJobInfo, MetaError> {
-    core.read_index(deadline).await?;
-    let applied = core.shared.applied.read();
-    applied
-        .state
-        .snapshot_jobs
-        .get(&req.id)
-        .map(jobs::job_to_pb)
-        .ok_or_else(|| StateError::NotFound(format!("snapshot job {}", req.id)).into())
-}
-
-async fn list_snapshot_jobs(
-    core: Arc<Core>,
-    _req: pb::ListSnapshotJobsRequest,
-    deadline: Instant,
-) -> Result<pb::ListSnapshotJobsResponse, MetaError> {
-    core.read_index(deadline).await?;
-    let applied = core.shared.applied.read();
-    Ok(pb::ListSnapshotJobsResponse {
-        jobs: applied
-            .state
-            .snapshot_jobs_by_age()
-            .into_iter()
-            .map(jobs::job_to_pb)
-            .collect(),
     })
 }
 
