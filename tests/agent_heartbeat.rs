@@ -5,10 +5,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use attest_meta::{MetaConfig, MetaNode};
 use attest_proto::v1 as pb;
 use attest_proto::MetaClient;
 use attest_shard::{ClusterAgentConfig, ShardNode, ShardNodeConfig};
+
+use crate::common::meta::{create_c_on, start_meta};
 
 const NODE_TIMEOUT_MS: u64 = 1500;
 
@@ -20,12 +21,10 @@ async fn alive(meta: &MetaClient, id: u64) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_catch_up_longer_than_the_node_timeout_does_not_get_the_node_marked_dead() {
     let dir = tempfile::tempdir().unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = format!("http://{}", listener.local_addr().unwrap());
-    let mut config = MetaConfig::new(1, address.clone(), dir.path().join("meta"));
-    config.node_timeout_ms = NODE_TIMEOUT_MS;
-    let meta_node = MetaNode::start(config, listener).await.unwrap();
-    let meta = MetaClient::new([address.as_str()]).unwrap();
+    let (meta_node, meta) = start_meta(&dir.path().join("meta"), |c| {
+        c.node_timeout_ms = NODE_TIMEOUT_MS
+    })
+    .await;
 
     let node = ShardNode::open(ShardNodeConfig {
         data_dir: dir.path().join("node"),
@@ -66,33 +65,8 @@ async fn a_catch_up_longer_than_the_node_timeout_does_not_get_the_node_marked_de
         .await
         .unwrap();
     assert_ne!(peer.id, me);
-    meta.create_collection(pb::MetaCreateCollectionRequest {
-        name: "c".into(),
-        shards: 1,
-        replication: 2,
-        spec: Some(pb::CollectionSpec {
-            dimension: 4,
-            index: None,
-            seal_threshold: 0,
-            embedder: "test".into(),
-            embedder_identity: None,
-        }),
-        chunking_json: String::new(),
-        thresholds_json: String::new(),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-
     // The next pass creates the replica, then waits on the stalled peer for up to 6 s.
-    let created = Instant::now();
-    while node.get("c", 0).is_none() {
-        assert!(
-            created.elapsed() < Duration::from_secs(10),
-            "replica never created"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    create_c_on(&meta, 4, &[&node]).await;
     let watched = Instant::now();
     while watched.elapsed() < Duration::from_millis(3 * NODE_TIMEOUT_MS) {
         assert!(

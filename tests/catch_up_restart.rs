@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use attest_auth::cluster::ClusterGuard;
 use attest_index::{DocumentWrite, EngineConfig, LoggedChunk, ShardEngine};
-use attest_meta::{MetaConfig, MetaNode};
-use attest_proto::v1 as pb;
 use attest_proto::{ClusterCredential, MetaClient};
 use attest_shard::catchup::PeerCursor;
 use attest_shard::{ClusterAgentConfig, ShardNode, ShardNodeConfig, StartupGate};
+
+use crate::common::meta::{create_c_on, start_meta};
 
 const DIM: usize = 4;
 
@@ -100,44 +100,6 @@ async fn start_agent_with(
     (ready_rx.await.unwrap(), stop_tx, agent)
 }
 
-/// A one-node meta in `dir`, served on loopback, and a client of it.
-async fn start_meta(dir: &std::path::Path) -> (MetaNode, MetaClient) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = format!("http://{}", listener.local_addr().unwrap());
-    let config = MetaConfig::new(1, address.clone(), dir.to_path_buf());
-    let node = MetaNode::start(config, listener).await.unwrap();
-    (node, MetaClient::new([address.as_str()]).unwrap())
-}
-
-/// Creates collection `c` (one shard, two replicas) and waits until both `nodes` hold its replica.
-async fn create_c_on(meta: &MetaClient, nodes: [&Arc<ShardNode>; 2]) {
-    meta.create_collection(pb::MetaCreateCollectionRequest {
-        name: "c".into(),
-        shards: 1,
-        replication: 2,
-        spec: Some(pb::CollectionSpec {
-            dimension: DIM as u32,
-            index: None,
-            seal_threshold: 0,
-            embedder: "test".into(),
-            embedder_identity: None,
-        }),
-        chunking_json: String::new(),
-        thresholds_json: String::new(),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    let created = Instant::now();
-    while nodes.iter().any(|n| n.get("c", 0).is_none()) {
-        assert!(
-            created.elapsed() < Duration::from_secs(10),
-            "replicas never created"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// Waits until `engine` holds `doc` at its version.
 async fn until_copied(engine: &ShardEngine, i: usize) {
     let started = Instant::now();
@@ -153,7 +115,7 @@ async fn until_copied(engine: &ShardEngine, i: usize) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_agent_goes_on_from_the_cursor_it_kept() {
     let dir = tempfile::tempdir().unwrap();
-    let (meta_node, meta) = start_meta(&dir.path().join("meta")).await;
+    let (meta_node, meta) = start_meta(&dir.path().join("meta"), |_| ()).await;
 
     // The peer, served on loopback; the node under test is never asked anything (it advertises a dead port).
     let peer = shard_node(&dir.path().join("peer"));
@@ -171,7 +133,7 @@ async fn a_restarted_agent_goes_on_from_the_cursor_it_kept() {
     let (peer_id, stop_peer, peer_agent) = start_agent(&peer, &meta, "peer", &peer_address).await;
     let node = shard_node(&dir.path().join("node"));
     let (me, stop_me, my_agent) = start_agent(&node, &meta, "node", "http://127.0.0.1:1").await;
-    create_c_on(&meta, [&peer, &node]).await;
+    create_c_on(&meta, DIM as u32, &[&peer, &node]).await;
     let (peer_engine, engine) = (peer.get("c", 0).unwrap(), node.get("c", 0).unwrap());
     peer_engine.upsert((0..50).map(doc).collect()).unwrap();
     until_copied(&engine, 49).await;
@@ -247,7 +209,7 @@ async fn restart_gated(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_restarted_together_catch_up_from_each_other_before_serving() {
     let dir = tempfile::tempdir().unwrap();
-    let (meta_node, meta) = start_meta(&dir.path().join("meta")).await;
+    let (meta_node, meta) = start_meta(&dir.path().join("meta"), |_| ()).await;
 
     // Two nodes whose listeners stay bound throughout and are served only after the "restart": before it, the
     // agents place the replicas and their catch-ups find nobody answering (200 ms each).
@@ -265,7 +227,7 @@ async fn nodes_restarted_together_catch_up_from_each_other_before_serving() {
         start_agent_with(&a, &meta, agent_config("a", &a_address, 100, 200)).await;
     let (_, stop_b, b_agent) =
         start_agent_with(&b, &meta, agent_config("b", &b_address, 100, 200)).await;
-    create_c_on(&meta, [&a, &b]).await;
+    create_c_on(&meta, DIM as u32, &[&a, &b]).await;
     let _ = stop_a.send(());
     a_agent.await.unwrap().unwrap();
     let _ = stop_b.send(());

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 pub mod llm;
 pub mod local_cluster;
+pub mod meta;
 
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
