@@ -142,7 +142,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let e = ShardEngine::open(dir.path(), small_config()).unwrap();
         // No seal can run while the engine's sealing lock is held here.
-        let _held = e.sealing.lock();
+        let held = e.sealing.lock();
         e.upsert(docs(0..100)).unwrap();
         assert_eq!(e.unsealed_rows(), 100);
         let started = Instant::now();
@@ -155,6 +155,10 @@ mod tests {
             "it waited first"
         );
         assert_eq!(e.unsealed_rows(), 100, "the refused write wrote nothing");
+        // The seal the write started runs once the lock is let go: done before the directory is removed.
+        drop(held);
+        e.seal().unwrap();
+        assert_eq!(e.unsealed_rows(), 0);
     }
 
     #[test]
