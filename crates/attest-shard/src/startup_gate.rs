@@ -103,10 +103,11 @@ where
         // The clone that was polled ready serves this call; the fresh one stays for the next.
         let fresh = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, fresh);
-        let mut open = self.open.clone();
-        let waits = !answered_while_starting(request.uri().path());
+        // Once open (every call of a running node), nothing is parsed or cloned for the gate.
+        let waits = !*self.open.borrow() && !answered_while_starting(request.uri().path());
+        let mut open = waits.then(|| self.open.clone());
         Box::pin(async move {
-            if waits {
+            if let Some(open) = open.as_mut() {
                 // A gate dropped unopened belongs to a node that stopped before it was ready, and is going
                 // away: its held calls go through to the shutdown.
                 let _ = open.wait_for(|open| *open).await;
