@@ -525,6 +525,7 @@ fn searches_report_the_recall_they_delivered() {
         &[
             ("ATTEST__ENGINE__RECALL_PROBE__SAMPLE_RATE", "1"),
             ("ATTEST__ENGINE__RECALL_PROBE__CPU_SHARE", "1"),
+            ("ATTEST__ENGINE__RECALL_PROBE__GATHER_MS", "0"),
         ],
     );
     let url = value_of(&line, "http=");

@@ -85,11 +85,27 @@ pub fn exact_top_k(
     sources: &[(u64, usize)],
     queries: &[f32],
 ) -> anyhow::Result<Vec<Vec<String>>> {
+    exact_top_k_stored(mixture, sources, queries, false)
+}
+
+/// [`exact_top_k`] over the rows as a shard stores them (`half`: rounded to f16, as `engine.vectors` keeps
+/// them): the top 10 a shard's own exact search — the live estimate's — finds.
+pub fn exact_top_k_stored(
+    mixture: &Mixture,
+    sources: &[(u64, usize)],
+    queries: &[f32],
+    half: bool,
+) -> anyhow::Result<Vec<Vec<String>>> {
     const BATCH: usize = 50_000;
     let mut best: Vec<Vec<(String, f32)>> = vec![Vec::new(); queries.len() / DIM];
     for &(stream, n) in sources {
         for start in (0..n).step_by(BATCH) {
-            let rows = mixture.rows(stream, start, BATCH.min(n - start), 2);
+            let mut rows = mixture.rows(stream, start, BATCH.min(n - start), 2);
+            if half {
+                for x in &mut rows {
+                    *x = half::f16::from_f32(*x).to_f32();
+                }
+            }
             let found = attest_index::ivfpq::exact_search_batch(&rows, DIM, queries, K)?;
             for (b, f) in best.iter_mut().zip(found) {
                 b.extend(

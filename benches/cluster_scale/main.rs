@@ -29,6 +29,7 @@ mod ingest;
 mod procs;
 mod report;
 mod serve;
+mod shard_recall;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -103,6 +104,9 @@ pub struct Args {
     /// With `--existing`: measure the healthy cluster's serving only (no shard killed, nothing written).
     #[arg(long, requires = "existing")]
     serve_only: bool,
+    /// Diagnose where recall is lost: shards asked directly (their own setting, every list) on this many queries.
+    #[arg(long, default_value_t = 0)]
+    shard_recall: usize,
     /// Inverted lists each shard probes per search (sent with every query); default: the collection's
     /// (`attest_core::limits::DEFAULT_NPROBE`). The recall / latency trade-off at a scale.
     #[arg(long)]
@@ -229,6 +233,44 @@ async fn live_recall_estimate(cluster: &Cluster) -> anyhow::Result<Option<(f64, 
     Ok((samples > 0).then(|| (weighted / samples as f64, samples)))
 }
 
+/// How long no replica's probe may measure a sample before the searches it gathered count as measured: longer
+/// than `engine.recall_probe.gather_ms` (60 s) and than one replica's scan at 10M (tens of seconds from disk).
+const PROBE_QUIET: Duration = Duration::from_secs(120);
+
+/// The live estimate once the probes have measured what the searches before offered them (the traffic stopped):
+/// waits, up to `limit`, until no replica has measured a sample for [`PROBE_QUIET`]; returns the estimate and
+/// the seconds waited.
+async fn settled_recall_estimate(
+    cluster: &Cluster,
+    limit: Duration,
+) -> anyhow::Result<(Option<(f64, u64)>, f64)> {
+    let started = Instant::now();
+    let measured = || async {
+        anyhow::Ok(
+            replica_stats(cluster)
+                .await?
+                .into_values()
+                .flatten()
+                .flatten()
+                .filter_map(|s| s.recall)
+                .map(|r| r.measured)
+                .sum::<u64>(),
+        )
+    };
+    let (mut last, mut since) = (measured().await?, Instant::now());
+    while since.elapsed() < PROBE_QUIET && started.elapsed() < limit {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let now = measured().await?;
+        if now != last {
+            (last, since) = (now, Instant::now());
+        }
+    }
+    Ok((
+        live_recall_estimate(cluster).await?,
+        started.elapsed().as_secs_f64(),
+    ))
+}
+
 /// Waits (up to `limit`) until every replica has tuned its search setting on all the rows it has sealed: after a
 /// bulk load each process's one tuning thread measures its replicas one after another, resting between them
 /// (`engine.search_tuning.cpu_share`), and a replica not yet tuned serves with the configured `nprobe`. Returns
@@ -339,6 +381,23 @@ async fn main() -> anyhow::Result<()> {
         args.queries,
         truth_started.elapsed().as_secs_f64()
     );
+    // The shards keep f16 vectors: their exact top 10 (what the live estimate holds a search to) is not the f32
+    // vectors' top 10 the driver measures recall against, and no search of the stored vectors finds more of it
+    // than this.
+    let stored = corpus::exact_top_k_stored(
+        &mixture,
+        &[(corpus::CORPUS, args.vectors)],
+        &query_vectors,
+        true,
+    )?;
+    let stored_ceiling = stored
+        .iter()
+        .zip(&before)
+        .map(|(s, t)| corpus::recall(s, t))
+        .sum::<f64>()
+        / before.len().max(1) as f64;
+    eprintln!("the f16 vectors' exact top 10 hold {stored_ceiling:.4} of the f32 vectors'");
+    steps.emit(json!({"step": "truth", "stored_f16_exact_recall_at_10": stored_ceiling}))?;
 
     let (dir, owned) = match &args.dir {
         Some(d) => (d.clone(), false),

@@ -124,6 +124,7 @@ def dev(workdir):
         "ATTEST__ROUTER__EVAL_REPORTS_DIR": str(reports),
         "ATTEST__ENGINE__RECALL_PROBE__SAMPLE_RATE": "1",
         "ATTEST__ENGINE__RECALL_PROBE__CPU_SHARE": "1",
+        "ATTEST__ENGINE__RECALL_PROBE__GATHER_MS": "0",
     })
     yield d
     d.stop()

@@ -47,6 +47,13 @@ pub struct EngineConfig {
     /// vector — each is a random read of 1.5 KB (384-d) in a file the page cache cannot hold once a node serves
     /// more rows than its memory (10M × 384-d is 15 GB of full vectors), where the copies (a quarter of it) can.
     pub exact_refine: usize,
+    /// The k hits of a dense lane carry scores from the full vectors whatever `exact_refine` (which decides only
+    /// how many candidates are re-scored to choose them). The router merges every shard's list by score, and SQ8
+    /// scores, close enough to rank one shard's candidates, scramble a merge across shards where the neighbours
+    /// lie close together: at 1M through the router (6 shards, every replica tuned to nprobe 1 with the copies'
+    /// scores final) the shards' lists held 0.987 of the true top 10 and the merge by their scores kept 0.936
+    /// (docs/decisions/live-recall-estimate.md "The merge"). Costs k full-vector reads a search. Default true.
+    pub exact_scores: bool,
     /// A search asks the page cache for the stored rows (and full vectors) it is about to read, all at once,
     /// before reading them one by one ([`crate::mapped_file::MappedFile::will_need`]): where the cache does not
     /// hold them (10M rows a node) the disk reads them side by side. Default true; false only to measure it.
@@ -106,6 +113,7 @@ impl Default for EngineConfig {
             overfetch: 16,
             compact_overfetch: 64,
             exact_refine: crate::engine::EXACT_REFINE,
+            exact_scores: true,
             prefetch_rows: true,
             seal_idle_ms: 30_000,
             seal_idle_rows: 10_000,

@@ -702,3 +702,51 @@ fn prefetching_rows_changes_no_result() {
     );
     assert_eq!(on, off);
 }
+
+/// The hits of a dense lane carry their full vectors' scores even where the setting ranks candidates by their
+/// SQ8 copies alone (`exact_refine` 0): the router merges the shards' lists by score, and copies' scores scramble
+/// that merge (`engine.exact_scores`). Switched off, the copies' scores are what a hit carries.
+#[test]
+fn dense_hits_carry_their_full_vectors_scores_whatever_the_re_scoring_depth() {
+    let f16 = |v: Vec<f32>| -> Vec<f32> {
+        v.into_iter()
+            .map(|x| half::f16::from_f32(x).to_f32())
+            .collect()
+    };
+    let worst_error = |exact_scores: bool| {
+        let dir = tempfile::tempdir().unwrap();
+        let e = sealed_with(
+            dir.path(),
+            EngineConfig {
+                exact_refine: 0,
+                exact_scores,
+                ..config(1_000)
+            },
+            3_000,
+        );
+        let mut worst = 0.0f32;
+        for i in 0..20 {
+            let q = near_query(i, 3_000);
+            let filter = Filter::default();
+            let hits = e
+                .search(&SearchParams::dense("t1", &q, 10, Some(4), &filter))
+                .unwrap()
+                .dense;
+            assert_eq!(hits.len(), 10);
+            for h in hits {
+                let d: usize = h.doc_id.trim_start_matches("doc-").parse().unwrap();
+                let stored = f16(vector_for(d));
+                let exact: f32 = stored.iter().zip(&q).map(|(a, b)| a * b).sum();
+                worst = worst.max((h.score - exact).abs());
+            }
+        }
+        worst
+    };
+    let exact = worst_error(true);
+    assert!(exact < 1e-4, "scores off by {exact}");
+    let copies = worst_error(false);
+    assert!(
+        copies > 1e-3,
+        "the SQ8 copies' scores should differ: {copies}"
+    );
+}

@@ -21,6 +21,8 @@ fn probed() -> EngineConfig {
             sample_rate: 1.0,
             cpu_share: 1.0,
             window: QUERIES,
+            // Each query waits for its own measurement below; gathering is `recall_probe_gather`'s.
+            gather_ms: 0,
         },
         ..config(1_000)
     }

@@ -374,6 +374,7 @@ fn searches_the_tuning_did_not_foresee_have_the_replica_tuned_again() {
                 sample_rate: 1.0,
                 cpu_share: 1.0,
                 window: 50,
+                gather_ms: 0,
             },
             ..targeted(0.9)
         },

@@ -4,7 +4,8 @@
 //! Sealed segments encoded with one version of the shard's quantizer are searched as one (issue 18): the query
 //! is assigned to its lists once ([`crate::coarse`]), each segment scans those lists, and the best PQ candidates
 //! of all of them form one list that is re-scored once — from the SQ8 copies, then the best
-//! `engine.exact_refine` × k from the full vectors (none at 0) — as a single segment of their combined size would be. A
+//! `engine.exact_refine` × k from the full vectors (at 0 the k hits alone, for their scores; none where
+//! `engine.exact_scores` is off) — as a single segment of their combined size would be. A
 //! segment trained on its own rows (before the shard had a quantizer) is a group of its own.
 
 use std::collections::BTreeMap;
@@ -132,20 +133,22 @@ impl ShardEngine {
                     })
                     .collect();
                 let refine = setting.exact_refine;
+                // The hits' scores from the full vectors (`engine.exact_scores`): the router merges shards by them.
+                let rescore = refine > 0 || self.config.exact_scores;
                 if read_ahead {
                     let best = best_few(&ranked, p.k * refine.max(1));
                     for (segment, rows) in group.iter().zip(&rows_by_segment(best, group.len())) {
                         segment.chunks.read_ahead(rows);
-                        if refine > 0 {
+                        if rescore {
                             segment.vectors.read_ahead(rows.iter().copied());
                         }
                     }
                 }
                 best_passing(ranked, p.k * refine.max(1), row, passes)
                     .into_iter()
-                    .map(|(r, s, (i, at))| match refine {
-                        0 => (r, s),
-                        _ => (r, view(i).vector(at).map_or(s, |v| v.dot(q))),
+                    .map(|(r, s, (i, at))| match rescore {
+                        false => (r, s),
+                        true => (r, view(i).vector(at).map_or(s, |v| v.dot(q))),
                     })
                     .collect()
             } else {
