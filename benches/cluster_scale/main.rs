@@ -220,25 +220,35 @@ async fn replica_layout(cluster: &Cluster) -> anyhow::Result<Value> {
         .collect::<BTreeMap<_, _>>()))
 }
 
+/// Every answering replica's live recall estimate (`ShardStats.recall`).
+async fn replica_recalls(cluster: &Cluster) -> anyhow::Result<Vec<pb::RecallEstimate>> {
+    Ok(replica_stats(cluster)
+        .await?
+        .into_values()
+        .flatten()
+        .flatten()
+        .filter_map(|s| s.recall)
+        .collect())
+}
+
 /// The collection's live recall estimate: every replica's (its probe's exact re-runs of real searches) weighted by
 /// its samples, with the samples behind it; None before any replica has one.
 async fn live_recall_estimate(cluster: &Cluster) -> anyhow::Result<Option<(f64, u64)>> {
-    let (mut weighted, mut samples) = (0.0, 0u64);
-    for replicas in replica_stats(cluster).await?.into_values() {
-        for r in replicas.into_iter().flatten().filter_map(|s| s.recall) {
-            weighted += r.recall * r.samples as f64;
-            samples += r.samples;
-        }
-    }
+    let recalls = replica_recalls(cluster).await?;
+    let samples: u64 = recalls.iter().map(|r| r.samples).sum();
+    let weighted: f64 = recalls.iter().map(|r| r.recall * r.samples as f64).sum();
     Ok((samples > 0).then(|| (weighted / samples as f64, samples)))
 }
 
-/// How long no replica's probe may measure a sample before the searches it gathered count as measured: longer
-/// than `engine.recall_probe.gather_ms` (60 s) and than one replica's scan at 10M (tens of seconds from disk).
-const PROBE_QUIET: Duration = Duration::from_secs(120);
+/// How long no replica's probe may measure a sample before the searches it gathered count as measured: twice
+/// the probe's gathering (`engine.recall_probe.gather_ms`), which also outlasts one replica's scan at 10M (tens
+/// of seconds from disk).
+fn probe_quiet() -> Duration {
+    Duration::from_millis(2 * attest_index::recall_probe::RecallProbeConfig::default().gather_ms)
+}
 
 /// The live estimate once the probes have measured what the searches before offered them (the traffic stopped):
-/// waits, up to `limit`, until no replica has measured a sample for [`PROBE_QUIET`]; returns the estimate and
+/// waits, up to `limit`, until no replica has measured a sample for [`probe_quiet`]; returns the estimate and
 /// the seconds waited.
 async fn settled_recall_estimate(
     cluster: &Cluster,
@@ -247,18 +257,15 @@ async fn settled_recall_estimate(
     let started = Instant::now();
     let measured = || async {
         anyhow::Ok(
-            replica_stats(cluster)
+            replica_recalls(cluster)
                 .await?
-                .into_values()
-                .flatten()
-                .flatten()
-                .filter_map(|s| s.recall)
+                .iter()
                 .map(|r| r.measured)
                 .sum::<u64>(),
         )
     };
     let (mut last, mut since) = (measured().await?, Instant::now());
-    while since.elapsed() < PROBE_QUIET && started.elapsed() < limit {
+    while since.elapsed() < probe_quiet() && started.elapsed() < limit {
         tokio::time::sleep(Duration::from_secs(5)).await;
         let now = measured().await?;
         if now != last {

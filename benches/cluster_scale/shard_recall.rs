@@ -19,12 +19,13 @@ async fn search(
     shard: u32,
     q: &[f32],
     nprobe: Option<u32>,
+    tenant: &str,
 ) -> anyhow::Result<Vec<(String, f32)>> {
     let r = client
         .search(pb::ShardSearchRequest {
             collection: COLLECTION.into(),
             shard,
-            tenant: TENANT.into(),
+            tenant: tenant.into(),
             query_vector: q.to_vec(),
             k: K as u32,
             nprobe,
@@ -36,15 +37,14 @@ async fn search(
     Ok(r.dense.into_iter().map(|h| (h.doc_id, h.score)).collect())
 }
 
-/// The router's tenant when a search names none (`router.default_tenant`).
-const TENANT: &str = "default";
-
 pub async fn measure(
     cluster: &Cluster,
     queries: &QuerySet,
     n: usize,
     nlist: u32,
 ) -> anyhow::Result<Value> {
+    // The tenant the router searches as when a search names none, as the driver's do.
+    let tenant = attest_router::RouterConfig::default().default_tenant;
     let mut clients = Vec::new();
     for (shard, replicas) in cluster.placement(COLLECTION)? {
         for (i, addr) in replicas.into_iter().enumerate() {
@@ -59,8 +59,8 @@ pub async fn measure(
         let mut served_by_shard: HashMap<u32, Vec<(String, f32)>> = HashMap::new();
         let mut wide_by_shard: HashMap<u32, Vec<(String, f32)>> = HashMap::new();
         for (shard, replica, client) in clients.iter_mut() {
-            let served = search(client, *shard, v, None).await?;
-            let wide = search(client, *shard, v, Some(nlist)).await?;
+            let served = search(client, *shard, v, None, &tenant).await?;
+            let wide = search(client, *shard, v, Some(nlist), &tenant).await?;
             let wide_ids: Vec<String> = wide.iter().map(|h| h.0.clone()).collect();
             let served_ids: Vec<String> = served.iter().map(|h| h.0.clone()).collect();
             local += corpus::recall(&served_ids, &wide_ids);
