@@ -548,10 +548,11 @@ fn searches_report_the_recall_they_delivered() {
     }
     // The probe runs off the request path: wait (bounded) for its samples.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let estimates = loop {
+    let (estimates, shards) = loop {
         let (s, body) = get_text(&format!("{url}/v1/collections/c/stats"));
         assert_eq!(s, 200, "{body}");
         let stats: Value = serde_json::from_str(&body).unwrap();
+        let shards = stats["shards"].as_array().unwrap().len() as u64;
         let estimates: Vec<Value> = stats["shards"]
             .as_array()
             .unwrap()
@@ -560,7 +561,7 @@ fn searches_report_the_recall_they_delivered() {
             .collect();
         let samples: u64 = estimates.iter().filter_map(|e| e["samples"].as_u64()).sum();
         if samples >= 6 {
-            break estimates;
+            break (estimates, shards);
         }
         assert!(
             std::time::Instant::now() < deadline,
@@ -568,8 +569,11 @@ fn searches_report_the_recall_they_delivered() {
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
+    assert!(shards >= 2, "the default collection spans shards");
     for e in &estimates {
         assert_eq!(e["recall"].as_f64(), Some(1.0), "{e}");
+        // Counted over the router's merge: each replica learned its collection's shard count.
+        assert_eq!(e["shards"].as_u64(), Some(shards), "{e}");
         assert!(
             e["low"].as_f64().unwrap() <= 1.0 && e["high"].as_f64() == Some(1.0),
             "{e}"

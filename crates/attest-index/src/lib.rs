@@ -30,6 +30,7 @@ mod changes;
 pub mod chunk_store;
 pub mod coarse;
 pub mod config;
+mod delivered_recall;
 pub mod engine;
 pub mod error;
 pub mod filter;

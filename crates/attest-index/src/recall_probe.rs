@@ -1,8 +1,10 @@
 //! The recall a shard delivers, measured on its own traffic (issue 73). Every vector database leaves nprobe to the
 //! operator and none says what recall the cluster gives now. Here a sample of real dense searches
 //! (`engine.recall_probe.sample_rate`, drawn at random) is run again exactly — every live row of the tenant scored from
-//! its full vector ([`ShardEngine::exact_dense_batch`]) — and each sample's recall@k (the share of the exact top k the
-//! search returned) joins a rolling window, whose mean and 95% interval are the estimate
+//! its full vector ([`ShardEngine::exact_dense_batch`]) — and which of its exact top k the search returned joins a
+//! rolling window. The estimate is the mean and 95% interval of what each sample delivers to the collection's
+//! searches ([`crate::delivered_recall`]: the router merges the k best of every shard's k, so a replica's late ranks
+//! count for little), read with the collection's shard count as the node last learned it
 //! ([`RecallEstimate`], `attest_search_recall_estimate`, the Stats RPC).
 //!
 //! Never on the request path, and bounded: a search only offers its sample to a queue of [`QUEUE`] places (a full
@@ -15,7 +17,7 @@
 //! after four minutes of serving (a pass from disk, then up to ten minutes' rest).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{OnceLock, Weak};
 use std::time::{Duration, Instant};
@@ -76,10 +78,10 @@ impl RecallProbeConfig {
     }
 }
 
-/// A replica's rolling recall@k estimate.
+/// A replica's rolling recall@k estimate: the share of its collection's true top k that searches deliver.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct RecallEstimate {
-    /// Mean recall@k of the samples in the window.
+    /// Mean recall@k the samples in the window delivered (counted over `shards` shards).
     pub recall: f64,
     /// 95% interval of the mean (normal approximation; the whole 0..1 with fewer than two samples).
     pub low: f64,
@@ -91,6 +93,16 @@ pub struct RecallEstimate {
     pub dropped: u64,
     /// Exact scans of the replica that measured them (a scan measures every sample of the replica it gathered).
     pub scans: u64,
+    /// The collection's shards the router merges over, as the estimate counts them (1 where not known: the
+    /// replica's own recall@k).
+    pub shards: u32,
+}
+
+/// What one sample found: whether the search served each of the replica's exact top ranks, at its depth k.
+#[derive(Debug, Clone, PartialEq)]
+struct Outcome {
+    hits: Vec<bool>,
+    k: usize,
 }
 
 /// One search to run again exactly.
@@ -112,9 +124,11 @@ pub(crate) struct RecallProbe {
     config: RecallProbeConfig,
     /// Set once the engine is in its `Arc` (a sample names the engine to search again).
     engine: OnceLock<Weak<ShardEngine>>,
-    window: Mutex<VecDeque<f64>>,
+    window: Mutex<VecDeque<Outcome>>,
     /// The same for the samples served with the replica's own setting alone: what its recall target is held to.
-    own_window: Mutex<VecDeque<f64>>,
+    own_window: Mutex<VecDeque<Outcome>>,
+    /// The collection's shard count, as the node last read it from the shard map (0: not known yet).
+    shards: AtomicU32,
     /// The latest sampled searches without a filter (tenant, query vector), newest last.
     recent: Mutex<VecDeque<(String, Vec<f32>)>>,
     measured: AtomicU64,
@@ -130,6 +144,7 @@ impl RecallProbe {
             engine: OnceLock::new(),
             window: Mutex::new(VecDeque::new()),
             own_window: Mutex::new(VecDeque::new()),
+            shards: AtomicU32::new(0),
             recent: Mutex::new(VecDeque::new()),
             measured: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
@@ -184,19 +199,44 @@ impl RecallProbe {
         }
     }
 
-    fn record(&self, recall: f64, own_setting: bool) {
+    fn record(&self, outcome: Outcome, own_setting: bool) {
         if own_setting {
-            push_within(&mut self.own_window.lock(), recall, self.config.window);
+            push_within(
+                &mut self.own_window.lock(),
+                outcome.clone(),
+                self.config.window,
+            );
         }
         let mut window = self.window.lock();
-        push_within(&mut window, recall, self.config.window);
+        push_within(&mut window, outcome, self.config.window);
         // Counted under the window's lock: whoever sees the count sees the sample in the window.
         self.measured.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Records the collection's shard count (from the shard map); returns whether it changed. The samples keep
+    /// their ranks, so the estimate reads them with the new count at once.
+    pub(crate) fn set_collection_shards(&self, shards: u32) -> bool {
+        self.shards.swap(shards, Ordering::Relaxed) != shards
+    }
+
+    /// The collection's shard count as last recorded (0: not known).
+    pub(crate) fn collection_shards(&self) -> u32 {
+        self.shards.load(Ordering::Relaxed)
+    }
+
     /// The estimate over the samples served with the replica's own setting (None before the first).
     pub(crate) fn own_estimate(&self) -> Option<RecallEstimate> {
-        estimate_of(self.own_window.lock().iter().copied())
+        self.estimate_over(&self.own_window.lock())
+    }
+
+    /// Mean and interval of what the samples delivered, over the collection's shards.
+    fn estimate_over(&self, window: &VecDeque<Outcome>) -> Option<RecallEstimate> {
+        let shards = self.collection_shards().max(1);
+        let delivered: Vec<f64> = window
+            .iter()
+            .filter_map(|o| crate::delivered_recall::delivered(&o.hits, o.k, shards))
+            .collect();
+        estimate_of(delivered.into_iter()).map(|e| RecallEstimate { shards, ..e })
     }
 
     /// Forgets the own-setting samples: the setting changed, and the next ones measure the new one.
@@ -212,7 +252,7 @@ impl RecallProbe {
     /// The estimate over the window (None before the first sample).
     pub(crate) fn estimate(&self) -> Option<RecallEstimate> {
         let window = self.window.lock();
-        estimate_of(window.iter().copied()).map(|e| RecallEstimate {
+        self.estimate_over(&window).map(|e| RecallEstimate {
             measured: self.measured.load(Ordering::Relaxed),
             dropped: self.dropped.load(Ordering::Relaxed),
             scans: self.scans.load(Ordering::Relaxed),
@@ -221,8 +261,8 @@ impl RecallProbe {
     }
 }
 
-fn push_within(window: &mut VecDeque<f64>, recall: f64, most: usize) {
-    window.push_back(recall);
+fn push_within<T>(window: &mut VecDeque<T>, item: T, most: usize) {
+    window.push_back(item);
     while window.len() > most {
         window.pop_front();
     }
@@ -249,6 +289,7 @@ fn estimate_of(recalls: impl ExactSizeIterator<Item = f64> + Clone) -> Option<Re
         measured: 0,
         dropped: 0,
         scans: 0,
+        shards: 1,
     })
 }
 
@@ -264,12 +305,6 @@ pub(crate) fn mean_and_standard_error(
     }
     let variance = recalls.map(|r| (r - mean).powi(2)).sum::<f64>() / (n - 1.0);
     (mean, (variance / n).sqrt())
-}
-
-/// The share of the exact top k that the search served.
-pub(crate) fn recall_at_k(served: &[String], exact: &[String]) -> f64 {
-    let found = exact.iter().filter(|id| served.contains(id)).count();
-    found as f64 / exact.len() as f64
 }
 
 /// Longest rest of the probe's and the tuner's threads, whatever the last pass cost: a 10M replica's pass from disk
@@ -367,9 +402,11 @@ fn measure(batch: Vec<Sample>) {
         if exact.is_empty() {
             continue;
         }
-        engine
-            .recall_probe()
-            .record(recall_at_k(&sample.served, &exact), sample.own_setting);
+        let outcome = Outcome {
+            hits: crate::delivered_recall::hits(&sample.served, &exact),
+            k: sample.k,
+        };
+        engine.recall_probe().record(outcome, sample.own_setting);
         if sample.own_setting {
             engine.own_recall_sampled();
         }
@@ -404,13 +441,24 @@ mod tests {
     }
 
     #[test]
-    fn recall_counts_the_exact_top_k_served() {
+    fn the_estimate_counts_the_collections_shards_once_they_are_known() {
+        let probe = RecallProbe::new(RecallProbeConfig::default());
         let ids = |s: &[&str]| s.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(
-            recall_at_k(&ids(&["a", "b", "c"]), &ids(&["a", "c", "d", "e"])),
-            0.5
-        );
-        assert_eq!(recall_at_k(&ids(&["a"]), &ids(&["a"])), 1.0);
+        // Served its first three ranks of four, twice: 0.75 of its own top 4.
+        for _ in 0..2 {
+            let hits =
+                crate::delivered_recall::hits(&ids(&["a", "b", "c"]), &ids(&["a", "b", "c", "d"]));
+            probe.record(Outcome { hits, k: 4 }, true);
+        }
+        let own = probe.estimate().unwrap();
+        assert_eq!((own.recall, own.shards, own.samples), (0.75, 1, 2));
+        // Over four shards the last rank is rarely the collection's: most of what it delivers is kept.
+        assert!(probe.set_collection_shards(4));
+        assert!(!probe.set_collection_shards(4));
+        let merged = probe.estimate().unwrap();
+        assert_eq!(merged.shards, 4);
+        assert!(merged.recall > 0.99, "{merged:?}");
+        assert_eq!(probe.own_estimate().unwrap().recall, merged.recall);
     }
 
     #[test]

@@ -81,8 +81,13 @@ pub struct SearchSetting {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct TunedSearch {
     pub setting: SearchSetting,
-    /// Mean recall@k the chosen setting delivered on the sample.
+    /// Mean recall@k the chosen setting delivered on the sample, to a collection of `shards` shards
+    /// ([`crate::delivered_recall`]).
     pub recall: f64,
+    /// The collection's shard count it was measured for (1 in a tuning kept before shard counts were: a
+    /// replica's own recall@k).
+    #[serde(default = "one_shard")]
+    pub shards: u32,
     /// Mean wall time of one of the sample's searches at the chosen setting, in microseconds (0 in a tuning kept
     /// by a version that did not time them).
     #[serde(default)]
@@ -98,6 +103,10 @@ pub struct TunedSearch {
     /// Unix ms of the tuning, and how long it took (the exact scan and every setting measured).
     pub tuned_at_ms: u64,
     pub took_ms: u64,
+}
+
+fn one_shard() -> u32 {
+    1
 }
 
 /// `x` to 12 significant digits, so that [`TUNED_FILE`] reads back the very number served before a restart.
@@ -460,6 +469,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let tuned = TunedSearch {
             setting: setting(4, 2),
+            shards: 6,
             recall: 0.96,
             micros_per_query: 45.0,
             target: 0.95,

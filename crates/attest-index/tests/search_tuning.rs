@@ -469,3 +469,87 @@ fn a_tuning_that_rows_were_written_under_is_discarded() {
         "with the writes stopped a tuning is kept"
     );
 }
+
+/// A collection over four shards (issue 73): each replica holds a quarter of the rows, learns the shard count
+/// from the shard map, and tunes for the share of the true top k the router's merge keeps — its own late ranks
+/// are rarely the collection's. Held-out queries merged over the four replicas as the router merges them (the k
+/// best by score of each one's k) reach the target, and the tunings' own figures say what the merge delivered. A
+/// changed shard count has the replica tuned again for it.
+#[test]
+fn replicas_tune_for_the_recall_their_collections_merge_delivers() {
+    const SHARDS: usize = 4;
+    const TOTAL: usize = 12_000;
+    let target = 0.9;
+    let dirs: Vec<_> = (0..SHARDS).map(|_| tempfile::tempdir().unwrap()).collect();
+    let replicas: Vec<_> = dirs
+        .iter()
+        .enumerate()
+        .map(|(s, dir)| {
+            let engine = ShardEngine::open(dir.path(), targeted(target)).unwrap();
+            engine.set_collection_shards(SHARDS as u32);
+            let mine = (0..TOTAL).filter(|d| d % SHARDS == s).map(|d| doc(d, 0));
+            engine.upsert(mine.collect()).unwrap();
+            engine.seal().unwrap();
+            engine
+        })
+        .collect();
+    let tunings: Vec<TunedSearch> = replicas.iter().map(|e| tuned(e)).collect();
+    for t in &tunings {
+        assert_eq!(t.shards, SHARDS as u32, "{t:?}");
+        assert!(t.reached && t.recall >= target, "{t:?}");
+    }
+
+    let stored: Vec<Vec<f32>> = (0..TOTAL).map(vector_for).collect();
+    let filter = attest_index::Filter::default();
+    let (mut merged, mut own) = (0.0, 0.0);
+    for i in 0..QUERIES {
+        let q = near_query(i, TOTAL);
+        let mut hits: Vec<(f32, String)> = Vec::new();
+        for (s, engine) in replicas.iter().enumerate() {
+            let p = attest_index::SearchParams::dense("t1", &q, K, None, &filter);
+            let served = engine.search(&p).unwrap().dense;
+            let ids: Vec<String> = served.iter().map(|h| h.chunk_id.clone()).collect();
+            hits.extend(served.into_iter().map(|h| (h.score, h.chunk_id)));
+            if s == 0 {
+                let mine: Vec<Vec<f32>> = (0..TOTAL).step_by(SHARDS).map(vector_for).collect();
+                let exact: Vec<String> = exact_top_k(&q, &mine, 0, K)
+                    .into_iter()
+                    .map(|id| renumbered(&id, SHARDS))
+                    .collect();
+                own += recall_of(&ids, &exact);
+            }
+        }
+        hits.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let kept: Vec<String> = hits.into_iter().take(K).map(|(_, id)| id).collect();
+        merged += recall_of(&kept, &exact_top_k(&q, &stored, 0, K));
+    }
+    let (merged, own) = (merged / QUERIES as f64, own / QUERIES as f64);
+    let tuned_mean = tunings.iter().map(|t| t.recall).sum::<f64>() / SHARDS as f64;
+    eprintln!("merged {merged:.3}, replica 0's own recall@{K} {own:.3}, tunings {tunings:?}");
+    assert!(merged >= target - 0.03, "merged {merged}");
+    assert!(
+        (merged - tuned_mean).abs() <= 0.03,
+        "merged {merged}, the tunings measured {tuned_mean}"
+    );
+
+    // Two shards now: the next tuning measures for them, in the background.
+    replicas[0].set_collection_shards(2);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while replicas[0].tuned_search().map(|t| t.shards) != Some(2) {
+        assert!(
+            Instant::now() < deadline,
+            "no tuning for the new shard count"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `doc-N#0` of the N-th row of one shard's rows (every `shards`-th document from 0) as the collection's id.
+fn renumbered(id: &str, shards: usize) -> String {
+    let n: usize = id
+        .trim_start_matches("doc-")
+        .trim_end_matches("#0")
+        .parse()
+        .unwrap();
+    format!("doc-{}#0", n * shards)
+}

@@ -109,6 +109,7 @@ impl Shared {
                     shard,
                     spec: created.spec.clone(),
                     replication: created.replication,
+                    shards: created.shards,
                 },
             })
             .await;

@@ -97,6 +97,8 @@ struct Assignment {
     spec: Option<pb::CollectionSpec>,
     /// The collection's replicas per shard (whether a new replica's log keeps its sealed vectors).
     replication: u32,
+    /// The collection's shard count (what the recall estimate and tuning count the router's merge over).
+    shards: u32,
     /// Other replicas holding data (ACTIVE or LEAVING): (node id, address).
     peers: Vec<(u64, String)>,
 }
@@ -297,6 +299,7 @@ fn assignments(state: &pb::ClusterState, me: u64) -> Vec<Assignment> {
                 state: mine.state(),
                 spec: c.spec.clone(),
                 replication: c.replication,
+                shards: c.shards,
                 peers,
             });
         }
@@ -379,6 +382,10 @@ async fn reconcile(
         };
         if created {
             info!(collection = %a.collection, shard = a.shard, event = "replica_created", "replica placed here created");
+        }
+        if let Some(engine) = node.get(&a.collection, a.shard) {
+            // An atomic store, and a tuning asked for only when the count changed.
+            engine.set_collection_shards(a.shards);
         }
         let key = (a.collection.clone(), a.shard);
         let joining = a.state == pb::ReplicaState::Joining;

@@ -105,6 +105,7 @@ fn stats_to_proto(s: EngineStats) -> pb::ShardStatsResponse {
             samples: r.samples,
             measured: r.measured,
             dropped: r.dropped,
+            shards: r.shards,
         }),
         recall_retrains: s.recall_retrains,
         tuned: s.tuned.map(|t| pb::SearchTuning {
@@ -166,11 +167,15 @@ impl ShardServiceImpl {
             self.node.check_disk().map_err(to_status)?;
         }
         let node = Arc::clone(&self.node);
+        let (collection, shard, shards) = (r.collection.clone(), r.shard, r.shards);
         let created = blocking(move || {
             node.ensure(&r.collection, r.shard, config)
                 .map_err(to_status)
         })
         .await?;
+        if let Some(engine) = self.node.get(&collection, shard) {
+            engine.set_collection_shards(shards);
+        }
         Ok(Response::new(pb::EnsureShardResponse { created }))
     }
 

@@ -1040,7 +1040,8 @@ export interface components {
             measured: number;
             /**
              * Format: double
-             * @description Mean recall@k of the samples in the window.
+             * @description Mean recall@k the samples in the window delivered to the collection's searches: the share of the true top
+             *     k the router keeps from this replica's answers (its late ranks are rarely the collection's).
              */
             recall: number;
             /**
@@ -1048,6 +1049,11 @@ export interface components {
              * @description Samples in the window.
              */
             samples: number;
+            /**
+             * Format: int32
+             * @description The collection's shard count the estimate counts the merge over (1: the replica's own recall@k).
+             */
+            shards: number;
         };
         /** @description A re-embedding job (`GET /v1/reembed/jobs/{id}`). */
         ReembedJob: {

@@ -379,7 +379,8 @@ pub struct SearchTuning {
 /// Recall@k of a replica's dense searches, measured on a sample of them.
 #[derive(Serialize, ToSchema)]
 pub struct RecallEstimate {
-    /// Mean recall@k of the samples in the window.
+    /// Mean recall@k the samples in the window delivered to the collection's searches: the share of the true top
+    /// k the router keeps from this replica's answers (its late ranks are rarely the collection's).
     pub recall: f64,
     /// The 95% interval of that mean.
     pub low: f64,
@@ -389,6 +390,8 @@ pub struct RecallEstimate {
     /// Samples measured since the replica opened, and dropped because the probe was busy.
     pub measured: u64,
     pub dropped: u64,
+    /// The collection's shard count the estimate counts the merge over (1: the replica's own recall@k).
+    pub shards: u32,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -418,6 +421,7 @@ impl CollectionStats {
                     samples: r.samples,
                     measured: r.measured,
                     dropped: r.dropped,
+                    shards: r.shards,
                 }),
                 recall_retrains: s.recall_retrains,
                 tuned: s.tuned.map(|t| SearchTuning {

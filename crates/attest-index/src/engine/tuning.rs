@@ -11,8 +11,8 @@ use rand::{Rng, SeedableRng};
 
 use super::exact::ExactQuery;
 use super::{SearchParams, SegmentView, ShardEngine};
+use crate::delivered_recall::{delivered, hits};
 use crate::filter::Filter;
-use crate::recall_probe::recall_at_k;
 use crate::search_tuning::{choose, Measured, SearchSetting, TunedSearch};
 
 /// Own-setting samples the live estimate holds before it may ask for a tuning: a 95% interval of about ±0.03.
@@ -102,6 +102,9 @@ impl ShardEngine {
         if queries == 0 {
             return None;
         }
+        // Measured as the collection receives it: a miss at a late rank is mostly not the collection's
+        // ([`crate::delivered_recall`]).
+        let shards = self.recall.collection_shards();
         let written_under = || self.log_reader.last_seq() != written_through;
         let recall_at = |setting: SearchSetting| {
             if written_under() {
@@ -123,7 +126,8 @@ impl ShardEngine {
                         Ok(lanes) => lanes.dense.into_iter().map(|h| h.chunk_id).collect(),
                         Err(_) => Vec::new(),
                     };
-                    recall_at_k(&without_own(served, q.own.as_deref(), k), truth)
+                    let served = without_own(served, q.own.as_deref(), k);
+                    delivered(&hits(&served, truth), k, shards).unwrap_or(0.0)
                 })
                 .collect();
             Measured::of(setting, &recalls, searching.elapsed())
@@ -143,6 +147,7 @@ impl ShardEngine {
         }
         let tuned = TunedSearch {
             setting: chosen.setting,
+            shards: shards.max(1),
             recall: crate::search_tuning::as_kept(chosen.recall),
             micros_per_query: crate::search_tuning::as_kept(chosen.micros_per_query),
             target,
@@ -162,6 +167,10 @@ impl ShardEngine {
             warn!(error = %e, event = "search_tuning_not_kept", "the tuning could not be written to disk");
         }
         *self.tuned.write() = Some(tuned);
+        if self.recall.collection_shards().max(1) != tuned.shards {
+            // The shard map was read while it measured: the next tuning measures for the count now known.
+            self.tuning_needed();
+        }
         Some(tuned)
     }
 
@@ -237,6 +246,22 @@ impl ShardEngine {
         );
         self.recall.clear_own();
         self.tuning_needed();
+    }
+
+    /// Records the collection's shard count from the shard map (every reconcile pass, and each EnsureShard): the
+    /// estimate reads its samples with it from now on, and a tuning measured for another count is done again.
+    pub fn set_collection_shards(&self, shards: u32) {
+        if shards == 0 || !self.recall.set_collection_shards(shards) {
+            return;
+        }
+        if self.tuned_search().is_some_and(|t| t.shards != shards) {
+            info!(
+                shards,
+                event = "search_tuning_shards_changed",
+                "the collection's shard count differs from the one the tuning measured for; tuning again"
+            );
+            self.tuning_needed();
+        }
     }
 
     /// Called when a tuning found no setting that reaches the target: the quantizer no longer fits the data
