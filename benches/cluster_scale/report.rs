@@ -155,7 +155,17 @@ pub async fn run(
     let cluster = Cluster::up(3, Some(dir), args.port)?;
     let mut router = router_client(&cluster).await?;
     let (accepted, ingest_seconds) = if args.existing {
-        (documents_held(&cluster).await?, args.ingest_seconds)
+        let held = documents_held(&cluster).await?;
+        // The truth after an outage counts `--outage-docs` documents of the outage stream: a run on data whose
+        // outage wrote another number measures against documents that are not there (a serve-only run at 1M
+        // with the default 20,000 on data holding 10,000 read recall 0.011 low).
+        let outage = held.saturating_sub(args.vectors as u64);
+        ensure!(
+            outage == 0 || outage == args.outage_docs as u64,
+            "the collection holds {held} documents: {outage} beyond the corpus, written during an earlier run's \
+             outage; pass --outage-docs {outage}"
+        );
+        (held, args.ingest_seconds)
     } else {
         create_collection(&mut router, args, nlist).await?;
         let (accepted, seconds) = ingest_step(args, dir, &router, mixture, steps).await?;
