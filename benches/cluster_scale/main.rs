@@ -111,6 +111,10 @@ pub struct Args {
     /// (`attest_core::limits::DEFAULT_NPROBE`). The recall / latency trade-off at a scale.
     #[arg(long)]
     nprobe: Option<u32>,
+    /// Inverted lists of the collection; default: the cost model's choice for the rows a replica holds. More
+    /// lists than that make nprobe 1 lossy at a small scale (what a 10M replica's tuning faces, in minutes).
+    #[arg(long)]
+    nlist: Option<u32>,
     /// Serving is measured once the shard processes use less than this many CPU-seconds in 10 s.
     #[arg(long, default_value_t = 4.0)]
     idle_cpu_s: f64,
@@ -419,7 +423,7 @@ async fn main() -> anyhow::Result<()> {
         &args,
         &dir,
         &mixture,
-        predicted.nlist,
+        args.nlist.unwrap_or(predicted.nlist),
         (query_vectors, before, after),
         &mut steps,
     ))
