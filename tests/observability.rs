@@ -514,21 +514,26 @@ fn collections_are_metered_apart_and_past_the_cap_as_other() {
 
 /// The live recall estimate through the real binary (issue 73): with every search sampled, the shards run the
 /// searches again exactly in the background and report the recall they measured in `GET .../stats` and as
-/// `attest_search_recall_estimate`. The rows are unsealed (a flat scan, itself exact), so the recall is 1.
+/// `attest_search_recall_estimate`. The rows are unsealed (a flat scan, itself exact), so the recall is 1. Each
+/// estimate counts the router's merge over the collection's shards: learned at creation (EnsureShard), and after a
+/// restart from the node's pass over the shard map.
 #[test]
 fn searches_report_the_recall_they_delivered() {
     let dir = common::RunDir::new();
-    let (_dev, line): (Proc, String) = start_with_env(
-        &["dev", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"],
-        Some(dir.path()),
-        Logs::Quiet,
-        &[
-            ("ATTEST__ENGINE__RECALL_PROBE__SAMPLE_RATE", "1"),
-            ("ATTEST__ENGINE__RECALL_PROBE__CPU_SHARE", "1"),
-            ("ATTEST__ENGINE__RECALL_PROBE__GATHER_MS", "0"),
-        ],
-    );
-    let url = value_of(&line, "http=");
+    let start_dev = || -> (Proc, String) {
+        let (dev, line) = start_with_env(
+            &["dev", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"],
+            Some(dir.path()),
+            Logs::Quiet,
+            &[
+                ("ATTEST__ENGINE__RECALL_PROBE__SAMPLE_RATE", "1"),
+                ("ATTEST__ENGINE__RECALL_PROBE__CPU_SHARE", "1"),
+                ("ATTEST__ENGINE__RECALL_PROBE__GATHER_MS", "0"),
+            ],
+        );
+        (dev, value_of(&line, "http="))
+    };
+    let (mut dev, url) = start_dev();
     let (s, b) = post(&format!("{url}/v1/collections"), &json!({"name": "c"}));
     assert_eq!(s, 201, "{b}");
     let documents: Vec<Value> = (0..12)
@@ -539,36 +544,7 @@ fn searches_report_the_recall_they_delivered() {
         &json!({ "documents": documents }),
     );
     assert_eq!(s, 200, "{b}");
-    for i in 0..6 {
-        let (s, b) = post(
-            &format!("{url}/v1/collections/c/search"),
-            &json!({"query": format!("note {i} on probes"), "k": 3}),
-        );
-        assert_eq!(s, 200, "{b}");
-    }
-    // The probe runs off the request path: wait (bounded) for its samples.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let (estimates, shards) = loop {
-        let (s, body) = get_text(&format!("{url}/v1/collections/c/stats"));
-        assert_eq!(s, 200, "{body}");
-        let stats: Value = serde_json::from_str(&body).unwrap();
-        let shards = stats["shards"].as_array().unwrap().len() as u64;
-        let estimates: Vec<Value> = stats["shards"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|shard| shard.get("recall").cloned())
-            .collect();
-        let samples: u64 = estimates.iter().filter_map(|e| e["samples"].as_u64()).sum();
-        if samples >= 6 {
-            break (estimates, shards);
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no recall samples: {body}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+    let (estimates, shards) = estimates_after_searches(&url);
     assert!(shards >= 2, "the default collection spans shards");
     for e in &estimates {
         assert_eq!(e["recall"].as_f64(), Some(1.0), "{e}");
@@ -586,6 +562,66 @@ fn searches_report_the_recall_they_delivered() {
         Some(("collection", "c")),
     );
     assert_eq!(recall, Some(1.0), "the gauge of a shard's estimate");
+
+    // Restarted: no EnsureShard this time; the replicas learn the count from the shard map.
+    dev.terminate();
+    let (_dev, url) = start_dev();
+    estimates_after_searches(&url);
+    // The node's first pass over the shard map may follow the first samples by a moment: waited for, bounded.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (s, body) = get_text(&format!("{url}/v1/collections/c/stats"));
+        assert_eq!(s, 200, "{body}");
+        let stats: Value = serde_json::from_str(&body).unwrap();
+        let counted = stats["shards"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|shard| shard.get("recall"))
+            .all(|e| e["shards"].as_u64() == Some(shards));
+        if counted {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "after the restart the estimates do not count the collection's shards: {body}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Searches the collection `c` six times and waits (bounded) for the probe's samples of them, off the request
+/// path: the shards' estimates and the shard count.
+fn estimates_after_searches(url: &str) -> (Vec<Value>, u64) {
+    for i in 0..6 {
+        let (s, b) = post(
+            &format!("{url}/v1/collections/c/search"),
+            &json!({"query": format!("note {i} on probes"), "k": 3}),
+        );
+        assert_eq!(s, 200, "{b}");
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (s, body) = get_text(&format!("{url}/v1/collections/c/stats"));
+        assert_eq!(s, 200, "{body}");
+        let stats: Value = serde_json::from_str(&body).unwrap();
+        let shards = stats["shards"].as_array().unwrap().len() as u64;
+        let estimates: Vec<Value> = stats["shards"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|shard| shard.get("recall").cloned())
+            .collect();
+        let samples: u64 = estimates.iter().filter_map(|e| e["samples"].as_u64()).sum();
+        if samples >= 6 {
+            return (estimates, shards);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no recall samples: {body}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 /// Clustered unit vectors of the dev embedder's dimension (the same every run): 20 centres, each row its centre
