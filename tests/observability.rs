@@ -544,7 +544,7 @@ fn searches_report_the_recall_they_delivered() {
         &json!({ "documents": documents }),
     );
     assert_eq!(s, 200, "{b}");
-    let (estimates, shards) = estimates_after_searches(&url);
+    let (estimates, shards) = estimates_after_searches(&url, |_| true);
     assert!(shards >= 2, "the default collection spans shards");
     for e in &estimates {
         assert_eq!(e["recall"].as_f64(), Some(1.0), "{e}");
@@ -566,33 +566,17 @@ fn searches_report_the_recall_they_delivered() {
     // Restarted: no EnsureShard this time; the replicas learn the count from the shard map.
     dev.terminate();
     let (_dev, url) = start_dev();
-    estimates_after_searches(&url);
     // The node's first pass over the shard map may follow the first samples by a moment: waited for, bounded.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let (s, body) = get_text(&format!("{url}/v1/collections/c/stats"));
-        assert_eq!(s, 200, "{body}");
-        let stats: Value = serde_json::from_str(&body).unwrap();
-        let counted = stats["shards"]
-            .as_array()
-            .unwrap()
+    estimates_after_searches(&url, |estimates| {
+        estimates
             .iter()
-            .filter_map(|shard| shard.get("recall"))
-            .all(|e| e["shards"].as_u64() == Some(shards));
-        if counted {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "after the restart the estimates do not count the collection's shards: {body}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+            .all(|e| e["shards"].as_u64() == Some(shards))
+    });
 }
 
-/// Searches the collection `c` six times and waits (bounded) for the probe's samples of them, off the request
-/// path: the shards' estimates and the shard count.
-fn estimates_after_searches(url: &str) -> (Vec<Value>, u64) {
+/// Searches the collection `c` six times and waits (bounded) until the probe has sampled them, off the request
+/// path, and `done` holds of the shards' estimates: the estimates and the shard count.
+fn estimates_after_searches(url: &str, done: impl Fn(&[Value]) -> bool) -> (Vec<Value>, u64) {
     for i in 0..6 {
         let (s, b) = post(
             &format!("{url}/v1/collections/c/search"),
@@ -613,12 +597,12 @@ fn estimates_after_searches(url: &str) -> (Vec<Value>, u64) {
             .filter_map(|shard| shard.get("recall").cloned())
             .collect();
         let samples: u64 = estimates.iter().filter_map(|e| e["samples"].as_u64()).sum();
-        if samples >= 6 {
+        if samples >= 6 && done(&estimates) {
             return (estimates, shards);
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "no recall samples: {body}"
+            "no recall samples, or not as expected: {body}"
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
