@@ -11,11 +11,6 @@
 //! every weight is 1 and this is plain recall@k. The probe's estimate and the tuner's measurement both use it, so a
 //! replica is held to the recall its collection delivers, and the figures compare with what a client measures.
 
-/// The collection's shard count as the estimate uses it: 0 (not known) counts as one shard.
-fn shards_or_one(shards: u32) -> u32 {
-    shards.max(1)
-}
-
 /// Whether each of the exact top k (in rank order) was among the served ids.
 pub(crate) fn hits(served: &[String], exact: &[String]) -> Vec<bool> {
     exact.iter().map(|id| served.contains(id)).collect()
@@ -24,10 +19,10 @@ pub(crate) fn hits(served: &[String], exact: &[String]) -> Vec<bool> {
 /// w_r = P(Bin(k, 1/shards) ≥ r) for r = 1..=ranks (ranks ≤ k): how likely a replica's local rank r is among
 /// its collection's top k. Summed in log space from the top, so that k in the thousands neither under- nor
 /// overflows.
+/// The weights of ranks 1..=j are the first j of those of ranks 1..=k, so one vector serves every shorter list.
 pub(crate) fn rank_weights(k: usize, shards: u32, ranks: usize) -> Vec<f64> {
-    let shards = shards_or_one(shards);
     let ranks = ranks.min(k);
-    if shards == 1 {
+    if shards <= 1 {
         return vec![1.0; ranks];
     }
     let p = 1.0 / f64::from(shards);
@@ -51,14 +46,19 @@ pub(crate) fn rank_weights(k: usize, shards: u32, ranks: usize) -> Vec<f64> {
 /// the replica served each of its exact top ranks (`hits`, at most k of them: fewer where the replica holds fewer
 /// matching rows). None without a rank to find.
 pub(crate) fn delivered(hits: &[bool], k: usize, shards: u32) -> Option<f64> {
-    let weights = rank_weights(k, shards, hits.len());
+    share_kept(hits, &rank_weights(k, shards, hits.len()))
+}
+
+/// As `delivered`, with the rank weights of the search's k already computed (at least `hits.len()` of them).
+pub(crate) fn share_kept(hits: &[bool], weights: &[f64]) -> Option<f64> {
+    let weights = &weights[..hits.len().min(weights.len())];
     let total: f64 = weights.iter().sum();
     if total <= 0.0 {
         return None;
     }
     let kept: f64 = hits
         .iter()
-        .zip(&weights)
+        .zip(weights)
         .filter(|(hit, _)| **hit)
         .map(|(_, w)| w)
         .sum();
@@ -74,7 +74,12 @@ mod tests {
     #[test]
     fn one_shard_is_plain_recall_at_k() {
         assert_eq!(rank_weights(10, 1, 10), vec![1.0; 10]);
-        assert_eq!(rank_weights(10, 0, 4), vec![1.0; 4], "not known: one shard");
+        assert_eq!(rank_weights(10, 1, 4), rank_weights(10, 1, 10)[..4]);
+        assert_eq!(
+            rank_weights(10, 6, 4),
+            rank_weights(10, 6, 10)[..4],
+            "a prefix"
+        );
         let hits = [true, false, true, true];
         assert_eq!(delivered(&hits, 10, 1), Some(0.75));
         assert_eq!(delivered(&[], 10, 6), None);

@@ -16,7 +16,7 @@
 //! it scans: a pass started on the first sample alone, and straight after a 10M load the estimate held 3 samples
 //! after four minutes of serving (a pass from disk, then up to ten minutes' rest).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{OnceLock, Weak};
@@ -219,9 +219,10 @@ impl RecallProbe {
         self.shards.swap(shards, Ordering::Relaxed) != shards
     }
 
-    /// The collection's shard count as last recorded (0: not known).
+    /// The collection's shard count as last recorded. Not known yet (a replica restarted, before its first pass
+    /// over the shard map) counts as one shard: plain recall@k, the lower of the two figures.
     pub(crate) fn collection_shards(&self) -> u32 {
-        self.shards.load(Ordering::Relaxed)
+        self.shards.load(Ordering::Relaxed).max(1)
     }
 
     /// The estimate over the samples served with the replica's own setting (None before the first).
@@ -231,10 +232,17 @@ impl RecallProbe {
 
     /// Mean and interval of what the samples delivered, over the collection's shards.
     fn estimate_over(&self, window: &VecDeque<Outcome>) -> Option<RecallEstimate> {
-        let shards = self.collection_shards().max(1);
+        let shards = self.collection_shards();
+        // One weight vector per distinct k (a window holds a few), not one per sample and read.
+        let mut weights: HashMap<usize, Vec<f64>> = HashMap::new();
         let delivered: Vec<f64> = window
             .iter()
-            .filter_map(|o| crate::delivered_recall::delivered(&o.hits, o.k, shards))
+            .filter_map(|o| {
+                let w = weights
+                    .entry(o.k)
+                    .or_insert_with(|| crate::delivered_recall::rank_weights(o.k, shards, o.k));
+                crate::delivered_recall::share_kept(&o.hits, w)
+            })
             .collect();
         estimate_of(delivered.into_iter()).map(|e| RecallEstimate { shards, ..e })
     }

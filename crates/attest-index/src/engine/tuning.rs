@@ -147,7 +147,7 @@ impl ShardEngine {
         }
         let tuned = TunedSearch {
             setting: chosen.setting,
-            shards: shards.max(1),
+            shards,
             recall: crate::search_tuning::as_kept(chosen.recall),
             micros_per_query: crate::search_tuning::as_kept(chosen.micros_per_query),
             target,
@@ -167,7 +167,7 @@ impl ShardEngine {
             warn!(error = %e, event = "search_tuning_not_kept", "the tuning could not be written to disk");
         }
         *self.tuned.write() = Some(tuned);
-        if self.recall.collection_shards().max(1) != tuned.shards {
+        if self.recall.collection_shards() != tuned.shards {
             // The shard map was read while it measured: the next tuning measures for the count now known.
             self.tuning_needed();
         }
