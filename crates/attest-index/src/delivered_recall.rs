@@ -19,6 +19,7 @@ pub(crate) fn hits(served: &[String], exact: &[String]) -> Vec<bool> {
 /// w_r = P(Bin(k, 1/shards) ≥ r) for r = 1..=ranks (ranks ≤ k): how likely a replica's local rank r is among
 /// its collection's top k. Summed in log space from the top, so that k in the thousands neither under- nor
 /// overflows.
+///
 /// The weights of ranks 1..=j are the first j of those of ranks 1..=k, so one vector serves every shorter list.
 pub(crate) fn rank_weights(k: usize, shards: u32, ranks: usize) -> Vec<f64> {
     let ranks = ranks.min(k);
@@ -45,6 +46,7 @@ pub(crate) fn rank_weights(k: usize, shards: u32, ranks: usize) -> Vec<f64> {
 /// The share of a search's true top k (over a collection of `shards` shards) that the router keeps, from whether
 /// the replica served each of its exact top ranks (`hits`, at most k of them: fewer where the replica holds fewer
 /// matching rows). None without a rank to find.
+#[cfg(test)]
 pub(crate) fn delivered(hits: &[bool], k: usize, shards: u32) -> Option<f64> {
     share_kept(hits, &rank_weights(k, shards, hits.len()))
 }

@@ -11,7 +11,7 @@ use rand::{Rng, SeedableRng};
 
 use super::exact::ExactQuery;
 use super::{SearchParams, SegmentView, ShardEngine};
-use crate::delivered_recall::{delivered, hits};
+use crate::delivered_recall::{hits, rank_weights, share_kept};
 use crate::filter::Filter;
 use crate::search_tuning::{choose, Measured, SearchSetting, TunedSearch};
 
@@ -105,6 +105,8 @@ impl ShardEngine {
         // Measured as the collection receives it: a miss at a late rank is mostly not the collection's
         // ([`crate::delivered_recall`]).
         let shards = self.recall.collection_shards();
+        // The same k for every query: its rank weights once, outside the timed searches.
+        let weights = rank_weights(k, shards, k);
         let written_under = || self.log_reader.last_seq() != written_through;
         let recall_at = |setting: SearchSetting| {
             if written_under() {
@@ -127,7 +129,7 @@ impl ShardEngine {
                         Err(_) => Vec::new(),
                     };
                     let served = without_own(served, q.own.as_deref(), k);
-                    delivered(&hits(&served, truth), k, shards).unwrap_or(0.0)
+                    share_kept(&hits(&served, truth), &weights).unwrap_or(0.0)
                 })
                 .collect();
             Measured::of(setting, &recalls, searching.elapsed())
