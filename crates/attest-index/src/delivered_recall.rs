@@ -43,15 +43,10 @@ pub(crate) fn rank_weights(k: usize, shards: u32, ranks: usize) -> Vec<f64> {
     tail[1..=ranks].iter().map(|w| w.min(1.0)).collect()
 }
 
-/// The share of a search's true top k (over a collection of `shards` shards) that the router keeps, from whether
-/// the replica served each of its exact top ranks (`hits`, at most k of them: fewer where the replica holds fewer
-/// matching rows). None without a rank to find.
-#[cfg(test)]
-pub(crate) fn delivered(hits: &[bool], k: usize, shards: u32) -> Option<f64> {
-    share_kept(hits, &rank_weights(k, shards, hits.len()))
-}
-
-/// As `delivered`, with the rank weights of the search's k already computed (at least `hits.len()` of them).
+/// The share of a search's true top k that the router keeps, from whether the replica served each of its exact
+/// top ranks (`hits`, at most k of them: fewer where the replica holds fewer matching rows), given the rank
+/// weights of that k over the collection's shards ([`rank_weights`]; at least `hits.len()` of them). None without
+/// a rank to find.
 pub(crate) fn share_kept(hits: &[bool], weights: &[f64]) -> Option<f64> {
     let weights = &weights[..hits.len().min(weights.len())];
     let total: f64 = weights.iter().sum();
@@ -70,6 +65,11 @@ pub(crate) fn share_kept(hits: &[bool], weights: &[f64]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `share_kept` with the weights of `k` over `shards` computed for this one search.
+    fn delivered(hits: &[bool], k: usize, shards: u32) -> Option<f64> {
+        share_kept(hits, &rank_weights(k, shards, hits.len()))
+    }
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
 
